@@ -1,0 +1,388 @@
+"""The ``cartomap`` command line: every long job the dashboard offers, plus run management."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, RunConfig, TrainConfig
+from .errors import CartomapError
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _columns(text: str) -> tuple[str, ...]:
+    cols = tuple(c.strip() for c in text.split(",") if c.strip())
+    if len(cols) not in (1, 2):
+        raise argparse.ArgumentTypeError("expected one column (single text) or two (premise,hypothesis)")
+    return cols
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in text.split(",") if c.strip())
+
+
+def add_data_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument(
+        "--data",
+        default=DEMO_TRAIN,
+        help="training data: file, saved HF dataset folder, hf:NAME, or demo:train",
+    )
+    g.add_argument(
+        "--dev",
+        default=None,
+        help="dev data evaluated each epoch ('none' to skip; default demo:dev for the demo)",
+    )
+    g.add_argument("--format", default="auto", help="jsonl, csv, tsv, parquet, hf (default: from the suffix)")
+    g.add_argument(
+        "--text-columns",
+        type=_columns,
+        default=("premise", "hypothesis"),
+        help="e.g. premise,hypothesis or text",
+    )
+    g.add_argument("--label-column", default="label")
+    g.add_argument("--id-column", default="id", help="generated from the content when absent")
+    g.add_argument(
+        "--label-names", type=_names, default=None, help="class order, e.g. entailment,neutral,contradiction"
+    )
+    g.add_argument("--genre-column", default="genre")
+    g.add_argument("--split", default=None, help="split of a Hugging Face DatasetDict")
+    g.add_argument("--dev-split", default=None)
+
+
+def config_from_args(a: argparse.Namespace) -> RunConfig:
+    if a.config:
+        return RunConfig.from_dict(json.loads(Path(a.config).read_text(encoding="utf-8")))
+    data = DataConfig(
+        path=a.data,
+        format=a.format,
+        text_columns=a.text_columns,
+        label_column=a.label_column,
+        id_column=a.id_column,
+        label_names=a.label_names,
+        genre_column=a.genre_column,
+        split=a.split,
+    )
+    dev_path = a.dev if a.dev is not None else (DEMO_DEV if a.data == DEMO_TRAIN else "none")
+    dev = (
+        None
+        if dev_path.lower() == "none"
+        else DataConfig(
+            path=dev_path,
+            format=a.format,
+            text_columns=a.text_columns,
+            label_column=a.label_column,
+            id_column=a.id_column,
+            label_names=a.label_names,
+            genre_column=a.genre_column,
+            split=a.dev_split,
+        )
+    )
+    train = TrainConfig(
+        epochs=a.epochs,
+        batch_size=a.batch_size,
+        eval_batch_size=a.eval_batch_size,
+        learning_rate=a.lr,
+        weight_decay=a.weight_decay,
+        warmup_ratio=a.warmup_ratio,
+        max_grad_norm=a.max_grad_norm,
+        seed=a.seed,
+        group_by_length=a.group_by_length,
+        early_stopping_patience=a.early_stopping,
+        record=a.record,
+        save_checkpoints=a.save_checkpoints,
+        device=a.device,
+        precision=a.precision,
+    )
+    return RunConfig(data=data, dev=dev, model=ModelConfig(a.model, a.max_length), train=train, name=a.name)
+
+
+def cmd_train(a: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from .store import RunStore
+    from .train import prepare_run, train_or_load
+
+    config = config_from_args(a)
+    store = RunStore(a.cache)
+    run = prepare_run(config, store)
+    if run.state == "done":
+        print(f"run {run.id} exists (done): {run.path}")
+        _print_summary(run)
+        return 0
+    bar = None
+
+    def on_step(s: dict) -> None:
+        nonlocal bar
+        if a.quiet:
+            return
+        if bar is None:
+            bar = tqdm(total=s["total_steps"], initial=s["global_step"], unit="step", desc=f"run {run.id}")
+        bar.n = s["global_step"]
+        bar.set_postfix(
+            epoch=f"{s['epoch']}/{s['epochs']}",
+            loss=s.get("loss"),
+            dev_acc=s.get("dev_accuracy"),
+            refresh=False,
+        )
+        bar.refresh()
+
+    print(f"run {run.id}: {run.path}", flush=True)
+    try:
+        train_or_load(config, store, on_step=on_step)
+    finally:
+        if bar is not None:
+            bar.close()
+    state = run.state
+    print(f"run {run.id} {state}: {run.path}")
+    if state == "done":
+        _print_summary(run)
+    return 0 if state == "done" else 3
+
+
+def _print_summary(run) -> None:
+    metrics = run.metrics()
+    counts = metrics["region"].value_counts().to_dict()
+    history = run.history()
+    acc = history[-1].get("dev_accuracy") if history else None
+    print(
+        f"  {len(metrics)} examples, {len(history)} epochs"
+        + (f", dev accuracy {acc:.4f}" if acc is not None else "")
+    )
+    print("  regions: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    """Train (or load) the bundled demo with the default encoder and write its data map."""
+    from .plots import save_data_map
+    from .store import RunStore
+    from .train import prepare_run
+
+    config = RunConfig(name="demo")
+    run = prepare_run(config, RunStore(a.cache))
+    if run.state != "done":
+        args = build_parser().parse_args(["--cache", a.cache, "train", "--name", "demo"])
+        code = cmd_train(args)
+        if code:
+            return code
+    else:
+        print(f"demo run {run.id} exists: {run.path}")
+        _print_summary(run)
+    for suffix in ("png", "html"):
+        out = Path(a.out_dir) / f"demo_map.{suffix}"
+        save_data_map(run.metrics(), out, title="Data map: bundled NLI demo", label_names=run.label_names)
+        print(f"wrote {out}")
+    return 0
+
+
+def cmd_runs(a: argparse.Namespace) -> int:
+    from .store import RunStore
+
+    table = RunStore(a.cache).table()
+    if table.empty:
+        print(f"no runs in {RunStore(a.cache).runs_dir}")
+    else:
+        print(table.to_string(index=False))
+    return 0
+
+
+def cmd_show(a: argparse.Namespace) -> int:
+    from .store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    status = run.status()
+    print(f"run {run.id}  ({status['state']})  {run.path}")
+    cfg = run.config
+    print(
+        f"  data   {cfg.data.path}  dev {cfg.dev.path if cfg.dev else '-'}  labels {', '.join(run.label_names)}"
+    )
+    print(
+        f"  model  {cfg.model.name_or_path}  epochs {cfg.train.epochs}  batch {cfg.train.batch_size}  "
+        f"lr {cfg.train.learning_rate}  record {cfg.train.record}"
+    )
+    if status["state"] in ("running", "interrupted", "cancelled", "failed"):
+        print(
+            f"  progress: epoch {status.get('epoch')}/{status.get('epochs')} step {status.get('global_step')}/"
+            f"{status.get('total_steps')} eta {status.get('eta_s')}s"
+            + (f"  error: {status['error']}" if status.get("error") else "")
+        )
+    for h in run.history():
+        print("  " + "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in h.items()))
+    if status["state"] == "done":
+        _print_summary(run)
+        m = run.metrics()
+        print(
+            m[["confidence", "variability", "correctness", "forgetfulness", "aum"]]
+            .describe()
+            .round(3)
+            .to_string()
+        )
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from .interop import write_reference_dynamics, write_reference_metrics
+    from .store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    out = Path(a.out)
+    ids, logits = run.dynamics(a.source)
+    labels = run.examples()["label"].to_numpy()
+    write_reference_dynamics(out, ids, logits, labels)
+    write_reference_metrics(out / "td_metrics.jsonl", run.metrics(a.source))
+    run.metrics(a.source).to_csv(out / "metrics.csv", index=False)
+    print(f"wrote {logits.shape[0]} dynamics_epoch_*.jsonl, td_metrics.jsonl and metrics.csv to {out}")
+    return 0
+
+
+def cmd_import(a: argparse.Namespace) -> int:
+    from .importer import import_reference_run
+    from .store import RunStore
+
+    data = None
+    if a.data:
+        data = DataConfig(
+            path=a.data,
+            format=a.format,
+            text_columns=a.text_columns,
+            label_column=a.label_column,
+            id_column=a.id_column,
+            label_names=a.label_names,
+            genre_column=a.genre_column,
+            split=a.split,
+        )
+    run = import_reference_run(a.folder, RunStore(a.cache), data=data, label_names=a.label_names, name=a.name)
+    print(f"imported run {run.id}: {run.path}")
+    _print_summary(run)
+    return 0
+
+
+def cmd_map(a: argparse.Namespace) -> int:
+    from .plots import save_data_map
+    from .store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    title = a.title or f"Data map: {run.config.data.path} ({run.id})"
+    path = save_data_map(run.metrics(a.source), a.out, title=title, label_names=run.label_names)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_delete(a: argparse.Namespace) -> int:
+    from .store import RunStore
+
+    store = RunStore(a.cache)
+    run = store.get(a.run)
+    if not a.yes:
+        if not sys.stdin.isatty():
+            print(f"refusing to delete run {run.id} without --yes", file=sys.stderr)
+            return 2
+        if input(f"delete run {run.id} at {run.path}? [y/N] ").strip().lower() != "y":
+            return 1
+    store.delete(run.id)
+    print(f"deleted run {run.id}")
+    return 0
+
+
+def cmd_cancel(a: argparse.Namespace) -> int:
+    from .store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    run.request_cancel()
+    print(f"cancel requested for run {run.id}; it stops after the current step and can be resumed")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cartomap", description="Data maps for text-classification datasets."
+    )
+    parser.add_argument("--cache", default=os.environ.get("CARTOMAP_CACHE", "cache"), help="run store folder")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train or load a run and record its training dynamics")
+    add_data_arguments(t)
+    t.add_argument("--config", default=None, help="a RunConfig JSON file (replaces the other options)")
+    t.add_argument("--name", default="", help="a label for the run (not part of its identity)")
+    g = t.add_argument_group("model and training")
+    d = TrainConfig()
+    g.add_argument(
+        "--model", default="default", help="local folder or hub id (default: bundled all-MiniLM-L6-v2)"
+    )
+    g.add_argument("--max-length", type=int, default=ModelConfig().max_length)
+    g.add_argument("--epochs", type=int, default=d.epochs)
+    g.add_argument("--batch-size", type=int, default=d.batch_size)
+    g.add_argument("--eval-batch-size", type=int, default=d.eval_batch_size)
+    g.add_argument("--lr", type=float, default=d.learning_rate)
+    g.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    g.add_argument("--warmup-ratio", type=float, default=d.warmup_ratio)
+    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm)
+    g.add_argument("--seed", type=int, default=d.seed)
+    g.add_argument("--group-by-length", action="store_true")
+    g.add_argument(
+        "--early-stopping", type=int, default=d.early_stopping_patience, help="patience in epochs (0 = off)"
+    )
+    g.add_argument("--record", choices=("train", "eval", "both"), default=d.record)
+    g.add_argument("--save-checkpoints", action="store_true")
+    g.add_argument("--device", default=d.device, help="auto, cpu, cuda, cuda:N, mps")
+    g.add_argument("--precision", default=d.precision, help="auto, fp32, bf16, fp16")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.set_defaults(func=cmd_train)
+
+    dm = sub.add_parser("demo", help="train or load the bundled demo and write demo_map.png/.html")
+    dm.add_argument("--out-dir", default=".")
+    dm.set_defaults(func=cmd_demo)
+
+    sub.add_parser("runs", help="list runs").set_defaults(func=cmd_runs)
+    s = sub.add_parser("show", help="a run's config, progress, history and metric summary")
+    s.add_argument("run")
+    s.set_defaults(func=cmd_show)
+
+    e = sub.add_parser("export", help="write dynamics_epoch_*.jsonl and td_metrics.jsonl (reference format)")
+    e.add_argument("run")
+    e.add_argument("--out", required=True)
+    e.add_argument("--source", default="train", choices=("train", "eval"))
+    e.set_defaults(func=cmd_export)
+
+    i = sub.add_parser("import-dynamics", help="make a run from a folder of reference dynamics_epoch_*.jsonl")
+    i.add_argument("folder")
+    i.add_argument("--name", default="")
+    add_data_arguments(i)
+    i.set_defaults(func=cmd_import, data=None)
+
+    m = sub.add_parser("map", help="draw the data map of a run to PNG or HTML")
+    m.add_argument("run")
+    m.add_argument("--out", required=True, help="map.png or map.html")
+    m.add_argument("--source", default="train", choices=("train", "eval"))
+    m.add_argument("--title", default="")
+    m.set_defaults(func=cmd_map)
+
+    x = sub.add_parser("delete", help="delete a run folder")
+    x.add_argument("run")
+    x.add_argument("--yes", action="store_true")
+    x.set_defaults(func=cmd_delete)
+
+    c = sub.add_parser("cancel", help="ask a running training job to stop after its current step")
+    c.add_argument("run")
+    c.set_defaults(func=cmd_cancel)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CartomapError as err:
+        print(f"cartomap: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cartomap: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

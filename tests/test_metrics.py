@@ -1,0 +1,167 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from cartomap import metrics as m
+from cartomap.errors import DataError
+
+# 3 epochs, 2 examples, 3 classes, given as probabilities; logits = log(probs) so softmax(logits) = probs.
+# example 0 (gold 0): correct, wrong, correct -> 2 correct, 1 forgetting event
+# example 1 (gold 2): never correct
+PROBS = np.array(
+    [
+        [[0.5, 0.25, 0.25], [0.6, 0.2, 0.2]],
+        [[0.25, 0.5, 0.25], [0.1, 0.6, 0.3]],
+        [[0.8, 0.1, 0.1], [0.4, 0.4, 0.2]],
+    ]
+)
+LOGITS = np.log(PROBS)
+LABELS = np.array([0, 2])
+
+
+def test_softmax_is_stable_and_normalised():
+    p = m.softmax(np.array([[1000.0, 1000.0, -1000.0], [0.0, 0.0, 0.0]]))
+    assert np.all(np.isfinite(p))
+    np.testing.assert_allclose(p.sum(axis=-1), 1.0)
+    np.testing.assert_allclose(p[0], [0.5, 0.5, 0.0], atol=1e-12)
+    np.testing.assert_allclose(m.softmax(LOGITS), PROBS, rtol=1e-12)
+    assert m.softmax(np.zeros((2, 2), dtype=np.float32)).dtype == np.float32
+    np.testing.assert_allclose(m.softmax(np.array([[0, 1], [0, 1]]), axis=0), 0.5)
+
+
+def test_gold_confidence_variability():
+    gold = m.gold_probabilities(PROBS, LABELS)
+    np.testing.assert_allclose(gold, [[0.5, 0.2], [0.25, 0.3], [0.8, 0.2]])
+    np.testing.assert_allclose(m.confidence(gold), [1.55 / 3, 0.7 / 3])
+    np.testing.assert_allclose(m.variability(gold), [0.2248456, 0.0471405], atol=1e-7)
+    np.testing.assert_allclose(m.variability(gold), np.std(gold, axis=0, ddof=0))
+
+
+def test_correctness_and_forgetfulness():
+    np.testing.assert_allclose(m.correctness(PROBS, LABELS), [2 / 3, 0.0])
+    counts = m.correct_counts(PROBS, LABELS)
+    assert counts.tolist() == [2, 0] and counts.dtype.kind == "i"
+    forget, never = m.forgetfulness(PROBS, LABELS)
+    assert forget.tolist() == [1, 0]
+    assert never.tolist() == [False, True]
+
+
+def test_forgetfulness_counts_transitions_only():
+    # correct pattern per example over 5 epochs, class 0 is gold; correct -> [1, 0] logits
+    patterns = np.array([[1, 0, 1, 0, 1], [0, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0, 0, 0, 0, 0]]).T
+    logits = np.stack([patterns, 1 - patterns], axis=-1).astype(float)
+    forget, never = m.forgetfulness(logits, np.zeros(4, dtype=int))
+    assert forget.tolist() == [2, 0, 1, 0]
+    assert never.tolist() == [False, False, False, True]
+
+
+def test_threshold_closeness():
+    np.testing.assert_allclose(m.threshold_closeness(np.array([0.0, 0.5, 0.9])), [0.0, 0.25, 0.09])
+
+
+def test_aum_and_el2n():
+    np.testing.assert_allclose(m.aum(LOGITS, LABELS), [np.log(2), -0.8283022], atol=1e-7)
+    np.testing.assert_allclose(m.el2n(PROBS, LABELS), [np.sqrt(0.375), np.sqrt(1.04)])
+    np.testing.assert_allclose(m.el2n(PROBS, LABELS, epoch=-1), [np.sqrt(0.06), np.sqrt(0.16 + 0.16 + 0.64)])
+
+
+def test_cartcl_difficulties():
+    conf = np.array([0.9, 0.5, 0.2])
+    var = np.array([0.1, 0.2, 0.05])
+    np.testing.assert_allclose(m.cartcl_pp_difficulty(conf, var), [0.2, 2.3, 2.75])
+    corr = np.array([1.0, 0.5, 0.0])
+    np.testing.assert_allclose(
+        m.cartcl_pp_difficulty_code(corr, np.array([0.1, 0.5, 0.2])), [0.9, 0.5 + 0.5, 1.0 + 0.8]
+    )
+
+
+def test_regions_by_rank_exact_counts_and_ties():
+    conf = np.array([0.9, 0.1, 0.5, 0.1, 0.9, 0.3])
+    var = np.array([0.1, 0.3, 0.3, 0.0, 0.2, 0.3])
+    regions = m.regions_by_rank(conf, var, fraction=0.5)
+    assert set(regions) == {"easy-to-learn", "ambiguous", "hard-to-learn"}
+    assert all(mask.sum() == 3 for mask in regions.values())
+    assert np.flatnonzero(regions["easy-to-learn"]).tolist() == [0, 2, 4]
+    assert np.flatnonzero(regions["hard-to-learn"]).tolist() == [1, 3, 5]
+    assert np.flatnonzero(regions["ambiguous"]).tolist() == [1, 2, 5]  # ties -> lower index first
+    small = m.regions_by_rank(conf, var, fraction=0.25)  # 1.5 -> 2 (half up)
+    assert all(mask.sum() == 2 for mask in small.values())
+    assert all(mask.sum() == 0 for mask in m.regions_by_rank(conf, var, fraction=0.0).values())
+    with pytest.raises(ValueError):
+        m.regions_by_rank(conf, var, fraction=1.5)
+
+
+def test_regions_by_threshold_and_partition():
+    conf = np.array([0.9, 0.1, 0.5, 0.75, 0.25, 0.6])
+    var = np.array([0.05, 0.05, 0.05, 0.19, 0.1, 0.2])
+    r = m.regions_by_threshold(conf, var)
+    assert r["easy-to-learn"].tolist() == [True, False, False, True, False, False]
+    assert r["hard-to-learn"].tolist() == [False, True, False, False, True, False]
+    assert r["ambiguous"].tolist() == [False, False, False, False, False, True]
+    none = ~(r["easy-to-learn"] | r["hard-to-learn"] | r["ambiguous"])
+    assert none.tolist() == [False, False, True, False, False, False]
+    part = m.region_partition(conf, var)
+    assert part.tolist() == [
+        "easy-to-learn",
+        "hard-to-learn",
+        "easy-to-learn",
+        "easy-to-learn",
+        "hard-to-learn",
+        "ambiguous",
+    ]
+    assert m.region_partition(conf, var, ambiguous_var=0.1, conf_split=0.8).tolist()[:4] == [
+        "easy-to-learn",
+        "hard-to-learn",
+        "hard-to-learn",
+        "ambiguous",
+    ]
+
+
+def test_correctness_bucket():
+    b = m.correctness_bucket(np.array([0.0, 1 / 3, 2 / 3, 1.0]), 3)
+    assert b.tolist() == ["0.0", "0.3", "0.7", "1.0"]
+    assert m.correctness_bucket(np.array([0.2, 0.25, 0.8])).tolist() == ["0.2", "0.2", "0.8"]
+    assert m.correctness_bucket(np.array([0.6000000001]), 5).tolist() == ["0.6"]
+    assert m.bucket_order(["1.0", "0.2", "0.0", "0.2"]) == ["0.0", "0.2", "1.0"]
+
+
+def test_compute_metrics_columns_and_values():
+    frame = m.compute_metrics(LOGITS.astype(np.float32), LABELS, ids=["a", "b"])
+    assert list(frame.columns) == list(m.METRIC_COLUMNS)
+    assert frame["id"].tolist() == ["a", "b"]
+    assert frame["index"].tolist() == [0, 1]
+    assert frame["predicted"].tolist() == [0, 0]
+    np.testing.assert_allclose(frame["confidence"], [1.55 / 3, 0.7 / 3], atol=1e-6)
+    np.testing.assert_allclose(frame["variability"], [0.2248456, 0.0471405], atol=1e-6)
+    assert frame["correct_count"].tolist() == [2, 0]
+    assert frame["forgetfulness"].tolist() == [1, 0]
+    assert frame["never_learned"].tolist() == [False, True]
+    np.testing.assert_allclose(frame["difficulty"], [0.708179, 2.719526], atol=1e-6)
+    np.testing.assert_allclose(frame["difficulty_code"], [1.108487, 1.952860], atol=1e-6)
+    assert frame["region"].tolist() == ["ambiguous", "hard-to-learn"]
+    assert frame.attrs["n_epochs"] == 3
+
+
+def test_compute_metrics_single_epoch_and_default_ids():
+    rng = np.random.default_rng(0)
+    frame = m.compute_metrics(rng.normal(size=(1, 50, 4)), rng.integers(0, 4, 50))
+    assert len(frame) == 50
+    assert (frame["variability"] == 0).all()
+    assert (frame["forgetfulness"] == 0).all()
+    assert frame["id"].tolist() == [str(i) for i in range(50)]
+    assert set(frame["correctness"].unique()) <= {0.0, 1.0}
+    assert isinstance(frame, pd.DataFrame)
+
+
+@pytest.mark.parametrize(
+    "logits, labels",
+    [
+        (np.zeros((2, 3)), np.zeros(3, dtype=int)),  # not 3-d
+        (np.zeros((2, 3, 2)), np.zeros(4, dtype=int)),  # wrong label count
+        (np.zeros((2, 3, 2)), np.array([0, 1, 2])),  # label out of range
+        (np.full((2, 3, 2), np.nan), np.zeros(3, dtype=int)),  # non-finite
+    ],
+)
+def test_compute_metrics_rejects_bad_input(logits, labels):
+    with pytest.raises(DataError):
+        m.compute_metrics(logits, labels)

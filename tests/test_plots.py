@@ -1,0 +1,85 @@
+import sys
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from cartomap.errors import DataError
+from cartomap.metrics import compute_metrics
+from cartomap.plots import data_map_matplotlib, data_map_plotly, save_data_map
+
+
+@pytest.fixture(scope="module")
+def frame():
+    rng = np.random.default_rng(0)
+    n, e = 500, 5
+    labels = rng.integers(0, 3, n)
+    logits = rng.normal(size=(e, n, 3))
+    logits[:, np.arange(n), labels] += rng.normal(1.0, 1.5, size=n) * np.linspace(0.5, 2, e)[:, None]
+    return compute_metrics(logits, labels, ids=[f"ex{i}" for i in range(n)])
+
+
+def _scatter_ids(fig):
+    return [x for t in fig.data if t.type == "scattergl" for x in t.customdata]
+
+
+def test_matplotlib_figure(frame):
+    fig = data_map_matplotlib(frame, title="Test")
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 4
+    main = fig.axes[0]
+    texts = {t.get_text() for t in main.texts}
+    assert {"easy-to-learn", "ambiguous", "hard-to-learn"} <= texts
+    assert sum(len(c.get_offsets()) for c in main.collections) == 500
+    assert main.get_legend() is not None
+    assert main.get_xlabel() == "variability" and main.get_ylabel() == "confidence"
+    if "matplotlib.pyplot" in sys.modules:  # no figure registered with pyplot
+        assert sys.modules["matplotlib.pyplot"].get_fignums() == []
+
+
+def test_matplotlib_samples_points(frame):
+    fig = data_map_matplotlib(frame, max_points=100)
+    assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == 100
+
+
+@pytest.mark.parametrize("color", ["correctness", "label", "region"])
+def test_plotly_figure(frame, color):
+    fig = data_map_plotly(frame, color=color, label_names=["entailment", "neutral", "contradiction"])
+    ids = _scatter_ids(fig)
+    assert sorted(ids) == sorted(frame["id"])
+    assert len(ids) == 500
+    assert sum(t.type == "bar" for t in fig.data) == 2
+    texts = {a.text for a in fig.layout.annotations}
+    assert {"easy-to-learn", "ambiguous", "hard-to-learn"} <= texts
+    trace = next(t for t in fig.data if t.type == "scattergl")
+    assert "confidence:" in trace.hovertext[0]
+    # customdata and coordinates stay aligned
+    row = frame.set_index("id").loc[trace.customdata[0]]
+    assert trace.x[0] == pytest.approx(row["variability"])
+    assert trace.y[0] == pytest.approx(row["confidence"])
+    if color == "label":
+        assert {t.name for t in fig.data if t.type == "scattergl"} <= {
+            "entailment",
+            "neutral",
+            "contradiction",
+        }
+
+
+def test_plotly_samples_and_rejects_bad_color(frame):
+    assert len(_scatter_ids(data_map_plotly(frame, max_points=50))) == 50
+    with pytest.raises(ValueError):
+        data_map_plotly(frame, color="nope")
+    with pytest.raises(DataError):
+        data_map_plotly(frame.drop(columns="confidence"))
+
+
+def test_save_png_and_html(frame, tmp_path):
+    png = save_data_map(frame, tmp_path / "map.png", title="Test")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = save_data_map(frame, tmp_path / "map.HTML", label_names=["e", "n", "c"])
+    text = html.read_text(encoding="utf-8")
+    assert "plotly" in text and "ex0" in text
+    assert len(text) > 1_000_000  # plotly.js embedded: works offline
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["map.HTML", "map.png"]  # no temp files left
+    with pytest.raises(ValueError, match=r"\.png"):
+        save_data_map(frame, tmp_path / "map.svg")

@@ -1,0 +1,233 @@
+"""The training loop, the run store and resume, on a tiny random BERT and real NLI pairs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from cartomap.errors import RunError
+from cartomap.metrics import compute_metrics
+from cartomap.store import RunStore
+from cartomap.train import EpochBatches, early_stopping, prepare_run, train_or_load
+
+
+def small_config(tiny_model, **train) -> RunConfig:
+    defaults = dict(epochs=3, batch_size=16, learning_rate=1e-3, warmup_ratio=0.0)
+    defaults.update(train)
+    return RunConfig(
+        data=DataConfig(path="demo:dev"),
+        dev=DataConfig(path="demo:dev"),
+        model=ModelConfig(tiny_model, max_length=64),
+        train=TrainConfig(**defaults),
+    )
+
+
+def test_epoch_batches_cover_every_row_once_and_reshuffle():
+    lengths = np.arange(103) % 17
+    batches = EpochBatches(lengths, 10, seed=1)
+    first = list(batches)
+    assert len(first) == len(batches) == 11
+    assert sorted(i for b in first for i in b) == list(range(103))
+    batches.set_epoch(1)
+    assert list(batches) != first
+    batches.set_epoch(0)
+    assert list(batches) == first  # same (seed, epoch) -> same order
+
+
+def test_length_grouped_batches_pad_less():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 120, size=2000)
+    plain = EpochBatches(lengths, 32, seed=0)
+    grouped = EpochBatches(lengths, 32, seed=0, group_by_length=True)
+
+    def padded(batches):
+        return sum(len(b) * lengths[b].max() for b in batches)
+
+    assert sorted(i for b in grouped for i in b) == list(range(2000))
+    assert padded(grouped) < 0.7 * padded(plain)
+
+
+def test_early_stopping_counts_epochs_without_gain():
+    t = {"best_dev_accuracy": None, "bad_epochs": 0, "stopped_early": False}
+    for acc in (0.5, 0.6, 0.6, 0.55):
+        t.update(early_stopping(t, acc, patience=2))
+    assert t["best_dev_accuracy"] == 0.6 and t["bad_epochs"] == 2 and t["stopped_early"]
+    assert early_stopping(t, None, 2) == {}
+
+
+def test_train_records_dynamics_and_loads_instantly(tiny_model, cache):
+    config = small_config(tiny_model)
+    store = RunStore(cache)
+    run = train_or_load(config, store)
+    assert run.state == "done"
+    ids, logits = run.dynamics("train")
+    examples = run.examples()
+    assert logits.shape == (3, len(examples), 3)
+    assert ids == examples["id"].tolist()
+    assert np.isfinite(logits).all() and not np.allclose(logits[0], logits[2])
+    metrics = run.metrics()
+    expected = compute_metrics(logits, examples["label"].to_numpy(), ids)
+    np.testing.assert_allclose(metrics["confidence"], expected["confidence"], rtol=1e-6)
+    assert len(run.history()) == 3 and "dev_accuracy" in run.history()[0]
+    assert (run.model_dir / "model.safetensors").exists()
+    assert not (run.path / "state").exists()  # resume state is dropped once done
+    before = (run.path / "metrics.parquet").stat().st_mtime_ns
+
+    start = time.perf_counter()
+    again = train_or_load(config, store)
+    assert time.perf_counter() - start < 5
+    assert again.id == run.id
+    assert (run.path / "metrics.parquet").stat().st_mtime_ns == before
+    # A different seed is a different run; the device and the name are not part of the identity.
+    assert prepare_run(config.replace(name="x"), store).id == run.id
+    other = small_config(tiny_model, seed=7)
+    assert prepare_run(other, store).id != run.id
+    assert len(store.list()) == 2
+
+
+def test_eval_mode_recording_and_checkpoints(tiny_model, cache):
+    run = train_or_load(
+        small_config(tiny_model, epochs=2, record="both", save_checkpoints=True), RunStore(cache)
+    )
+    _, train_logits = run.dynamics("train")
+    _, eval_logits = run.dynamics("eval")
+    assert train_logits.shape == eval_logits.shape
+    assert not np.allclose(train_logits, eval_logits)  # dropout and moving weights differ from eval mode
+    assert len(run.metrics("eval")) == train_logits.shape[1]
+    assert [p.name for p in run.checkpoint_dirs()] == ["epoch_1", "epoch_2"]
+    assert (run.checkpoint_dirs()[0] / "model.safetensors").exists()
+
+
+def test_cancel_then_resume(tiny_model, cache):
+    store = RunStore(cache)
+    config = small_config(tiny_model, epochs=2)
+    run = prepare_run(config, store)
+    run.request_cancel()
+    # A cancel requested before start is cleared when training starts: it runs to the end.
+    assert train_or_load(config, store).state == "done"
+
+    config = small_config(tiny_model, epochs=2, seed=3)
+    run = prepare_run(config, store)
+    calls = []
+
+    def cancel_in_epoch_two(status):
+        calls.append(status["epoch"])
+        if status["epoch"] == 2 and status.get("step") == 2:
+            run.request_cancel()
+
+    train_or_load(config, store, on_step=cancel_in_epoch_two)
+    assert run.state == "cancelled"
+    assert run.dynamics_epochs("train") == [0]
+    train_or_load(config, store)
+    assert run.state == "done" and run.dynamics_epochs("train") == [0, 1]
+
+
+def test_store_delete_and_lookup(tiny_model, cache):
+    store = RunStore(cache)
+    run = prepare_run(small_config(tiny_model).replace(name="mine"), store)
+    assert store.get(run.id[:6]).id == run.id
+    assert store.get("mine").id == run.id
+    with pytest.raises(RunError, match="no run"):
+        store.get("nonexistent")
+    assert store.table()["state"].tolist() == ["queued"]
+    store.delete(run.id)
+    assert store.list() == [] and not any(cache.joinpath("runs").iterdir())
+
+
+def _cli(cache, *args, **kwargs):
+    cmd = [sys.executable, "-m", "cartomap.cli", "--cache", str(cache), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def crash_args(tiny_model):
+    return [
+        "train",
+        "--data",
+        "demo:train",
+        "--dev",
+        "none",
+        "--model",
+        tiny_model,
+        "--epochs",
+        "3",
+        "--batch-size",
+        "8",
+        "--lr",
+        "1e-3",
+        "--max-length",
+        "64",
+        "--quiet",
+    ]
+
+
+def test_killed_run_resumes_with_identical_dynamics(crash_args, tmp_path):
+    """SIGKILL in the middle of epoch 2, start again: same dynamics as an uninterrupted run."""
+    crashed, clean = tmp_path / "crashed", tmp_path / "clean"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cartomap.cli", "--cache", str(crashed), *crash_args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    status_file = None
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        found = list(crashed.glob("runs/*/status.json"))
+        if found:
+            status_file = found[0]
+            try:
+                status = json.loads(status_file.read_text())
+            except (json.JSONDecodeError, FileNotFoundError):
+                continue
+            if status.get("epoch") == 2 and status.get("step", 0) >= 20:
+                proc.send_signal(signal.SIGKILL)
+                break
+        time.sleep(0.02)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+    run_dir = status_file.parent
+    assert sorted(p.name for p in (run_dir / "dynamics" / "train").iterdir()) == ["epoch_0.parquet"]
+
+    listed = _cli(crashed, "runs")
+    assert "interrupted" in listed.stdout
+
+    resumed = _cli(crashed, *crash_args)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming after epoch 1" in (run_dir / "log.txt").read_text()
+    uninterrupted = _cli(clean, *crash_args)
+    assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
+
+    a_ids, a = RunStore(crashed).get(run_dir.name).dynamics()
+    b_ids, b = RunStore(clean).get(run_dir.name).dynamics()
+    assert a_ids == b_ids
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.skipif(os.environ.get("CARTOMAP_SKIP_REAL_MODEL") == "1", reason="real encoder disabled")
+def test_default_encoder_end_to_end(tmp_path, cache):
+    """The real bundled all-MiniLM-L6-v2 on 96 real SNLI/MNLI pairs, two epochs."""
+    import pandas as pd
+
+    from cartomap.data import load_dataset
+
+    frame = load_dataset(DataConfig(path="demo:train")).frame.head(96)
+    frame.assign(label=[("entailment", "neutral", "contradiction")[i] for i in frame["label"]]).to_json(
+        tmp_path / "small.jsonl", orient="records", lines=True
+    )
+    config = RunConfig(
+        data=DataConfig(path=str(tmp_path / "small.jsonl")),
+        dev=None,
+        train=TrainConfig(epochs=2, batch_size=16),
+    )
+    run = train_or_load(config, RunStore(cache))
+    metrics = run.metrics()
+    assert len(metrics) == 96 and metrics["confidence"].between(0, 1).all()
+    assert isinstance(metrics, pd.DataFrame) and run.info["versions"]["torch"]
