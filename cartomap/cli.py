@@ -179,6 +179,22 @@ def cmd_demo(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dashboard(a: argparse.Namespace) -> int:
+    """Open the Streamlit dashboard, bound to 127.0.0.1 unless --address says otherwise."""
+    import subprocess
+
+    app = Path(__file__).resolve().parent.parent / "app.py"
+    if not app.exists():
+        print(f"cartomap: error: the dashboard needs a source checkout (no {app})", file=sys.stderr)
+        return 2
+    env = dict(os.environ, CARTOMAP_CACHE=str(Path(a.cache).resolve()))
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", a.address,
+           "--server.port", str(a.port), "--browser.gatherUsageStats", "false"]
+    if a.headless:
+        cmd += ["--server.headless", "true"]
+    return subprocess.call(cmd, env=env)
+
+
 def cmd_runs(a: argparse.Namespace) -> int:
     from .store import RunStore
 
@@ -326,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--early-stopping", type=int, default=d.early_stopping_patience, help="patience in epochs (0 = off)"
     )
-    g.add_argument("--record", choices=("train", "eval", "both"), default=d.record)
+    g.add_argument("--record", choices=("train", "eval", "both", "none"), default=d.record)
     g.add_argument("--save-checkpoints", action="store_true")
     g.add_argument("--device", default=d.device, help="auto, cpu, cuda, cuda:N, mps")
     g.add_argument("--precision", default=d.precision, help="auto, fp32, bf16, fp16")
@@ -336,6 +352,12 @@ def build_parser() -> argparse.ArgumentParser:
     dm = sub.add_parser("demo", help="train or load the bundled demo and write demo_map.png/.html")
     dm.add_argument("--out-dir", default=".")
     dm.set_defaults(func=cmd_demo)
+
+    db = sub.add_parser("dashboard", help="open the dashboard in the browser (Streamlit)")
+    db.add_argument("--address", default="127.0.0.1", help="interface to bind (default: this machine only)")
+    db.add_argument("--port", type=int, default=8501)
+    db.add_argument("--headless", action="store_true", help="do not open a browser")
+    db.set_defaults(func=cmd_dashboard)
 
     sub.add_parser("runs", help="list runs").set_defaults(func=cmd_runs)
     s = sub.add_parser("show", help="a run's config, progress, history and metric summary")

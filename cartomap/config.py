@@ -53,7 +53,7 @@ class TrainConfig:
     early_stopping_patience: int = (
         0  # epochs without dev-accuracy gain before stopping; 0 = off (reference: 3)
     )
-    record: str = "train"  # "train": training forward pass (Cartography); "eval": eval-mode pass after each epoch (WaNLI); "both"
+    record: str = "train"  # "train": training forward pass (Cartography); "eval": eval-mode pass after each epoch (WaNLI); "both"; "none" (benchmarks)
     save_checkpoints: bool = False  # keep end-of-epoch weights (needed by WaNLI max-variability filtering)
     device: str = "auto"  # auto = cuda, then mps, then cpu
     precision: str = (

@@ -338,7 +338,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
     if dev_loader is not None:
         dev_loader = accelerator.prepare(dev_loader)
 
-    sources = {"train": ["train"], "eval": ["eval"], "both": ["train", "eval"]}[tc.record]
+    sources = {"train": ["train"], "eval": ["eval"], "both": ["train", "eval"], "none": []}[tc.record]
     recorded = {s: np.zeros((tc.epochs, len(ids), n_classes), dtype=np.float32) for s in sources}
     for s in sources:  # epochs completed before a restart
         for e in range(start_epoch):
