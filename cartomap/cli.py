@@ -188,8 +188,19 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
         print(f"cartomap: error: the dashboard needs a source checkout (no {app})", file=sys.stderr)
         return 2
     env = dict(os.environ, CARTOMAP_CACHE=str(Path(a.cache).resolve()))
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", a.address,
-           "--server.port", str(a.port), "--browser.gatherUsageStats", "false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        "--server.address",
+        a.address,
+        "--server.port",
+        str(a.port),
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     if a.headless:
         cmd += ["--server.headless", "true"]
     return subprocess.call(cmd, env=env)
@@ -278,9 +289,11 @@ def cmd_import(a: argparse.Namespace) -> int:
 
 
 def cmd_map(a: argparse.Namespace) -> int:
-    from .plots import save_data_map
+    from .plots import SAVE_SUFFIXES, save_data_map
     from .store import RunStore
 
+    if Path(a.out).suffix.lower() not in SAVE_SUFFIXES:
+        raise CartomapError(f"--out {a.out}: expected a file name ending in {' or '.join(SAVE_SUFFIXES)}")
     run = RunStore(a.cache).get(a.run)
     title = a.title or f"Data map: {run.config.data.path} ({run.id})"
     path = save_data_map(run.metrics(a.source), a.out, title=title, label_names=run.label_names)
@@ -310,6 +323,49 @@ def cmd_cancel(a: argparse.Namespace) -> int:
     run = RunStore(a.cache).get(a.run)
     run.request_cancel()
     print(f"cancel requested for run {run.id}; it stops after the current step and can be resumed")
+    return 0
+
+
+def cmd_embed(a: argparse.Namespace) -> int:
+    """Compute a finished run's [CLS] embeddings (task "embeddings")."""
+    from tqdm.auto import tqdm
+
+    from .embeddings import embed_run
+    from .store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if a.quiet:
+            return
+        if bar is None:
+            bar = tqdm(total=total, unit="ex", desc=f"embed {run.id}")
+        bar.n = done
+        bar.refresh()
+
+    try:
+        ids, array = embed_run(
+            run, batch_size=a.batch_size, device=a.device, progress=progress, force=a.force
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    print(f"embeddings of run {run.id}: {array.shape[0]} x {array.shape[1]} in {run.path / 'embeddings.npy'}")
+    return 0
+
+
+def cmd_project(a: argparse.Namespace) -> int:
+    """Project a run's embeddings to 2-D (task "projection_<method>"), cached in the run folder."""
+    from .projection import project_run, projection_path
+    from .store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    coords = project_run(run, a.method, seed=a.seed, force=a.force)
+    print(
+        f"{a.method} projection of run {run.id}: {coords.shape[0]} points in {projection_path(run, a.method)}"
+    )
     return 0
 
 
@@ -391,6 +447,21 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cancel", help="ask a running training job to stop after its current step")
     c.add_argument("run")
     c.set_defaults(func=cmd_cancel)
+
+    em = sub.add_parser("embed", help="compute a finished run's [CLS] embeddings (for nearest neighbours)")
+    em.add_argument("run")
+    em.add_argument("--batch-size", type=int, default=64)
+    em.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    em.add_argument("--force", action="store_true", help="recompute even when saved")
+    em.add_argument("--quiet", action="store_true", help="no progress bar")
+    em.set_defaults(func=cmd_embed)
+
+    pj = sub.add_parser("project", help="project a run's embeddings to 2-D (PCA or UMAP), cached")
+    pj.add_argument("run")
+    pj.add_argument("--method", choices=("umap", "pca"), default="umap")
+    pj.add_argument("--seed", type=int, default=0)
+    pj.add_argument("--force", action="store_true", help="recompute even when cached")
+    pj.set_defaults(func=cmd_project)
     return parser
 
 

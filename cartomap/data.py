@@ -474,7 +474,7 @@ def _build(
     if missing:
         raise DataError(
             f"missing column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
-            f"the data has columns {present}; map yours with DataConfig.text_columns / label_column",
+            f"the data has columns {present}; map yours with --text-columns / --label-column (DataConfig.text_columns / label_column)",
             location=source,
             field=missing[0],
         )

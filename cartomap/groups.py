@@ -18,8 +18,16 @@ def _slug(name: str) -> str:
     return slug[:80]
 
 
-def save_group(run: Run, name: str, ids: list[str], *, source: str = "selection", note: str = "",
-               overwrite: bool = False, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def save_group(
+    run: Run,
+    name: str,
+    ids: list[str],
+    *,
+    source: str = "selection",
+    note: str = "",
+    overwrite: bool = False,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Save ``ids`` as group ``name``. An existing group is replaced only with ``overwrite=True``."""
     if not ids:
         raise CartomapError("a group needs at least one example")
@@ -30,8 +38,14 @@ def save_group(run: Run, name: str, ids: list[str], *, source: str = "selection"
     path = run.path / "groups" / f"{_slug(name)}.json"
     if path.exists() and not overwrite:
         raise CartomapError(f"a group named {name!r} exists already: pick another name or replace it")
-    group = {"name": name, "ids": [str(i) for i in ids], "source": source, "note": note,
-             "created_at": time.time(), **(extra or {})}
+    group = {
+        "name": name,
+        "ids": [str(i) for i in ids],
+        "source": source,
+        "note": note,
+        "created_at": time.time(),
+        **(extra or {}),
+    }
     atomic_write_json(path, group)
     return group
 

@@ -32,8 +32,15 @@ def spawn(cli_args: list[str], log_path: Path, cache: Path | None = None) -> int
         args += ["--cache", str(cache)]
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(args + cli_args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env, close_fds=True)
+        proc = subprocess.Popen(
+            args + cli_args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+            close_fds=True,
+        )
     return proc.pid
 
 
