@@ -15,6 +15,7 @@ uninterrupted one.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import time
 import traceback
@@ -247,6 +248,7 @@ class Progress:
         self.run, self.on_step, self.total_steps = run, on_step, total_steps
         self.start_step, self.start_time, self.last_write = start_step, time.time(), 0.0
         self.fields: dict[str, Any] = {}
+        self.writes = process_rank() == 0
 
     def update(self, force: bool = False, **fields) -> None:
         self.fields.update(fields)
@@ -257,13 +259,24 @@ class Progress:
             self.fields["eta_s"] = round(rate * (self.total_steps - self.start_step - done), 1)
         if self.on_step is not None:
             self.on_step(dict(self.fields))
-        if force or time.time() - self.last_write >= STATUS_EVERY_S:
+        if self.writes and (force or time.time() - self.last_write >= STATUS_EVERY_S):
             self.run.set_status(state="running", **self.fields)
             self.last_write = time.time()
 
 
+def process_rank() -> int:
+    """Rank of this process under ``accelerate launch``/torchrun (0 when run alone)."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def train_run(run: Run, on_step: StepCallback | None = None) -> Run:
-    """Train (or resume) ``run`` to completion; status and artifacts go to its folder."""
+    """Train (or resume) ``run`` to completion; status and artifacts go to its folder.
+
+    Under ``accelerate launch`` every process trains; only rank 0 holds the lock and writes.
+    """
+    if process_rank() > 0:
+        _train_locked(run, None)
+        return run
     handle = run.acquire_lock()
     try:
         run.clear_cancel()
@@ -329,7 +342,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
         "stopped_early": False,
     }
     start_epoch = trainer["epochs_done"]
-    if start_epoch:
+    if start_epoch and main:
         run.log(f"resuming after epoch {start_epoch}")
 
     model, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
@@ -398,8 +411,9 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
                 examples_per_s=round(seen / (time.time() - t0), 1),
             )
             if run.cancel_requested():
-                run.log(f"cancelled during epoch {epoch + 1}; resume restarts that epoch")
-                run.set_status(state="cancelled")
+                if main:
+                    run.log(f"cancelled during epoch {epoch + 1}; resume restarts that epoch")
+                    run.set_status(state="cancelled")
                 return
 
         record = {
@@ -494,7 +508,7 @@ def train_or_load(
     run = prepare_run(config, store)
     if run.state == "done":
         return run
-    if run.is_locked():
+    if process_rank() == 0 and run.is_locked():
         raise RunError(
             f"run {run.id} is being trained by another process; follow it with `cartomap show {run.id}`"
         )
