@@ -133,7 +133,7 @@ def cmd_train(a: argparse.Namespace) -> int:
 
     print(f"run {run.id}: {run.path}", flush=True)
     try:
-        train_or_load(config, store, on_step=on_step)
+        train_or_load(config, store, on_step=on_step, as_job=a.job)
     finally:
         if bar is not None:
             bar.close()
@@ -369,6 +369,33 @@ def cmd_project(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_filter(a: argparse.Namespace) -> int:
+    """WaNLI Stage 3 on a generated batch: heuristics, tidying, estimated max variability (task "filter-<batch>")."""
+    from .filtering import FilterConfig, run_filter
+    from .store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    cfg = FilterConfig(
+        keep_fraction=a.keep_fraction, balance=a.balance, batch_size=a.batch_size, device=a.device
+    )
+    frame = run_filter(run, a.batch, cfg)
+    counts = frame["removed_by"].value_counts().to_dict()
+    print(f"filtered batch {a.batch} of run {run.id}: {int(frame['kept'].sum())} of {len(frame)} kept")
+    print("  removed: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "none"))
+    return 0
+
+
+def cmd_review_export(a: argparse.Namespace) -> int:
+    """Aggregate a batch's two reviews per example and write the kept examples (JSONL or CSV)."""
+    from .review import export_reviewed
+    from .store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    path, rows = export_reviewed(run, a.batch, a.out, format=a.format, seed=a.seed, overwrite=a.overwrite)
+    print(f"wrote {rows} reviewed examples to {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cartomap", description="Data maps for text-classification datasets."
@@ -399,10 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--early-stopping", type=int, default=d.early_stopping_patience, help="patience in epochs (0 = off)"
     )
     g.add_argument("--record", choices=("train", "eval", "both", "none"), default=d.record)
-    g.add_argument("--save-checkpoints", action="store_true")
+    g.add_argument("--no-checkpoints", dest="save_checkpoints", action="store_false",
+                   help="do not keep end-of-epoch weights (saves disk; WaNLI filtering needs them)")
     g.add_argument("--device", default=d.device, help="auto, cpu, cuda, cuda:N, mps")
     g.add_argument("--precision", default=d.precision, help="auto, fp32, bf16, fp16")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--job", action="store_true", help=argparse.SUPPRESS)  # started by the dashboard
     t.set_defaults(func=cmd_train)
 
     dm = sub.add_parser("demo", help="train or load the bundled demo and write demo_map.png/.html")
@@ -462,6 +491,25 @@ def build_parser() -> argparse.ArgumentParser:
     pj.add_argument("--seed", type=int, default=0)
     pj.add_argument("--force", action="store_true", help="recompute even when cached")
     pj.set_defaults(func=cmd_project)
+
+    fl = sub.add_parser("filter", help="WaNLI stage 3: filter a generated batch (heuristics, max variability)")
+    fl.add_argument("run")
+    fl.add_argument("--batch", required=True, help="name of the generated batch (folder under wanli/)")
+    fl.add_argument("--keep-fraction", type=float, default=0.5, help="fraction kept by max variability")
+    fl.add_argument("--no-balance", dest="balance", action="store_false",
+                    help="keep the top fraction overall instead of the same number per intended label")
+    fl.add_argument("--batch-size", type=int, default=64)
+    fl.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    fl.set_defaults(func=cmd_filter)
+
+    rx = sub.add_parser("review-export", help="WaNLI stage 4: aggregate the reviews of a batch and export them")
+    rx.add_argument("run")
+    rx.add_argument("--batch", required=True)
+    rx.add_argument("--out", required=True, help="final.jsonl or final.csv")
+    rx.add_argument("--format", default="auto", choices=("auto", "jsonl", "csv"))
+    rx.add_argument("--seed", type=int, default=0, help="seed of the random picks of the aggregation")
+    rx.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    rx.set_defaults(func=cmd_review_export)
     return parser
 
 

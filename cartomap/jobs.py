@@ -57,7 +57,7 @@ def start_training(config: RunConfig, store: RunStore) -> Run:
     request = run.path / "job_config.json"
     atomic_write_json(request, config.to_dict())
     run.clear_cancel()
-    pid = spawn(["train", "--config", str(request), "--quiet"], run.path / "job.log", store.root)
+    pid = spawn(["train", "--config", str(request), "--quiet", "--job"], run.path / "job.log", store.root)
     run.set_status(state="queued", pid=pid, error=None, queued_at=time.time())
     return run
 

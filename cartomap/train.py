@@ -279,7 +279,10 @@ def train_run(run: Run, on_step: StepCallback | None = None) -> Run:
         return run
     handle = run.acquire_lock()
     try:
-        run.clear_cancel()
+        if run.cancel_requested():  # cancelled while queued
+            run.log("cancelled before training started")
+            run.set_status(state="cancelled")
+            return run
         _train_locked(run, on_step)
     except Exception as err:
         run.log("failed:\n" + traceback.format_exc())
@@ -502,12 +505,22 @@ def prepare_run(config: RunConfig, store: RunStore | None = None) -> Run:
 
 
 def train_or_load(
-    config: RunConfig, store: RunStore | None = None, on_step: StepCallback | None = None
+    config: RunConfig,
+    store: RunStore | None = None,
+    on_step: StepCallback | None = None,
+    *,
+    as_job: bool = False,
 ) -> Run:
-    """The run for ``config``: returned at once when done, resumed when interrupted, trained otherwise."""
+    """The run for ``config``: returned at once when done, resumed when interrupted, trained otherwise.
+
+    A direct call is an explicit start and clears an earlier cancel request; a background job
+    (``as_job``) keeps one made while it was queued, and stops at once.
+    """
     run = prepare_run(config, store)
     if run.state == "done":
         return run
+    if not as_job:
+        run.clear_cancel()
     if process_rank() == 0 and run.is_locked():
         raise RunError(
             f"run {run.id} is being trained by another process; follow it with `cartomap show {run.id}`"

@@ -111,7 +111,9 @@ def test_cancel_then_resume(tiny_model, cache):
     config = small_config(tiny_model, epochs=2)
     run = prepare_run(config, store)
     run.request_cancel()
-    # A cancel requested before start is cleared when training starts: it runs to the end.
+    # A job started in the background honours a cancel made while it was queued ...
+    assert train_or_load(config, store, as_job=True).state == "cancelled"
+    # ... and an explicit start clears it and runs to the end.
     assert train_or_load(config, store).state == "done"
 
     config = small_config(tiny_model, epochs=2, seed=3)

@@ -1,0 +1,21 @@
+"""The cartomap dashboard: ``cartomap dashboard`` (or ``streamlit run app.py``; env CARTOMAP_CACHE
+names the run store, default ./cache).
+
+Three pages, Data map first. The sidebar's run picker (pages/common.py) is drawn here, once,
+for every page; pages read the choice with ``pages.common.current_run()``.
+"""
+
+import streamlit as st
+
+from pages.common import sidebar_run_picker
+
+st.set_page_config(page_title="cartomap", page_icon=":material/scatter_plot:", layout="wide")
+page = st.navigation(
+    [
+        st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
+        st.Page("pages/data_map.py", title="Data map", icon=":material/scatter_plot:", default=True),
+        st.Page("pages/neighbours.py", title="Neighbours", icon=":material/hub:"),
+    ]
+)
+sidebar_run_picker()
+page.run()

@@ -1,0 +1,379 @@
+"""Train page: choose data, map its columns, set the training options and start a run as a
+background job; follow, cancel, resume and delete runs.
+
+Layout only: reading, validating and training are the library's (cartomap.forms,
+cartomap.uploads, cartomap.jobs). Every form value lives in st.session_state (see
+pages.common.kept), so nothing typed is lost on a rerun or a page switch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import streamlit as st
+
+from cartomap.config import DEMO_TRAIN, ModelConfig, TrainConfig
+from cartomap.errors import CartomapError
+from cartomap.forms import DEVICES, RECORD_MODES, build_run_config, guess_columns, preview_table
+from cartomap.jobs import start_training
+from cartomap.uploads import MAX_UPLOAD_MB, UPLOAD_TYPES, save_upload
+from pages.common import (
+    current_run,
+    flash,
+    get_store,
+    kept,
+    run_actions,
+    select_run,
+    show_error,
+    show_flashes,
+    training_progress,
+)
+
+SOURCES = {
+    "demo": "Bundled demo (1,600 NLI pairs)",
+    "path": "A file or folder on this machine",
+    "upload": "Upload a file",
+}
+DEV_CHOICES = {
+    "none": "No dev set",
+    "demo": "Bundled demo dev set (400 NLI pairs)",
+    "path": "A file on this machine",
+}
+FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
+RECORD_LABELS = {"train": "training pass (Cartography)", "eval": "eval pass (WaNLI)", "both": "both"}
+DEFAULT_TRAIN = TrainConfig()
+ss = st.session_state
+store = get_store()
+
+
+# --------------------------------------------------------------------------- callbacks
+def _source_changed() -> None:
+    """The demo goes with its dev set; other data starts without one."""
+    if ss["train_source"] == "demo":
+        ss["train_dev"] = "demo"
+    elif ss.get("train_dev") == "demo":
+        ss["train_dev"] = "none"
+
+
+def _upload_changed() -> None:
+    if ss.get("train_upload") is None:  # the user removed the file
+        for key in ("train_upload_path", "train_upload_name", "_train_upload_id"):
+            ss.pop(key, None)
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading the data…")
+def _preview(path: str, fmt: str, split: str, stamp: tuple):
+    return preview_table(path, fmt, split or None)
+
+
+def _stamp(path: str) -> tuple:
+    """Cache key part that changes when the file does."""
+    try:
+        stat = Path(path).expanduser().stat()
+        return (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        return ()
+
+
+# --------------------------------------------------------------------------- page
+st.title("Train")
+show_flashes()
+
+# ----- the selected run
+run = current_run()
+with st.container(border=True):
+    if run is None:
+        st.caption("No runs yet. Set up a run below and press Start.")
+    else:
+        st.markdown(f"**Selected run** `{run.id}`")
+        training_progress(run)
+        run_actions(run)
+        with st.expander("Configuration"):
+            st.json(run.info.get("config", {}), expanded=2)
+
+# ----- 1. data
+st.header("New run")
+st.subheader("1 · Training data")
+source = st.radio(
+    "Data",
+    list(SOURCES),
+    format_func=SOURCES.get,
+    horizontal=True,
+    **kept("train_source", "demo", options=list(SOURCES), on_change=_source_changed),
+)
+fmt, split = "auto", ""
+if source == "demo":
+    data_path = DEMO_TRAIN
+elif source == "path":
+    c1, c2, c3 = st.columns([4, 1, 1])
+    data_path = c1.text_input(
+        "Path",
+        placeholder="/data/train.jsonl, a folder saved with datasets' save_to_disk, or demo:dev",
+        help="JSON Lines (plain or .gz), CSV, TSV, Parquet, a saved Hugging Face dataset folder, "
+        "hf:NAME for a hub dataset, or demo:train / demo:dev.",
+        **kept("train_path", ""),
+    ).strip()
+    fmt = c2.selectbox("Format", FORMATS, **kept("train_format", "auto", options=FORMATS))
+    split = c3.text_input("Split", help="For a Hugging Face DatasetDict", **kept("train_split", ""))
+else:
+    size_limit = (
+        {"max_upload_size": MAX_UPLOAD_MB}
+        if "max_upload_size" in inspect.signature(st.file_uploader).parameters
+        else {}
+    )
+    uploaded = st.file_uploader(
+        f"Data file (up to {MAX_UPLOAD_MB} MB)",
+        type=list(UPLOAD_TYPES),
+        key="train_upload",
+        on_change=_upload_changed,
+        **size_limit,
+    )
+    if uploaded is not None and ss.get("_train_upload_id") != uploaded.file_id:
+        try:
+            saved = save_upload(uploaded.getvalue(), uploaded.name, store.root)
+        except CartomapError as err:
+            show_error(err)
+        else:
+            ss["train_upload_path"] = str(saved.resolve())
+            ss["train_upload_name"] = uploaded.name
+            ss["_train_upload_id"] = uploaded.file_id
+    data_path = ss.get("train_upload_path", "")
+    if data_path:
+        st.text(f"Using {ss.get('train_upload_name', '')} (saved as {data_path})")
+
+columns: list[str] | None = None
+if data_path:
+    try:
+        head, n_rows = _preview(data_path, fmt, split, _stamp(data_path))
+    except CartomapError as err:
+        show_error(err)
+    else:
+        columns = [str(c) for c in head.columns]
+        st.caption(f"First rows of {n_rows:,} (as read, before the column mapping):")
+        st.dataframe(head, hide_index=True)
+
+# ----- 2. columns
+st.subheader("2 · Columns")
+if columns:
+    guess = guess_columns(columns, head)
+    c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
+    text_columns = c1.multiselect(
+        "Text columns",
+        columns,
+        max_selections=2,
+        help="Two for a pair (premise, hypothesis), one for single texts.",
+        **kept("train_text_columns", guess["text_columns"], options=columns),
+    )
+    label_column = c2.selectbox(
+        "Label", columns, **kept("train_label_column", guess["label_column"], options=columns)
+    )
+    id_options = ["", *columns]
+    id_column = c3.selectbox(
+        "Id",
+        id_options,
+        format_func=lambda c: c or "(generate from content)",
+        **kept("train_id_column", guess["id_column"], options=id_options),
+    )
+    genre_column = c4.selectbox(
+        "Genre (optional)",
+        id_options,
+        format_func=lambda c: c or "(none)",
+        **kept("train_genre_column", guess["genre_column"] or "", options=id_options),
+    )
+else:
+    st.caption("No preview: type the column names.")
+    c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
+    typed = c1.text_input(
+        "Text columns (comma-separated)", **kept("train_text_columns_typed", "premise, hypothesis")
+    )
+    text_columns = [c.strip() for c in typed.split(",") if c.strip()]
+    label_column = c2.text_input("Label", **kept("train_label_typed", "label")).strip()
+    id_column = c3.text_input("Id (blank: generate)", **kept("train_id_typed", "id")).strip()
+    genre_column = c4.text_input("Genre (optional)", **kept("train_genre_typed", "genre")).strip()
+label_names = st.text_input(
+    "Label names (optional)",
+    placeholder="entailment, neutral, contradiction",
+    help="Class order, comma-separated. Needed for integer labels; string labels are found by themselves.",
+    **kept("train_label_names", ""),
+)
+
+# ----- 3. dev set
+st.subheader("3 · Dev set")
+c1, c2, c3 = st.columns([3, 3, 1])
+with c1:
+    dev = st.radio(
+        "Evaluated after every epoch",
+        list(DEV_CHOICES),
+        format_func=DEV_CHOICES.get,
+        **kept("train_dev", "demo" if source == "demo" else "none", options=list(DEV_CHOICES)),
+    )
+dev_path = dev_split = ""
+if dev == "path":
+    dev_path = c2.text_input(
+        "Dev set path", help="Read with the training data's format and columns.", **kept("train_dev_path", "")
+    ).strip()
+    dev_split = c3.text_input("Dev split", **kept("train_dev_split", ""))
+
+# ----- 4. model and training
+st.subheader("4 · Model and training")
+c1, c2 = st.columns([3, 2])
+model = c1.text_input(
+    "Model",
+    help="'default' = the bundled all-MiniLM-L6-v2 encoder; or a local checkpoint folder, "
+    "or a Hugging Face hub id (needs the network).",
+    **kept("train_model", ModelConfig().name_or_path),
+)
+name = c2.text_input(
+    "Run name (optional)", help="A label, not part of the run's identity", **kept("train_name", "")
+)
+c1, c2, c3, c4 = st.columns(4)
+epochs = c1.number_input("Epochs", 1, 200, step=1, **kept("train_epochs", DEFAULT_TRAIN.epochs))
+batch_size = c2.number_input(
+    "Batch size", 1, 4096, step=8, **kept("train_batch_size", DEFAULT_TRAIN.batch_size)
+)
+learning_rate = c3.number_input(
+    "Learning rate", 1e-7, 1.0, step=1e-5, format="%.1e", **kept("train_lr", DEFAULT_TRAIN.learning_rate)
+)
+seed = c4.number_input("Seed", 0, 2**31 - 1, step=1, **kept("train_seed", DEFAULT_TRAIN.seed))
+c1, c2, c3 = st.columns(3)
+device = c1.selectbox(
+    "Device",
+    DEVICES,
+    help="auto: CUDA, then MPS, then CPU",
+    **kept("train_device", DEFAULT_TRAIN.device, options=DEVICES),
+)
+record = c2.selectbox(
+    "Record dynamics from",
+    RECORD_MODES,
+    format_func=RECORD_LABELS.get,
+    help="The logits of the training forward pass (as Cartography), of an eval-mode pass "
+    "after each epoch (as WaNLI), or both",
+    **kept("train_record", DEFAULT_TRAIN.record, options=RECORD_MODES),
+)
+with c3:
+    st.write("")
+    save_checkpoints = st.checkbox(
+        "Save end-of-epoch checkpoints", **kept("train_checkpoints", DEFAULT_TRAIN.save_checkpoints)
+    )
+with st.expander("Advanced"):
+    c1, c2, c3, c4, c5 = st.columns(5)
+    max_length = c1.number_input(
+        "Max tokens", 8, 4096, step=16, **kept("train_max_length", ModelConfig().max_length)
+    )
+    warmup = c2.number_input(
+        "Warmup ratio", 0.0, 1.0, step=0.05, **kept("train_warmup", DEFAULT_TRAIN.warmup_ratio)
+    )
+    decay = c3.number_input(
+        "Weight decay", 0.0, 1.0, step=0.01, **kept("train_decay", DEFAULT_TRAIN.weight_decay)
+    )
+    patience = c4.number_input(
+        "Early-stopping patience",
+        0,
+        100,
+        step=1,
+        help="Epochs without a better dev accuracy before stopping; 0 = off",
+        **kept("train_patience", DEFAULT_TRAIN.early_stopping_patience),
+    )
+    precision = c5.selectbox(
+        "Precision",
+        ("auto", "fp32", "bf16", "fp16"),
+        **kept("train_precision", DEFAULT_TRAIN.precision, options=("auto", "fp32", "bf16", "fp16")),
+    )
+    group_by_length = st.checkbox(
+        "Batch examples of similar length (less padding)",
+        **kept("train_group_by_length", DEFAULT_TRAIN.group_by_length),
+    )
+
+if st.button("Start training", type="primary", key="train_start"):
+    if not (name or "").strip() and source == "upload":
+        name = ss.get("train_upload_name", "")
+    try:
+        config = build_run_config(
+            data_path=data_path,
+            format=fmt,
+            split=split,
+            text_columns=text_columns,
+            label_column=label_column,
+            id_column=id_column,
+            genre_column=genre_column,
+            label_names=label_names,
+            dev=dev,
+            dev_path=dev_path,
+            dev_split=dev_split,
+            model=model,
+            max_length=max_length,
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            device=device,
+            record=record,
+            save_checkpoints=save_checkpoints,
+            seed=seed,
+            name=name,
+            warmup_ratio=warmup,
+            weight_decay=decay,
+            early_stopping_patience=patience,
+            precision=precision,
+            group_by_length=group_by_length,
+        )
+        with st.spinner("Checking the data…"):
+            started = start_training(config, store)
+    except CartomapError as err:
+        show_error(err)
+    else:
+        state = started.state
+        if state == "done":
+            flash(
+                "info",
+                f"This configuration was trained on this data before: selected run {started.id} (done).",
+            )
+        elif state == "running":
+            flash("info", f"Run {started.id} is already training: following it.")
+        else:
+            flash(
+                "success",
+                f"Started run {started.id}: training runs in the background; leaving this page does not stop it.",
+            )
+        select_run(started.id)
+        st.rerun()
+
+# ----- all runs
+st.header("All runs")
+table = store.table()
+if table.empty:
+    st.caption(f"No runs in {store.runs_dir}.")
+else:
+    st.dataframe(table, hide_index=True)
+    with st.expander("Delete a run"):
+        ids = table["id"].tolist()
+        labels = dict(
+            zip(ids, (f"{n} ({i})" if n else i for i, n in zip(ids, table["name"], strict=True)), strict=True)
+        )
+        default = run.id if run is not None and run.id in ids else ids[0]
+        victim = st.selectbox(
+            "Run", ids, format_func=labels.get, **kept("train_delete_choice", default, options=ids)
+        )
+        if ss.get("train_confirm_delete") != victim:
+            if st.button("Delete…", key="train_delete"):
+                ss["train_confirm_delete"] = victim
+                st.rerun()
+        else:
+            st.warning(
+                f"Delete run {victim} and all its files (dynamics, metrics, weights, groups)? This cannot be undone."
+            )
+            c1, c2, _ = st.columns([1, 1, 4])
+            if c1.button("Yes, delete it", type="primary", key="train_delete_yes"):
+                ss.pop("train_confirm_delete", None)
+                try:
+                    store.delete(victim)
+                except CartomapError as err:
+                    show_error(err)
+                else:
+                    if ss.get("run_id") == victim:
+                        select_run(None)
+                    flash("success", f"Deleted run {victim}.")
+                    st.rerun()
+            if c2.button("Keep it", key="train_delete_no"):
+                ss.pop("train_confirm_delete", None)
+                st.rerun()
