@@ -1,0 +1,334 @@
+"""Neighbours page: a seed example and its nearest same-label neighbours in the task model's [CLS] space.
+
+Layout only: embeddings, neighbours, seeds and projections come from ``cartomap.embeddings``,
+``cartomap.neighbors`` and ``cartomap.projection``; long work (embeddings, UMAP) runs as a CLI
+job (``cartomap embed`` / ``cartomap project``) and this page polls its task status.
+Session state: ``selected_ids`` (the Data map page's selection, one source of seeds) and ``nb_*``
+widget keys (with ``_kept_nb_*`` shadows, so choices survive page switches).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from cartomap.embeddings import EMBEDDINGS_FILE, IDS_FILE, load_embeddings
+from cartomap.errors import CartomapError
+from cartomap.groups import list_groups, save_group
+from cartomap.jobs import start_task, tail, task_status
+from cartomap.neighbors import DEFAULT_K, neighbour_group, seed_examples
+from cartomap.projection import load_projection, points_frame, project_run, projection_figure
+from cartomap.store import Run
+from pages.common import current_run, demo_or_prompt, get_store, kept
+
+SELECTED = "selected_ids"
+POLL_S = 1.0
+ACTIVE = ("queued", "running")
+STUCK_S = 90  # a job still queued after this long probably failed to start: show its log
+MAX_SEED_OPTIONS = 2000
+SOURCES = ("Current selection", "A saved group", "Most ambiguous per label")
+TEXT_CHARS = 70
+
+
+# --------------------------------------------------------------------------- cached loading
+def _stamp(run: Run, *names: str) -> tuple:
+    out = []
+    for name in names:
+        try:
+            out.append(os.stat(run.path / name).st_mtime_ns)
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Loading the embeddings…")
+def _embeddings(run_path: str, stamp: tuple):
+    return load_embeddings(Run(Path(run_path)))
+
+
+@st.cache_resource(max_entries=2, show_spinner="Loading the examples…")
+def _points(run_path: str, stamp: tuple) -> pd.DataFrame:
+    return points_frame(Run(Path(run_path)))
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def _metrics(run_path: str, stamp: tuple) -> pd.DataFrame | None:
+    try:
+        return Run(Path(run_path)).metrics()
+    except CartomapError:
+        return None
+
+
+@st.cache_resource(max_entries=4, show_spinner="Projecting (PCA)…")
+def _pca(run_path: str, stamp: tuple):
+    return project_run(Run(Path(run_path)), "pca")
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _umap(run_path: str, stamp: tuple):
+    return load_projection(Run(Path(run_path)), "umap")
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _group(run_path: str, stamp: tuple, seed: str, k: int, exclude: tuple, _embeddings) -> pd.DataFrame:
+    return neighbour_group(Run(Path(run_path)), seed, k=k, embeddings=_embeddings, exclude_genres=exclude)
+
+
+# --------------------------------------------------------------------------- background jobs
+@st.fragment(run_every=POLL_S)
+def _live_task(run: Run, name: str, label: str) -> None:
+    status = task_status(run, name) or {}
+    state = status.get("state")
+    if state not in ACTIVE:
+        st.rerun()  # the whole page: it draws the result (or the error)
+        return
+    fraction = min(max(float(status.get("progress") or 0.0), 0.0), 1.0)
+    done, total = status.get("done"), status.get("total")
+    count = f" · {done:,} / {total:,} examples" if done is not None and total else ""
+    st.progress(fraction, text=f"{label}: {state}{count}")
+    waited = time.time() - float(status.get("updated_at") or time.time())
+    if state == "queued" and waited > STUCK_S:
+        st.warning("The job has not started yet. The end of its log:")
+        st.code(tail(run.path / "tasks" / f"{name}.log") or "(empty log)", language=None)
+
+
+def task_panel(run: Run, name: str, cli_args: list[str], label: str, button: str) -> None:
+    """Progress of background task ``name`` while it runs; else its last error and a start button."""
+    status = task_status(run, name) or {}
+    state = status.get("state")
+    stuck = state == "queued" and time.time() - float(status.get("updated_at") or 0) > STUCK_S
+    if state in ACTIVE:
+        _live_task(run, name, label)
+        if not stuck:
+            return
+    elif state == "failed":
+        st.error(f"{label} failed: {status.get('error') or 'see the log'}")
+        st.code(tail(run.path / "tasks" / f"{name}.log") or "(empty log)", language=None)
+    elif state == "interrupted":
+        st.warning(f"{label} stopped before finishing (killed or crashed): start it again.")
+    if st.button(button, key=f"nb_start_{name}", type="primary"):
+        try:
+            start_task(run, name, cli_args, get_store())
+        except (CartomapError, OSError) as err:
+            st.error(str(err))
+        else:
+            st.rerun()
+
+
+# --------------------------------------------------------------------------- seeds
+def _describe(points: pd.DataFrame):
+    """format_func for the seed picker: id · label · start of the texts (plain text, never HTML)."""
+    by_id = points.set_index("id")
+    cols = [c for c in ("premise", "hypothesis", "text") if c in points.columns]
+
+    def short(s: str) -> str:
+        return s if len(s) <= TEXT_CHARS else s[: TEXT_CHARS - 1] + "…"
+
+    def fmt(example_id: str) -> str:
+        if example_id not in by_id.index:
+            return str(example_id)
+        row = by_id.loc[example_id]
+        return f"{example_id} · {row['label']} · " + " / ".join(short(str(row[c])) for c in cols)
+
+    return fmt
+
+
+def seed_candidates(run: Run, points: pd.DataFrame, metrics, exclude: tuple) -> list[str]:
+    """The ids the seed can be picked from, per the chosen source (draws the source's widgets)."""
+    selected = [str(i) for i in st.session_state.get(SELECTED) or []]
+    default = SOURCES[0] if selected else SOURCES[2]
+    source = st.radio("Seeds from", SOURCES, horizontal=True, **kept("nb_source", default, options=SOURCES))
+    known = set(points["id"])
+    if source == SOURCES[0]:
+        ids = [i for i in selected if i in known]
+        if not ids:
+            st.info("Nothing selected: select examples on the Data map page, or pick another source.")
+        else:
+            st.caption(f"{len(ids):,} examples selected on the Data map page.")
+        return ids
+    if source == SOURCES[1]:
+        groups = list_groups(run)
+        if not groups:
+            st.info("No saved groups yet: save one here or on the Data map page.")
+            return []
+        names = [str(g.get("name")) for g in groups]
+        name = st.selectbox("Group", names, **kept("nb_group_pick", names[0], options=names))
+        group = groups[names.index(name)]
+        ids = [str(i) for i in group.get("ids", []) if str(i) in known]
+        st.caption(f"Group '{name}': {len(ids):,} examples (source: {group.get('source', '')}).")
+        return ids
+    if metrics is None:
+        st.info("This run has no data-map metrics (variability), so no ambiguous seeds: pick another source.")
+        return []
+    metrics = metrics.set_index(metrics["id"].astype(str)).reindex(points["id"])
+    frame = pd.DataFrame(
+        {"label": points["label"].to_numpy(), "variability": metrics["variability"].to_numpy()}
+    )
+    genres = points["genre"].to_numpy() if "genre" in points.columns else None
+    rows = seed_examples(frame, exclude_genres=exclude if genres is not None else (), genres=genres)
+    labels = ["all labels", *run.label_names]
+    which = st.selectbox("Label", labels, **kept("nb_seed_label", labels[0], options=labels))
+    seeds = points.iloc[rows].assign(variability=frame["variability"].to_numpy()[rows])
+    if which != labels[0]:
+        seeds = seeds[seeds["label"] == which]
+    seeds = seeds.sort_values("variability", ascending=False, kind="stable")
+    note = f"; genres left out: {', '.join(exclude)}" if exclude and genres is not None else ""
+    st.caption(
+        f"{len(seeds):,} seeds: per gold label, the examples above that label's 0.75 quantile of variability "
+        f"(WaNLI){note}. Most variable first."
+    )
+    return seeds["id"].tolist()
+
+
+# --------------------------------------------------------------------------- group table and saving
+def save_tools(run: Run, group: pd.DataFrame, seed: str, k: int) -> None:
+    ids = group["id"].astype(str).tolist()
+    with st.form("nb_group_form", clear_on_submit=False):
+        st.markdown("**Save the seed and its neighbours as a group**")
+        name = st.text_input(
+            "Group name", key="nb_group_name", max_chars=80, placeholder=f"neighbours of {seed}"
+        )
+        replace = st.checkbox("Replace a group of that name", key="nb_group_replace")
+        submitted = st.form_submit_button(f"Save {len(ids)} examples")
+    if submitted:
+        name = name.strip() or f"neighbours of {seed}"
+        try:
+            save_group(
+                run,
+                name,
+                ids,
+                source="neighbours",
+                overwrite=replace,
+                extra={"seed": seed, "k": k, "order": "increasing similarity, seed last"},
+            )
+        except CartomapError as err:
+            st.error(str(err))
+        else:
+            st.success(f"Saved group '{name}' ({len(ids)} examples).")
+
+
+def show_group(run: Run, group: pd.DataFrame, k: int) -> None:
+    found = len(group) - 1
+    if found < k:
+        st.warning(f"Only {found} other examples share the seed's label here (k = {k}).")
+    st.caption(
+        "The seed's same-label nearest neighbours by cosine similarity of the task model's final-layer "
+        "[CLS] vectors (eval mode, max length 128), ordered by increasing similarity with the seed last: "
+        "the order of the examples in a WaNLI prompt."
+    )
+    st.dataframe(
+        group,
+        key="nb_table",
+        hide_index=True,
+        height=min(420, 38 + 35 * len(group)),
+        column_config={
+            "similarity": st.column_config.NumberColumn(format="%.5f"),
+            "confidence": st.column_config.NumberColumn(format="%.3f"),
+            "variability": st.column_config.NumberColumn(format="%.3f"),
+            "label": None,  # the integer code; label_name is shown
+        },
+    )
+
+
+# --------------------------------------------------------------------------- the 2-D view
+def projection_view(run: Run, points: pd.DataFrame, group_ids: list[str], seed: str | None) -> None:
+    st.subheader("The whole dataset in 2-D")
+    stamp = _stamp(run, EMBEDDINGS_FILE)
+    left, right = st.columns(2)
+    methods = ["PCA", "UMAP"]
+    method = left.radio("Projection", methods, horizontal=True, **kept("nb_proj", "PCA", options=methods))
+    colours = ["region", "label"] if "region" in points.columns else ["label"]
+    color_by = right.radio(
+        "Colour by", colours, horizontal=True, **kept("nb_color", colours[0], options=colours)
+    )
+    coords = None
+    if method == "UMAP":
+        coords = _umap(str(run.path), stamp + _stamp(run, "projection_umap.npy"))
+        if coords is None:
+            st.info(
+                "UMAP (15 neighbours, min_dist 0.1, cosine) runs as a background job: a minute or more, "
+                "the first time longer. PCA is shown meanwhile; the result is kept with the run."
+            )
+            task_panel(
+                run, "projection_umap", ["project", run.id, "--method", "umap"], "UMAP", "Compute UMAP"
+            )
+            method = "PCA"
+    if coords is None:
+        coords = _pca(str(run.path), stamp)
+    fig = projection_figure(
+        coords,
+        points,
+        color_by=color_by,
+        group_ids=group_ids,
+        seed_id=seed,
+        title=f"{method} of the [CLS] embeddings",
+    )
+    st.plotly_chart(fig, key="nb_map", width="stretch", config={"displaylogo": False})
+
+
+# --------------------------------------------------------------------------- page
+def main() -> None:
+    st.title("Nearest neighbours")
+    run = demo_or_prompt(current_run())  # app.py draws the run picker in the sidebar
+    if run is None:
+        st.stop()
+    emb_stamp = _stamp(run, EMBEDDINGS_FILE, IDS_FILE)
+    embeddings = _embeddings(str(run.path), emb_stamp)
+    if embeddings is None:
+        st.info(
+            "Neighbours are found in the task model's [CLS] space: first compute the final-layer [CLS] "
+            "vector of every training example under this run's model (a background job; on a CPU about "
+            "a minute per few thousand pairs with the default encoder)."
+        )
+        task_panel(run, "embeddings", ["embed", run.id, "--quiet"], "Embeddings", "Compute embeddings")
+        st.stop()
+
+    points = _points(str(run.path), _stamp(run, "examples.parquet", "metrics.parquet"))
+    metrics = _metrics(str(run.path), _stamp(run, "metrics.parquet"))
+    if len(embeddings[0]) != len(points):
+        st.warning("The embeddings do not match the run's examples: compute them again.")
+        task_panel(
+            run, "embeddings", ["embed", run.id, "--quiet", "--force"], "Embeddings", "Compute embeddings"
+        )
+        st.stop()
+
+    exclude: tuple = ()
+    if "genre" in points.columns:
+        genres = sorted(set(points["genre"]) - {"", "None", "nan"})
+        default = [g for g in genres if g == "telephone"]
+        exclude = tuple(
+            st.sidebar.multiselect(
+                "Leave out genres",
+                genres,
+                help="Neither seeds nor neighbours (WaNLI leaves out telephone).",
+                **kept("nb_exclude", default, options=genres),
+            )
+        )
+
+    candidates = seed_candidates(run, points, metrics, exclude)
+    k = st.slider("Neighbours (k)", 1, 20, **kept("nb_k", DEFAULT_K))
+    seed = None
+    group = None
+    if candidates:
+        if len(candidates) > MAX_SEED_OPTIONS:
+            st.caption(f"The seed list shows the first {MAX_SEED_OPTIONS:,} of {len(candidates):,}.")
+        options = candidates[:MAX_SEED_OPTIONS]
+        seed = st.selectbox(
+            "Seed", options, format_func=_describe(points), **kept("nb_seed", options[0], options=options)
+        )
+        try:
+            group = _group(str(run.path), emb_stamp, seed, int(k), exclude, embeddings)
+        except CartomapError as err:
+            st.error(str(err))
+    if group is not None:
+        show_group(run, group, int(k))
+        save_tools(run, group, seed, int(k))
+    st.divider()
+    projection_view(run, points, [] if group is None else group["id"].tolist(), seed)
+
+
+main()

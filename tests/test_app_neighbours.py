@@ -1,0 +1,193 @@
+"""The Neighbours page under streamlit.testing (no browser), on a synthetic finished run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cartomap.config import DataConfig, RunConfig, TrainConfig
+from cartomap.data import load_dataset
+from cartomap.embeddings import save_embeddings
+from cartomap.groups import list_groups, save_group
+from cartomap.io import atomic_write_parquet
+from cartomap.jobs import task_status
+from cartomap.metrics import compute_metrics
+from cartomap.neighbors import same_label_neighbors
+from cartomap.store import Run, RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "pages" / "neighbours.py"
+
+
+def make_run(cache: Path, embeddings: bool = True) -> Run:
+    """A finished run on the demo dev set (400 pairs): synthetic logits, metrics and random embeddings."""
+    data = load_dataset(DataConfig(path="demo:dev"))
+    config = RunConfig(data=DataConfig(path="demo:dev"), dev=None, train=TrainConfig(epochs=3), name="nb")
+    run = RunStore(cache).create(config, data, None)
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 1.5, size=(3, len(data), data.num_labels)).astype(np.float32)
+    atomic_write_parquet(run.path / "metrics.parquet", compute_metrics(logits, data.labels, data.ids))
+    run.set_status(state="done", progress=1.0)
+    if embeddings:
+        emb = rng.normal(size=(len(data), 16)).astype(np.float32)
+        save_embeddings(run, data.ids, emb / np.linalg.norm(emb, axis=1, keepdims=True))
+    return run
+
+
+@pytest.fixture()
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARTOMAP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(ROOT))  # `from pages.common import ...`, as under `streamlit run app.py`
+    return tmp_path / "cache"
+
+
+def _app():
+    from streamlit.testing.v1 import AppTest
+
+    return AppTest.from_file(str(PAGE), default_timeout=60)
+
+
+def _table(at):
+    tables = [d.value for d in at.dataframe if "similarity" in d.value.columns]
+    return tables[0] if tables else None
+
+
+def _expected_group(run: Run, seed: str, k: int) -> list[str]:
+    data = run.examples()
+    ids = data["id"].astype(str).tolist()
+    emb = np.load(run.path / "embeddings.npy")
+    idx, _ = same_label_neighbors(emb, data["label"].to_numpy(), k=k, query_idx=[ids.index(seed)])
+    return [ids[i] for i in idx[0][::-1]] + [seed]
+
+
+def test_page_renders_ambiguous_seed(env):
+    run = make_run(env)
+    at = _app().run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Nearest neighbours"]
+    assert at.radio(key="_kept_nb_source").value == "Most ambiguous per label"
+    table = _table(at)
+    assert table is not None and len(table) == 5
+    assert table["role"].tolist() == ["neighbour"] * 4 + ["seed"]
+    seed = at.selectbox(key="_kept_nb_seed").value
+    assert table["id"].tolist() == _expected_group(run, seed, 4)
+    assert (table["label_name"] == table["label_name"].iloc[-1]).all()
+    assert at.get("plotly_chart"), "no 2-D map drawn"
+    assert (run.path / "projection_pca.npy").exists()
+
+
+def test_seed_picker_and_k_change_the_table(env):
+    run = make_run(env)
+    at = _app().run()
+    picker = at.selectbox(key="_kept_nb_seed")
+    first = _table(at)["id"].tolist()
+    other = picker.options[3].split(" · ")[0]  # options are shown formatted: id · label · texts
+    picker.set_value(other).run()
+    assert not at.exception, at.exception
+    table = _table(at)
+    assert table["id"].iloc[-1] == other and table["id"].tolist() != first
+    assert table["id"].tolist() == _expected_group(run, other, 4)
+    at.slider(key="_kept_nb_k").set_value(7).run()
+    assert len(_table(at)) == 8
+    assert _table(at)["id"].tolist() == _expected_group(run, other, 7)
+
+
+def test_injected_selection_is_the_seed_source(env):
+    run = make_run(env)
+    ids = run.examples()["id"].astype(str).tolist()
+    picked = [ids[17], ids[250], ids[3]]
+    at = _app()
+    at.session_state["selected_ids"] = picked
+    at.run()
+    assert not at.exception, at.exception
+    assert at.radio(key="_kept_nb_source").value == "Current selection"
+    picker = at.selectbox(key="_kept_nb_seed")
+    assert [o.split(" · ")[0] for o in picker.options] == picked and picker.value == picked[0]
+    assert _table(at)["id"].tolist() == _expected_group(run, picked[0], 4)
+    picker.set_value(picked[1]).run()
+    assert _table(at)["id"].iloc[-1] == picked[1]
+
+
+def test_saved_group_source_and_save(env):
+    run = make_run(env)
+    ids = run.examples()["id"].astype(str).tolist()
+    save_group(run, "three", [ids[5], ids[6], ids[7]], source="data map")
+    at = _app().run()
+    at.radio(key="_kept_nb_source").set_value("A saved group").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="_kept_nb_seed").value == ids[5]
+    group = _table(at)["id"].tolist()
+
+    at.text_input(key="nb_group_name").input("my group")
+    at.button[[b.label for b in at.button].index("Save 5 examples")].click().run()
+    assert not at.exception, at.exception
+    saved = {g["name"]: g for g in list_groups(run)}
+    assert saved["my group"]["ids"] == group and saved["my group"]["source"] == "neighbours"
+    assert saved["my group"]["seed"] == ids[5]
+
+    # the same name again is an error unless "replace" is ticked
+    at.slider(key="_kept_nb_k").set_value(2).run()
+    at.text_input(key="nb_group_name").input("my group")
+    at.button[[b.label for b in at.button].index("Save 3 examples")].click().run()
+    assert any("exists already" in e.value for e in at.error)
+    assert len({g["name"]: g for g in list_groups(run)}["my group"]["ids"]) == 5
+    at.checkbox(key="nb_group_replace").check()
+    at.button[[b.label for b in at.button].index("Save 3 examples")].click().run()
+    assert not at.exception, at.exception
+    assert len({g["name"]: g for g in list_groups(run)}["my group"]["ids"]) == 3
+
+
+def test_no_embeddings_offers_the_job(env, monkeypatch):
+    import cartomap.jobs
+
+    run = make_run(env, embeddings=False)
+    started = []
+    monkeypatch.setattr(cartomap.jobs, "spawn", lambda args, log, cache=None: started.append(args) or 4242)
+    at = _app().run()
+    assert not at.exception, at.exception
+    assert not at.get("plotly_chart") and _table(at) is None
+    button = next(b for b in at.button if b.label == "Compute embeddings")
+    button.click().run()
+    assert not at.exception, at.exception
+    assert started == [["embed", run.id, "--quiet"]]
+    assert task_status(run, "embeddings")["state"] == "queued"
+    assert not any(b.label == "Compute embeddings" for b in at.button)  # progress shown instead
+    assert at.get("progress")
+
+
+def test_umap_on_request(env, monkeypatch):
+    import cartomap.jobs
+
+    run = make_run(env)
+    started = []
+    monkeypatch.setattr(cartomap.jobs, "spawn", lambda args, log, cache=None: started.append(args) or 4242)
+    at = _app().run()
+    at.radio(key="_kept_nb_proj").set_value("UMAP").run()
+    assert not at.exception, at.exception
+    assert at.get("plotly_chart")  # PCA meanwhile
+    next(b for b in at.button if b.label == "Compute UMAP").click().run()
+    assert started == [["project", run.id, "--method", "umap"]]
+    # a finished UMAP (faked here: no fit in the fast tests) is drawn from the run folder
+    coords = np.random.default_rng(0).normal(size=(400, 2)).astype(np.float32)
+    np.save(run.path / "projection_umap.npy", coords)
+    cartomap.jobs.task_update(run, "projection_umap", state="done", progress=1.0)
+    at.run()
+    assert not at.exception, at.exception
+    assert not any(b.label == "Compute UMAP" for b in at.button)
+    assert "UMAP" in at.get("plotly_chart")[0].proto.spec
+
+
+def test_no_run_offers_demo(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARTOMAP_CACHE", str(tmp_path / "empty"))
+    monkeypatch.syspath_prepend(str(ROOT))
+    at = _app().run()
+    assert not at.exception, at.exception
+    assert any(b.label == "Train the demo" for b in at.button)
+
+
+def test_library_does_not_import_streamlit():
+    for name in ("embeddings.py", "neighbors.py", "projection.py"):
+        source = (ROOT / "cartomap" / name).read_text(encoding="utf-8")
+        assert "import streamlit" not in source and "from streamlit" not in source
