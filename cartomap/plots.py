@@ -155,13 +155,18 @@ def _fmt(series: pd.Series, fmt: str) -> pd.Series:
     return series.map(fmt.format).astype(str)
 
 
+def _escape(values: pd.Series) -> pd.Series:
+    """Dataset strings are untrusted: plotly renders hover text as HTML, so escape &, < and >."""
+    return values.str.replace("&", "&amp;").str.replace("<", "&lt;").str.replace(">", "&gt;")
+
+
 def _hover_text(shown: pd.DataFrame, label_text: np.ndarray | None) -> np.ndarray:
     """One hover string per row: id, label and metrics, joined by <br> (vectorised string ops)."""
     text = "confidence: " + _fmt(shown["confidence"], "{:.3f}")
     if label_text is not None:
-        text = "label: " + pd.Series(label_text, index=shown.index, dtype=str) + "<br>" + text
+        text = "label: " + _escape(pd.Series(label_text, index=shown.index, dtype=str)) + "<br>" + text
     if "id" in shown.columns:
-        text = "id: " + shown["id"].astype(str) + "<br>" + text
+        text = "id: " + _escape(shown["id"].astype(str)) + "<br>" + text
     text = text + "<br>variability: " + _fmt(shown["variability"], "{:.3f}")
     text = text + "<br>correctness: " + _fmt(shown["correctness"], "{:.2f}")
     for column, fmt in (("forgetfulness", "{:d}"), ("aum", "{:.3f}"), ("region", "{}")):

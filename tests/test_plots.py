@@ -83,3 +83,33 @@ def test_save_png_and_html(frame, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["map.HTML", "map.png"]  # no temp files left
     with pytest.raises(ValueError, match=r"\.png"):
         save_data_map(frame, tmp_path / "map.svg")
+
+
+def test_plotly_hover_escapes_ids():
+    import numpy as np
+    import pandas as pd
+
+    from cartomap.plots import data_map_plotly
+
+    frame = pd.DataFrame(
+        {
+            "id": ["<img src=x onerror=alert(1)>", "a&b"],
+            "confidence": [0.2, 0.9],
+            "variability": [0.1, 0.3],
+            "correctness": [0.0, 1.0],
+            "correct_count": [0, 3],
+            "label": [0, 1],
+            "forgetfulness": [0, 0],
+            "aum": [0.1, 0.2],
+            "region": ["hard-to-learn", "ambiguous"],
+        }
+    )
+    frame.attrs["n_epochs"] = 3
+    fig = data_map_plotly(frame)
+    hover = " ".join(
+        str(t)
+        for trace in fig.data
+        if getattr(trace, "hovertext", None) is not None
+        for t in np.atleast_1d(trace.hovertext)
+    )
+    assert "<img" not in hover and "&lt;img" in hover and "a&amp;b" in hover

@@ -1,0 +1,343 @@
+"""Data map page: the interactive map of the picked run, filters, selection table, groups, downloads.
+
+Layout only: every computation is a function of ``cartomap.datamap`` / ``cartomap.groups``.
+Session state: ``selected_ids`` (the current selection, a list of example ids; other pages may set
+it, e.g. "find this example on the map"), ``dm_*`` filter values kept with ``pages.common.kept`` (so
+they survive page switches), ``dm_focus`` (the example whose trajectory is shown) and
+``_dm_event_sig`` (the last map selection event taken, so a stale event is not taken twice).
+A selection replaces ``selected_ids`` only when the map reports a new one; "Clear selection" empties it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from cartomap import datamap
+from cartomap.errors import CartomapError
+from cartomap.groups import list_groups, save_group
+from cartomap.store import Run
+from pages.common import current_run, demo_or_prompt, kept
+
+SELECTED = "selected_ids"
+TABLE_HEIGHT = 360
+TABLE_MAX_ROWS = 5_000  # rows sent to the browser; groups and downloads hold the whole selection
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the data map…")
+def _load_frame(run_path: str, stamp: tuple):  # stamp: mtimes, so a rewritten run is reloaded
+    return datamap.map_frame(Run(Path(run_path)))
+
+
+def _stamp(run) -> tuple:
+    out = []
+    for name in ("metrics.parquet", "examples.parquet"):
+        try:
+            out.append(os.stat(run.path / name).st_mtime_ns)
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+def _valid_range(key: str, lo_bound, hi_bound, options=None) -> None:
+    """Reset a stored (lo, hi) value that does not fit this run (another run was picked)."""
+    value = st.session_state.get(key)
+    try:
+        lo, hi = value
+    except (TypeError, ValueError):
+        st.session_state.pop(key, None)
+        return
+    ok = (lo in options and hi in options) if options is not None else (lo_bound <= lo <= hi <= hi_bound)
+    if not ok:
+        st.session_state.pop(key, None)
+
+
+FILTER_KEYS = (
+    "dm_labels",
+    "dm_regions",
+    "dm_genres",
+    "dm_conf",
+    "dm_var",
+    "dm_corr",
+    "dm_color",
+    "dm_max_points",
+)
+
+
+def _reset_filters() -> None:
+    for key in FILTER_KEYS:
+        st.session_state.pop(key, None)
+        st.session_state.pop(f"_kept_{key}", None)
+
+
+def _clear_selection() -> None:
+    st.session_state[SELECTED] = []
+    st.session_state.pop("dm_focus", None)
+
+
+def sidebar_filters(frame):
+    """Filter widgets in the sidebar; returns (filtered frame, colour-by, max points drawn)."""
+    sb = st.sidebar
+    sb.subheader("Filters")
+    labels = [str(g) for g in frame[["label", "gold"]].drop_duplicates().sort_values("label")["gold"]]
+    present = {str(r) for r in frame["region"].unique()}
+    regions = [r for r in ("easy-to-learn", "ambiguous", "hard-to-learn") if r in present]
+    regions += sorted(present - set(regions))
+    genres = sorted({str(g) for g in frame["genre"].unique()}) if "genre" in frame.columns else []
+    corr_options = sorted(float(v) for v in frame["correctness"].dropna().unique()) or [0.0, 1.0]
+    var_hi = max(0.5, round(datamap.metric_bounds(frame, "variability")[1] + 0.005, 3))
+
+    _valid_range("dm_conf", 0.0, 1.0)
+    _valid_range("dm_var", 0.0, var_hi)
+    _valid_range("dm_corr", None, None, options=corr_options)
+    color_options = list(datamap.COLOR_BY if genres else datamap.COLOR_BY[:3])
+
+    chosen_labels = sb.multiselect("Gold label", labels, **kept("dm_labels", labels, options=labels))
+    chosen_regions = sb.multiselect("Region", regions, **kept("dm_regions", regions, options=regions))
+    chosen_genres = None
+    if genres:
+        chosen_genres = sb.multiselect("Genre", genres, **kept("dm_genres", genres, options=genres))
+    conf = sb.slider("Confidence", 0.0, 1.0, step=0.01, **kept("dm_conf", (0.0, 1.0)))
+    var = sb.slider("Variability", 0.0, var_hi, step=0.005, format="%.3f", **kept("dm_var", (0.0, var_hi)))
+    corr = sb.select_slider(
+        "Correctness",
+        options=corr_options,
+        format_func="{:.2f}".format,
+        **kept("dm_corr", (corr_options[0], corr_options[-1])),
+    )
+    max_points = sb.number_input(
+        "Points drawn (at most)",
+        min_value=100,
+        max_value=500_000,
+        step=5_000,
+        help="Above this many examples the map draws a random sample over a density shading of all of "
+        "them; a lasso or box still selects every example inside it.",
+        **kept("dm_max_points", datamap.DEFAULT_MAX_POINTS),
+    )
+    color_by = sb.radio(
+        "Colour by", color_options, horizontal=True, **kept("dm_color", "correctness", options=color_options)
+    )
+    sb.button("Reset filters", on_click=_reset_filters, key="dm_reset")
+
+    ranges = {"confidence": conf, "variability": var, "correctness": corr}
+    # a slider at its full extent does not filter (keeps values just outside the slider's grid)
+    if tuple(conf) == (0.0, 1.0):
+        ranges.pop("confidence")
+    if tuple(var) == (0.0, var_hi):
+        ranges.pop("variability")
+    filtered = datamap.filter_frame(
+        frame, labels=chosen_labels, regions=chosen_regions, genres=chosen_genres, ranges=ranges
+    )
+    return filtered, color_by, int(max_points)
+
+
+def take_event(filtered, max_points: int) -> None:
+    """Turn a new selection event of the map (from the previous interaction) into ``selected_ids``.
+
+    An empty event is not a deselection: the chart is replaced whenever the highlighted selection
+    changes, which resets its event; use "Clear selection" instead.
+    """
+    event = st.session_state.get("datamap")
+    if event is None or datamap.is_empty_event(event):
+        st.session_state.pop("_dm_event_sig", None)
+        return
+    sig = datamap.event_signature(event)
+    if sig == st.session_state.get("_dm_event_sig"):
+        return
+    st.session_state["_dm_event_sig"] = sig
+    st.session_state[SELECTED] = datamap.resolve_selection(filtered, event, max_points=max_points)
+    st.session_state.pop("dm_focus", None)
+
+
+def _digest(ids) -> str:
+    return hashlib.sha1("\n".join(ids).encode("utf-8")).hexdigest()[:10]
+
+
+def show_trajectory(run, table, table_event) -> None:
+    rows = list(table_event.selection.rows) if table_event is not None else []
+    if rows and rows[0] < len(table):
+        st.session_state["dm_focus"] = str(table["id"].iloc[rows[0]])
+    focus = st.session_state.get("dm_focus")
+    if len(table) == 1:
+        focus = str(table["id"].iloc[0])
+    if not focus or focus not in set(table["id"]):
+        st.caption("Click a row to see how the model's belief in that example moved over the epochs.")
+        return
+    row = table.loc[table["id"] == focus].iloc[0]
+    left, right = st.columns([2, 3])
+    with left:
+        st.markdown("**The focused example**")
+        st.text(f"id: {focus}\ngold: {row['gold']} · predicted: {row['predicted']}")
+        for col in ("premise", "hypothesis", "text"):
+            if col in table.columns:
+                st.text(f"{col}: {row[col]}")
+        st.text(
+            f"confidence {row['confidence']:.3f} · variability {row['variability']:.3f} · "
+            f"correctness {row['correctness']:.2f} · region {row['region']}"
+        )
+    with right:
+        st.markdown("**Probability by epoch**")
+        try:
+            traj = datamap.gold_trajectory(run, focus)
+        except CartomapError as err:
+            st.warning(str(err))
+            return
+        st.plotly_chart(
+            datamap.trajectory_figure(traj, gold=str(row["gold"])),
+            key="dm_trajectory",
+            config={"displaylogo": False},
+        )
+
+
+def group_tools(run, table) -> None:
+    ids = table["id"].astype(str).tolist()
+    left, right = st.columns(2)
+    with left, st.form("dm_group_form", clear_on_submit=False):
+        st.markdown("**Save the selection as a group**")
+        name = st.text_input("Group name", key="dm_group_name", max_chars=80)
+        replace = st.checkbox("Replace a group of that name", key="dm_group_replace")
+        submitted = st.form_submit_button(f"Save {len(ids):,} examples", disabled=not ids)
+    if submitted:
+        try:
+            save_group(run, name, ids, source="data map", overwrite=replace)
+        except CartomapError as err:
+            left.error(str(err))
+        else:
+            left.success(f"Saved group '{name}' ({len(ids):,} examples).")
+    with right:
+        groups = list_groups(run)
+        st.markdown("**Saved groups**")
+        if not groups:
+            st.caption("No groups yet.")
+            return
+        st.dataframe(
+            [
+                {"name": g.get("name"), "examples": len(g.get("ids", [])), "source": g.get("source", "")}
+                for g in groups
+            ],
+            hide_index=True,
+            height=min(200, 38 + 35 * len(groups)),
+        )
+        names = [g.get("name") for g in groups]
+        pick = st.selectbox("Group", names, key="dm_group_pick")
+        if st.button("Show this group on the map", key="dm_group_show"):
+            group = next(g for g in groups if g.get("name") == pick)
+            st.session_state[SELECTED] = [str(i) for i in group.get("ids", [])]
+            st.session_state.pop("dm_focus", None)
+            st.rerun()
+
+
+def downloads(run, filtered, table, fig) -> None:
+    stem = f"cartomap-{run.id}"
+    cols = st.columns(4)
+    cols[0].download_button(
+        "Selection as CSV",
+        lambda: datamap.to_csv_bytes(table),
+        f"{stem}-selection.csv",
+        "text/csv",
+        key="dm_dl_csv",
+        disabled=table.empty,
+        on_click="ignore",
+    )
+    cols[1].download_button(
+        "Selection as JSONL",
+        lambda: datamap.to_jsonl_bytes(table),
+        f"{stem}-selection.jsonl",
+        "application/jsonl",
+        key="dm_dl_jsonl",
+        disabled=table.empty,
+        on_click="ignore",
+    )
+    cols[2].download_button(
+        "Map as HTML",
+        lambda: datamap.map_html_bytes(fig),
+        f"{stem}-map.html",
+        "text/html",
+        key="dm_dl_html",
+        on_click="ignore",
+    )
+    cols[3].download_button(
+        "Map as PNG",
+        lambda: datamap.map_png_bytes(filtered, title=run.id),
+        f"{stem}-map.png",
+        "image/png",
+        key="dm_dl_png",
+        on_click="ignore",
+        disabled=filtered.empty,
+    )
+
+
+def main() -> None:
+    st.title("Data map")
+    run = demo_or_prompt(current_run())  # app.py draws the run picker in the sidebar
+    if run is None:
+        st.stop()
+    if not (run.path / "metrics.parquet").exists():
+        st.warning(f"Run {run.id} is done but has no data-map metrics (trained with record=none?).")
+        st.stop()
+
+    frame = _load_frame(str(run.path), _stamp(run))
+    filtered, color_by, max_points = sidebar_filters(frame)
+    st.session_state.setdefault(SELECTED, [])
+    take_event(filtered, max_points)
+    selected = [str(i) for i in st.session_state.get(SELECTED) or []]
+    st.session_state[SELECTED] = selected
+
+    st.caption(
+        f"{len(frame):,} examples · {len(filtered):,} match the filters. Drag a lasso or a box over the map "
+        "(or click a point) to select examples; x = variability, y = confidence."
+    )
+    if filtered.empty:
+        st.warning("No example matches the filters.")
+    fig = datamap.figure(filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None)
+    st.plotly_chart(
+        fig,
+        key="datamap",
+        on_select="rerun",
+        selection_mode=("points", "box", "lasso"),
+        width="stretch",
+        config={"displaylogo": False},
+    )
+
+    table = datamap.selection_table(filtered, selected)
+    known = len(datamap.selection_table(frame, selected)) if selected else 0
+    head, clear = st.columns([4, 1])
+    head.markdown(f"**{len(selected):,} selected** · {len(table):,} shown under the current filters")
+    if known < len(selected):
+        head.caption(f"{len(selected) - known:,} selected ids are not examples of this run.")
+    clear.button("Clear selection", on_click=_clear_selection, key="dm_clear", disabled=not selected)
+    if table.empty:
+        st.info("Nothing selected (or nothing of the selection matches the filters).")
+    table_event = None
+    if not table.empty:
+        shown = table.head(TABLE_MAX_ROWS)
+        if len(shown) < len(table):
+            st.caption(
+                f"The table lists the first {len(shown):,} of {len(table):,}; "
+                "saving and downloading take all of them."
+            )
+        table_event = st.dataframe(
+            shown,
+            key=f"dm_table_{_digest(table['id'].tolist())}",
+            on_select="rerun",
+            selection_mode="single-row",
+            hide_index=True,
+            height=min(TABLE_HEIGHT, 38 + 35 * len(shown)),
+            column_config={
+                "confidence": st.column_config.NumberColumn(format="%.3f"),
+                "variability": st.column_config.NumberColumn(format="%.3f"),
+                "correctness": st.column_config.NumberColumn(format="%.2f"),
+                "aum": st.column_config.NumberColumn(format="%.3f"),
+            },
+        )
+        show_trajectory(run, shown, table_event)
+    st.divider()
+    group_tools(run, table)
+    st.divider()
+    downloads(run, filtered, table, fig)
+
+
+main()

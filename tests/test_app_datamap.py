@@ -1,0 +1,193 @@
+"""The Data map page under streamlit.testing (no browser), on a synthetic finished run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cartomap import datamap as dm
+from cartomap.config import DataConfig, RunConfig, TrainConfig
+from cartomap.data import load_dataset
+from cartomap.groups import list_groups
+from cartomap.io import atomic_write_parquet
+from cartomap.metrics import compute_metrics
+from cartomap.store import Run, RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "pages" / "data_map.py"
+
+
+def make_run(cache: Path, epochs: int = 3, seed: int = 0) -> Run:
+    """A finished run on the bundled demo dev set (400 pairs) with synthetic logits: no training."""
+    data = load_dataset(DataConfig(path="demo:dev"))
+    config = RunConfig(
+        data=DataConfig(path="demo:dev"), dev=None, train=TrainConfig(epochs=epochs), name="synthetic"
+    )
+    run = RunStore(cache).create(config, data, None)
+    ids = data.ids
+    labels = data.labels
+    rng = np.random.default_rng(seed)
+    skill = rng.normal(0.8, 1.6, size=len(ids))  # how learnable each example is
+    logits = []
+    for e in range(epochs):
+        z = rng.normal(0, 1.0, size=(len(ids), data.num_labels)).astype(np.float32)
+        z[np.arange(len(ids)), labels] += skill * (e + 1) / epochs * 2.5
+        run.write_epoch("train", e, ids, z)
+        logits.append(z)
+    metrics = compute_metrics(np.stack(logits), labels, ids)
+    atomic_write_parquet(run.path / "metrics.parquet", metrics)
+    run.set_status(state="done", progress=1.0)
+    return run
+
+
+@pytest.fixture()
+def run(tmp_path, monkeypatch) -> Run:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    monkeypatch.syspath_prepend(str(ROOT))  # `from pages.common import ...`, as under `streamlit run app.py`
+    return make_run(cache)
+
+
+def _app():
+    from streamlit.testing.v1 import AppTest
+
+    return AppTest.from_file(str(PAGE), default_timeout=60)
+
+
+def _table(at):
+    """The selection table (the one with a 'premise' column)."""
+    tables = [d.value for d in at.dataframe if "premise" in d.value.columns]
+    return tables[0] if tables else None
+
+
+def _selected_caption(at) -> str:
+    return next(m.value for m in at.markdown if "selected**" in m.value)
+
+
+def test_library_on_a_run(run):
+    frame = dm.map_frame(run)
+    assert len(frame) == 400 and {"premise", "hypothesis", "gold", "genre"} <= set(frame.columns)
+    assert frame.attrs["n_epochs"] == 3 and set(frame["bucket"]) <= {"0.0", "0.3", "0.7", "1.0"}
+    example = frame["id"].iloc[7]
+    traj = dm.gold_trajectory(run, example)
+    assert traj["epoch"].tolist() == [1, 2, 3]
+    assert list(traj.columns) == [
+        "epoch",
+        "gold_prob",
+        "prob_entailment",
+        "prob_neutral",
+        "prob_contradiction",
+    ]
+    # the same numbers as the full dynamics tensor
+    ids, logits = run.dynamics()
+    i = ids.index(example)
+    from cartomap.metrics import softmax
+
+    probs = softmax(logits[:, i, :].astype(np.float64))
+    gold = int(run.examples()["label"].iloc[i])
+    assert np.allclose(traj["gold_prob"], probs[:, gold])
+    assert traj["gold_prob"].mean() == pytest.approx(frame.set_index("id").loc[example, "confidence"])
+    assert np.allclose(traj.iloc[:, 2:].sum(axis=1), 1.0)
+    from cartomap.errors import RunError
+
+    with pytest.raises(RunError):
+        dm.gold_trajectory(run, "no-such-id")
+
+
+def test_page_renders(run):
+    at = _app().run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Data map"]
+    assert at.get("plotly_chart"), "no map drawn"
+    assert _selected_caption(at).startswith("**0 selected**")
+    assert _table(at) is None  # nothing selected yet
+    assert at.session_state["selected_ids"] == []
+
+
+def test_injected_selection_fills_table_and_filters_change_it(run):
+    frame = dm.map_frame(run)
+    picked = frame["id"].iloc[:40].tolist()
+    at = _app()
+    at.session_state["selected_ids"] = picked
+    at.run()
+    assert not at.exception, at.exception
+    table = _table(at)
+    assert table is not None and sorted(table["id"]) == sorted(picked)
+    assert list(table.columns[:5]) == ["id", "premise", "hypothesis", "gold", "predicted"]
+    assert _selected_caption(at).startswith("**40 selected**")
+
+    # a label filter shrinks the table; the selection itself is kept
+    labels = at.multiselect(key="_kept_dm_labels")
+    labels.set_value(["neutral"]).run()
+    assert not at.exception, at.exception
+    table = _table(at)
+    expected = frame[frame["id"].isin(picked) & (frame["gold"] == "neutral")]
+    assert 0 < len(expected) < 40
+    assert sorted(table["id"]) == sorted(expected["id"])
+    assert at.session_state["selected_ids"] == picked
+
+    # a confidence range narrows it further
+    at.slider(key="_kept_dm_conf").set_value((0.5, 1.0)).run()
+    table = _table(at)
+    expected = expected[expected["confidence"] >= 0.5]
+    got = [] if table is None else sorted(table["id"])
+    assert got == sorted(expected["id"])
+
+    # reset brings the whole selection back
+    at.button(key="dm_reset").click().run()
+    assert sorted(_table(at)["id"]) == sorted(picked)
+
+    # a single row focuses that example: its trajectory is drawn
+    at.session_state["selected_ids"] = picked[:1]
+    at.run()
+    assert not at.exception, at.exception
+    assert any(picked[0] in t.value for t in at.text)
+    assert len(at.get("plotly_chart")) == 2, "no trajectory chart"
+
+
+def test_save_group(run):
+    frame = dm.map_frame(run)
+    picked = frame["id"].iloc[10:25].tolist()
+    at = _app()
+    at.session_state["selected_ids"] = picked
+    at.run()
+    at.text_input(key="dm_group_name").input("odd ones")
+    at.button[[b.label for b in at.button].index("Save 15 examples")].click().run()
+    assert not at.exception, at.exception
+    groups = list_groups(run)
+    assert [g["name"] for g in groups] == ["odd ones"] and sorted(groups[0]["ids"]) == sorted(picked)
+    assert any("Saved group" in s.value for s in at.success)
+
+    # the same name again is an error unless "replace" is ticked
+    at.session_state["selected_ids"] = picked[:5]
+    at.run()
+    at.text_input(key="dm_group_name").input("odd ones")
+    at.button[[b.label for b in at.button].index("Save 5 examples")].click().run()
+    assert any("exists already" in e.value for e in at.error)
+    assert len(list_groups(run)[0]["ids"]) == 15
+    at.checkbox(key="dm_group_replace").check()
+    at.button[[b.label for b in at.button].index("Save 5 examples")].click().run()
+    assert not at.exception, at.exception
+    assert sorted(list_groups(run)[0]["ids"]) == sorted(picked[:5])
+
+    # a saved group can be shown on the map again
+    at.session_state["selected_ids"] = []
+    at.run()
+    at.button(key="dm_group_show").click().run()
+    assert sorted(at.session_state["selected_ids"]) == sorted(picked[:5])
+
+
+def test_no_run_offers_demo(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARTOMAP_CACHE", str(tmp_path / "empty"))
+    monkeypatch.syspath_prepend(str(ROOT))
+    at = _app().run()
+    assert not at.exception, at.exception
+    assert any(b.label == "Train the demo" for b in at.button)
+    assert not at.get("plotly_chart")
+
+
+def test_library_does_not_import_streamlit():
+    source = (ROOT / "cartomap" / "datamap.py").read_text(encoding="utf-8")
+    assert "import streamlit" not in source and "from streamlit" not in source

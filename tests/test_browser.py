@@ -1,0 +1,288 @@
+"""The Data map page in a real browser: `streamlit run app.py` + headless Debian chromium (Selenium).
+
+A lasso is dragged over the map with real mouse events; the page must list exactly the examples
+inside it. First with every point drawn (plotly picks the points, ids come back as customdata),
+then with the map sampled to 100 of 400 points (the page resolves the lasso polygon on the server
+against every example). The polygon plotly reports is captured in the page with a
+``plotly_selected`` listener and checked against matplotlib's point-in-polygon as the oracle.
+Screenshots go to tests/artifacts/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.path import Path as MplPath
+
+from cartomap import datamap as dm
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = Path(__file__).parent / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROME_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1700",
+)
+
+pytestmark = [
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium chromium-driver"
+    ),
+    pytest.mark.timeout(180),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def server(tmp_path):
+    """A finished synthetic run and `streamlit run app.py` serving it; yields (url, run)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_app_datamap import make_run
+
+    cache = tmp_path / "cache"
+    run = make_run(cache)
+    port = _free_port()
+    env = dict(os.environ, CARTOMAP_CACHE=str(cache), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    log = open(tmp_path / "streamlit.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 40
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                pytest.fail(
+                    "streamlit did not start:\n" + (tmp_path / "streamlit.log").read_text(errors="replace")
+                )
+            time.sleep(0.3)
+        yield url, run
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture()
+def browser():
+    from selenium import webdriver  # in the [test] extras
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    driver_path = CHROMEDRIVER if Path(CHROMEDRIVER).exists() else shutil.which("chromedriver")
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def _selected_caption(driver) -> str:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('[data-testid=stMarkdownContainer]')]"
+        ".map(e => e.innerText).find(t => / selected · /.test(t)) || ''"
+    )
+
+
+def _map_geometry(driver) -> dict:
+    """Viewport position and axis ranges of the main subplot; installs the plotly_selected listener."""
+    return driver.execute_script(
+        """
+        const gd = document.querySelector('[data-testid=stPlotlyChart] .js-plotly-plot');
+        if (!gd || !gd._fullLayout || !gd._fullLayout.xaxis) return null;
+        window.__lasso = null;
+        gd.on('plotly_selected', ev => {
+            if (ev && ev.selections) window.__lasso = ev.selections.map(s => s.path || null);
+        });
+        const fl = gd._fullLayout, r = gd.getBoundingClientRect();
+        return {left: r.left, top: r.top, xo: fl.xaxis._offset, xl: fl.xaxis._length, xr: fl.xaxis.range,
+                yo: fl.yaxis._offset, yl: fl.yaxis._length, yr: fl.yaxis.range,
+                title: (fl.title && fl.title.text) || ''};
+        """
+    )
+
+
+def _to_pixels(geo: dict, x: float, y: float) -> tuple[int, int]:
+    px = geo["left"] + geo["xo"] + (x - geo["xr"][0]) / (geo["xr"][1] - geo["xr"][0]) * geo["xl"]
+    py = geo["top"] + geo["yo"] + (1 - (y - geo["yr"][0]) / (geo["yr"][1] - geo["yr"][0])) * geo["yl"]
+    return round(px), round(py)
+
+
+def _drag_lasso(driver, geo: dict, polygon: list[tuple[float, float]]) -> None:
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+
+    corners = [_to_pixels(geo, x, y) for x, y in polygon]
+    path = []
+    for (ax, ay), (bx, by) in zip(corners, corners[1:] + corners[:1], strict=True):
+        path += [(round(ax + (bx - ax) * k / 10), round(ay + (by - ay) * k / 10)) for k in range(10)]
+    path.append(corners[0])
+    actions = ActionBuilder(driver, duration=20)
+    actions.pointer_action.move_to_location(*path[0])
+    actions.pointer_action.pointer_down()
+    for point in path[1:]:
+        actions.pointer_action.move_to_location(*point)
+    actions.pointer_action.pointer_up()
+    actions.perform()
+
+
+def _parse_path(path: str) -> np.ndarray:
+    """plotly's selection path "Mx,yLx,y...Z" in data coordinates, as Streamlit parses it."""
+    pairs = path.replace("M", "").replace("Z", "").split("L")
+    return np.array([[float(v) for v in pair.split(",")] for pair in pairs])
+
+
+def _visible_table_ids(driver) -> list[str]:
+    """The id column of the rows the table draws (glide-data-grid's accessible table)."""
+    return driver.execute_script(
+        """
+        const grid = [...document.querySelectorAll('[data-testid=stDataFrame]')]
+            .find(g => [...g.querySelectorAll('th')].some(th => th.innerText.trim() === 'premise'));
+        if (!grid) return [];
+        const heads = [...grid.querySelectorAll('thead th')].map(th => th.innerText.trim());
+        const col = heads.indexOf('id');
+        return [...grid.querySelectorAll('tbody tr')].map(tr => {
+            const cells = [...tr.children];  // th/td, aligned with the header cells
+            return cells.length === heads.length ? cells[col] : null;
+        }).filter(c => c).map(c => c.innerText.trim()).filter(t => t);
+        """
+    )
+
+
+def _lasso_and_check(driver, frame, polygon, *, sampled: bool, shot: str) -> list[str]:
+    geo = _wait(lambda: _map_geometry(driver), what="the plotly map")
+    before = _selected_caption(driver)
+    _drag_lasso(driver, geo, polygon)
+    lasso = _wait(lambda: driver.execute_script("return window.__lasso"), 10, "plotly's selection event")
+    caption = _wait(
+        lambda: (c := _selected_caption(driver)) != before and c, 30, "the page to take the lasso"
+    )
+    time.sleep(1.0)  # let the table and map finish drawing
+    caption = _selected_caption(driver)
+    ARTIFACTS.mkdir(exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / shot))
+
+    polygon_data = _parse_path(lasso[0])
+    xy = np.c_[frame["variability"].to_numpy(), frame["confidence"].to_numpy()]
+    inside = MplPath(polygon_data).contains_points(xy)
+    expected = set(frame.loc[inside, "id"])
+    n_selected = int(caption.split(" selected")[0].replace(",", ""))
+    if sampled:
+        assert n_selected == len(expected), (caption, len(expected))  # exact, server-side geometry
+    else:
+        # plotly decides in pixels: allow only points within half a pixel of the lasso's edge to differ
+        near = _near_edge(geo, polygon_data, xy, tolerance_px=0.5)
+        sure = set(frame.loc[inside & ~near, "id"])
+        possible = set(frame.loc[inside | near, "id"])
+        assert len(sure) <= n_selected <= len(possible), (caption, len(sure), len(possible))
+    rows = _wait(lambda: _visible_table_ids(driver), 15, "table rows")
+    assert rows and set(rows) <= set(frame["id"]), rows[:5]
+    if sampled:
+        assert set(rows) <= expected
+    else:
+        assert len(set(rows) - expected) <= 1
+    return rows
+
+
+def _near_edge(geo, polygon, xy, tolerance_px: float) -> np.ndarray:
+    """Points within ``tolerance_px`` pixels of the polygon's boundary."""
+    sx = geo["xl"] / (geo["xr"][1] - geo["xr"][0])
+    sy = geo["yl"] / (geo["yr"][1] - geo["yr"][0])
+    p = xy * [sx, sy]
+    poly = polygon * [sx, sy]
+    a, b = poly, np.roll(poly, -1, axis=0)
+    d = np.full(len(p), np.inf)
+    for (ax, ay), (bx, by) in zip(a, b, strict=True):
+        ab = np.array([bx - ax, by - ay])
+        t = np.clip(((p - [ax, ay]) @ ab) / max(ab @ ab, 1e-12), 0, 1)
+        closest = np.array([ax, ay]) + t[:, None] * ab
+        d = np.minimum(d, np.linalg.norm(p - closest, axis=1))
+    return d <= tolerance_px
+
+
+def test_lasso_selects_points_in_browser(server, browser):
+    url, run = server
+    frame = dm.map_frame(run)
+    started = time.monotonic()
+    browser.get(url + "/")
+    _wait(lambda: _map_geometry(browser), 60, "the data map to load")
+    assert "Data map" in browser.title or browser.find_elements("css selector", "h1")
+
+    # 1. every point drawn: plotly's own selection, ids from customdata; a concave lasso
+    concave = [(0.0, -0.02), (0.16, -0.02), (0.16, 0.36), (0.08, 0.14), (-0.005, 0.36)]
+    rows = _lasso_and_check(browser, frame, concave, sampled=False, shot="browser_datamap_lasso.png")
+    assert len(rows) > 3
+
+    # 2. draw at most 100 of the 400 points: the lasso is resolved against all 400 on the server
+    box = browser.find_element("css selector", 'input[aria-label="Points drawn (at most)"]')
+    box.click()
+    box.send_keys("\ue009a")  # ctrl+a
+    box.send_keys("100\ue007")  # enter
+    _wait(lambda: (g := _map_geometry(browser)) and "100 of 400" in g["title"], 30, "the sampled map")
+    time.sleep(0.5)
+    band = [(0.05, 0.3), (0.45, 0.3), (0.45, 0.9), (0.05, 0.9)]
+    _lasso_and_check(browser, frame, band, sampled=True, shot="browser_datamap_sampled.png")
+    assert time.monotonic() - started < 120
