@@ -469,7 +469,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
             phase="done",
             epochs_done=done,
             dev_accuracy=final.get("dev_accuracy"),
-            metrics_source=sources[0],
+            metrics_source=sources[0] if sources else None,
             stopped_early=trainer["stopped_early"],
             eta_s=0,
         )

@@ -233,3 +233,11 @@ def test_default_encoder_end_to_end(tmp_path, cache):
     metrics = run.metrics()
     assert len(metrics) == 96 and metrics["confidence"].between(0, 1).all()
     assert isinstance(metrics, pd.DataFrame) and run.info["versions"]["torch"]
+
+
+def test_record_none_trains_without_dynamics(tiny_model, cache):
+    run = train_or_load(
+        small_config(tiny_model, epochs=1, record="none", save_checkpoints=False), RunStore(cache)
+    )
+    assert run.state == "done" and run.dynamics_epochs("train") == []
+    assert run.status()["metrics_source"] is None
