@@ -43,7 +43,7 @@ class TrainConfig:
     epochs: int = 4  # reference: up to 23 on SNLI with roberta-large; 4 keeps the demo under 5 minutes on CPU
     batch_size: int = 32  # reference: 96
     eval_batch_size: int = 128
-    learning_rate: float = 5e-5  # reference: ~1.1e-5 for roberta-large; small encoders like more
+    learning_rate: float = 1e-4  # reference: ~1.1e-5 for roberta-large; MiniLM on 1.6k demo pairs learns at 1e-4 (5e-5 stays near chance in 4 epochs)
     weight_decay: float = 0.0  # reference: 0
     adam_epsilon: float = 1e-8  # reference: 1e-8
     warmup_ratio: float = 0.1  # fraction of all steps; reference: 0 (no warmup)
