@@ -1,7 +1,7 @@
 """The cartomap dashboard: ``cartomap dashboard`` (or ``streamlit run app.py``; env CARTOMAP_CACHE
 names the run store, default ./cache).
 
-Three pages, Data map first. The sidebar's run picker (pages/common.py) is drawn here, once,
+Seven pages, Data map first. The sidebar's run picker (pages/common.py) is drawn here, once,
 for every page; pages read the choice with ``pages.common.current_run()``.
 """
 
@@ -15,6 +15,10 @@ page = st.navigation(
         st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
         st.Page("pages/data_map.py", title="Data map", icon=":material/scatter_plot:", default=True),
         st.Page("pages/neighbours.py", title="Neighbours", icon=":material/hub:"),
+        st.Page("pages/prompts.py", title="Prompts", icon=":material/edit_note:"),
+        st.Page("pages/generate.py", title="Generate", icon=":material/auto_awesome:"),
+        st.Page("pages/filter.py", title="Filter", icon=":material/filter_alt:"),
+        st.Page("pages/review.py", title="Review", icon=":material/rate_review:"),
     ]
 )
 sidebar_run_picker()

