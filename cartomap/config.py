@@ -54,7 +54,9 @@ class TrainConfig:
         0  # epochs without dev-accuracy gain before stopping; 0 = off (reference: 3)
     )
     record: str = "train"  # "train": training forward pass (Cartography); "eval": eval-mode pass after each epoch (WaNLI); "both"; "none" (benchmarks)
-    save_checkpoints: bool = True  # keep end-of-epoch weights (safetensors): WaNLI max-variability filtering needs them
+    save_checkpoints: bool = (
+        True  # keep end-of-epoch weights (safetensors): WaNLI max-variability filtering needs them
+    )
     device: str = "auto"  # auto = cuda, then mps, then cpu
     precision: str = (
         "auto"  # auto = bf16 (or fp16) autocast on CUDA, fp32 elsewhere; or "fp32", "bf16", "fp16"
