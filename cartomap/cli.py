@@ -181,8 +181,6 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 def cmd_dashboard(a: argparse.Namespace) -> int:
     """Open the Streamlit dashboard, bound to 127.0.0.1 unless --address says otherwise."""
-    import subprocess
-
     app = Path(__file__).resolve().parent.parent / "app.py"
     if not app.exists():
         print(f"cartomap: error: the dashboard needs a source checkout (no {app})", file=sys.stderr)
@@ -200,10 +198,12 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
         str(a.port),
         "--browser.gatherUsageStats",
         "false",
+        "--server.maxUploadSize",
+        "200",
     ]
     if a.headless:
         cmd += ["--server.headless", "true"]
-    return subprocess.call(cmd, env=env)
+    os.execvpe(cmd[0], cmd, env)  # become the server: signals (Ctrl-C, kill) reach it directly
 
 
 def cmd_runs(a: argparse.Namespace) -> int:
@@ -508,7 +508,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--warmup-ratio", type=float, default=d.warmup_ratio)
     g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm)
     g.add_argument("--seed", type=int, default=d.seed)
-    g.add_argument("--group-by-length", action="store_true")
+    g.add_argument(
+        "--no-group-by-length",
+        dest="group_by_length",
+        action="store_false",
+        help="plain random batches (default: shuffled batches of similar length, less padding)",
+    )
     g.add_argument(
         "--early-stopping", type=int, default=d.early_stopping_patience, help="patience in epochs (0 = off)"
     )

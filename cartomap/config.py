@@ -49,7 +49,7 @@ class TrainConfig:
     warmup_ratio: float = 0.1  # fraction of all steps; reference: 0 (no warmup)
     max_grad_norm: float = 1.0  # reference: 1.0
     seed: int = 42
-    group_by_length: bool = False  # batches of similar length: less padding, slightly less random order
+    group_by_length: bool = True  # shuffled batches of similar length: ~2x faster on CPU (bench c); the order of batches stays random
     early_stopping_patience: int = (
         0  # epochs without dev-accuracy gain before stopping; 0 = off (reference: 3)
     )
