@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import sqlite3
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -308,25 +310,32 @@ def test_next_items_order(tmp_path):
     }
 
 
-def _annotate(path: str, name: str, n: int, start) -> None:
-    db = ReviewDB(path)
-    start.wait()
-    for i in range(n):
-        db.record(name, f"g{i:03d}", "label", LABELS[i % 3])
+ANNOTATE = """
+import sys, time
+from pathlib import Path
+from cartomap.review import ReviewDB
+path, name, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+db = ReviewDB(path)
+while not go.exists():
+    time.sleep(0.005)
+for i in range(n):
+    db.record(name, f"g{i:03d}", "label", ("entailment", "neutral", "contradiction")[i % 3])
+"""
 
 
 def test_two_processes_writing_at_once_lose_nothing(tmp_path):
+    # Separate interpreters (not multiprocessing: its spawn start method re-runs whatever script
+    # is __main__, which after an AppTest test is a dashboard page).
     path = tmp_path / "r.sqlite"
     ReviewDB(path, label_names=LABELS).load_items(items_frame(200))
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    procs = [ctx.Process(target=_annotate, args=(str(path), f"ann{k}", 200, start)) for k in range(2)]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join(120)
-    assert [p.exitcode for p in procs] == [0, 0]
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", ANNOTATE, str(path), f"ann{k}", "200", str(go)])
+        for k in range(2)
+    ]
+    time.sleep(1.0)  # both interpreters are up and waiting
+    go.touch()
+    assert [p.wait(120) for p in procs] == [0, 0]
     db = ReviewDB(path)
     actions = db.actions()
     assert len(actions) == 400 and actions["id"].is_unique
