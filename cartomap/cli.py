@@ -54,34 +54,26 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dev-split", default=None)
 
 
-def config_from_args(a: argparse.Namespace) -> RunConfig:
-    if a.config:
-        return RunConfig.from_dict(json.loads(Path(a.config).read_text(encoding="utf-8")))
-    data = DataConfig(
-        path=a.data,
+def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConfig:
+    """The --data/--dev column mapping options as a DataConfig for ``path``."""
+    return DataConfig(
+        path=path,
         format=a.format,
         text_columns=a.text_columns,
         label_column=a.label_column,
         id_column=a.id_column,
         label_names=a.label_names,
         genre_column=a.genre_column,
-        split=a.split,
+        split=split,
     )
+
+
+def config_from_args(a: argparse.Namespace) -> RunConfig:
+    if a.config:
+        return RunConfig.from_dict(json.loads(Path(a.config).read_text(encoding="utf-8")))
+    data = data_config(a, a.data, a.split)
     dev_path = a.dev if a.dev is not None else (DEMO_DEV if a.data == DEMO_TRAIN else "none")
-    dev = (
-        None
-        if dev_path.lower() == "none"
-        else DataConfig(
-            path=dev_path,
-            format=a.format,
-            text_columns=a.text_columns,
-            label_column=a.label_column,
-            id_column=a.id_column,
-            label_names=a.label_names,
-            genre_column=a.genre_column,
-            split=a.dev_split,
-        )
-    )
+    dev = None if dev_path.lower() == "none" else data_config(a, dev_path, a.dev_split)
     train = TrainConfig(
         epochs=a.epochs,
         batch_size=a.batch_size,
@@ -270,18 +262,7 @@ def cmd_import(a: argparse.Namespace) -> int:
     from .importer import import_reference_run
     from .store import RunStore
 
-    data = None
-    if a.data:
-        data = DataConfig(
-            path=a.data,
-            format=a.format,
-            text_columns=a.text_columns,
-            label_column=a.label_column,
-            id_column=a.id_column,
-            label_names=a.label_names,
-            genre_column=a.genre_column,
-            split=a.split,
-        )
+    data = data_config(a, a.data, a.split) if a.data else None
     run = import_reference_run(a.folder, RunStore(a.cache), data=data, label_names=a.label_names, name=a.name)
     print(f"imported run {run.id}: {run.path}")
     _print_summary(run)

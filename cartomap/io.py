@@ -5,6 +5,7 @@ A reader never sees a half-written file, and a crash leaves the old file intact.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -61,3 +62,17 @@ def atomic_save(path: str | Path, save: Callable[[Path], None]) -> Path:
 
 def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def is_locked(lock_path: str | Path) -> bool:
+    """Whether some process holds an exclusive flock on ``lock_path`` (released when it dies)."""
+    lock_path = Path(lock_path)
+    if not lock_path.exists():
+        return False
+    with open(lock_path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import RunConfig
-from .io import atomic_write_json, read_json
+from .io import atomic_write_json, is_locked, read_json
 from .store import Run, RunStore
 
 
@@ -73,7 +73,7 @@ def task_status(run: Run, name: str) -> dict[str, Any] | None:
     if not path.exists():
         return None
     status = read_json(path)
-    if status.get("state") == "running" and not _locked(path.with_suffix(".lock")):
+    if status.get("state") == "running" and not is_locked(path.with_suffix(".lock")):
         status["state"] = "interrupted"
     return status
 
@@ -83,18 +83,6 @@ def task_update(run: Run, name: str, **fields: Any) -> None:
     status = read_json(path) if path.exists() else {}
     status.update(fields, updated_at=time.time())
     atomic_write_json(path, status)
-
-
-def _locked(lock_path: Path) -> bool:
-    if not lock_path.exists():
-        return False
-    with open(lock_path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ import pandas as pd
 
 from .config import RunConfig, package_versions
 from .errors import RunError
-from .io import atomic_write_json, atomic_write_parquet, read_json
+from .io import atomic_write_json, atomic_write_parquet, is_locked, read_json
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 DEFAULT_ROOT = Path(os.environ.get("CARTOMAP_CACHE", "cache"))
@@ -107,16 +107,7 @@ class Run:
 
     # -- locking: one training process per run ----------------------------
     def is_locked(self) -> bool:
-        lock_path = self.path / "run.lock"
-        if not lock_path.exists():
-            return False
-        with open(lock_path, "a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            return False
+        return is_locked(self.path / "run.lock")
 
     def acquire_lock(self):
         """Hold an exclusive lock for as long as the returned handle is open (released if the process dies)."""
