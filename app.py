@@ -9,7 +9,7 @@ import streamlit as st
 
 from pages.common import sidebar_run_picker
 
-st.set_page_config(page_title="cartomap", page_icon=":material/scatter_plot:", layout="wide")
+st.set_page_config(page_title="cartomap", page_icon="🗺️", layout="wide")  # an emoji: no font fetched offline
 page = st.navigation(
     [
         st.Page("pages/train.py", title="Train", icon=":material/model_training:"),

@@ -146,8 +146,11 @@ def config_widgets() -> GenerationConfig:
 
 
 def start(run: Run, chosen: list[str], labels: tuple[str, ...], cfg: GenerationConfig | None) -> None:
-    existing = list_batches(run)
-    default_name = f"batch-{len(existing) + 1}"
+    existing = set(list_batches(run))
+    number = len(existing) + 1
+    while f"batch-{number}" in existing:  # a name not taken yet
+        number += 1
+    default_name = f"batch-{number}"
     c1, c2 = st.columns([3, 1])
     name = c1.text_input("Batch name", max_chars=40, **kept("wanli_batch_name", default_name)).strip()
     overwrite = c2.checkbox("Replace a batch of that name", **kept("wanli_overwrite", False))
@@ -167,6 +170,7 @@ def start(run: Run, chosen: list[str], labels: tuple[str, ...], cfg: GenerationC
         return
     st.session_state[VIEW] = slug
     st.session_state[f"_kept_{VIEW}"] = slug
+    st.session_state.pop("wanli_batch_name", None)  # the next batch gets a fresh default name
     st.rerun()
 
 

@@ -135,6 +135,7 @@ def test_generate_page_starts_a_job_with_the_edited_template(env, spawned):
     assert info["template"]["label_words"]["entailment"] == "Therefore"
     assert task_status(run, "generate-try-one")["state"] == "queued"
     assert at.session_state["wanli_view_batch"] == "try-one"
+    assert at.text_input(key="_kept_wanli_batch_name").value == "batch-2"  # not the name just taken
 
 
 def test_generate_page_browses_a_finished_batch(env):
