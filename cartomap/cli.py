@@ -192,6 +192,8 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
         "false",
         "--server.maxUploadSize",
         "200",
+        "--server.showEmailPrompt",
+        "false",  # a first-time Streamlit user would otherwise be asked for an e-mail address
     ]
     if a.headless:
         cmd += ["--server.headless", "true"]
