@@ -464,8 +464,6 @@ class ReviewDB:
         query = 'SELECT gen_id, position, premise, hypothesis, intended_label, seed_id, "group", active FROM items'
         if active_only:
             query += " WHERE active = 1"
-        with self.connect() as con:
-            rows = [dict(r) for r in con.execute(query + " ORDER BY position, gen_id")]
         columns = [
             "gen_id",
             "position",
@@ -476,6 +474,12 @@ class ReviewDB:
             "group",
             "active",
         ]
+        return self._frame(query + " ORDER BY position, gen_id", columns)
+
+    def _frame(self, query: str, columns: list[str]) -> pd.DataFrame:
+        """The rows of ``query`` as a DataFrame with ``columns`` (kept when there are no rows)."""
+        with self.connect() as con:
+            rows = [dict(r) for r in con.execute(query)]
         return pd.DataFrame(rows, columns=columns)
 
     def item(self, gen_id: str) -> dict[str, Any]:
@@ -562,10 +566,8 @@ class ReviewDB:
 
     def actions(self) -> pd.DataFrame:
         """Every action ever recorded, oldest first."""
-        with self.connect() as con:
-            rows = [dict(r) for r in con.execute("SELECT * FROM actions ORDER BY id")]
         columns = ["id", "gen_id", "annotator", "action", "label", "premise", "hypothesis", "created_at"]
-        return pd.DataFrame(rows, columns=columns)
+        return self._frame("SELECT * FROM actions ORDER BY id", columns)
 
     def reviews(self, active_only: bool = True) -> pd.DataFrame:
         """The latest action per (gen_id, annotator), ordered by when that annotator first reviewed the item.
@@ -583,8 +585,6 @@ class ReviewDB:
         """
         if active_only:
             query += " WHERE i.active = 1"
-        with self.connect() as con:
-            rows = [dict(r) for r in con.execute(query + " ORDER BY f.first_id")]
         columns = [
             "action_id",
             "gen_id",
@@ -596,7 +596,7 @@ class ReviewDB:
             "created_at",
             "first_action_id",
         ]
-        return pd.DataFrame(rows, columns=columns)
+        return self._frame(query + " ORDER BY f.first_id", columns)
 
     def latest(self, annotator: str, limit: int = 1) -> pd.DataFrame:
         """``annotator``'s most recent reviews (latest action per item), newest first."""

@@ -23,6 +23,7 @@ config on the same data is the same run ("train or load").
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -73,8 +74,9 @@ class Run:
         return self.path.name
 
     # -- config and status -------------------------------------------------
-    @property
+    @functools.cached_property
     def info(self) -> dict[str, Any]:
+        """config.json, read once per handle: it never changes after the run is created."""
         return read_json(self.path / "config.json")
 
     @property
