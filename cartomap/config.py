@@ -30,6 +30,7 @@ class DataConfig:
     genre_column: str | None = "genre"  # optional: used when present
     group_column: str | None = None  # optional grouping column kept for filtering
     split: str | None = None  # split of a Hugging Face DatasetDict (e.g. "validation_matched")
+    name: str = ""  # optional display name (e.g. "snli/test", "A + B"); not part of a run's identity
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,44 @@ class TrainConfig:
     )
 
 
+#: Training orders (METHODS.md section 4); see cartomap/curricula.py.
+ORDERS = (
+    "shuffled",  # standard training: every epoch a random order of all examples
+    "oversampled",  # shuffled, minority classes repeated max_count // count times
+    "e2l",  # only the easy-to-learn group of a baseline data map
+    "ambiguous",  # only the ambiguous group
+    "h2l",  # only the hard-to-learn group
+    "e2l+ambiguous",  # easy-to-learn and ambiguous together
+    "length",  # Length-CL: shorter texts first
+    "sts",  # STS-CL: most similar premise-hypothesis pairs first
+    "cart",  # Cart-CL: easy, then ambiguous, then hard
+    "cart++",  # Cart-CL++: sorted by the Cart-CL++ difficulty score
+    "cart-stra++",  # Cart-Stra-CL++: the Cart-CL++ score, stages stratified by class
+)
+
+
+@dataclass(frozen=True)
+class OrderConfig:
+    """In which order (and on which examples) the training loop sees the data.
+
+    Every order runs the same number of iterations as the (oversampled) baseline: a curriculum
+    takes the first ``curriculum_share`` of them, then standard training on all data follows.
+    """
+
+    name: str = "shuffled"  # one of ORDERS
+    oversample: bool | None = None  # None = the order's default: on for every order but "shuffled"
+    scores: str = ""  # parquet with id, confidence, variability, correctness (a baseline run's metrics.parquet): cartography orders need it
+    difficulty: str = "paper"  # Cart-CL++ score: "paper" s = 1-c+v if c>0.5 else 3-c-v; "code" = (1-correctness) + (1-v if v<0.5 else v)
+    fractions: tuple[
+        float, ...
+    ] = ()  # stage unlock fractions; () = the order's default from the public RoNLI code
+    steps: tuple[int, ...] = ()  # relative stage lengths; () = the order's default from the public RoNLI code
+    curriculum_share: float = (
+        0.5  # share of all iterations given to the curriculum (the paper's fair-comparison rule)
+    )
+    region_fraction: float = 0.33  # size of the E2L / A / H2L groups by rank (Cartography reference)
+
+
 # Fields that do not change what a run computes (up to floating-point noise) and so not its identity.
 _NOT_IDENTITY = {"device"}
 
@@ -73,6 +112,8 @@ class RunConfig:
     dev: DataConfig | None = field(default_factory=lambda: DataConfig(path=DEMO_DEV))
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    order: OrderConfig = field(default_factory=OrderConfig)
+    tests: tuple[DataConfig, ...] = ()  # test sets evaluated after every epoch (logits kept per epoch)
     name: str = ""  # optional human label; not part of the identity
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,8 +122,17 @@ class RunConfig:
     def identity(self) -> dict[str, Any]:
         d = self.to_dict()
         d.pop("name")
+        for part in [d["data"], d["dev"], *d["tests"]]:
+            if part is not None:
+                part.pop("name", None)
         for key in _NOT_IDENTITY:
             d["train"].pop(key, None)
+        # Fields added after the first release leave the identity (and so the ids) of runs
+        # that do not use them unchanged.
+        if self.order == OrderConfig():
+            d.pop("order")
+        if not self.tests:
+            d.pop("tests")
         return d
 
     @classmethod
@@ -99,11 +149,19 @@ def _build(cls, d):
         return None
     kwargs = {}
     hints = {f.name: f for f in fields(cls)}
-    nested = {"data": DataConfig, "dev": DataConfig, "model": ModelConfig, "train": TrainConfig}
+    nested = {
+        "data": DataConfig,
+        "dev": DataConfig,
+        "model": ModelConfig,
+        "train": TrainConfig,
+        "order": OrderConfig,
+    }
     for key, value in d.items():
         if key not in hints:
             continue  # tolerate fields written by a newer version
-        if cls is RunConfig and key in nested:
+        if cls is RunConfig and key == "tests":
+            value = tuple(_build(DataConfig, v) for v in value)
+        elif cls is RunConfig and key in nested:
             value = _build(nested[key], value)
         elif isinstance(value, list):
             value = tuple(value)

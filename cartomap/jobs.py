@@ -24,13 +24,15 @@ from .io import atomic_write_json, is_locked, read_json
 from .store import Run, RunStore
 
 
-def spawn(cli_args: list[str], log_path: Path, cache: Path | None = None) -> int:
+def spawn(
+    cli_args: list[str], log_path: Path, cache: Path | None = None, env: dict[str, str] | None = None
+) -> int:
     """Start ``cartomap <cli_args>`` detached from this process; output goes to ``log_path``. Returns the pid."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "cartomap.cli"]
     if cache is not None:
         args += ["--cache", str(cache)]
-    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **(env or {}))
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             args + cli_args,

@@ -44,13 +44,17 @@ STATES = ("queued", "running", "done", "failed", "cancelled")
 DEFAULT_ROOT = Path(os.environ.get("CARTOMAP_CACHE", "cache"))
 
 
-def run_id_for(config: RunConfig, train_fingerprint: str, dev_fingerprint: str | None) -> str:
+def run_id_for(
+    config: RunConfig,
+    train_fingerprint: str,
+    dev_fingerprint: str | None,
+    test_fingerprints: tuple[str, ...] = (),
+) -> str:
     """Stable id: sha256 of the config identity and the data fingerprints (first 12 hex digits)."""
-    payload = json.dumps(
-        {"config": config.identity(), "train": train_fingerprint, "dev": dev_fingerprint},
-        sort_keys=True,
-        default=str,
-    )
+    content = {"config": config.identity(), "train": train_fingerprint, "dev": dev_fingerprint}
+    if test_fingerprints:  # absent for runs without test sets, so their ids did not change
+        content["tests"] = list(test_fingerprints)
+    payload = json.dumps(content, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
@@ -138,6 +142,32 @@ class Run:
         path = self.path / "dev_examples.parquet"
         return pd.read_parquet(path) if path.exists() else None
 
+    # -- test sets: evaluated after every epoch -----------------------------
+    @property
+    def test_names(self) -> list[str]:
+        return [t["name"] for t in self.info.get("tests", [])]
+
+    def test_examples(self, k: int) -> pd.DataFrame:
+        return pd.read_parquet(self.path / f"test_examples_{k}.parquet")
+
+    def best_epoch(self) -> int | None:
+        """0-based epoch with the best dev accuracy (first of ties); the last epoch without a dev set."""
+        history = self.history()
+        if not history:
+            return None
+        scores = [h.get("dev_accuracy") for h in history]
+        if any(s is None for s in scores):
+            return len(history) - 1
+        return int(np.argmax(scores))
+
+    def test_logits(self, k: int, epoch: int | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+        """Test set ``k``'s examples and logits [N, C] at ``epoch`` (default: :meth:`best_epoch`)."""
+        frame = self.test_examples(k)
+        epoch = self.best_epoch() if epoch is None else epoch
+        if epoch is None:
+            raise RunError(f"run {self.id} has not finished an epoch yet")
+        return frame, self.read_epoch(f"test_{k}", epoch, frame["id"].astype(str).tolist())
+
     def history(self) -> list[dict[str, Any]]:
         path = self.path / "history.json"
         return read_json(path) if path.exists() else []
@@ -159,14 +189,19 @@ class Run:
         """Example ids (in examples.parquet order) and logits [E, N, C] for the completed epochs."""
         ids = (
             self.examples()["id"].astype(str).tolist()
-            if source != "dev"
-            else self.dev_examples()["id"].tolist()
+            if source not in ("dev",) and not source.startswith("test_")
+            else self._source_frame(source)["id"].astype(str).tolist()
         )
         epochs = self.dynamics_epochs(source)
         if not epochs:
             raise RunError(f"run {self.id} has no recorded {source} dynamics")
         arrays = [self.read_epoch(source, e, ids) for e in epochs]
         return ids, np.stack(arrays)
+
+    def _source_frame(self, source: str) -> pd.DataFrame:
+        if source == "dev":
+            return self.dev_examples()
+        return self.test_examples(int(source.split("_", 1)[1]))
 
     def read_epoch(self, source: str, epoch: int, ids: list[str]) -> np.ndarray:
         frame = pd.read_parquet(self.path / "dynamics" / source / f"epoch_{epoch}.parquet")
@@ -211,6 +246,28 @@ class Run:
         }
 
 
+def dataset_names(configs) -> list[str]:
+    """Short unique names for test sets: "snli/test" for shared/data/snli/test.jsonl.gz, "demo:dev" ..."""
+    names = []
+    for config in configs:
+        path = str(config.path)
+        if config.name:
+            name = config.name
+        elif ":" in path and not Path(path).exists():
+            name = path
+        else:
+            p = Path(path)
+            stem = p.name.split(".")[0] or p.name
+            name = f"{p.parent.name}/{stem}" if p.parent.name else stem
+        if config.split:
+            name += f"[{config.split}]"
+        base, i = name, 2
+        while name in names:
+            name, i = f"{base} ({i})", i + 1
+        names.append(name)
+    return names
+
+
 class RunStore:
     """All runs under ``root/runs``."""
 
@@ -221,13 +278,13 @@ class RunStore:
     def path_for(self, run_id: str) -> Path:
         return self.runs_dir / run_id
 
-    def create(self, config: RunConfig, train, dev=None) -> Run:
+    def create(self, config: RunConfig, train, dev=None, tests=()) -> Run:
         """Create the run folder for ``config`` on the loaded datasets; return the existing run if any.
 
         The folder is assembled under a temporary name and renamed into place, so a failure
         leaves nothing behind and a reader never sees a half-made run.
         """
-        run_id = run_id_for(config, train.fingerprint(), dev.fingerprint() if dev is not None else None)
+        run_id = self._id(config, train, dev, tests)
         final = self.path_for(run_id)
         if final.exists():
             return Run(final)
@@ -244,6 +301,10 @@ class RunStore:
                 "n_train": len(train),
                 "n_dev": len(dev) if dev is not None else 0,
                 "is_pair": train.is_pair,
+                "tests": [
+                    {"name": name, "n": len(t), "fingerprint": t.fingerprint()}
+                    for name, t in zip(dataset_names(config.tests), tests, strict=True)
+                ],
                 "versions": package_versions(),
                 "created_at": time.time(),
             }
@@ -251,6 +312,8 @@ class RunStore:
             atomic_write_parquet(tmp / "examples.parquet", train.frame)
             if dev is not None:
                 atomic_write_parquet(tmp / "dev_examples.parquet", dev.frame)
+            for k, t in enumerate(tests):
+                atomic_write_parquet(tmp / f"test_examples_{k}.parquet", t.frame)
             atomic_write_json(tmp / "status.json", {"state": "queued", "updated_at": time.time()})
             try:
                 os.rename(tmp, final)
@@ -263,8 +326,13 @@ class RunStore:
             raise
         return Run(final)
 
-    def find(self, config: RunConfig, train, dev=None) -> Run | None:
-        run_id = run_id_for(config, train.fingerprint(), dev.fingerprint() if dev is not None else None)
+    @staticmethod
+    def _id(config: RunConfig, train, dev=None, tests=()) -> str:
+        dev_fp = dev.fingerprint() if dev is not None else None
+        return run_id_for(config, train.fingerprint(), dev_fp, tuple(t.fingerprint() for t in tests))
+
+    def find(self, config: RunConfig, train, dev=None, tests=()) -> Run | None:
+        run_id = self._id(config, train, dev, tests)
         path = self.path_for(run_id)
         return Run(path) if (path / "config.json").exists() else None
 

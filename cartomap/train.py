@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .config import RunConfig
 from .errors import RunError
@@ -131,6 +132,70 @@ class EpochBatches:
         if self.group_by_length:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         yield from batches
+
+
+class PlannedBatches:
+    """The batches of a precomputed training plan (cartomap.curricula), one epoch's slice at a time."""
+
+    def __init__(self, plan):
+        self.plan, self.epoch = plan, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.plan.steps_per_epoch
+
+    def __iter__(self):
+        yield from (b.tolist() for b in self.plan.epoch_batches(self.epoch))
+
+
+def training_batches(run: Run, examples, labels: np.ndarray, lengths: np.ndarray):
+    """The batch sampler for the run's order: reshuffled epochs, or a curriculum's plan."""
+    cfg = run.config
+    tc, order = cfg.train, cfg.order
+    if order.name == "shuffled" and not order.oversample:
+        return EpochBatches(lengths, tc.batch_size, tc.seed, group_by_length=tc.group_by_length)
+    from .curricula import needs_columns, training_plan
+
+    table = order_table(order, examples)
+    table["length"] = lengths
+    if "similarity" in needs_columns(order):
+        table["similarity"] = run_similarity(run, examples)
+    plan = training_plan(order, labels, tc.batch_size, tc.epochs, tc.seed, table=table)
+    atomic_write_json(run.path / "plan.json", plan.stage_table(run.label_names).to_dict(orient="records"))
+    return PlannedBatches(plan)
+
+
+def run_similarity(run: Run, examples) -> np.ndarray:
+    """Premise-hypothesis similarity of every example by the run's base encoder (cached in the run)."""
+    from .io import atomic_write_parquet
+    from .similarity import pair_similarity
+
+    path = run.path / "similarity.parquet"
+    ids = examples["id"].astype(str)
+    if path.exists():
+        cached = pd.read_parquet(path).set_index("id")["similarity"]
+        if ids.isin(cached.index).all():
+            return cached.loc[ids].to_numpy(dtype=np.float64)
+    first, second = texts_of(examples)
+    if second is None:
+        from .errors import DataError
+
+        raise DataError("order 'sts' needs sentence pairs (premise and hypothesis)")
+    sim = pair_similarity(first, second, model=run.config.model.name_or_path)
+    atomic_write_parquet(path, pd.DataFrame({"id": ids, "similarity": sim}))
+    return np.asarray(sim, dtype=np.float64)
+
+
+def eval_loader_for(frame, tokenizer, cfg: RunConfig, collate):
+    """A length-ordered DataLoader over ``frame`` (dev or test set) and its labels."""
+    from torch.utils.data import DataLoader
+
+    labels = frame["label"].to_numpy(dtype=np.int64)
+    dataset = TokenizedExamples(tokenize(tokenizer, frame, cfg.model.max_length), labels)
+    batches = EpochBatches(dataset.lengths, cfg.train.eval_batch_size, cfg.train.seed, shuffle=False)
+    return DataLoader(dataset, batch_sampler=batches, collate_fn=collate), labels
 
 
 # --------------------------------------------------------------------------- loop pieces
@@ -317,7 +382,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
     tokenizer = load_tokenizer(cfg.model.name_or_path)
     train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length), labels)
     collate = DynamicPadding(tokenizer.pad_token_id or 0)
-    batches = EpochBatches(train_set.lengths, tc.batch_size, tc.seed, group_by_length=tc.group_by_length)
+    batches = training_batches(run, examples, labels, train_set.lengths)
     train_loader = DataLoader(train_set, batch_sampler=batches, collate_fn=collate)
     # The eval-mode pass over the training set and the dev evaluation both go in length order.
     ordered = EpochBatches(train_set.lengths, tc.eval_batch_size, tc.seed, shuffle=False)
@@ -325,10 +390,9 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
     dev_frame = run.dev_examples()
     dev_loader = dev_labels = None
     if dev_frame is not None:
-        dev_labels = dev_frame["label"].to_numpy(dtype=np.int64)
-        dev_set = TokenizedExamples(tokenize(tokenizer, dev_frame, cfg.model.max_length), dev_labels)
-        dev_batches = EpochBatches(dev_set.lengths, tc.eval_batch_size, tc.seed, shuffle=False)
-        dev_loader = DataLoader(dev_set, batch_sampler=dev_batches, collate_fn=collate)
+        dev_loader, dev_labels = eval_loader_for(dev_frame, tokenizer, cfg, collate)
+    test_frames = [run.test_examples(k) for k in range(len(run.test_names))]
+    test_loaders = [eval_loader_for(f, tokenizer, cfg, collate) for f in test_frames]
 
     seed_everything(tc.seed)  # the new classifier head's initial weights
     model = load_classifier(cfg.model.name_or_path, label_names)
@@ -353,6 +417,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
     )
     if dev_loader is not None:
         dev_loader = accelerator.prepare(dev_loader)
+    test_loaders = [(accelerator.prepare(loader), y) for loader, y in test_loaders]
 
     sources = {"train": ["train"], "eval": ["eval"], "both": ["train", "eval"], "none": []}[tc.record]
     recorded = {s: np.zeros((tc.epochs, len(ids), n_classes), dtype=np.float32) for s in sources}
@@ -432,6 +497,11 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
             dev_logits = predict_logits(model, dev_loader, accelerator, len(dev_labels), n_classes)
             record["dev_accuracy"] = float((dev_logits.argmax(1) == dev_labels).mean())
             record["dev_loss"] = float(F.cross_entropy(torch.tensor(dev_logits), torch.tensor(dev_labels)))
+        test_logits = []
+        for k, (loader, y) in enumerate(test_loaders):
+            progress.update(force=True, phase=f"test {k + 1}/{len(test_loaders)}")
+            test_logits.append(predict_logits(model, loader, accelerator, len(y), n_classes))
+            record[f"test_{k}_accuracy"] = float((test_logits[-1].argmax(1) == y).mean())
         trainer.update(early_stopping(trainer, record.get("dev_accuracy"), tc.early_stopping_patience))
         trainer["epochs_done"] = epoch + 1
         history.append(record)
@@ -442,6 +512,8 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
                 run.write_epoch(s, epoch, ids, recorded[s][epoch])
             if dev_loader is not None:
                 run.write_epoch("dev", epoch, dev_frame["id"].astype(str).tolist(), dev_logits)
+            for k, logits_k in enumerate(test_logits):
+                run.write_epoch(f"test_{k}", epoch, test_frames[k]["id"].astype(str).tolist(), logits_k)
             unwrapped = accelerator.unwrap_model(model)
             if tc.save_checkpoints:
                 save_pretrained_atomic(unwrapped, None, run.path / "checkpoints" / f"epoch_{epoch + 1}")
@@ -489,19 +561,74 @@ def early_stopping(trainer: dict, dev_accuracy: float | None, patience: int) -> 
 
 # --------------------------------------------------------------------------- entry points
 def load_data(config: RunConfig):
-    """Load and validate the train and dev sets named by ``config`` (raises DataError)."""
+    """Load and validate the train, dev and test sets named by ``config`` (raises DataError)."""
     from .data import load_dataset
 
     train = load_dataset(config.data)
     dev = load_dataset(config.dev, label_names=train.label_names) if config.dev is not None else None
-    return train, dev
+    tests = tuple(load_dataset(t, label_names=train.label_names) for t in config.tests)
+    return train, dev, tests
+
+
+def check_order(config: RunConfig, train) -> None:
+    """Raise DataError when the training order cannot run on this config and data."""
+    order = config.order
+    if order == type(order)():
+        return
+    from .curricula import needs_columns
+    from .errors import DataError
+
+    if order.name not in ("shuffled",) and config.train.record in ("train", "both"):
+        raise DataError(
+            f"order {order.name!r}: recording the training pass needs every example in every epoch; "
+            "use record 'eval' (an eval-mode pass after each epoch) or 'none'"
+        )
+    needed = [c for c in needs_columns(order) if c in SCORE_COLUMNS]
+    if needed and not order.scores:
+        raise DataError(
+            f"order {order.name!r} needs {', '.join(needed)} from a baseline data map: "
+            "set the scores file (a finished run's metrics.parquet)"
+        )
+    if needed:
+        order_table(order, train.frame)  # validates the scores file
+
+
+SCORE_COLUMNS = ("confidence", "variability", "correctness")
+
+
+def order_table(order, examples) -> pd.DataFrame:
+    """Per-example columns an order sorts by, row-aligned with ``examples`` (scores joined on id)."""
+    from .errors import DataError
+
+    table = pd.DataFrame(index=range(len(examples)))
+    if not order.scores:
+        return table
+    path = Path(order.scores)
+    if not path.exists():
+        raise DataError(f"order {order.name!r}: scores file {path} does not exist (a run's metrics.parquet)")
+    scores = pd.read_parquet(path)
+    missing = [c for c in ("id", *SCORE_COLUMNS) if c not in scores.columns]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {missing}; expected id, {', '.join(SCORE_COLUMNS)}")
+    scores = scores.set_index(scores["id"].astype(str))
+    ids = examples["id"].astype(str)
+    absent = ids[~ids.isin(scores.index)]
+    if len(absent):
+        raise DataError(
+            f"{path}: no scores for {len(absent)} training example(s), e.g. id {absent.iloc[0]!r}; "
+            "the scores must come from a run on the same training set"
+        )
+    for col in SCORE_COLUMNS:
+        table[col] = scores.loc[ids, col].to_numpy(dtype=np.float64)
+    return table
 
 
 def prepare_run(config: RunConfig, store: RunStore | None = None) -> Run:
     """Validate the data and return the run for this config (existing or newly created). Trains nothing."""
     store = store or RunStore()
-    train, dev = load_data(config)
-    return store.create(config, train, dev)
+    train, dev, tests = load_data(config)
+    check_order(config, train)
+    return store.create(config, train, dev, tests)
 
 
 def train_or_load(
