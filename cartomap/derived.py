@@ -104,3 +104,30 @@ def balanced_sample(dataset: TextDataset, per_label: int | None = None, seed: in
     rng = np.random.default_rng(seed)
     picked = [rng.choice(np.flatnonzero(labels == c), size=n, replace=False) for c in np.flatnonzero(counts)]
     return dataset.subset(np.sort(np.concatenate(picked)))
+
+
+def stratified_sample(dataset: TextDataset, n: int, seed: int = 0) -> tuple[TextDataset, TextDataset]:
+    """(sample, rest): ``n`` rows drawn with the class proportions of ``dataset``; both keep file order."""
+    from sklearn.model_selection import train_test_split
+
+    if not 0 < n < len(dataset):
+        raise DataError(
+            f"sample size {n}: expected between 1 and {len(dataset) - 1} (the dataset has {len(dataset)})"
+        )
+    positions = np.arange(len(dataset))
+    try:
+        rest, picked = train_test_split(positions, test_size=n, stratify=dataset.labels, random_state=seed)
+    except ValueError as err:  # a class too small to be split in proportion
+        raise DataError(f"stratified sample of {n} from {dataset.source}: {err}") from err
+    return dataset.subset(np.sort(picked)), dataset.subset(np.sort(rest))
+
+
+def write_jsonl(dataset: TextDataset, path: str | Path, overwrite: bool = False) -> Path:
+    """Write ``dataset`` as JSON Lines with string labels (atomically; an existing file needs ``overwrite``)."""
+    from .io import atomic_write_text
+
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise DataError(f"{path} exists; choose another name or allow overwriting")
+    text = to_frame(dataset).to_json(orient="records", lines=True, force_ascii=False)
+    return atomic_write_text(path, text if text.endswith("\n") else text + "\n")

@@ -469,3 +469,20 @@ def mark_best(frame: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFram
         if pd.notna(target):
             best.iloc[:, j] = (column == target).to_numpy()
     return best
+
+
+def markdown_table(frame: pd.DataFrame, digits: int = 4, index: bool = False) -> str:
+    """A GitHub markdown table (no extra dependency); floats rounded, NaN/None as an en dash."""
+    if index:
+        frame = frame.reset_index()
+
+    def cell(value) -> str:
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return "–"
+        if isinstance(value, float | np.floating):
+            return f"{value:.{digits}f}"
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
