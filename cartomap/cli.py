@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
 
-from .config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, RunConfig, TrainConfig
-from .errors import CartomapError
+from .config import (
+    DEMO_DEV,
+    DEMO_TRAIN,
+    ORDERS,
+    DataConfig,
+    ModelConfig,
+    OrderConfig,
+    RunConfig,
+    TrainConfig,
+)
+from .errors import CartomapError, RunError
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -90,7 +100,23 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         device=a.device,
         precision=a.precision,
     )
-    return RunConfig(data=data, dev=dev, model=ModelConfig(a.model, a.max_length), train=train, name=a.name)
+    tests = tuple(data_config(a, path, None) for path in a.test)
+    order = OrderConfig(
+        name=a.order,
+        oversample=a.oversample,
+        scores=a.scores or "",
+        difficulty=getattr(a, "difficulty", "paper"),
+        curriculum_share=a.curriculum_share,
+    )
+    return RunConfig(
+        data=data,
+        dev=dev,
+        model=ModelConfig(a.model, a.max_length),
+        train=train,
+        order=order,
+        tests=tests,
+        name=a.name,
+    )
 
 
 def cmd_train(a: argparse.Namespace) -> int:
@@ -137,15 +163,20 @@ def cmd_train(a: argparse.Namespace) -> int:
 
 
 def _print_summary(run) -> None:
-    metrics = run.metrics()
-    counts = metrics["region"].value_counts().to_dict()
     history = run.history()
     acc = history[-1].get("dev_accuracy") if history else None
     print(
-        f"  {len(metrics)} examples, {len(history)} epochs"
+        f"  {run.info.get('n_train')} examples, {len(history)} epochs"
         + (f", dev accuracy {acc:.4f}" if acc is not None else "")
     )
-    print("  regions: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    best = run.best_epoch()
+    for k, name in enumerate(run.test_names):
+        value = history[best].get(f"test_{k}_accuracy") if best is not None else None
+        if value is not None:
+            print(f"  test {name}: accuracy {value:.4f} (epoch {best + 1})")
+    if (run.path / "metrics.parquet").exists():
+        counts = run.metrics()["region"].value_counts().to_dict()
+        print("  regions: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
@@ -466,18 +497,166 @@ def cmd_generate(a: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="cartomap", description="Data maps for text-classification datasets."
-    )
-    parser.add_argument("--cache", default=os.environ.get("CARTOMAP_CACHE", "cache"), help="run store folder")
-    sub = parser.add_subparsers(dest="command", required=True)
+def cmd_experiment(a: argparse.Namespace) -> int:
+    from .experiments import ExperimentStore, start_experiment
 
-    t = sub.add_parser("train", help="train or load a run and record its training dynamics")
-    add_data_arguments(t)
-    t.add_argument("--config", default=None, help="a RunConfig JSON file (replaces the other options)")
-    t.add_argument("--name", default="", help="a label for the run (not part of its identity)")
-    g = t.add_argument_group("model and training")
+    store = ExperimentStore(a.cache)
+    if a.action == "list":
+        table = store.table()
+        print(table.to_string(index=False) if len(table) else "no experiments")
+        return 0
+    if not a.experiment:
+        raise RunError(f"`cartomap experiment {a.action}` needs an experiment id")
+    exp = store.get(a.experiment)
+    if a.action == "show":
+        print(json.dumps({"spec": exp.spec, "status": exp.status(), "runs": exp.run_ids()}, indent=2))
+        return 0
+    if a.action == "cancel":
+        exp.request_cancel()
+        print(f"asked experiment {exp.id} to stop")
+        return 0
+    if a.action == "delete":
+        store.delete(exp.id)
+        print(f"deleted experiment {exp.id} (its runs stay in the run store)")
+        return 0
+    if a.action == "start":
+        start_experiment(exp, store)
+        print(f"experiment {exp.id} started in the background: {exp.path / 'job.log'}")
+        return 0
+    return _run_experiment_foreground(exp, store, as_job=a.job)
+
+
+def _run_experiment_foreground(exp, store, as_job: bool = False) -> int:
+    from .experiments import run_experiment
+
+    print(f"experiment {exp.id} ({exp.kind}): {exp.path}", flush=True)
+    run_experiment(exp, store, as_job=as_job, echo=lambda msg: print(msg, flush=True))
+    state = exp.state
+    print(f"experiment {exp.id} {state}")
+    return 0 if state == "done" else 3
+
+
+def cmd_similarity(a: argparse.Namespace) -> int:
+    """Premise-hypothesis similarity of a run's training pairs (task "similarity", similarity.parquet)."""
+    from tqdm.auto import tqdm
+
+    from .similarity import similarity_path, similarity_run
+    from .store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if a.quiet:
+            return
+        if bar is None:
+            bar = tqdm(total=total, unit="sentence", desc=f"similarity {run.id}")
+        bar.n = done
+        bar.refresh()
+
+    try:
+        frame = similarity_run(
+            run,
+            model=a.model,
+            batch_size=a.batch_size,
+            max_length=a.max_length,
+            device=a.device,
+            progress=progress,
+            force=a.force,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    print(f"similarity of run {run.id}: {len(frame)} pairs in {similarity_path(run)}")
+    return 0
+
+
+def cmd_artifacts(a: argparse.Namespace) -> int:
+    """WaNLI §4 artifact analysis of a dataset: lexical correlations, partial-input baselines, similarity."""
+    from .artifacts import lexical_correlations, partial_input_baselines
+    from .data import load_dataset
+    from .derived import balanced_sample
+
+    dataset = load_dataset(data_config(a, a.dataset, a.split))
+    test = load_dataset(data_config(a, a.test, None), label_names=dataset.label_names) if a.test else None
+    field = a.field if dataset.is_pair else "text"
+    if field not in dataset.text_columns:
+        raise CartomapError(f"--field {field}: the data has {', '.join(dataset.text_columns)}")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sample = balanced_sample(dataset, seed=a.seed) if a.balance else dataset
+    table = lexical_correlations(
+        sample.frame[field].tolist(), sample.labels, dataset.label_names, min_count=a.min_count, alpha=a.alpha
+    )
+    table.to_csv(out / "lexical_correlations.csv", index=False)
+    significant = table[table["significant"]]
+    print(
+        f"lexical correlations ({field}, {len(sample)} examples{', balanced' if a.balance else ''}): "
+        f"{len(table)} (word, label) tests, {len(significant)} significant -> {out / 'lexical_correlations.csv'}"
+    )
+    for row in significant.head(10).itertuples():
+        print(
+            f"  {row.word!r:>16} -> {row.label}: p {row.p_label:.3f} in {row.count} examples (z {row.z:.1f})"
+        )
+    baselines = partial_input_baselines(dataset, test, seed=a.seed, balanced=a.balance)
+    baselines.to_csv(out / "baselines.csv", index=False)
+    print(f"partial-input baselines (TF-IDF + logistic regression) -> {out / 'baselines.csv'}")
+    print(baselines.round(4).to_string(index=False))
+    if dataset.is_pair and a.similarity:
+        from .similarity import pair_similarity, similarity_by_label
+
+        sim = pair_similarity(
+            dataset.frame["premise"].tolist(),
+            dataset.frame["hypothesis"].tolist(),
+            model=a.model,
+            batch_size=a.batch_size,
+            device=a.device,
+        )
+        frame = dataset.frame[["id"]].assign(
+            label=[dataset.label_names[i] for i in dataset.labels], similarity=sim
+        )
+        frame.to_csv(out / "similarity.csv", index=False)
+        summary = similarity_by_label(sim, dataset.labels, dataset.label_names)
+        summary.to_csv(out / "similarity_by_label.csv", index=False)
+        print(f"premise-hypothesis similarity ({a.model}) -> {out / 'similarity_by_label.csv'}")
+        print(summary.round(4).to_string(index=False))
+    return 0
+
+
+def cmd_noise_benchmark(a: argparse.Namespace) -> int:
+    """Label-noise benchmark (issue 5): plant label flips and score suspect-ranking methods."""
+    from .noise_benchmark import NoiseBenchmarkConfig, run_noise_benchmark, to_markdown
+
+    cfg = NoiseBenchmarkConfig(
+        data=a.data,
+        n=a.n,
+        seed=a.seed,
+        rates=tuple(a.rates),
+        settings=tuple(a.settings),
+        folds=a.folds,
+        epochs=a.epochs,
+        model=a.model,
+        max_length=a.max_length,
+        batch_size=a.batch_size,
+        learning_rate=a.lr,
+        threshold=a.threshold,
+    )
+    table = run_noise_benchmark(cfg, a.cache)
+    print(to_markdown(table) if a.markdown else table.round(4).to_string(index=False))
+    print(f"saved to {table.attrs['path']}")
+    return 0
+
+
+def _experiment_options(p: argparse.ArgumentParser, func) -> None:
+    p.add_argument("--name", default="", help="a label for the experiment")
+    p.add_argument("--background", action="store_true", help="run as a background job and return")
+    p.set_defaults(func=func, config=None, order="shuffled", oversample=None, scores="", curriculum_share=0.5)
+
+
+def add_training_arguments(p: argparse.ArgumentParser) -> None:
+    """Model, training and test-set options shared by `train` and the experiment commands."""
+    g = p.add_argument_group("model and training")
     d = TrainConfig()
     g.add_argument(
         "--model", default="default", help="local folder or hub id (default: bundled all-MiniLM-L6-v2)"
@@ -509,9 +688,252 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--device", default=d.device, help="auto, cpu, cuda, cuda:N, mps")
     g.add_argument("--precision", default=d.precision, help="auto, fp32, bf16, fp16")
+    p.add_argument(
+        "--test", action="append", default=[], help="a test set evaluated after every epoch (repeatable)"
+    )
+
+
+def _experiment_base(a: argparse.Namespace) -> RunConfig:
+    """The base RunConfig of an experiment command (train options; order and record set per run)."""
+    if not a.test:
+        raise RunError("give at least one test set with --test")
+    return config_from_args(a)
+
+
+def _start_or_run(exp, store, background: bool) -> int:
+    from .experiments import start_experiment
+
+    if background:
+        start_experiment(exp, store)
+        print(
+            f"experiment {exp.id} started in the background; follow it with `cartomap experiment show {exp.id}`"
+        )
+        return 0
+    code = _run_experiment_foreground(exp, store)
+    if code == 0:
+        print(experiment_report(exp, store))
+    return code
+
+
+def cmd_curriculum(a: argparse.Namespace) -> int:
+    from .curriculum_experiment import CurriculumParams, create_curriculum
+    from .experiments import ExperimentStore
+
+    store = ExperimentStore(a.cache)
+    params = CurriculumParams(
+        base=_experiment_base(a),
+        methods=tuple(a.methods),
+        seeds=tuple(a.seeds),
+        difficulty=a.difficulty,
+        compare=tuple(a.compare) if a.compare else None,
+    )
+    return _start_or_run(create_curriculum(params, store, name=a.name), store, a.background)
+
+
+def cmd_combine(a: argparse.Namespace) -> int:
+    from .curriculum_experiment import CombinationParams, TrainingSet, create_combination
+    from .experiments import ExperimentStore
+
+    store = ExperimentStore(a.cache)
+    base = _experiment_base(a)
+    data_a = dataclasses.replace(data_config(a, a.a, None), name=a.a_name)
+    data_b = data_config(a, a.b, None) if a.b else None
+    names = {"A": a.a_name, "A+B": f"{a.a_name} + {a.b_name}", "A◇B": f"{a.a_name} ◇ {a.b_name}"}
+    sets = tuple(TrainingSet(names[m], data_a, data_b if m != "A" else None, m) for m in a.modes)
+    params = CombinationParams(
+        base=base, training_sets=sets, tests=base.tests, seeds=tuple(a.seeds), cache=str(store.root)
+    )
+    return _start_or_run(create_combination(params, store, name=a.name), store, a.background)
+
+
+def experiment_report(exp, store) -> str:
+    """The results of a finished experiment as markdown (tables and tests)."""
+    from .reports import markdown_table
+
+    out = [f"## Experiment {exp.id} ({exp.kind}) {exp.spec.get('name', '')}".rstrip()]
+    if exp.kind == "curriculum":
+        best = exp.result("best")
+        cols = ["method", "seed", "epoch", "dev_accuracy", "accuracy", "micro_f1", "macro_f1", "run_id"]
+        out += ["", "Best run on validation per method (test set: " + str(best["test_set"].iloc[0]) + ")", ""]
+        out.append(markdown_table(best[cols]))
+        out += ["", "All seeds (mean, std, min, max)", "", markdown_table(exp.result("aggregate"))]
+        per_class = exp.result("per_class")
+        wide = per_class.pivot_table(index="class", columns="method", values="f1", sort=False).reset_index()
+        out += ["", "F1 per class (best run per method)", "", markdown_table(wide)]
+        sig = exp.result("significance")
+        if sig:
+            q, mw = sig["cochran"], sig["mann_whitney"]
+            out += [
+                "",
+                f"Cochran's Q over {len(sig['methods'])} methods: Q = {q['q']:.3f}, df = {q['df']}, "
+                f"p = {q['p_value']:.4g}.",
+                f"Mann-Whitney U ({sig['a']} vs {sig['b']}, macro F1 of every seed): U = {mw['u']}, "
+                f"p = {mw['p_value']:.4g} (n = {mw['n_a']}, {mw['n_b']}).",
+            ]
+    elif exp.kind == "combination":
+        out += ["", markdown_table(exp.result("table3"))]
+    elif exp.kind == "pruning":
+        from .pruning import load_results, report_text
+
+        out += ["", report_text(load_results(exp))]
+    else:
+        summary = exp.result("summary")
+        out += ["", json.dumps(summary, indent=2, default=str)]
+    return "\n".join(out)
+
+
+def cmd_subset(a: argparse.Namespace) -> int:
+    from .data import load_dataset
+    from .derived import stratified_sample, write_jsonl
+
+    dataset = load_dataset(data_config(a, a.data, a.split))
+    sample, rest = stratified_sample(dataset, a.n, a.seed)
+    for path in [a.out] + ([a.rest] if a.rest else []):
+        if Path(path).exists() and not a.overwrite:
+            raise RunError(f"{path} exists; pass --overwrite to replace it")
+    write_jsonl(sample, a.out, overwrite=a.overwrite)
+    print(f"{len(sample)} examples -> {a.out}")
+    if a.rest:
+        write_jsonl(rest, a.rest, overwrite=a.overwrite)
+        print(f"{len(rest)} examples -> {a.rest}")
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from .experiments import ExperimentStore
+
+    store = ExperimentStore(a.cache)
+    exp = store.get(a.experiment)
+    if exp.state != "done":
+        raise RunError(f"experiment {exp.id} is {exp.state}; a report needs a finished experiment")
+    print(experiment_report(exp, store.runs))
+    return 0
+
+
+def cmd_prune(a: argparse.Namespace) -> int:
+    """The k-fold consensus pruning experiment (issue 5): Model 0, k folds, Model 1 on the pruned set."""
+    from .experiments import ExperimentStore
+    from .pruning import PruningParams, create_pruning, export_pruned
+
+    if a.train:
+        if a.data not in (DEMO_TRAIN, a.train):
+            raise RunError("give the training set once: TRAIN or --data")
+        a.data = a.train
+    if a.dev is None:
+        a.dev = "none"  # no demo dev set by default: it is often the test set, and it picks Model 0's epoch
+    store = ExperimentStore(a.cache)
+    params = PruningParams(
+        base=_experiment_base(a),
+        folds=a.folds,
+        fold_seed=a.fold_seed,
+        categories=tuple(a.categories),
+        threshold=a.threshold,
+        train_model1=a.model1,
+    )
+    exp = create_pruning(params, store, name=a.name)
+    code = _start_or_run(exp, store, a.background)
+    if code == 0 and a.export and not a.background:
+        data_path, ids_path = export_pruned(exp, store.runs, a.export, overwrite=a.overwrite)
+        print(f"wrote {data_path} and {ids_path}")
+    elif a.export and a.background:
+        print(f"export later with `cartomap prune ... --export {a.export}` once experiment {exp.id} is done")
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cartomap", description="Data maps for text-classification datasets."
+    )
+    parser.add_argument("--cache", default=os.environ.get("CARTOMAP_CACHE", "cache"), help="run store folder")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train or load a run and record its training dynamics")
+    add_data_arguments(t)
+    t.add_argument("--config", default=None, help="a RunConfig JSON file (replaces the other options)")
+    t.add_argument("--name", default="", help="a label for the run (not part of its identity)")
+    add_training_arguments(t)
+    o = t.add_argument_group("training order (curricula)")
+    od = OrderConfig()
+    o.add_argument("--order", choices=ORDERS, default=od.name)
+    o.add_argument(
+        "--oversample",
+        action=argparse.BooleanOptionalAction,
+        default=od.oversample,
+        help="repeat minority classes (default: on for every order but shuffled)",
+    )
+    o.add_argument("--scores", default="", help="a baseline run's metrics.parquet (cartography orders)")
+    o.add_argument("--difficulty", choices=("paper", "code"), default=od.difficulty)
+    o.add_argument("--curriculum-share", type=float, default=od.curriculum_share)
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--job", action="store_true", help=argparse.SUPPRESS)  # started by the dashboard
     t.set_defaults(func=cmd_train)
+
+    cu = sub.add_parser("curriculum", help="compare training orders x seeds (cartography curricula)")
+    add_data_arguments(cu)
+    add_training_arguments(cu)
+    cu.add_argument("--methods", nargs="+", choices=ORDERS, default=["oversampled", "cart-stra++"])
+    cu.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    cu.add_argument("--difficulty", choices=("paper", "code"), default="paper", help="Cart-CL++ score")
+    cu.add_argument("--compare", nargs=2, default=None, help="the two methods of the Mann-Whitney test")
+    _experiment_options(cu, cmd_curriculum)
+
+    co = sub.add_parser("combine", help="train on A, A + B, A ◇ B and evaluate on many test sets (Table 3)")
+    add_data_arguments(co)
+    add_training_arguments(co)
+    co.add_argument("--a", required=True, help="dataset A")
+    co.add_argument("--b", default=None, help="dataset B")
+    co.add_argument("--a-name", default="A")
+    co.add_argument("--b-name", default="B")
+    co.add_argument("--modes", nargs="+", choices=("A", "A+B", "A◇B"), default=["A", "A+B", "A◇B"])
+    co.add_argument("--seeds", nargs="+", type=int, default=[0])
+    _experiment_options(co, cmd_combine)
+
+    sb = sub.add_parser("subset", help="a stratified sample of a dataset (and the rest) as JSON Lines")
+    add_data_arguments(sb)
+    sb.add_argument("--n", type=int, required=True, help="sample size")
+    sb.add_argument("--seed", type=int, default=0)
+    sb.add_argument("--out", required=True, help="sample file (.jsonl)")
+    sb.add_argument("--rest", default=None, help="also write the remaining examples here")
+    sb.add_argument("--overwrite", action="store_true")
+    sb.set_defaults(func=cmd_subset)
+
+    rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
+    rp.add_argument("experiment")
+    rp.set_defaults(func=cmd_report)
+
+    pr = sub.add_parser(
+        "prune", help="find and prune suspected label errors: the k-fold consensus experiment"
+    )
+    pr.add_argument("train", nargs="?", default=None, metavar="TRAIN", help="training data (same as --data)")
+    add_data_arguments(pr)
+    add_training_arguments(pr)
+    pg = pr.add_argument_group("pruning")
+    pg.add_argument("--folds", type=int, default=10, help="k of the k-fold split (paper: 10)")
+    pg.add_argument("--fold-seed", type=int, default=0)
+    pg.add_argument(
+        "--categories", nargs="+", default=["P1G0"], help="mismatch categories PXGY to prune (paper: P1G0)"
+    )
+    pg.add_argument(
+        "--threshold",
+        type=float,
+        default=2.0,
+        help="prune model confidence above this (paper: 2.0; 4.0 stricter)",
+    )
+    pg.add_argument(
+        "--no-model1", dest="model1", action="store_false", help="do not retrain on the pruned set"
+    )
+    pg.add_argument(
+        "--export", default=None, metavar="DIR", help="write pruned_train.jsonl and removed_ids.txt"
+    )
+    pg.add_argument("--overwrite", action="store_true", help="replace files in the --export folder")
+    _experiment_options(pr, cmd_prune)
+    pr.set_defaults(difficulty="paper")
+
+    ex = sub.add_parser("experiment", help="list, show, run (resume), cancel or delete experiments")
+    ex.add_argument("action", choices=("list", "show", "run", "start", "cancel", "delete"))
+    ex.add_argument("experiment", nargs="?", help="experiment id, id prefix or name")
+    ex.add_argument("--job", action="store_true", help=argparse.SUPPRESS)
+    ex.set_defaults(func=cmd_experiment)
 
     dm = sub.add_parser("demo", help="train or load the bundled demo and write demo_map.png/.html")
     dm.add_argument("--out-dir", default=".")
@@ -663,6 +1085,78 @@ def build_parser() -> argparse.ArgumentParser:
     rx.add_argument("--seed", type=int, default=0, help="seed of the random picks of the aggregation")
     rx.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     rx.set_defaults(func=cmd_review_export)
+    si = sub.add_parser(
+        "similarity", help="premise-hypothesis similarity of a run's pairs (sentence encoder)"
+    )
+    si.add_argument("run")
+    si.add_argument(
+        "--model", default="default", help="sentence encoder: default (all-MiniLM-L6-v2), a folder or hub id"
+    )
+    si.add_argument("--batch-size", type=int, default=64)
+    si.add_argument("--max-length", type=int, default=128)
+    si.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    si.add_argument("--force", action="store_true", help="recompute even when saved")
+    si.add_argument("--quiet", action="store_true", help="no progress bar")
+    si.set_defaults(func=cmd_similarity)
+
+    ar = sub.add_parser(
+        "artifacts", help="artifact analysis: lexical correlations, partial-input baselines, similarity"
+    )
+    ar.add_argument("dataset", help="file, saved HF dataset folder, hf:NAME, or demo:train")
+    ar.add_argument(
+        "--format", default="auto", help="jsonl, csv, tsv, parquet, hf (default: from the suffix)"
+    )
+    ar.add_argument("--text-columns", type=_columns, default=("premise", "hypothesis"))
+    ar.add_argument("--label-column", default="label")
+    ar.add_argument("--id-column", default="id", help="generated from the content when absent")
+    ar.add_argument(
+        "--label-names", type=_names, default=None, help="class order, e.g. entailment,neutral,contradiction"
+    )
+    ar.add_argument("--genre-column", default="genre")
+    ar.add_argument("--split", default=None, help="split of a Hugging Face DatasetDict")
+    ar.add_argument(
+        "--test", default=None, help="test set of the baselines (default: a stratified 20%% split)"
+    )
+    ar.add_argument(
+        "--field", choices=("hypothesis", "premise"), default="hypothesis", help="lexical correlations of"
+    )
+    ar.add_argument("--min-count", type=int, default=20, help="leave out words in fewer examples")
+    ar.add_argument("--alpha", type=float, default=0.01, help="significance level (Bonferroni-corrected)")
+    ar.add_argument("--seed", type=int, default=0)
+    ar.add_argument(
+        "--no-balance", dest="balance", action="store_false", help="skip the label-balanced sample"
+    )
+    ar.add_argument(
+        "--no-similarity", dest="similarity", action="store_false", help="skip the sentence encoder"
+    )
+    ar.add_argument("--model", default="default", help="sentence encoder of the similarity")
+    ar.add_argument("--batch-size", type=int, default=64)
+    ar.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    ar.add_argument("--out", default="artifacts", help="folder for the CSV files")
+    ar.set_defaults(func=cmd_artifacts)
+    nb = sub.add_parser(
+        "noise-benchmark", help="plant label flips and measure how well each method finds them (issue 5)"
+    )
+    nb.add_argument("--data", default="/work/shared/data/snli/dev.jsonl.gz", help="clean labelled dataset")
+    nb.add_argument("--n", type=int, default=2000, help="class-balanced sample size")
+    nb.add_argument("--rates", type=float, nargs="+", default=[0.1], help="fractions of labels flipped")
+    nb.add_argument(
+        "--settings", nargs="+", default=["symmetric", "asymmetric"], choices=("symmetric", "asymmetric")
+    )
+    nb.add_argument("--folds", type=int, default=5, help="k of the out-of-fold logits")
+    nb.add_argument("--epochs", type=int, default=2, help="epochs of Model 0 and of every fold model")
+    nb.add_argument(
+        "--model", default="default", help="encoder: default (all-MiniLM-L6-v2), a folder or hub id"
+    )
+    nb.add_argument("--max-length", type=int, default=64)
+    nb.add_argument("--batch-size", type=int, default=32)
+    nb.add_argument("--lr", type=float, default=1e-4)
+    nb.add_argument(
+        "--threshold", type=float, default=2.0, help="consensus rule: model confidence above this"
+    )
+    nb.add_argument("--seed", type=int, default=0, help="seed of the sample, the flips and the folds")
+    nb.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    nb.set_defaults(func=cmd_noise_benchmark)
     return parser
 
 

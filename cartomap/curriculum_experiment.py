@@ -22,7 +22,7 @@ import pandas as pd
 from .config import DataConfig, OrderConfig, RunConfig
 from .curricula import needs_columns
 from .errors import DataError
-from .evaluation import run_scores, predictions_on_test
+from .evaluation import predictions_on_test, run_scores
 from .experiments import Experiment, ExperimentStore, register, start_experiment
 from .reports import (
     aggregate_runs,

@@ -568,7 +568,8 @@ def _build(
         if col in used_src:
             continue
         name = str(col)
-        while name in columns:
+        # An unused "premise" column of a single-text mapping must not make the rows look like pairs.
+        while name in columns or name in ("premise", "hypothesis", "text"):
             name = f"orig_{name}"
         columns[name] = frame[col]
     out = pd.DataFrame(columns)

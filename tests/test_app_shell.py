@@ -14,7 +14,19 @@ import cartomap.jobs
 from cartomap.store import RunStore
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = ("train.py", "data_map.py", "neighbours.py", "prompts.py", "generate.py", "filter.py", "review.py")
+PAGES = (
+    "train.py",
+    "data_map.py",
+    "neighbours.py",
+    "prompts.py",
+    "generate.py",
+    "filter.py",
+    "review.py",
+    "pruning.py",
+    "artifacts.py",
+    "compare.py",
+    "experiments.py",
+)
 
 
 @pytest.fixture()

@@ -18,7 +18,7 @@ from cartomap.curriculum_experiment import (
 )
 from cartomap.data import load_dataset
 from cartomap.errors import DataError
-from cartomap.evaluation import run_scores, predictions_on_test
+from cartomap.evaluation import predictions_on_test, run_scores
 from cartomap.experiments import ExperimentStore, run_experiment
 
 

@@ -597,3 +597,14 @@ def test_demo_data():
         demo_path("test")
     # the same data read straight from the file
     assert load(demo_path("train")).fingerprint() == train.fingerprint()
+
+
+def test_single_text_mapping_of_a_pair_file_is_single_text(tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(
+        '{"premise": "a p", "hypothesis": "a h", "label": "x"}\n{"premise": "b p", "hypothesis": "b h", "label": "y"}\n'
+    )
+    data = load_dataset(DataConfig(path=str(path), text_columns=("hypothesis",)))
+    assert not data.is_pair
+    assert data.frame["text"].tolist() == ["a h", "b h"]
+    assert data.frame["orig_premise"].tolist() == ["a p", "b p"]

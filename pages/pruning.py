@@ -1,0 +1,606 @@
+"""Prune labels page: find and prune suspected label errors with the k-fold consensus experiment
+(the SNLI cleaning paper; METHODS.md section 3).
+
+Layout only: the experiment, its analysis and its figures are ``cartomap.pruning``; it runs as a
+background job (``cartomap.experiments.start_experiment``) that this page polls. Session state:
+``prune_exp_id`` (the experiment shown), ``prune_*`` form values kept with ``pages.common.kept``,
+and for "find a suspect on the data map" the Data map page's own keys: ``run_id`` (via
+``select_run``), ``selected_ids`` and ``dm_focus``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from cartomap import pruning
+from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, RunConfig, TrainConfig
+from cartomap.data import load_dataset
+from cartomap.errors import CartomapError
+from cartomap.experiments import Experiment, ExperimentStore, start_experiment
+from cartomap.forms import (
+    ACTIVE_STATES,
+    DEVICES,
+    RESUMABLE_STATES,
+    check_model,
+    describe_progress,
+    effective_state,
+    parse_names,
+)
+from cartomap.jobs import tail
+from cartomap.store import RunStore
+from pages.common import (
+    current_run,
+    escape_markdown,
+    flash,
+    get_store,
+    kept,
+    select_run,
+    show_error,
+    show_flashes,
+)
+
+EXP_KEY = "prune_exp_id"
+POLL_S = 1.0
+SOURCES = {
+    "run": "The selected run's training data",
+    "demo": "Bundled demo (1,600 NLI pairs)",
+    "path": "A file on this machine",
+}
+FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
+SUSPECTS_MAX_ROWS = 5_000
+DATA_MAP_PAGE = "pages/data_map.py"
+ss = st.session_state
+
+
+def experiment_store() -> ExperimentStore:
+    return ExperimentStore(get_store().root)
+
+
+def role_name(role: str | None) -> str:
+    """model0 -> "Model 0", fold_3 -> "Model F3" (the paper's names), model1 -> "Model 1"."""
+    if not role:
+        return ""
+    if role.startswith("fold_"):
+        return f"Model F{role.split('_', 1)[1]}"
+    return {"model0": "Model 0", "model1": "Model 1"}.get(role, role)
+
+
+def role_order(role: str) -> tuple[int, int]:
+    """Model 0 first, then the folds by number, then Model 1."""
+    if role.startswith("fold_") and role[5:].isdigit():
+        return (1, int(role[5:]))
+    return ({"model0": 0, "model1": 2}.get(role, 3), 0)
+
+
+# --------------------------------------------------------------------------- picking an experiment
+def _label(exp: Experiment) -> str:
+    try:
+        s = exp.summary()
+    except (OSError, ValueError, KeyError):
+        return f"{exp.id} · unreadable"
+    head = f"{s['name']} ({s['id']})" if s.get("name") else s["id"]
+    return f"{head} · {s['state']} · runs {s['runs']} · {s['created']}"
+
+
+def pick_experiment(estore: ExperimentStore) -> Experiment | None:
+    try:
+        experiments = estore.list(pruning.KIND)
+    except (OSError, ValueError):  # an experiment folder being written or deleted right now
+        experiments = []
+    if not experiments:
+        st.caption("No pruning experiments yet: set one up under “New pruning experiment”.")
+        return None
+    ids = [e.id for e in experiments]
+    labels = {e.id: _label(e) for e in experiments}
+    choice = st.selectbox(
+        "Experiment",
+        ids,
+        format_func=lambda i: labels.get(i, i),
+        help="name (id) · state · runs done/planned · created",
+        **kept(EXP_KEY, ids[0], options=ids),
+    )
+    return next(e for e in experiments if e.id == choice)
+
+
+# --------------------------------------------------------------------------- progress
+def runs_table(exp: Experiment, runs: RunStore) -> pd.DataFrame:
+    """One row per role: the run, its state and epoch/step progress."""
+    rows = []
+    for role, run_id in sorted(exp.run_ids().items(), key=lambda item: role_order(item[0])):
+        try:
+            view = describe_progress(runs.get(run_id).status())
+        except (CartomapError, OSError, ValueError):
+            view = {"state": "missing", "epoch": "–", "step": "–", "loss": "–", "time_left": "–"}
+        rows.append(
+            {
+                "model": role_name(role),
+                "run": run_id,
+                "state": view["state"],
+                "epoch": view["epoch"],
+                "step": view["step"],
+                "loss": view["loss"],
+                "time left": view["time_left"] if view["state"] == "running" else "–",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _expected_runs(exp: Experiment) -> int:
+    params = exp.params
+    return int(params.get("folds", 0)) + 1 + int(bool(params.get("train_model1", True)))
+
+
+def _show_progress(exp: Experiment, status: dict, runs: RunStore) -> None:
+    state = effective_state(status)
+    done = int(status.get("runs_done") or 0)
+    total = max(int(status.get("runs_planned") or 0), _expected_runs(exp))
+    phase = status.get("phase") or state
+    st.progress(
+        min(1.0, done / total) if total else 0.0, text=f"{state} · {phase} · {done}/{total} runs done"
+    )
+    if state == "running" and status.get("role"):
+        st.caption(f"Training {role_name(status['role'])} (run {status.get('run_id')}).")
+    table = runs_table(exp, runs)
+    if not table.empty:
+        st.dataframe(table, hide_index=True, key="prune_runs_table")
+    if exp.params.get("train_model1", True) and "model1" not in exp.run_ids():
+        st.caption("Model 1 is planned once every fold is done: it trains on the set without the suspects.")
+    if state == "queued":
+        st.caption("Waiting for the experiment job to start (loading libraries and data)…")
+    elif state == "exited":
+        st.warning("The experiment job exited before it started. The end of its log:")
+        st.code(tail(exp.path / "job.log") or "(empty log)", language=None)
+    elif state == "failed":
+        st.error("The experiment failed:")
+        st.code(
+            str(status.get("error") or "no error message; see log.txt in the experiment folder"),
+            language=None,
+        )
+    elif state == "cancelled":
+        st.info("Cancelled. Resume continues where it stopped (finished runs are kept).")
+    elif state == "interrupted":
+        st.warning("The experiment job stopped without finishing (killed or crashed). Resume continues it.")
+
+
+@st.fragment(run_every=POLL_S)
+def _live_progress(exp: Experiment, first_state: str) -> None:
+    try:
+        status = exp.status()
+    except (OSError, ValueError):
+        st.rerun()
+        return
+    if effective_state(status) not in ACTIVE_STATES and first_state in ACTIVE_STATES:
+        st.rerun()  # the whole page: a finished experiment draws its results
+    _show_progress(exp, status, get_store())
+
+
+def progress(exp: Experiment, status: dict) -> None:
+    state = effective_state(status)
+    if state in ACTIVE_STATES:
+        _live_progress(exp, state)
+    else:
+        _show_progress(exp, status, get_store())
+
+
+def actions(exp: Experiment, estore: ExperimentStore, state: str) -> None:
+    if state in ACTIVE_STATES:
+        if st.button("Cancel experiment", key=f"prune_cancel_{exp.id}", help="Stops after the current step"):
+            exp.request_cancel()
+            st.info("Cancel requested: the job stops after its current step.")
+    elif state in RESUMABLE_STATES and st.button("Resume", key=f"prune_resume_{exp.id}", type="primary"):
+        try:
+            start_experiment(exp, estore)
+        except CartomapError as err:
+            show_error(err)
+        else:
+            flash("success", f"Resumed experiment {exp.id}.")
+            st.rerun()
+
+
+# --------------------------------------------------------------------------- results
+def _stamp(exp: Experiment) -> int | None:
+    try:
+        return os.stat(exp.results_dir / "summary.json").st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+@st.cache_data(max_entries=8, show_spinner="Loading the results…")
+def _results(path: str, stamp: int | None):
+    return pruning.load_results(Experiment(Path(path)))
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _examples(run_path: str) -> pd.DataFrame:
+    return pd.read_parquet(Path(run_path) / "examples.parquet")
+
+
+def _pct(value) -> str:
+    return f"{value:.2%}" if isinstance(value, (int, float)) else "–"
+
+
+def headline(s: dict) -> None:
+    cols = st.columns(4)
+    cols[0].metric("Training examples", f"{s['n_train']:,}")
+    share = s["n_pruned"] / s["n_train"] if s["n_train"] else 0
+    cols[1].metric("Pruned", f"{s['n_pruned']:,}", f"{share:.1%} of the training set", delta_color="off")
+    cols[2].metric("Model 0 test accuracy", _pct(s.get("model0_test_accuracy")))
+    acc1 = s.get("model1_test_accuracy")
+    delta = None if acc1 is None else f"{acc1 - s['model0_test_accuracy']:+.2%}"
+    cols[3].metric("Model 1 test accuracy", _pct(acc1), delta)
+    st.caption(
+        f"{s['folds']} folds · pruned: {', '.join(s['categories'])} with model confidence > {s['threshold']:g}"
+        + (f" · test set {escape_markdown(s['test_name'])}" if s.get("test_name") else "")
+    )
+
+
+def mismatches(results: dict, names: list[str], threshold: float) -> None:
+    st.subheader("Out-of-fold mismatches")
+    st.caption(
+        "Every training example scored by the fold model that did not train on it. Rows: predicted "
+        "label (P), columns: gold label (G); off the diagonal, cell PXGY counts that mismatch category. "
+        "Model confidence = |logit(predicted) − logit(gold)|: higher = more likely a label error."
+    )
+    left, right = st.columns([2, 3])
+    left.dataframe(pruning.named_matrix(results["matrix"], names), key="prune_matrix")
+    fold_acc = results["summary"].get("fold_accuracy") or []
+    if fold_acc:
+        left.dataframe(
+            pd.DataFrame(
+                {"model": [f"Model F{i}" for i in range(len(fold_acc))], "held-out accuracy": fold_acc}
+            ),
+            hide_index=True,
+            key="prune_fold_accuracy",
+        )
+    with right:
+        options = pruning.all_categories(len(names))
+        shown = st.multiselect(
+            "Categories in the histogram",
+            options,
+            format_func=lambda c: pruning.category_label(c, names),
+            **kept("prune_hist_categories", list(results["summary"]["categories"]), options=options),
+        )
+        fig = pruning.confidence_histogram(results["oof"], names, threshold, categories=shown or None)
+        st.plotly_chart(fig, key="prune_histogram", config={"displaylogo": False})
+
+
+def threshold_tools(exp: Experiment, estore: ExperimentStore, results: dict, names: list[str]):
+    """The sweep table and the what-if; returns the what-if's suspects (a WhatIf)."""
+    s = results["summary"]
+    st.subheader("Threshold")
+    left, right = st.columns([3, 2])
+    with left:
+        st.caption("Examples above each threshold, per mismatch category; chosen = the categories pruned.")
+        st.dataframe(results["sweep"], hide_index=True, key="prune_sweep")
+    options = pruning.all_categories(len(names))
+    top = float(max(6.0, results["oof"]["confidence"].max() if len(results["oof"]) else 0.0))
+    with right:
+        st.markdown("**What if?** Other settings, without retraining the folds")
+        categories = st.multiselect(
+            "Categories",
+            options,
+            format_func=lambda c: pruning.category_label(c, names),
+            **kept(f"prune_whatif_categories_{exp.id}", list(s["categories"]), options=options),
+        )
+        threshold = st.slider(
+            "Threshold",
+            0.0,
+            round(top + 0.5, 1),
+            step=0.1,
+            **kept(f"prune_whatif_threshold_{exp.id}", float(s["threshold"])),
+        )
+        if not categories:
+            st.info("Choose at least one category.")
+            return pruning.what_if(results["oof"], s["categories"], s["threshold"])
+        chosen = pruning.what_if(results["oof"], categories, threshold)
+        st.metric(
+            "Would be pruned", f"{chosen.count:,}", f"{chosen.count - s['n_pruned']:+,} vs this experiment"
+        )
+        same = sorted(categories) == sorted(s["categories"]) and float(threshold) == float(s["threshold"])
+        if st.button(
+            "Train Model 1 with these settings",
+            key="prune_whatif_start",
+            disabled=same,
+            help="A new experiment with the same folds: Model 0 and the fold models are reused, "
+            "only Model 1 is trained.",
+        ):
+            params = pruning.params_of(exp).replace(categories=tuple(categories), threshold=float(threshold))
+            try:
+                started = pruning.start_pruning(params, estore, name=exp.spec.get("name", ""))
+            except CartomapError as err:
+                show_error(err)
+            else:
+                ss[EXP_KEY] = started.id
+                flash("success", f"Started experiment {started.id}: Model 1 with threshold {threshold:g}.")
+                st.rerun()
+    return chosen
+
+
+def model_comparison(results: dict, names: list[str]) -> None:
+    test, s = results.get("test"), results["summary"]
+    if test is None:
+        return
+    st.subheader("Model 0 vs Model 1 on the test set")
+    matrices = results["test_matrix"]
+    cols = st.columns(2)
+    for col, model in zip(cols, ("model0", "model1"), strict=True):
+        part = matrices[matrices["model"] == model]
+        if len(part):
+            col.markdown(f"**{role_name(model)}** · accuracy {_pct(s.get(f'{model}_test_accuracy'))}")
+            col.dataframe(pruning.named_matrix(part, names), key=f"prune_test_matrix_{model}")
+    if "type" not in test.columns:
+        st.caption("Model 1 was not trained in this experiment.")
+        return
+    scope = st.radio(
+        "Mismatches",
+        ["type_chosen", "type"],
+        format_func={"type_chosen": "of the chosen categories (as the paper)", "type": "all"}.get,
+        horizontal=True,
+        **kept("prune_type_scope", "type_chosen", options=["type_chosen", "type"]),
+    )
+    counts = s["types_chosen" if scope == "type_chosen" else "types"]
+    cols = st.columns(3)
+    for col, (t, title) in zip(cols, pruning.TYPE_NAMES.items(), strict=True):
+        col.metric(title, f"{counts.get(str(t), 0):,}")
+    st.plotly_chart(pruning.change_scatter(test, scope), key="prune_change", config={"displaylogo": False})
+    st.caption("x: Model 0's confidence in its mismatch (0 = correct); y: Model 1's minus Model 0's.")
+
+
+def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
+    st.subheader("Suspects")
+    runs = get_store()
+    model0 = exp.run(pruning.MODEL0, runs)
+    examples = _examples(str(model0.path)) if model0 is not None else pd.DataFrame({"id": []})
+    table = pruning.suspects_table(results["oof"], examples, names, mask=chosen.mask)
+    st.caption(
+        f"{len(table):,} suspects under the what-if settings, most confident first. "
+        "Select a row to find it on Model 0's data map."
+    )
+    shown = table.head(SUSPECTS_MAX_ROWS)
+    event = st.dataframe(
+        shown,
+        key="prune_suspects",
+        on_select="rerun",
+        selection_mode="single-row",
+        hide_index=True,
+        column_config={"confidence": st.column_config.NumberColumn(format="%.3f")},
+    )
+    rows = list(event.selection.rows) if event is not None else []
+    focus = str(shown["id"].iloc[rows[0]]) if rows and rows[0] < len(shown) else None
+    c1, c2 = st.columns(2)
+    if model0 is None:
+        return
+    if c1.button("Show the selected suspect on the data map", key="prune_focus_one", disabled=focus is None):
+        show_on_map(model0.id, [focus], focus)
+    if c2.button(f"Show all {len(table):,} on the data map", key="prune_focus_all", disabled=table.empty):
+        show_on_map(model0.id, table["id"].astype(str).tolist(), None)
+
+
+def show_on_map(run_id: str, ids: list[str], focus: str | None) -> None:
+    """Select Model 0's run and these examples on the Data map page, then go there."""
+    select_run(run_id)
+    ss["selected_ids"] = ids
+    if focus is None:
+        ss.pop("dm_focus", None)
+    else:
+        ss["dm_focus"] = focus
+    st.switch_page(DATA_MAP_PAGE)
+
+
+def downloads(exp: Experiment) -> None:
+    st.subheader("Export")
+    runs = get_store()
+    stem = f"cartomap-pruning-{exp.id}"
+    cols = st.columns(2)
+    cols[0].download_button(
+        "Pruned training set (JSONL)",
+        lambda: pruning.pruned_jsonl_bytes(exp, runs),
+        f"{stem}-{pruning.PRUNED_FILE}",
+        "application/jsonl",
+        key="prune_dl_data",
+        on_click="ignore",
+    )
+    cols[1].download_button(
+        "Removed ids (text)",
+        lambda: pruning.removed_ids_bytes(exp),
+        f"{stem}-{pruning.REMOVED_FILE}",
+        "text/plain",
+        key="prune_dl_ids",
+        on_click="ignore",
+    )
+    st.caption("With this experiment's settings (not the what-if).")
+
+
+def show_results(exp: Experiment, estore: ExperimentStore) -> None:
+    results = _results(str(exp.path), _stamp(exp))
+    if results is None:
+        st.warning("The experiment is done but its results cannot be read; run it again to rewrite them.")
+        return
+    s = results["summary"]
+    names = list(s["label_names"])
+    headline(s)
+    mismatches(results, names, s["threshold"])
+    chosen = threshold_tools(exp, estore, results, names)
+    model_comparison(results, names)
+    suspects(exp, results, names, chosen)
+    downloads(exp)
+
+
+# --------------------------------------------------------------------------- a new experiment
+@st.cache_data(max_entries=16, show_spinner="Reading the training data…")
+def _label_names(config_json: str) -> list[str]:
+    return list(load_dataset(DataConfig(**json.loads(config_json))).label_names)
+
+
+def _config_json(config: DataConfig) -> str:
+    return json.dumps(dataclasses.asdict(config), sort_keys=True)
+
+
+def training_data() -> DataConfig | None:
+    run = current_run()
+    sources = [k for k in SOURCES if k != "run" or run is not None]
+    source = st.radio(
+        "Training set",
+        sources,
+        format_func=SOURCES.get,
+        horizontal=True,
+        **kept("prune_source", sources[0], options=sources),
+    )
+    if source == "run":
+        st.caption(escape_markdown(f"Run {run.id}: {run.config.data.path}"))
+        return run.config.data
+    if source == "demo":
+        return DataConfig(path=DEMO_TRAIN)
+    c1, c2, c3 = st.columns([4, 1, 2])
+    path = c1.text_input("Path", placeholder="/data/train.jsonl", **kept("prune_path", "")).strip()
+    fmt = c2.selectbox("Format", FORMATS, **kept("prune_format", "auto", options=FORMATS))
+    names = c3.text_input(
+        "Label names (optional)",
+        placeholder="entailment, neutral, contradiction",
+        **kept("prune_label_names", ""),
+    )
+    if not path:
+        return None
+    try:
+        return DataConfig(path=path, format=fmt, label_names=parse_names(names))
+    except CartomapError as err:
+        show_error(err)
+        return None
+
+
+def new_experiment(estore: ExperimentStore) -> None:
+    data = training_data()
+    label_names: list[str] = []
+    if data is not None:
+        try:
+            label_names = _label_names(_config_json(data))
+        except CartomapError as err:
+            show_error(err)
+    c1, c2 = st.columns(2)
+    test_path = c1.text_input(
+        "Test set (required)",
+        help="Read with the training set's column mapping. Model 0 and Model 1 are compared on it.",
+        **kept("prune_test", DEMO_DEV),
+    ).strip()
+    dev_path = c2.text_input(
+        "Dev set (optional)",
+        help="Model 0 and Model 1 are evaluated at their best dev epoch; without one, at the last epoch.",
+        **kept("prune_dev", ""),
+    ).strip()
+
+    options = pruning.all_categories(len(label_names)) if label_names else ["P1G0"]
+    c1, c2, c3, c4 = st.columns([1, 1, 4, 2])
+    folds = c1.number_input("Folds", 2, 50, step=1, **kept("prune_folds", 10))
+    fold_seed = c2.number_input("Fold seed", 0, 2**31 - 1, step=1, **kept("prune_fold_seed", 0))
+    categories = c3.multiselect(
+        "Categories to prune",
+        options,
+        format_func=lambda c: pruning.category_label(c, label_names),
+        help="PXGY: the model predicts class X, the gold label is Y. The paper prunes P1G0 "
+        "(predicted neutral, gold entailment).",
+        **kept("prune_categories", ["P1G0"], options=options),
+    )
+    threshold = c4.number_input(
+        "Threshold",
+        0.0,
+        100.0,
+        step=0.5,
+        help="Prune model confidence above this (paper: 2.0; 4.0 stricter)",
+        **kept("prune_threshold", 2.0),
+    )
+    default = (
+        current_run().config.model.name_or_path if current_run() is not None else ModelConfig().name_or_path
+    )
+    c1, c2, c3, c4, c5, c6 = st.columns([3, 1, 1, 1, 1, 1])
+    model = c1.text_input(
+        "Model", help="'default' = the bundled all-MiniLM-L6-v2", **kept("prune_model", default)
+    )
+    epochs = c2.number_input("Epochs", 1, 200, step=1, help="paper: 3", **kept("prune_epochs", 3))
+    batch = c3.number_input("Batch size", 1, 4096, step=8, **kept("prune_batch", TrainConfig().batch_size))
+    lr = c4.number_input(
+        "Learning rate", 1e-7, 1.0, step=1e-5, format="%.1e", **kept("prune_lr", TrainConfig().learning_rate)
+    )
+    device = c5.selectbox("Device", DEVICES, **kept("prune_device", "auto", options=DEVICES))
+    seed = c6.number_input("Seed", 0, 2**31 - 1, step=1, **kept("prune_seed", TrainConfig().seed))
+    c1, c2 = st.columns([3, 2])
+    name = c1.text_input("Experiment name (optional)", **kept("prune_name", ""))
+    with c2:
+        model1 = st.checkbox("Train Model 1 on the pruned set", **kept("prune_model1", True))
+    if st.button("Start the experiment", type="primary", key="prune_start", disabled=data is None):
+        try:
+            if not test_path:
+                raise CartomapError("give a test set: Model 0 and Model 1 are compared on it")
+            base = RunConfig(
+                data=data,
+                dev=dataclasses.replace(data, path=dev_path, format="auto", split=None, name="")
+                if dev_path
+                else None,
+                model=ModelConfig(check_model(model), ModelConfig().max_length),
+                train=TrainConfig(
+                    epochs=int(epochs),
+                    batch_size=int(batch),
+                    learning_rate=float(lr),
+                    seed=int(seed),
+                    device=device,
+                    save_checkpoints=False,
+                ),
+                tests=(dataclasses.replace(data, path=test_path, format="auto", split=None, name=""),),
+            )
+            params = pruning.PruningParams(
+                base=base,
+                folds=int(folds),
+                fold_seed=int(fold_seed),
+                categories=tuple(categories),
+                threshold=float(threshold),
+                train_model1=bool(model1),
+            )
+            with st.spinner("Checking the data…"):
+                exp = pruning.start_pruning(params, estore, name=name.strip())
+        except CartomapError as err:
+            show_error(err)
+        else:
+            ss[EXP_KEY] = exp.id
+            state = exp.state
+            if state == "done":
+                flash("info", f"This experiment exists (done): showing {exp.id}.")
+            else:
+                flash(
+                    "success",
+                    f"Started experiment {exp.id}: it runs in the background; leaving this page does not stop it.",
+                )
+            st.rerun()
+
+
+# --------------------------------------------------------------------------- page
+def main() -> None:
+    st.title("Prune labels")
+    st.caption(
+        "Find suspected label errors by k-fold consensus: each training example is scored by a model "
+        "that did not train on it; confident mismatches of the chosen categories are pruned and Model 1 "
+        "is retrained without them (the SNLI cleaning paper)."
+    )
+    show_flashes()
+    estore = experiment_store()
+    exp = pick_experiment(estore)
+    if exp is not None:
+        try:
+            status = exp.status()
+        except (OSError, ValueError):
+            status = {"state": "unknown"}
+        state = effective_state(status)
+        if state == "done":
+            show_results(exp, estore)
+        else:
+            progress(exp, status)
+            actions(exp, estore, state)
+    with st.expander("New pruning experiment", expanded=exp is None):
+        new_experiment(estore)
+
+
+main()

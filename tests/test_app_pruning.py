@@ -1,0 +1,212 @@
+"""The Prune labels page (pages/pruning.py) under streamlit's AppTest: a finished experiment made
+without training (tests/test_pruning.py's planted label errors), a running one made of status files."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_pruning import make_finished_experiment
+
+import cartomap.jobs
+from cartomap.config import DataConfig, RunConfig, TrainConfig
+from cartomap.data import load_dataset
+from cartomap.experiments import ExperimentStore
+from cartomap.pruning import KIND, MODEL0, PruningParams, fold_role, load_results
+from cartomap.store import RunStore
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_dataset(DataConfig(path="demo:dev"))
+
+
+@pytest.fixture()
+def root(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "cache"
+    monkeypatch.setenv("CARTOMAP_CACHE", str(path))
+    monkeypatch.syspath_prepend(str(REPO))
+    return path
+
+
+@pytest.fixture()
+def spawned(monkeypatch) -> list:
+    """Replace the job launcher: record the calls, start nothing (the pid is this live process)."""
+    calls = []
+    monkeypatch.setattr(
+        cartomap.jobs, "spawn", lambda args, log, cache=None, env=None: calls.append(args) or os.getpid()
+    )
+    return calls
+
+
+def page() -> AppTest:
+    return AppTest.from_file(str(REPO / "pages" / "pruning.py"), default_timeout=60)
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def frame_with(at: AppTest, column: str):
+    return next((d.value for d in at.dataframe if column in d.value.columns), None)
+
+
+# --------------------------------------------------------------------------- a finished experiment
+def test_finished_experiment_shows_matrix_sweep_plots_and_suspects(root, demo):
+    exp, truth = make_finished_experiment(root, demo)
+    at = page().run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Prune labels"]
+    m = metrics(at)
+    assert m["Training examples"] == "60" and m["Pruned"] == "8"
+    assert m["Model 0 test accuracy"] == "60.00%" and m["Model 1 test accuracy"] == "60.00%"
+    assert m["Would be pruned"] == "8"
+    assert m["Type 1: only Model 0"] == "2" and m["Type 3: both"] == "1"  # chosen categories (P1G0)
+    matrix = frame_with(at, "G0 entailment")
+    assert (
+        matrix.loc["P1 neutral", "G0 entailment"] == 12
+        and matrix.loc["P0 entailment", "G2 contradiction"] == 5
+    )
+    sweep = frame_with(at, "chosen")
+    assert {"threshold", "P1G0", "all", "chosen"} <= set(sweep.columns)
+    suspects = at.dataframe(key="prune_suspects").value
+    assert sorted(suspects["id"]) == sorted(truth["confident"])
+    assert {"premise", "hypothesis", "gold", "predicted", "confidence"} <= set(suspects.columns)
+    assert len(at.get("plotly_chart")) == 2  # confidence histogram and change scatter
+    assert len(at.get("download_button")) == 2
+
+
+def test_what_if_counts_and_starts_model1_with_the_same_folds(root, demo, spawned):
+    exp, truth = make_finished_experiment(root, demo)
+    at = page().run()
+    at.slider(key=f"_kept_prune_whatif_threshold_{exp.id}").set_value(0.5).run()
+    assert not at.exception, at.exception
+    assert metrics(at)["Would be pruned"] == "12"
+    assert len(at.dataframe(key="prune_suspects").value) == 12  # the weak ones too
+    assert load_results(exp)["summary"]["n_pruned"] == 8  # the experiment itself is unchanged
+    at.button(key="prune_whatif_start").click().run()
+    assert not at.exception, at.exception
+    store = ExperimentStore(root)
+    (new,) = [e for e in store.list(KIND) if e.id != exp.id]
+    params, old = PruningParams.from_dict(new.params), PruningParams.from_dict(exp.params)
+    assert params.threshold == 0.5 and params.replace(threshold=2.0) == old  # same base, folds, seed
+    assert spawned == [["experiment", "run", new.id, "--job"]]
+    assert at.session_state["prune_exp_id"] == new.id
+
+
+def test_suspects_go_to_the_data_map_of_model0(root, demo):
+    exp, truth = make_finished_experiment(root, demo)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at.switch_page("pages/pruning.py").run()
+    assert not at.exception, at.exception
+    first = at.dataframe(key="prune_suspects").value["id"].iloc[0]
+    assert at.button(key="prune_focus_one").disabled  # no row selected yet
+    at.session_state["prune_suspects"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+    at.run()
+    at.button(key="prune_focus_one").click().run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Data map"]
+    assert at.session_state["selected_ids"] == [first] and at.session_state["dm_focus"] == first
+    assert any(t.value.startswith(f"id: {first}") for t in at.text)  # the focused example is shown
+
+    at.switch_page("pages/pruning.py").run()
+    at.button(key="prune_focus_all").click().run()
+    assert not at.exception, at.exception
+    model0 = exp.run_ids()[MODEL0]
+    assert at.session_state["run_id"] == model0
+    assert sorted(at.session_state["selected_ids"]) == sorted(truth["confident"])
+    assert [t.value for t in at.title] == ["Data map"]
+    table = next(d.value for d in at.dataframe if "premise" in d.value.columns)
+    assert sorted(table["id"]) == sorted(truth["confident"])
+
+
+def test_experiment_without_model1_renders(root, demo):
+    make_finished_experiment(root, demo, with_model1=False)
+    at = page().run()
+    assert not at.exception, at.exception
+    assert metrics(at)["Model 1 test accuracy"] == "–"
+    assert any("Model 1 was not trained" in c.value for c in at.caption)
+    assert len(at.get("plotly_chart")) == 1
+
+
+# --------------------------------------------------------------------------- a running experiment
+def test_running_experiment_shows_progress_and_cancel(root, demo):
+    data = demo.subset(list(range(30)))
+    params = PruningParams(
+        base=RunConfig(data=DataConfig(path="demo:dev"), dev=None, tests=(DataConfig(path="demo:dev"),)),
+        folds=3,
+        cache=str(root),
+    )
+    store = ExperimentStore(root)
+    exp = store.create(KIND, params.to_dict(), name="busy")
+    runs = RunStore(root)
+    done = runs.create(RunConfig(data=DataConfig(path="demo:dev"), dev=None, name="m0"), data, None)
+    done.set_status(state="done", epochs_done=4, epochs=4)
+    busy = runs.create(
+        RunConfig(data=DataConfig(path="demo:dev"), dev=None, train=TrainConfig(seed=7)), data, None
+    )
+    busy.set_status(
+        state="running",
+        epoch=2,
+        epochs=4,
+        step=3,
+        steps_per_epoch=10,
+        global_step=13,
+        total_steps=40,
+        loss=1.0912,
+        eta_s=30,
+    )
+    exp.record_run(MODEL0, done.id)
+    exp.record_run(fold_role(0), busy.id)
+    exp.set_status(
+        state="running", phase="training", role=fold_role(0), run_id=busy.id, runs_done=1, runs_planned=4
+    )
+    run_lock = busy.acquire_lock()
+    with open(exp.path / "experiment.lock", "a") as handle:  # as the experiment job would hold it
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            at = page().run()
+            assert not at.exception, at.exception
+            (bar,) = at.get("progress")
+            assert "running" in bar.proto.text and "1/5 runs done" in bar.proto.text
+            assert any("Training Model F0" in c.value for c in at.caption)
+            table = frame_with(at, "time left")
+            assert table["model"].tolist() == ["Model 0", "Model F0"]
+            assert table["state"].tolist() == ["done", "running"]
+            assert table["epoch"].tolist()[1] == "2/4" and table["step"].tolist()[1] == "3/10"
+            assert not exp.cancel_requested()
+            at.button(key=f"prune_cancel_{exp.id}").click().run()
+            assert exp.cancel_requested() and exp.status()["state"] == "running"  # nothing killed
+        finally:
+            run_lock.close()
+    at = page().run()  # the job is gone: interrupted, with a Resume button
+    assert at.button(key=f"prune_resume_{exp.id}").label == "Resume"
+
+
+# --------------------------------------------------------------------------- starting one
+def test_new_experiment_form_starts_a_job(root, spawned):
+    at = page().run()
+    assert not at.exception, at.exception
+    assert any("No pruning experiments yet" in c.value for c in at.caption)
+    cats = at.multiselect(key="_kept_prune_categories")
+    assert cats.value == ["P1G0"] and len(cats.options) == 6
+    assert any("predicted neutral, gold entailment" in o for o in cats.options)
+    at.number_input(key="_kept_prune_threshold").set_value(4.0).run()
+    at.number_input(key="_kept_prune_folds").set_value(5).run()
+    at.text_input(key="_kept_prune_test").set_value("").run()
+    at.button(key="prune_start").click().run()
+    assert any("test set" in e.value for e in at.error) and not spawned
+    at.text_input(key="_kept_prune_test").set_value("demo:dev").run()
+    at.button(key="prune_start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (exp,) = ExperimentStore(root).list(KIND)
+    params = PruningParams.from_dict(exp.params)
+    assert params.threshold == 4.0 and params.folds == 5 and params.categories == ("P1G0",)
+    assert params.base.data.path == "demo:train" and params.base.tests[0].path == "demo:dev"
+    assert params.base.train.save_checkpoints is False and params.cache == str(root.resolve())
+    assert spawned == [["experiment", "run", exp.id, "--job"]]
