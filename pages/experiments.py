@@ -1,0 +1,628 @@
+"""Experiments page: training-order curricula (RoNLI, METHODS.md section 4) and dataset combinations
+(WaNLI Table 3), each a grid of runs trained by one background job.
+
+Layout only: parameters are built and checked by ``cartomap.experiment_forms``, experiments are
+``cartomap.curriculum_experiment`` kinds started with ``cartomap.experiments.start_experiment``
+(one job process that trains every run in turn), and their results are read from the experiment
+folder. A running experiment is polled with ``st.fragment(run_every=...)``.
+Session state: ``xp_*`` (curricula) and ``xc_*`` (combinations) widget values, kept with
+``pages.common.kept``; ``xp_selected`` / ``xc_selected`` hold the experiment shown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from pathlib import Path
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from cartomap import experiment_forms as forms
+from cartomap import experiments
+from cartomap.cli import experiment_report
+from cartomap.config import DEMO_DEV, DEMO_TRAIN, ModelConfig, OrderConfig, RunConfig, TrainConfig
+from cartomap.curricula import CURRICULA, DIFFICULTIES
+from cartomap.curriculum_experiment import create_combination, create_curriculum
+from cartomap.data import TextDataset, load_dataset
+from cartomap.errors import CartomapError
+from cartomap.experiments import Experiment, ExperimentStore
+from cartomap.forms import ACTIVE_STATES, DEVICES, parse_names
+from cartomap.jobs import tail
+from cartomap.similarity import load_similarity
+from cartomap.uploads import MAX_UPLOAD_MB, UPLOAD_TYPES, save_upload
+from pages.common import escape_markdown, flash, get_store, kept, show_error, show_flashes
+
+POLL_S = 1.0
+FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
+TRAIN_SOURCES = {
+    "demo": "Bundled demo (1,600 NLI pairs)",
+    "path": "A file on this machine",
+    "upload": "Upload",
+}
+DEV_SOURCES = {"demo": "Bundled demo dev set (400 NLI pairs)", "path": "A file on this machine"}
+COMBO_DEV_SOURCES = {"none": "None (last epoch)", **DEV_SOURCES}
+DIFFICULTY_LABELS = {
+    "paper": "paper: 1 - c + v if c > 0.5 else 3 - c - v",
+    "code": "public code: (1 - correctness) + (1 - v if v < 0.5 else v)",
+}
+RESUMABLE = ("failed", "cancelled", "interrupted", "exited")
+DEFAULT_TRAIN = TrainConfig()
+ss = st.session_state
+store = get_store()
+xstore = ExperimentStore(store.root)
+
+
+# --------------------------------------------------------------------------- cached loading
+def _stamp(path: str) -> tuple:
+    try:
+        stat = Path(path).expanduser().stat()
+        return (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        return ()
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading the training set…")
+def _training_set(config_json: str, stamp: tuple) -> TextDataset:
+    return load_dataset(RunConfig.from_dict({"data": json.loads(config_json)}).data)
+
+
+@st.cache_data(max_entries=4, show_spinner="Counting tokens…")
+def _lengths(key: str, model: str, max_length: int, _examples: pd.DataFrame):
+    return forms.token_lengths(_examples, model, max_length)
+
+
+# --------------------------------------------------------------------------- shared form parts
+def _columns_form(prefix: str) -> dict:
+    """Column mapping and class order of the files (the demo sets keep their own)."""
+    with st.expander("Columns and classes of the files"):
+        c1, c2, c3, c4 = st.columns([3, 2, 2, 1])
+        text = c1.text_input(
+            "Text columns",
+            help="premise,hypothesis or one column",
+            **kept(f"{prefix}_text", "premise, hypothesis"),
+        )
+        label = c2.text_input("Label column", **kept(f"{prefix}_label", "label")).strip()
+        ident = c3.text_input("Id column (blank: generate)", **kept(f"{prefix}_id", "id")).strip()
+        fmt = c4.selectbox("Format", FORMATS, **kept(f"{prefix}_format", "auto", options=FORMATS))
+    names = st.text_input(
+        "Label names (optional)",
+        placeholder="entailment, neutral, contradiction",
+        help="Class order, comma-separated: needed for integer labels, and fixes the order of the "
+        "per-class tables. String labels are found by themselves.",
+        **kept(f"{prefix}_label_names", ""),
+    )
+    return {
+        "text_columns": tuple(c.strip() for c in text.split(",") if c.strip()),
+        "label_column": label,
+        "id_column": ident,
+        "format": fmt,
+        "label_names": names,
+    }
+
+
+def _model_form(prefix: str, default_epochs: int = DEFAULT_TRAIN.epochs) -> dict:
+    c1, c2 = st.columns([3, 1])
+    model = c1.text_input(
+        "Model",
+        help="'default' = the bundled all-MiniLM-L6-v2 encoder, or a local checkpoint folder",
+        **kept(f"{prefix}_model", ModelConfig().name_or_path),
+    )
+    device = c2.selectbox("Device", DEVICES, **kept(f"{prefix}_device", "auto", options=DEVICES))
+    c1, c2, c3, c4 = st.columns(4)
+    return {
+        "model": model,
+        "device": device,
+        "epochs": c1.number_input("Epochs", 1, 200, step=1, **kept(f"{prefix}_epochs", default_epochs)),
+        "batch_size": c2.number_input(
+            "Batch size", 1, 4096, step=8, **kept(f"{prefix}_batch", DEFAULT_TRAIN.batch_size)
+        ),
+        "learning_rate": c3.number_input(
+            "Learning rate",
+            1e-7,
+            1.0,
+            step=1e-5,
+            format="%.1e",
+            **kept(f"{prefix}_lr", DEFAULT_TRAIN.learning_rate),
+        ),
+        "max_length": c4.number_input(
+            "Max tokens", 8, 4096, step=16, **kept(f"{prefix}_max_length", ModelConfig().max_length)
+        ),
+    }
+
+
+def _upload(prefix: str) -> str:
+    """An uploaded training file saved under the cache (content-addressed); its path or ''."""
+    size_limit = (
+        {"max_upload_size": MAX_UPLOAD_MB}
+        if "max_upload_size" in inspect.signature(st.file_uploader).parameters
+        else {}
+    )
+    uploaded = st.file_uploader(
+        f"Training file (up to {MAX_UPLOAD_MB} MB)",
+        type=list(UPLOAD_TYPES),
+        key=f"{prefix}_upload",
+        **size_limit,
+    )
+    if uploaded is None:
+        ss.pop(f"{prefix}_upload_path", None)
+    elif ss.get(f"_{prefix}_upload_id") != uploaded.file_id:
+        try:
+            saved = save_upload(uploaded.getvalue(), uploaded.name, store.root)
+        except CartomapError as err:
+            show_error(err)
+        else:
+            ss[f"{prefix}_upload_path"] = str(saved.resolve())
+            ss[f"_{prefix}_upload_id"] = uploaded.file_id
+    return ss.get(f"{prefix}_upload_path", "")
+
+
+def _source(
+    prefix: str, label: str, choices: dict, default: str, demo_path: str, upload: bool = False
+) -> str:
+    """A dataset picked as the demo, a path (or an upload); its path ('' when none given)."""
+    c1, c2 = st.columns([2, 3])
+    source = c1.radio(
+        label,
+        list(choices),
+        format_func=choices.get,
+        **kept(f"{prefix}_source", default, options=list(choices)),
+    )
+    if source == "demo":
+        return demo_path
+    if source == "none":
+        return "none"
+    if source == "upload" and upload:
+        with c2:
+            return _upload(prefix)
+    return c2.text_input(
+        f"{label} path",
+        placeholder="/data/file.jsonl (JSON Lines, CSV, TSV, Parquet, saved HF dataset), or demo:dev",
+        **kept(f"{prefix}_path", ""),
+    ).strip()
+
+
+def _test_sets_form(prefix: str) -> str:
+    return st.text_area(
+        "Test sets (one per line: PATH or NAME = PATH)",
+        placeholder="snli/test = /data/snli/test.jsonl.gz\nhans = /data/hans.jsonl\ndemo:dev",
+        help="Every run is evaluated on all of them after every epoch; NAME labels the results. The "
+        "bundled demo dev set is demo:dev.",
+        **kept(f"{prefix}_tests", ""),
+    )
+
+
+def _configs(mapping: dict, train_path: str, dev_path: str | None, tests_text: str):
+    """(training set, validation set or None, test sets) as DataConfigs; raises DataError."""
+    names = parse_names(mapping["label_names"])
+    common = {k: mapping[k] for k in ("text_columns", "label_column", "id_column", "format")}
+
+    def config(path: str, name: str = ""):
+        return forms.data_config(path, label_names=names, name=name, **common)
+
+    if not train_path:
+        raise CartomapError("no training set: pick the demo, enter a path or upload a file")
+    train = config(train_path)
+    dev = None if dev_path in (None, "none") else config(dev_path)
+    tests = tuple(config(path, name) for name, path in forms.parse_test_sets(tests_text))
+    return train, dev, tests
+
+
+# --------------------------------------------------------------------------- experiment display
+def _experiment_table(kind: str, selected_key: str) -> Experiment | None:
+    """The table of experiments of ``kind`` and a picker; returns the one picked (or None)."""
+    try:
+        table = xstore.table(kind)
+    except (OSError, ValueError, KeyError):  # an experiment folder being written or deleted right now
+        st.caption("The experiments cannot be read right now; reload the page.")
+        return None
+    if table.empty:
+        st.caption(f"No {kind} experiments yet in {xstore.dir}.")
+        return None
+    st.dataframe(table.drop(columns=["kind"]), hide_index=True, key=f"{selected_key}_table")
+    ids = table["id"].tolist()
+    labels = {i: f"{n} ({i})" if n else i for i, n in zip(ids, table["name"], strict=True)}
+    default = ss.get(selected_key) if ss.get(selected_key) in ids else ids[0]
+    chosen = st.selectbox(
+        "Experiment", ids, format_func=labels.get, **kept(selected_key, default, options=ids)
+    )
+    return xstore.get(chosen)
+
+
+def _run_status(run_id: str) -> dict | None:
+    if not run_id:
+        return None
+    try:
+        return store.get(run_id).status()
+    except (CartomapError, OSError, ValueError):
+        return None
+
+
+def _show_progress(exp: Experiment, status: dict) -> None:
+    view = forms.experiment_progress(status, _run_status(status.get("run_id")))
+    state = view["state"]
+    st.progress(
+        view["fraction"], text=f"Experiment {exp.id}: {state} · {view['phase']} · runs {view['runs']}"
+    )
+    c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
+    c1.metric("Training", view["role"])
+    c2.metric("Epoch", view["epoch"])
+    c3.metric("Step", view["step"])
+    c4.metric("Loss", view["loss"])
+    if view["run_id"]:
+        st.caption(f"Run {view['run_id']}")
+    if state == "queued":
+        st.caption("Waiting for the experiment job to start…")
+    elif state == "exited":
+        st.warning("The experiment job exited before it started. The end of its log:")
+        st.code(tail(exp.path / "job.log") or "(empty log)", language=None)
+    elif state == "failed":
+        st.error("The experiment failed:")
+        st.code(str(view["error"] or "see log.txt in the experiment folder"), language=None)
+    elif state == "cancelled":
+        st.info("Cancelled. Resume continues with the runs not yet done (finished runs are kept).")
+    elif state == "interrupted":
+        st.warning("The experiment job stopped without finishing (killed or crashed). Resume continues it.")
+
+
+@st.fragment(run_every=POLL_S)
+def _live_progress(exp_path: str, first_state: str) -> None:
+    exp = Experiment(Path(exp_path))
+    try:
+        status = exp.status()
+    except (OSError, ValueError):
+        st.rerun()
+        return
+    if forms.experiment_progress(status)["state"] not in ACTIVE_STATES and first_state in ACTIVE_STATES:
+        st.rerun()  # the whole page: a finished experiment draws its results
+    _show_progress(exp, status)
+
+
+def _progress_and_actions(exp: Experiment) -> str:
+    """Progress (live while active), Cancel / Resume; returns the effective state."""
+    status = exp.status()
+    state = forms.experiment_progress(status)["state"]
+    if state in ACTIVE_STATES:
+        _live_progress(str(exp.path), state)
+    elif state != "done":
+        _show_progress(exp, status)
+    if state == "running":
+        if st.button("Cancel experiment", key=f"cancel_{exp.id}", help="Stops after the current step"):
+            exp.request_cancel()
+            st.info("Cancel requested: the job stops after the current training step.")
+    elif state in RESUMABLE and st.button("Resume", key=f"resume_{exp.id}", type="primary"):
+        try:
+            experiments.start_experiment(exp, xstore)
+        except CartomapError as err:
+            show_error(err)
+        else:
+            flash("success", f"Resumed experiment {exp.id}.")
+            st.rerun()
+    return state
+
+
+def _report_download(exp: Experiment) -> None:
+    try:
+        report = experiment_report(exp, xstore.runs)
+    except (CartomapError, KeyError, OSError, ValueError) as err:
+        show_error(f"no report: {err}")
+        return
+    st.download_button(
+        "Download the report (markdown)",
+        report,
+        file_name=f"experiment-{exp.id}.md",
+        mime="text/markdown",
+        key=f"report_{exp.id}",
+    )
+
+
+def _curriculum_results(exp: Experiment) -> None:
+    summary = exp.result("summary") or {}
+    best = exp.result("best")
+    if best is None:
+        st.warning("This experiment has no results folder (finished by an older version?).")
+        return
+    tests = summary.get("test_sets") or []
+    first = tests[0] if tests else best["test_set"].iloc[0]
+    st.subheader("Best run on validation, per method")
+    st.caption(
+        f"Per method, the seed whose best epoch (on validation) has the highest validation accuracy, scored on "
+        f"the test set {first} (RoNLI's protocol)."
+    )
+    cols = [
+        c
+        for c in ("method", "seed", "epoch", "dev_accuracy", "accuracy", "micro_f1", "macro_f1", "run_id")
+        if c in best
+    ]
+    st.dataframe(best[cols], hide_index=True, key=f"best_{exp.id}")
+    st.subheader("All seeds: mean ± std")
+    st.dataframe(forms.mean_std_table(exp.result("aggregate")), hide_index=True, key=f"agg_{exp.id}")
+    per_class = exp.result("per_class")
+    st.subheader("Per class (best run per method)")
+    c1, c2 = st.columns([3, 2])
+    c1.dataframe(
+        per_class[["method", "class", "precision", "recall", "f1", "support"]].round(4),
+        hide_index=True,
+        key=f"cls_{exp.id}",
+    )
+    classes = per_class[~per_class["class"].isin(["micro", "macro"])]
+    fig = px.bar(
+        classes, x="class", y="f1", color="method", barmode="group", range_y=[0, 1], title="F1 per class"
+    )
+    c2.plotly_chart(fig, key=f"f1_{exp.id}", width="stretch", config={"displaylogo": False})
+    curves = exp.result("curves")
+    if curves is not None and not curves.empty and curves["dev_accuracy"].notna().any():
+        curves = curves.assign(run=curves["method"] + " seed " + curves["seed"].astype(str))
+        fig = px.line(
+            curves,
+            x="epoch",
+            y="dev_accuracy",
+            color="method",
+            line_group="run",
+            hover_data=["seed", "test_accuracy", "train_loss"],
+            markers=True,
+            range_y=[0, 1],
+            title="Validation accuracy per epoch (one line per run)",
+        )
+        st.plotly_chart(fig, key=f"curves_{exp.id}", width="stretch", config={"displaylogo": False})
+    sentences = forms.significance_sentences(exp.result("significance") or {})
+    st.subheader("Significance")
+    if sentences:
+        for line in sentences:
+            st.markdown(escape_markdown(line))
+    else:
+        st.caption("One method only: nothing to compare.")
+    with st.expander("Every run and test set"):
+        st.dataframe(exp.result("runs"), hide_index=True, key=f"runs_{exp.id}")
+    _report_download(exp)
+
+
+def _combination_results(exp: Experiment) -> None:
+    table3 = exp.result("table3")
+    if table3 is None:
+        st.warning("This experiment has no results folder (finished by an older version?).")
+        return
+    st.subheader("Accuracy per training set (rows) and test set (columns)")
+    st.caption(
+        "Mean accuracy over the seeds, at each run's epoch best on validation; ★ = best of the column."
+    )
+    st.dataframe(forms.marked_matrix(table3), hide_index=True, key=f"t3_{exp.id}")
+    st.subheader("Every run")
+    st.dataframe(exp.result("runs"), hide_index=True, key=f"c_runs_{exp.id}")
+    _report_download(exp)
+
+
+def _show_experiment(exp: Experiment, results) -> None:
+    with st.container(border=True):
+        st.markdown(f"**Experiment** `{exp.id}` {escape_markdown(exp.spec.get('name') or '')}")
+        state = _progress_and_actions(exp)
+        with st.expander("Parameters"):
+            st.json(exp.params, expanded=1)
+        if state == "done":
+            results(exp)
+
+
+def _start(create, params, name: str, selected_key: str) -> None:
+    try:
+        exp = create(params, xstore, name=name.strip())
+    except CartomapError as err:
+        show_error(err)
+        return
+    state = exp.state
+    if state == "done":
+        flash("info", f"These settings were run before: experiment {exp.id} is done, showing its results.")
+    elif exp.is_locked():
+        flash("info", f"Experiment {exp.id} is already running: following it.")
+    else:
+        try:
+            experiments.start_experiment(exp, xstore)
+        except CartomapError as err:
+            show_error(err)
+            return
+        flash(
+            "success",
+            f"Started experiment {exp.id}: it trains in the background; leaving this page does not stop it.",
+        )
+    ss[selected_key] = exp.id
+    st.rerun()
+
+
+# --------------------------------------------------------------------------- tab 1: curricula
+def _stage_preview(train, values: dict, methods: list[str], difficulty: str, seed: int) -> None:
+    """Plan.stage_table of a chosen order, from a finished baseline run's data map on this training set."""
+    if not st.checkbox("Preview the stages of an order", **kept("xp_preview", False)):
+        return
+    options = list(forms.ORDER_DESCRIPTIONS)
+    default = next((m for m in methods if m in CURRICULA), methods[0] if methods else "cart-stra++")
+    order_name = st.selectbox("Order", options, **kept("xp_preview_order", default, options=options))
+    try:
+        dataset = _training_set(json.dumps(dataclasses.asdict(train)), _stamp(train.path))
+    except CartomapError as err:
+        show_error(err)
+        return
+    baseline = forms.find_baseline(store, dataset.fingerprint())
+    if baseline is None:
+        st.info(
+            "No finished run with a data map on this training set yet: the preview uses one. The experiment "
+            "trains one first (its 'datamap' run), or train one on the Train page."
+        )
+        return
+    order = OrderConfig(name=order_name, difficulty=difficulty)
+    examples = dataset.frame[["id", "label", *dataset.text_columns]]
+    lengths = similarity = None
+    try:
+        if order_name == "length":
+            lengths = _lengths(dataset.fingerprint(), values["model"], int(values["max_length"]), examples)
+        if order_name == "sts":
+            similarity = load_similarity(baseline)
+            if similarity is None:
+                st.info(
+                    f"STS-CL needs premise-hypothesis similarities: compute them for run {baseline.id} on the "
+                    "Artifacts page (or `cartomap similarity RUN`)."
+                )
+                return
+        table = forms.plan_preview(
+            order,
+            examples,
+            batch_size=int(values["batch_size"]),
+            epochs=int(values["epochs"]),
+            seed=seed,
+            label_names=dataset.label_names,
+            metrics=baseline.metrics(),
+            lengths=lengths,
+            similarity=similarity,
+        )
+    except CartomapError as err:
+        show_error(err)
+        return
+    st.caption(
+        f"{order_name}: {forms.ORDER_DESCRIPTIONS[order_name]}. Data map of run {baseline.id}; seed {seed}. "
+        "pool_size counts oversampled repeats; the class columns count the pool."
+    )
+    st.dataframe(table, hide_index=True, key="xp_preview_table")
+
+
+def curricula_tab() -> None:
+    st.subheader("New curriculum experiment")
+    st.caption(
+        "Every method trains once per seed for the same number of steps (RoNLI's fair comparison); an extra "
+        "baseline run records the data map that the cartography orders sort by."
+    )
+    train_path = _source("xp_train", "Training set", TRAIN_SOURCES, "demo", DEMO_TRAIN, upload=True)
+    dev_path = _source("xp_dev", "Validation set", DEV_SOURCES, "demo", DEMO_DEV)
+    tests_text = _test_sets_form("xp")
+    mapping = _columns_form("xp")
+    values = _model_form("xp")
+    methods = st.multiselect(
+        "Methods (training orders)",
+        list(forms.ORDER_DESCRIPTIONS),
+        format_func=lambda m: f"{m}: {forms.ORDER_DESCRIPTIONS[m]}",
+        **kept("xp_methods", list(forms.DEFAULT_METHODS), options=list(forms.ORDER_DESCRIPTIONS)),
+    )
+    c1, c2, c3, c4 = st.columns([2, 3, 2, 2])
+    seeds_text = c1.text_input("Seeds", help="e.g. 0-4 or 0, 1, 7", **kept("xp_seeds", forms.DEFAULT_SEEDS))
+    difficulty = c2.selectbox(
+        "Cart-CL++ difficulty",
+        DIFFICULTIES,
+        format_func=DIFFICULTY_LABELS.get,
+        **kept("xp_difficulty", "paper", options=DIFFICULTIES),
+    )
+    compare = None
+    if len(methods) >= 2:
+        a = c3.selectbox(
+            "Mann-Whitney: method A", methods, **kept("xp_compare_a", methods[0], options=methods)
+        )
+        b = c4.selectbox("… against B", methods, **kept("xp_compare_b", methods[-1], options=methods))
+        compare = (a, b)
+    name = st.text_input("Experiment name (optional)", **kept("xp_name", ""))
+    try:
+        seeds = forms.parse_seeds(seeds_text)
+        train, dev, tests = _configs(mapping, train_path, dev_path, tests_text)
+    except CartomapError as err:
+        seeds, train = (0,), None
+        form_error = err
+    else:
+        form_error = None
+    if train is not None:
+        with st.expander("Stage preview", expanded=bool(ss.get("xp_preview"))):
+            _stage_preview(train, values, methods, difficulty, seeds[0])
+    if st.button("Start curriculum experiment", type="primary", key="xp_start"):
+        if form_error is not None:
+            show_error(form_error)
+        else:
+            try:
+                params = forms.build_curriculum_params(
+                    train=train,
+                    dev=dev,
+                    tests=tests,
+                    methods=methods,
+                    seeds=seeds,
+                    difficulty=difficulty,
+                    compare=compare,
+                    **values,
+                )
+                with st.spinner("Checking the data…"):
+                    forms.check_data(params.base)
+            except CartomapError as err:
+                show_error(err)
+            else:
+                _start(create_curriculum, params, name, "xp_selected")
+    st.subheader("Curriculum experiments")
+    exp = _experiment_table("curriculum", "xp_selected")
+    if exp is not None:
+        _show_experiment(exp, _curriculum_results)
+
+
+# --------------------------------------------------------------------------- tab 2: combinations
+def combinations_tab() -> None:
+    st.subheader("New dataset combination experiment")
+    st.caption(
+        "Training sets A, A + B (B added) and A ◇ B (as many random examples of A replaced by B), every run "
+        "evaluated on all test sets: the WaNLI paper's Table 3."
+    )
+    c1, c2 = st.columns([3, 1])
+    a_path = c1.text_input(
+        "Dataset A path", placeholder="/data/mnli/train.jsonl.gz or demo:train", **kept("xc_a", "")
+    ).strip()
+    a_name = c2.text_input("Name of A", **kept("xc_a_name", "A"))
+    c1, c2 = st.columns([3, 1])
+    b_path = c1.text_input(
+        "Dataset B path", placeholder="/data/wanli/train.jsonl.gz", **kept("xc_b", "")
+    ).strip()
+    b_name = c2.text_input("Name of B", **kept("xc_b_name", "B"))
+    modes = st.multiselect(
+        "Training sets",
+        list(forms.MODES),
+        format_func=forms.MODE_DESCRIPTIONS.get,
+        **kept("xc_modes", list(forms.MODES), options=list(forms.MODES)),
+    )
+    dev_path = _source("xc_dev", "Validation set", COMBO_DEV_SOURCES, "none", DEMO_DEV)
+    tests_text = _test_sets_form("xc")
+    mapping = _columns_form("xc")
+    values = _model_form("xc")
+    c1, c2 = st.columns([1, 3])
+    seeds_text = c1.text_input("Seeds", help="e.g. 0 or 0-2", **kept("xc_seeds", "0"))
+    name = c2.text_input("Experiment name (optional)", **kept("xc_name", ""))
+    if st.button("Start combination experiment", type="primary", key="xc_start"):
+        try:
+            if not a_path:
+                raise CartomapError("no dataset A: enter its path (demo:train for the bundled demo)")
+            seeds = forms.parse_seeds(seeds_text)
+            a, dev, tests = _configs(mapping, a_path, dev_path, tests_text)
+            names = parse_names(mapping["label_names"])
+            common = {k: mapping[k] for k in ("text_columns", "label_column", "id_column", "format")}
+            b = forms.data_config(b_path, label_names=names, **common) if b_path else None
+            params = forms.build_combination_params(
+                a=dataclasses.replace(a, name=a_name.strip()),
+                b=b,
+                modes=modes,
+                tests=tests,
+                seeds=seeds,
+                cache=str(store.root),
+                a_name=a_name,
+                b_name=b_name,
+                dev=dev,
+                **values,
+            )
+            with st.spinner("Checking the data…"):
+                forms.check_data(params.base, [b] if b is not None else [])
+        except CartomapError as err:
+            show_error(err)
+        else:
+            _start(create_combination, params, name, "xc_selected")
+    st.subheader("Combination experiments")
+    exp = _experiment_table("combination", "xc_selected")
+    if exp is not None:
+        _show_experiment(exp, _combination_results)
+
+
+# --------------------------------------------------------------------------- page
+st.title("Curricula & combinations")
+show_flashes()
+tab_curricula, tab_combinations = st.tabs(["Curricula", "Dataset combinations (Table 3)"])
+with tab_curricula:
+    curricula_tab()
+with tab_combinations:
+    combinations_tab()
