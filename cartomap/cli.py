@@ -726,6 +726,7 @@ def cmd_curriculum(a: argparse.Namespace) -> int:
         seeds=tuple(a.seeds),
         difficulty=a.difficulty,
         compare=tuple(a.compare) if a.compare else None,
+        datamap_epochs=a.datamap_epochs,
     )
     return _start_or_run(create_curriculum(params, store, name=a.name), store, a.background)
 
@@ -875,6 +876,9 @@ def build_parser() -> argparse.ArgumentParser:
     cu.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     cu.add_argument("--difficulty", choices=("paper", "code"), default="paper", help="Cart-CL++ score")
     cu.add_argument("--compare", nargs=2, default=None, help="the two methods of the Mann-Whitney test")
+    cu.add_argument(
+        "--datamap-epochs", type=int, default=None, help="epochs of the data-map baseline (default: --epochs)"
+    )
     _experiment_options(cu, cmd_curriculum)
 
     co = sub.add_parser("combine", help="train on A, A + B, A ◇ B and evaluate on many test sets (Table 3)")

@@ -47,10 +47,15 @@ class CurriculumParams:
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # five runs per method, as in the paper
     difficulty: str = "paper"  # Cart-CL++ score variant for the cart++ orders
     compare: tuple[str, str] | None = None  # the two methods of the Mann-Whitney test; default first and last
+    datamap_epochs: int | None = (
+        None  # epochs of the data-map baseline; None = as the grid (a map needs >= 2)
+    )
 
     def to_params(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["base"] = self.base.to_dict()
+        if d["datamap_epochs"] is None:
+            d.pop("datamap_epochs")  # ids of experiments made before this option stay the same
         return d
 
     @classmethod
@@ -62,6 +67,7 @@ class CurriculumParams:
             seeds=tuple(int(s) for s in p["seeds"]),
             difficulty=p.get("difficulty", "paper"),
             compare=compare,
+            datamap_epochs=p.get("datamap_epochs"),
         )
 
     def validate(self) -> None:
@@ -78,6 +84,13 @@ class CurriculumParams:
             raise DataError("a curriculum experiment needs a validation set (dev) to pick the best run")
         if not self.base.tests:
             raise DataError("a curriculum experiment needs at least one test set")
+        if (self.datamap_epochs or self.base.train.epochs) < 2 and any(
+            _needs_scores(m, self.difficulty) for m in self.methods
+        ):
+            raise DataError(
+                "the data-map baseline needs at least 2 epochs (variability is a spread over epochs); "
+                "set datamap_epochs"
+            )
         if self.compare and not set(self.compare) <= set(self.methods):
             raise DataError(f"compare {list(self.compare)} must name two of the methods {list(self.methods)}")
 
@@ -93,7 +106,10 @@ def method_config(params: CurriculumParams, method: str, seed: int, scores: str)
 def datamap_config(params: CurriculumParams) -> RunConfig:
     """The baseline whose data map defines the cartography groups (first seed, dynamics recorded)."""
     base = params.base
-    train = dataclasses.replace(base.train, seed=params.seeds[0], record="train", save_checkpoints=False)
+    epochs = params.datamap_epochs or base.train.epochs
+    train = dataclasses.replace(
+        base.train, seed=params.seeds[0], record="train", save_checkpoints=False, epochs=epochs
+    )
     return base.replace(train=train, order=OrderConfig(), name="data map baseline")
 
 

@@ -116,3 +116,18 @@ def test_combinations_make_a_table3(tiny_model, cache, demo):
     assert sizes == [80, 100, 80]
     run = store.runs.get(exp.run_ids()["A + B@seed0"])
     assert table.loc["A + B", "T2"] == pytest.approx(run_scores(run, "T2")["accuracy"])
+
+
+def test_datamap_baseline_can_train_longer_than_the_grid(tiny_model, cache, demo):
+    from cartomap.curriculum_experiment import datamap_config, method_config
+
+    base = base_config(tiny_model, demo, cache)
+    one = base.replace(train=dataclasses.replace(base.train, epochs=1))
+    with pytest.raises(DataError, match="at least 2 epochs"):
+        CurriculumParams(base=one).validate()
+    params = CurriculumParams(base=one, datamap_epochs=3)
+    params.validate()
+    assert datamap_config(params).train.epochs == 3
+    assert method_config(params, "oversampled", 0, "").train.epochs == 1
+    assert CurriculumParams.from_params(params.to_params()) == params
+    assert "datamap_epochs" not in CurriculumParams(base=base).to_params()
