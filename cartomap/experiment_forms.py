@@ -171,6 +171,7 @@ def build_curriculum_params(
     seeds: Sequence[int],
     difficulty: str = "paper",
     compare: Sequence[str] | None = None,
+    datamap_epochs: int | None = None,
     model: str = "default",
     epochs: int = TrainConfig.epochs,
     batch_size: int = TrainConfig.batch_size,
@@ -210,6 +211,7 @@ def build_curriculum_params(
         seeds=tuple(int(s) for s in seeds),
         difficulty=difficulty,
         compare=pair,
+        datamap_epochs=datamap_epochs,
     )
     params.validate()
     return params

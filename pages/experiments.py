@@ -516,6 +516,14 @@ def curricula_tab() -> None:
         )
         b = c4.selectbox("… against B", methods, **kept("xp_compare_b", methods[-1], options=methods))
         compare = (a, b)
+    datamap_epochs = st.number_input(
+        "Data-map baseline epochs (0 = as above)",
+        0,
+        200,
+        step=1,
+        help="the cartography orders read the data map of a baseline run; a map needs at least 2 epochs",
+        **kept("xp_datamap_epochs", 0),
+    )
     name = st.text_input("Experiment name (optional)", **kept("xp_name", ""))
     try:
         seeds = forms.parse_seeds(seeds_text)
@@ -541,6 +549,7 @@ def curricula_tab() -> None:
                     seeds=seeds,
                     difficulty=difficulty,
                     compare=compare,
+                    datamap_epochs=int(datamap_epochs) or None,
                     **values,
                 )
                 with st.spinner("Checking the data…"):

@@ -51,7 +51,9 @@ def finished(tiny_model, tmp_path_factory):
         train=TrainConfig(epochs=1, batch_size=16, learning_rate=1e-3, warmup_ratio=0.0),
     )
     store = ExperimentStore(cache)
-    params = CurriculumParams(base=base, methods=("oversampled", "cart-stra++"), seeds=(0, 1))
+    params = CurriculumParams(
+        base=base, methods=("oversampled", "cart-stra++"), seeds=(0, 1), datamap_epochs=2
+    )
     exp = create_curriculum(params, store, name="tiny curricula")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a 32-wide model gains nothing from threads; on a busy CPU they cost ~10x
@@ -144,6 +146,10 @@ def test_start_builds_the_params_and_starts_the_job(root, started):
     use(at, "xp_compare_b", "cart++")
     use(at, "xp_difficulty", "code")
     at.button(key="xp_start").click().run()
+    assert "at least 2 epochs" in " ".join(errors(at))  # a 1-epoch data map has no variability
+    assert not started
+    use(at, "xp_datamap_epochs", 2)
+    at.button(key="xp_start").click().run()
     assert not at.exception and not errors(at)
     (exp,) = ExperimentStore(root).list()
     assert started == [exp]
@@ -152,7 +158,7 @@ def test_start_builds_the_params_and_starts_the_job(root, started):
     assert params.compare == ("oversampled", "cart++") and params.difficulty == "code"
     assert params.base.data.path == "demo:train" and params.base.dev.path == "demo:dev"
     assert [(t.path, t.name) for t in params.base.tests] == [("demo:dev", "held-out")]
-    assert params.base.train.epochs == 1
+    assert params.base.train.epochs == 1 and params.datamap_epochs == 2
     assert at.session_state["xp_selected"] == exp.id
     assert any(exp.id in s.value for s in at.success)
     assert at.get("progress"), "the queued experiment is followed"

@@ -73,6 +73,8 @@ def test_curriculum_command_runs_and_reports(files, cache, tiny_model, capsys):
         "1",
         "--name",
         "cli",
+        "--datamap-epochs",
+        "2",
     ]
     assert main(args) == 0
     out = capsys.readouterr().out

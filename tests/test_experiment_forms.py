@@ -77,6 +77,7 @@ def curriculum(**changes):
         methods=["oversampled", "cart++", "cart-stra++"],
         seeds=(0, 1),
         epochs=1,
+        datamap_epochs=2,
         batch_size=16,
     )
     return forms.build_curriculum_params(**{**values, **changes})
@@ -93,6 +94,7 @@ def test_build_curriculum_params():
         (dict(tests=()), "test set"),
         (dict(dev=None), "validation set"),
         (dict(methods=[]), "at least one method"),
+        (dict(datamap_epochs=None), "at least 2 epochs"),
         (dict(methods=["nope"]), "unknown method"),
         (dict(compare=("cart++", "cart++")), "two different"),
         (dict(compare=("cart++", "shuffled")), "must name two of the methods"),
