@@ -14,7 +14,8 @@ A *kind* is a small plug-in (in the spirit of Hugging Face ``evaluate``'s module
             "write results/ once every planned run is done"
 
 The runner trains the planned runs one after another (each an ordinary resumable run, so a
-killed experiment resumes where it stopped), asks the kind again (a later run may depend on
+killed experiment resumes where it stopped; a run another process is training is skipped and
+waited for, so extra workers can share the grid), asks the kind again (a later run may depend on
 earlier results, like Model 1 on the pruned set), and finalizes. With several GPUs it trains
 independent runs in parallel, one process per GPU.
 """
@@ -40,6 +41,7 @@ from .io import atomic_write_json, atomic_write_parquet, is_locked, read_json
 from .store import Run, RunStore
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
+WAIT_S = 5.0  # poll interval while every remaining run is trained by another process
 
 
 class ExperimentKind(Protocol):
@@ -307,12 +309,15 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo) -> None:
         if gpus > 1 and len(todo) > 1:
             _train_parallel(exp, todo[:gpus], store, echo)
             continue
-        role, run = todo[0]
-        exp.set_status(role=role, run_id=run.id)
+        free = [(role, run) for role, run in todo if not run.is_locked()]
+        if not free:  # every remaining run is being trained by another process: wait for one
+            exp.set_status(role=todo[0][0], run_id=todo[0][1].id, phase="waiting")
+            time.sleep(WAIT_S)
+            continue
+        role, run = free[0]
+        exp.set_status(role=role, run_id=run.id, phase="training")
         exp.log(f"training {role} ({run.id})")
         echo(f"[{exp.id}] {role}: run {run.id}")
-        if run.is_locked():
-            raise RunError(f"run {run.id} ({role}) is being trained by another process")
         run.clear_cancel()
         _train_watching_cancel(exp, run, train_run)
         if run.state != "done":

@@ -216,3 +216,34 @@ def test_cartography_order_needs_a_scores_file(tiny_model, cache, demo):
     )
     with pytest.raises(DataError, match="does not exist"):
         train_or_load(missing, RunStore(cache))
+
+
+def test_runner_waits_for_a_run_another_process_is_training(tiny_model, cache, demo, monkeypatch):
+    import threading
+
+    from cartomap import experiments
+    from cartomap.train import prepare_run
+
+    monkeypatch.setattr(experiments, "WAIT_S", 0.05)
+    kind = register(TwoStep())
+    train, _ = split_demo(demo, cache)
+    base = tiny(tiny_model, train, tests=[train], seed=11)
+    store = ExperimentStore(cache)
+    exp = store.create(kind.name, {"base": base.to_dict(), "cache": str(cache)})
+    first = prepare_run(base, store.runs)
+    handle = first.acquire_lock()  # "another process" holds the first run
+    waited = threading.Event()
+    original = experiments.time.sleep
+
+    def sleep(seconds):
+        waited.set()
+        original(seconds)
+
+    monkeypatch.setattr(experiments.time, "sleep", sleep)
+    runner = threading.Thread(target=run_experiment, args=(exp, store))
+    runner.start()
+    assert waited.wait(30)
+    assert exp.status()["phase"] == "waiting"
+    handle.close()  # the other worker gave up: the runner takes the run over
+    runner.join(120)
+    assert exp.state == "done" and set(exp.run_ids()) == {"first", "second"}
