@@ -307,8 +307,10 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo) -> None:
         if not todo:
             break
         if gpus > 1 and len(todo) > 1:
-            _train_parallel(exp, todo[:gpus], store, echo)
-            continue
+            free = [(role, run) for role, run in todo if not run.is_locked()]
+            if len(free) > 1:
+                _train_parallel(exp, free[:gpus], store, echo)
+                continue
         free = [(role, run) for role, run in todo if not run.is_locked()]
         if not free:  # every remaining run is being trained by another process: wait for one
             exp.set_status(role=todo[0][0], run_id=todo[0][1].id, phase="waiting")
@@ -341,29 +343,32 @@ def _train_watching_cancel(exp: Experiment, run: Run, train_run) -> None:
 
 
 def _train_parallel(exp: Experiment, todo: list[tuple[str, Run]], store: ExperimentStore, echo) -> None:
-    """One training process per GPU (CUDA_VISIBLE_DEVICES), waited for by polling the run store."""
+    """One training process per GPU (CUDA_VISIBLE_DEVICES), waited for until every process has exited."""
     from .jobs import spawn
 
+    pids = []
     for gpu, (role, run) in enumerate(todo):
-        if run.is_locked():
-            continue
         request = run.path / "job_config.json"
         atomic_write_json(request, run.config.to_dict())
         echo(f"[{exp.id}] {role}: run {run.id} on GPU {gpu}")
-        spawn(
-            ["train", "--config", str(request), "--quiet", "--job"],
-            run.path / "job.log",
-            store.root,
-            env={"CUDA_VISIBLE_DEVICES": str(gpu)},
+        exp.log(f"training {role} ({run.id}) on GPU {gpu}")
+        pids.append(
+            spawn(
+                ["train", "--config", str(request), "--quiet", "--job"],
+                run.path / "job.log",
+                store.root,
+                env={"CUDA_VISIBLE_DEVICES": str(gpu)},
+            )
         )
-    time.sleep(5)
-    while any(r.is_locked() for _, r in todo):
+    exp.set_status(role=", ".join(role for role, _ in todo), run_id=None, phase="training in parallel")
+    while pids:
         if exp.cancel_requested():
             for _, r in todo:
                 r.request_cancel()
-        time.sleep(2)
+        pids = [pid for pid in pids if os.waitpid(pid, os.WNOHANG) == (0, 0)]
+        time.sleep(WAIT_S)
     failed = [(role, r) for role, r in todo if r.state != "done"]
-    if failed:
+    if failed and not exp.cancel_requested():
         role, r = failed[0]
         raise RunError(f"run {r.id} ({role}) ended {r.state}: {r.status().get('error')}")
 
