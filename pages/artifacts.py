@@ -114,6 +114,9 @@ def _run_similarity(run_path: str, stamp: tuple) -> pd.DataFrame | None:
     return load_similarity(Run(Path(run_path)))
 
 
+PLURAL = {"hypothesis": "hypotheses", "premise": "premises", "text": "texts"}
+
+
 def _done(name: str) -> bool:
     return name in st.session_state.get(DONE, set())
 
@@ -184,7 +187,7 @@ def lexical_section(data: TextDataset, key: str, balanced: bool) -> None:
         return
     significant = table[table["significant"]]
     st.caption(
-        f"Gardner et al. (2021): every word of the {field}s in at least {min_count} of the {n_used:,} examples"
+        f"Gardner et al. (2021): every word of the {PLURAL[field]} in at least {min_count} of the {n_used:,} examples"
         f"{' (label-balanced sample)' if balanced else ''}, against each label. Above the dashed line p(label | word) "
         f"is significantly above 1/{data.num_labels} (one-sided z-test, α = {alpha:g}, Bonferroni over "
         f"{len(table):,} tests): {len(significant):,} (word, label) pairs."
