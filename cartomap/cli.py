@@ -340,32 +340,42 @@ def cmd_cancel(a: argparse.Namespace) -> int:
     return 0
 
 
+class CountBar:
+    """A tqdm bar created on the first ``(done, total)`` update (nothing when quiet); close() is safe twice."""
+
+    def __init__(self, quiet: bool, unit: str, desc: str):
+        self.quiet, self.unit, self.desc, self.bar = quiet, unit, desc, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, unit=self.unit, desc=self.desc)
+        self.bar.n = done
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
 def cmd_embed(a: argparse.Namespace) -> int:
     """Compute a finished run's [CLS] embeddings (task "embeddings")."""
-    from tqdm.auto import tqdm
-
     from .embeddings import embed_run
     from .store import RunStore
 
     run = RunStore(a.cache).get(a.run)
-    bar = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal bar
-        if a.quiet:
-            return
-        if bar is None:
-            bar = tqdm(total=total, unit="ex", desc=f"embed {run.id}")
-        bar.n = done
-        bar.refresh()
+    progress = CountBar(a.quiet, "ex", f"embed {run.id}")
 
     try:
         ids, array = embed_run(
             run, batch_size=a.batch_size, device=a.device, progress=progress, force=a.force
         )
     finally:
-        if bar is not None:
-            bar.close()
+        progress.close()
     print(f"embeddings of run {run.id}: {array.shape[0]} x {array.shape[1]} in {run.path / 'embeddings.npy'}")
     return 0
 
@@ -538,22 +548,12 @@ def _run_experiment_foreground(exp, store, as_job: bool = False) -> int:
 
 def cmd_similarity(a: argparse.Namespace) -> int:
     """Premise-hypothesis similarity of a run's training pairs (task "similarity", similarity.parquet)."""
-    from tqdm.auto import tqdm
 
     from .similarity import similarity_path, similarity_run
     from .store import RunStore
 
     run = RunStore(a.cache).get(a.run)
-    bar = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal bar
-        if a.quiet:
-            return
-        if bar is None:
-            bar = tqdm(total=total, unit="sentence", desc=f"similarity {run.id}")
-        bar.n = done
-        bar.refresh()
+    progress = CountBar(a.quiet, "sentence", f"similarity {run.id}")
 
     try:
         frame = similarity_run(
@@ -566,8 +566,7 @@ def cmd_similarity(a: argparse.Namespace) -> int:
             force=a.force,
         )
     finally:
-        if bar is not None:
-            bar.close()
+        progress.close()
     print(f"similarity of run {run.id}: {len(frame)} pairs in {similarity_path(run)}")
     return 0
 

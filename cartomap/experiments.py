@@ -22,7 +22,6 @@ independent runs in parallel, one process per GPU.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -37,10 +36,9 @@ import pandas as pd
 
 from .config import RunConfig
 from .errors import RunError
-from .io import atomic_write_json, atomic_write_parquet, is_locked, read_json
-from .store import Run, RunStore
+from .io import atomic_write_json, atomic_write_parquet, read_json
+from .store import FolderState, Run, RunStore
 
-STATES = ("queued", "running", "done", "failed", "cancelled")
 WAIT_S = 5.0  # poll interval while every remaining run is trained by another process
 
 
@@ -79,7 +77,7 @@ def _load_builtin_kinds() -> None:
 
 
 @dataclass(frozen=True)
-class Experiment:
+class Experiment(FolderState):
     path: Path
 
     @property
@@ -106,37 +104,8 @@ class Experiment:
     def results_dir(self) -> Path:
         return self.path / "results"
 
-    # -- status -------------------------------------------------------------
-    def status(self) -> dict[str, Any]:
-        status = read_json(self.path / "status.json")
-        if status.get("state") == "running" and not is_locked(self.path / "experiment.lock"):
-            status["state"] = "interrupted"
-        return status
-
-    def set_status(self, **fields: Any) -> dict[str, Any]:
-        path = self.path / "status.json"
-        status = read_json(path) if path.exists() else {}
-        status.update(fields, updated_at=time.time())
-        if status.get("state") not in STATES:
-            raise ValueError(f"unknown experiment state {status.get('state')!r}")
-        atomic_write_json(path, status)
-        return status
-
-    @property
-    def state(self) -> str:
-        return self.status()["state"]
-
-    def is_locked(self) -> bool:
-        return is_locked(self.path / "experiment.lock")
-
-    def request_cancel(self) -> None:
-        (self.path / "cancel").touch()
-
-    def cancel_requested(self) -> bool:
-        return (self.path / "cancel").exists()
-
-    def clear_cancel(self) -> None:
-        (self.path / "cancel").unlink(missing_ok=True)
+    LOCK_NAME = "experiment.lock"
+    BUSY = "is already running in another process"
 
     # -- runs and results ---------------------------------------------------
     def run_ids(self) -> dict[str, str]:
@@ -266,12 +235,7 @@ def gpu_count() -> int:
 
 def run_experiment(exp: Experiment, store: ExperimentStore, *, as_job: bool = False, echo=None) -> Experiment:
     """Train every run the experiment plans (resuming finished and interrupted ones), then finalize."""
-    handle = open(exp.path / "experiment.lock", "a")  # noqa: SIM115 - held while running
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as err:
-        handle.close()
-        raise RunError(f"experiment {exp.id} is already running in another process") from err
+    handle = exp.acquire_lock()
     try:
         if not as_job:
             exp.clear_cancel()

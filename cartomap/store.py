@@ -67,8 +67,60 @@ def logits_frame(ids, logits: np.ndarray) -> pd.DataFrame:
     return frame
 
 
+class FolderState:
+    """status.json, a lock file and a cancel flag in ``self.path``: shared by runs and experiments.
+
+    The saved state "running" reads as "interrupted" when no process holds the lock any more.
+    """
+
+    path: Path
+    LOCK_NAME = "state.lock"
+    BUSY = "is busy in another process"
+
+    def status(self) -> dict[str, Any]:
+        status = read_json(self.path / "status.json")
+        if status.get("state") == "running" and not self.is_locked():
+            status["state"] = "interrupted"
+        return status
+
+    def set_status(self, **fields: Any) -> dict[str, Any]:
+        path = self.path / "status.json"
+        status = read_json(path) if path.exists() else {}
+        status.update(fields, updated_at=time.time())
+        if status.get("state") not in STATES:
+            raise ValueError(f"unknown state {status.get('state')!r}; expected one of {STATES}")
+        atomic_write_json(path, status)
+        return status
+
+    @property
+    def state(self) -> str:
+        return self.status()["state"]
+
+    def is_locked(self) -> bool:
+        return is_locked(self.path / self.LOCK_NAME)
+
+    def acquire_lock(self):
+        """Hold an exclusive lock for as long as the returned handle is open (released if the process dies)."""
+        handle = open(self.path / self.LOCK_NAME, "a")  # noqa: SIM115 - kept open on purpose
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as err:
+            handle.close()
+            raise RunError(f"{type(self).__name__.lower()} {self.path.name} {self.BUSY}") from err
+        return handle
+
+    def request_cancel(self) -> None:
+        (self.path / "cancel").touch()
+
+    def cancel_requested(self) -> bool:
+        return (self.path / "cancel").exists()
+
+    def clear_cancel(self) -> None:
+        (self.path / "cancel").unlink(missing_ok=True)
+
+
 @dataclass(frozen=True)
-class Run:
+class Run(FolderState):
     """A handle on one run folder. Reading is cheap: nothing is loaded until asked for."""
 
     path: Path
@@ -91,48 +143,8 @@ class Run:
     def label_names(self) -> tuple[str, ...]:
         return tuple(self.info["label_names"])
 
-    def status(self) -> dict[str, Any]:
-        """The saved status, with state 'interrupted' when it says running but no process holds the lock."""
-        status = read_json(self.path / "status.json")
-        if status.get("state") == "running" and not self.is_locked():
-            status["state"] = "interrupted"
-        return status
-
-    def set_status(self, **fields: Any) -> dict[str, Any]:
-        path = self.path / "status.json"
-        status = read_json(path) if path.exists() else {}
-        status.update(fields, updated_at=time.time())
-        if status.get("state") not in STATES:
-            raise ValueError(f"unknown run state {status.get('state')!r}")
-        atomic_write_json(path, status)
-        return status
-
-    @property
-    def state(self) -> str:
-        return self.status()["state"]
-
-    # -- locking: one training process per run ----------------------------
-    def is_locked(self) -> bool:
-        return is_locked(self.path / "run.lock")
-
-    def acquire_lock(self):
-        """Hold an exclusive lock for as long as the returned handle is open (released if the process dies)."""
-        handle = open(self.path / "run.lock", "a")  # noqa: SIM115 - kept open on purpose
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as err:
-            handle.close()
-            raise RunError(f"run {self.id} is already being trained by another process") from err
-        return handle
-
-    def request_cancel(self) -> None:
-        (self.path / "cancel").touch()
-
-    def cancel_requested(self) -> bool:
-        return (self.path / "cancel").exists()
-
-    def clear_cancel(self) -> None:
-        (self.path / "cancel").unlink(missing_ok=True)
+    LOCK_NAME = "run.lock"
+    BUSY = "is already being trained by another process"
 
     # -- data -------------------------------------------------------------
     def examples(self) -> pd.DataFrame:
