@@ -151,9 +151,10 @@ def bold_best(table: pd.DataFrame, columns: Sequence[str] | None = None, digits:
     (NaN as "–"). Values stay text: the Styler adds only CSS, never markup from the data."""
     css = bold_css(table, columns)
     floats = [c for c in table.columns if pd.api.types.is_float_dtype(table[c])]
-    return table.style.apply(lambda _: css, axis=None).format(
-        {c: f"{{:.{digits}f}}" for c in floats}, na_rep="–"
-    )
+    # counts made float by a missing value (epochs, seeds) stay whole numbers
+    whole = {c for c in floats if table[c].dropna().apply(float.is_integer).all() and c not in SCORE_COLUMNS}
+    formats = {c: "{:.0f}" if c in whole else f"{{:.{digits}f}}" for c in floats}
+    return table.style.apply(lambda _: css, axis=None).format(formats, na_rep="–")
 
 
 # --------------------------------------------------------------------------- per class and curves
