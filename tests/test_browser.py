@@ -10,6 +10,7 @@ Screenshots go to tests/artifacts/ (git-ignored).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -54,14 +55,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture()
-def server(tmp_path):
-    """A finished synthetic run and `streamlit run app.py` serving it; yields (url, run)."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_app_datamap import make_run
-
-    cache = tmp_path / "cache"
-    run = make_run(cache)
+@contextlib.contextmanager
+def serve(cache: Path, tmp_path: Path):
+    """`streamlit run app.py` on ``cache``; yields its URL once healthy, stops it afterwards."""
     port = _free_port()
     env = dict(os.environ, CARTOMAP_CACHE=str(cache), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     log = open(tmp_path / "streamlit.log", "wb")  # noqa: SIM115 - closed below
@@ -103,7 +99,7 @@ def server(tmp_path):
                     "streamlit did not start:\n" + (tmp_path / "streamlit.log").read_text(errors="replace")
                 )
             time.sleep(0.3)
-        yield url, run
+        yield url
     finally:
         proc.terminate()
         try:
@@ -112,6 +108,18 @@ def server(tmp_path):
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture()
+def server(tmp_path):
+    """A finished synthetic run and `streamlit run app.py` serving it; yields (url, run)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_app_datamap import make_run
+
+    cache = tmp_path / "cache"
+    run = make_run(cache)
+    with serve(cache, tmp_path) as url:
+        yield url, run
 
 
 @pytest.fixture()
@@ -286,3 +294,42 @@ def test_lasso_selects_points_in_browser(server, browser):
     band = [(0.05, 0.3), (0.45, 0.3), (0.45, 0.9), (0.05, 0.9)]
     _lasso_and_check(browser, frame, band, sampled=True, shot="browser_datamap_sampled.png")
     assert time.monotonic() - started < 120
+
+
+# --------------------------------------------------------------------------- compare two experiments
+def test_two_finished_experiments_compared_in_the_browser(tmp_path, browser):
+    """Open the Compare page from the sidebar and pick two finished experiments in its multiselect:
+    the page shows their runs side by side and each experiment's own results, without a terminal."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_compare import make_combination, make_curriculum
+
+    cache = tmp_path / "cache"
+    make_curriculum(cache)
+    make_combination(cache)
+    with serve(cache, tmp_path) as url:
+        browser.get(url)
+        # app.py's navigation (page titles), not Streamlit's file list of pages/ shown before it runs
+        link = "//a[@data-testid='stSidebarNavLink'][contains(., 'Compare')]"
+        _wait(lambda: browser.find_elements(By.XPATH, link), what="the dashboard's navigation")
+        browser.find_element(By.XPATH, link).click()
+        _wait(lambda: len(browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')) >= 2)
+        for name in ("tiny curricula", "tiny combination"):
+            box = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')[1]
+            box.click()
+            box.send_keys(name)
+            time.sleep(0.5)
+            box.send_keys(Keys.ENTER)
+            _wait(lambda n=name: n in browser.find_element(By.TAG_NAME, "body").text, what=name)
+        browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+        body = lambda: browser.find_element(By.TAG_NAME, "body").text  # noqa: E731
+        _wait(lambda: "Significance" in body() and "Accuracy per training set" in body(), 60, "results")
+        ARTIFACTS.mkdir(exist_ok=True)
+        browser.save_screenshot(str(ARTIFACTS / "compare_two_experiments.png"))
+        text = body()
+        assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+        assert "tiny curricula: cart-stra++@seed1" in text and "tiny combination: A + B@seed0" in text
+        assert "Learning curves" in text and "Example by example" in text
+        assert browser.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")
