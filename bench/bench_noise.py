@@ -9,6 +9,7 @@ Prints the wall time, the diagnostics and a markdown table for docs/benchmarks.m
 
     HF_HUB_OFFLINE=1 python bench/bench_noise.py [--cache cache/bench-noise] [--n 2000] [--rates 0.1]
         [--folds 5] [--epochs 2] [--settings symmetric asymmetric] [--model default] [--seed 0] [--threads 1]
+        (the options of `cartomap noise-benchmark`, plus --cache and --threads)
 """
 
 from __future__ import annotations
@@ -26,19 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))  # run from a checkout without installing
-    from cartomap.noise_benchmark import DEFAULT_DATA, NoiseBenchmarkConfig, run_noise_benchmark, to_markdown
+    from cartomap.cli import add_noise_arguments, noise_config
+    from cartomap.noise_benchmark import run_noise_benchmark, to_markdown
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", default=os.environ.get("CARTOMAP_CACHE", "cache"), help="run store folder")
-    parser.add_argument("--data", default=DEFAULT_DATA)
-    parser.add_argument("--n", type=int, default=2000)
-    parser.add_argument("--rates", type=float, nargs="+", default=[0.1])
-    parser.add_argument("--settings", nargs="+", default=["symmetric", "asymmetric"])
-    parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
+    add_noise_arguments(parser)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     a = parser.parse_args()
 
@@ -47,17 +41,7 @@ def main() -> None:
     if a.threads:  # one thread: on a shared CPU, two threads can be much slower (see docs/benchmarks.md)
         torch.set_num_threads(a.threads)
 
-    cfg = NoiseBenchmarkConfig(
-        data=a.data,
-        n=a.n,
-        seed=a.seed,
-        rates=tuple(a.rates),
-        settings=tuple(a.settings),
-        folds=a.folds,
-        epochs=a.epochs,
-        model=a.model,
-        max_length=a.max_length,
-    )
+    cfg = noise_config(a)
     t0 = time.time()
     table = run_noise_benchmark(cfg, a.cache, echo=lambda m: print(m, flush=True))
     wall = time.time() - t0

@@ -623,12 +623,34 @@ def cmd_artifacts(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_noise_benchmark(a: argparse.Namespace) -> int:
-    """Label-noise benchmark (issue 5): plant label flips and score suspect-ranking methods."""
-    from .noise_benchmark import NoiseBenchmarkConfig, run_noise_benchmark, to_markdown
+def add_noise_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the label-noise benchmark (`cartomap noise-benchmark`, bench/bench_noise.py)."""
+    p.add_argument(
+        "--data", default=None, help="clean labelled dataset (default: SNLI dev from the shared data)"
+    )
+    p.add_argument("--n", type=int, default=2000, help="class-balanced sample size")
+    p.add_argument("--rates", type=float, nargs="+", default=[0.1], help="fractions of labels flipped")
+    p.add_argument(
+        "--settings", nargs="+", default=["symmetric", "asymmetric"], choices=("symmetric", "asymmetric")
+    )
+    p.add_argument("--folds", type=int, default=5, help="k of the out-of-fold logits")
+    p.add_argument("--epochs", type=int, default=2, help="epochs of Model 0 and of every fold model")
+    p.add_argument(
+        "--model", default="default", help="encoder: default (all-MiniLM-L6-v2), a folder or hub id"
+    )
+    p.add_argument("--max-length", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--threshold", type=float, default=2.0, help="consensus rule: model confidence above this")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample, the flips and the folds")
 
-    cfg = NoiseBenchmarkConfig(
-        data=a.data,
+
+def noise_config(a: argparse.Namespace):
+    """The NoiseBenchmarkConfig of parsed :func:`add_noise_arguments` options."""
+    from .noise_benchmark import DEFAULT_DATA, NoiseBenchmarkConfig
+
+    return NoiseBenchmarkConfig(
+        data=a.data or DEFAULT_DATA,
         n=a.n,
         seed=a.seed,
         rates=tuple(a.rates),
@@ -641,6 +663,13 @@ def cmd_noise_benchmark(a: argparse.Namespace) -> int:
         learning_rate=a.lr,
         threshold=a.threshold,
     )
+
+
+def cmd_noise_benchmark(a: argparse.Namespace) -> int:
+    """Label-noise benchmark (issue 5): plant label flips and score suspect-ranking methods."""
+    from .noise_benchmark import run_noise_benchmark, to_markdown
+
+    cfg = noise_config(a)
     table = run_noise_benchmark(cfg, a.cache)
     print(to_markdown(table) if a.markdown else table.round(4).to_string(index=False))
     print(f"saved to {table.attrs['path']}")
@@ -731,14 +760,14 @@ def cmd_curriculum(a: argparse.Namespace) -> int:
 
 
 def cmd_combine(a: argparse.Namespace) -> int:
-    from .curriculum_experiment import CombinationParams, TrainingSet, create_combination
+    from .curriculum_experiment import CombinationParams, TrainingSet, create_combination, training_set_names
     from .experiments import ExperimentStore
 
     store = ExperimentStore(a.cache)
     base = _experiment_base(a)
     data_a = dataclasses.replace(data_config(a, a.a, None), name=a.a_name)
     data_b = data_config(a, a.b, None) if a.b else None
-    names = {"A": a.a_name, "A+B": f"{a.a_name} + {a.b_name}", "A◇B": f"{a.a_name} ◇ {a.b_name}"}
+    names = training_set_names(a.a_name, a.b_name)
     sets = tuple(TrainingSet(names[m], data_a, data_b if m != "A" else None, m) for m in a.modes)
     params = CombinationParams(
         base=base, training_sets=sets, tests=base.tests, seeds=tuple(a.seeds), cache=str(store.root)
@@ -1140,24 +1169,7 @@ def build_parser() -> argparse.ArgumentParser:
     nb = sub.add_parser(
         "noise-benchmark", help="plant label flips and measure how well each method finds them (issue 5)"
     )
-    nb.add_argument("--data", default="/work/shared/data/snli/dev.jsonl.gz", help="clean labelled dataset")
-    nb.add_argument("--n", type=int, default=2000, help="class-balanced sample size")
-    nb.add_argument("--rates", type=float, nargs="+", default=[0.1], help="fractions of labels flipped")
-    nb.add_argument(
-        "--settings", nargs="+", default=["symmetric", "asymmetric"], choices=("symmetric", "asymmetric")
-    )
-    nb.add_argument("--folds", type=int, default=5, help="k of the out-of-fold logits")
-    nb.add_argument("--epochs", type=int, default=2, help="epochs of Model 0 and of every fold model")
-    nb.add_argument(
-        "--model", default="default", help="encoder: default (all-MiniLM-L6-v2), a folder or hub id"
-    )
-    nb.add_argument("--max-length", type=int, default=64)
-    nb.add_argument("--batch-size", type=int, default=32)
-    nb.add_argument("--lr", type=float, default=1e-4)
-    nb.add_argument(
-        "--threshold", type=float, default=2.0, help="consensus rule: model confidence above this"
-    )
-    nb.add_argument("--seed", type=int, default=0, help="seed of the sample, the flips and the folds")
+    add_noise_arguments(nb)
     nb.add_argument("--markdown", action="store_true", help="print the table as markdown")
     nb.set_defaults(func=cmd_noise_benchmark)
     return parser

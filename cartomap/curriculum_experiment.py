@@ -267,6 +267,11 @@ class CombinationParams:
                 raise DataError(f"training set {s.name!r}: mode {s.mode} needs a dataset B")
 
 
+def training_set_names(a_name: str, b_name: str) -> dict[str, str]:
+    """Row names of Table 3 per mode: 'A', 'A + B', 'A ◇ B' with the datasets' names."""
+    return {"A": a_name, "A+B": f"{a_name} + {b_name}", "A◇B": f"{a_name} ◇ {b_name}"}
+
+
 def combined_data(s: TrainingSet, cache: str, replace_seed: int) -> DataConfig:
     """The DataConfig of a training set: A itself, or A + B / A ◇ B saved as a derived dataset."""
     from . import derived

@@ -150,7 +150,7 @@ def embed_run(
     Needs a finished run (its final model in ``run.model_dir``). Returns the saved embeddings;
     an existing, consistent set is returned without recomputing unless ``force``.
     """
-    from .jobs import task, task_status, task_update
+    from .jobs import task, task_status, task_update, throttled_reporter
     from .models import available_device
 
     if not force:
@@ -168,15 +168,7 @@ def embed_run(
             )
         device = available_device(device)
         update(device=device)
-        last = [0.0]
-
-        def report(done: int, total: int) -> None:
-            if progress is not None:
-                progress(done, total)
-            now = time.time()
-            if now - last[0] >= 1.0 or done == total:
-                update(progress=round(done / max(total, 1), 4), done=done)
-                last[0] = now
+        report = throttled_reporter(update, progress)
 
         t0 = time.time()
         array = compute_cls_embeddings(

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from .config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
-from .curriculum_experiment import CombinationParams, CurriculumParams, TrainingSet
-from .errors import CartomapError, DataError
-from .forms import check_device, check_model, describe_progress, effective_state
+from .curriculum_experiment import CombinationParams, CurriculumParams, TrainingSet, training_set_names
+from .errors import DataError
+from .forms import check_device, check_model, check_training_numbers, describe_progress, effective_state
 from .store import Run, RunStore
 
 #: One line per training order (config.ORDERS), for the method picker.
@@ -139,15 +139,7 @@ def _base_config(
     max_length: int,
     device: str,
 ) -> RunConfig:
-    for label, value, low in (
-        ("epochs", epochs, 1),
-        ("batch size", batch_size, 1),
-        ("max length", max_length, 8),
-    ):
-        if int(value) != value or value < low:
-            raise CartomapError(f"{label} must be a whole number of at least {low}, got {value}")
-    if not learning_rate > 0:
-        raise CartomapError(f"the learning rate must be positive, got {learning_rate}")
+    check_training_numbers(epochs, batch_size, max_length, learning_rate)
     return RunConfig(
         data=train,
         dev=dev,
@@ -215,11 +207,6 @@ def build_curriculum_params(
     )
     params.validate()
     return params
-
-
-def training_set_names(a_name: str, b_name: str) -> dict[str, str]:
-    """Row names of Table 3 per mode: 'A', 'A + B', 'A ◇ B' with the datasets' names."""
-    return {"A": a_name, "A+B": f"{a_name} + {b_name}", "A◇B": f"{a_name} ◇ {b_name}"}
 
 
 def build_combination_params(

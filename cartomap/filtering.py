@@ -514,7 +514,7 @@ def run_filter(
 
     Returns the filtered frame. Raises RunError when the run has no checkpoints.
     """
-    from .jobs import task, task_status, task_update
+    from .jobs import task, task_status, task_update, throttled_reporter
 
     folder = batch_path(run, batch)
     name = task_name(batch)
@@ -529,15 +529,14 @@ def run_filter(
         raise
     t0 = time.time()
     with task(run, name, total=len(generated), batch=batch) as update:
-        last = [0.0]
-
-        def report(done: int, total: int) -> None:
-            if progress is not None:
-                progress(done, total)
-            now = time.time()
-            if now - last[0] >= 1.0 or done == total:
-                update(progress=round(0.05 + 0.9 * done / max(total, 1), 4), phase="max variability")
-                last[0] = now
+        report = throttled_reporter(
+            update,
+            progress,
+            lambda done, total: {
+                "progress": round(0.05 + 0.9 * done / max(total, 1), 4),
+                "phase": "max variability",
+            },
+        )
 
         update(phase="heuristics", progress=0.01)
         epochs = len(run.checkpoint_dirs())

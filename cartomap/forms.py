@@ -110,6 +110,19 @@ def check_device(device: str) -> str:
     return available_device(device)  # RunError when absent or unknown
 
 
+def check_training_numbers(epochs, batch_size, max_length, learning_rate) -> None:
+    """Raise CartomapError unless epochs, batch size >= 1 and max length >= 8 are whole and the lr is > 0."""
+    for label, value, low in (
+        ("epochs", epochs, 1),
+        ("batch size", batch_size, 1),
+        ("max length", max_length, 8),
+    ):
+        if int(value) != value or value < low:
+            raise CartomapError(f"{label} must be a whole number of at least {low}, got {value}")
+    if not learning_rate > 0:
+        raise CartomapError(f"the learning rate must be positive, got {learning_rate}")
+
+
 def build_run_config(
     *,
     data_path: str,
@@ -175,15 +188,7 @@ def build_run_config(
         dev_config = DataConfig(path=dev_path.strip(), split=(dev_split or "").strip() or None, **mapping)
     else:
         raise CartomapError(f"unknown dev set choice {dev!r}: expected none, demo or path")
-    for label, value, low in (
-        ("epochs", epochs, 1),
-        ("batch size", batch_size, 1),
-        ("max length", max_length, 8),
-    ):
-        if int(value) != value or value < low:
-            raise CartomapError(f"{label} must be a whole number of at least {low}, got {value}")
-    if not learning_rate > 0:
-        raise CartomapError(f"the learning rate must be positive, got {learning_rate}")
+    check_training_numbers(epochs, batch_size, max_length, learning_rate)
     if record not in RECORD_MODES:
         raise CartomapError(f"unknown recording mode {record!r}: expected one of {', '.join(RECORD_MODES)}")
     train = TrainConfig(

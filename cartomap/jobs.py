@@ -112,6 +112,28 @@ def task(run: Run, name: str, **fields: Any):
         handle.close()
 
 
+def throttled_reporter(update, progress=None, fields=None, every_s: float = 1.0):
+    """A ``report(done, total)`` callback: passes every call on to ``progress`` (a CLI bar) and writes
+    the task status through ``update`` at most every ``every_s`` seconds and at the end.
+
+    ``fields(done, total)`` gives the status fields; default: progress, done, total.
+    """
+    fields = fields or (
+        lambda done, total: {"progress": round(done / max(total, 1), 4), "done": done, "total": total}
+    )
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        if progress is not None:
+            progress(done, total)
+        now = time.time()
+        if now - last[0] >= every_s or done == total:
+            update(**fields(done, total))
+            last[0] = now
+
+    return report
+
+
 def start_task(run: Run, name: str, cli_args: list[str], store: RunStore) -> int:
     """Start a CLI job that reports as task ``name``; a task already running is not started twice."""
     status = task_status(run, name)

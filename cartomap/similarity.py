@@ -195,7 +195,7 @@ def similarity_run(
     """Compute and save the premise-hypothesis similarity of every training example of ``run`` as task
     ``similarity`` (progress in tasks/similarity.json). A saved result for the same examples and encoder
     is returned without recomputing unless ``force``."""
-    from .jobs import task, task_status, task_update
+    from .jobs import task, task_status, task_update, throttled_reporter
     from .models import available_device
 
     examples = run.examples()
@@ -216,15 +216,16 @@ def similarity_run(
     with task(run, TASK, total=len(ids), model=model) as update:
         device = available_device(device)
         update(device=device)
-        last = [0.0]
-
-        def report(done: int, total: int) -> None:
-            if progress is not None:
-                progress(done, total)
-            now = time.time()
-            if now - last[0] >= 1.0 or done == total:
-                update(progress=round(done / max(total, 1), 4), done=done, total=total, unit="sentences")
-                last[0] = now
+        report = throttled_reporter(
+            update,
+            progress,
+            lambda done, total: {
+                "progress": round(done / max(total, 1), 4),
+                "done": done,
+                "total": total,
+                "unit": "sentences",
+            },
+        )
 
         t0 = time.time()
         sim = pair_similarity(
