@@ -183,6 +183,14 @@ def load_similarity(run: Run) -> pd.DataFrame | None:
     return frame
 
 
+def aligned_similarity(saved: pd.DataFrame | None, ids) -> np.ndarray | None:
+    """The saved similarity in the order of ``ids`` (float [N]), or None when it misses any of them."""
+    if saved is None:
+        return None
+    values = saved.set_index("id")["similarity"].reindex(pd.Index(ids).astype(str))
+    return None if values.isna().any() else values.to_numpy(dtype=np.float64)
+
+
 def similarity_run(
     run: Run,
     model: str = DEFAULT_MODEL,

@@ -169,23 +169,10 @@ def training_batches(run: Run, examples, labels: np.ndarray, lengths: np.ndarray
 
 def run_similarity(run: Run, examples) -> np.ndarray:
     """Premise-hypothesis similarity of every example by the run's base encoder (cached in the run)."""
-    from .io import atomic_write_parquet
-    from .similarity import pair_similarity
+    from .similarity import aligned_similarity, similarity_run
 
-    path = run.path / "similarity.parquet"
-    ids = examples["id"].astype(str)
-    if path.exists():
-        cached = pd.read_parquet(path).set_index("id")["similarity"]
-        if ids.isin(cached.index).all():
-            return cached.loc[ids].to_numpy(dtype=np.float64)
-    first, second = texts_of(examples)
-    if second is None:
-        from .errors import DataError
-
-        raise DataError("order 'sts' needs sentence pairs (premise and hypothesis)")
-    sim = pair_similarity(first, second, model=run.config.model.name_or_path)
-    atomic_write_parquet(path, pd.DataFrame({"id": ids, "similarity": sim}))
-    return np.asarray(sim, dtype=np.float64)
+    saved = similarity_run(run, model=run.config.model.name_or_path)
+    return aligned_similarity(saved, examples["id"])
 
 
 def eval_loader_for(frame, tokenizer, cfg: RunConfig, collate):

@@ -27,7 +27,13 @@ from cartomap.data import TextDataset, load_dataset
 from cartomap.derived import balanced_sample
 from cartomap.errors import CartomapError
 from cartomap.jobs import start_task, start_training, tail, task_status
-from cartomap.similarity import SIMILARITY_FILE, load_similarity, pair_similarity, similarity_by_label
+from cartomap.similarity import (
+    SIMILARITY_FILE,
+    aligned_similarity,
+    load_similarity,
+    pair_similarity,
+    similarity_by_label,
+)
 from cartomap.similarity import TASK as SIMILARITY_TASK
 from cartomap.store import Run
 from pages.common import (
@@ -346,10 +352,9 @@ def similarity_section(data: TextDataset, key: str, run: Run | None) -> None:
     if run is not None:
         saved = _run_similarity(str(run.path), _stamp(run.path / SIMILARITY_FILE))
         if saved is not None:
-            sim = data.frame[["id"]].merge(saved, on="id", how="left")["similarity"].to_numpy()
-            if np.isnan(sim).any():
+            sim = aligned_similarity(saved, data.frame["id"])
+            if sim is None:
                 st.warning("The saved similarity does not cover this run's examples: compute it again.")
-                sim = None
         if sim is None:
             st.info(
                 f"Encoding {len(data):,} pairs runs as a background job; the result is kept with the run."

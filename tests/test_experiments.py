@@ -284,3 +284,15 @@ def test_independent_runs_train_in_parallel_processes_with_several_gpus(tiny_mod
     assert launched == ["0", "1"]
     assert exp.state == "done" and exp.result("summary") == {"done": ["seed1", "seed2"]}
     assert all(store.runs.get(i).state == "done" for i in exp.run_ids().values())
+
+
+def test_sts_order_uses_the_runs_cached_similarity(tiny_model, cache, demo):
+    from cartomap.similarity import load_similarity
+
+    train, _ = split_demo(demo, cache)
+    run = train_or_load(tiny(tiny_model, train).replace(order=OrderConfig(name="sts")), RunStore(cache))
+    assert run.state == "done"
+    saved = load_similarity(run)
+    assert saved["id"].tolist() == demo.ids[:120]  # computed once for the plan, kept with the run
+    stages = json.loads((run.path / "plan.json").read_text())
+    assert [s["name"] for s in stages][-1] == "all data"
