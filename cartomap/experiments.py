@@ -263,7 +263,7 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo) -> None:
         planned = kind.planned_runs(exp, store.runs)
         todo = []
         for role, config in planned:
-            run = prepare_run(config, store.runs)
+            run = _recorded_done(exp, role, config, store.runs) or prepare_run(config, store.runs)
             exp.record_run(role, run.id)
             if run.state != "done":
                 todo.append((role, run))
@@ -294,6 +294,16 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo) -> None:
     kind.finalize(exp, store.runs)
     exp.set_status(state="done", phase="done")
     exp.log("done")
+
+
+def _recorded_done(exp: Experiment, role: str, config: RunConfig, runs: RunStore) -> Run | None:
+    """The finished run already recorded for ``role`` with this very config: reused without loading
+    (and fingerprinting) its datasets again on every pass of the runner."""
+    run_id = exp.run_ids().get(role)
+    if run_id is None or not (runs.path_for(run_id) / "config.json").exists():
+        return None
+    run = Run(runs.path_for(run_id))
+    return run if run.state == "done" and run.config == config else None
 
 
 def _train_watching_cancel(exp: Experiment, run: Run, train_run) -> None:

@@ -175,8 +175,17 @@ def test_experiment_runs_dependent_plan_then_reloads(tiny_model, cache, demo):
     assert exp.result("summary")["second_examples"] == 110
     assert list(exp.result("table")["role"]) == ["first", "second"]
     assert store.get("dependent").id == exp.id
-    run_experiment(exp, store)  # everything exists: only finalize again
+    import cartomap.train
+
+    calls = []
+    real = cartomap.train.prepare_run
+    cartomap.train.prepare_run = lambda *a, **k: calls.append(a) or real(*a, **k)
+    try:
+        run_experiment(exp, store)  # everything exists: only finalize again
+    finally:
+        cartomap.train.prepare_run = real
     assert kind.finalized == 2
+    assert calls == []  # finished runs recorded for their roles are not loaded again
 
 
 def test_cancelled_experiment_stops_before_training(tiny_model, cache, demo):
