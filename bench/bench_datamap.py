@@ -1,12 +1,12 @@
 """Benchmark: the dashboard's data map at 10k, 100k and 400k examples.
 
 Data: synthetic training dynamics (5 epochs, 3 classes) turned into a map frame with
-``cartomap.metrics.compute_metrics`` and ``cartomap.datamap.build_map_frame`` (premise and
+``cartomap.scores.metrics.compute_metrics`` and ``cartomap.analysis.datamap.build_map_frame`` (premise and
 hypothesis of 40-60 characters, as in SNLI).
 
 Measured (best of ``--repeats`` wall-clock times):
 
-* figure: ``cartomap.datamap.figure(frame, "correctness")`` (at most 20,000 points drawn, plus a
+* figure: ``cartomap.analysis.figures.data_map_figure(frame, "correctness")`` (at most 20,000 points drawn, plus a
   density heatmap of all points above that);
 * JSON: ``fig.to_json()``, what ``st.plotly_chart`` serialises, and its size (the payload the
   browser receives);
@@ -35,8 +35,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cartomap import datamap as dm
-from cartomap.metrics import compute_metrics
+from cartomap.analysis import datamap as dm
+from cartomap.analysis import figures
+from cartomap.scores.metrics import compute_metrics
 
 
 def make_frame(n: int, epochs: int = 5, seed: int = 0) -> pd.DataFrame:
@@ -59,9 +60,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def make_run(cache: Path, n: int, epochs: int = 5, seed: int = 0):
     """A finished run of ``n`` synthetic pairs with synthetic logits (no training)."""
     from cartomap.config import DataConfig, RunConfig, TrainConfig
-    from cartomap.data import from_frame
+    from cartomap.data.loading import from_frame
     from cartomap.io import atomic_write_parquet
-    from cartomap.store import RunStore
+    from cartomap.runs.store import RunStore
 
     rng = np.random.default_rng(seed)
     names = ("entailment", "neutral", "contradiction")
@@ -166,7 +167,7 @@ def main() -> None:
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:
         frame = make_frame(n)
-        t_fig, fig = best_time(lambda f=frame: dm.figure(f, "correctness"), args.repeats)
+        t_fig, fig = best_time(lambda f=frame: figures.data_map_figure(f, "correctness"), args.repeats)
         t_json, payload = best_time(fig.to_json, args.repeats)
         t_lasso, ids = best_time(lambda f=frame: dm.resolve_selection(f, lasso, sampled=True), args.repeats)
         t_box, box_ids = best_time(

@@ -1,8 +1,8 @@
 """Benchmark: batched vs one-prompt-at-a-time local generation with the bundled SmolLM2-135M-Instruct.
 
-Prompts: WaNLI prompts (cartomap.prompts.build_prompt) of groups of 5 real pairs of the bundled
+Prompts: WaNLI prompts (cartomap.wanli.prompts.build_prompt) of groups of 5 real pairs of the bundled
 demo training set, each group one label (entailment, neutral, contradiction in turn), so the
-prompts look like the ones the pipeline sends. Generation: ``cartomap.generation.LocalLM`` with the
+prompts look like the ones the pipeline sends. Generation: ``cartomap.wanli.generation.LocalLM`` with the
 paper's sampling (top_p 0.5, temperature 1.0, stop at a blank line) and ``--max-new-tokens``.
 
 * batched: ``batch_size = --batch-size`` prompts per ``generate`` call (left padding; a batch runs
@@ -35,8 +35,8 @@ def demo_prompts(count: int, per_group: int = 5, seed: int = 0) -> list[str]:
     import numpy as np
 
     from cartomap.config import DEMO_TRAIN, DataConfig
-    from cartomap.data import load_dataset
-    from cartomap.prompts import build_prompt
+    from cartomap.data.loading import load_dataset
+    from cartomap.wanli.prompts import build_prompt
 
     data = load_dataset(DataConfig(path=DEMO_TRAIN))
     frame = data.frame
@@ -79,8 +79,8 @@ def main() -> None:
     import torch
     import transformers
 
-    from cartomap.generation import GenerationConfig, LocalLM, ensure_smollm2
-    from cartomap.prompts import count_tokens
+    from cartomap.wanli.generation import GenerationConfig, LocalLM, ensure_smollm2
+    from cartomap.wanli.prompts import count_tokens
 
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -4,7 +4,7 @@ Data: N random unit vectors of dimension D (default 20,000 x 384, the size of al
 [CLS] vectors) with 3 labels drawn uniformly. Task: for every example, its k = 4 nearest
 examples by cosine similarity among those with the same label, itself excluded (WaNLI Stage 1).
 
-* cartomap: ``cartomap.neighbors.same_label_neighbors`` (torch; GPU when present).
+* cartomap: ``cartomap.analysis.neighbours.same_label_neighbors`` (torch; GPU when present).
 * scikit-learn, as a user would write it: per label ``NearestNeighbors(n_neighbors=k + 1,
   metric="cosine").fit(X_label).kneighbors(X_label)`` and drop the query itself
   (``algorithm="auto"``, which is brute force for the cosine metric; also timed with
@@ -69,7 +69,7 @@ def main() -> None:
     import sklearn
     import torch
 
-    from cartomap.neighbors import same_label_neighbors
+    from cartomap.analysis.neighbours import same_label_neighbors
 
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -1,6 +1,6 @@
 """Benchmark: how well each suspect score finds planted label flips (issue 5).
 
-A thin wrapper around :func:`cartomap.noise_benchmark.run_noise_benchmark` (also
+A thin wrapper around :func:`cartomap.experiments.noise_benchmark.run_noise_benchmark` (also
 ``cartomap noise-benchmark``): a class-balanced sample of SNLI dev pairs, an exact fraction of
 labels flipped (symmetric and asymmetric neutral <-> entailment), Model 0 on the noisy set for
 data-map confidence and AUM, k-fold out-of-fold logits for the margin, cleanlab and the consensus
@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))  # run from a checkout without installing
-    from cartomap.cli import add_noise_arguments, noise_config
-    from cartomap.noise_benchmark import run_noise_benchmark, to_markdown
+    from cartomap.cli.experiments import add_noise_arguments, noise_config
+    from cartomap.experiments.noise_benchmark import run_noise_benchmark, to_markdown
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", default=os.environ.get("CARTOMAP_CACHE", "cache"), help="run store folder")

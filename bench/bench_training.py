@@ -68,7 +68,7 @@ def subset(n: int):
     import numpy as np
 
     from cartomap.config import DataConfig
-    from cartomap.data import load_dataset
+    from cartomap.data.loading import load_dataset
 
     data = load_dataset(DataConfig(path="demo:train"))
     if n > len(data):
@@ -127,14 +127,14 @@ class Timers:
 
 
 def worker_cartomap(args, variant: str) -> dict:
-    import cartomap.metrics
-    import cartomap.train as ct
-    from cartomap.store import Run, RunStore
+    import cartomap.scores.metrics
+    import cartomap.training.loop as ct
+    from cartomap.runs.store import Run, RunStore
 
     timers = Timers()
     timers.wrap(ct, "gather_rows", "gather_rows")  # per step, inside the timed loop
     timers.wrap(Run, "write_epoch", "write_epoch")  # per epoch, after the loop
-    timers.wrap(cartomap.metrics, "compute_metrics", "compute_metrics")  # once, at the end
+    timers.wrap(cartomap.scores.metrics, "compute_metrics", "compute_metrics")  # once, at the end
     timers.wrap(ct, "save_state", "save_state")  # resume point, every epoch
     timers.wrap(ct, "save_pretrained_atomic", "save_final_model")
 
@@ -195,8 +195,9 @@ def worker_hf(args) -> dict:
     import torch
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments
 
-    from cartomap.models import load_classifier, load_tokenizer, quiet_transformers
-    from cartomap.train import seed_everything, texts_of
+    from cartomap.training.batching import texts_of
+    from cartomap.training.loop import seed_everything
+    from cartomap.training.models import load_classifier, load_tokenizer, quiet_transformers
 
     tc = train_config(args, "none").train
     data = subset(args.examples)
@@ -275,8 +276,8 @@ def preload() -> None:
         get_linear_schedule_with_warmup,
     )
 
-    import cartomap.metrics  # noqa: F401
-    import cartomap.train  # noqa: F401
+    import cartomap.scores.metrics  # noqa: F401
+    import cartomap.training.loop  # noqa: F401
 
 
 def worker(args) -> None:

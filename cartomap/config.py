@@ -64,7 +64,7 @@ class TrainConfig:
     )
 
 
-#: Training orders (METHODS.md section 4); see cartomap/curricula.py.
+#: Training orders (METHODS.md section 4); see cartomap/training/curricula.py.
 ORDERS = (
     "shuffled",  # standard training: every epoch a random order of all examples
     "oversampled",  # shuffled, minority classes repeated max_count // count times

@@ -60,6 +60,16 @@ def atomic_save(path: str | Path, save: Callable[[Path], None]) -> Path:
     return _atomic(Path(path), save)
 
 
+def file_stamp(path: str | Path) -> tuple[int, int] | tuple[()]:
+    """(modification time in ns, size) of a file, () when it cannot be read: a cache key part that
+    changes when the file does."""
+    try:
+        stat = Path(path).expanduser().stat()
+    except OSError:
+        return ()
+    return (stat.st_mtime_ns, stat.st_size)
+
+
 def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 

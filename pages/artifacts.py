@@ -1,9 +1,9 @@
 """Artifacts page: annotation artifacts of a dataset (WaNLI §4): lexical correlations, partial-input
 baselines and premise-hypothesis similarity per label.
 
-Layout only: the statistics, baselines and figures are ``cartomap.artifacts`` and
-``cartomap.similarity``; the transformer baseline is an ordinary training job
-(``cartomap.jobs.start_training``) and the similarity of a run's pairs a task job
+Layout only: the statistics, baselines and figures are ``cartomap.analysis.artifacts`` and
+``cartomap.training.similarity``; the transformer baseline is an ordinary training job
+(``cartomap.training.launch.start_training``) and the similarity of a run's pairs a task job
 (``cartomap similarity RUN``) that this page polls. Results are cached (``st.cache_data`` /
 ``st.cache_resource``, keyed by the data's file stamps), so reopening the page is instant.
 Session state: ``af_*`` widget values (kept with ``pages.common.kept``) and ``_af_done`` (the
@@ -14,28 +14,28 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from cartomap import artifacts
+from cartomap.analysis import artifacts
 from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig, RunConfig
-from cartomap.data import TextDataset, load_dataset
-from cartomap.derived import balanced_sample
+from cartomap.data.derived import balanced_sample
+from cartomap.data.forms import FORMAT_CHOICES
+from cartomap.data.loading import TextDataset, load_dataset
 from cartomap.errors import CartomapError
-from cartomap.jobs import start_task, start_training, tail, task_status
-from cartomap.similarity import (
-    SIMILARITY_FILE,
+from cartomap.io import file_stamp
+from cartomap.runs.store import Run
+from cartomap.training.launch import start_training
+from cartomap.training.similarity import TASK as SIMILARITY_TASK
+from cartomap.training.similarity import (
     aligned_similarity,
     load_similarity,
     pair_similarity,
     similarity_by_label,
 )
-from cartomap.similarity import TASK as SIMILARITY_TASK
-from cartomap.store import Run
 from pages.common import (
     current_run,
     escape_markdown,
@@ -45,30 +45,21 @@ from pages.common import (
     select_run,
     show_error,
     show_flashes,
-    training_progress,
 )
+from pages.components.jobs import progress_bar, run_panel, start_task_button, task_panel
 
 SOURCES = {
     "run": "The selected run's training data",
     "demo": "Bundled demo (1,600 NLI pairs)",
     "path": "A file on this machine",
 }
-FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
 ALPHAS = (0.05, 0.01, 0.001)
 TOP_WORDS = 50
 INLINE_SIMILARITY_MAX = 5_000  # pairs encoded in the page process; a run's larger sets use a task job
-POLL_S = 1.0
-STUCK_S = 90  # a job still queued after this long probably failed to start: show its log
 DONE = "_af_done"
 
 
 # --------------------------------------------------------------------------- cached loading
-def _stamp(path: str | Path) -> tuple:
-    try:
-        stat = Path(path).expanduser().stat()
-        return (stat.st_mtime_ns, stat.st_size)
-    except OSError:
-        return ()
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the run's examples…")
@@ -148,7 +139,7 @@ def pick_dataset():
         **kept("af_source", options[0], options=options),
     )
     if source == "run":
-        stamp = _stamp(run.path / "examples.parquet") + _stamp(run.path / "dev_examples.parquet")
+        stamp = run.stamp(run.examples_path, run.dev_examples_path)
         train, dev = _run_data(str(run.path), stamp)
         st.caption(f"Run {run.id}: {len(train):,} training examples" + (f", {len(dev):,} dev" if dev else ""))
         return train, f"run:{run.path}:{stamp}", dev, run.config, run
@@ -164,7 +155,7 @@ def pick_dataset():
         help="JSON Lines, CSV, TSV, Parquet or a saved HF dataset folder",
         **kept("af_path", ""),
     ).strip()
-    fmt = c2.selectbox("Format", FORMATS, **kept("af_format", "auto", options=FORMATS))
+    fmt = c2.selectbox("Format", FORMAT_CHOICES, **kept("af_format", "auto", options=FORMAT_CHOICES))
     cols = c3.text_input(
         "Text columns", help="premise,hypothesis or one column", **kept("af_cols", "premise,hypothesis")
     )
@@ -174,9 +165,9 @@ def pick_dataset():
         st.stop()
     text_columns = tuple(c.strip() for c in cols.split(",") if c.strip())
     config = DataConfig(path=path, format=fmt, text_columns=text_columns, label_column=label)
-    train = _file_data(_config_json(config), _stamp(path))
+    train = _file_data(_config_json(config), file_stamp(path))
     base = RunConfig(data=config, dev=None)
-    return train, f"file:{_config_json(config)}:{_stamp(path)}", None, base, None
+    return train, f"file:{_config_json(config)}:{file_stamp(path)}", None, base, None
 
 
 # --------------------------------------------------------------------------- (a) lexical correlations
@@ -287,7 +278,7 @@ def transformer_section(data: TextDataset, key: str, base: RunConfig) -> None:
                 flash("success", f"Started the {which}-only run {started.id}.")
                 st.rerun()
         return
-    training_progress(run)
+    run_panel(run)
     history = run.history() if run.state == "done" else []
     accuracy = history[-1].get("dev_accuracy") if history else None
     if accuracy is not None:
@@ -303,40 +294,17 @@ def transformer_section(data: TextDataset, key: str, base: RunConfig) -> None:
 
 
 # --------------------------------------------------------------------------- (c) similarity
-@st.fragment(run_every=POLL_S)
-def _live_task(run: Run) -> None:
-    status = task_status(run, SIMILARITY_TASK) or {}
-    state = status.get("state")
-    if state not in ("queued", "running"):
-        st.rerun()  # the whole page: it draws the result (or the error)
-        return
-    fraction = min(max(float(status.get("progress") or 0.0), 0.0), 1.0)
-    done, total = status.get("done"), status.get("total")
-    count = f" · {done:,} / {total:,} {status.get('unit', 'pairs')}" if done is not None and total else ""
-    st.progress(fraction, text=f"Similarity: {state}{count}")
-    if state == "queued" and time.time() - float(status.get("updated_at") or time.time()) > STUCK_S:
-        st.warning("The job has not started yet. The end of its log:")
-        st.code(tail(run.path / "tasks" / f"{SIMILARITY_TASK}.log") or "(empty log)", language=None)
 
 
 def _similarity_task(run: Run) -> None:
-    status = task_status(run, SIMILARITY_TASK) or {}
-    state = status.get("state")
-    if state in ("queued", "running"):
-        _live_task(run)
-        return
-    if state == "failed":
-        st.error(f"The similarity job failed: {status.get('error') or 'see the log'}")
-        st.code(tail(run.path / "tasks" / f"{SIMILARITY_TASK}.log") or "(empty log)", language=None)
-    elif state == "interrupted":
-        st.warning("The similarity job stopped before finishing (killed or crashed): start it again.")
-    if st.button("Compute the similarity", key="af_sim_start", type="primary"):
-        try:
-            start_task(run, SIMILARITY_TASK, ["similarity", run.id, "--quiet"], get_store())
-        except (CartomapError, OSError) as err:
-            show_error(err)
-        else:
-            st.rerun()
+    if not task_panel(run, SIMILARITY_TASK, "Similarity", progress_bar("Similarity", unit="pairs")):
+        start_task_button(
+            run,
+            SIMILARITY_TASK,
+            ["similarity", run.id, "--quiet"],
+            "Compute the similarity",
+            key="af_sim_start",
+        )
 
 
 def similarity_section(data: TextDataset, key: str, run: Run | None) -> None:
@@ -350,7 +318,7 @@ def similarity_section(data: TextDataset, key: str, run: Run | None) -> None:
     )
     sim = None
     if run is not None:
-        saved = _run_similarity(str(run.path), _stamp(run.path / SIMILARITY_FILE))
+        saved = _run_similarity(str(run.path), run.stamp(run.similarity_path))
         if saved is not None:
             sim = aligned_similarity(saved, data.frame["id"])
             if sim is None:

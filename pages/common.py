@@ -9,24 +9,13 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
     once per script run, before the page; pages need not call it. The choice is kept in
     ``st.session_state["run_id"]``; ``?run=ID`` in the URL (an id, a unique id prefix or a run
     name) selects a run, and the URL follows the selection.
+``run_state(run) -> str``
+    The run's state ("unknown" while its folder cannot be read).
 ``current_run() -> Run | None``
     The selected run: the one in ``st.session_state["run_id"]``, else the newest finished run,
     else the newest run, else None. Draws nothing.
 ``select_run(run_id)``
     Make ``run_id`` the selected run (call ``st.rerun()`` after it for the sidebar to show it).
-``demo_or_prompt(run) -> Run | None``
-    For pages that need a finished run: returns ``run`` when it is done; otherwise draws what
-    to do and returns None (so ``run = demo_or_prompt(current_run())``, then
-    ``if run is None: st.stop()``). With no run at all it offers a one-click "Train the demo"
-    (bundled demo data + default encoder, started with ``cartomap.jobs.start_training``); for
-    a run still training it shows :func:`training_progress`, which reruns the whole app when
-    the run is done, so the page then draws it.
-``training_progress(run)``
-    Epoch, step, loss, dev accuracy and time left of ``run``. While the run is queued or
-    running it refreshes every second (``st.fragment(run_every=...)``) and reruns the app once
-    the run ends (done, failed, cancelled, ...).
-``run_actions(run)``
-    Cancel (running) or Resume (cancelled, failed, interrupted) buttons for ``run``.
 ``kept(key, default, *, options=None, on_change=None) -> dict``
     Keyword arguments that make a widget's value survive reruns, page switches and being
     hidden: ``st.number_input("Epochs", 1, 100, **kept("train_epochs", 4))``. The value lives in
@@ -49,11 +38,9 @@ from typing import Any
 
 import streamlit as st
 
-from cartomap.config import RunConfig
 from cartomap.errors import CartomapError
-from cartomap.forms import ACTIVE_STATES, RESUMABLE_STATES, describe_progress, effective_state, run_label
-from cartomap.jobs import start_training, tail
-from cartomap.store import Run, RunStore
+from cartomap.runs.progress import run_label
+from cartomap.runs.store import Run, RunStore
 
 RUN_KEY = "run_id"  # st.session_state key of the selected run id
 POLL_S = 1.0  # how often a live progress widget rereads the run's status
@@ -90,7 +77,7 @@ def _resolve_run_id(store: RunStore, runs: list[Run]) -> str | None:
     ids = [r.id for r in runs]
     if ss.get(RUN_KEY) in ids:
         return ss[RUN_KEY]
-    default = next((r.id for r in runs if _state(r) == "done"), ids[0] if ids else None)
+    default = next((r.id for r in runs if run_state(r) == "done"), ids[0] if ids else None)
     if default is None:
         ss.pop(RUN_KEY, None)
     else:
@@ -98,9 +85,10 @@ def _resolve_run_id(store: RunStore, runs: list[Run]) -> str | None:
     return default
 
 
-def _state(run: Run) -> str:
+def run_state(run: Run) -> str:
+    """The run's state, "unknown" while its folder cannot be read (being written or deleted)."""
     try:
-        return effective_state(run.status())
+        return run.status()["state"]
     except (OSError, ValueError):
         return "unknown"
 
@@ -231,115 +219,3 @@ def kept(
     widget_key = f"_kept_{key}"
     ss[widget_key] = value
     return {"key": widget_key, "on_change": _copy_to, "args": (key, widget_key, on_change)}
-
-
-# --------------------------------------------------------------------------- progress and actions
-def _show_progress(run: Run, status: dict[str, Any]) -> None:
-    view = describe_progress(status)
-    state = view["state"]
-    text = f"{state} · {view['phase']}" if state == "running" and view["phase"] != state else state
-    st.progress(view["fraction"], text=f"Run {run.id}: {text}")
-    cols = st.columns(5)
-    cols[0].metric("Epoch", view["epoch"])
-    cols[1].metric("Step", view["step"])
-    cols[2].metric("Loss", view["loss"])
-    cols[3].metric("Dev accuracy", view["dev_accuracy"])
-    cols[4].metric("Time left", view["time_left"] if state in ("running", "done") else "–")
-    if state == "queued":
-        st.caption("Waiting for the training job to start (loading libraries and data)…")
-    elif state == "exited":
-        st.warning("The training job exited before training started. The end of its log:")
-        st.code(tail(run.path / "job.log") or "(empty log)", language=None)
-    elif state == "failed":
-        st.error("Training failed:")
-        st.code(str(view["error"] or "no error message; see log.txt in the run folder"), language=None)
-    elif state == "cancelled":
-        st.info("Cancelled. Resume continues from the last completed epoch.")
-    elif state == "interrupted":
-        st.warning("The training job stopped without finishing (killed or crashed). Resume continues it.")
-
-
-@st.fragment(run_every=POLL_S)
-def _live_progress(run: Run, first_state: str) -> None:
-    try:
-        status = run.status()
-    except (OSError, ValueError):  # deleted, or being replaced
-        st.rerun()
-        return
-    if effective_state(status) not in ACTIVE_STATES and first_state in ACTIVE_STATES:
-        st.rerun()  # the whole app: a finished run's page draws its results
-    _show_progress(run, status)
-
-
-def training_progress(run: Run) -> None:
-    """Progress of ``run``; live (refreshed every POLL_S seconds) while it is queued or running."""
-    try:
-        status = run.status()
-    except (OSError, ValueError):
-        st.warning(f"Run {run.id} cannot be read (deleted?).")
-        return
-    state = effective_state(status)
-    if state in ACTIVE_STATES:
-        _live_progress(run, state)
-    else:
-        _show_progress(run, status)
-
-
-def resume(run: Run) -> Run | None:
-    """Start training ``run`` again from its saved config; reports errors and returns the run started."""
-    try:
-        started = start_training(RunConfig.from_dict(run.info["config"]), get_store())
-    except CartomapError as err:
-        show_error(err)
-        return None
-    if started.id != run.id:
-        flash("warning", f"The data changed since run {run.id} was made: started a new run {started.id}.")
-    else:
-        flash("success", f"Resumed run {run.id}.")
-    select_run(started.id)
-    return started
-
-
-def run_actions(run: Run) -> None:
-    """Cancel (while running) or Resume (after a stop) buttons; a button never kills a process."""
-    state = _state(run)
-    if state == "running":
-        if st.button("Cancel training", key=f"cancel_{run.id}", help="Stops after the current step"):
-            run.request_cancel()
-            st.info("Cancel requested: the job stops after its current step.")
-    elif (
-        state in RESUMABLE_STATES
-        and st.button("Resume", key=f"resume_{run.id}", type="primary")
-        and resume(run) is not None
-    ):
-        st.rerun()
-
-
-def start_demo() -> Run | None:
-    """Start (or find) the demo run and select it; reports errors."""
-    try:
-        run = start_training(RunConfig(name="demo"), get_store())
-    except CartomapError as err:
-        show_error(err)
-        return None
-    select_run(run.id)
-    return run
-
-
-def demo_or_prompt(run: Run | None) -> Run | None:
-    """``run`` when it is done; else draw the demo button or the run's progress and return None."""
-    if run is not None:
-        state = _state(run)
-        if state == "done":
-            return run
-        st.info(f"Run {run.id} has no results yet: they appear here when its training is done.")
-        training_progress(run)
-        run_actions(run)
-        return None
-    st.info(
-        "No trained run yet. Train the bundled demo (2,000 SNLI and MultiNLI pairs with the default "
-        "encoder; a few minutes on a CPU), or set up your own data on the Train page."
-    )
-    if st.button("Train the demo", type="primary", key="train_demo") and start_demo() is not None:
-        st.rerun()
-    return None

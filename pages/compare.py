@@ -1,7 +1,7 @@
 """Compare page: several runs (picked one by one or as whole experiments) side by side.
 
-Layout only: the numbers come from ``cartomap.compare`` (scores at the epoch best on validation,
-curves, per-class F1, example diffs) and ``cartomap.datamap`` (the small data maps). Loading is
+Layout only: the numbers come from ``cartomap.analysis.compare`` (scores at the epoch best on validation,
+curves, per-class F1, example diffs) and ``cartomap.analysis.datamap`` (the small data maps). Loading is
 cached with ``st.cache_data`` keyed by run folder + mtime of its history.json, so a run that
 finishes another epoch is reread and the others are not.
 
@@ -13,18 +13,18 @@ set name), ``cmp_metric``, ``cmp_maps``, ``cmp_a`` / ``cmp_b`` / ``cmp_source`` 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from cartomap import compare, datamap
+from cartomap.analysis import compare, datamap, figures
 from cartomap.errors import CartomapError
-from cartomap.experiments import ExperimentStore
-from cartomap.forms import effective_state
-from cartomap.reports import OUTCOMES, markdown_table
-from cartomap.store import Run
+from cartomap.experiments import registry
+from cartomap.experiments.store import ExperimentStore
+from cartomap.runs.state import derive_state
+from cartomap.runs.store import Run
+from cartomap.scores.reports import OUTCOMES, markdown_table
 from pages.common import escape_markdown, get_store, kept, show_error
 
 MAX_MAPS = 4  # data maps drawn side by side at most
@@ -46,16 +46,11 @@ TABLE_COLUMNS = [
 
 
 # --------------------------------------------------------------------------- cached loading
-def _mtime(path: Path) -> int | None:
-    try:
-        return os.stat(path).st_mtime_ns
-    except FileNotFoundError:
-        return None
 
 
 def _keys(runs: dict[str, Run]) -> tuple[tuple[str, str, int | None], ...]:
     """(label, run folder, mtime of history.json) per run: the cache key of everything read from it."""
-    return tuple((label, str(run.path), _mtime(run.path / "history.json")) for label, run in runs.items())
+    return tuple((label, str(run.path), run.stamp(run.history_path)[0]) for label, run in runs.items())
 
 
 def _runs(keys) -> dict[str, Run]:
@@ -93,7 +88,7 @@ def _map_frame(path: str, stamp):  # stamp: mtime of metrics.parquet, so a rewri
 # --------------------------------------------------------------------------- choosing runs
 def _state(obj) -> str:
     try:
-        return effective_state(obj.status())
+        return derive_state(obj.status())
     except (OSError, ValueError, KeyError):
         return "unknown"
 
@@ -120,7 +115,7 @@ def _experiment_options(exp_store) -> dict[str, str]:
         experiments = []
     for exp in experiments:
         try:
-            options[exp.id] = f"{compare.experiment_label(exp)} · {_state(exp)}"
+            options[exp.id] = f"{exp.label} · {_state(exp)}"
         except (OSError, ValueError, KeyError):
             continue
     return options
@@ -156,7 +151,7 @@ def choose_runs(store, exp_store) -> tuple[dict[str, Run], list]:
     for eid in exp_ids:
         try:
             exp = exp_store.get(eid)
-            runs = compare.experiment_runs(exp, store, best_only=best_only and exp.kind == "curriculum")
+            runs = registry.experiment_runs(exp, store, best_only=best_only)
         except (CartomapError, OSError, ValueError) as err:
             show_error(err)
             continue
@@ -216,7 +211,7 @@ def class_section(keys, test) -> None:
 
 
 def maps_section(runs: dict[str, Run]) -> None:
-    with_maps = [label for label, run in runs.items() if (run.path / "metrics.parquet").exists()]
+    with_maps = [label for label, run in runs.items() if run.has_metrics()]
     if not with_maps:
         st.caption("None of these runs recorded training dynamics (data-map runs have them).")
         return
@@ -234,11 +229,11 @@ def maps_section(runs: dict[str, Run]) -> None:
         with column:
             st.caption(escape_markdown(label))
             try:
-                frame = _map_frame(str(run.path), _mtime(run.path / "metrics.parquet"))
+                frame = _map_frame(str(run.path), run.stamp(run.metrics_path())[0])
             except CartomapError as err:
                 show_error(err)
                 continue
-            fig = datamap.figure(
+            fig = figures.data_map_figure(
                 frame, max_points=MAP_POINTS, height=380, title=run.info["config"].get("name", "")
             )
             fig.update_layout(legend=dict(font=dict(size=9)), margin=dict(l=40, r=5, t=70, b=40))
@@ -299,52 +294,16 @@ def experiment_section(exp) -> None:
     if state != "done":
         st.caption(f"{exp.kind} experiment · {state}: its results appear when every run is done.")
         return
-    if exp.kind == "curriculum":
-        best = exp.result("best")
-        if isinstance(best, pd.DataFrame):
-            st.markdown("**Best run on validation per method** (the best of each column in bold)")
-            columns = [
-                c
-                for c in (
-                    "method",
-                    "seed",
-                    "dev_accuracy",
-                    "accuracy",
-                    "micro_f1",
-                    "macro_f1",
-                    "epoch",
-                    "run_id",
-                )
-                if c in best.columns
-            ]
-            st.dataframe(compare.bold_best(best[columns], compare.SCORE_COLUMNS), hide_index=True)
-        aggregate = exp.result("aggregate")
-        if isinstance(aggregate, pd.DataFrame):
-            st.markdown("**Over the seeds** (mean, std, min, max)")
-            st.dataframe(aggregate, hide_index=True)
-        significance = exp.result("significance") or {}
-        frame = compare.significance_frame(significance)
-        if frame.empty:
-            st.caption("No significance tests (one method only).")
-        else:
-            st.markdown("**Significance** (lower p = stronger evidence that the methods differ)")
-            st.dataframe(
-                frame,
-                hide_index=True,
-                column_config={
-                    "statistic": st.column_config.NumberColumn(format="%.4f"),
-                    "p_value": st.column_config.NumberColumn("p", format="%.4g"),
-                },
-            )
-    elif exp.kind == "combination":
-        table3 = exp.result("table3")
-        if isinstance(table3, pd.DataFrame):
-            st.markdown(
-                "**Accuracy per training set (rows) and test set (columns)**, mean over seeds; best in bold"
-            )
-            st.dataframe(compare.bold_best(table3), hide_index=True)
-    else:
+    sections = registry.sections(exp)
+    if not sections:
         st.caption(f"{exp.kind} experiment: its runs are compared above.")
+    for section in sections:
+        st.markdown(f"**{escape_markdown(section.title)}**")
+        table = section.table
+        if section.best_columns:
+            table = compare.bold_best(table, [c for c in section.best_columns if c in table.columns])
+        config = {c: st.column_config.NumberColumn(format=f) for c, f in section.formats.items()}
+        st.dataframe(table, hide_index=True, column_config=config or None)
 
 
 def main() -> None:

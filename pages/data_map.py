@@ -1,6 +1,6 @@
 """Data map page: the interactive map of the picked run, filters, selection table, groups, downloads.
 
-Layout only: every computation is a function of ``cartomap.datamap`` / ``cartomap.groups``.
+Layout only: every computation is a function of ``cartomap.analysis.datamap`` / ``cartomap.runs.groups``.
 Session state: ``selected_ids`` (the current selection, a list of example ids; other pages may set
 it, e.g. "find this example on the map"), ``dm_*`` filter values kept with ``pages.common.kept`` (so
 they survive page switches), ``dm_focus`` (the example whose trajectory is shown) and
@@ -11,16 +11,16 @@ A selection replaces ``selected_ids`` only when the map reports a new one; "Clea
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import streamlit as st
 
-from cartomap import datamap
+from cartomap.analysis import datamap, figures
 from cartomap.errors import CartomapError
-from cartomap.groups import list_groups, save_group
-from cartomap.store import Run
-from pages.common import current_run, demo_or_prompt, kept
+from cartomap.runs.groups import list_groups, save_group
+from cartomap.runs.store import Run
+from pages.common import current_run, kept
+from pages.components.jobs import demo_or_prompt
 
 SELECTED = "selected_ids"
 TABLE_HEIGHT = 360
@@ -33,13 +33,7 @@ def _load_frame(run_path: str, stamp: tuple):  # stamp: mtimes, so a rewritten r
 
 
 def _stamp(run) -> tuple:
-    out = []
-    for name in ("metrics.parquet", "examples.parquet"):
-        try:
-            out.append(os.stat(run.path / name).st_mtime_ns)
-        except FileNotFoundError:
-            out.append(None)
-    return tuple(out)
+    return run.stamp(run.metrics_path(), run.examples_path)
 
 
 def _valid_range(key: str, lo_bound, hi_bound, options=None) -> None:
@@ -93,7 +87,7 @@ def sidebar_filters(frame):
     _valid_range("dm_conf", 0.0, 1.0)
     _valid_range("dm_var", 0.0, var_hi)
     _valid_range("dm_corr", None, None, options=corr_options)
-    color_options = list(datamap.COLOR_BY if genres else datamap.COLOR_BY[:3])
+    color_options = list(figures.COLOR_BY if genres else figures.COLOR_BY[:3])
 
     chosen_labels = sb.multiselect("Gold label", labels, **kept("dm_labels", labels, options=labels))
     chosen_regions = sb.multiselect("Region", regions, **kept("dm_regions", regions, options=regions))
@@ -186,7 +180,7 @@ def show_trajectory(run, table, table_event) -> None:
             st.warning(str(err))
             return
         st.plotly_chart(
-            datamap.trajectory_figure(traj, gold=str(row["gold"])),
+            figures.trajectory_figure(traj, gold=str(row["gold"])),
             key="dm_trajectory",
             config={"displaylogo": False},
         )
@@ -253,7 +247,7 @@ def downloads(run, filtered, table, fig) -> None:
     )
     cols[2].download_button(
         "Map as HTML",
-        lambda: datamap.map_html_bytes(fig),
+        lambda: figures.map_html_bytes(fig),
         f"{stem}-map.html",
         "text/html",
         key="dm_dl_html",
@@ -261,7 +255,7 @@ def downloads(run, filtered, table, fig) -> None:
     )
     cols[3].download_button(
         "Map as PNG",
-        lambda: datamap.map_png_bytes(filtered, title=run.id),
+        lambda: figures.map_png_bytes(filtered, title=run.id),
         f"{stem}-map.png",
         "image/png",
         key="dm_dl_png",
@@ -275,7 +269,7 @@ def main() -> None:
     run = demo_or_prompt(current_run())  # app.py draws the run picker in the sidebar
     if run is None:
         st.stop()
-    if not (run.path / "metrics.parquet").exists():
+    if not run.has_metrics():
         st.warning(f"Run {run.id} is done but has no data-map metrics (trained with record=none?).")
         st.stop()
 
@@ -292,7 +286,9 @@ def main() -> None:
     )
     if filtered.empty:
         st.warning("No example matches the filters.")
-    fig = datamap.figure(filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None)
+    fig = figures.data_map_figure(
+        filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
+    )
     st.plotly_chart(
         fig,
         key="datamap",

@@ -1,8 +1,8 @@
 """Experiments page: training-order curricula (RoNLI, METHODS.md section 4) and dataset combinations
 (WaNLI Table 3), each a grid of runs trained by one background job.
 
-Layout only: parameters are built and checked by ``cartomap.experiment_forms``, experiments are
-``cartomap.curriculum_experiment`` kinds started with ``cartomap.experiments.start_experiment``
+Layout only: parameters are built and checked by ``cartomap.experiments.forms``, experiments are
+``cartomap.experiments.curriculum`` kinds started with ``cartomap.experiments.launch.start_experiment``
 (one job process that trains every run in turn), and their results are read from the experiment
 folder. A running experiment is polled with ``st.fragment(run_every=...)``.
 Session state: ``xp_*`` (curricula) and ``xc_*`` (combinations) widget values, kept with
@@ -12,31 +12,27 @@ Session state: ``xp_*`` (curricula) and ``xc_*`` (combinations) widget values, k
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
-from pathlib import Path
 
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from cartomap import experiment_forms as forms
-from cartomap import experiments
-from cartomap.cli import experiment_report
-from cartomap.config import DEMO_DEV, DEMO_TRAIN, ModelConfig, OrderConfig, RunConfig, TrainConfig
-from cartomap.curricula import CURRICULA, DIFFICULTIES
-from cartomap.curriculum_experiment import create_combination, create_curriculum
-from cartomap.data import TextDataset, load_dataset
+from cartomap.config import DEMO_DEV, DEMO_TRAIN, OrderConfig, RunConfig, TrainConfig
+from cartomap.data.forms import parse_names
+from cartomap.data.loading import TextDataset, load_dataset
 from cartomap.errors import CartomapError
-from cartomap.experiments import Experiment, ExperimentStore
-from cartomap.forms import ACTIVE_STATES, DEVICES, parse_names
-from cartomap.jobs import tail
-from cartomap.similarity import load_similarity
-from cartomap.uploads import MAX_UPLOAD_MB, UPLOAD_TYPES, save_upload
+from cartomap.experiments import forms, launch, registry
+from cartomap.experiments.combination import create_combination
+from cartomap.experiments.curriculum import create_curriculum
+from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.io import file_stamp
+from cartomap.training.curricula import CURRICULA, DIFFICULTIES
+from cartomap.training.similarity import load_similarity
 from pages.common import escape_markdown, flash, get_store, kept, show_error, show_flashes
+from pages.components.forms import columns_form, model_form, source_form
+from pages.components.jobs import experiment_panel
 
-POLL_S = 1.0
-FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
 TRAIN_SOURCES = {
     "demo": "Bundled demo (1,600 NLI pairs)",
     "path": "A file on this machine",
@@ -48,7 +44,6 @@ DIFFICULTY_LABELS = {
     "paper": "paper: 1 - c + v if c > 0.5 else 3 - c - v",
     "code": "public code: (1 - correctness) + (1 - v if v < 0.5 else v)",
 }
-RESUMABLE = ("failed", "cancelled", "interrupted", "exited")
 DEFAULT_TRAIN = TrainConfig()
 ss = st.session_state
 store = get_store()
@@ -56,12 +51,6 @@ xstore = ExperimentStore(store.root)
 
 
 # --------------------------------------------------------------------------- cached loading
-def _stamp(path: str) -> tuple:
-    try:
-        stat = Path(path).expanduser().stat()
-        return (stat.st_mtime_ns, stat.st_size)
-    except OSError:
-        return ()
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the training set…")
@@ -75,113 +64,6 @@ def _lengths(key: str, model: str, max_length: int, _examples: pd.DataFrame):
 
 
 # --------------------------------------------------------------------------- shared form parts
-def _columns_form(prefix: str) -> dict:
-    """Column mapping and class order of the files (the demo sets keep their own)."""
-    with st.expander("Columns and classes of the files"):
-        c1, c2, c3, c4 = st.columns([3, 2, 2, 1])
-        text = c1.text_input(
-            "Text columns",
-            help="premise,hypothesis or one column",
-            **kept(f"{prefix}_text", "premise, hypothesis"),
-        )
-        label = c2.text_input("Label column", **kept(f"{prefix}_label", "label")).strip()
-        ident = c3.text_input("Id column (blank: generate)", **kept(f"{prefix}_id", "id")).strip()
-        fmt = c4.selectbox("Format", FORMATS, **kept(f"{prefix}_format", "auto", options=FORMATS))
-    names = st.text_input(
-        "Label names (optional)",
-        placeholder="entailment, neutral, contradiction",
-        help="Class order, comma-separated: needed for integer labels, and fixes the order of the "
-        "per-class tables. String labels are found by themselves.",
-        **kept(f"{prefix}_label_names", ""),
-    )
-    return {
-        "text_columns": tuple(c.strip() for c in text.split(",") if c.strip()),
-        "label_column": label,
-        "id_column": ident,
-        "format": fmt,
-        "label_names": names,
-    }
-
-
-def _model_form(prefix: str, default_epochs: int = DEFAULT_TRAIN.epochs) -> dict:
-    c1, c2 = st.columns([3, 1])
-    model = c1.text_input(
-        "Model",
-        help="'default' = the bundled all-MiniLM-L6-v2 encoder, or a local checkpoint folder",
-        **kept(f"{prefix}_model", ModelConfig().name_or_path),
-    )
-    device = c2.selectbox("Device", DEVICES, **kept(f"{prefix}_device", "auto", options=DEVICES))
-    c1, c2, c3, c4 = st.columns(4)
-    return {
-        "model": model,
-        "device": device,
-        "epochs": c1.number_input("Epochs", 1, 200, step=1, **kept(f"{prefix}_epochs", default_epochs)),
-        "batch_size": c2.number_input(
-            "Batch size", 1, 4096, step=8, **kept(f"{prefix}_batch", DEFAULT_TRAIN.batch_size)
-        ),
-        "learning_rate": c3.number_input(
-            "Learning rate",
-            1e-7,
-            1.0,
-            step=1e-5,
-            format="%.1e",
-            **kept(f"{prefix}_lr", DEFAULT_TRAIN.learning_rate),
-        ),
-        "max_length": c4.number_input(
-            "Max tokens", 8, 4096, step=16, **kept(f"{prefix}_max_length", ModelConfig().max_length)
-        ),
-    }
-
-
-def _upload(prefix: str) -> str:
-    """An uploaded training file saved under the cache (content-addressed); its path or ''."""
-    size_limit = (
-        {"max_upload_size": MAX_UPLOAD_MB}
-        if "max_upload_size" in inspect.signature(st.file_uploader).parameters
-        else {}
-    )
-    uploaded = st.file_uploader(
-        f"Training file (up to {MAX_UPLOAD_MB} MB)",
-        type=list(UPLOAD_TYPES),
-        key=f"{prefix}_upload",
-        **size_limit,
-    )
-    if uploaded is None:
-        ss.pop(f"{prefix}_upload_path", None)
-    elif ss.get(f"_{prefix}_upload_id") != uploaded.file_id:
-        try:
-            saved = save_upload(uploaded.getvalue(), uploaded.name, store.root)
-        except CartomapError as err:
-            show_error(err)
-        else:
-            ss[f"{prefix}_upload_path"] = str(saved.resolve())
-            ss[f"_{prefix}_upload_id"] = uploaded.file_id
-    return ss.get(f"{prefix}_upload_path", "")
-
-
-def _source(
-    prefix: str, label: str, choices: dict, default: str, demo_path: str, upload: bool = False
-) -> str:
-    """A dataset picked as the demo, a path (or an upload); its path ('' when none given)."""
-    c1, c2 = st.columns([2, 3])
-    source = c1.radio(
-        label,
-        list(choices),
-        format_func=choices.get,
-        **kept(f"{prefix}_source", default, options=list(choices)),
-    )
-    if source == "demo":
-        return demo_path
-    if source == "none":
-        return "none"
-    if source == "upload" and upload:
-        with c2:
-            return _upload(prefix)
-    return c2.text_input(
-        f"{label} path",
-        placeholder="/data/file.jsonl (JSON Lines, CSV, TSV, Parquet, saved HF dataset), or demo:dev",
-        **kept(f"{prefix}_path", ""),
-    ).strip()
 
 
 def _test_sets_form(prefix: str) -> str:
@@ -240,11 +122,10 @@ def _run_status(run_id: str) -> dict | None:
         return None
 
 
-def _show_progress(exp: Experiment, status: dict) -> None:
+def _progress_details(exp: Experiment, status: dict) -> None:
     view = forms.experiment_progress(status, _run_status(status.get("run_id")))
-    state = view["state"]
     st.progress(
-        view["fraction"], text=f"Experiment {exp.id}: {state} · {view['phase']} · runs {view['runs']}"
+        view["fraction"], text=f"Experiment {exp.id}: {view['state']} · {view['phase']} · runs {view['runs']}"
     )
     c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
     c1.metric("Training", view["role"])
@@ -253,59 +134,16 @@ def _show_progress(exp: Experiment, status: dict) -> None:
     c4.metric("Loss", view["loss"])
     if view["run_id"]:
         st.caption(f"Run {view['run_id']}")
-    if state == "queued":
-        st.caption("Waiting for the experiment job to start…")
-    elif state == "exited":
-        st.warning("The experiment job exited before it started. The end of its log:")
-        st.code(tail(exp.path / "job.log") or "(empty log)", language=None)
-    elif state == "failed":
-        st.error("The experiment failed:")
-        st.code(str(view["error"] or "see log.txt in the experiment folder"), language=None)
-    elif state == "cancelled":
-        st.info("Cancelled. Resume continues with the runs not yet done (finished runs are kept).")
-    elif state == "interrupted":
-        st.warning("The experiment job stopped without finishing (killed or crashed). Resume continues it.")
-
-
-@st.fragment(run_every=POLL_S)
-def _live_progress(exp_path: str, first_state: str) -> None:
-    exp = Experiment(Path(exp_path))
-    try:
-        status = exp.status()
-    except (OSError, ValueError):
-        st.rerun()
-        return
-    if forms.experiment_progress(status)["state"] not in ACTIVE_STATES and first_state in ACTIVE_STATES:
-        st.rerun()  # the whole page: a finished experiment draws its results
-    _show_progress(exp, status)
 
 
 def _progress_and_actions(exp: Experiment) -> str:
-    """Progress (live while active), Cancel / Resume; returns the effective state."""
-    status = exp.status()
-    state = forms.experiment_progress(status)["state"]
-    if state in ACTIVE_STATES:
-        _live_progress(str(exp.path), state)
-    elif state != "done":
-        _show_progress(exp, status)
-    if state == "running":
-        if st.button("Cancel experiment", key=f"cancel_{exp.id}", help="Stops after the current step"):
-            exp.request_cancel()
-            st.info("Cancel requested: the job stops after the current training step.")
-    elif state in RESUMABLE and st.button("Resume", key=f"resume_{exp.id}", type="primary"):
-        try:
-            experiments.start_experiment(exp, xstore)
-        except CartomapError as err:
-            show_error(err)
-        else:
-            flash("success", f"Resumed experiment {exp.id}.")
-            st.rerun()
-    return state
+    """Progress (live while active), Cancel / Resume; returns the state."""
+    return experiment_panel(exp, _progress_details)
 
 
 def _report_download(exp: Experiment) -> None:
     try:
-        report = experiment_report(exp, xstore.runs)
+        report = registry.report(exp, xstore.runs)
     except (CartomapError, KeyError, OSError, ValueError) as err:
         show_error(f"no report: {err}")
         return
@@ -417,7 +255,7 @@ def _start(create, params, name: str, selected_key: str) -> None:
         flash("info", f"Experiment {exp.id} is already running: following it.")
     else:
         try:
-            experiments.start_experiment(exp, xstore)
+            launch.start_experiment(exp, xstore)
         except CartomapError as err:
             show_error(err)
             return
@@ -438,7 +276,7 @@ def _stage_preview(train, values: dict, methods: list[str], difficulty: str, see
     default = next((m for m in methods if m in CURRICULA), methods[0] if methods else "cart-stra++")
     order_name = st.selectbox("Order", options, **kept("xp_preview_order", default, options=options))
     try:
-        dataset = _training_set(json.dumps(dataclasses.asdict(train)), _stamp(train.path))
+        dataset = _training_set(json.dumps(dataclasses.asdict(train)), file_stamp(train.path))
     except CartomapError as err:
         show_error(err)
         return
@@ -490,11 +328,11 @@ def curricula_tab() -> None:
         "Every method trains once per seed for the same number of steps (RoNLI's fair comparison); an extra "
         "baseline run records the data map that the cartography orders sort by."
     )
-    train_path = _source("xp_train", "Training set", TRAIN_SOURCES, "demo", DEMO_TRAIN, upload=True)
-    dev_path = _source("xp_dev", "Validation set", DEV_SOURCES, "demo", DEMO_DEV)
+    train_path = source_form("xp_train", "Training set", TRAIN_SOURCES, "demo", DEMO_TRAIN, upload=True)
+    dev_path = source_form("xp_dev", "Validation set", DEV_SOURCES, "demo", DEMO_DEV)
     tests_text = _test_sets_form("xp")
-    mapping = _columns_form("xp")
-    values = _model_form("xp")
+    mapping = columns_form("xp")
+    values = model_form("xp")
     methods = st.multiselect(
         "Methods (training orders)",
         list(forms.ORDER_DESCRIPTIONS),
@@ -587,10 +425,10 @@ def combinations_tab() -> None:
         format_func=forms.MODE_DESCRIPTIONS.get,
         **kept("xc_modes", list(forms.MODES), options=list(forms.MODES)),
     )
-    dev_path = _source("xc_dev", "Validation set", COMBO_DEV_SOURCES, "none", DEMO_DEV)
+    dev_path = source_form("xc_dev", "Validation set", COMBO_DEV_SOURCES, "none", DEMO_DEV)
     tests_text = _test_sets_form("xc")
-    mapping = _columns_form("xc")
-    values = _model_form("xc")
+    mapping = columns_form("xc")
+    values = model_form("xc")
     c1, c2 = st.columns([1, 3])
     seeds_text = c1.text_input("Seeds", help="e.g. 0 or 0-2", **kept("xc_seeds", "0"))
     name = c2.text_input("Experiment name (optional)", **kept("xc_name", ""))

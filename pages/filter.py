@@ -1,49 +1,26 @@
 """Filter page: WaNLI Stage 3 on a generated batch (heuristic rules, tidying, estimated max variability).
 
-Layout only: the filtering is ``cartomap.filtering``; it runs as a CLI job (``cartomap filter``,
+Layout only: the filtering is ``cartomap.wanli.filtering``; it runs as a CLI job (``cartomap filter``,
 task ``filter-<batch>``) and this page polls the task. Generated text is shown in tables only
 (plain text, never HTML). Session state: ``flt_*`` keys with ``_kept_flt_*`` widget shadows.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from cartomap.errors import CartomapError
-from cartomap.filtering import (
-    ALL_RULES,
-    FILTERED_FILE,
-    REPORT_FILE,
-    RULE_DESCRIPTIONS,
-    RULES,
-    batch_path,
-    list_batches,
-    load_filtered,
-    load_report,
-    task_name,
-    variability_figure,
-)
-from cartomap.jobs import start_task, tail, task_status
-from cartomap.review import REVIEW_FILE
-from cartomap.store import Run
-from pages.common import current_run, demo_or_prompt, get_store, kept, show_error
+from cartomap.runs import layout
+from cartomap.runs.store import Run
+from cartomap.wanli import batches
+from cartomap.wanli.batches import load_filtered
+from cartomap.wanli.filtering import ALL_RULES, RULE_DESCRIPTIONS, RULES, task_name, variability_figure
+from pages.common import current_run, kept
+from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
 
-POLL_S = 1.0
-ACTIVE = ("queued", "running")
-STUCK_S = 90  # a job still queued after this long probably failed to start: show its log
 TABLE_COLUMNS = ["gen_id", "intended_label", "premise", "hypothesis", "max_variability", "group", "seed_id"]
-
-
-def _mtime(path: Path) -> int | None:
-    try:
-        return os.stat(path).st_mtime_ns
-    except FileNotFoundError:
-        return None
 
 
 @st.cache_data(max_entries=4, show_spinner="Loading the filtered batch…")
@@ -51,36 +28,11 @@ def _filtered(run_path: str, batch: str, stamp: int | None) -> pd.DataFrame | No
     return load_filtered(Run(Path(run_path)), batch)
 
 
-# --------------------------------------------------------------------------- the job
-@st.fragment(run_every=POLL_S)
-def _live_task(run: Run, name: str) -> None:
-    status = task_status(run, name) or {}
-    state = status.get("state")
-    if state not in ACTIVE:
-        st.rerun()  # the whole page: it draws the result (or the error)
-        return
-    fraction = min(max(float(status.get("progress") or 0.0), 0.0), 1.0)
-    phase = status.get("phase") or state
-    st.progress(fraction, text=f"Filtering: {state} · {phase}")
-    waited = time.time() - float(status.get("updated_at") or time.time())
-    if state == "queued" and waited > STUCK_S:
-        st.warning("The job has not started yet. The end of its log:")
-        st.code(tail(run.path / "tasks" / f"{name}.log") or "(empty log)", language=None)
-
-
 def filter_panel(run: Run, batch: str, filtered: bool) -> None:
     """Settings and the start button, or the progress of the running job."""
     name = task_name(batch)
-    status = task_status(run, name) or {}
-    state = status.get("state")
-    if state in ACTIVE:
-        _live_task(run, name)
+    if task_panel(run, name, "Filtering"):
         return
-    if state == "failed":
-        show_error(f"Filtering failed: {status.get('error') or 'see the log'}")
-        st.code(tail(run.path / "tasks" / f"{name}.log") or "(empty log)", language=None)
-    elif state == "interrupted":
-        st.warning("Filtering stopped before finishing (killed or crashed): start it again.")
     checkpoints = run.checkpoint_dirs()
     if not checkpoints:
         st.warning(
@@ -104,23 +56,16 @@ def filter_panel(run: Run, batch: str, filtered: bool) -> None:
         help="WaNLI keeps floor(fraction × survivors / labels) per intended label.",
         **kept("flt_balance", True),
     )
-    review_db = batch_path(run, batch) / REVIEW_FILE
+    review_db = batches.review_path(run, batch)
     if filtered and review_db.exists():
         st.caption(
             "This batch is being reviewed: filtering again changes which examples are offered; "
             "the reviews made so far are kept."
         )
-    label = "Filter again" if filtered else "Filter this batch"
-    if st.button(label, key="flt_start", type="primary"):
-        args = ["filter", run.id, "--batch", batch, "--keep-fraction", str(float(fraction))]
-        if not balance:
-            args.append("--no-balance")
-        try:
-            start_task(run, name, args, get_store())
-        except (CartomapError, OSError) as err:
-            show_error(err)
-        else:
-            st.rerun()
+    args = ["filter", run.id, "--batch", batch, "--keep-fraction", str(float(fraction))]
+    if not balance:
+        args.append("--no-balance")
+    start_task_button(run, name, args, "Filter again" if filtered else "Filter this batch", key="flt_start")
 
 
 # --------------------------------------------------------------------------- results
@@ -196,20 +141,19 @@ def main() -> None:
     run = demo_or_prompt(current_run())  # app.py draws the run picker in the sidebar
     if run is None:
         st.stop()
-    batches = list_batches(run)
-    if not batches:
+    names = batches.list_batches(run, having=layout.GENERATED)
+    if not names:
         st.info("This run has no generated batches yet: generate examples first (WaNLI Stage 2).")
         st.stop()
-    batch = st.selectbox("Generated batch", batches, **kept("flt_batch", batches[0], options=batches))
-    folder = batch_path(run, batch)
-    frame = _filtered(str(run.path), batch, _mtime(folder / FILTERED_FILE))
+    batch = st.selectbox("Generated batch", names, **kept("flt_batch", names[0], options=names))
+    frame = _filtered(str(run.path), batch, run.stamp(batches.filtered_path(run, batch))[0])
     filter_panel(run, batch, frame is not None)
     if frame is None:
         st.info("This batch has not been filtered yet.")
         return
     st.divider()
     try:
-        report = load_report(run, batch) if _mtime(folder / REPORT_FILE) else None
+        report = batches.load_report(run, batch) if run.stamp(batches.report_path(run, batch))[0] else None
     except (OSError, ValueError):
         report = None
     show_results(frame, report)

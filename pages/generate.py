@@ -1,6 +1,6 @@
 """Generate page (WaNLI Stage 2): sample new pairs from a language model prompted with each group.
 
-Layout only: ``cartomap.generation.prepare_generation`` checks the choices and writes the
+Layout only: ``cartomap.wanli.generation.prepare_generation`` checks the choices and writes the
 batch's generation.json, then the CLI job ``cartomap generate RUN --batch NAME --job`` generates
 it (task ``generate-<batch>``), which this page polls. The template (instruction, label words)
 and the generator are shared with the Prompts page through session state (``wanli_*`` keys kept
@@ -11,33 +11,26 @@ from the environment variable named (in the dashboard's environment), and only t
 from __future__ import annotations
 
 import os
-import time
 
 import streamlit as st
 
 from cartomap.errors import CartomapError
-from cartomap.exemplars import AUTO, MAX_EXAMPLES
-from cartomap.generation import (
+from cartomap.runs.groups import list_groups
+from cartomap.runs.jobs import start_task
+from cartomap.runs.store import Run
+from cartomap.wanli.batches import batch_info, batch_slug, list_batches, load_generated
+from cartomap.wanli.exemplars import AUTO, MAX_EXAMPLES
+from cartomap.wanli.generation import (
     SMOLLM2,
     GenerationConfig,
-    batch_info,
-    batch_slug,
-    batch_status,
-    list_batches,
-    load_generated,
     prepare_generation,
     request_stop,
     task_name,
 )
-from cartomap.groups import list_groups
-from cartomap.jobs import start_task, tail
-from cartomap.prompts import DEFAULT_INSTRUCTION, DEFAULT_LABEL_WORDS, PromptTemplate
-from cartomap.store import Run
-from pages.common import current_run, demo_or_prompt, escape_markdown, get_store, kept, show_error
+from cartomap.wanli.prompts import DEFAULT_INSTRUCTION, DEFAULT_LABEL_WORDS, PromptTemplate
+from pages.common import current_run, escape_markdown, get_store, kept, show_error
+from pages.components.jobs import demo_or_prompt, job_panel, task_wording
 
-POLL_S = 1.0
-ACTIVE = ("queued", "running")
-STUCK_S = 90
 BACKENDS = ("local", "openai")
 CHOICES = ("All automatic groups", "Chosen groups")
 DEFAULTS = GenerationConfig()
@@ -175,7 +168,7 @@ def start(run: Run, chosen: list[str], labels: tuple[str, ...], cfg: GenerationC
 
 
 # --------------------------------------------------------------------------- progress and results
-def _progress(status: dict) -> None:
+def _progress(task, status: dict) -> None:
     done, total = status.get("done") or 0, status.get("total") or 0
     fraction = min(max(float(status.get("progress") or 0.0), 0.0), 1.0)
     text = f"{status.get('state')} · {status.get('phase', 'starting')}"
@@ -183,18 +176,6 @@ def _progress(status: dict) -> None:
         text += f" · {done:,} / {total:,} prompts · {status.get('generated', 0):,} pairs parsed"
         text += f" · {status.get('unparsable', 0):,} dropped"
     st.progress(fraction, text=text)
-
-
-@st.fragment(run_every=POLL_S)
-def _live(run: Run, batch: str) -> None:
-    status = batch_status(run, batch) or {}
-    if status.get("state") not in ACTIVE:
-        st.rerun()
-        return
-    _progress(status)
-    if status.get("state") == "queued" and time.time() - float(status.get("updated_at") or 0) > STUCK_S:
-        st.warning("The job has not started yet. The end of its log:")
-        st.code(tail(run.path / "tasks" / f"{task_name(batch)}.log") or "(empty log)", language=None)
 
 
 def results(run: Run) -> None:
@@ -217,20 +198,15 @@ def results(run: Run) -> None:
             f"temperature {cfg.get('temperature')} · max {cfg.get('max_new_tokens')} new tokens"
         )
     )
-    status = batch_status(run, batch) or {}
-    state = status.get("state")
-    if state in ACTIVE:
-        _live(run, batch)
-        if state == "running" and st.button("Stop after the current prompts", key="wanli_stop"):
-            request_stop(run, batch)
-            st.info("Stop requested: the job keeps what it generated so far.")
-        return
-    if state == "failed":
-        st.error(f"Generation failed: {status.get('error') or 'see the log'}")
-        st.code(tail(run.path / "tasks" / f"{task_name(batch)}.log") or "(empty log)", language=None)
-        return
-    if state == "interrupted":
-        st.warning("The generation job stopped before finishing (killed or crashed): start it again.")
+    state = job_panel(
+        run.task(task_name(batch)),
+        task_wording("Generation"),
+        _progress,
+        key="wanli_",
+        cancel=lambda: request_stop(run, batch),
+        cancel_label="Stop after the current prompts",
+    )
+    if state not in ("done", "none"):
         return
     try:
         frame = load_generated(run, batch)

@@ -1,7 +1,7 @@
 """Neighbours page: a seed example and its nearest same-label neighbours in the task model's [CLS] space.
 
-Layout only: embeddings, neighbours, seeds and projections come from ``cartomap.embeddings``,
-``cartomap.neighbors`` and ``cartomap.projection``; long work (embeddings, UMAP) runs as a CLI
+Layout only: embeddings, neighbours, seeds and projections come from ``cartomap.training.embeddings``,
+``cartomap.analysis.neighbours`` and ``cartomap.analysis.projection``; long work (embeddings, UMAP) runs as a CLI
 job (``cartomap embed`` / ``cartomap project``) and this page polls its task status.
 Session state: ``selected_ids`` (the Data map page's selection, one source of seeds) and ``nb_*``
 widget keys (with ``_kept_nb_*`` shadows, so choices survive page switches).
@@ -9,40 +9,27 @@ widget keys (with ``_kept_nb_*`` shadows, so choices survive page switches).
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from cartomap.embeddings import EMBEDDINGS_FILE, IDS_FILE, load_embeddings
+from cartomap.analysis.neighbours import DEFAULT_K, neighbour_group, seed_examples
+from cartomap.analysis.projection import load_projection, points_frame, project_run, projection_figure
 from cartomap.errors import CartomapError
-from cartomap.groups import list_groups, save_group
-from cartomap.jobs import start_task, tail, task_status
-from cartomap.neighbors import DEFAULT_K, neighbour_group, seed_examples
-from cartomap.projection import load_projection, points_frame, project_run, projection_figure
-from cartomap.store import Run
-from pages.common import current_run, demo_or_prompt, get_store, kept
+from cartomap.runs.groups import list_groups, save_group
+from cartomap.runs.store import Run
+from cartomap.training.embeddings import load_embeddings
+from pages.common import current_run, kept
+from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
 
 SELECTED = "selected_ids"
-POLL_S = 1.0
-ACTIVE = ("queued", "running")
-STUCK_S = 90  # a job still queued after this long probably failed to start: show its log
 MAX_SEED_OPTIONS = 2000
 SOURCES = ("Current selection", "A saved group", "Most ambiguous per label")
 TEXT_CHARS = 70
 
 
 # --------------------------------------------------------------------------- cached loading
-def _stamp(run: Run, *names: str) -> tuple:
-    out = []
-    for name in names:
-        try:
-            out.append(os.stat(run.path / name).st_mtime_ns)
-        except FileNotFoundError:
-            out.append(None)
-    return tuple(out)
 
 
 @st.cache_resource(max_entries=2, show_spinner="Loading the embeddings…")
@@ -76,47 +63,6 @@ def _umap(run_path: str, stamp: tuple):
 @st.cache_data(max_entries=64, show_spinner=False)
 def _group(run_path: str, stamp: tuple, seed: str, k: int, exclude: tuple, _embeddings) -> pd.DataFrame:
     return neighbour_group(Run(Path(run_path)), seed, k=k, embeddings=_embeddings, exclude_genres=exclude)
-
-
-# --------------------------------------------------------------------------- background jobs
-@st.fragment(run_every=POLL_S)
-def _live_task(run: Run, name: str, label: str) -> None:
-    status = task_status(run, name) or {}
-    state = status.get("state")
-    if state not in ACTIVE:
-        st.rerun()  # the whole page: it draws the result (or the error)
-        return
-    fraction = min(max(float(status.get("progress") or 0.0), 0.0), 1.0)
-    done, total = status.get("done"), status.get("total")
-    count = f" · {done:,} / {total:,} examples" if done is not None and total else ""
-    st.progress(fraction, text=f"{label}: {state}{count}")
-    waited = time.time() - float(status.get("updated_at") or time.time())
-    if state == "queued" and waited > STUCK_S:
-        st.warning("The job has not started yet. The end of its log:")
-        st.code(tail(run.path / "tasks" / f"{name}.log") or "(empty log)", language=None)
-
-
-def task_panel(run: Run, name: str, cli_args: list[str], label: str, button: str) -> None:
-    """Progress of background task ``name`` while it runs; else its last error and a start button."""
-    status = task_status(run, name) or {}
-    state = status.get("state")
-    stuck = state == "queued" and time.time() - float(status.get("updated_at") or 0) > STUCK_S
-    if state in ACTIVE:
-        _live_task(run, name, label)
-        if not stuck:
-            return
-    elif state == "failed":
-        st.error(f"{label} failed: {status.get('error') or 'see the log'}")
-        st.code(tail(run.path / "tasks" / f"{name}.log") or "(empty log)", language=None)
-    elif state == "interrupted":
-        st.warning(f"{label} stopped before finishing (killed or crashed): start it again.")
-    if st.button(button, key=f"nb_start_{name}", type="primary"):
-        try:
-            start_task(run, name, cli_args, get_store())
-        except (CartomapError, OSError) as err:
-            st.error(str(err))
-        else:
-            st.rerun()
 
 
 # --------------------------------------------------------------------------- seeds
@@ -235,9 +181,15 @@ def show_group(run: Run, group: pd.DataFrame, k: int) -> None:
 
 
 # --------------------------------------------------------------------------- the 2-D view
+def task_or_button(run: Run, name: str, cli_args: list[str], label: str, button: str) -> None:
+    """The background task ``name`` (live while it runs), else a button that starts it."""
+    if not task_panel(run, name, label):
+        start_task_button(run, name, cli_args, button, key=f"nb_start_{name}")
+
+
 def projection_view(run: Run, points: pd.DataFrame, group_ids: list[str], seed: str | None) -> None:
     st.subheader("The whole dataset in 2-D")
-    stamp = _stamp(run, EMBEDDINGS_FILE)
+    stamp = run.stamp(run.embeddings_path)
     left, right = st.columns(2)
     methods = ["PCA", "UMAP"]
     method = left.radio("Projection", methods, horizontal=True, **kept("nb_proj", "PCA", options=methods))
@@ -247,13 +199,13 @@ def projection_view(run: Run, points: pd.DataFrame, group_ids: list[str], seed: 
     )
     coords = None
     if method == "UMAP":
-        coords = _umap(str(run.path), stamp + _stamp(run, "projection_umap.npy"))
+        coords = _umap(str(run.path), stamp + run.stamp(run.projection_path("umap")))
         if coords is None:
             st.info(
                 "UMAP (15 neighbours, min_dist 0.1, cosine) runs as a background job: a minute or more, "
                 "the first time longer. PCA is shown meanwhile; the result is kept with the run."
             )
-            task_panel(
+            task_or_button(
                 run, "projection_umap", ["project", run.id, "--method", "umap"], "UMAP", "Compute UMAP"
             )
             method = "PCA"
@@ -276,7 +228,7 @@ def main() -> None:
     run = demo_or_prompt(current_run())  # app.py draws the run picker in the sidebar
     if run is None:
         st.stop()
-    emb_stamp = _stamp(run, EMBEDDINGS_FILE, IDS_FILE)
+    emb_stamp = run.stamp(run.embeddings_path, run.embedding_ids_path)
     embeddings = _embeddings(str(run.path), emb_stamp)
     if embeddings is None:
         st.info(
@@ -284,14 +236,14 @@ def main() -> None:
             "vector of every training example under this run's model (a background job; on a CPU about "
             "a minute per few thousand pairs with the default encoder)."
         )
-        task_panel(run, "embeddings", ["embed", run.id, "--quiet"], "Embeddings", "Compute embeddings")
+        task_or_button(run, "embeddings", ["embed", run.id, "--quiet"], "Embeddings", "Compute embeddings")
         st.stop()
 
-    points = _points(str(run.path), _stamp(run, "examples.parquet", "metrics.parquet"))
-    metrics = _metrics(str(run.path), _stamp(run, "metrics.parquet"))
+    points = _points(str(run.path), run.stamp(run.examples_path, run.metrics_path()))
+    metrics = _metrics(str(run.path), run.stamp(run.metrics_path()))
     if len(embeddings[0]) != len(points):
         st.warning("The embeddings do not match the run's examples: compute them again.")
-        task_panel(
+        task_or_button(
             run, "embeddings", ["embed", run.id, "--quiet", "--force"], "Embeddings", "Compute embeddings"
         )
         st.stop()

@@ -1,7 +1,7 @@
 """Prompts page (WaNLI Stages 1-2): groups of in-context examples and the exact prompt each one makes.
 
-Layout only: groups come from ``cartomap.exemplars`` / ``cartomap.groups``, prompts from
-``cartomap.prompts``; collecting the automatic groups runs as the CLI job ``cartomap groups RUN
+Layout only: groups come from ``cartomap.wanli.exemplars`` / ``cartomap.runs.groups``, prompts from
+``cartomap.wanli.prompts``; collecting the automatic groups runs as the CLI job ``cartomap groups RUN
 --save`` when the run's embeddings are still to be computed. The template (instruction and the
 separator word of each label) and the generator live in session state, shared with the Generate
 page: ``wanli_instruction``, ``wanli_word_<label>``, ``wanli_max_examples``, ``wanli_backend``,
@@ -10,16 +10,18 @@ page: ``wanli_instruction``, ``wanli_word_<label>``, ``wanli_max_examples``, ``w
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
 
-from cartomap.embeddings import EMBEDDINGS_FILE, IDS_FILE, has_embeddings, load_embeddings
+from cartomap.analysis.neighbours import DEFAULT_K, SEED_QUANTILE
 from cartomap.errors import CartomapError
-from cartomap.exemplars import (
+from cartomap.runs.groups import list_groups
+from cartomap.runs.jobs import start_task
+from cartomap.runs.store import Run
+from cartomap.training.embeddings import has_embeddings, load_embeddings
+from cartomap.wanli.exemplars import (
     AUTO,
     DEFAULT_EXCLUDE,
     DEFAULT_QUERY,
@@ -29,24 +31,18 @@ from cartomap.exemplars import (
     in_context_examples,
     save_auto_groups,
 )
-from cartomap.generation import SMOLLM2, cache_root_of, load_generator_tokenizer
-from cartomap.groups import list_groups
-from cartomap.jobs import start_task, tail, task_status
-from cartomap.neighbors import DEFAULT_K, SEED_QUANTILE
-from cartomap.prompts import (
+from cartomap.wanli.generation import SMOLLM2, cache_root_of, load_generator_tokenizer
+from cartomap.wanli.prompts import (
     DEFAULT_INSTRUCTION,
     DEFAULT_LABEL_WORDS,
     PromptTemplate,
     build_prompt,
     count_tokens,
 )
-from cartomap.store import Run
-from pages.common import current_run, demo_or_prompt, escape_markdown, get_store, kept, show_error
+from pages.common import current_run, escape_markdown, get_store, kept, show_error
+from pages.components.jobs import demo_or_prompt, task_panel
 
 TASK = "auto-groups"
-POLL_S = 1.0
-ACTIVE = ("queued", "running")
-STUCK_S = 90
 BACKENDS = ("local", "openai")
 
 
@@ -54,16 +50,6 @@ BACKENDS = ("local", "openai")
 @st.cache_resource(max_entries=2, show_spinner="Loading the embeddings…")
 def _embeddings(run_path: str, stamp: tuple):
     return load_embeddings(Run(Path(run_path)))
-
-
-def _stamp(run: Run) -> tuple:
-    out = []
-    for name in (EMBEDDINGS_FILE, IDS_FILE):
-        try:
-            out.append(os.stat(run.path / name).st_mtime_ns)
-        except FileNotFoundError:
-            out.append(None)
-    return tuple(out)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the generator's tokenizer…")
@@ -102,21 +88,6 @@ def template_widgets(labels: tuple[str, ...]) -> PromptTemplate | None:
 
 
 # --------------------------------------------------------------------------- automatic groups
-@st.fragment(run_every=POLL_S)
-def _live_task(run: Run) -> None:
-    status = task_status(run, TASK) or {}
-    if status.get("state") not in ACTIVE:
-        st.rerun()
-        return
-    st.progress(
-        min(max(float(status.get("progress") or 0.0), 0.0), 1.0),
-        text=f"Collecting groups: {status.get('state')} · {status.get('phase', 'starting')}",
-    )
-    if status.get("state") == "queued" and time.time() - float(status.get("updated_at") or 0) > STUCK_S:
-        st.warning("The job has not started yet. The end of its log:")
-        st.code(tail(run.path / "tasks" / f"{TASK}.log") or "(empty log)", language=None)
-
-
 def collect_panel(run: Run, examples, n_auto: int) -> None:
     with st.expander("Collect automatic groups (WaNLI Stage 1)", expanded=n_auto == 0):
         st.caption(
@@ -143,12 +114,8 @@ def collect_panel(run: Run, examples, n_auto: int) -> None:
             exclude = st.multiselect(
                 "Leave out genres", genres, **kept("wanli_exclude", default, options=genres)
             )
-        status = task_status(run, TASK) or {}
-        if status.get("state") in ACTIVE:
-            _live_task(run)
+        if task_panel(run, TASK, "Collecting groups"):
             return
-        if status.get("state") == "failed":
-            st.error(f"Collecting failed: {status.get('error') or 'see the log'}")
         if st.button("Collect automatic groups", key="wanli_collect", type="primary"):
             query_arg = int(query) if int(query) > 0 else None
             if query_arg is not None and query_arg < int(k) + 1:
@@ -237,7 +204,11 @@ def main() -> None:
         )
     )
     try:
-        embeddings = None if group.get("source") == AUTO else _embeddings(str(run.path), _stamp(run))
+        embeddings = (
+            None
+            if group.get("source") == AUTO
+            else _embeddings(str(run.path), run.stamp(run.embeddings_path, run.embedding_ids_path))
+        )
         frame = group_examples(run, group, embeddings=embeddings, examples=examples)
         rows = in_context_examples(frame, max_examples)
     except CartomapError as err:

@@ -1,8 +1,8 @@
 """Prune labels page: find and prune suspected label errors with the k-fold consensus experiment
 (the SNLI cleaning paper; METHODS.md section 3).
 
-Layout only: the experiment, its analysis and its figures are ``cartomap.pruning``; it runs as a
-background job (``cartomap.experiments.start_experiment``) that this page polls. Session state:
+Layout only: the experiment, its analysis and its figures are ``cartomap.experiments.pruning``; it runs as a
+background job (``cartomap.experiments.launch.start_experiment``) that this page polls. Session state:
 ``prune_exp_id`` (the experiment shown), ``prune_*`` form values kept with ``pages.common.kept``,
 and for "find a suspect on the data map" the Data map page's own keys: ``run_id`` (via
 ``select_run``), ``selected_ids`` and ``dm_focus``.
@@ -12,28 +12,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from cartomap import pruning
 from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, RunConfig, TrainConfig
-from cartomap.data import load_dataset
+from cartomap.data.forms import FORMAT_CHOICES, parse_names
+from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
-from cartomap.experiments import Experiment, ExperimentStore, start_experiment
-from cartomap.forms import (
-    ACTIVE_STATES,
-    DEVICES,
-    RESUMABLE_STATES,
-    check_model,
-    describe_progress,
-    effective_state,
-    parse_names,
-)
-from cartomap.jobs import tail
-from cartomap.store import RunStore
+from cartomap.experiments import pruning, registry
+from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.runs.progress import describe_progress
+from cartomap.runs.store import Run, RunStore
+from cartomap.training.forms import check_device, check_model
 from pages.common import (
     current_run,
     escape_markdown,
@@ -44,15 +36,15 @@ from pages.common import (
     show_error,
     show_flashes,
 )
+from pages.components.forms import model_form
+from pages.components.jobs import experiment_panel
 
 EXP_KEY = "prune_exp_id"
-POLL_S = 1.0
 SOURCES = {
     "run": "The selected run's training data",
     "demo": "Bundled demo (1,600 NLI pairs)",
     "path": "A file on this machine",
 }
-FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
 SUSPECTS_MAX_ROWS = 5_000
 DATA_MAP_PAGE = "pages/data_map.py"
 ss = st.session_state
@@ -60,22 +52,6 @@ ss = st.session_state
 
 def experiment_store() -> ExperimentStore:
     return ExperimentStore(get_store().root)
-
-
-def role_name(role: str | None) -> str:
-    """model0 -> "Model 0", fold_3 -> "Model F3" (the paper's names), model1 -> "Model 1"."""
-    if not role:
-        return ""
-    if role.startswith("fold_"):
-        return f"Model F{role.split('_', 1)[1]}"
-    return {"model0": "Model 0", "model1": "Model 1"}.get(role, role)
-
-
-def role_order(role: str) -> tuple[int, int]:
-    """Model 0 first, then the folds by number, then Model 1."""
-    if role.startswith("fold_") and role[5:].isdigit():
-        return (1, int(role[5:]))
-    return ({"model0": 0, "model1": 2}.get(role, 3), 0)
 
 
 # --------------------------------------------------------------------------- picking an experiment
@@ -112,14 +88,14 @@ def pick_experiment(estore: ExperimentStore) -> Experiment | None:
 def runs_table(exp: Experiment, runs: RunStore) -> pd.DataFrame:
     """One row per role: the run, its state and epoch/step progress."""
     rows = []
-    for role, run_id in sorted(exp.run_ids().items(), key=lambda item: role_order(item[0])):
+    for role, run_id in sorted(exp.run_ids().items(), key=lambda item: registry.role_order(exp, item[0])):
         try:
             view = describe_progress(runs.get(run_id).status())
         except (CartomapError, OSError, ValueError):
             view = {"state": "missing", "epoch": "–", "step": "–", "loss": "–", "time_left": "–"}
         rows.append(
             {
-                "model": role_name(role),
+                "model": registry.role_label(exp, role),
                 "run": run_id,
                 "state": view["state"],
                 "epoch": view["epoch"],
@@ -136,8 +112,9 @@ def _expected_runs(exp: Experiment) -> int:
     return int(params.get("folds", 0)) + 1 + int(bool(params.get("train_model1", True)))
 
 
-def _show_progress(exp: Experiment, status: dict, runs: RunStore) -> None:
-    state = effective_state(status)
+def _progress_details(exp: Experiment, status: dict) -> None:
+    runs = get_store()
+    state = status["state"]
     done = int(status.get("runs_done") or 0)
     total = max(int(status.get("runs_planned") or 0), _expected_runs(exp))
     phase = status.get("phase") or state
@@ -145,80 +122,27 @@ def _show_progress(exp: Experiment, status: dict, runs: RunStore) -> None:
         min(1.0, done / total) if total else 0.0, text=f"{state} · {phase} · {done}/{total} runs done"
     )
     if state == "running" and status.get("role"):
-        st.caption(f"Training {role_name(status['role'])} (run {status.get('run_id')}).")
+        st.caption(f"Training {registry.role_label(exp, status['role'])} (run {status.get('run_id')}).")
     table = runs_table(exp, runs)
     if not table.empty:
         st.dataframe(table, hide_index=True, key="prune_runs_table")
     if exp.params.get("train_model1", True) and "model1" not in exp.run_ids():
         st.caption("Model 1 is planned once every fold is done: it trains on the set without the suspects.")
-    if state == "queued":
-        st.caption("Waiting for the experiment job to start (loading libraries and data)…")
-    elif state == "exited":
-        st.warning("The experiment job exited before it started. The end of its log:")
-        st.code(tail(exp.path / "job.log") or "(empty log)", language=None)
-    elif state == "failed":
-        st.error("The experiment failed:")
-        st.code(
-            str(status.get("error") or "no error message; see log.txt in the experiment folder"),
-            language=None,
-        )
-    elif state == "cancelled":
-        st.info("Cancelled. Resume continues where it stopped (finished runs are kept).")
-    elif state == "interrupted":
-        st.warning("The experiment job stopped without finishing (killed or crashed). Resume continues it.")
-
-
-@st.fragment(run_every=POLL_S)
-def _live_progress(exp: Experiment, first_state: str) -> None:
-    try:
-        status = exp.status()
-    except (OSError, ValueError):
-        st.rerun()
-        return
-    if effective_state(status) not in ACTIVE_STATES and first_state in ACTIVE_STATES:
-        st.rerun()  # the whole page: a finished experiment draws its results
-    _show_progress(exp, status, get_store())
-
-
-def progress(exp: Experiment, status: dict) -> None:
-    state = effective_state(status)
-    if state in ACTIVE_STATES:
-        _live_progress(exp, state)
-    else:
-        _show_progress(exp, status, get_store())
-
-
-def actions(exp: Experiment, estore: ExperimentStore, state: str) -> None:
-    if state in ACTIVE_STATES:
-        if st.button("Cancel experiment", key=f"prune_cancel_{exp.id}", help="Stops after the current step"):
-            exp.request_cancel()
-            st.info("Cancel requested: the job stops after its current step.")
-    elif state in RESUMABLE_STATES and st.button("Resume", key=f"prune_resume_{exp.id}", type="primary"):
-        try:
-            start_experiment(exp, estore)
-        except CartomapError as err:
-            show_error(err)
-        else:
-            flash("success", f"Resumed experiment {exp.id}.")
-            st.rerun()
 
 
 # --------------------------------------------------------------------------- results
-def _stamp(exp: Experiment) -> int | None:
-    try:
-        return os.stat(exp.results_dir / "summary.json").st_mtime_ns
-    except FileNotFoundError:
-        return None
+def _stamp(exp: Experiment) -> tuple:
+    return exp.result_stamp("summary")
 
 
 @st.cache_data(max_entries=8, show_spinner="Loading the results…")
-def _results(path: str, stamp: int | None):
+def _results(path: str, stamp: tuple):
     return pruning.load_results(Experiment(Path(path)))
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def _examples(run_path: str) -> pd.DataFrame:
-    return pd.read_parquet(Path(run_path) / "examples.parquet")
+    return Run(Path(run_path)).examples()
 
 
 def _pct(value) -> str:
@@ -332,7 +256,7 @@ def model_comparison(results: dict, names: list[str]) -> None:
     for col, model in zip(cols, ("model0", "model1"), strict=True):
         part = matrices[matrices["model"] == model]
         if len(part):
-            col.markdown(f"**{role_name(model)}** · accuracy {_pct(s.get(f'{model}_test_accuracy'))}")
+            col.markdown(f"**{pruning.role_name(model)}** · accuracy {_pct(s.get(f'{model}_test_accuracy'))}")
             col.dataframe(pruning.named_matrix(part, names), key=f"prune_test_matrix_{model}")
     if "type" not in test.columns:
         st.caption("Model 1 was not trained in this experiment.")
@@ -453,13 +377,13 @@ def training_data() -> DataConfig | None:
         **kept("prune_source", sources[0], options=sources),
     )
     if source == "run":
-        st.caption(escape_markdown(f"Run {run.id}: {run.config.data.path}"))
-        return run.config.data
+        st.caption(escape_markdown(f"Run {run.id}: its own copy of {run.config.data.path}"))
+        return run.data_config()
     if source == "demo":
         return DataConfig(path=DEMO_TRAIN)
     c1, c2, c3 = st.columns([4, 1, 2])
     path = c1.text_input("Path", placeholder="/data/train.jsonl", **kept("prune_path", "")).strip()
-    fmt = c2.selectbox("Format", FORMATS, **kept("prune_format", "auto", options=FORMATS))
+    fmt = c2.selectbox("Format", FORMAT_CHOICES, **kept("prune_format", "auto", options=FORMAT_CHOICES))
     names = c3.text_input(
         "Label names (optional)",
         placeholder="entailment, neutral, contradiction",
@@ -514,20 +438,7 @@ def new_experiment(estore: ExperimentStore) -> None:
         help="Prune model confidence above this (paper: 2.0; 4.0 stricter)",
         **kept("prune_threshold", 2.0),
     )
-    default = (
-        current_run().config.model.name_or_path if current_run() is not None else ModelConfig().name_or_path
-    )
-    c1, c2, c3, c4, c5, c6 = st.columns([3, 1, 1, 1, 1, 1])
-    model = c1.text_input(
-        "Model", help="'default' = the bundled all-MiniLM-L6-v2", **kept("prune_model", default)
-    )
-    epochs = c2.number_input("Epochs", 1, 200, step=1, help="paper: 3", **kept("prune_epochs", 3))
-    batch = c3.number_input("Batch size", 1, 4096, step=8, **kept("prune_batch", TrainConfig().batch_size))
-    lr = c4.number_input(
-        "Learning rate", 1e-7, 1.0, step=1e-5, format="%.1e", **kept("prune_lr", TrainConfig().learning_rate)
-    )
-    device = c5.selectbox("Device", DEVICES, **kept("prune_device", "auto", options=DEVICES))
-    seed = c6.number_input("Seed", 0, 2**31 - 1, step=1, **kept("prune_seed", TrainConfig().seed))
+    values = model_form("prune", default_epochs=3, seed=True)  # paper: 3 epochs
     c1, c2 = st.columns([3, 2])
     name = c1.text_input("Experiment name (optional)", **kept("prune_name", ""))
     with c2:
@@ -541,13 +452,13 @@ def new_experiment(estore: ExperimentStore) -> None:
                 dev=dataclasses.replace(data, path=dev_path, format="auto", split=None, name="")
                 if dev_path
                 else None,
-                model=ModelConfig(check_model(model), ModelConfig().max_length),
+                model=ModelConfig(check_model(values["model"]), int(values["max_length"])),
                 train=TrainConfig(
-                    epochs=int(epochs),
-                    batch_size=int(batch),
-                    learning_rate=float(lr),
-                    seed=int(seed),
-                    device=device,
+                    epochs=int(values["epochs"]),
+                    batch_size=int(values["batch_size"]),
+                    learning_rate=float(values["learning_rate"]),
+                    seed=int(values["seed"]),
+                    device=check_device(values["device"]),
                     save_checkpoints=False,
                 ),
                 tests=(dataclasses.replace(data, path=test_path, format="auto", split=None, name=""),),
@@ -593,12 +504,10 @@ def main() -> None:
             status = exp.status()
         except (OSError, ValueError):
             status = {"state": "unknown"}
-        state = effective_state(status)
-        if state == "done":
+        if status["state"] == "done":
             show_results(exp, estore)
         else:
-            progress(exp, status)
-            actions(exp, estore, state)
+            experiment_panel(exp, _progress_details, key="prune_")
     with st.expander("New pruning experiment", expanded=exp is None):
         new_experiment(estore)
 

@@ -1,6 +1,6 @@
 """Review page: WaNLI Stage 4, two annotators per example label, revise or discard it.
 
-Layout only: the review database, aggregation, κ and export are ``cartomap.review``. Every
+Layout only: the review database, aggregation, κ and export are ``cartomap.wanli.review``. Every
 click is written to the batch's SQLite database at once (in the button's callback, before the
 page reruns), so nothing is lost when the tab closes. Generated text is shown with ``st.text``
 and edited in ``st.text_input``: never rendered as HTML or markdown.
@@ -18,10 +18,12 @@ import pandas as pd
 import streamlit as st
 
 from cartomap.errors import CartomapError
-from cartomap.filtering import FILTERED_FILE, batch_path, list_batches
-from cartomap.review import ReviewDB, export_bytes, export_frame, open_review
-from cartomap.store import Run
-from pages.common import current_run, demo_or_prompt, escape_markdown, flash, kept, show_error, show_flashes
+from cartomap.runs import layout
+from cartomap.runs.store import Run
+from cartomap.wanli.batches import list_batches
+from cartomap.wanli.review import ReviewDB, export_bytes, export_frame, open_review
+from pages.common import current_run, escape_markdown, flash, kept, show_error, show_flashes
+from pages.components.jobs import demo_or_prompt
 
 ANNOTATOR = "rv_annotator"
 _PICK = "_kept_rv_annotator"  # the picker widget's key
@@ -30,7 +32,7 @@ SEED = 0  # seed of the aggregation's random picks (the CLI's --seed)
 
 
 def _filtered_batches(run: Run) -> list[str]:
-    return [b for b in list_batches(run) if (batch_path(run, b) / FILTERED_FILE).exists()]
+    return list_batches(run, having=layout.FILTERED)
 
 
 def _open(run: Run, batch: str) -> ReviewDB | None:

@@ -1,34 +1,32 @@
 """Train page: choose data, map its columns, set the training options and start a run as a
 background job; follow, cancel, resume and delete runs.
 
-Layout only: reading, validating and training are the library's (cartomap.forms,
-cartomap.uploads, cartomap.jobs). Every form value lives in st.session_state (see
+Layout only: reading, validating and training are the library's (cartomap.training.forms,
+cartomap.data.uploads, cartomap.runs.jobs). Every form value lives in st.session_state (see
 pages.common.kept), so nothing typed is lost on a rerun or a page switch.
 """
 
 from __future__ import annotations
 
-import inspect
-from pathlib import Path
-
 import streamlit as st
 
-from cartomap.config import DEMO_TRAIN, ModelConfig, TrainConfig
+from cartomap.config import DEMO_TRAIN, TrainConfig
+from cartomap.data.forms import FORMAT_CHOICES, guess_columns, preview_table
 from cartomap.errors import CartomapError
-from cartomap.forms import DEVICES, RECORD_MODES, build_run_config, guess_columns, preview_table
-from cartomap.jobs import start_training
-from cartomap.uploads import MAX_UPLOAD_MB, UPLOAD_TYPES, save_upload
+from cartomap.io import file_stamp
+from cartomap.training.forms import RECORD_MODES, build_run_config
+from cartomap.training.launch import start_training
 from pages.common import (
     current_run,
     flash,
     get_store,
     kept,
-    run_actions,
     select_run,
     show_error,
     show_flashes,
-    training_progress,
 )
+from pages.components.forms import model_form, upload_field
+from pages.components.jobs import run_panel
 
 SOURCES = {
     "demo": "Bundled demo (1,600 NLI pairs)",
@@ -40,7 +38,6 @@ DEV_CHOICES = {
     "demo": "Bundled demo dev set (400 NLI pairs)",
     "path": "A file on this machine",
 }
-FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
 RECORD_LABELS = {"train": "training pass (Cartography)", "eval": "eval pass (WaNLI)", "both": "both"}
 DEFAULT_TRAIN = TrainConfig()
 ss = st.session_state
@@ -56,24 +53,9 @@ def _source_changed() -> None:
         ss["train_dev"] = "none"
 
 
-def _upload_changed() -> None:
-    if ss.get("train_upload") is None:  # the user removed the file
-        for key in ("train_upload_path", "train_upload_name", "_train_upload_id"):
-            ss.pop(key, None)
-
-
 @st.cache_data(max_entries=16, show_spinner="Reading the data…")
 def _preview(path: str, fmt: str, split: str, stamp: tuple):
     return preview_table(path, fmt, split or None)
-
-
-def _stamp(path: str) -> tuple:
-    """Cache key part that changes when the file does."""
-    try:
-        stat = Path(path).expanduser().stat()
-        return (stat.st_mtime_ns, stat.st_size)
-    except OSError:
-        return ()
 
 
 # --------------------------------------------------------------------------- page
@@ -87,8 +69,7 @@ with st.container(border=True):
         st.caption("No runs yet. Set up a run below and press Start.")
     else:
         st.markdown(f"**Selected run** `{run.id}`")
-        training_progress(run)
-        run_actions(run)
+        run_panel(run)
         with st.expander("Configuration"):
             st.json(run.info.get("config", {}), expanded=2)
 
@@ -114,38 +95,17 @@ elif source == "path":
         "hf:NAME for a hub dataset, or demo:train / demo:dev.",
         **kept("train_path", ""),
     ).strip()
-    fmt = c2.selectbox("Format", FORMATS, **kept("train_format", "auto", options=FORMATS))
+    fmt = c2.selectbox("Format", FORMAT_CHOICES, **kept("train_format", "auto", options=FORMAT_CHOICES))
     split = c3.text_input("Split", help="For a Hugging Face DatasetDict", **kept("train_split", ""))
 else:
-    size_limit = (
-        {"max_upload_size": MAX_UPLOAD_MB}
-        if "max_upload_size" in inspect.signature(st.file_uploader).parameters
-        else {}
-    )
-    uploaded = st.file_uploader(
-        f"Data file (up to {MAX_UPLOAD_MB} MB)",
-        type=list(UPLOAD_TYPES),
-        key="train_upload",
-        on_change=_upload_changed,
-        **size_limit,
-    )
-    if uploaded is not None and ss.get("_train_upload_id") != uploaded.file_id:
-        try:
-            saved = save_upload(uploaded.getvalue(), uploaded.name, store.root)
-        except CartomapError as err:
-            show_error(err)
-        else:
-            ss["train_upload_path"] = str(saved.resolve())
-            ss["train_upload_name"] = uploaded.name
-            ss["_train_upload_id"] = uploaded.file_id
-    data_path = ss.get("train_upload_path", "")
+    data_path = upload_field("train", "Data file")
     if data_path:
         st.text(f"Using {ss.get('train_upload_name', '')} (saved as {data_path})")
 
 columns: list[str] | None = None
 if data_path:
     try:
-        head, n_rows = _preview(data_path, fmt, split, _stamp(data_path))
+        head, n_rows = _preview(data_path, fmt, split, file_stamp(data_path))
     except CartomapError as err:
         show_error(err)
     else:
@@ -217,33 +177,13 @@ if dev == "path":
 
 # ----- 4. model and training
 st.subheader("4 · Model and training")
-c1, c2 = st.columns([3, 2])
-model = c1.text_input(
-    "Model",
-    help="'default' = the bundled all-MiniLM-L6-v2 encoder; or a local checkpoint folder, "
-    "or a Hugging Face hub id (needs the network).",
-    **kept("train_model", ModelConfig().name_or_path),
-)
-name = c2.text_input(
+values = model_form("train", seed=True)
+name = st.text_input(
     "Run name (optional)", help="A label, not part of the run's identity", **kept("train_name", "")
 )
-c1, c2, c3, c4 = st.columns(4)
-epochs = c1.number_input("Epochs", 1, 200, step=1, **kept("train_epochs", DEFAULT_TRAIN.epochs))
-batch_size = c2.number_input(
-    "Batch size", 1, 4096, step=8, **kept("train_batch_size", DEFAULT_TRAIN.batch_size)
-)
-learning_rate = c3.number_input(
-    "Learning rate", 1e-7, 1.0, step=1e-5, format="%.1e", **kept("train_lr", DEFAULT_TRAIN.learning_rate)
-)
-seed = c4.number_input("Seed", 0, 2**31 - 1, step=1, **kept("train_seed", DEFAULT_TRAIN.seed))
+c1, c2 = st.columns(2)
 c1, c2, c3 = st.columns(3)
-device = c1.selectbox(
-    "Device",
-    DEVICES,
-    help="auto: CUDA, then MPS, then CPU",
-    **kept("train_device", DEFAULT_TRAIN.device, options=DEVICES),
-)
-record = c2.selectbox(
+record = c1.selectbox(
     "Record dynamics from",
     RECORD_MODES,
     format_func=RECORD_LABELS.get,
@@ -251,16 +191,13 @@ record = c2.selectbox(
     "after each epoch (as WaNLI), or both",
     **kept("train_record", DEFAULT_TRAIN.record, options=RECORD_MODES),
 )
-with c3:
+with c2:
     st.write("")
     save_checkpoints = st.checkbox(
         "Save end-of-epoch checkpoints", **kept("train_checkpoints", DEFAULT_TRAIN.save_checkpoints)
     )
 with st.expander("Advanced"):
-    c1, c2, c3, c4, c5 = st.columns(5)
-    max_length = c1.number_input(
-        "Max tokens", 8, 4096, step=16, **kept("train_max_length", ModelConfig().max_length)
-    )
+    c2, c3, c4, c5 = st.columns(4)
     warmup = c2.number_input(
         "Warmup ratio", 0.0, 1.0, step=0.05, **kept("train_warmup", DEFAULT_TRAIN.warmup_ratio)
     )
@@ -301,15 +238,9 @@ if st.button("Start training", type="primary", key="train_start"):
             dev=dev,
             dev_path=dev_path,
             dev_split=dev_split,
-            model=model,
-            max_length=max_length,
-            epochs=epochs,
-            batch_size=batch_size,
-            learning_rate=learning_rate,
-            device=device,
+            **values,
             record=record,
             save_checkpoints=save_checkpoints,
-            seed=seed,
             name=name,
             warmup_ratio=warmup,
             weight_decay=decay,

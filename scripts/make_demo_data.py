@@ -1,4 +1,4 @@
-"""Regenerate the bundled demo data (cartomap/demo_data/nli_{train,dev}.jsonl.gz).
+"""Regenerate the bundled demo data (cartomap/data/demo/nli_{train,dev}.jsonl.gz).
 
     python scripts/make_demo_data.py [--shared ../shared/data]
 
@@ -21,7 +21,7 @@ import numpy as np
 
 LABELS = ("entailment", "neutral", "contradiction")
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "cartomap" / "demo_data"
+OUT = ROOT / "cartomap" / "data" / "demo"
 FIELDS = ("id", "premise", "hypothesis", "label", "genre", "bert_runs_correct_of_100")
 
 # (output split, [(corpus, file, rows)])

@@ -19,7 +19,7 @@ def tiny_model(tmp_path_factory) -> str:
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from cartomap.models import default_model_path, load_tokenizer
+    from cartomap.training.models import default_model_path, load_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny-bert")
     tokenizer = load_tokenizer(str(default_model_path()))
@@ -52,7 +52,7 @@ def tiny_lm(tmp_path_factory) -> str:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from cartomap.generation import load_generator_tokenizer
+    from cartomap.wanli.generation import load_generator_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny-lm")
     tokenizer = load_generator_tokenizer("smollm2", tmp_path_factory.mktemp("lm-cache"))

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import cartomap.jobs
+import cartomap.runs.jobs
 from cartomap.config import DataConfig, RunConfig, TrainConfig
-from cartomap.data import load_dataset
-from cartomap.jobs import task_status
-from cartomap.similarity import save_similarity
-from cartomap.store import Run, RunStore
+from cartomap.data.loading import load_dataset
+from cartomap.runs.store import Run, RunStore
+from cartomap.runs.tasks import task_status
+from cartomap.training.similarity import save_similarity
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "pages" / "artifacts.py"
@@ -39,7 +39,7 @@ def env(tmp_path, monkeypatch):
 def spawned(monkeypatch) -> list:
     calls = []
     monkeypatch.setattr(
-        cartomap.jobs, "spawn", lambda args, log, cache=None: calls.append(args) or os.getpid()
+        cartomap.runs.jobs, "spawn", lambda args, log, cache=None: calls.append(args) or os.getpid()
     )
     return calls
 
@@ -94,7 +94,7 @@ def test_transformer_baseline_starts_an_ordinary_training_job(env, spawned):
     at = _app().run()
     at.button(key="af_train_partial").click().run()
     assert not at.exception, at.exception
-    assert spawned and spawned[0][:2] == ["train", "--config"]
+    assert spawned and spawned[0][:2] == ["train", "--run"]  # the job opens the prepared run by id
     started = [r for r in RunStore(env).list() if r.id != run.id]
     assert len(started) == 1
     config = started[0].config
@@ -115,7 +115,7 @@ def test_similarity_runs_as_a_task_and_is_drawn_per_label(env, spawned):
     examples = run.examples()
     sim = np.where(examples["label"] == 0, 0.8, 0.3) + np.random.default_rng(0).normal(0, 0.05, len(examples))
     save_similarity(run, examples["id"].tolist(), sim)
-    cartomap.jobs.task_update(run, "similarity", state="done")
+    cartomap.runs.tasks.task_update(run, "similarity", state="done")
     at = _app().run()
     assert not at.exception, at.exception
     assert len(at.get("plotly_chart")) == 2, "lexical plot and similarity violins"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_compare import make_combination, make_curriculum, make_runs
 
-from cartomap import compare as cmp
+from cartomap.analysis import compare as cmp
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "pages" / "compare.py"

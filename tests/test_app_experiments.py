@@ -17,19 +17,16 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-import cartomap.experiments
-from cartomap import derived
+import cartomap.experiments.launch
 from cartomap.config import DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
-from cartomap.curricula import training_plan
-from cartomap.curriculum_experiment import (
-    CombinationParams,
-    CurriculumParams,
-    TrainingSet,
-    create_curriculum,
-)
-from cartomap.data import load_dataset
-from cartomap.experiments import ExperimentStore, run_experiment
-from cartomap.store import RunStore
+from cartomap.data import derived
+from cartomap.data.loading import load_dataset
+from cartomap.experiments.combination import CombinationParams, TrainingSet
+from cartomap.experiments.curriculum import CurriculumParams, create_curriculum
+from cartomap.experiments.runner import run_experiment
+from cartomap.experiments.store import ExperimentStore
+from cartomap.runs.store import RunStore
+from cartomap.training.curricula import training_plan
 
 REPO = Path(__file__).resolve().parent.parent
 NLI = "entailment, neutral, contradiction"
@@ -77,7 +74,9 @@ def root(tmp_path, monkeypatch) -> Path:
 def started(monkeypatch) -> list:
     """Replace the background start: record the experiments, start nothing."""
     calls = []
-    monkeypatch.setattr(cartomap.experiments, "start_experiment", lambda exp, store: calls.append(exp) or exp)
+    monkeypatch.setattr(
+        cartomap.experiments.launch, "start_experiment", lambda exp, store: calls.append(exp) or exp
+    )
     return calls
 
 
@@ -213,7 +212,7 @@ def test_stage_preview_uses_the_baseline_data_map(finished, monkeypatch):
     at.radio(key="_kept_xp_train_source").set_value("path").run()
     use(at, "xp_train_path", params.base.data.path)
     use(at, "xp_label_names", NLI)
-    use(at, "xp_batch", 16)
+    use(at, "xp_batch_size", 16)
     use(at, "xp_epochs", 2)
     use(at, "xp_preview", True)
     assert not at.exception and not errors(at)

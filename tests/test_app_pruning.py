@@ -11,12 +11,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_pruning import make_finished_experiment
 
-import cartomap.jobs
+import cartomap.runs.jobs
 from cartomap.config import DataConfig, RunConfig, TrainConfig
-from cartomap.data import load_dataset
-from cartomap.experiments import ExperimentStore
-from cartomap.pruning import KIND, MODEL0, PruningParams, fold_role, load_results
-from cartomap.store import RunStore
+from cartomap.data.loading import load_dataset
+from cartomap.experiments.pruning import KIND, MODEL0, PruningParams, fold_role, load_results
+from cartomap.experiments.store import ExperimentStore
+from cartomap.runs.store import RunStore
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def spawned(monkeypatch) -> list:
     """Replace the job launcher: record the calls, start nothing (the pid is this live process)."""
     calls = []
     monkeypatch.setattr(
-        cartomap.jobs, "spawn", lambda args, log, cache=None, env=None: calls.append(args) or os.getpid()
+        cartomap.runs.jobs, "spawn", lambda args, log, cache=None, env=None: calls.append(args) or os.getpid()
     )
     return calls
 

@@ -10,8 +10,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_app_train import make_run
 
-import cartomap.jobs
-from cartomap.store import RunStore
+import cartomap.runs.jobs
+from cartomap.runs.store import RunStore
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = (
@@ -41,7 +41,7 @@ def root(tmp_path, monkeypatch) -> Path:
 def spawned(monkeypatch) -> list:
     calls = []
     monkeypatch.setattr(
-        cartomap.jobs, "spawn", lambda args, log, cache=None: calls.append(args) or os.getpid()
+        cartomap.runs.jobs, "spawn", lambda args, log, cache=None: calls.append(args) or os.getpid()
     )
     return calls
 
@@ -54,7 +54,10 @@ def app() -> AppTest:
 
 def script(body: str) -> AppTest:
     """A small app around pages.common, for testing the shared helpers alone."""
-    code = "import streamlit as st\nfrom pages.common import *\n" + textwrap.dedent(body)
+    code = (
+        "import streamlit as st\nfrom pages.common import *\nfrom pages.components.jobs import *\n"
+        + textwrap.dedent(body)
+    )
     return AppTest.from_string(code, default_timeout=30)
 
 
@@ -73,7 +76,7 @@ def test_fresh_install_opens_on_data_map_and_trains_the_demo_in_one_click(root, 
     assert not at.exception
     (run,) = RunStore(root).list()
     assert run.config.name == "demo" and run.config.data.path == "demo:train"
-    assert spawned and spawned[0][:2] == ["train", "--config"]
+    assert spawned and spawned[0][:3] == ["train", "--run", run.id]
     assert at.session_state["run_id"] == run.id
     assert at.query_params["run"] == run.id
     assert at.get("progress"), "the page follows the demo's training"

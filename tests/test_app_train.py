@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import cartomap.jobs
+import cartomap.runs.jobs
 from cartomap.config import DataConfig, RunConfig, TrainConfig
-from cartomap.data import load_dataset
+from cartomap.data.loading import load_dataset
+from cartomap.data.uploads import save_upload
 from cartomap.errors import CartomapError, DataError
-from cartomap.forms import build_run_config, describe_progress, effective_state, format_duration, run_label
-from cartomap.store import RunStore
-from cartomap.uploads import save_upload
+from cartomap.runs.progress import describe_progress, format_duration, run_label
+from cartomap.runs.state import derive_state
+from cartomap.runs.store import RunStore
+from cartomap.training.forms import build_run_config
 
 REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = (
@@ -61,7 +63,7 @@ def spawned(monkeypatch) -> list:
         calls.append({"args": cli_args, "log": log_path, "cache": cache})
         return os.getpid()
 
-    monkeypatch.setattr(cartomap.jobs, "spawn", fake_spawn)
+    monkeypatch.setattr(cartomap.runs.jobs, "spawn", fake_spawn)
     return calls
 
 
@@ -176,7 +178,7 @@ def test_start_calls_start_training_and_selects_the_run(root, spawned):
     at.button(key="train_start").click().run()
     assert not at.exception and not errors(at)
     (run,) = runs(root)
-    assert spawned[0]["args"][:2] == ["train", "--config"]
+    assert spawned[0]["args"][:3] == ["train", "--run", run.id]  # the job opens the prepared run
     assert Path(spawned[0]["cache"]) == root
     assert run.config.train.epochs == 1 and run.config.dev is None and run.config.train.device == "cpu"
     assert at.session_state["run_id"] == run.id
@@ -265,7 +267,7 @@ def test_real_training_job_runs_to_done(root, tiny_model):
     deadline = time.time() + 120
     while run.state in ("queued", "running") and time.time() < deadline:
         time.sleep(0.5)
-    log = cartomap.jobs.tail(run.path / "job.log", 40)
+    log = cartomap.runs.jobs.tail(run.path / "job.log", 40)
     assert run.state == "done", log
     assert len(run.metrics()) == len(demo_dev())
     at.run()
@@ -325,8 +327,8 @@ def test_progress_description():
     assert (view["fraction"], view["epoch"], view["step"], view["loss"]) == (0.5, "2/3", "5/10", "0.5123")
     assert view["dev_accuracy"] == "80.0%" and view["time_left"] == "2 h 1 min"
     assert format_duration(None) == "–" and format_duration(59.6) == "1 min 0 s"
-    assert effective_state({"state": "queued", "pid": os.getpid()}) == "queued"
-    assert effective_state({"state": "queued", "pid": 2**22 + 12345}) == "exited"
+    assert derive_state({"state": "queued", "pid": os.getpid()}) == "queued"
+    assert derive_state({"state": "queued", "pid": 2**22 + 12345}) == "exited"
     label = run_label(
         {"id": "abc", "name": "demo", "state": "done", "data": "demo:train", "created": "2025-01-01"}
     )

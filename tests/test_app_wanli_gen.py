@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from test_generation import SECRET, Canned
 from test_prompts import make_run
 
-import cartomap.jobs
-from cartomap.exemplars import auto_groups, collect_groups, save_auto_groups
-from cartomap.generation import GenerationConfig, batch_info, run_generation
-from cartomap.groups import list_groups, load_group
-from cartomap.jobs import task_status
-from cartomap.prompts import PromptTemplate, build_prompt
+import cartomap.runs.jobs
+from cartomap.runs.groups import list_groups, load_group
+from cartomap.runs.tasks import task_status
+from cartomap.wanli.batches import batch_info
+from cartomap.wanli.exemplars import auto_groups, collect_groups, save_auto_groups
+from cartomap.wanli.generation import GenerationConfig, run_generation
+from cartomap.wanli.prompts import PromptTemplate, build_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +31,9 @@ def env(tmp_path, monkeypatch):
 @pytest.fixture()
 def spawned(monkeypatch):
     calls = []
-    monkeypatch.setattr(cartomap.jobs, "spawn", lambda args, log, cache=None: calls.append(args) or 4242)
+    monkeypatch.setattr(
+        cartomap.runs.jobs, "spawn", lambda args, log, cache=None: calls.append(args) or os.getpid()
+    )
     return calls
 
 

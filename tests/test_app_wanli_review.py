@@ -11,11 +11,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_filtering import generated_rows, make_run, write_generated
 
-import cartomap.jobs
-from cartomap import filtering as flt
+import cartomap.runs.jobs
 from cartomap.io import atomic_write_json, atomic_write_parquet
-from cartomap.jobs import task_status
-from cartomap.review import ReviewDB, review_path
+from cartomap.runs.tasks import task_status
+from cartomap.wanli import batches
+from cartomap.wanli import filtering as flt
+from cartomap.wanli.batches import review_path
+from cartomap.wanli.review import ReviewDB
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +33,7 @@ def env(tmp_path, monkeypatch) -> Path:
 def spawned(monkeypatch) -> list:
     calls = []
     monkeypatch.setattr(
-        cartomap.jobs, "spawn", lambda args, log, cache=None: calls.append(args) or os.getpid()
+        cartomap.runs.jobs, "spawn", lambda args, log, cache=None: calls.append(args) or os.getpid()
     )
     return calls
 
@@ -55,14 +57,14 @@ def filtered_batch(run, batch: str = "b1") -> pd.DataFrame:
     frame = flt.filter_frame(
         gen, {}, flt.FilterConfig(), lambda rows: rng.dirichlet(np.ones(3), size=(2, len(rows)))
     )
-    atomic_write_parquet(flt.batch_path(run, batch) / flt.FILTERED_FILE, frame)
+    atomic_write_parquet(batches.filtered_path(run, batch), frame)
     report = {
         "config": flt.FilterConfig().to_dict(),
         "counts": flt.count_rules(frame["removed_by"]),
         "cut_by_label": flt.cut_by_label(frame),
         "epochs": 2,
     }
-    atomic_write_json(flt.batch_path(run, batch) / flt.REPORT_FILE, report)
+    atomic_write_json(batches.report_path(run, batch), report)
     return frame
 
 

@@ -8,20 +8,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap import artifacts as af
+from cartomap.analysis import artifacts as af
 from cartomap.cli import main
 from cartomap.config import DataConfig, RunConfig, TrainConfig
-from cartomap.data import TextDataset, from_frame, load_dataset
+from cartomap.data.loading import TextDataset, from_frame, load_dataset
 from cartomap.errors import DataError
-from cartomap.jobs import task_status
-from cartomap.similarity import (
+from cartomap.runs.store import RunStore
+from cartomap.runs.tasks import task_status
+from cartomap.training.similarity import (
     encode_sentences,
     load_similarity,
     pair_similarity,
     similarity_by_label,
     similarity_run,
 )
-from cartomap.store import RunStore
 
 PAIRS = DataConfig(text_columns=("premise", "hypothesis"))
 

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from matplotlib.path import Path as MplPath
 
-from cartomap import datamap as dm
+from cartomap.analysis import datamap as dm
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(__file__).parent / "artifacts"

@@ -8,9 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from cartomap.cli import build_parser, config_from_args, main
+from cartomap.cli import build_parser, main
+from cartomap.cli.options import config_from_args
 from cartomap.config import RunConfig
-from cartomap.store import RunStore
+from cartomap.runs.store import RunStore
 
 
 def test_cli_defaults_are_the_default_config():

@@ -8,8 +8,8 @@ import pytest
 
 from cartomap.cli import main
 from cartomap.config import DataConfig
-from cartomap.data import load_dataset
-from cartomap.experiments import ExperimentStore
+from cartomap.data.loading import load_dataset
+from cartomap.experiments.store import ExperimentStore
 
 LABELS = "entailment,neutral,contradiction"
 

@@ -1,4 +1,4 @@
-"""cartomap.compare on finished runs: synthetic ones (logits written directly, no training) and two
+"""cartomap.analysis.compare on finished runs: synthetic ones (logits written directly, no training) and two
 really trained tiny ones; plus a curriculum experiment finalized over synthetic runs."""
 
 from __future__ import annotations
@@ -10,25 +10,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap import compare as cmp
-from cartomap import derived
+from cartomap.analysis import compare as cmp
+from cartomap.analysis.evaluation import predictions_on_test, run_class_table, run_scores
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from cartomap.curriculum_experiment import (
-    CombinationParams,
+from cartomap.data import derived
+from cartomap.data.loading import load_dataset
+from cartomap.errors import DataError, RunError
+from cartomap.experiments import registry
+from cartomap.experiments.combination import CombinationParams, TrainingSet, create_combination
+from cartomap.experiments.curriculum import (
     CurriculumParams,
-    TrainingSet,
-    create_combination,
     create_curriculum,
     datamap_config,
     method_config,
+    significance_frame,
 )
-from cartomap.data import load_dataset
-from cartomap.errors import DataError, RunError
-from cartomap.evaluation import predictions_on_test, run_class_table, run_scores
-from cartomap.experiments import ExperimentStore, kind_of
+from cartomap.experiments.registry import kind_of
+from cartomap.experiments.store import ExperimentStore, method_of
 from cartomap.io import atomic_write_json, atomic_write_parquet
-from cartomap.metrics import compute_metrics
-from cartomap.store import Run, RunStore
+from cartomap.runs.store import Run, RunStore
+from cartomap.scores.metrics import compute_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -307,7 +308,7 @@ def test_dev_diff(runs):
 # --------------------------------------------------------------------------- experiments
 def test_experiment_runs(curriculum):
     exp, store = curriculum
-    everything = cmp.experiment_runs(exp, store.runs)
+    everything = registry.experiment_runs(exp, store.runs)
     assert list(everything) == [
         "tiny curricula: datamap",
         "tiny curricula: oversampled@seed0",
@@ -315,11 +316,11 @@ def test_experiment_runs(curriculum):
         "tiny curricula: cart-stra++@seed0",
         "tiny curricula: cart-stra++@seed1",
     ]
-    best = cmp.experiment_runs(exp, store.runs, best_only=True)
+    best = registry.experiment_runs(exp, store.runs, best_only=True)
     chosen = exp.result("best")  # the experiment's own best-on-validation choice
     assert sorted(r.id for r in best.values()) == sorted(chosen["run_id"])
-    assert all(cmp.method_of(label.split(": ")[1]) for label in best)
-    assert cmp.method_of("datamap") is None and cmp.method_of("A + B@seed12") == "A + B"
+    assert all(method_of(label.split(": ")[1]) for label in best)
+    assert method_of("datamap") is None and method_of("A + B@seed12") == "A + B"
     # the experiment's own scores are the table's
     table = cmp.comparison_table(best, "test").set_index("id")
     for _, row in chosen.iterrows():
@@ -328,11 +329,11 @@ def test_experiment_runs(curriculum):
 
 def test_significance_frame(curriculum):
     exp, _ = curriculum
-    frame = cmp.significance_frame(exp.result("significance"))
+    frame = significance_frame(exp.result("significance"))
     assert frame["test"].tolist() == ["Cochran's Q", "Cochran's Q (pair)", "Mann-Whitney U"]
     assert frame["p_value"].between(0, 1).all()
     assert frame.loc[2, "n"] == "2 + 2"
-    assert cmp.significance_frame({}).empty
+    assert significance_frame({}).empty
 
 
 def test_combination_table3_marks(tmp_path):
@@ -363,7 +364,7 @@ def test_unfinished_run_has_nan_scores(tmp_path, runs):
 @pytest.mark.slow  # ~10-20 s on 2 CPU cores; the synthetic runs above cover the logic
 def test_two_trained_runs(tiny_model, tmp_path):
     """The trainer's own output (not synthetic files): 2 seeds, 1 epoch, a shared test set."""
-    from cartomap.train import train_or_load
+    from cartomap.training.loop import train_or_load
 
     cache = tmp_path / "cache"
     demo = load_dataset(DataConfig(path="demo:dev"))
@@ -392,8 +393,3 @@ def test_two_trained_runs(tiny_model, tmp_path):
     counts = cmp.outcome_counts(diff)
     assert counts["both right"] + counts["only A right"] == int(pa["correct"].sum())
     assert len(cmp.curves_frame(trained, "test accuracy", "test")) == 2
-
-
-def test_library_does_not_import_streamlit():
-    source = (ROOT / "cartomap" / "compare.py").read_text(encoding="utf-8")
-    assert "import streamlit" not in source and "from streamlit" not in source

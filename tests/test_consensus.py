@@ -1,4 +1,4 @@
-"""Tests for cartomap.consensus on a hand-made logits fixture (expected values computed by hand)."""
+"""Tests for cartomap.scores.consensus on a hand-made logits fixture (expected values computed by hand)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap.consensus import (
+from cartomap.scores.consensus import (
     DEFAULT_SWEEP,
     confidence_change,
     mismatch_category,

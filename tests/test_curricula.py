@@ -1,4 +1,4 @@
-"""Training orders and curricula (cartomap/curricula.py) on tiny fixtures computed by hand."""
+"""Training orders and curricula (cartomap/training/curricula.py) on tiny fixtures computed by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 from cartomap.config import ORDERS, OrderConfig
-from cartomap.curricula import (
+from cartomap.errors import DataError
+from cartomap.scores.metrics import cartcl_pp_difficulty_code
+from cartomap.training.curricula import (
     ALL_DATA,
     CURRICULA,
     SUBSETS,
@@ -24,8 +26,6 @@ from cartomap.curricula import (
     split_steps,
     training_plan,
 )
-from cartomap.errors import DataError
-from cartomap.metrics import cartcl_pp_difficulty_code
 
 # Ten rows. With region_fraction 0.3 every group holds round(3.0) = 3 rows:
 #   E2L (highest confidence) = {0, 1, 2}; A (highest variability) = {5, 3, 4}; H2L (lowest confidence) =

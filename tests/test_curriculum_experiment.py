@@ -7,19 +7,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cartomap import derived
+from cartomap.analysis.evaluation import predictions_on_test, run_scores
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from cartomap.curriculum_experiment import (
-    CombinationParams,
-    CurriculumParams,
-    TrainingSet,
-    create_combination,
-    create_curriculum,
-)
-from cartomap.data import load_dataset
+from cartomap.data import derived
+from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
-from cartomap.evaluation import predictions_on_test, run_scores
-from cartomap.experiments import ExperimentStore, run_experiment
+from cartomap.experiments.combination import CombinationParams, TrainingSet, create_combination
+from cartomap.experiments.curriculum import CurriculumParams, create_curriculum
+from cartomap.experiments.runner import run_experiment
+from cartomap.experiments.store import ExperimentStore
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +115,7 @@ def test_combinations_make_a_table3(tiny_model, cache, demo):
 
 
 def test_datamap_baseline_can_train_longer_than_the_grid(tiny_model, cache, demo):
-    from cartomap.curriculum_experiment import datamap_config, method_config
+    from cartomap.experiments.curriculum import datamap_config, method_config
 
     base = base_config(tiny_model, demo, cache)
     one = base.replace(train=dataclasses.replace(base.train, epochs=1))

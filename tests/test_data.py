@@ -1,4 +1,4 @@
-"""Tests for cartomap.data: readers, column mapping, validation messages, demo data."""
+"""Tests for cartomap.data.loading: readers, column mapping, validation messages, demo data."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from cartomap.config import DataConfig
-from cartomap.data import (
+from cartomap.data.loading import (
     DEMO_LABEL_NAMES,
     TextDataset,
     demo_path,

@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 from matplotlib.path import Path as MplPath
 
-from cartomap import datamap as dm
-from cartomap.metrics import compute_metrics
+from cartomap.analysis import datamap as dm
+from cartomap.analysis import figures
+from cartomap.scores.metrics import compute_metrics
 
 LABELS = ("entailment", "neutral", "contradiction")
 
@@ -140,8 +141,8 @@ def test_lasso_on_100k_points_selects_exactly_those_inside(big):
 
 
 def test_sampled_map_resolves_every_point(big):
-    fig = dm.figure(big, "correctness", max_points=20_000)
-    drawn = dm.figure_ids(fig)
+    fig = figures.data_map_figure(big, "correctness", max_points=20_000)
+    drawn = figures.figure_ids(fig)
     assert len(drawn) == 20_000 and fig.layout.meta["sampled"] is True
     assert set(drawn) <= set(big["id"])
     assert any(t.type == "heatmap" for t in fig.data)  # density of all points
@@ -171,8 +172,8 @@ def test_sampled_map_resolves_every_point(big):
 
 
 def test_unsampled_map_uses_customdata(frame):
-    fig = dm.figure(frame, "label")
-    assert sorted(dm.figure_ids(fig)) == sorted(frame["id"])
+    fig = figures.data_map_figure(frame, "label")
+    assert sorted(figures.figure_ids(fig)) == sorted(frame["id"])
     assert fig.layout.meta["sampled"] is False and fig.layout.dragmode == "lasso"
     picked = frame["id"].iloc[[3, 1, 7]].tolist()
     event = {
@@ -198,9 +199,9 @@ def test_event_signature_and_empty():
 # --------------------------------------------------------------------------- figure
 
 
-@pytest.mark.parametrize("color_by", dm.COLOR_BY)
+@pytest.mark.parametrize("color_by", figures.COLOR_BY)
 def test_figure_colours_and_marginals(frame, color_by):
-    fig = dm.figure(frame, color_by)
+    fig = figures.data_map_figure(frame, color_by)
     scatter = [t for t in fig.data if t.type == "scattergl"]
     assert sum(len(t.customdata) for t in scatter) == len(frame)
     bars = [t for t in fig.data if t.type == "bar"]
@@ -212,24 +213,24 @@ def test_figure_colours_and_marginals(frame, color_by):
     assert t.x[0] == pytest.approx(row["variability"]) and t.y[0] == pytest.approx(row["confidence"])
     json.loads(fig.to_json())
     with pytest.raises(ValueError):
-        dm.figure(frame, "nope")
+        figures.data_map_figure(frame, "nope")
 
 
 def test_hover_text_is_escaped(frame):
-    fig = dm.figure(frame, "correctness")
+    fig = figures.data_map_figure(frame, "correctness")
     text = next(t for t in fig.data if t.type == "scattergl").hovertext[0]
     assert "<b>" not in text and "<script>" not in text
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;script&gt;" in text
     assert text.count("<br>") >= 3  # our own line breaks stay
     evil = frame.head(3).assign(gold="<img src=x onerror=alert(1)>")
-    fig = dm.figure(evil, "label")
+    fig = figures.data_map_figure(evil, "label")
     names = [t.name for t in fig.data if t.type == "scattergl"]
     assert all("<img" not in n for n in names)
 
 
 def test_highlight_trace(frame):
     ids = frame["id"].iloc[:10].tolist()
-    fig = dm.figure(frame, "correctness", highlight_ids=ids + ["nope"])
+    fig = figures.data_map_figure(frame, "correctness", highlight_ids=ids + ["nope"])
     high = [t for t in fig.data if t.name and t.name.startswith("selected")]
     assert len(high) == 1 and sorted(high[0].customdata) == sorted(ids)
 
@@ -301,7 +302,7 @@ def test_selection_table_and_files(frame):
 
 
 def test_map_files(frame):
-    png = dm.map_png_bytes(frame, title="t")
+    png = figures.map_png_bytes(frame, title="t")
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    html_bytes = dm.map_html_bytes(dm.figure(frame.head(50)))
+    html_bytes = figures.map_html_bytes(figures.data_map_figure(frame.head(50)))
     assert b"<html>" in html_bytes and len(html_bytes) > 1_000_000  # plotly.js embedded

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from cartomap.config import DataConfig, RunConfig
-from cartomap.data import load_dataset
-from cartomap.embeddings import compute_cls_embeddings, embed_run, load_embeddings
+from cartomap.data.loading import load_dataset
 from cartomap.errors import RunError
-from cartomap.jobs import task_status
-from cartomap.store import RunStore
+from cartomap.runs.store import RunStore
+from cartomap.runs.tasks import task_status
+from cartomap.training.embeddings import compute_cls_embeddings, embed_run, load_embeddings
 
 
 @pytest.fixture()
@@ -99,7 +99,7 @@ def test_embed_run_needs_model(tmp_path):
 
 def test_job_for_existing_embeddings_ends(run_with_model):
     """A job started while the embeddings exist ends at once instead of staying queued."""
-    from cartomap.jobs import task_update
+    from cartomap.runs.tasks import task_update
 
     run, _ = run_with_model
     embed_run(run, device="cpu")

@@ -1,4 +1,4 @@
-"""The pure helpers behind the Experiments page (cartomap.experiment_forms), on hand-checked inputs."""
+"""The pure helpers behind the Experiments page (cartomap.experiments.forms), on hand-checked inputs."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap import experiment_forms as forms
 from cartomap.config import ORDERS, DataConfig, OrderConfig, RunConfig, TrainConfig
-from cartomap.curricula import training_plan
-from cartomap.data import load_dataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError, DataError
-from cartomap.store import RunStore
+from cartomap.experiments import forms
+from cartomap.runs.store import RunStore
+from cartomap.training.curricula import training_plan
 
 
 # --------------------------------------------------------------------------- form text

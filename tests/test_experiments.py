@@ -9,14 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap import derived
 from cartomap.config import DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
-from cartomap.curricula import oversample
-from cartomap.data import load_dataset
+from cartomap.data import derived
+from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
-from cartomap.experiments import ExperimentStore, register, run_experiment
-from cartomap.store import RunStore, dataset_names
-from cartomap.train import train_or_load
+from cartomap.experiments.registry import register
+from cartomap.experiments.runner import run_experiment
+from cartomap.experiments.store import ExperimentStore
+from cartomap.runs.store import RunStore, dataset_names
+from cartomap.training.curricula import oversample
+from cartomap.training.loop import train_or_load
 
 
 @pytest.fixture(scope="module")
@@ -175,15 +177,15 @@ def test_experiment_runs_dependent_plan_then_reloads(tiny_model, cache, demo):
     assert exp.result("summary")["second_examples"] == 110
     assert list(exp.result("table")["role"]) == ["first", "second"]
     assert store.get("dependent").id == exp.id
-    import cartomap.train
+    import cartomap.training.loop
 
     calls = []
-    real = cartomap.train.prepare_run
-    cartomap.train.prepare_run = lambda *a, **k: calls.append(a) or real(*a, **k)
+    real = cartomap.training.prepare.prepare_run
+    cartomap.training.prepare.prepare_run = lambda *a, **k: calls.append(a) or real(*a, **k)
     try:
         run_experiment(exp, store)  # everything exists: only finalize again
     finally:
-        cartomap.train.prepare_run = real
+        cartomap.training.prepare.prepare_run = real
     assert kind.finalized == 2
     assert calls == []  # finished runs recorded for their roles are not loaded again
 
@@ -231,8 +233,8 @@ def test_cartography_order_needs_a_scores_file(tiny_model, cache, demo):
 def test_runner_waits_for_a_run_another_process_is_training(tiny_model, cache, demo, monkeypatch):
     import threading
 
-    from cartomap import experiments
-    from cartomap.train import prepare_run
+    from cartomap.experiments import runner as experiments
+    from cartomap.training.prepare import prepare_run
 
     monkeypatch.setattr(experiments, "WAIT_S", 0.05)
     kind = register(TwoStep())
@@ -273,7 +275,8 @@ class Pair:
 
 
 def test_independent_runs_train_in_parallel_processes_with_several_gpus(tiny_model, cache, demo, monkeypatch):
-    from cartomap import experiments, jobs
+    from cartomap.experiments import runner as experiments
+    from cartomap.runs import jobs
 
     monkeypatch.setattr(experiments, "gpu_count", lambda: 2)
     monkeypatch.setattr(experiments, "WAIT_S", 0.2)
@@ -296,7 +299,7 @@ def test_independent_runs_train_in_parallel_processes_with_several_gpus(tiny_mod
 
 
 def test_sts_order_uses_the_runs_cached_similarity(tiny_model, cache, demo):
-    from cartomap.similarity import load_similarity
+    from cartomap.training.similarity import load_similarity
 
     train, _ = split_demo(demo, cache)
     run = train_or_load(tiny(tiny_model, train).replace(order=OrderConfig(name="sts")), RunStore(cache))

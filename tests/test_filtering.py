@@ -1,4 +1,4 @@
-"""WaNLI Stage 3 (cartomap.filtering): heuristic rules, tidying, max variability, selection, the task.
+"""WaNLI Stage 3 (cartomap.wanli.filtering): heuristic rules, tidying, max variability, selection, the task.
 
 The helpers at the top (``make_run``, ``write_generated``, ``generated_rows``, ``save_checkpoints``)
 are shared with the review and dashboard tests.
@@ -13,12 +13,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import cartomap.jobs
-from cartomap import filtering as flt
+import cartomap.runs.jobs
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from cartomap.data import load_dataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError, RunError
-from cartomap.filtering import (
+from cartomap.io import atomic_write_parquet
+from cartomap.runs import layout
+from cartomap.runs.store import Run, RunStore
+from cartomap.runs.tasks import task_status
+from cartomap.wanli import batches
+from cartomap.wanli import filtering as flt
+from cartomap.wanli.filtering import (
     FilterConfig,
     attribute,
     count_rules,
@@ -31,9 +36,6 @@ from cartomap.filtering import (
     select_top,
     tidy,
 )
-from cartomap.io import atomic_write_parquet
-from cartomap.jobs import task_status
-from cartomap.store import Run, RunStore
 
 LABELS = ("entailment", "neutral", "contradiction")
 
@@ -356,7 +358,7 @@ def test_no_checkpoints_is_a_clear_error(cache):
     write_generated(run, "b1", generated_rows(run, 2))
     with pytest.raises(RunError, match="train with checkpoints"):
         flt.checkpoint_probabilities(run, generated_rows(run, 1))
-    cartomap.jobs.task_update(run, "filter-b1", state="queued")  # as the dashboard leaves it
+    cartomap.runs.tasks.task_update(run, "filter-b1", state="queued")  # as the dashboard leaves it
     with pytest.raises(RunError, match="train with checkpoints"):
         flt.run_filter(run, "b1")
     status = task_status(run, "filter-b1")
@@ -367,16 +369,16 @@ def test_batch_names_and_missing_batch(cache):
     run = make_run(cache, n=40)
     for bad in ("", "...", "/"):
         with pytest.raises(CartomapError, match="no letters or digits"):
-            flt.batch_path(run, bad)
+            batches.batch_dir(run, bad)
     # Names are slugged as generation names its folders, so no name can leave the wanli folder.
     for name, slug in (("../x", "x"), ("a/b", "a-b"), (".hidden", "hidden"), ("My Batch", "my-batch")):
-        assert flt.batch_path(run, name) == run.path / "wanli" / slug
+        assert batches.batch_dir(run, name) == run.path / "wanli" / slug
     with pytest.raises(CartomapError, match="no generated batch"):
-        flt.load_generated(run, "nothing")
-    assert flt.list_batches(run) == []
+        batches.load_generated(run, "nothing")
+    assert batches.list_batches(run, having=layout.GENERATED) == []
     write_generated(run, "b2", generated_rows(run, 1))
     write_generated(run, "b1", generated_rows(run, 1))
-    assert flt.list_batches(run) == ["b1", "b2"]  # newest first
+    assert batches.list_batches(run, having=layout.GENERATED) == ["b1", "b2"]  # newest first
 
 
 def test_checkpoint_probabilities_and_run_filter(cache, tiny_model):
@@ -463,13 +465,6 @@ def test_cli_filter(cache, tiny_model, capsys):
     )
     assert code == 0
     assert "6 of 6 kept" in capsys.readouterr().out
-    assert flt.load_report(run, "b1")["config"]["keep_fraction"] == 1.0
+    assert batches.load_report(run, "b1")["config"]["keep_fraction"] == 1.0
     assert main(["--cache", str(cache), "filter", run.id, "--batch", "missing"]) == 2
     assert "no generated batch" in capsys.readouterr().err
-
-
-def test_library_does_not_import_streamlit():
-    root = Path(__file__).resolve().parents[1] / "cartomap"
-    for name in ("filtering.py", "review.py"):
-        source = (root / name).read_text(encoding="utf-8")
-        assert "import streamlit" not in source and "from streamlit" not in source

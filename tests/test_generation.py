@@ -12,24 +12,20 @@ from test_prompts import GROUP, make_run
 
 from cartomap.cli import main
 from cartomap.errors import CartomapError
-from cartomap.exemplars import auto_groups, collect_groups, save_auto_groups
-from cartomap.generation import (
+from cartomap.runs.groups import save_group
+from cartomap.runs.tasks import task_status
+from cartomap.wanli.batches import batch_dir, batch_info, batch_slug, info_path, list_batches, load_generated
+from cartomap.wanli.exemplars import auto_groups, collect_groups, save_auto_groups
+from cartomap.wanli.generation import (
     COLUMNS,
     GenerationConfig,
     LocalLM,
     OpenAICompatible,
-    batch_dir,
-    batch_info,
-    batch_slug,
-    list_batches,
-    load_generated,
     prepare_generation,
     request_stop,
     run_generation,
 )
-from cartomap.groups import save_group
-from cartomap.jobs import task_status
-from cartomap.prompts import PromptTemplate, build_prompt
+from cartomap.wanli.prompts import PromptTemplate, build_prompt
 
 SECRET = "sk-test-0123456789-secret"
 
@@ -90,7 +86,7 @@ def test_stop_criterion_per_sequence(tiny_lm):
     import torch
     from transformers import AutoTokenizer
 
-    from cartomap.generation import _stop_criterion
+    from cartomap.wanli.generation import _stop_criterion
 
     tok = AutoTokenizer.from_pretrained(tiny_lm)
     prompt = tok("1. A\nImplication: B\n\n2.")["input_ids"]  # the prompt's own blank line does not count
@@ -194,7 +190,7 @@ def test_generation_needs_a_word_for_every_label(cache):
     template = PromptTemplate(label_words={"entailment": "Implication"})
     with pytest.raises(CartomapError, match="no separator word for label 'neutral'"):
         prepare_generation(run, "b", ["auto-neutral-" + ids[6]], GenerationConfig(), template)
-    assert not (batch_dir(run, "b") / "generation.json").exists()
+    assert not info_path(run, "b").exists()
 
 
 def test_empty_result_keeps_the_schema(cache):
@@ -305,7 +301,7 @@ def test_openai_errors_name_the_url_not_the_key(stub, monkeypatch):
 @pytest.mark.slow
 def test_bundled_smollm2_generates(tmp_path):
     """The real SmolLM2-135M-Instruct (converted from its GGUF on first use): parsable pairs come out."""
-    from cartomap.prompts import parse_completion
+    from cartomap.wanli.prompts import parse_completion
 
     lm = LocalLM("smollm2", cache_root=tmp_path, device="cpu")
     cfg = GenerationConfig(n=3, max_new_tokens=40, batch_size=2)

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from cartomap.errors import DataError
-from cartomap.interop import (
+from cartomap.runs.interop import (
     read_reference_dynamics,
     read_reference_metrics,
     write_reference_dynamics,
     write_reference_metrics,
 )
-from cartomap.metrics import compute_metrics
+from cartomap.scores.metrics import compute_metrics
 
 # Probabilities per epoch for two examples; the logits written are log(p), so softmax gives p back.
 # guid 7 (gold 0): epochs [.5 .25 .25], [.25 .5 .25], [.8 .1 .1]

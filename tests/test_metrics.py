@@ -2,8 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap import metrics as m
 from cartomap.errors import DataError
+from cartomap.scores import metrics as m
 
 # 3 epochs, 2 examples, 3 classes, given as probabilities; logits = log(probs) so softmax(logits) = probs.
 # example 0 (gold 0): correct, wrong, correct -> 2 correct, 1 forgetting event

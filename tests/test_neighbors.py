@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cartomap.analysis.neighbours import neighbour_group, same_label_neighbors, seed_examples
+from cartomap.analysis.projection import load_projection, project, project_run
 from cartomap.config import DataConfig, RunConfig
-from cartomap.data import load_dataset
-from cartomap.embeddings import load_embeddings, save_embeddings
+from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_write_parquet
-from cartomap.neighbors import neighbour_group, same_label_neighbors, seed_examples
-from cartomap.projection import load_projection, project, project_run
-from cartomap.store import RunStore
+from cartomap.runs.store import RunStore
+from cartomap.training.embeddings import load_embeddings, save_embeddings
 
 
 def unit(angles_deg):

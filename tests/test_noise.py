@@ -1,12 +1,12 @@
-"""Tests for cartomap.noise: exact flip counts, reproducibility, ranking metrics, cleanlab wrappers."""
+"""Tests for cartomap.scores.noise: exact flip counts, reproducibility, ranking metrics, cleanlab wrappers."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from cartomap.consensus import model_confidence
-from cartomap.noise import (
+from cartomap.scores.consensus import model_confidence
+from cartomap.scores.noise import (
     aum_scores,
     cleanlab_issues,
     cleanlab_scores,

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap import noise_benchmark as nb
 from cartomap.cli import main
 from cartomap.config import DataConfig
-from cartomap.data import load_dataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
-from cartomap.store import RunStore
+from cartomap.experiments import noise_benchmark as nb
+from cartomap.runs.store import RunStore
 
 FLIPS = [2, 7, 10]
 

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+from cartomap.analysis.datamap import as_map_frame
+from cartomap.analysis.figures import data_map_figure, data_map_matplotlib, save_data_map
 from cartomap.errors import DataError
-from cartomap.metrics import compute_metrics
-from cartomap.plots import data_map_matplotlib, data_map_plotly, save_data_map
+from cartomap.scores.metrics import compute_metrics
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,8 @@ def test_matplotlib_samples_points(frame):
 
 @pytest.mark.parametrize("color", ["correctness", "label", "region"])
 def test_plotly_figure(frame, color):
-    fig = data_map_plotly(frame, color=color, label_names=["entailment", "neutral", "contradiction"])
+    """The one interactive map (dashboard and CLI HTML) drawn from a plain metrics frame."""
+    fig = data_map_figure(as_map_frame(frame, ["entailment", "neutral", "contradiction"]), color_by=color)
     ids = _scatter_ids(fig)
     assert sorted(ids) == sorted(frame["id"])
     assert len(ids) == 500
@@ -52,13 +54,13 @@ def test_plotly_figure(frame, color):
     texts = {a.text for a in fig.layout.annotations}
     assert {"easy-to-learn", "ambiguous", "hard-to-learn"} <= texts
     trace = next(t for t in fig.data if t.type == "scattergl")
-    assert "confidence:" in trace.hovertext[0]
+    assert "confidence" in trace.hovertemplate and trace.hovertext[0].startswith("id: ")
     # customdata and coordinates stay aligned
     row = frame.set_index("id").loc[trace.customdata[0]]
     assert trace.x[0] == pytest.approx(row["variability"])
     assert trace.y[0] == pytest.approx(row["confidence"])
-    if color == "label":
-        assert {t.name for t in fig.data if t.type == "scattergl"} <= {
+    if color == "label":  # traces are named "<label> (<count>)"
+        assert {t.name.split(" (")[0] for t in fig.data if t.type == "scattergl"} <= {
             "entailment",
             "neutral",
             "contradiction",
@@ -66,11 +68,11 @@ def test_plotly_figure(frame, color):
 
 
 def test_plotly_samples_and_rejects_bad_color(frame):
-    assert len(_scatter_ids(data_map_plotly(frame, max_points=50))) == 50
+    assert len(_scatter_ids(data_map_figure(frame, max_points=50))) == 50
     with pytest.raises(ValueError):
-        data_map_plotly(frame, color="nope")
+        data_map_figure(frame, color_by="nope")
     with pytest.raises(DataError):
-        data_map_plotly(frame.drop(columns="confidence"))
+        data_map_figure(frame.drop(columns="confidence"))
 
 
 def test_save_png_and_html(frame, tmp_path):
@@ -89,8 +91,6 @@ def test_plotly_hover_escapes_ids():
     import numpy as np
     import pandas as pd
 
-    from cartomap.plots import data_map_plotly
-
     frame = pd.DataFrame(
         {
             "id": ["<img src=x onerror=alert(1)>", "a&b"],
@@ -105,7 +105,7 @@ def test_plotly_hover_escapes_ids():
         }
     )
     frame.attrs["n_epochs"] = 3
-    fig = data_map_plotly(frame)
+    fig = data_map_figure(frame)
     hover = " ".join(
         str(t)
         for trace in fig.data

@@ -8,26 +8,26 @@ import numpy as np
 import pytest
 
 from cartomap.config import DataConfig, RunConfig, TrainConfig
-from cartomap.data import load_dataset
-from cartomap.embeddings import save_embeddings
+from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
-from cartomap.exemplars import (
+from cartomap.io import atomic_write_parquet
+from cartomap.runs.groups import list_groups, load_group, save_group
+from cartomap.runs.store import Run, RunStore
+from cartomap.training.embeddings import save_embeddings
+from cartomap.wanli.exemplars import (
     auto_groups,
     collect_groups,
     group_examples,
     in_context_examples,
     save_auto_groups,
 )
-from cartomap.groups import list_groups, load_group, save_group
-from cartomap.io import atomic_write_parquet
-from cartomap.prompts import (
+from cartomap.wanli.prompts import (
     PromptTemplate,
     build_prompt,
     count_tokens,
     label_words_for,
     parse_completion,
 )
-from cartomap.store import Run, RunStore
 
 GROUP = [
     ("A man is playing a guitar on stage.", "A man is performing music."),

@@ -1,4 +1,4 @@
-"""The k-fold consensus pruning experiment (cartomap/pruning.py): the pure analysis on handmade logits
+"""The k-fold consensus pruning experiment (cartomap/experiments/pruning.py): the pure analysis on handmade logits
 with planted label errors, and one end-to-end experiment on a tiny random BERT (folds=3, 1 epoch)."""
 
 from __future__ import annotations
@@ -11,15 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import cartomap.train
-from cartomap import cli, derived
+import cartomap.training.loop
+from cartomap import cli
 from cartomap.config import DataConfig, RunConfig, TrainConfig
-from cartomap.data import load_dataset
+from cartomap.data import derived
+from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
-from cartomap.experiments import ExperimentStore, kind_of, run_experiment
-from cartomap.io import atomic_write_parquet
-from cartomap.metrics import compute_metrics
-from cartomap.pruning import (
+from cartomap.experiments.pruning import (
     KIND,
     MODEL0,
     MODEL1,
@@ -42,7 +40,12 @@ from cartomap.pruning import (
     what_if,
     write_results,
 )
-from cartomap.store import RunStore
+from cartomap.experiments.registry import kind_of
+from cartomap.experiments.runner import run_experiment
+from cartomap.experiments.store import ExperimentStore
+from cartomap.io import atomic_write_parquet
+from cartomap.runs.store import RunStore
+from cartomap.scores.metrics import compute_metrics
 
 LABELS = ("entailment", "neutral", "contradiction")
 N_TRAIN = 60
@@ -371,9 +374,9 @@ def test_resume_trains_nothing_and_new_threshold_reuses_model0_and_folds(e2e, mo
     exp, store = e2e["exp"], e2e["store"]
     before = exp.run_ids()
     trained = []
-    real = cartomap.train.train_run
+    real = cartomap.training.loop.train_run
     monkeypatch.setattr(
-        cartomap.train, "train_run", lambda run, **kw: trained.append(run.id) or real(run, **kw)
+        cartomap.training.loop, "train_run", lambda run, **kw: trained.append(run.id) or real(run, **kw)
     )
     run_experiment(exp, store)  # resume: everything is done
     assert trained == [] and exp.state == "done" and exp.run_ids() == before

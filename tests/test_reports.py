@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap import reports as r
 from cartomap.errors import DataError
+from cartomap.scores import reports as r
 
 # ----------------------------------------------------------------------------- classification scores
 #

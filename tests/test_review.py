@@ -1,4 +1,4 @@
-"""WaNLI Stage 4 (cartomap.review): the review database, every aggregation case, Cohen's κ, export."""
+"""WaNLI Stage 4 (cartomap.wanli.review): the review database, every aggregation case, Cohen's κ, export."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ import pytest
 from test_filtering import make_run
 
 from cartomap.config import DataConfig
-from cartomap.data import load_dataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
 from cartomap.io import atomic_write_parquet
-from cartomap.review import (
+from cartomap.wanli.batches import review_path
+from cartomap.wanli.review import (
     Decision,
     Review,
     ReviewDB,
@@ -31,7 +32,6 @@ from cartomap.review import (
     kappa_pairs,
     minor_change,
     open_review,
-    review_path,
 )
 
 LABELS = ("entailment", "neutral", "contradiction")
@@ -313,7 +313,7 @@ def test_next_items_order(tmp_path):
 ANNOTATE = """
 import sys, time
 from pathlib import Path
-from cartomap.review import ReviewDB
+from cartomap.wanli.review import ReviewDB
 path, name, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
 db = ReviewDB(path)
 while not go.exists():

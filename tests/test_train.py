@@ -14,9 +14,11 @@ import pytest
 
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from cartomap.errors import RunError
-from cartomap.metrics import compute_metrics
-from cartomap.store import RunStore
-from cartomap.train import EpochBatches, early_stopping, prepare_run, train_or_load
+from cartomap.runs.store import RunStore
+from cartomap.scores.metrics import compute_metrics
+from cartomap.training.batching import EpochBatches
+from cartomap.training.loop import early_stopping, train_or_load
+from cartomap.training.prepare import prepare_run
 
 
 def small_config(tiny_model, **train) -> RunConfig:
@@ -218,7 +220,7 @@ def test_default_encoder_end_to_end(tmp_path, cache):
     """The real bundled all-MiniLM-L6-v2 on 96 real SNLI/MNLI pairs, two epochs."""
     import pandas as pd
 
-    from cartomap.data import load_dataset
+    from cartomap.data.loading import load_dataset
 
     frame = load_dataset(DataConfig(path="demo:train")).frame.head(96)
     frame.assign(label=[("entailment", "neutral", "contradiction")[i] for i in frame["label"]]).to_json(

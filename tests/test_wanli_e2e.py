@@ -3,7 +3,7 @@
 What is real here and what is not:
 
 * real: training the tiny BERT (``tiny_model``) for 2 epochs on demo:dev with end-of-epoch
-  checkpoints (``cartomap.train.train_or_load``), its [CLS] embeddings, the automatic groups
+  checkpoints (``cartomap.training.loop.train_or_load``), its [CLS] embeddings, the automatic groups
   (Stage 1), the WaNLI prompts, one generation batch sampled from a tiny *random* causal LM
   (``tiny_lm``: 2 layers, 32 wide) with the local backend, the parsing of completions, every
   filtering rule, tidying, the estimated max variability from the two saved checkpoints, the
@@ -23,14 +23,16 @@ import json
 import re
 
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from cartomap.data import load_dataset
-from cartomap.embeddings import embed_run
-from cartomap.exemplars import auto_groups, collect_groups, save_auto_groups
-from cartomap.filtering import FilterConfig, load_report, run_filter
-from cartomap.generation import GenerationConfig, batch_info, load_generated, run_generation
-from cartomap.review import export_reviewed, open_review
-from cartomap.store import RunStore
-from cartomap.train import prepare_run, train_or_load
+from cartomap.data.loading import load_dataset
+from cartomap.runs.store import RunStore
+from cartomap.training.embeddings import embed_run
+from cartomap.training.loop import train_or_load
+from cartomap.training.prepare import prepare_run
+from cartomap.wanli.batches import batch_info, load_generated, load_report
+from cartomap.wanli.exemplars import auto_groups, collect_groups, save_auto_groups
+from cartomap.wanli.filtering import FilterConfig, run_filter
+from cartomap.wanli.generation import GenerationConfig, run_generation
+from cartomap.wanli.review import export_reviewed, open_review
 
 N_SAMPLES = 8
 

@@ -1,0 +1,1 @@
+"""Reading finished runs: data-map frames and figures, projection, neighbours, comparison, artifacts."""

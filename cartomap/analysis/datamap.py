@@ -1,0 +1,429 @@
+"""The interactive data map of the dashboard, as pure functions (no streamlit here).
+
+* :func:`map_frame`: one row per training example, metrics joined with the example texts.
+* :func:`filter_frame`: label / region / genre / metric-range filters.
+* :func:`figure`: the plotly WebGL data map (x = variability, y = confidence) with marginal
+  histograms; above ``max_points`` it draws a density layer of every point plus a random sample.
+* :func:`resolve_selection`: ids from a Streamlit plotly selection event. A lasso or box over a
+  sampled map is resolved on the server against *every* point of the filtered frame
+  (:func:`points_in_polygon`, :func:`points_in_box`), so the selection is exact.
+* :func:`gold_trajectory`, :func:`selection_table`, :func:`to_csv_bytes`, :func:`to_jsonl_bytes`,
+  :func:`map_html_bytes`, :func:`map_png_bytes`.
+
+Dataset text is untrusted: everything that goes into plotly hover text or trace names is
+HTML-escaped (plotly renders a subset of HTML in those strings).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cartomap.errors import RunError
+from cartomap.scores.metrics import correctness_bucket, softmax
+
+DEFAULT_MAX_POINTS = 20_000
+#: Axes of the main scatter in :func:`figure`; selection geometry on other axes (histograms) is ignored.
+MAIN_XREF, MAIN_YREF = "x", "y"
+#: Metric columns of :func:`map_frame`, in display order.
+METRIC_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum", "region")
+RANGE_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum")
+#: At most this many selected points get a ring (a larger selection is sampled for drawing only).
+
+
+# --------------------------------------------------------------------------- the frame
+
+
+def n_epochs_of(metrics: pd.DataFrame, run=None) -> int | None:
+    """E of a metrics frame: its attrs, else the run's recorded epochs, else correct_count / correctness."""
+    n = metrics.attrs.get("n_epochs")
+    if n:
+        return int(n)
+    if run is not None:
+        epochs = run.dynamics_epochs()
+        if epochs:
+            return len(epochs)
+    if "correct_count" in metrics.columns and "correctness" in metrics.columns:
+        frac = metrics["correctness"].to_numpy(dtype=np.float64)
+        count = metrics["correct_count"].to_numpy(dtype=np.float64)
+        ok = frac > 0
+        if ok.any():
+            return int(np.round(np.median(count[ok] / frac[ok])))
+    return None
+
+
+def id_array(values) -> np.ndarray:
+    """Ids as a numpy object array of Python str. Hash lookups on it are fast; pandas 3's default
+    Arrow-backed str dtype iterates in Python for ``isin`` against a long list."""
+    if isinstance(values, pd.Series | pd.Index):
+        if values.dtype == object and (
+            not len(values) or isinstance(values.iloc[0] if isinstance(values, pd.Series) else values[0], str)
+        ):
+            return values.to_numpy()
+        return values.astype(str).astype(object).to_numpy()
+    return np.asarray([str(v) for v in values], dtype=object)
+
+
+def str_array(series: pd.Series) -> np.ndarray:
+    """A column as an object array of str (cheap for categoricals: one str per category)."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        cats = np.asarray([str(c) for c in series.cat.categories] + [""], dtype=object)
+        return cats[series.cat.codes.to_numpy()]  # code -1 (missing) -> ""
+    return np.asarray([str(v) for v in series.astype(object)], dtype=object)
+
+
+def positions_of(frame: pd.DataFrame, ids) -> np.ndarray:
+    """Row positions in ``frame`` of ``ids`` (in the order given; ids not in the frame skipped)."""
+    ids = np.asarray(ids, dtype=object)
+    if not len(ids) or frame.empty:
+        return np.zeros(0, dtype=np.int64)
+    index = pd.Index(id_array(frame["id"]), dtype=object)
+    pos = index.get_indexer_for(ids) if not index.is_unique else index.get_indexer(ids)
+    return pos[pos >= 0].astype(np.int64)
+
+
+def _names(codes: pd.Series, label_names: Sequence[str]) -> pd.Series:
+    mapping = dict(enumerate(label_names))
+    return codes.map(mapping).fillna(codes.astype(str)).astype(str)
+
+
+def as_map_frame(frame: pd.DataFrame, label_names: Sequence[str] | None = None) -> pd.DataFrame:
+    """``frame`` itself when it is a map frame (:func:`build_map_frame`), else the map frame of a
+    metrics frame without texts; classes are named by ``label_names`` (their numbers without)."""
+    if {"bucket", "gold"} <= set(frame.columns):
+        return frame
+    names = list(label_names) if label_names is not None else frame.attrs.get("label_names")
+    if names is None:
+        n = int(frame["label"].max()) + 1 if "label" in frame.columns and len(frame) else 0
+        names = [str(i) for i in range(n)]
+    return build_map_frame(frame, None, names)
+
+
+def build_map_frame(
+    metrics: pd.DataFrame,
+    examples: pd.DataFrame | None,
+    label_names: Sequence[str],
+    n_epochs: int | None = None,
+) -> pd.DataFrame:
+    """:func:`map_frame` on already loaded tables (metrics from compute_metrics, examples of the run).
+
+    Columns: id, premise and hypothesis (or text), gold, predicted (label names), genre (when the
+    examples have one), confidence, variability, correctness, forgetfulness, never_learned, aum,
+    region, bucket (correctness bucket "0.0" ... "1.0"), label and predicted_label (class indices).
+    """
+    metrics = metrics.copy()
+    metrics["id"] = metrics["id"].astype(str)
+    examples = pd.DataFrame({"id": metrics["id"]}) if examples is None else examples.copy()
+    examples["id"] = examples["id"].astype(str)
+    if "predicted" not in metrics.columns:  # e.g. metrics imported from the reference code
+        metrics["predicted"] = metrics["label"]
+    text_cols = [c for c in ("premise", "hypothesis", "text") if c in examples.columns]
+    extra = [c for c in ("genre",) if c in examples.columns]
+    joined = metrics.merge(
+        examples[["id", *text_cols, *extra]], on="id", how="left", validate="one_to_one", sort=False
+    )
+    n_epochs = n_epochs or n_epochs_of(metrics)
+    out = pd.DataFrame({"id": pd.Series(id_array(joined["id"]), dtype=object)})
+    for col in text_cols:
+        out[col] = joined[col].astype(object).where(joined[col].notna(), "").astype(str)
+    out["gold"] = _names(joined["label"].astype(np.int64), label_names).astype("category")
+    out["predicted"] = _names(joined["predicted"].astype(np.int64), label_names).astype("category")
+    if "genre" in extra:
+        genre = joined["genre"].astype(object).where(joined["genre"].notna(), "")
+        out["genre"] = genre.astype(str).astype("category")
+    for col in ("confidence", "variability", "correctness"):
+        out[col] = joined[col].astype(np.float64)
+    out["forgetfulness"] = joined["forgetfulness"].astype(np.int64)
+    if "never_learned" in joined.columns:
+        out["never_learned"] = joined["never_learned"].astype(bool)
+    out["aum"] = joined["aum"].astype(np.float64) if "aum" in joined.columns else np.nan
+    out["region"] = joined["region"].astype(str).astype("category")
+    out["bucket"] = pd.Categorical(correctness_bucket(out["correctness"].to_numpy(), n_epochs))
+    out["label"] = joined["label"].astype(np.int64)
+    out["predicted_label"] = joined["predicted"].astype(np.int64)
+    out = out.reset_index(drop=True)
+    out.attrs["n_epochs"] = n_epochs
+    out.attrs["label_names"] = list(label_names)
+    return out
+
+
+def map_frame(run, source: str = "train") -> pd.DataFrame:
+    """Metrics of every training example of ``run`` joined with its texts (see :func:`build_map_frame`)."""
+    metrics = run.metrics(source)
+    epochs = run.dynamics_epochs(source)
+    return build_map_frame(
+        metrics, run.examples(), run.label_names, n_epochs_of(metrics) or len(epochs) or None
+    )
+
+
+def metric_bounds(frame: pd.DataFrame, column: str) -> tuple[float, float]:
+    """(min, max) of a metric column over finite values, (0, 1) for an empty column."""
+    values = frame[column].to_numpy(dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return 0.0, 1.0
+    return float(values.min()), float(values.max())
+
+
+def filter_frame(
+    frame: pd.DataFrame,
+    labels: Iterable[str] | None = None,
+    regions: Iterable[str] | None = None,
+    genres: Iterable[str] | None = None,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> pd.DataFrame:
+    """Rows whose gold label, region and genre are among the given ones and whose metrics lie in
+    the closed ranges ``{column: (lo, hi)}`` (None for a bound = open). ``None`` = no filter; an
+    empty list keeps nothing. The index of ``frame`` is kept."""
+    mask = np.ones(len(frame), dtype=bool)
+    for column, allowed in (("gold", labels), ("region", regions), ("genre", genres)):
+        if allowed is None:
+            continue
+        if column not in frame.columns:
+            if column == "genre":
+                continue  # no genres in this dataset: nothing to filter on
+            raise KeyError(f"frame has no column {column!r}")
+        mask &= frame[column].isin([str(a) for a in allowed]).to_numpy()
+    for column, bounds in (ranges or {}).items():
+        if column not in frame.columns:
+            raise KeyError(f"cannot filter on {column!r}: the frame has no such column")
+        lo, hi = bounds
+        values = frame[column].to_numpy(dtype=np.float64)
+        if lo is not None:
+            mask &= values >= lo
+        if hi is not None:
+            mask &= values <= hi
+    return frame[mask]
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+def points_in_box(x, y, x_range, y_range) -> np.ndarray:
+    """Bool mask: x within x_range and y within y_range (closed; each range in either order)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    x0, x1 = sorted(float(v) for v in x_range)
+    y0, y1 = sorted(float(v) for v in y_range)
+    return (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
+
+
+def points_in_polygon(x, y, poly_x, poly_y) -> np.ndarray:
+    """Bool mask of the points inside the polygon, by the even-odd rule (PNPOLY ray casting).
+
+    The polygon is closed implicitly (a repeated first vertex is fine); it may be concave or
+    self-intersecting. An edge from (x_i, y_i) to (x_j, y_j) is crossed by the ray from a point
+    (px, py) towards +x when min(y_i, y_j) <= py < max(y_i, y_j) and px is left of the edge at py,
+    the usual half-open rule, so every point of the plane is decided exactly once. Non-finite
+    points are outside. Cost: O(N log N + total crossings): the points are sorted by y once and
+    each edge only touches the points in its y band.
+    """
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"x and y differ in length: {x.shape[0]} != {y.shape[0]}")
+    px = np.asarray(poly_x, dtype=np.float64).ravel()
+    py = np.asarray(poly_y, dtype=np.float64).ravel()
+    if px.shape != py.shape:
+        raise ValueError("polygon x and y differ in length")
+    finite = np.isfinite(px) & np.isfinite(py)
+    px, py = px[finite], py[finite]
+    inside = np.zeros(x.shape[0], dtype=bool)
+    if px.size < 3 or x.size == 0:
+        return inside
+    # candidates: finite points inside the polygon's bounding box
+    cand = np.flatnonzero(
+        np.isfinite(x)
+        & np.isfinite(y)
+        & (x >= px.min())
+        & (x <= px.max())
+        & (y >= py.min())
+        & (y <= py.max())
+    )
+    if cand.size == 0:
+        return inside
+    order = np.argsort(y[cand], kind="stable")
+    cand = cand[order]
+    cx, cy = x[cand], y[cand]
+    parity = np.zeros(cand.size, dtype=bool)
+    xj, yj = np.roll(px, 1), np.roll(py, 1)
+    for x_i, y_i, x_j, y_j in zip(px.tolist(), py.tolist(), xj.tolist(), yj.tolist(), strict=True):
+        if y_i == y_j:
+            continue  # horizontal edge: never crossed under the half-open rule
+        lo, hi = (y_i, y_j) if y_i < y_j else (y_j, y_i)
+        start = np.searchsorted(cy, lo, side="left")
+        stop = np.searchsorted(cy, hi, side="left")
+        if start >= stop:
+            continue
+        band_y = cy[start:stop]
+        x_cross = x_i + (band_y - y_i) * (x_j - x_i) / (y_j - y_i)
+        parity[start:stop] ^= cx[start:stop] < x_cross
+    inside[cand] = parity
+    return inside
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _shapes(selection: Mapping[str, Any], kind: str) -> list[tuple[list[float], list[float]]]:
+    shapes = []
+    for shape in selection.get(kind) or []:
+        xref = shape.get("xref") or MAIN_XREF
+        yref = shape.get("yref") or MAIN_YREF
+        if xref != MAIN_XREF or yref != MAIN_YREF:
+            continue  # drawn on a marginal histogram
+        xs, ys = list(shape.get("x") or []), list(shape.get("y") or [])
+        if xs and len(xs) == len(ys):
+            shapes.append((xs, ys))
+    return shapes
+
+
+def _point_id(point: Mapping[str, Any]) -> str | None:
+    custom = point.get("customdata")
+    if isinstance(custom, list | tuple):
+        custom = custom[0] if custom else None
+    return None if custom is None else str(custom)
+
+
+def event_selection(event: Any) -> dict[str, Any]:
+    """The ``selection`` dict of a Streamlit plotly event (or the dict itself); {} when absent."""
+    if event is None:
+        return {}
+    selection = (
+        event.get("selection", event) if isinstance(event, Mapping) else getattr(event, "selection", {})
+    )
+    return dict(selection or {})
+
+
+def event_signature(event: Any) -> str:
+    """A short string that changes when the user's selection changes (to tell a new event from a stale one)."""
+    sel = event_selection(event)
+    ids = sorted({i for i in (_point_id(p) for p in sel.get("points") or []) if i is not None})
+    return json.dumps(
+        {"ids": ids, "box": sel.get("box") or [], "lasso": sel.get("lasso") or []},
+        sort_keys=True,
+        default=str,
+    )
+
+
+def is_empty_event(event: Any) -> bool:
+    sel = event_selection(event)
+    return not (sel.get("points") or sel.get("box") or sel.get("lasso"))
+
+
+def geometry_mask(frame: pd.DataFrame, event: Any) -> np.ndarray | None:
+    """Bool mask over ``frame`` of the points inside any box or lasso of the event (union);
+    None when the event holds no geometry on the main axes."""
+    sel = event_selection(event)
+    boxes, lassos = _shapes(sel, "box"), _shapes(sel, "lasso")
+    if not boxes and not lassos:
+        return None
+    x = frame["variability"].to_numpy(dtype=np.float64)
+    y = frame["confidence"].to_numpy(dtype=np.float64)
+    mask = np.zeros(len(frame), dtype=bool)
+    for xs, ys in boxes:
+        mask |= points_in_box(x, y, (min(xs), max(xs)), (min(ys), max(ys)))
+    for xs, ys in lassos:
+        mask |= points_in_polygon(x, y, xs, ys)
+    return mask
+
+
+def resolve_selection(
+    frame: pd.DataFrame, event: Any, *, max_points: int = DEFAULT_MAX_POINTS, sampled: bool | None = None
+) -> list[str]:
+    """Example ids selected by a Streamlit plotly selection event, in frame order.
+
+    ``frame`` is the (filtered) frame the figure was drawn from. When the figure shows every point
+    (``len(frame) <= max_points``, or ``sampled=False``) the ids are the ``customdata`` of the
+    event's points, as plotly chose them. When the figure is sampled, the box / lasso geometry is
+    tested on the server against every row of ``frame``, so points not drawn are selected too;
+    a plain click (no geometry) still gives the clicked points. Without points the geometry is used
+    in either case. Ids not in ``frame`` are dropped.
+    """
+    sel = event_selection(event)
+    if sampled is None:
+        sampled = len(frame) > max_points
+    ids = pd.Series(id_array(frame["id"]), dtype=object)
+    clicked = {i for i in (_point_id(p) for p in sel.get("points") or []) if i is not None}
+    mask = geometry_mask(frame, sel) if (sampled or not clicked) else None
+    if mask is None:
+        mask = ids.isin(list(clicked)).to_numpy()
+    return ids[mask].tolist()
+
+
+# --------------------------------------------------------------------------- figure
+
+
+#: Hover of a map point: the escaped :func:`hover_text` plus the coordinates (numbers only).
+
+
+def sample_rows(frame: pd.DataFrame, max_points: int, seed: int = 0) -> pd.DataFrame:
+    """At most ``max_points`` rows drawn uniformly without replacement (frame order kept)."""
+    if len(frame) <= max_points:
+        return frame
+    rng = np.random.default_rng(seed)
+    keep = np.sort(rng.choice(len(frame), size=max_points, replace=False))
+    return frame.iloc[keep]
+
+
+# --------------------------------------------------------------------------- tables and files
+
+
+def selection_table(frame: pd.DataFrame, ids: Iterable[str]) -> pd.DataFrame:
+    """Rows of ``frame`` for ``ids`` (in the order given, unknown or filtered-out ids skipped),
+    with the columns a person reads: id, texts, gold, predicted, genre, metrics."""
+    wanted = pd.unique(np.asarray([str(i) for i in ids], dtype=object))
+    cols = [
+        c for c in ("id", "premise", "hypothesis", "text", "gold", "predicted", "genre") if c in frame.columns
+    ]
+    cols += [c for c in METRIC_COLUMNS if c in frame.columns and c not in cols]
+    return frame.iloc[positions_of(frame, wanted)][cols].reset_index(drop=True)
+
+
+def to_csv_bytes(table: pd.DataFrame) -> bytes:
+    """UTF-8 CSV with a header row, no index."""
+    return table.to_csv(index=False).encode("utf-8")
+
+
+def to_jsonl_bytes(table: pd.DataFrame) -> bytes:
+    """One JSON object per row (UTF-8, non-ASCII kept), NaN as null."""
+    if table.empty:
+        return b""
+    text = table.to_json(orient="records", lines=True, force_ascii=False, double_precision=15)
+    return (text if text.endswith("\n") else text + "\n").encode("utf-8")
+
+
+# --------------------------------------------------------------------------- one example
+
+
+def gold_trajectory(run, example_id: str, source: str = "train") -> pd.DataFrame:
+    """Per-epoch probabilities of one example: columns epoch (1-based), gold_prob and
+    ``prob_<class name>`` for every class, from the run's recorded dynamics.
+
+    Reads only that example's row of each epoch file (same values as ``run.dynamics()``)."""
+    example_id = str(example_id)
+    examples = run.examples() if source != "dev" else run.dev_examples()
+    row = examples.loc[examples["id"].astype(str) == example_id]
+    if row.empty:
+        raise RunError(f"run {run.id} has no example {example_id!r}")
+    gold = int(row["label"].iloc[0])
+    names = list(run.label_names)
+    rows = []
+    for epoch in run.dynamics_epochs(source):
+        part = pd.read_parquet(run.epoch_path(source, epoch), filters=[("id", "==", example_id)])
+        if part.empty:
+            raise RunError(f"run {run.id}: epoch {epoch} of {source} dynamics lacks example {example_id!r}")
+        logits = part[[c for c in part.columns if c.startswith("logit_")]].to_numpy(dtype=np.float64)[0]
+        probs = softmax(logits)
+        record = {"epoch": epoch + 1, "gold_prob": float(probs[gold])}
+        for c, p in enumerate(probs):
+            name = names[c] if c < len(names) else str(c)
+            record[f"prob_{name}"] = float(p)
+        rows.append(record)
+    if not rows:
+        raise RunError(f"run {run.id} has no recorded {source} dynamics")
+    return pd.DataFrame(rows)

@@ -1,0 +1,79 @@
+"""Scores of finished runs on their test sets, at the epoch best on validation.
+
+Runs evaluate every test set of their config after every epoch (``dynamics/test_<k>/``), so any
+epoch can be scored later without the model; the reported epoch is the one best on the dev set
+(the last one without a dev set), as in the RoNLI paper's protocol.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cartomap.errors import RunError
+from cartomap.runs.store import Run
+from cartomap.scores.reports import classification_table, summary_scores
+
+
+def test_position(run: Run, test: int | str = 0) -> int:
+    """Position of a test set given by position or by name."""
+    if isinstance(test, int):
+        if not 0 <= test < len(run.test_names):
+            raise RunError(f"run {run.id} has {len(run.test_names)} test set(s); no test set {test}")
+        return test
+    if test not in run.test_names:
+        raise RunError(f"run {run.id} has no test set {test!r}; it has {run.test_names}")
+    return run.test_names.index(test)
+
+
+def predictions_on_test(run: Run, test: int | str = 0, epoch: int | None = None) -> pd.DataFrame:
+    """id, gold, pred, correct and the logits of one test set at ``epoch`` (default: best on dev)."""
+    frame, logits = run.test_logits(test_position(run, test), epoch)
+    out = frame[["id"]].astype(str).copy()
+    for col in ("premise", "hypothesis", "text"):
+        if col in frame.columns:
+            out[col] = frame[col]
+    out["gold"] = frame["label"].to_numpy(dtype=np.int64)
+    out["pred"] = logits.argmax(1)
+    out["correct"] = out["gold"] == out["pred"]
+    for c in range(logits.shape[1]):
+        out[f"logit_{c}"] = logits[:, c]
+    return out
+
+
+def run_scores(run: Run, test: int | str = 0, epoch: int | None = None) -> dict:
+    """accuracy, micro and macro F1 on a test set, plus the epoch used and its dev accuracy."""
+    epoch = run.best_epoch() if epoch is None else epoch
+    if epoch is None:
+        raise RunError(f"run {run.id} has no finished epoch")
+    pred = predictions_on_test(run, test, epoch)
+    scores = summary_scores(pred["gold"], pred["pred"], len(run.label_names))
+    history = run.history()
+    return {
+        **scores,
+        "epoch": epoch + 1,
+        "dev_accuracy": history[epoch].get("dev_accuracy"),
+        "test_set": run.test_names[test_position(run, test)],
+    }
+
+
+def run_class_table(run: Run, test: int | str = 0, epoch: int | None = None) -> pd.DataFrame:
+    """Per-class precision, recall, F1 and support with micro and macro rows (reports.classification_table)."""
+    pred = predictions_on_test(run, test, epoch)
+    return classification_table(pred["gold"], pred["pred"], run.label_names)
+
+
+def epoch_curves(run: Run) -> pd.DataFrame:
+    """Long frame: epoch, metric (dev accuracy, test accuracy per test set, train loss), value."""
+    rows = []
+    for record in run.history():
+        epoch = record.get("epoch")
+        for key, value in record.items():
+            if key == "epoch" or value is None or not isinstance(value, int | float):
+                continue
+            name = key
+            if key.startswith("test_") and key.endswith("_accuracy"):
+                k = int(key.split("_")[1])
+                name = f"test accuracy: {run.test_names[k]}" if k < len(run.test_names) else key
+            rows.append({"epoch": epoch, "metric": name, "value": float(value)})
+    return pd.DataFrame(rows, columns=["epoch", "metric", "value"])

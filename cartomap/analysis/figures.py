@@ -1,0 +1,502 @@
+"""Every data-map figure cartomap draws, and the one way dataset text goes into a figure.
+
+* :func:`escape` / :func:`escape_text`: dataset text is untrusted; plotly renders a subset of HTML in
+  hover text, trace names and titles, so every string from the data goes through these.
+* :data:`PALETTE`, :data:`REGION_COLORS`, :func:`bucket_colors`: the colours of every figure.
+* :func:`data_map_figure`: the interactive data map (plotly WebGL), the same for the dashboard and
+  for ``cartomap map --out map.html``; above ``max_points`` a density layer of every point under a
+  random sample.
+* :func:`data_map_matplotlib`: the static reference-style map with side histograms (PNG).
+* :func:`save_data_map`, :func:`map_html_bytes`, :func:`map_png_bytes`, :func:`trajectory_figure`.
+
+x = variability, y = confidence, colour = correctness bucket (or label / region / genre). Region
+labels: "easy-to-learn" top left, "ambiguous" middle right, "hard-to-learn" bottom left. No pyplot:
+matplotlib figures are built on ``Figure`` with the Agg canvas, so nothing leaks into global state.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from cartomap.analysis.datamap import (
+    DEFAULT_MAX_POINTS,
+    MAIN_XREF,
+    MAIN_YREF,
+    as_map_frame,
+    id_array,
+    n_epochs_of,
+    positions_of,
+    sample_rows,
+    str_array,
+)
+from cartomap.errors import DataError
+from cartomap.io import atomic_save
+from cartomap.scores.metrics import AMBIGUOUS, EASY, HARD, bucket_order, correctness_bucket
+
+#: The qualitative colours of every figure (labels, genres, runs), in order.
+PALETTE = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880")
+
+
+def palette_color(i: int) -> str:
+    """The ``i``-th qualitative colour (cycling)."""
+    return PALETTE[i % len(PALETTE)]
+
+
+SAVE_SUFFIXES = (".png", ".html")
+
+
+REGION_COLORS = {EASY: "#d62728", AMBIGUOUS: "#2c2c2c", HARD: "#1f77b4"}
+
+
+ANNOTATIONS = (
+    (AMBIGUOUS, 0.9, 0.5, 350, "black"),
+    (EASY, 0.27, 0.85, 0, "r"),
+    (HARD, 0.35, 0.25, 0, "b"),
+)
+
+
+def _check_frame(metrics: pd.DataFrame) -> None:
+    missing = [c for c in ("confidence", "variability", "correctness") if c not in metrics.columns]
+    if missing:
+        raise DataError(
+            f"metrics frame lacks columns {missing}; build it with cartomap.scores.metrics.compute_metrics",
+            field=missing[0],
+        )
+
+
+def _buckets(metrics: pd.DataFrame) -> np.ndarray:
+    return correctness_bucket(metrics["correctness"].to_numpy(dtype=np.float64), n_epochs_of(metrics))
+
+
+def bucket_colors(levels: Sequence[str]) -> dict[str, tuple]:
+    """Discrete blue (never correct) -> red (always correct) palette over the correctness buckets."""
+    cmap = colormaps["coolwarm"]
+    values = [float(v) for v in levels]
+    return {lvl: cmap(v) for lvl, v in zip(levels, values, strict=True)}
+
+
+def data_map_matplotlib(
+    metrics: pd.DataFrame, title: str = "", max_points: int = DEFAULT_MAX_POINTS, seed=0
+) -> Figure:
+    """The reference data map: scatter (x = variability, y = confidence, colour = correctness bucket)
+    with region annotations, plus histograms of confidence, variability and correctness.
+
+    The scatter shows at most ``max_points`` randomly sampled examples; histograms use all of them.
+    """
+    _check_frame(metrics)
+    fig = Figure(figsize=(14, 10))
+    FigureCanvasAgg(fig)
+    grid = fig.add_gridspec(3, 2, width_ratios=[5, 1])
+    ax = fig.add_subplot(grid[:, 0])
+
+    shown = sample_rows(metrics, max_points, seed)
+    buckets = _buckets(shown)
+    levels = bucket_order(_buckets(metrics))
+    colors = bucket_colors(levels)
+    x = shown["variability"].to_numpy(dtype=np.float64)
+    y = shown["confidence"].to_numpy(dtype=np.float64)
+    size = 30 if len(shown) < 5_000 else 8
+    for level in levels:
+        sel = buckets == level
+        if sel.any():
+            ax.scatter(x[sel], y[sel], s=size, color=colors[level], label=level, alpha=0.8, edgecolors="none")
+    for text, ax_x, ax_y, rotation, edge in ANNOTATIONS:
+        ax.annotate(
+            text,
+            xy=(ax_x, ax_y),
+            xycoords="axes fraction",
+            fontsize=15,
+            color="black",
+            va="center",
+            ha="center",
+            rotation=rotation,
+            bbox=dict(boxstyle="round,pad=0.3", ec=edge, lw=2, fc="white"),
+        )
+    if levels:
+        ax.legend(title="correctness", loc="upper right", fancybox=True, markerscale=1.5)
+    ax.set_xlabel("variability", fontsize=13)
+    ax.set_ylabel("confidence", fontsize=13)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlim(left=-0.01)
+    sampled = f" ({len(shown):,} of {len(metrics):,} examples shown)" if len(shown) < len(metrics) else ""
+    ax.set_title(f"{title} Data Map{sampled}".strip(), fontsize=17)
+
+    hist_specs = (("confidence", "#622a87"), ("variability", "teal"))
+    for row, (column, color) in enumerate(hist_specs):
+        hax = fig.add_subplot(grid[row, 1])
+        hax.hist(metrics[column].to_numpy(dtype=np.float64), bins=30, color=color, edgecolor="white")
+        hax.set_xlabel(column)
+        hax.set_ylabel("count")
+        hax.set_title(column)
+    cax = fig.add_subplot(grid[2, 1])
+    all_buckets = _buckets(metrics)
+    counts = [int(np.sum(all_buckets == lvl)) for lvl in levels]
+    cax.bar(levels, counts, color=[colors[lvl] for lvl in levels], edgecolor="white")
+    cax.set_xlabel("correctness")
+    cax.set_ylabel("count")
+    cax.set_title("correctness")
+    cax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def save_data_map(
+    frame: pd.DataFrame,
+    out_path: str | Path,
+    title: str = "",
+    label_names: Sequence[str] | None = None,
+) -> Path:
+    """Save a data map, the format chosen by suffix: .png (:func:`data_map_matplotlib`, dpi 150) or
+    .html (:func:`data_map_figure`, plotly.js embedded so the file works offline).
+
+    ``frame``: a map frame (:func:`cartomap.analysis.datamap.map_frame`: hover shows the texts) or a
+    metrics frame (``label_names`` name its classes). Written atomically; returns the path."""
+    out_path = Path(out_path)
+    suffix = out_path.suffix.lower()
+    if suffix == ".png":
+        fig = data_map_matplotlib(frame, title=title)
+        return atomic_save(out_path, lambda tmp: fig.savefig(tmp, format="png", dpi=150))
+    if suffix == ".html":
+        fig = data_map_figure(as_map_frame(frame, label_names), title=title)
+        return atomic_save(out_path, lambda tmp: tmp.write_bytes(map_html_bytes(fig)))
+    raise ValueError(
+        f"unsupported file type {out_path.suffix!r} for {out_path.name}; use one of {SAVE_SUFFIXES}"
+    )
+
+
+COLOR_BY = ("correctness", "label", "region", "genre")
+
+
+DENSITY_BINS = 80
+
+
+HIGHLIGHT_MAX_POINTS = 5_000
+
+
+HOVER_TEXT_CHARS = 70
+
+
+def escape_text(text) -> str:
+    """One string HTML-escaped (``& < >``) for a plotly name, title or label."""
+    return html.escape(str(text), quote=False)
+
+
+def escape(values) -> pd.Series:
+    """HTML-escape ``& < >`` of every string: plotly renders tags in hover text and names (it decodes
+    &amp; &lt; &gt; back to text, but not &quot;, and quotes are harmless once no tag can open)."""
+    series = pd.Series(values, dtype=object).astype(str)
+    return (
+        series.str.replace("&", "&amp;", regex=False)
+        .str.replace("<", "&lt;", regex=False)
+        .str.replace(">", "&gt;", regex=False)
+    )
+
+
+def _shorten(series: pd.Series, n: int = HOVER_TEXT_CHARS) -> pd.Series:
+    text = series.astype(str).str.slice(0, 2 * n).str.replace(r"\s+", " ", regex=True)
+    long = text.str.len() > n
+    return text.where(~long, text.str.slice(0, n - 1) + "…")
+
+
+def hover_text(shown: pd.DataFrame) -> np.ndarray:
+    """One escaped hover string per row: id, gold / predicted label, correctness and the start of
+    the texts. Confidence and variability are added by :data:`HOVER_TEMPLATE` from the coordinates
+    (formatted in the browser: a smaller payload)."""
+    idx = shown.index
+    text = "id: " + escape(shown["id"]).set_axis(idx)
+    text = text + "<br>gold " + escape(shown["gold"]).set_axis(idx) + " · predicted "
+    text = text + escape(shown["predicted"]).set_axis(idx)
+    text = text + " · correctness " + shown["correctness"].map("{:.2f}".format)
+    for col, label in (("premise", "P"), ("hypothesis", "H"), ("text", "T")):
+        if col in shown.columns:
+            text = text + f"<br>{label}: " + escape(_shorten(shown[col])).set_axis(idx)
+    return text.to_numpy(dtype=object)
+
+
+HOVER_TEMPLATE = "%{hovertext}<br>confidence %{y:.3f} · variability %{x:.3f}<extra></extra>"
+
+
+def _groups(frame: pd.DataFrame, color_by: str) -> tuple[np.ndarray, list[str], dict[str, str], str]:
+    """(group of every row, ordered levels, colour per level, legend title)."""
+    if color_by == "correctness":
+        groups = str_array(frame["bucket"])
+        levels = bucket_order(groups)
+        palette = {
+            k: "rgb({:.0f},{:.0f},{:.0f})".format(*(255 * np.asarray(c[:3])))
+            for k, c in bucket_colors(levels).items()
+        }
+        return groups, levels, palette, "correctness"
+    if color_by == "region":
+        groups = str_array(frame["region"])
+        present = set(groups)
+        levels = [r for r in (EASY, AMBIGUOUS, HARD) if r in present] + sorted(
+            present - {EASY, AMBIGUOUS, HARD}
+        )
+        palette = dict(REGION_COLORS)
+        for i, lvl in enumerate(levels):
+            palette.setdefault(lvl, palette_color(i))
+        return groups, levels, palette, "region"
+    if color_by == "label":
+        groups = str_array(frame["gold"])
+        order = frame[["label", "gold"]].drop_duplicates("gold").sort_values("label")
+        levels = [str(v) for v in order["gold"]]
+    elif color_by == "genre":
+        if "genre" not in frame.columns:
+            raise ValueError("this dataset has no genre column to colour by")
+        groups = str_array(frame["genre"])
+        levels = sorted(set(groups))
+    else:
+        raise ValueError(f"color_by must be one of {COLOR_BY}, got {color_by!r}")
+    palette = {lvl: palette_color(i) for i, lvl in enumerate(levels)}
+    return groups, levels, palette, color_by
+
+
+def data_map_figure(
+    frame: pd.DataFrame,
+    color_by: str = "correctness",
+    max_points: int = DEFAULT_MAX_POINTS,
+    seed: int = 0,
+    *,
+    highlight_ids: Iterable[str] | None = None,
+    title: str = "",
+    height: int = 680,
+):
+    """The data map of ``frame`` (from :func:`cartomap.analysis.datamap.map_frame`, possibly filtered,
+    or a metrics frame) as a plotly figure.
+
+    Main axes ``x``/``y`` (variability / confidence): one Scattergl trace per colour group, each
+    point's ``customdata`` its example id, escaped hover text. Marginal histograms of variability
+    (top, axes x/y2) and confidence (right, axes x2/y) over every row. Above ``max_points`` rows a
+    heatmap of the binned counts of every row is drawn under a random sample of ``max_points``
+    points, and ``layout.meta`` says so (``{"n_total", "n_shown", "sampled"}``).
+    ``highlight_ids`` (the current selection) are ringed in black (at most
+    :data:`HIGHLIGHT_MAX_POINTS` rings, sampled). ``dragmode`` is lasso.
+    """
+    import plotly.graph_objects as go
+
+    if color_by not in COLOR_BY:
+        raise ValueError(f"color_by must be one of {COLOR_BY}, got {color_by!r}")
+    _check_frame(frame)
+    frame = as_map_frame(frame)
+    n_total = len(frame)
+    shown = sample_rows(frame, max_points, seed)
+    sampled = len(shown) < n_total
+    groups, levels, palette, legend_title = _groups(shown, color_by)
+    all_groups = _groups(frame, color_by)[0] if sampled else groups
+    counts = pd.Series(all_groups).value_counts()
+    x = shown["variability"].to_numpy(dtype=np.float64)
+    y = shown["confidence"].to_numpy(dtype=np.float64)
+    ids = id_array(shown["id"])
+    hover = hover_text(shown)
+
+    fig = go.Figure()
+    all_x = frame["variability"].to_numpy(dtype=np.float64)
+    all_y = frame["confidence"].to_numpy(dtype=np.float64)
+    x_hi = max(0.05, float(np.nanmax(all_x)) * 1.05) if n_total else 0.5
+    if sampled:
+        ok = np.isfinite(all_x) & np.isfinite(all_y)
+        bins = int(np.clip(np.sqrt(ok.sum()) / 4, 20, DENSITY_BINS))
+        z, xe, ye = np.histogram2d(all_x[ok], all_y[ok], bins=bins, range=[[0, x_hi], [-0.02, 1.02]])
+        z = np.where(z > 0, np.log10(z + 1), np.nan).T  # rows = y
+        fig.add_trace(
+            go.Heatmap(
+                x=(xe[:-1] + xe[1:]) / 2,
+                y=(ye[:-1] + ye[1:]) / 2,
+                z=z,
+                colorscale="Greys",
+                showscale=False,
+                opacity=0.55,
+                hoverinfo="skip",
+                name="density (all points)",
+                xaxis=MAIN_XREF,
+                yaxis=MAIN_YREF,
+            )
+        )
+    marker_size = 7 if len(shown) < 5_000 else 4
+    for level in levels:
+        sel = groups == level
+        if not np.any(sel):
+            continue
+        fig.add_trace(
+            go.Scattergl(
+                x=x[sel],
+                y=y[sel],
+                mode="markers",
+                name=escape_text(f"{level} ({int(counts.get(level, 0)):,})"),
+                legendgroup=escape_text(str(level)),
+                customdata=ids[sel],
+                hovertext=hover[sel],
+                hovertemplate=HOVER_TEMPLATE,
+                marker=dict(size=marker_size, color=palette.get(level), opacity=0.8),
+                xaxis=MAIN_XREF,
+                yaxis=MAIN_YREF,
+            )
+        )
+    if highlight_ids is not None:
+        wanted = pd.unique(np.asarray([str(i) for i in highlight_ids], dtype=object))
+        high = frame.iloc[positions_of(frame, wanted)]
+        n_high = len(high)
+        high = sample_rows(high, min(max_points, HIGHLIGHT_MAX_POINTS), seed)
+        if len(high):
+            fig.add_trace(
+                go.Scattergl(
+                    x=high["variability"].to_numpy(dtype=np.float64),
+                    y=high["confidence"].to_numpy(dtype=np.float64),
+                    mode="markers",
+                    name=f"selected ({n_high:,})",
+                    customdata=id_array(high["id"]),
+                    hoverinfo="skip",  # the points under the rings have the hover text
+                    marker=dict(
+                        size=marker_size + (5 if n_high <= 1_000 else 2),
+                        color="rgba(0,0,0,0)",
+                        line=dict(color="black", width=1.5 if n_high <= 1_000 else 0.8),
+                    ),
+                    xaxis=MAIN_XREF,
+                    yaxis=MAIN_YREF,
+                )
+            )
+
+    for column, colour in (("variability", "teal"), ("confidence", "#622a87")):
+        values = frame[column].to_numpy(dtype=np.float64)
+        values = values[np.isfinite(values)]
+        hist, edges = np.histogram(values, bins=40) if values.size else (np.zeros(0), np.zeros(1))
+        centers, width = (edges[:-1] + edges[1:]) / 2, np.diff(edges)
+        if column == "variability":
+            bar = go.Bar(
+                x=centers,
+                y=hist,
+                width=width,
+                xaxis="x",
+                yaxis="y2",
+                hovertemplate="variability %{x:.3f}: %{y} examples<extra></extra>",
+            )
+        else:
+            bar = go.Bar(
+                y=centers,
+                x=hist,
+                width=width,
+                orientation="h",
+                xaxis="x2",
+                yaxis="y",
+                hovertemplate="confidence %{y:.3f}: %{x} examples<extra></extra>",
+            )
+        bar.update(marker_color=colour, name=column, showlegend=False)
+        fig.add_trace(bar)
+
+    for text, ax_x, ax_y, rotation, edge in ANNOTATIONS:
+        fig.add_annotation(
+            text=text,
+            x=ax_x,
+            y=ax_y,
+            xref="x domain",
+            yref="y domain",
+            showarrow=False,
+            textangle=(360 - rotation) % 360,
+            font=dict(size=13, color="black"),
+            bgcolor="rgba(255,255,255,0.85)",
+            bordercolor={"r": "red", "b": "blue"}.get(edge, edge),
+            borderwidth=2,
+            borderpad=3,
+        )
+    note = (
+        f"{len(shown):,} of {n_total:,} examples drawn, shading = all" if sampled else f"{n_total:,} examples"
+    )
+    fig.update_layout(
+        title=dict(
+            text=escape_text(f"{title} data map · {note}".strip(" ·")),
+            font=dict(size=14),
+            x=0.01,
+            y=0.99,
+            yanchor="top",
+        ),
+        template="plotly_white",
+        height=height,
+        margin=dict(l=60, r=20, t=70, b=50),
+        dragmode="lasso",
+        hovermode="closest",
+        bargap=0,
+        legend=dict(
+            title=dict(text=legend_title),
+            orientation="h",
+            yanchor="bottom",
+            y=1.005,
+            x=1,
+            xanchor="right",
+            bgcolor="rgba(255,255,255,0.6)",
+        ),
+        xaxis=dict(domain=[0, 0.83], title=dict(text="variability"), range=[-0.01, x_hi], zeroline=False),
+        yaxis=dict(domain=[0, 0.83], title=dict(text="confidence"), range=[-0.03, 1.03], zeroline=False),
+        yaxis2=dict(domain=[0.85, 1], anchor="x", showticklabels=False, showgrid=False),
+        xaxis2=dict(domain=[0.85, 1], anchor="y", showticklabels=False, showgrid=False),
+        meta={"n_total": n_total, "n_shown": len(shown), "sampled": sampled, "color_by": color_by},
+    )
+    return fig
+
+
+def figure_ids(fig) -> list[str]:
+    """Every id drawn as a point of the map's scatter traces (for tests and checks)."""
+    return [
+        str(i) for t in fig.data if t.type == "scattergl" and t.customdata is not None for i in t.customdata
+    ]
+
+
+def map_html_bytes(fig) -> bytes:
+    """A standalone HTML file of the figure with plotly.js embedded (works offline)."""
+    return fig.to_html(include_plotlyjs=True, full_html=True).encode("utf-8")
+
+
+def map_png_bytes(frame: pd.DataFrame, title: str = "") -> bytes:
+    """The static reference-style data map (matplotlib) of ``frame`` as PNG bytes."""
+    fig = data_map_matplotlib(frame, title=title)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    return buffer.getvalue()
+
+
+def trajectory_figure(traj: pd.DataFrame, gold: str | None = None, height: int = 260):
+    """A small line chart of :func:`gold_trajectory`: the gold-label probability (thick) and every
+    class's probability (thin, dashed) per epoch; y from 0 to 1."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for col in [c for c in traj.columns if c.startswith("prob_")]:
+        fig.add_trace(
+            go.Scatter(
+                x=traj["epoch"],
+                y=traj[col],
+                mode="lines+markers",
+                name=escape_text(f"p({col[5:]})"),
+                line=dict(width=1, dash="dot"),
+                marker=dict(size=4),
+            )
+        )
+    name = f"gold ({gold})" if gold else "gold label"
+    fig.add_trace(
+        go.Scatter(
+            x=traj["epoch"],
+            y=traj["gold_prob"],
+            mode="lines+markers",
+            name=escape_text(name),
+            line=dict(width=3, color="black"),
+            marker=dict(size=7),
+        )
+    )
+    fig.update_layout(
+        template="plotly_white",
+        height=height,
+        margin=dict(l=50, r=10, t=10, b=40),
+        xaxis=dict(title=dict(text="epoch"), dtick=1),
+        yaxis=dict(title=dict(text="probability"), range=[-0.02, 1.02]),
+        legend=dict(orientation="h", y=-0.3),
+        hovermode="x unified",
+    )
+    return fig

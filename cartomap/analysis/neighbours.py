@@ -1,0 +1,258 @@
+"""Same-label nearest neighbours in [CLS] space, and WaNLI seed selection.
+
+WaNLI (Liu et al., 2022), Stage 1: seeds are, per gold label, the examples above that
+label's 0.75 quantile of variability (the most ambiguous 25%); each seed's group is the seed
+plus its k = 4 nearest examples by cosine similarity of L2-normalised [CLS] vectors, among
+examples with the seed's gold label.
+
+The search is exact: for each label, a block of queries times all candidates of that label
+(one matrix product), top-k per block, on the GPU when present. When the queries are all the
+candidates (every example's neighbours), each pair of blocks is multiplied once and serves both
+blocks (about half the arithmetic).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from cartomap.errors import CartomapError, RunError
+from cartomap.runs.store import Run
+
+DEFAULT_K = 4  # WaNLI: the seed plus its 4 nearest same-label neighbours
+SEED_QUANTILE = 0.75  # WaNLI: above the per-label 0.75 quantile of variability
+MAX_BLOCK_ELEMENTS = 1 << 27  # similarities held at once (512 MiB of float32)
+
+
+def _device(device: str):
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def same_label_neighbors(
+    emb: np.ndarray,
+    labels: np.ndarray,
+    k: int = DEFAULT_K,
+    query_idx: Sequence[int] | np.ndarray | None = None,
+    block: int = 4096,
+    candidate_mask: np.ndarray | None = None,
+    device: str = "auto",
+    normalize: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The k most cosine-similar examples with the query's own label, excluding the query itself.
+
+    ``emb`` [N, H]; ``labels`` [N] ints; ``query_idx`` row indices (default: all rows);
+    ``candidate_mask`` [N] bool restricts who may be a neighbour (e.g. genres left out).
+    Returns ``(indices [Q, k] int64, sims [Q, k] float32)``, most similar first; where a label
+    has fewer than k other candidates the missing slots hold index -1 and similarity NaN.
+    Rows are L2-normalised first unless ``normalize=False`` (already unit vectors).
+    """
+    import torch
+
+    emb = np.asarray(emb)
+    labels = np.asarray(labels)
+    if emb.ndim != 2:
+        raise ValueError(f"expected embeddings [N, H], got shape {emb.shape}")
+    n = emb.shape[0]
+    if labels.shape != (n,):
+        raise ValueError(f"expected {n} labels, got shape {labels.shape}")
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    queries = np.arange(n) if query_idx is None else np.asarray(query_idx, dtype=np.int64).reshape(-1)
+    if queries.size and (queries.min() < 0 or queries.max() >= n):
+        raise IndexError(f"query indices must lie in [0, {n})")
+    allowed = np.ones(n, dtype=bool) if candidate_mask is None else np.asarray(candidate_mask, dtype=bool)
+
+    out_idx = np.full((queries.size, k), -1, dtype=np.int64)
+    out_sim = np.full((queries.size, k), np.nan, dtype=np.float32)
+    dev = _device(device)
+    vectors = torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32)).to(dev)
+    if normalize:
+        vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+    query_labels = labels[queries]
+    for label in np.unique(query_labels):
+        rows = np.flatnonzero(query_labels == label)  # positions in the output
+        cand = np.flatnonzero((labels == label) & allowed)  # sorted row indices
+        if cand.size == 0:
+            continue
+        cand_t = torch.from_numpy(cand).to(dev)
+        cand_vectors = vectors.index_select(0, cand_t)
+        q_rows = queries[rows]
+        # where each query sits among the candidates (-1 if it is not one): excluded from its own top-k
+        pos = np.searchsorted(cand, q_rows)
+        pos_clipped = np.minimum(pos, cand.size - 1)
+        self_pos = np.where(cand[pos_clipped] == q_rows, pos_clipped, -1)
+        if q_rows.size == cand.size and np.array_equal(np.sort(q_rows), cand):
+            # every candidate is a query: compute each pair of blocks once (about half the products)
+            top_idx, top_sim = _symmetric_topk(cand_vectors, cand_t, k, block)
+            order = rows[np.argsort(q_rows)]  # output positions in candidate order
+            out_idx[order] = top_idx
+            out_sim[order] = top_sim
+            continue
+        take = min(k, cand.size)
+        step = max(1, min(block, MAX_BLOCK_ELEMENTS // cand.size))
+        for start in range(0, rows.size, step):
+            stop = min(start + step, rows.size)
+            q = vectors.index_select(0, torch.from_numpy(q_rows[start:stop]).to(dev))
+            sims = q @ cand_vectors.T  # [b, |cand|]
+            own = torch.from_numpy(self_pos[start:stop]).to(dev)
+            has_self = torch.nonzero(own >= 0).squeeze(1)
+            sims[has_self, own[has_self]] = -torch.inf
+            top_sim, top_pos = torch.topk(sims, take, dim=1)
+            top_idx, top_sim = _finish(cand_t[top_pos], top_sim)
+            out_idx[rows[start:stop], :take] = top_idx
+            out_sim[rows[start:stop], :take] = top_sim
+    return out_idx, out_sim
+
+
+def _finish(top_idx, top_sim) -> tuple[np.ndarray, np.ndarray]:
+    """To numpy, with excluded slots (similarity -inf) as index -1 and similarity NaN."""
+    import torch
+
+    missing = torch.isinf(top_sim)
+    top_idx = torch.where(missing, torch.full_like(top_idx, -1), top_idx)
+    top_sim = torch.where(missing, torch.full_like(top_sim, float("nan")), top_sim)
+    return top_idx.cpu().numpy(), top_sim.cpu().numpy()
+
+
+def _symmetric_topk(vectors, ids, k: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k (self excluded) of every row of ``vectors`` against all rows, [m, k] indices from ``ids``.
+
+    Each pair of row blocks (i <= j) is multiplied once; its product updates the running top-k
+    of block i's rows and, transposed, of block j's rows.
+    """
+    import torch
+
+    m, dev = vectors.shape[0], vectors.device
+    # blocks of about m/4 rows: 10 products instead of 16, yet large enough for an efficient matmul
+    size = max(1, min(block, max(512, -(-m // 4)), math.isqrt(MAX_BLOCK_ELEMENTS)))
+    best_sim = torch.full((m, k), -torch.inf, device=dev)
+    best_pos = torch.full((m, k), -1, dtype=torch.long, device=dev)
+
+    def merge(lo: int, hi: int, sims, offset: int) -> None:
+        take = min(k, sims.shape[1])
+        top_sim, top_pos = torch.topk(sims, take, dim=1)
+        both_sim = torch.cat([best_sim[lo:hi], top_sim], dim=1)
+        both_pos = torch.cat([best_pos[lo:hi], top_pos + offset], dim=1)
+        keep_sim, keep = torch.topk(both_sim, k, dim=1)
+        best_sim[lo:hi] = keep_sim
+        best_pos[lo:hi] = torch.gather(both_pos, 1, keep)
+
+    starts = list(range(0, m, size))
+    for a in starts:
+        a_end = min(a + size, m)
+        for b in starts[starts.index(a) :]:
+            b_end = min(b + size, m)
+            sims = vectors[a:a_end] @ vectors[b:b_end].T
+            if a == b:
+                sims.fill_diagonal_(-torch.inf)
+            merge(a, a_end, sims, b)
+            if a != b:
+                merge(b, b_end, sims.T, a)
+    top_idx = ids[best_pos.clamp(min=0)]
+    return _finish(top_idx, best_sim)
+
+
+def seed_examples(
+    metrics: pd.DataFrame,
+    labels: np.ndarray | None = None,
+    quantile: float = SEED_QUANTILE,
+    exclude_genres: Sequence[str] = (),
+    genres: Sequence[str] | np.ndarray | None = None,
+) -> np.ndarray:
+    """Row indices of the seeds: per label, variability strictly above that label's ``quantile``.
+
+    ``metrics`` is a run's metrics frame (a ``variability`` column, rows in examples order);
+    ``labels`` default to its ``label`` column. Examples whose genre is in ``exclude_genres``
+    (WaNLI leaves out MultiNLI's ``telephone``) are neither seeds nor counted in the quantile.
+    Returns the seeds' row indices in ascending order.
+    """
+    variability = metrics["variability"].to_numpy(dtype=np.float64)
+    labels = metrics["label"].to_numpy() if labels is None else np.asarray(labels)
+    if labels.shape != variability.shape:
+        raise ValueError(f"expected {variability.size} labels, got shape {labels.shape}")
+    if not 0.0 <= quantile < 1.0:
+        raise ValueError(f"quantile must be in [0, 1), got {quantile}")
+    eligible = np.isfinite(variability)  # an example without metrics is no seed
+    if exclude_genres:
+        if genres is None:
+            raise CartomapError("excluding genres needs the examples' genres")
+        genres = np.asarray(genres, dtype=object)
+        eligible &= ~np.isin(genres.astype(str), [str(g) for g in exclude_genres])
+    chosen = np.zeros(variability.size, dtype=bool)
+    for label in np.unique(labels):
+        members = eligible & (labels == label)
+        if not members.any():
+            continue
+        cut = np.quantile(variability[members], quantile)
+        chosen |= members & (variability > cut)
+    return np.flatnonzero(chosen)
+
+
+def _text_columns(frame: pd.DataFrame) -> list[str]:
+    return ["premise", "hypothesis"] if "premise" in frame.columns else ["text"]
+
+
+def neighbour_group(
+    run: Run,
+    seed_id: str,
+    k: int = DEFAULT_K,
+    embeddings: tuple[list[str], np.ndarray] | None = None,
+    exclude_genres: Sequence[str] = (),
+) -> pd.DataFrame:
+    """The seed's group: its k same-label neighbours by increasing similarity, then the seed last.
+
+    This is the order of a WaNLI prompt. Columns: position (1..), role (neighbour/seed), id,
+    similarity (cosine with the seed; 1.0 for the seed), label, label_name, the text columns,
+    genre when known, and the seed's data-map metrics when the run has them. Fewer than k
+    neighbours come back when the label has too few examples. ``embeddings`` (from
+    :func:`cartomap.training.embeddings.load_embeddings`) saves reloading them on every call.
+    """
+    from cartomap.training.embeddings import load_embeddings
+
+    embeddings = embeddings if embeddings is not None else load_embeddings(run)
+    if embeddings is None:
+        raise RunError(f"run {run.id} has no embeddings yet: run `cartomap embed {run.id}` first")
+    ids, emb = embeddings
+    examples = run.examples()
+    if examples["id"].astype(str).tolist() != list(ids):
+        raise RunError(f"the embeddings of run {run.id} are out of date: compute them again")
+    where = {i: n for n, i in enumerate(ids)}
+    seed_id = str(seed_id)
+    if seed_id not in where:
+        raise CartomapError(f"{seed_id!r} is not an example of run {run.id}")
+    seed_row = where[seed_id]
+    labels = examples["label"].to_numpy()
+    mask = None
+    if exclude_genres and "genre" in examples.columns:
+        mask = ~examples["genre"].astype(str).isin([str(g) for g in exclude_genres]).to_numpy()
+    idx, sims = same_label_neighbors(
+        emb, labels, k=k, query_idx=[seed_row], candidate_mask=mask, normalize=False
+    )
+    found = idx[0] >= 0
+    rows = list(idx[0][found][::-1]) + [seed_row]  # increasing similarity, seed last
+    similarity = list(sims[0][found][::-1].astype(float)) + [1.0]
+    columns = ["id", "label"] + _text_columns(examples) + (["genre"] if "genre" in examples.columns else [])
+    group = examples.iloc[rows][columns].reset_index(drop=True)
+    group["id"] = group["id"].astype(str)
+    names = run.label_names
+    group.insert(2, "label_name", [names[int(v)] for v in group["label"]])
+    group.insert(1, "similarity", np.round(np.asarray(similarity, dtype=np.float64), 6))
+    group.insert(0, "role", ["neighbour"] * (len(rows) - 1) + ["seed"])
+    group.insert(0, "position", np.arange(1, len(rows) + 1))
+    try:
+        metrics = run.metrics()
+    except RunError:
+        metrics = None
+    if metrics is not None:
+        metrics = metrics.set_index(metrics["id"].astype(str))
+        for col in ("confidence", "variability", "region"):
+            if col in metrics.columns:
+                group[col] = metrics[col].reindex(group["id"]).to_numpy()
+    return group

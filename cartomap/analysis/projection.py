@@ -1,0 +1,242 @@
+"""2-D views of a run's [CLS] embeddings: PCA (instant) and UMAP (slow, so cached and run as a job).
+
+UMAP settings: n_neighbors = 15, min_dist = 0.1, cosine metric (the umap-learn defaults
+apart from the metric). ``umap`` is imported only inside :func:`project`: importing it costs
+seconds, and its first fit tens of seconds more for numba compilation.
+
+Cache: ``projection_<method>.npy`` (float32 [N, 2], rows in examples order) in the run folder,
+used while it is newer than ``embeddings.npy`` and has as many rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cartomap.analysis.figures import REGION_COLORS, escape, escape_text, palette_color
+from cartomap.errors import CartomapError, RunError
+from cartomap.io import atomic_save
+from cartomap.runs.store import Run
+
+METHODS = ("pca", "umap")
+UMAP_N_NEIGHBORS = 15
+UMAP_MIN_DIST = 0.1
+UMAP_METRIC = "cosine"
+
+
+def _check_method(method: str) -> str:
+    if method not in METHODS:
+        raise CartomapError(f"unknown projection {method!r}: expected one of {', '.join(METHODS)}")
+    return method
+
+
+def project(emb: np.ndarray, method: str = "umap", seed: int = 0) -> np.ndarray:
+    """Coordinates [N, 2] (float32) of the rows of ``emb`` by PCA or UMAP, reproducible for a given seed."""
+    _check_method(method)
+    emb = np.asarray(emb, dtype=np.float32)
+    if emb.ndim != 2:
+        raise ValueError(f"expected embeddings [N, H], got shape {emb.shape}")
+    n = emb.shape[0]
+    out = np.zeros((n, 2), dtype=np.float32)
+    if n < 3 or emb.shape[1] < 2:  # nothing to project; 2 points would be a line anyway
+        out[:, : min(2, emb.shape[1])] = emb[:, :2]
+        return out
+    if method == "pca":
+        from sklearn.decomposition import PCA
+
+        coords = PCA(n_components=2, random_state=seed).fit_transform(emb)
+        # fix the sign of each axis (largest absolute loading positive) so reruns look alike
+        signs = np.sign(coords[np.abs(coords).argmax(axis=0), [0, 1]])
+        return (coords * np.where(signs == 0, 1, signs)).astype(np.float32)
+    import umap  # lazy: slow to import
+
+    reducer = umap.UMAP(
+        n_components=2,
+        n_neighbors=min(UMAP_N_NEIGHBORS, n - 1),
+        min_dist=UMAP_MIN_DIST,
+        metric=UMAP_METRIC,
+        random_state=seed,
+        n_jobs=1,  # a fixed random_state runs single-threaded anyway
+    )
+    return np.asarray(reducer.fit_transform(emb), dtype=np.float32)
+
+
+def projection_path(run: Run, method: str) -> Path:
+    return run.projection_path(_check_method(method))
+
+
+def load_projection(run: Run, method: str) -> np.ndarray | None:
+    """The cached projection, or None when absent or older than the embeddings."""
+    from cartomap.training.embeddings import embeddings_path
+
+    path = projection_path(run, method)
+    source = embeddings_path(run)
+    if not path.exists() or not source.exists() or path.stat().st_mtime < source.stat().st_mtime:
+        return None
+    coords = np.load(path)
+    n_rows = np.load(source, mmap_mode="r").shape[0]
+    if coords.shape != (n_rows, 2):
+        return None
+    return coords
+
+
+def project_run(run: Run, method: str = "umap", seed: int = 0, force: bool = False) -> np.ndarray:
+    """The run's embeddings in 2-D, from the cache or computed as task ``projection_<method>`` and cached."""
+    from cartomap.runs.tasks import task, task_status, task_update
+    from cartomap.training.embeddings import load_embeddings
+
+    _check_method(method)
+    name = f"projection_{method}"
+    if not force:
+        cached = load_projection(run, method)
+        if cached is not None:
+            if (task_status(run, name) or {}).get("state") == "queued":  # a job started for nothing
+                task_update(run, name, state="done", progress=1.0)
+            return cached
+    with task(run, name) as update:  # a failure is recorded there
+        loaded = load_embeddings(run)
+        if loaded is None:
+            raise RunError(f"run {run.id} has no embeddings yet: run `cartomap embed {run.id}` first")
+        _, emb = loaded
+        update(total=int(emb.shape[0]))
+        update(progress=0.05, phase="fitting")
+        coords = project(emb, method=method, seed=seed)
+
+        def write(path: Path) -> None:
+            with open(path, "wb") as handle:
+                np.save(handle, coords)
+
+        atomic_save(projection_path(run, method), write)
+    return coords
+
+
+# --------------------------------------------------------------------------- the 2-D figure
+HOVER_CHARS = 90
+MAX_POINTS = 60_000  # more points than this are sampled (the highlighted group always shown)
+
+
+def points_frame(run: Run) -> pd.DataFrame:
+    """One row per example, in examples order: id, label (name), region (when the run has metrics), texts, genre."""
+    examples = run.examples()
+    names = run.label_names
+    frame = pd.DataFrame({"id": examples["id"].astype(str).to_numpy()})
+    frame["label"] = [names[int(v)] for v in examples["label"]]
+    try:
+        metrics = run.metrics()
+        frame["region"] = (
+            metrics.set_index(metrics["id"].astype(str))["region"].reindex(frame["id"]).fillna("").to_numpy()
+        )
+    except (RunError, KeyError):
+        pass
+    for col in ("premise", "hypothesis", "text", "genre"):
+        if col in examples.columns:
+            frame[col] = examples[col].astype(str).to_numpy()
+    return frame
+
+
+def _hover(frame: pd.DataFrame) -> list[str]:
+    parts = ["id: " + escape(frame["id"]).set_axis(frame.index)]
+    parts.append("label: " + escape(frame["label"]).set_axis(frame.index))
+    if "region" in frame.columns:
+        parts.append("region: " + escape(frame["region"]).set_axis(frame.index))
+    for col in ("premise", "hypothesis", "text"):
+        if col in frame.columns:
+            short = frame[col].map(lambda s: s if len(s) <= HOVER_CHARS else s[: HOVER_CHARS - 1] + "…")
+            parts.append(f"{col}: " + escape(short).set_axis(frame.index))
+    text = parts[0]
+    for p in parts[1:]:
+        text = text + "<br>" + p
+    return text.tolist()
+
+
+def projection_figure(
+    coords: np.ndarray,
+    points: pd.DataFrame,
+    color_by: str = "label",
+    group_ids: Sequence[str] = (),
+    seed_id: str | None = None,
+    title: str = "",
+    max_points: int = MAX_POINTS,
+):
+    """Plotly figure of the 2-D projection: one Scattergl trace per colour group, the group on top.
+
+    ``points`` from :func:`points_frame` (same row order as ``coords``); ``color_by`` "label" or
+    "region"; the group's points are drawn larger with a dark outline, the seed as a star.
+    Every point's ``customdata`` is its example id; dataset text is HTML-escaped.
+    """
+    import plotly.graph_objects as go
+
+    if len(coords) != len(points):
+        raise ValueError(f"{len(coords)} coordinates for {len(points)} examples")
+    if color_by not in points.columns:
+        color_by = "label"
+    frame = points.copy()
+    frame["x"], frame["y"] = coords[:, 0], coords[:, 1]
+    group_ids = [str(i) for i in group_ids]
+    in_group = frame["id"].isin(group_ids).to_numpy()
+    shown = frame
+    if len(frame) > max_points:
+        rng = np.random.default_rng(0)
+        keep = np.zeros(len(frame), dtype=bool)
+        keep[rng.choice(len(frame), size=max_points, replace=False)] = True
+        shown = frame[keep | in_group]
+    fig = go.Figure()
+    levels = [lv for lv in REGION_COLORS if lv in set(shown[color_by])] if color_by == "region" else []
+    levels += sorted(set(shown[color_by]) - set(levels))
+    for n, level in enumerate(levels):
+        part = shown[shown[color_by] == level]
+        color = REGION_COLORS.get(level) if color_by == "region" else None
+        fig.add_trace(
+            go.Scattergl(
+                x=part["x"],
+                y=part["y"],
+                mode="markers",
+                name=escape_text(f"{level or 'none'} ({len(part):,})"),
+                marker=dict(size=4, opacity=0.45, color=color or palette_color(n)),
+                customdata=part["id"].to_numpy(dtype=object),
+                hovertext=_hover(part),
+                hoverinfo="text",
+            )
+        )
+    group = frame[in_group]
+    if len(group):
+        is_seed = (
+            (group["id"] == str(seed_id)).to_numpy() if seed_id is not None else np.zeros(len(group), bool)
+        )
+        for part, name, symbol, size in (
+            (group[~is_seed], "neighbours", "circle", 11),
+            (group[is_seed], "seed", "star", 18),
+        ):
+            if part.empty:
+                continue
+            fig.add_trace(
+                go.Scattergl(
+                    x=part["x"],
+                    y=part["y"],
+                    mode="markers",
+                    name=name,
+                    marker=dict(
+                        size=size,
+                        symbol=symbol,
+                        color="rgba(255,215,0,0.9)",
+                        line=dict(width=2, color="#111111"),
+                    ),
+                    customdata=part["id"].to_numpy(dtype=object),
+                    hovertext=_hover(part),
+                    hoverinfo="text",
+                )
+            )
+    note = f" · {len(shown):,} of {len(frame):,} points shown" if len(shown) < len(frame) else ""
+    fig.update_layout(
+        title=dict(text=escape_text(title + note), font=dict(size=15)),
+        xaxis=dict(showticklabels=False, title=None, zeroline=False),
+        yaxis=dict(showticklabels=False, title=None, zeroline=False),
+        legend=dict(itemsizing="constant"),
+        height=560,
+        margin=dict(l=10, r=10, t=50, b=10),
+        hovermode="closest",
+    )
+    return fig

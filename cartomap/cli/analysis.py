@@ -1,0 +1,200 @@
+"""Reading runs and datasets: ``cartomap embed``, ``project``, ``similarity``, ``artifacts``, ``subset``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from cartomap.cli.options import CountBar, add_column_arguments, add_data_arguments, data_config
+from cartomap.errors import CartomapError, RunError
+
+
+def cmd_embed(a: argparse.Namespace) -> int:
+    """Compute a finished run's [CLS] embeddings (task "embeddings")."""
+    from cartomap.runs.store import RunStore
+    from cartomap.training.embeddings import embed_run
+
+    run = RunStore(a.cache).get(a.run)
+    progress = CountBar(a.quiet, "ex", f"embed {run.id}")
+
+    try:
+        ids, array = embed_run(
+            run, batch_size=a.batch_size, device=a.device, progress=progress, force=a.force
+        )
+    finally:
+        progress.close()
+    print(f"embeddings of run {run.id}: {array.shape[0]} x {array.shape[1]} in {run.embeddings_path}")
+    return 0
+
+
+def cmd_project(a: argparse.Namespace) -> int:
+    """Project a run's embeddings to 2-D (task "projection_<method>"), cached in the run folder."""
+    from cartomap.analysis.projection import project_run, projection_path
+    from cartomap.runs.store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    coords = project_run(run, a.method, seed=a.seed, force=a.force)
+    print(
+        f"{a.method} projection of run {run.id}: {coords.shape[0]} points in {projection_path(run, a.method)}"
+    )
+    return 0
+
+
+def cmd_similarity(a: argparse.Namespace) -> int:
+    """Premise-hypothesis similarity of a run's training pairs (task "similarity", similarity.parquet)."""
+
+    from cartomap.runs.store import RunStore
+    from cartomap.training.similarity import similarity_path, similarity_run
+
+    run = RunStore(a.cache).get(a.run)
+    progress = CountBar(a.quiet, "sentence", f"similarity {run.id}")
+
+    try:
+        frame = similarity_run(
+            run,
+            model=a.model,
+            batch_size=a.batch_size,
+            max_length=a.max_length,
+            device=a.device,
+            progress=progress,
+            force=a.force,
+        )
+    finally:
+        progress.close()
+    print(f"similarity of run {run.id}: {len(frame)} pairs in {similarity_path(run)}")
+    return 0
+
+
+def cmd_artifacts(a: argparse.Namespace) -> int:
+    """WaNLI §4 artifact analysis of a dataset: lexical correlations, partial-input baselines, similarity."""
+    from cartomap.analysis.artifacts import lexical_correlations, partial_input_baselines
+    from cartomap.data.derived import balanced_sample
+    from cartomap.data.loading import load_dataset
+
+    dataset = load_dataset(data_config(a, a.dataset, a.split))
+    test = load_dataset(data_config(a, a.test, None), label_names=dataset.label_names) if a.test else None
+    field = a.field if dataset.is_pair else "text"
+    if field not in dataset.text_columns:
+        raise CartomapError(f"--field {field}: the data has {', '.join(dataset.text_columns)}")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sample = balanced_sample(dataset, seed=a.seed) if a.balance else dataset
+    table = lexical_correlations(
+        sample.frame[field].tolist(), sample.labels, dataset.label_names, min_count=a.min_count, alpha=a.alpha
+    )
+    table.to_csv(out / "lexical_correlations.csv", index=False)
+    significant = table[table["significant"]]
+    print(
+        f"lexical correlations ({field}, {len(sample)} examples{', balanced' if a.balance else ''}): "
+        f"{len(table)} (word, label) tests, {len(significant)} significant -> {out / 'lexical_correlations.csv'}"
+    )
+    for row in significant.head(10).itertuples():
+        print(
+            f"  {row.word!r:>16} -> {row.label}: p {row.p_label:.3f} in {row.count} examples (z {row.z:.1f})"
+        )
+    baselines = partial_input_baselines(dataset, test, seed=a.seed, balanced=a.balance)
+    baselines.to_csv(out / "baselines.csv", index=False)
+    print(f"partial-input baselines (TF-IDF + logistic regression) -> {out / 'baselines.csv'}")
+    print(baselines.round(4).to_string(index=False))
+    if dataset.is_pair and a.similarity:
+        from cartomap.training.similarity import pair_similarity, similarity_by_label
+
+        sim = pair_similarity(
+            dataset.frame["premise"].tolist(),
+            dataset.frame["hypothesis"].tolist(),
+            model=a.model,
+            batch_size=a.batch_size,
+            device=a.device,
+        )
+        frame = dataset.frame[["id"]].assign(
+            label=[dataset.label_names[i] for i in dataset.labels], similarity=sim
+        )
+        frame.to_csv(out / "similarity.csv", index=False)
+        summary = similarity_by_label(sim, dataset.labels, dataset.label_names)
+        summary.to_csv(out / "similarity_by_label.csv", index=False)
+        print(f"premise-hypothesis similarity ({a.model}) -> {out / 'similarity_by_label.csv'}")
+        print(summary.round(4).to_string(index=False))
+    return 0
+
+
+def cmd_subset(a: argparse.Namespace) -> int:
+    from cartomap.data.derived import stratified_sample, write_jsonl
+    from cartomap.data.loading import load_dataset
+
+    dataset = load_dataset(data_config(a, a.data, a.split))
+    sample, rest = stratified_sample(dataset, a.n, a.seed)
+    for path in [a.out] + ([a.rest] if a.rest else []):
+        if Path(path).exists() and not a.overwrite:
+            raise RunError(f"{path} exists; pass --overwrite to replace it")
+    write_jsonl(sample, a.out, overwrite=a.overwrite)
+    print(f"{len(sample)} examples -> {a.out}")
+    if a.rest:
+        write_jsonl(rest, a.rest, overwrite=a.overwrite)
+        print(f"{len(rest)} examples -> {a.rest}")
+    return 0
+
+
+def add_commands(sub) -> None:
+    em = sub.add_parser("embed", help="compute a finished run's [CLS] embeddings (for nearest neighbours)")
+    em.add_argument("run")
+    em.add_argument("--batch-size", type=int, default=64)
+    em.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    em.add_argument("--force", action="store_true", help="recompute even when saved")
+    em.add_argument("--quiet", action="store_true", help="no progress bar")
+    em.set_defaults(func=cmd_embed)
+
+    pj = sub.add_parser("project", help="project a run's embeddings to 2-D (PCA or UMAP), cached")
+    pj.add_argument("run")
+    pj.add_argument("--method", choices=("umap", "pca"), default="umap")
+    pj.add_argument("--seed", type=int, default=0)
+    pj.add_argument("--force", action="store_true", help="recompute even when cached")
+    pj.set_defaults(func=cmd_project)
+
+    si = sub.add_parser(
+        "similarity", help="premise-hypothesis similarity of a run's pairs (sentence encoder)"
+    )
+    si.add_argument("run")
+    si.add_argument(
+        "--model", default="default", help="sentence encoder: default (all-MiniLM-L6-v2), a folder or hub id"
+    )
+    si.add_argument("--batch-size", type=int, default=64)
+    si.add_argument("--max-length", type=int, default=128)
+    si.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    si.add_argument("--force", action="store_true", help="recompute even when saved")
+    si.add_argument("--quiet", action="store_true", help="no progress bar")
+    si.set_defaults(func=cmd_similarity)
+
+    ar = sub.add_parser(
+        "artifacts", help="artifact analysis: lexical correlations, partial-input baselines, similarity"
+    )
+    ar.add_argument("dataset", help="file, saved HF dataset folder, hf:NAME, or demo:train")
+    add_column_arguments(ar)
+    ar.add_argument(
+        "--test", default=None, help="test set of the baselines (default: a stratified 20%% split)"
+    )
+    ar.add_argument(
+        "--field", choices=("hypothesis", "premise"), default="hypothesis", help="lexical correlations of"
+    )
+    ar.add_argument("--min-count", type=int, default=20, help="leave out words in fewer examples")
+    ar.add_argument("--alpha", type=float, default=0.01, help="significance level (Bonferroni-corrected)")
+    ar.add_argument("--seed", type=int, default=0)
+    ar.add_argument(
+        "--no-balance", dest="balance", action="store_false", help="skip the label-balanced sample"
+    )
+    ar.add_argument(
+        "--no-similarity", dest="similarity", action="store_false", help="skip the sentence encoder"
+    )
+    ar.add_argument("--model", default="default", help="sentence encoder of the similarity")
+    ar.add_argument("--batch-size", type=int, default=64)
+    ar.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    ar.add_argument("--out", default="artifacts", help="folder for the CSV files")
+    ar.set_defaults(func=cmd_artifacts)
+
+    sb = sub.add_parser("subset", help="a stratified sample of a dataset (and the rest) as JSON Lines")
+    add_data_arguments(sb)
+    sb.add_argument("--n", type=int, required=True, help="sample size")
+    sb.add_argument("--seed", type=int, default=0)
+    sb.add_argument("--out", required=True, help="sample file (.jsonl)")
+    sb.add_argument("--rest", default=None, help="also write the remaining examples here")
+    sb.add_argument("--overwrite", action="store_true")
+    sb.set_defaults(func=cmd_subset)

@@ -1,0 +1,274 @@
+"""Experiments: ``cartomap prune``, ``curriculum``, ``combine``, ``experiment``, ``report``, ``noise-benchmark``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from cartomap.cli.options import (
+    add_data_arguments,
+    add_training_arguments,
+    data_config,
+    experiment_base,
+    experiment_options,
+)
+from cartomap.config import DEMO_TRAIN, ORDERS
+from cartomap.errors import RunError
+from cartomap.experiments import registry
+
+
+def cmd_experiment(a: argparse.Namespace) -> int:
+    from cartomap.experiments.launch import start_experiment
+    from cartomap.experiments.store import ExperimentStore
+
+    store = ExperimentStore(a.cache)
+    if a.action == "list":
+        table = store.table()
+        print(table.to_string(index=False) if len(table) else "no experiments")
+        return 0
+    if not a.experiment:
+        raise RunError(f"`cartomap experiment {a.action}` needs an experiment id")
+    exp = store.get(a.experiment)
+    if a.action == "show":
+        print(json.dumps({"spec": exp.spec, "status": exp.status(), "runs": exp.run_ids()}, indent=2))
+        return 0
+    if a.action == "cancel":
+        exp.request_cancel()
+        print(f"asked experiment {exp.id} to stop")
+        return 0
+    if a.action == "delete":
+        store.delete(exp.id)
+        print(f"deleted experiment {exp.id} (its runs stay in the run store)")
+        return 0
+    if a.action == "start":
+        start_experiment(exp, store)
+        print(f"experiment {exp.id} started in the background: {exp.job_log_path}")
+        return 0
+    return run_in_foreground(exp, store, as_job=a.job)
+
+
+def run_in_foreground(exp, store, as_job: bool = False) -> int:
+    from cartomap.experiments.runner import run_experiment
+
+    print(f"experiment {exp.id} ({exp.kind}): {exp.path}", flush=True)
+    run_experiment(exp, store, as_job=as_job, echo=lambda msg: print(msg, flush=True))
+    state = exp.state
+    print(f"experiment {exp.id} {state}")
+    return 0 if state == "done" else 3
+
+
+def add_noise_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the label-noise benchmark (`cartomap noise-benchmark`, bench/bench_noise.py)."""
+    p.add_argument(
+        "--data", default=None, help="clean labelled dataset (default: SNLI dev from the shared data)"
+    )
+    p.add_argument("--n", type=int, default=2000, help="class-balanced sample size")
+    p.add_argument("--rates", type=float, nargs="+", default=[0.1], help="fractions of labels flipped")
+    p.add_argument(
+        "--settings", nargs="+", default=["symmetric", "asymmetric"], choices=("symmetric", "asymmetric")
+    )
+    p.add_argument("--folds", type=int, default=5, help="k of the out-of-fold logits")
+    p.add_argument("--epochs", type=int, default=2, help="epochs of Model 0 and of every fold model")
+    p.add_argument(
+        "--model", default="default", help="encoder: default (all-MiniLM-L6-v2), a folder or hub id"
+    )
+    p.add_argument("--max-length", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--threshold", type=float, default=2.0, help="consensus rule: model confidence above this")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample, the flips and the folds")
+
+
+def noise_config(a: argparse.Namespace):
+    """The NoiseBenchmarkConfig of parsed :func:`add_noise_arguments` options."""
+    from cartomap.experiments.noise_benchmark import DEFAULT_DATA, NoiseBenchmarkConfig
+
+    return NoiseBenchmarkConfig(
+        data=a.data or DEFAULT_DATA,
+        n=a.n,
+        seed=a.seed,
+        rates=tuple(a.rates),
+        settings=tuple(a.settings),
+        folds=a.folds,
+        epochs=a.epochs,
+        model=a.model,
+        max_length=a.max_length,
+        batch_size=a.batch_size,
+        learning_rate=a.lr,
+        threshold=a.threshold,
+    )
+
+
+def cmd_noise_benchmark(a: argparse.Namespace) -> int:
+    """Label-noise benchmark (issue 5): plant label flips and score suspect-ranking methods."""
+    from cartomap.experiments.noise_benchmark import run_noise_benchmark, to_markdown
+
+    cfg = noise_config(a)
+    table = run_noise_benchmark(cfg, a.cache)
+    print(to_markdown(table) if a.markdown else table.round(4).to_string(index=False))
+    print(f"saved to {table.attrs['path']}")
+    return 0
+
+
+def start_or_run(exp, store, background: bool) -> int:
+    from cartomap.experiments.launch import start_experiment
+
+    if background:
+        start_experiment(exp, store)
+        print(
+            f"experiment {exp.id} started in the background; follow it with `cartomap experiment show {exp.id}`"
+        )
+        return 0
+    code = run_in_foreground(exp, store)
+    if code == 0:
+        print(registry.report(exp, store.runs))
+    return code
+
+
+def cmd_curriculum(a: argparse.Namespace) -> int:
+    from cartomap.experiments.curriculum import CurriculumParams, create_curriculum
+    from cartomap.experiments.store import ExperimentStore
+
+    store = ExperimentStore(a.cache)
+    params = CurriculumParams(
+        base=experiment_base(a),
+        methods=tuple(a.methods),
+        seeds=tuple(a.seeds),
+        difficulty=a.difficulty,
+        compare=tuple(a.compare) if a.compare else None,
+        datamap_epochs=a.datamap_epochs,
+    )
+    return start_or_run(create_curriculum(params, store, name=a.name), store, a.background)
+
+
+def cmd_combine(a: argparse.Namespace) -> int:
+    from cartomap.experiments.combination import (
+        CombinationParams,
+        TrainingSet,
+        create_combination,
+        training_set_names,
+    )
+    from cartomap.experiments.store import ExperimentStore
+
+    store = ExperimentStore(a.cache)
+    base = experiment_base(a)
+    data_a = dataclasses.replace(data_config(a, a.a, None), name=a.a_name)
+    data_b = data_config(a, a.b, None) if a.b else None
+    names = training_set_names(a.a_name, a.b_name)
+    sets = tuple(TrainingSet(names[m], data_a, data_b if m != "A" else None, m) for m in a.modes)
+    params = CombinationParams(
+        base=base, training_sets=sets, tests=base.tests, seeds=tuple(a.seeds), cache=str(store.root)
+    )
+    return start_or_run(create_combination(params, store, name=a.name), store, a.background)
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from cartomap.experiments.store import ExperimentStore
+
+    store = ExperimentStore(a.cache)
+    exp = store.get(a.experiment)
+    if exp.state != "done":
+        raise RunError(f"experiment {exp.id} is {exp.state}; a report needs a finished experiment")
+    print(registry.report(exp, store.runs))
+    return 0
+
+
+def cmd_prune(a: argparse.Namespace) -> int:
+    """The k-fold consensus pruning experiment (issue 5): Model 0, k folds, Model 1 on the pruned set."""
+    from cartomap.experiments.pruning import PruningParams, create_pruning, export_pruned
+    from cartomap.experiments.store import ExperimentStore
+
+    if a.train:
+        if a.data not in (DEMO_TRAIN, a.train):
+            raise RunError("give the training set once: TRAIN or --data")
+        a.data = a.train
+    if a.dev is None:
+        a.dev = "none"  # no demo dev set by default: it is often the test set, and it picks Model 0's epoch
+    store = ExperimentStore(a.cache)
+    params = PruningParams(
+        base=experiment_base(a),
+        folds=a.folds,
+        fold_seed=a.fold_seed,
+        categories=tuple(a.categories),
+        threshold=a.threshold,
+        train_model1=a.model1,
+    )
+    exp = create_pruning(params, store, name=a.name)
+    code = start_or_run(exp, store, a.background)
+    if code == 0 and a.export and not a.background:
+        data_path, ids_path = export_pruned(exp, store.runs, a.export, overwrite=a.overwrite)
+        print(f"wrote {data_path} and {ids_path}")
+    elif a.export and a.background:
+        print(f"export later with `cartomap prune ... --export {a.export}` once experiment {exp.id} is done")
+    return code
+
+
+def add_commands(sub) -> None:
+    cu = sub.add_parser("curriculum", help="compare training orders x seeds (cartography curricula)")
+    add_data_arguments(cu)
+    add_training_arguments(cu)
+    cu.add_argument("--methods", nargs="+", choices=ORDERS, default=["oversampled", "cart-stra++"])
+    cu.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    cu.add_argument("--difficulty", choices=("paper", "code"), default="paper", help="Cart-CL++ score")
+    cu.add_argument("--compare", nargs=2, default=None, help="the two methods of the Mann-Whitney test")
+    cu.add_argument(
+        "--datamap-epochs", type=int, default=None, help="epochs of the data-map baseline (default: --epochs)"
+    )
+    experiment_options(cu, cmd_curriculum)
+
+    co = sub.add_parser("combine", help="train on A, A + B, A ◇ B and evaluate on many test sets (Table 3)")
+    add_data_arguments(co)
+    add_training_arguments(co)
+    co.add_argument("--a", required=True, help="dataset A")
+    co.add_argument("--b", default=None, help="dataset B")
+    co.add_argument("--a-name", default="A")
+    co.add_argument("--b-name", default="B")
+    co.add_argument("--modes", nargs="+", choices=("A", "A+B", "A◇B"), default=["A", "A+B", "A◇B"])
+    co.add_argument("--seeds", nargs="+", type=int, default=[0])
+    experiment_options(co, cmd_combine)
+
+    rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
+    rp.add_argument("experiment")
+    rp.set_defaults(func=cmd_report)
+
+    pr = sub.add_parser(
+        "prune", help="find and prune suspected label errors: the k-fold consensus experiment"
+    )
+    pr.add_argument("train", nargs="?", default=None, metavar="TRAIN", help="training data (same as --data)")
+    add_data_arguments(pr)
+    add_training_arguments(pr)
+    pg = pr.add_argument_group("pruning")
+    pg.add_argument("--folds", type=int, default=10, help="k of the k-fold split (paper: 10)")
+    pg.add_argument("--fold-seed", type=int, default=0)
+    pg.add_argument(
+        "--categories", nargs="+", default=["P1G0"], help="mismatch categories PXGY to prune (paper: P1G0)"
+    )
+    pg.add_argument(
+        "--threshold",
+        type=float,
+        default=2.0,
+        help="prune model confidence above this (paper: 2.0; 4.0 stricter)",
+    )
+    pg.add_argument(
+        "--no-model1", dest="model1", action="store_false", help="do not retrain on the pruned set"
+    )
+    pg.add_argument(
+        "--export", default=None, metavar="DIR", help="write pruned_train.jsonl and removed_ids.txt"
+    )
+    pg.add_argument("--overwrite", action="store_true", help="replace files in the --export folder")
+    experiment_options(pr, cmd_prune)
+    pr.set_defaults(difficulty="paper")
+
+    ex = sub.add_parser("experiment", help="list, show, run (resume), cancel or delete experiments")
+    ex.add_argument("action", choices=("list", "show", "run", "start", "cancel", "delete"))
+    ex.add_argument("experiment", nargs="?", help="experiment id, id prefix or name")
+    ex.add_argument("--job", action="store_true", help=argparse.SUPPRESS)
+    ex.set_defaults(func=cmd_experiment)
+
+    nb = sub.add_parser(
+        "noise-benchmark", help="plant label flips and measure how well each method finds them (issue 5)"
+    )
+    add_noise_arguments(nb)
+    nb.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    nb.set_defaults(func=cmd_noise_benchmark)

@@ -1,0 +1,204 @@
+"""Options shared by the commands: the data and column mapping, model and training, experiments."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
+from cartomap.errors import RunError
+
+
+def column_list(text: str) -> tuple[str, ...]:
+    cols = tuple(c.strip() for c in text.split(",") if c.strip())
+    if len(cols) not in (1, 2):
+        raise argparse.ArgumentTypeError("expected one column (single text) or two (premise,hypothesis)")
+    return cols
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in text.split(",") if c.strip())
+
+
+def add_data_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument(
+        "--data",
+        default=DEMO_TRAIN,
+        help="training data: file, saved HF dataset folder, hf:NAME, or demo:train",
+    )
+    g.add_argument(
+        "--dev",
+        default=None,
+        help="dev data evaluated each epoch ('none' to skip; default demo:dev for the demo)",
+    )
+    add_column_arguments(g)
+    g.add_argument("--dev-split", default=None)
+
+
+def add_column_arguments(g) -> None:
+    """How a file's columns map onto cartomap's fields (one definition for every command that reads data)."""
+    g.add_argument("--format", default="auto", help="jsonl, csv, tsv, parquet, hf (default: from the suffix)")
+    g.add_argument(
+        "--text-columns",
+        type=column_list,
+        default=("premise", "hypothesis"),
+        help="e.g. premise,hypothesis or text",
+    )
+    g.add_argument("--label-column", default="label")
+    g.add_argument("--id-column", default="id", help="generated from the content when absent")
+    g.add_argument(
+        "--label-names",
+        type=name_list,
+        default=None,
+        help="class order, e.g. entailment,neutral,contradiction",
+    )
+    g.add_argument("--genre-column", default="genre")
+    g.add_argument("--split", default=None, help="split of a Hugging Face DatasetDict")
+
+
+def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConfig:
+    """The --data/--dev column mapping options as a DataConfig for ``path``."""
+    return DataConfig(
+        path=path,
+        format=a.format,
+        text_columns=a.text_columns,
+        label_column=a.label_column,
+        id_column=a.id_column,
+        label_names=a.label_names,
+        genre_column=a.genre_column,
+        split=split,
+    )
+
+
+def config_from_args(a: argparse.Namespace) -> RunConfig:
+    if a.config:
+        return RunConfig.from_dict(json.loads(Path(a.config).read_text(encoding="utf-8")))
+    data = data_config(a, a.data, a.split)
+    dev_path = a.dev if a.dev is not None else (DEMO_DEV if a.data == DEMO_TRAIN else "none")
+    dev = None if dev_path.lower() == "none" else data_config(a, dev_path, a.dev_split)
+    train = TrainConfig(
+        epochs=a.epochs,
+        batch_size=a.batch_size,
+        eval_batch_size=a.eval_batch_size,
+        learning_rate=a.lr,
+        weight_decay=a.weight_decay,
+        warmup_ratio=a.warmup_ratio,
+        max_grad_norm=a.max_grad_norm,
+        seed=a.seed,
+        group_by_length=a.group_by_length,
+        early_stopping_patience=a.early_stopping,
+        record=a.record,
+        save_checkpoints=a.save_checkpoints,
+        device=a.device,
+        precision=a.precision,
+    )
+    tests = tuple(data_config(a, path, None) for path in a.test)
+    order = OrderConfig(
+        name=a.order,
+        oversample=a.oversample,
+        scores=a.scores or "",
+        difficulty=getattr(a, "difficulty", "paper"),
+        curriculum_share=a.curriculum_share,
+    )
+    return RunConfig(
+        data=data,
+        dev=dev,
+        model=ModelConfig(a.model, a.max_length),
+        train=train,
+        order=order,
+        tests=tests,
+        name=a.name,
+    )
+
+
+def add_training_arguments(p: argparse.ArgumentParser) -> None:
+    """Model, training and test-set options shared by `train` and the experiment commands."""
+    g = p.add_argument_group("model and training")
+    d = TrainConfig()
+    g.add_argument(
+        "--model", default="default", help="local folder or hub id (default: bundled all-MiniLM-L6-v2)"
+    )
+    g.add_argument("--max-length", type=int, default=ModelConfig().max_length)
+    g.add_argument("--epochs", type=int, default=d.epochs)
+    g.add_argument("--batch-size", type=int, default=d.batch_size)
+    g.add_argument("--eval-batch-size", type=int, default=d.eval_batch_size)
+    g.add_argument("--lr", type=float, default=d.learning_rate)
+    g.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    g.add_argument("--warmup-ratio", type=float, default=d.warmup_ratio)
+    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm)
+    g.add_argument("--seed", type=int, default=d.seed)
+    g.add_argument(
+        "--no-group-by-length",
+        dest="group_by_length",
+        action="store_false",
+        help="plain random batches (default: shuffled batches of similar length, less padding)",
+    )
+    g.add_argument(
+        "--early-stopping", type=int, default=d.early_stopping_patience, help="patience in epochs (0 = off)"
+    )
+    g.add_argument("--record", choices=("train", "eval", "both", "none"), default=d.record)
+    g.add_argument(
+        "--no-checkpoints",
+        dest="save_checkpoints",
+        action="store_false",
+        help="do not keep end-of-epoch weights (saves disk; WaNLI filtering needs them)",
+    )
+    g.add_argument("--device", default=d.device, help="auto, cpu, cuda, cuda:N, mps")
+    g.add_argument("--precision", default=d.precision, help="auto, fp32, bf16, fp16")
+    p.add_argument(
+        "--test", action="append", default=[], help="a test set evaluated after every epoch (repeatable)"
+    )
+
+
+class CountBar:
+    """A tqdm bar created on the first ``(done, total)`` update (nothing when quiet); close() is safe twice."""
+
+    def __init__(self, quiet: bool, unit: str, desc: str):
+        self.quiet, self.unit, self.desc, self.bar = quiet, unit, desc, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, unit=self.unit, desc=self.desc)
+        self.bar.n = done
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def print_run_summary(run) -> None:
+    history = run.history()
+    acc = history[-1].get("dev_accuracy") if history else None
+    print(
+        f"  {run.info.get('n_train')} examples, {len(history)} epochs"
+        + (f", dev accuracy {acc:.4f}" if acc is not None else "")
+    )
+    best = run.best_epoch()
+    for k, name in enumerate(run.test_names):
+        value = history[best].get(f"test_{k}_accuracy") if best is not None else None
+        if value is not None:
+            print(f"  test {name}: accuracy {value:.4f} (epoch {best + 1})")
+    if run.has_metrics():
+        counts = run.metrics()["region"].value_counts().to_dict()
+        print("  regions: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def experiment_options(p: argparse.ArgumentParser, func) -> None:
+    p.add_argument("--name", default="", help="a label for the experiment")
+    p.add_argument("--background", action="store_true", help="run as a background job and return")
+    p.set_defaults(func=func, config=None, order="shuffled", oversample=None, scores="", curriculum_share=0.5)
+
+
+def experiment_base(a: argparse.Namespace) -> RunConfig:
+    """The base RunConfig of an experiment command (train options; order and record set per run)."""
+    if not a.test:
+        raise RunError("give at least one test set with --test")
+    return config_from_args(a)

@@ -1,0 +1,151 @@
+"""Training runs, the demo and the dashboard: ``cartomap train``, ``demo``, ``dashboard``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cartomap.cli.options import (
+    add_data_arguments,
+    add_training_arguments,
+    config_from_args,
+    print_run_summary,
+)
+from cartomap.config import ORDERS, OrderConfig, RunConfig
+from cartomap.runs import layout
+
+
+def cmd_train(a: argparse.Namespace) -> int:
+    """Train (or load, or resume) the run of the options, or with ``--run`` an existing run by id."""
+    from cartomap.runs.store import RunStore
+    from cartomap.training.prepare import prepare_run
+
+    store = RunStore(a.cache)
+    # A job started for a prepared run opens it by id: the data is not loaded and fingerprinted again.
+    run = store.get(a.run) if a.run else prepare_run(config_from_args(a), store)
+    return train_with_progress(run, quiet=a.quiet, as_job=a.job)
+
+
+def train_with_progress(run, *, quiet: bool = False, as_job: bool = False) -> int:
+    """Train ``run`` to completion with a tqdm bar (none when ``quiet``); 0 when done, 3 otherwise."""
+    from tqdm.auto import tqdm
+
+    from cartomap.training.loop import continue_run
+
+    if run.state == "done":
+        print(f"run {run.id} exists (done): {run.path}")
+        print_run_summary(run)
+        return 0
+    bar = None
+
+    def on_step(s: dict) -> None:
+        nonlocal bar
+        if quiet:
+            return
+        if bar is None:
+            bar = tqdm(total=s["total_steps"], initial=s["global_step"], unit="step", desc=f"run {run.id}")
+        bar.n = s["global_step"]
+        bar.set_postfix(
+            epoch=f"{s['epoch']}/{s['epochs']}",
+            loss=s.get("loss"),
+            dev_acc=s.get("dev_accuracy"),
+            refresh=False,
+        )
+        bar.refresh()
+
+    print(f"run {run.id}: {run.path}", flush=True)
+    try:
+        continue_run(run, on_step=on_step, as_job=as_job)
+    finally:
+        if bar is not None:
+            bar.close()
+    state = run.state
+    print(f"run {run.id} {state}: {run.path}")
+    if state == "done":
+        print_run_summary(run)
+    return 0 if state == "done" else 3
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    """Train (or load) the bundled demo with the default encoder and write its data map."""
+    from cartomap.analysis.datamap import map_frame
+    from cartomap.analysis.figures import save_data_map
+    from cartomap.runs.store import RunStore
+    from cartomap.training.prepare import prepare_run
+
+    run = prepare_run(RunConfig(name="demo"), RunStore(a.cache))
+    code = train_with_progress(run)
+    if code:
+        return code
+    for suffix in ("png", "html"):
+        out = Path(a.out_dir) / f"demo_map.{suffix}"
+        save_data_map(map_frame(run), out, title="Data map: bundled NLI demo")
+        print(f"wrote {out}")
+    return 0
+
+
+def cmd_dashboard(a: argparse.Namespace) -> int:
+    """Open the Streamlit dashboard, bound to 127.0.0.1 unless --address says otherwise."""
+    app = Path(__file__).resolve().parents[2] / "app.py"  # the source checkout
+    if not app.exists():
+        print(f"cartomap: error: the dashboard needs a source checkout (no {app})", file=sys.stderr)
+        return 2
+    env = dict(os.environ, CARTOMAP_CACHE=str(Path(a.cache).resolve()))
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        "--server.address",
+        a.address,
+        "--server.port",
+        str(a.port),
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.maxUploadSize",
+        "200",
+        "--server.showEmailPrompt",
+        "false",  # a first-time Streamlit user would otherwise be asked for an e-mail address
+    ]
+    if a.headless:
+        cmd += ["--server.headless", "true"]
+    os.execvpe(cmd[0], cmd, env)  # become the server: signals (Ctrl-C, kill) reach it directly
+
+
+def add_commands(sub) -> None:
+    t = sub.add_parser("train", help="train or load a run and record its training dynamics")
+    add_data_arguments(t)
+    t.add_argument("--config", default=None, help="a RunConfig JSON file (replaces the other options)")
+    t.add_argument(
+        "--run", default=None, help="train or resume an existing run by id (replaces the other options)"
+    )
+    t.add_argument("--name", default="", help="a label for the run (not part of its identity)")
+    add_training_arguments(t)
+    o = t.add_argument_group("training order (curricula)")
+    od = OrderConfig()
+    o.add_argument("--order", choices=ORDERS, default=od.name)
+    o.add_argument(
+        "--oversample",
+        action=argparse.BooleanOptionalAction,
+        default=od.oversample,
+        help="repeat minority classes (default: on for every order but shuffled)",
+    )
+    o.add_argument("--scores", default="", help=f"a baseline run's {layout.METRICS} (cartography orders)")
+    o.add_argument("--difficulty", choices=("paper", "code"), default=od.difficulty)
+    o.add_argument("--curriculum-share", type=float, default=od.curriculum_share)
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--job", action="store_true", help=argparse.SUPPRESS)  # started by the dashboard
+    t.set_defaults(func=cmd_train)
+
+    dm = sub.add_parser("demo", help="train or load the bundled demo and write demo_map.png/.html")
+    dm.add_argument("--out-dir", default=".")
+    dm.set_defaults(func=cmd_demo)
+
+    db = sub.add_parser("dashboard", help="open the dashboard in the browser (Streamlit)")
+    db.add_argument("--address", default="127.0.0.1", help="interface to bind (default: this machine only)")
+    db.add_argument("--port", type=int, default=8501)
+    db.add_argument("--headless", action="store_true", help="do not open a browser")
+    db.set_defaults(func=cmd_dashboard)

@@ -1,0 +1,1 @@
+"""Labelled datasets: loading and validation, derived datasets, uploads, the bundled demo."""

@@ -1,0 +1,667 @@
+"""Load labelled text datasets (NLI pairs or single texts) into one validated shape.
+
+Every reader ends in :func:`from_frame`, which maps the configured columns onto
+cartomap's fields and validates every row. A bad row raises one :class:`DataError`
+naming the file, the line (text formats, 1-based physical line; CSV/TSV count the
+header as line 1) or the row (Parquet, Hugging Face, in-memory frames: 0-based),
+the field, and what was expected. Loading never partially succeeds.
+
+The result is a :class:`TextDataset` whose ``frame`` has the columns
+
+* ``id`` (str, unique): from ``DataConfig.id_column``, or generated from the content
+  (``"ex-" + sha1(texts + label)[:12]``, ``-2``, ``-3`` … for repeated identical rows),
+  so generated ids do not change when rows are reordered;
+* ``premise`` and ``hypothesis`` for pairs, or ``text`` for single texts;
+* ``label`` (int64 codes into ``label_names``);
+* ``genre`` / ``group`` when those columns are configured and present;
+* every other source column, unchanged (renamed ``orig_<name>`` if its name clashes
+  with one of the columns above).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import math
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig
+from cartomap.errors import DataError
+
+NLI_LABEL_NAMES: tuple[str, ...] = ("entailment", "neutral", "contradiction")
+DEMO_LABEL_NAMES: tuple[str, ...] = NLI_LABEL_NAMES
+DEMO_DIR = Path(__file__).parent / "demo"
+_DEMO_FILES = {"train": "nli_train.jsonl.gz", "dev": "nli_dev.jsonl.gz"}
+
+FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "hf")
+_SUFFIX_FORMATS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+_INT_RE = re.compile(r"^[+-]?\d+$")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+# ----------------------------------------------------------------------------- dataset
+
+
+@dataclass(frozen=True, eq=False)
+class TextDataset:
+    """A validated dataset. Treat ``frame`` as read-only: the fingerprint is cached."""
+
+    frame: pd.DataFrame
+    label_names: tuple[str, ...]
+    source: str
+
+    @property
+    def is_pair(self) -> bool:
+        return "premise" in self.frame.columns
+
+    @property
+    def text_columns(self) -> tuple[str, ...]:
+        return ("premise", "hypothesis") if self.is_pair else ("text",)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def ids(self) -> list[str]:
+        return self.frame["id"].tolist()
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self.frame["label"].to_numpy(dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def fingerprint(self) -> str:
+        """sha256 of the content that matters: class list, and per row id, texts, label name.
+
+        Order-sensitive, independent of the file format and of extra columns.
+        """
+        cached = self.__dict__.get("_fingerprint")
+        if cached is not None:
+            return cached
+        h = hashlib.sha256()
+        header = {"label_names": list(self.label_names), "text_columns": list(self.text_columns)}
+        h.update(json.dumps(header, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+        h.update(b"\n")
+        cols = [self.frame["id"].tolist()] + [self.frame[c].tolist() for c in self.text_columns]
+        names = self.label_names
+        label_col = [names[i] for i in self.frame["label"].tolist()]
+        for row in zip(*cols, label_col, strict=True):
+            h.update(json.dumps(list(row), ensure_ascii=False).encode("utf-8"))
+            h.update(b"\n")
+        value = h.hexdigest()
+        object.__setattr__(self, "_fingerprint", value)
+        return value
+
+    def subset(self, mask_or_indices: Any) -> TextDataset:
+        """Rows picked by a boolean mask (len == len(self)) or by integer positions."""
+        sel = np.asarray(mask_or_indices)
+        if sel.dtype == bool:
+            if sel.shape != (len(self),):
+                raise ValueError(f"boolean mask has length {sel.size}, dataset has {len(self)} rows")
+            sel = np.flatnonzero(sel)
+        elif sel.size == 0:
+            sel = np.zeros(0, dtype=np.int64)
+        elif not np.issubdtype(sel.dtype, np.integer):
+            raise TypeError(f"subset expects a boolean mask or integer positions, got dtype {sel.dtype}")
+        frame = self.frame.iloc[sel].reset_index(drop=True)
+        return TextDataset(frame=frame, label_names=self.label_names, source=self.source)
+
+    def __repr__(self) -> str:
+        kind = "pairs" if self.is_pair else "texts"
+        return f"TextDataset({self.source!r}, {len(self)} {kind}, labels={list(self.label_names)})"
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def demo_path(split: str) -> Path:
+    """The bundled demo file for ``"train"`` (1,600 pairs) or ``"dev"`` (400 pairs)."""
+    if split not in _DEMO_FILES:
+        raise DataError(f"unknown demo split {split!r}; expected one of {sorted(_DEMO_FILES)}")
+    return DEMO_DIR / _DEMO_FILES[split]
+
+
+def load_dataset(config: DataConfig, label_names: tuple[str, ...] | None = None) -> TextDataset:
+    """Read, map and validate the dataset described by ``config``.
+
+    ``label_names`` overrides ``config.label_names``: pass the training set's classes
+    when loading a dev set, so that a label unknown to training is an error.
+    """
+    path = str(config.path)
+    source = path
+    fmt = config.format
+    if path in (DEMO_TRAIN, DEMO_DEV):
+        file = demo_path(path.split(":", 1)[1])
+        if label_names is None and config.label_names is None:
+            label_names = DEMO_LABEL_NAMES
+        frame, lines, class_names = _read(file, "jsonl" if fmt == "auto" else fmt, None, source)
+    elif path.startswith("hf:"):
+        frame, lines, class_names = _read_hub(path[3:], config.split, source)
+    else:
+        frame, lines, class_names = _read(Path(path), fmt, config.split, source)
+    names = label_names if label_names is not None else config.label_names
+    if names is None and class_names is not None:
+        names = class_names.get(config.label_column)
+    return _build(frame, config, source, names, lines, names_given=label_names is not None)
+
+
+def from_frame(
+    frame: pd.DataFrame,
+    config: DataConfig,
+    source: str = "<frame>",
+    label_names: tuple[str, ...] | None = None,
+    *,
+    lines: Sequence[int] | None = None,
+) -> TextDataset:
+    """Map and validate an in-memory DataFrame (e.g. an upload).
+
+    ``lines`` optionally gives each row's physical line in its file, for messages;
+    otherwise rows are named by 0-based position.
+    """
+    names = label_names if label_names is not None else config.label_names
+    return _build(frame, config, source, names, lines, names_given=label_names is not None)
+
+
+def read_table(
+    path: str | Path, format: str = "auto", split: str | None = None
+) -> tuple[pd.DataFrame, list[int] | None]:
+    """Read a file or saved Hugging Face dataset as a raw DataFrame.
+
+    Returns the frame and, for line-based formats (JSONL, CSV, TSV), the 1-based
+    physical line of each row (``None`` for Parquet / Hugging Face: rows are then
+    named by 0-based position). CSV/TSV columns are all strings.
+    """
+    frame, lines, _ = _read(Path(path), format, split, str(path))
+    return frame, lines
+
+
+# ----------------------------------------------------------------------------- readers
+
+
+def _resolve_format(path: Path, fmt: str, source: str) -> str:
+    if fmt != "auto":
+        fmt = fmt.lower()
+        if fmt in ("ndjson", "jsonlines"):
+            fmt = "jsonl"
+        if fmt not in FORMATS:
+            raise DataError(
+                f"unknown format {fmt!r}; expected auto or one of {', '.join(FORMATS)}", location=source
+            )
+        return fmt
+    if path.is_dir():
+        return "hf"
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    suffix = suffixes[-1] if suffixes else ""
+    if suffix in _SUFFIX_FORMATS:
+        return _SUFFIX_FORMATS[suffix]
+    raise DataError(
+        f"cannot tell the format from the file name (suffix {suffix or '(none)'!r}); "
+        "expected .jsonl, .json, .ndjson, .csv, .tsv (optionally .gz), .parquet, or a folder "
+        "saved with datasets' save_to_disk; or set the format explicitly",
+        location=source,
+    )
+
+
+def _read(path: Path, fmt: str, split: str | None, source: str):
+    """-> (frame, lines or None, {column: class names} or None)."""
+    if not path.exists():
+        raise DataError(f"file not found: {path}", location=source)
+    fmt = _resolve_format(path, fmt, source)
+    if fmt == "hf":
+        return _read_hf_disk(path, split, source)
+    if path.is_dir():
+        raise DataError(f"expected a file for format {fmt!r}, found a folder", location=source)
+    if fmt == "parquet":
+        return _read_parquet(path, source), None, None
+    data = _read_bytes(path, source)
+    if fmt in ("jsonl", "json"):
+        frame, lines = _parse_json(data, source, allow_array=fmt == "json")
+    else:
+        frame, lines = _parse_delimited(data, source, "," if fmt == "csv" else "\t")
+    return frame, lines, None
+
+
+def _read_bytes(path: Path, source: str) -> bytes:
+    data = path.read_bytes()
+    if data[:2] == _GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise DataError(f"not a valid gzip file ({e})", location=source) from None
+    if data[:3] == b"\xef\xbb\xbf":  # UTF-8 byte order mark
+        data = data[3:]
+    if not data.strip():
+        raise DataError("the file is empty; expected a header and/or at least one row", location=source)
+    return data
+
+
+def _decode(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        line_start = data.rfind(b"\n", 0, e.start) + 1
+        raise DataError(
+            f"bytes are not valid UTF-8 (byte 0x{data[e.start]:02x} at byte offset {e.start}, "
+            f"column {e.start - line_start + 1} of the line); save the file as UTF-8",
+            location=f"{source}: line {line}",
+        ) from None
+
+
+def _parse_json(data: bytes, source: str, allow_array: bool):
+    text = _decode(data, source)
+    if allow_array and text.lstrip().startswith("["):
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(
+                f"malformed JSON ({e.msg} at line {e.lineno} column {e.colno})", location=source
+            ) from None
+        for i, rec in enumerate(records):
+            if not isinstance(rec, dict):
+                raise DataError(
+                    f"expected a JSON object per row, got {_json_type(rec)}", location=f"{source}: row {i}"
+                )
+        return _records_frame(records), None
+    records, lines = [], []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(
+                f"malformed JSON ({e.msg} at column {e.colno}); expected one JSON object per line",
+                location=f"{source}: line {lineno}",
+            ) from None
+        if not isinstance(rec, dict):
+            raise DataError(
+                f"expected a JSON object per line, got {_json_type(rec)}", location=f"{source}: line {lineno}"
+            )
+        records.append(rec)
+        lines.append(lineno)
+    return _records_frame(records), lines
+
+
+def _json_type(value: Any) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
+    )
+
+
+def _records_frame(records: list[dict]) -> pd.DataFrame:
+    columns: dict[str, None] = {}
+    for rec in records:
+        for key in rec:
+            columns.setdefault(key, None)
+    return pd.DataFrame.from_records(records, columns=list(columns))
+
+
+def _parse_delimited(data: bytes, source: str, delimiter: str):
+    text = _decode(data, source)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    header: list[str] | None = None
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    start = 1
+    try:
+        for record in reader:
+            line = start
+            start = reader.line_num + 1
+            if not record or (len(record) == 1 and not record[0].strip()):
+                continue  # blank line
+            if header is None:
+                header = record
+                seen: set[str] = set()
+                for name in header:
+                    if name in seen:
+                        raise DataError(
+                            f"column {name!r} appears twice in the header", location=f"{source}: line {line}"
+                        )
+                    seen.add(name)
+                continue
+            if len(record) != len(header):
+                raise DataError(
+                    f"expected {len(header)} fields as in the header, found {len(record)}",
+                    location=f"{source}: line {line}",
+                )
+            rows.append(record)
+            lines.append(line)
+    except csv.Error as e:
+        raise DataError(
+            f"malformed {'CSV' if delimiter == ',' else 'TSV'} ({e})", location=f"{source}: line {start}"
+        ) from None
+    assert header is not None  # _read_bytes rejected an empty file
+    frame = pd.DataFrame(rows, columns=header, dtype=str) if rows else pd.DataFrame(columns=header, dtype=str)
+    return frame, lines
+
+
+def _read_parquet(path: Path, source: str) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises many kinds
+        raise DataError(f"cannot read as Parquet ({type(e).__name__}: {e})", location=source) from None
+
+
+def _class_names(features: Any) -> dict[str, tuple[str, ...]]:
+    out = {}
+    for name, feat in (features or {}).items():
+        names = getattr(feat, "names", None)
+        if type(feat).__name__ == "ClassLabel" and names:
+            out[name] = tuple(names)
+    return out
+
+
+def _pick_split(obj: Any, split: str | None, source: str):
+    splits = list(obj.keys())
+    if split is None:
+        if len(splits) == 1:
+            return obj[splits[0]]
+        raise DataError(
+            f"the dataset has splits {splits}; set DataConfig.split to one of them", location=source
+        )
+    if split not in obj:
+        raise DataError(f"split {split!r} not found; available splits: {splits}", location=source)
+    return obj[split]
+
+
+def _read_hf_disk(path: Path, split: str | None, source: str):
+    if not path.is_dir() or not any(
+        (path / name).exists() for name in ("dataset_dict.json", "dataset_info.json", "state.json")
+    ):
+        raise DataError(
+            "expected a folder written by datasets' save_to_disk (with dataset_dict.json or state.json)",
+            location=source,
+        )
+    try:
+        import datasets
+
+        obj = datasets.load_from_disk(str(path))
+    except Exception as e:
+        raise DataError(
+            f"cannot load the saved Hugging Face dataset ({type(e).__name__}: {e})", location=source
+        ) from None
+    if isinstance(obj, datasets.DatasetDict):
+        obj = _pick_split(obj, split, source)
+    return obj.to_pandas(), None, _class_names(obj.features)
+
+
+def _read_hub(name: str, split: str | None, source: str):
+    try:
+        import datasets
+
+        obj = datasets.load_dataset(name, split=split)
+        if isinstance(obj, datasets.DatasetDict):
+            obj = _pick_split(obj, split, source)
+        return obj.to_pandas(), None, _class_names(obj.features)
+    except DataError:
+        raise
+    except Exception as e:
+        raise DataError(
+            f"cannot load Hugging Face dataset {name!r} (split {split!r}): {type(e).__name__}: {e}",
+            location=source,
+        ) from None
+
+
+# ----------------------------------------------------------------------------- mapping + validation
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
+
+
+def _as_int(value: Any) -> int | None:
+    """An integer (bools and integral floats included), else None."""
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    return None
+
+
+def _build(
+    frame: pd.DataFrame,
+    config: DataConfig,
+    source: str,
+    label_names: Sequence[str] | None,
+    lines: Sequence[int] | None,
+    names_given: bool,
+) -> TextDataset:
+    def where(i: int) -> str:
+        return f"{source}: line {lines[i]}" if lines is not None else f"{source}: row {i}"
+
+    if not isinstance(frame, pd.DataFrame):
+        raise DataError(f"expected a pandas DataFrame, got {type(frame).__name__}", location=source)
+    text_cols = tuple(config.text_columns)
+    if len(text_cols) not in (1, 2):
+        raise DataError(
+            f"DataConfig.text_columns must name 1 column (single text) or 2 (a pair), got {list(text_cols)}",
+            location=source,
+        )
+    if lines is not None and len(lines) != len(frame):
+        raise ValueError("lines must give one line number per row")
+    present = [str(c) for c in frame.columns]
+    needed = [*text_cols, config.label_column]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise DataError(
+            f"missing column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
+            f"the data has columns {present}; map yours with --text-columns / --label-column (DataConfig.text_columns / label_column)",
+            location=source,
+            field=missing[0],
+        )
+    if len(frame) == 0:
+        raise DataError("no rows; expected at least one example", location=source)
+    frame = frame.reset_index(drop=True)
+    n = len(frame)
+    out_text = ("premise", "hypothesis") if len(text_cols) == 2 else ("text",)
+
+    # texts
+    texts: dict[str, list[str]] = {}
+    for src_col, out_col in zip(text_cols, out_text, strict=True):
+        values = frame[src_col].tolist()
+        for i, v in enumerate(values):
+            if isinstance(v, str):
+                if not v.strip():
+                    raise DataError(
+                        "empty text" + (" (only whitespace)" if v else "") + "; expected a non-empty string",
+                        location=where(i),
+                        field=src_col,
+                    )
+            elif _is_missing(v):
+                raise DataError(
+                    "missing text (null); expected a non-empty string", location=where(i), field=src_col
+                )
+            else:
+                raise DataError(
+                    f"expected a text string, got {type(v).__name__} {v!r}", location=where(i), field=src_col
+                )
+        texts[out_col] = [str(v) for v in values]
+
+    # labels
+    names, codes = _encode_labels(
+        frame[config.label_column].tolist(), label_names, config.label_column, where
+    )
+    if len(names) < 2:
+        raise DataError(
+            f"fewer than two classes ({list(names)}); a classifier needs at least two",
+            location=source,
+            field=config.label_column,
+        )
+    if not names_given:
+        used = len(set(codes))
+        if used < 2:
+            raise DataError(
+                f"every row has the same label {names[codes[0]]!r}; expected at least two classes",
+                location=source,
+                field=config.label_column,
+            )
+    label_list = [names[c] for c in codes]
+
+    # ids
+    id_col = config.id_column
+    if id_col and id_col in frame.columns:
+        ids = []
+        for i, v in enumerate(frame[id_col].tolist()):
+            if _is_missing(v) or (isinstance(v, str) and not v.strip()):
+                raise DataError(
+                    "missing id; expected a non-empty value in every row", location=where(i), field=id_col
+                )
+            as_int = _as_int(v) if not isinstance(v, (bool, np.bool_)) else None
+            ids.append(str(as_int) if as_int is not None else str(v))
+        first: dict[str, int] = {}
+        for i, v in enumerate(ids):
+            j = first.setdefault(v, i)
+            if j != i:
+                other = f"line {lines[j]}" if lines is not None else f"row {j}"
+                raise DataError(
+                    f"duplicate id {v!r} (also on {other}); ids must be unique",
+                    location=where(i),
+                    field=id_col,
+                )
+    else:
+        ids = _generate_ids([texts[c] for c in out_text], label_list)
+
+    # assemble
+    columns: dict[str, Any] = {"id": pd.Series(ids, dtype=str)}
+    for col in out_text:
+        columns[col] = pd.Series(texts[col], dtype=str)
+    columns["label"] = pd.Series(np.asarray(codes, dtype=np.int64))
+    used_src = {*text_cols, config.label_column}
+    if id_col and id_col in frame.columns:
+        used_src.add(id_col)
+    for out_col, src_col in (("genre", config.genre_column), ("group", config.group_column)):
+        if src_col and src_col in frame.columns:
+            columns[out_col] = pd.Series(
+                [None if _is_missing(v) else str(v) for v in frame[src_col].tolist()], dtype=str
+            )
+            used_src.add(src_col)
+    for col in frame.columns:
+        if col in used_src:
+            continue
+        name = str(col)
+        # An unused "premise" column of a single-text mapping must not make the rows look like pairs.
+        while name in columns or name in ("premise", "hypothesis", "text"):
+            name = f"orig_{name}"
+        columns[name] = frame[col]
+    out = pd.DataFrame(columns)
+    out.index = pd.RangeIndex(n)
+    return TextDataset(frame=out, label_names=tuple(names), source=source)
+
+
+def _encode_labels(values: list, label_names: Sequence[str] | None, field: str, where):
+    if label_names is not None:
+        names = tuple(str(x) for x in label_names)
+        if len(set(names)) != len(names):
+            raise DataError(f"label_names has repeated names: {list(names)}", field=field)
+        index = {name: k for k, name in enumerate(names)}
+        codes = []
+        for i, v in enumerate(values):
+            codes.append(_one_label(v, names, index, field, where, i))
+        return names, codes
+    # infer from string labels
+    strings = []
+    for i, v in enumerate(values):
+        if _is_missing(v) or (isinstance(v, str) and not v.strip()):
+            raise DataError(
+                "missing label; expected a class name in every row", location=where(i), field=field
+            )
+        if isinstance(v, str):
+            s = v.strip()
+            if _INT_RE.match(s):
+                raise DataError(
+                    f"label {v!r} looks like an integer; integer labels need the class names "
+                    "(set DataConfig.label_names, e.g. ('entailment', 'neutral', 'contradiction'))",
+                    location=where(i),
+                    field=field,
+                )
+            strings.append(s)
+        elif _as_int(v) is not None:
+            raise DataError(
+                f"integer label {v!r} but no class names; set DataConfig.label_names "
+                "(e.g. ('entailment', 'neutral', 'contradiction')) to say what each integer means",
+                location=where(i),
+                field=field,
+            )
+        else:
+            raise DataError(
+                f"expected a class name or an integer, got {type(v).__name__} {v!r}",
+                location=where(i),
+                field=field,
+            )
+    found = set(strings)
+    names = NLI_LABEL_NAMES if found == set(NLI_LABEL_NAMES) else tuple(sorted(found))
+    index = {name: k for k, name in enumerate(names)}
+    return names, [index[s] for s in strings]
+
+
+def _one_label(v: Any, names: tuple[str, ...], index: dict[str, int], field: str, where, i: int) -> int:
+    if _is_missing(v) or (isinstance(v, str) and not v.strip()):
+        raise DataError("missing label; expected a class name in every row", location=where(i), field=field)
+    if isinstance(v, str):
+        s = v.strip()
+        if s in index:
+            return index[s]
+        if _INT_RE.match(s):
+            k = int(s)
+        else:
+            raise DataError(
+                f"unknown label {v!r}; expected one of {list(names)}", location=where(i), field=field
+            )
+    else:
+        k = _as_int(v)
+        if k is None:
+            raise DataError(
+                f"expected a class name or an integer, got {type(v).__name__} {v!r}",
+                location=where(i),
+                field=field,
+            )
+    if not 0 <= k < len(names):
+        hint = " (-1 often marks 'no gold label': drop those rows first)" if k == -1 else ""
+        raise DataError(
+            f"integer label {k} out of range; expected 0..{len(names) - 1} for classes {list(names)}{hint}",
+            location=where(i),
+            field=field,
+        )
+    return k
+
+
+def _generate_ids(text_lists: list[list[str]], labels: list[str]) -> list[str]:
+    """Content ids: stable under reordering; repeats of identical content get -2, -3, …"""
+    seen: dict[str, int] = {}
+    ids = []
+    for *texts, label in zip(*text_lists, labels, strict=True):
+        payload = json.dumps([*texts, label], ensure_ascii=False).encode("utf-8")
+        base = "ex-" + hashlib.sha1(payload).hexdigest()[:12]
+        count = seen.get(base, 0) + 1
+        seen[base] = count
+        ids.append(base if count == 1 else f"{base}-{count}")
+    return ids

@@ -1,0 +1,1 @@
+"""Experiments: grids of runs answering one question, the runner and the kinds."""

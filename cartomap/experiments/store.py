@@ -1,0 +1,179 @@
+"""The experiment store: one folder per experiment under ``<cache>/experiments/``.
+
+An experiment folder holds ``spec.json`` (kind, name, parameters; never changes), the shared
+state files of long work (:class:`cartomap.runs.state.StatusFolder`: status, lock, cancel flag),
+``runs.json`` (role -> run id) and ``results/``. Its id is a hash of kind and parameters, so
+starting the same experiment twice finds the first one. Its runs stay in the run store, shared
+between experiments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cartomap.io import atomic_write_json, atomic_write_parquet, file_stamp, read_json
+from cartomap.runs import layout
+from cartomap.runs.folders import FolderStore
+from cartomap.runs.state import StatusFolder
+from cartomap.runs.store import Run, RunStore
+
+SPEC = "spec.json"
+RUNS = "runs.json"
+RESULTS = "results"
+SEED_SEPARATOR = "@seed"
+
+
+def grid_role(method: str, seed: int) -> str:
+    """The role of one cell of a method x seed grid: "cart-stra++@seed3"."""
+    return f"{method}{SEED_SEPARATOR}{seed}"
+
+
+def method_of(role: str) -> str | None:
+    """The method (or training set) of a grid role "method@seed3"; None for other roles."""
+    method, sep, seed = role.rpartition(SEED_SEPARATOR)
+    return method if sep and seed.lstrip("-").isdigit() else None
+
+
+@dataclass(frozen=True)
+class Experiment(StatusFolder):
+    path: Path
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return read_json(self.path / SPEC)
+
+    @property
+    def kind(self) -> str:
+        return self.spec["kind"]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.spec["params"]
+
+    @property
+    def name(self) -> str:
+        return self.spec.get("name") or self.id
+
+    @property
+    def label(self) -> str:
+        """One line naming the experiment: "name · kind · id"."""
+        return " · ".join(str(p) for p in (self.spec.get("name", ""), self.kind, self.id) if p)
+
+    @property
+    def results_dir(self) -> Path:
+        return self.path / RESULTS
+
+    LOCK_NAME = "experiment.lock"
+    BUSY = "is already running in another process"
+
+    # -- runs and results ---------------------------------------------------
+    def run_ids(self) -> dict[str, str]:
+        path = self.path / RUNS
+        return read_json(path) if path.exists() else {}
+
+    def record_run(self, role: str, run_id: str) -> None:
+        runs = self.run_ids()
+        runs[role] = run_id
+        atomic_write_json(self.path / RUNS, runs)
+
+    def run(self, role: str, store: RunStore) -> Run | None:
+        run_id = self.run_ids().get(role)
+        return store.get(run_id) if run_id else None
+
+    def write_result(self, name: str, value: pd.DataFrame | dict | list) -> Path:
+        if isinstance(value, pd.DataFrame):
+            return atomic_write_parquet(self.results_dir / f"{name}.parquet", value)
+        return atomic_write_json(self.results_dir / f"{name}.json", value)
+
+    def result_stamp(self, name: str) -> tuple:
+        """Cache key of a saved result: changes when it is written again (() while there is none)."""
+        parquet, js = self.results_dir / f"{name}.parquet", self.results_dir / f"{name}.json"
+        return file_stamp(parquet) or file_stamp(js)
+
+    def result(self, name: str) -> pd.DataFrame | dict | list | None:
+        parquet, js = self.results_dir / f"{name}.parquet", self.results_dir / f"{name}.json"
+        if parquet.exists():
+            return pd.read_parquet(parquet)
+        if js.exists():
+            return read_json(js)
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        status = self.status()
+        return {
+            "id": self.id,
+            "name": self.spec.get("name", ""),
+            "kind": self.kind,
+            "state": status.get("state"),
+            "runs": f"{status.get('runs_done', 0)}/{status.get('runs_planned', '?')}",
+            "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(self.spec.get("created_at", 0))),
+        }
+
+
+def experiment_id(kind: str, params: dict[str, Any]) -> str:
+    payload = json.dumps({"kind": kind, "params": params}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+class ExperimentStore(FolderStore[Experiment]):
+    """All experiments under ``root/experiments``; runs stay in the shared run store."""
+
+    MARKER = SPEC
+    WHAT = "experiment"
+    LIST_COMMAND = "cartomap experiment list"
+
+    def __init__(self, root: str | Path | None = None):
+        self.runs = RunStore(root)
+        self.root = self.runs.root
+        self.dir = self.root / "experiments"
+
+    def open(self, path: Path) -> Experiment:
+        return Experiment(path)
+
+    def name_of(self, exp: Experiment) -> str:
+        return exp.spec.get("name", "")
+
+    def created_at(self, exp: Experiment) -> float:
+        return exp.spec.get("created_at", 0)
+
+    def create(self, kind: str, params: dict[str, Any], name: str = "") -> Experiment:
+        """The experiment for (kind, params): the existing one, or a new queued one (made atomically).
+
+        The kind is not checked here: :func:`cartomap.experiments.registry.create` checks it."""
+        params = json.loads(json.dumps(params, default=str))  # what will be saved is what is hashed
+
+        def write(tmp: Path) -> None:
+            spec = {"kind": kind, "name": name, "params": params, "created_at": time.time()}
+            atomic_write_json(tmp / SPEC, spec)
+            atomic_write_json(tmp / layout.STATUS, {"state": "queued", "updated_at": time.time()})
+
+        return self.create_folder(experiment_id(kind, params), write)
+
+    def list(self, kind: str | None = None) -> list[Experiment]:
+        """Every experiment (of ``kind``), newest first."""
+        found = super().list()
+        return [e for e in found if kind is None or e.kind == kind]
+
+    def table(self, kind: str | None = None) -> pd.DataFrame:
+        return pd.DataFrame([e.summary() for e in self.list(kind)])
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled result table of an experiment; ``best_columns`` are marked best-per-column in bold."""
+
+    title: str
+    table: pd.DataFrame
+    best_columns: tuple[str, ...] | None = None
+    formats: dict[str, str] = field(default_factory=dict)  # column -> printf format for display

@@ -1,0 +1,124 @@
+"""The layout of a run folder: every file and folder name in it, defined once.
+
+Only the run-store package (``cartomap.runs``) spells these names. Everything else asks a
+:class:`cartomap.runs.store.Run` for a path (``run.metrics_path()``, ``run.task_log(name)``,
+``run.embeddings_path``, ...) or builds one from these constants. :data:`LAYOUT` describes every
+entry; ``docs/architecture.md`` prints it.
+
+Names with ``{...}`` are templates: fill them with :func:`str.format`.
+"""
+
+from __future__ import annotations
+
+# --- what the run is ------------------------------------------------------------------------------
+CONFIG = "config.json"
+STATUS = "status.json"
+LOCK = "run.lock"
+CANCEL = "cancel"
+LOG = "log.txt"
+JOB_CONFIG = "job_config.json"
+JOB_LOG = "job.log"
+
+# --- its own copy of the data ---------------------------------------------------------------------
+EXAMPLES = "examples.parquet"
+DEV_EXAMPLES = "dev_examples.parquet"
+TEST_EXAMPLES = "test_examples_{k}.parquet"
+
+# --- what training recorded -----------------------------------------------------------------------
+DYNAMICS = "dynamics"
+EPOCH_FILE = "epoch_{epoch}.parquet"
+HISTORY = "history.json"
+METRICS = "metrics.parquet"
+METRICS_OF_SOURCE = "metrics_{source}.parquet"
+PLAN = "plan.json"
+MODEL = "model"
+CHECKPOINTS = "checkpoints"
+CHECKPOINT = "epoch_{epoch}"
+STATE = "state"
+STATE_EPOCH = "epoch_{epoch}"
+STATE_LATEST = "latest.json"
+STATE_WEIGHTS = "model.safetensors"
+STATE_OPTIMIZER = "optimizer.pt"
+STATE_SCHEDULER = "scheduler.pt"
+STATE_COUNTERS = "trainer.json"
+
+# --- what later work adds -------------------------------------------------------------------------
+TASKS = "tasks"
+TASK_STATUS = "{name}.json"
+TASK_LOCK = "{name}.lock"
+TASK_LOG = "{name}.log"
+GROUPS = "groups"
+GROUP_FILE = "{slug}.json"
+EMBEDDINGS = "embeddings.npy"
+EMBEDDING_IDS = "embeddings_ids.json"
+PROJECTION = "projection_{method}.npy"
+SIMILARITY = "similarity.parquet"
+WANLI = "wanli"
+GENERATION_INFO = "generation.json"
+GENERATED = "generated.parquet"
+GENERATION_STOP = "stop"
+FILTERED = "filtered.parquet"
+FILTER_REPORT = "filter.json"
+REVIEW_DB = "review.sqlite"
+
+#: (path inside the run folder, what it holds), in the order a run grows.
+LAYOUT: tuple[tuple[str, str], ...] = (
+    (CONFIG, "RunConfig, package versions, data fingerprints and provenance, label names"),
+    (STATUS, "state (queued, running, done, failed, cancelled), progress, error, pid"),
+    (LOCK, "held (flock) by the process training the run; a running state without it reads 'interrupted'"),
+    (CANCEL, "present when a cancel was asked for; the job stops after its current step"),
+    (JOB_CONFIG, "the config a background job was started with (written before it starts)"),
+    (JOB_LOG, "stdout and stderr of the background training job"),
+    (LOG, "human-readable log: start, epochs, resume, errors with tracebacks"),
+    (EXAMPLES, "the training examples as loaded (id, texts, label, genre, ...): the run's own copy"),
+    (DEV_EXAMPLES, "the dev examples, when a dev set was given"),
+    (TEST_EXAMPLES, "test set k, evaluated after every epoch"),
+    (
+        f"{DYNAMICS}/<source>/{EPOCH_FILE}",
+        "logits of every example by id; source train, eval, dev or test_<k>",
+    ),
+    (HISTORY, "one record per epoch: loss, dev and test accuracy, seconds"),
+    (METRICS, "data-map metrics and region of every training example (first recorded source)"),
+    (METRICS_OF_SOURCE, "the same for a second recorded source (record 'both')"),
+    (PLAN, "the stages of a curriculum order"),
+    (f"{MODEL}/", "final weights (safetensors) and tokenizer"),
+    (f"{CHECKPOINTS}/{CHECKPOINT}/", "end-of-epoch weights (WaNLI filtering needs them)"),
+    (
+        f"{STATE}/{STATE_EPOCH}/",
+        f"resume point of the last completed epoch: {STATE_WEIGHTS}, {STATE_OPTIMIZER}, "
+        f"{STATE_SCHEDULER}, {STATE_COUNTERS} (removed when the run is done)",
+    ),
+    (f"{STATE}/{STATE_LATEST}", "which epoch the resume point holds"),
+    (f"{TASKS}/{TASK_STATUS}", "state and progress of a background task (embeddings, projection_pca, ...)"),
+    (f"{TASKS}/{TASK_LOCK}", "held by the process running the task"),
+    (f"{TASKS}/{TASK_LOG}", "stdout and stderr of the task's job"),
+    (f"{GROUPS}/{GROUP_FILE}", "a named group of example ids (lasso selection, neighbour group)"),
+    (EMBEDDINGS, "[CLS] vectors [N, H] of the trained model, rows in examples order"),
+    (EMBEDDING_IDS, "the example ids of those rows"),
+    (PROJECTION, "2-D coordinates (pca, umap) of the embeddings"),
+    (SIMILARITY, "premise-hypothesis similarity of every pair (STS-CL, artifacts)"),
+    (f"{WANLI}/<batch>/{GENERATION_INFO}", "a generation batch's config, groups, template and label words"),
+    (f"{WANLI}/<batch>/{GENERATED}", "generated pairs with their intended label and group"),
+    (f"{WANLI}/<batch>/{GENERATION_STOP}", "present when a stop of the generation was asked for"),
+    (f"{WANLI}/<batch>/{FILTERED}", "every generated pair with the rule that removed it, or kept"),
+    (f"{WANLI}/<batch>/{FILTER_REPORT}", "counts per filtering rule"),
+    (f"{WANLI}/<batch>/{REVIEW_DB}", "human review (SQLite, every action committed)"),
+)
+
+
+def file_names() -> set[str]:
+    """Every name above, templates cut at their first placeholder (``test_examples_``)."""
+    names = set()
+    for key, value in globals().items():
+        if key.isupper() and isinstance(value, str):
+            stem = value.split("{", 1)[0]
+            if stem and stem != "epoch_":  # "epoch_" alone says nothing
+                names.add(stem)
+    return names
+
+
+def markdown_table() -> str:
+    """:data:`LAYOUT` as a markdown table (docs/architecture.md prints it; a test keeps them equal)."""
+    rows = ["| path in the run folder | what it holds |", "|---|---|"]
+    rows += [f"| `{path}` | {what} |" for path, what in LAYOUT]
+    return "\n".join(rows)

@@ -1,0 +1,186 @@
+"""The one state machine of long work: runs, experiments and tasks all move through it.
+
+Saved states (in a ``status.json``, written atomically)::
+
+    queued --> running --> done
+       |          |------> failed
+       |          '------> cancelled (a cancel flag was seen between steps)
+       '---------------->  cancelled (cancelled before it started)
+
+Two more states are *derived* when the status is read, never saved:
+
+* ``interrupted``: saved ``running``, but no process holds the lock any more (killed, crashed);
+* ``exited``: saved ``queued`` with the pid of the job started for it, and that process is gone
+  before it took the lock (it failed while starting).
+
+:class:`StatusFolder` gives runs and experiments (a folder with a status file, a lock and a cancel
+flag) the same reading, writing, locking and cancelling; :class:`cartomap.runs.tasks.Task` uses it
+for the tasks of a run. :class:`Throttle` is the one rate limit of status writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from cartomap.errors import RunError
+from cartomap.io import atomic_write_json, is_locked, read_json
+from cartomap.runs import layout
+
+SAVED_STATES = ("queued", "running", "done", "failed", "cancelled")
+#: Work that is under way (or about to be): pages poll it, buttons offer Cancel.
+ACTIVE_STATES = ("queued", "running")
+#: Work that stopped before it was done: buttons offer Resume.
+RESUMABLE_STATES = ("cancelled", "failed", "interrupted", "exited")
+STATES = SAVED_STATES + ("interrupted", "exited")
+
+
+def pid_alive(pid: Any) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux /proc; elsewhere: exists)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+
+def derive_state(status: dict[str, Any], locked: bool | None = None) -> str:
+    """The state a reader should see: the saved one, ``interrupted`` or ``exited`` (module docstring).
+
+    ``locked``: whether a process holds the work's lock (None: unknown, so ``running`` stays)."""
+    state = status.get("state", "queued")
+    if state == "running" and locked is False:
+        return "interrupted"
+    if state == "queued" and status.get("pid") is not None and not pid_alive(status["pid"]):
+        return "exited"
+    return state
+
+
+class StatusFolder:
+    """A status file, a lock file and a cancel flag: the state of one piece of long work.
+
+    Subclasses set ``path`` (the folder) and may rename the three files; ``status()`` returns the
+    saved status with the derived state.
+    """
+
+    path: Path
+    STATUS_NAME = layout.STATUS
+    LOCK_NAME = "state.lock"
+    CANCEL_NAME = layout.CANCEL
+    BUSY = "is busy in another process"
+
+    @property
+    def status_path(self) -> Path:
+        return self.path / self.STATUS_NAME
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path / self.LOCK_NAME
+
+    @property
+    def cancel_path(self) -> Path:
+        return self.path / self.CANCEL_NAME
+
+    def saved_status(self) -> dict[str, Any]:
+        return read_json(self.status_path)
+
+    def status(self) -> dict[str, Any]:
+        status = self.saved_status()
+        status["state"] = derive_state(status, self.is_locked())
+        return status
+
+    def set_status(self, **fields: Any) -> dict[str, Any]:
+        status = read_json(self.status_path) if self.status_path.exists() else {}
+        status.update(fields, updated_at=time.time())
+        if status.get("state") not in SAVED_STATES:
+            raise ValueError(f"unknown state {status.get('state')!r}; expected one of {SAVED_STATES}")
+        atomic_write_json(self.status_path, status)
+        return status
+
+    @property
+    def state(self) -> str:
+        return self.status()["state"]
+
+    def is_locked(self) -> bool:
+        return is_locked(self.lock_path)
+
+    def acquire_lock(self):
+        """Hold an exclusive lock for as long as the returned handle is open (released if the process dies)."""
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.lock_path, "a")  # noqa: SIM115 - kept open on purpose
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as err:
+            handle.close()
+            raise RunError(f"{self.describe()} {self.BUSY}") from err
+        return handle
+
+    def describe(self) -> str:
+        return f"{type(self).__name__.lower()} {self.path.name}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.path / layout.LOG
+
+    @property
+    def job_log_path(self) -> Path:
+        """Output of the background job working on it."""
+        return self.path / layout.JOB_LOG
+
+    def log(self, message: str) -> None:
+        """Append a time-stamped line to the human-readable log."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with open(self.log_path, "a", encoding="utf-8") as handle:
+            handle.write(f"{stamp} {message}\n")
+
+    @contextlib.contextmanager
+    def work(self):
+        """Hold the lock for a block of work; an exception in it is logged with its traceback and
+        saved as state ``failed`` with its message, then raised again. RunError when busy."""
+        handle = self.acquire_lock()
+        try:
+            yield self
+        except Exception as err:
+            self.log("failed:\n" + traceback.format_exc())
+            self.set_status(state="failed", error=f"{type(err).__name__}: {err}")
+            raise
+        finally:
+            handle.close()
+
+    def request_cancel(self) -> None:
+        self.cancel_path.touch()
+
+    def cancel_requested(self) -> bool:
+        return self.cancel_path.exists()
+
+    def clear_cancel(self) -> None:
+        self.cancel_path.unlink(missing_ok=True)
+
+
+class Throttle:
+    """Pass at most one call per ``every_s`` seconds (and every forced one): status writes of a
+    tight loop cost nothing measurable and a page polling once a second still sees fresh values."""
+
+    def __init__(self, every_s: float = 1.0):
+        self.every_s, self.last = every_s, 0.0
+
+    def ready(self, force: bool = False) -> bool:
+        now = time.time()
+        if force or now - self.last >= self.every_s:
+            self.last = now
+            return True
+        return False

@@ -1,0 +1,1 @@
+"""Training a classifier while recording its dynamics: the loop, batching, orders, models, embeddings."""

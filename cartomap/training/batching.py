@@ -1,0 +1,138 @@
+"""From an examples frame to model batches: tokenising, length-grouped epochs, dynamic padding.
+
+Every item carries its row index, so whatever order batches come in (shuffled, length-grouped,
+a curriculum's plan, split across processes) the recorder writes each row's logits to its place.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cartomap.config import RunConfig
+
+
+def texts_of(frame) -> tuple[list[str], list[str] | None]:
+    """The first and (for pairs) second text of every row of an examples frame."""
+    if "premise" in frame.columns:
+        return frame["premise"].astype(str).tolist(), frame["hypothesis"].astype(str).tolist()
+    return frame["text"].astype(str).tolist(), None
+
+
+def tokenize(tokenizer, frame, max_length: int) -> dict[str, list[list[int]]]:
+    """Token ids of every row, unpadded (padding happens per batch)."""
+    first, second = texts_of(frame)
+    encoded = tokenizer(first, second, truncation=True, max_length=max_length)
+    keys = [k for k in ("input_ids", "token_type_ids") if k in encoded]
+    return {k: encoded[k] for k in keys}
+
+
+class TokenizedExamples:
+    """A map-style dataset of token ids; each item carries its row index for recording."""
+
+    def __init__(self, encoded: dict[str, list[list[int]]], labels: np.ndarray):
+        self.encoded = encoded
+        self.labels = labels
+        self.lengths = np.array([len(ids) for ids in encoded["input_ids"]])
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        item = {k: v[i] for k, v in self.encoded.items()}
+        item["labels"] = int(self.labels[i])
+        item["index"] = i
+        return item
+
+
+@dataclass
+class DynamicPadding:
+    """Collate a list of items into tensors padded to the longest item of the batch."""
+
+    pad_id: int
+    pad_to: int | None = None  # pad every batch to this length instead (for benchmarks)
+
+    def __call__(self, items: list[dict[str, Any]]):
+        import torch
+
+        width = self.pad_to or max(len(it["input_ids"]) for it in items)
+        batch = {}
+        for key, fill in (("input_ids", self.pad_id), ("token_type_ids", 0)):
+            if key not in items[0]:
+                continue
+            arr = np.full((len(items), width), fill, dtype=np.int64)
+            for row, it in enumerate(items):
+                arr[row, : len(it[key])] = it[key]
+            batch[key] = torch.from_numpy(arr)
+        mask = np.zeros((len(items), width), dtype=np.int64)
+        for row, it in enumerate(items):
+            mask[row, : len(it["input_ids"])] = 1
+        batch["attention_mask"] = torch.from_numpy(mask)
+        batch["labels"] = torch.tensor([it["labels"] for it in items])
+        batch["index"] = torch.tensor([it["index"] for it in items])
+        return batch
+
+
+class EpochBatches:
+    """Batches of row indices, reshuffled each epoch from (seed, epoch).
+
+    With ``group_by_length`` the shuffled order is cut into mega-batches of 50 batches,
+    each sorted by length, and the resulting batches are shuffled: far less padding,
+    still a random order of batches.
+    """
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, seed: int, shuffle=True, group_by_length=False):
+        self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
+        self.shuffle, self.group_by_length = shuffle, group_by_length
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.lengths) / self.batch_size)
+
+    def __iter__(self):
+        n, size = len(self.lengths), self.batch_size
+        if not self.shuffle:
+            yield from (list(range(i, min(i + size, n))) for i in range(0, n, size))
+            return
+        rng = np.random.default_rng([self.seed, self.epoch])
+        order = rng.permutation(n)
+        if self.group_by_length:
+            mega = size * 50
+            chunks = [order[i : i + mega] for i in range(0, n, mega)]
+            order = np.concatenate([c[np.argsort(-self.lengths[c], kind="stable")] for c in chunks])
+        batches = [order[i : i + size].tolist() for i in range(0, n, size)]
+        if self.group_by_length:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        yield from batches
+
+
+class PlannedBatches:
+    """The batches of a precomputed training plan (cartomap.training.curricula), one epoch's slice at a time."""
+
+    def __init__(self, plan):
+        self.plan, self.epoch = plan, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.plan.steps_per_epoch
+
+    def __iter__(self):
+        yield from (b.tolist() for b in self.plan.epoch_batches(self.epoch))
+
+
+def eval_loader_for(frame, tokenizer, cfg: RunConfig, collate):
+    """A length-ordered DataLoader over ``frame`` (dev or test set) and its labels."""
+    from torch.utils.data import DataLoader
+
+    labels = frame["label"].to_numpy(dtype=np.int64)
+    dataset = TokenizedExamples(tokenize(tokenizer, frame, cfg.model.max_length), labels)
+    batches = EpochBatches(dataset.lengths, cfg.train.eval_batch_size, cfg.train.seed, shuffle=False)
+    return DataLoader(dataset, batch_sampler=batches, collate_fn=collate), labels

@@ -1,0 +1,183 @@
+"""[CLS] embeddings of a run's training examples under its fine-tuned task model.
+
+WaNLI (Liu et al., 2022), Stage 1: the representation of an example is the final-layer
+hidden state of its first token ([CLS] for BERT, ``<s>`` for RoBERTa) in the task model,
+in eval mode, truncated to 128 tokens, L2-normalised, so that a dot product is the cosine
+similarity. The model is the final one saved in ``run.model_dir``.
+
+Saved in the run folder (both written atomically): ``run.embeddings_path`` (float32 [N, H],
+rows in the order of the run's examples) and ``run.embedding_ids_path`` (the N ids, same order).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from cartomap.errors import RunError
+from cartomap.io import atomic_save, atomic_write_json, read_json
+from cartomap.runs.store import Run
+from cartomap.training.models import is_checkpoint
+
+TASK = "embeddings"
+MAX_LENGTH = 128  # WaNLI: max length 128
+
+ProgressCallback = Callable[[int, int], None]  # (examples done, total)
+
+
+def _load_encoder(model_dir: str | Path):
+    """The fine-tuned classifier's base encoder (the classification head is not needed)."""
+    from transformers import AutoModelForSequenceClassification
+
+    from cartomap.training.models import quiet_transformers
+
+    try:
+        with quiet_transformers():
+            model = AutoModelForSequenceClassification.from_pretrained(str(model_dir))
+    except OSError as err:
+        raise RunError(f"could not load the task model from {model_dir}: {err}") from err
+    return model.base_model
+
+
+def _first_token_states(encoder, inputs: dict) -> object:
+    """Final-layer hidden state of the first token, [B, H]."""
+    out = encoder(**inputs, output_hidden_states=True, return_dict=True)
+    hidden = getattr(out, "last_hidden_state", None)
+    if hidden is None:
+        hidden = out.hidden_states[-1]
+    return hidden[:, 0]
+
+
+def compute_cls_embeddings(
+    model_dir: str | Path,
+    frame,
+    max_length: int = MAX_LENGTH,
+    batch_size: int = 64,
+    device: str = "auto",
+    progress: ProgressCallback | None = None,
+) -> np.ndarray:
+    """L2-normalised final-layer first-token vectors of every row of ``frame``: float32 [N, H].
+
+    ``frame`` has ``premise``/``hypothesis`` columns (pairs) or ``text``. Rows are batched in
+    length order (little padding) and returned in the frame's order. Runs on the GPU when
+    present (``device="auto"``), in fp32.
+    """
+    import torch
+    from torch.utils.data import DataLoader
+
+    from cartomap.training.batching import DynamicPadding, TokenizedExamples, tokenize
+    from cartomap.training.loop import model_inputs
+    from cartomap.training.models import available_device, load_tokenizer
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    device = available_device(device)
+    tokenizer = load_tokenizer(str(model_dir))
+    encoder = _load_encoder(model_dir).to(device).eval()
+    n = len(frame)
+    hidden_size = int(encoder.config.hidden_size)
+    out = np.zeros((n, hidden_size), dtype=np.float32)
+    if n == 0:
+        return out
+
+    dataset = TokenizedExamples(tokenize(tokenizer, frame, max_length), np.zeros(n, dtype=np.int64))
+    order = np.argsort(-dataset.lengths, kind="stable")  # longest first: a memory error shows at once
+    batches = [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    loader = DataLoader(dataset, batch_sampler=batches, collate_fn=DynamicPadding(pad_id))
+    done = 0
+    with torch.inference_mode():
+        for batch in loader:
+            inputs = {k: v.to(device) for k, v in model_inputs(batch).items()}
+            cls = _first_token_states(encoder, inputs).float()
+            cls = torch.nn.functional.normalize(cls, p=2, dim=1)
+            out[batch["index"].numpy()] = cls.cpu().numpy()
+            done += len(batch["index"])
+            if progress is not None:
+                progress(done, n)
+    return out
+
+
+# --------------------------------------------------------------------------- run files
+def embeddings_path(run: Run) -> Path:
+    return run.embeddings_path
+
+
+def has_embeddings(run: Run) -> bool:
+    return run.embeddings_path.exists() and run.embedding_ids_path.exists()
+
+
+def save_embeddings(run: Run, ids: list[str], array: np.ndarray) -> None:
+    """Write the array, then the ids, atomically; :func:`load_embeddings` checks they agree."""
+    array = np.ascontiguousarray(array, dtype=np.float32)
+    if array.ndim != 2 or array.shape[0] != len(ids):
+        raise ValueError(f"expected an array [{len(ids)}, H], got shape {array.shape}")
+
+    def write(path: Path) -> None:
+        with open(path, "wb") as handle:  # np.save on a path would append ".npy" to the temp name
+            np.save(handle, array)
+
+    atomic_save(run.embeddings_path, write)
+    atomic_write_json(run.embedding_ids_path, [str(i) for i in ids])
+
+
+def load_embeddings(run: Run) -> tuple[list[str], np.ndarray] | None:
+    """(ids, float32 [N, H]) in examples order, or None when not computed (or stale / half written)."""
+    if not has_embeddings(run):
+        return None
+    ids = [str(i) for i in read_json(run.embedding_ids_path)]
+    array = np.load(run.embeddings_path)
+    if array.ndim != 2 or array.shape[0] != len(ids):
+        return None
+    return ids, array
+
+
+def embed_run(
+    run: Run,
+    batch_size: int = 64,
+    device: str = "auto",
+    max_length: int = MAX_LENGTH,
+    progress: ProgressCallback | None = None,
+    force: bool = False,
+) -> tuple[list[str], np.ndarray]:
+    """Compute and save the run's [CLS] embeddings as task ``embeddings`` (progress in tasks/embeddings.json).
+
+    Needs a finished run (its final model in ``run.model_dir``). Returns the saved embeddings;
+    an existing, consistent set is returned without recomputing unless ``force``.
+    """
+    from cartomap.runs.tasks import task, task_status, task_update, throttled_reporter
+    from cartomap.training.models import available_device
+
+    if not force:
+        loaded = load_embeddings(run)
+        if loaded is not None and loaded[0] == run.examples()["id"].astype(str).tolist():
+            if (task_status(run, TASK) or {}).get("state") == "queued":  # a job started for nothing
+                task_update(run, TASK, state="done", progress=1.0)
+            return loaded
+    examples = run.examples()
+    ids = examples["id"].astype(str).tolist()
+    with task(run, TASK, total=len(ids), device=device) as update:  # a failure is recorded there
+        if not is_checkpoint(run.model_dir):
+            raise RunError(
+                f"run {run.id} has no final model yet (state: {run.state}); embeddings need a finished run"
+            )
+        device = available_device(device)
+        update(device=device)
+        report = throttled_reporter(update, progress)
+
+        t0 = time.time()
+        array = compute_cls_embeddings(
+            run.model_dir,
+            examples,
+            max_length=max_length,
+            batch_size=batch_size,
+            device=device,
+            progress=report,
+        )
+        save_embeddings(run, ids, array)
+        update(seconds=round(time.time() - t0, 2), dim=int(array.shape[1]))
+    run.log(f"embeddings: {array.shape[0]} x {array.shape[1]} in {time.time() - t0:.1f}s")
+    return ids, array

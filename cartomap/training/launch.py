@@ -1,0 +1,35 @@
+"""Starting training as a background job: validate and create the run here, train it in a process of its own.
+
+The data is loaded and fingerprinted once, here, to find (or create) the run; the job then opens
+that run by id and trains from the run's own copy of the examples.
+"""
+
+from __future__ import annotations
+
+import time
+
+from cartomap.config import RunConfig
+from cartomap.io import atomic_write_json
+from cartomap.runs import jobs
+from cartomap.runs.store import Run, RunStore
+from cartomap.training.prepare import prepare_run
+
+
+def start_training(config: RunConfig, store: RunStore) -> Run:
+    """Validate the data, create the run and start training it in the background (unless done or running).
+
+    Raises DataError for bad input before anything is created.
+    """
+    run = prepare_run(config, store)
+    if run.state == "done" or run.is_locked():
+        return run
+    atomic_write_json(run.job_config_path, config.to_dict())  # the parameters, saved before the job starts
+    run.clear_cancel()
+    pid = jobs.spawn(train_job_args(run), run.job_log_path, store.root)
+    run.set_status(state="queued", pid=pid, error=None, queued_at=time.time())
+    return run
+
+
+def train_job_args(run: Run) -> list[str]:
+    """The command line of a job that trains (or resumes) an existing run."""
+    return ["train", "--run", run.id, "--quiet", "--job"]

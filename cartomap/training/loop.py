@@ -1,0 +1,429 @@
+"""Fine-tune a sequence classifier and record its training dynamics.
+
+One readable loop on ``accelerate``: the same code runs on CPU, one GPU, or several GPUs
+under ``accelerate launch``. For every training example and epoch it records the logits of
+the training forward pass (Cartography) and optionally of an eval-mode pass after the
+epoch (WaNLI), written into preallocated [epochs, examples, classes] arrays by example
+index, so neither shuffling nor gathering across processes can misplace a row.
+
+After every epoch the logits, the weights, the optimizer and the scheduler are saved: a
+killed run restarts at its last completed epoch. Every epoch reseeds all random number
+generators from (seed, epoch), so a resumed run ends with the same dynamics as an
+uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cartomap.config import RunConfig
+from cartomap.errors import RunError
+from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
+from cartomap.runs import layout
+from cartomap.runs.state import Throttle
+from cartomap.runs.store import Run, RunStore
+from cartomap.training.batching import (
+    DynamicPadding,
+    EpochBatches,
+    TokenizedExamples,
+    eval_loader_for,
+    tokenize,
+)
+from cartomap.training.orders import training_batches
+from cartomap.training.prepare import prepare_run
+
+StepCallback = Callable[[dict[str, Any]], None]
+STATUS_EVERY_S = 1.0  # how often the running status is written to the run store
+
+
+# --------------------------------------------------------------------------- data
+
+
+# --------------------------------------------------------------------------- loop pieces
+def model_inputs(batch) -> dict[str, Any]:
+    return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+
+
+def gather_rows(accelerator, index, logits):
+    """Gather (row index, logits) from every process; padding rows carry index -1 and are dropped."""
+    index = accelerator.pad_across_processes(index, pad_index=-1)
+    logits = accelerator.pad_across_processes(logits.float(), pad_index=0)
+    index, logits = accelerator.gather((index, logits))
+    keep = index >= 0
+    return index[keep].cpu().numpy(), logits[keep].cpu().numpy()
+
+
+def predict_logits(model, loader, accelerator, n_rows: int, n_classes: int) -> np.ndarray:
+    """Eval-mode logits [n_rows, n_classes] for every row the loader yields."""
+    import torch
+
+    out = np.zeros((n_rows, n_classes), dtype=np.float32)
+    model.eval()
+    with torch.no_grad():
+        for batch in loader:
+            with accelerator.autocast():
+                logits = model(**model_inputs(batch)).logits
+            index, values = gather_rows(accelerator, batch["index"], logits)
+            out[index] = values
+    return out
+
+
+def seed_everything(seed: int) -> None:
+    from accelerate.utils import set_seed
+
+    set_seed(seed)
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    return seed * 1009 + epoch  # distinct, reproducible stream per epoch
+
+
+def no_decay(name: str) -> bool:
+    return name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name
+
+
+def build_optimizer(model, cfg):
+    import torch
+
+    groups = [
+        {
+            "params": [p for n, p in model.named_parameters() if not no_decay(n)],
+            "weight_decay": cfg.weight_decay,
+        },
+        {"params": [p for n, p in model.named_parameters() if no_decay(n)], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, eps=cfg.adam_epsilon)
+
+
+# --------------------------------------------------------------------------- resume state
+def save_state(run: Run, epoch: int, model, optimizer, scheduler, trainer: dict) -> None:
+    """Write the resume point of a completed epoch into the run's state folder (assembled under a
+    temporary name, then renamed), then point its "latest" file at it and drop older ones."""
+    import torch
+    from safetensors.torch import save_model
+
+    final = run.state_epoch_dir(epoch)
+    tmp = final.parent / f".tmp-{final.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_model(model, str(tmp / layout.STATE_WEIGHTS))
+    torch.save(optimizer.state_dict(), tmp / layout.STATE_OPTIMIZER)
+    torch.save(scheduler.state_dict(), tmp / layout.STATE_SCHEDULER)
+    atomic_write_json(tmp / layout.STATE_COUNTERS, trainer)
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    atomic_write_json(run.state_latest_path, {"epoch": epoch})
+    for old in run.state_dir.iterdir():
+        if old.is_dir() and old != final and not old.name.startswith("."):
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def load_state(run: Run, model, optimizer, scheduler) -> dict | None:
+    """Restore the last completed epoch, if any; returns its trainer counters."""
+    import torch
+    from safetensors.torch import load_model
+
+    latest = run.state_latest_path
+    if not latest.exists():
+        return None
+    folder = run.state_epoch_dir(read_json(latest)["epoch"])
+    load_model(model, str(folder / layout.STATE_WEIGHTS))
+    optimizer.load_state_dict(torch.load(folder / layout.STATE_OPTIMIZER, weights_only=True))
+    scheduler.load_state_dict(torch.load(folder / layout.STATE_SCHEDULER, weights_only=True))
+    return read_json(folder / layout.STATE_COUNTERS)
+
+
+def save_pretrained_atomic(model, tokenizer, folder: Path) -> None:
+    from cartomap.training.models import quiet_transformers
+
+    tmp = folder.parent / f".tmp-{folder.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    with quiet_transformers():
+        model.save_pretrained(tmp, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+
+
+# --------------------------------------------------------------------------- the loop
+class Progress:
+    """Throttled status writes plus a per-step callback (the CLI's progress bar)."""
+
+    def __init__(self, run: Run, on_step: StepCallback | None, total_steps: int, start_step: int):
+        self.run, self.on_step, self.total_steps = run, on_step, total_steps
+        self.start_step, self.start_time = start_step, time.time()
+        self.throttle = Throttle(STATUS_EVERY_S)
+        self.fields: dict[str, Any] = {}
+        self.writes = process_rank() == 0
+
+    def update(self, force: bool = False, **fields) -> None:
+        self.fields.update(fields)
+        done = self.fields.get("global_step", self.start_step) - self.start_step
+        elapsed = time.time() - self.start_time
+        if done > 0:
+            rate = elapsed / done
+            self.fields["eta_s"] = round(rate * (self.total_steps - self.start_step - done), 1)
+        if self.on_step is not None:
+            self.on_step(dict(self.fields))
+        if self.writes and self.throttle.ready(force):
+            self.run.set_status(state="running", **self.fields)
+
+
+def process_rank() -> int:
+    """Rank of this process under ``accelerate launch``/torchrun (0 when run alone)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def train_run(run: Run, on_step: StepCallback | None = None) -> Run:
+    """Train (or resume) ``run`` to completion; status and artifacts go to its folder.
+
+    Under ``accelerate launch`` every process trains; only rank 0 holds the lock and writes.
+    """
+    if process_rank() > 0:
+        _train_locked(run, None)
+        return run
+    with run.work():
+        if run.cancel_requested():  # cancelled while queued
+            run.log("cancelled before training started")
+            run.set_status(state="cancelled")
+            return run
+        _train_locked(run, on_step)
+    return run
+
+
+def _train_locked(run: Run, on_step: StepCallback | None) -> None:
+    import torch
+    import torch.nn.functional as F
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader
+    from transformers import get_linear_schedule_with_warmup
+
+    from cartomap.scores.metrics import compute_metrics
+    from cartomap.training.models import available_device, load_classifier, load_tokenizer, mixed_precision
+
+    cfg: RunConfig = run.config
+    tc = cfg.train
+    device = available_device(tc.device)
+    accelerator = Accelerator(cpu=device == "cpu", mixed_precision=mixed_precision(device, tc.precision))
+    main = accelerator.is_main_process
+    label_names = run.label_names
+    n_classes = len(label_names)
+
+    examples = run.examples()
+    ids = examples["id"].astype(str).tolist()
+    labels = examples["label"].to_numpy(dtype=np.int64)
+    tokenizer = load_tokenizer(cfg.model.name_or_path)
+    train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length), labels)
+    collate = DynamicPadding(tokenizer.pad_token_id or 0)
+    batches = training_batches(run, examples, labels, train_set.lengths)
+    train_loader = DataLoader(train_set, batch_sampler=batches, collate_fn=collate)
+    # The eval-mode pass over the training set and the dev evaluation both go in length order.
+    ordered = EpochBatches(train_set.lengths, tc.eval_batch_size, tc.seed, shuffle=False)
+    eval_loader = DataLoader(train_set, batch_sampler=ordered, collate_fn=collate)
+    dev_frame = run.dev_examples()
+    dev_loader = dev_labels = None
+    if dev_frame is not None:
+        dev_loader, dev_labels = eval_loader_for(dev_frame, tokenizer, cfg, collate)
+    test_frames = [run.test_examples(k) for k in range(len(run.test_names))]
+    test_loaders = [eval_loader_for(f, tokenizer, cfg, collate) for f in test_frames]
+
+    seed_everything(tc.seed)  # the new classifier head's initial weights
+    model = load_classifier(cfg.model.name_or_path, label_names)
+    optimizer = build_optimizer(model, tc)
+    steps_per_epoch = len(batches)
+    total_steps = steps_per_epoch * tc.epochs
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(tc.warmup_ratio * total_steps), total_steps)
+
+    trainer = load_state(run, model, optimizer, scheduler) or {
+        "epochs_done": 0,
+        "global_step": 0,
+        "best_dev_accuracy": None,
+        "bad_epochs": 0,
+        "stopped_early": False,
+    }
+    start_epoch = trainer["epochs_done"]
+    if start_epoch and main:
+        run.log(f"resuming after epoch {start_epoch}")
+
+    model, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
+        model, optimizer, train_loader, eval_loader, scheduler
+    )
+    if dev_loader is not None:
+        dev_loader = accelerator.prepare(dev_loader)
+    test_loaders = [(accelerator.prepare(loader), y) for loader, y in test_loaders]
+
+    sources = {"train": ["train"], "eval": ["eval"], "both": ["train", "eval"], "none": []}[tc.record]
+    recorded = {s: np.zeros((tc.epochs, len(ids), n_classes), dtype=np.float32) for s in sources}
+    for s in sources:  # epochs completed before a restart
+        for e in range(start_epoch):
+            recorded[s][e] = run.read_epoch(s, e, ids)
+
+    history = run.history()[:start_epoch]
+    progress = Progress(run, on_step, total_steps, trainer["global_step"])
+    progress.update(
+        force=True,
+        epoch=start_epoch + 1,
+        epochs=tc.epochs,
+        step=0,
+        steps_per_epoch=steps_per_epoch,
+        global_step=trainer["global_step"],
+        total_steps=total_steps,
+        phase="train",
+        error=None,
+        device=str(accelerator.device),
+    )
+    if main:
+        run.log(
+            f"training on {accelerator.device} ({accelerator.num_processes} process(es)), "
+            f"{len(ids)} examples, {tc.epochs} epochs, {steps_per_epoch} steps/epoch"
+        )
+
+    for epoch in range(start_epoch, tc.epochs):
+        if trainer["stopped_early"]:
+            break
+        seed_everything(epoch_seed(tc.seed, epoch))
+        train_loader.set_epoch(
+            epoch
+        )  # accelerate's loader keeps its own epoch count: set it, or a resume reshuffles
+        batches.set_epoch(epoch)
+        model.train()
+        t0, loss_sum, seen = time.time(), 0.0, 0
+        for step, batch in enumerate(train_loader):
+            with accelerator.autocast():
+                logits = model(**model_inputs(batch)).logits
+            loss = F.cross_entropy(logits.float(), batch["labels"])
+            accelerator.backward(loss)
+            if tc.max_grad_norm:
+                accelerator.clip_grad_norm_(model.parameters(), tc.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            if "train" in recorded:
+                index, values = gather_rows(accelerator, batch["index"], logits.detach())
+                recorded["train"][epoch, index] = values
+            loss_sum += loss.item() * len(batch["labels"])
+            seen += len(batch["labels"])
+            trainer["global_step"] += 1
+            progress.update(
+                epoch=epoch + 1,
+                step=step + 1,
+                global_step=trainer["global_step"],
+                loss=round(loss_sum / seen, 4),
+                examples_per_s=round(seen / (time.time() - t0), 1),
+            )
+            if run.cancel_requested():
+                if main:
+                    run.log(f"cancelled during epoch {epoch + 1}; resume restarts that epoch")
+                    run.set_status(state="cancelled")
+                return
+
+        record = {
+            "epoch": epoch + 1,
+            "train_loss": loss_sum / max(seen, 1),
+            "train_seconds": time.time() - t0,
+        }
+        if "eval" in recorded:
+            progress.update(force=True, phase="eval-pass")
+            recorded["eval"][epoch] = predict_logits(model, eval_loader, accelerator, len(ids), n_classes)
+        if dev_loader is not None:
+            progress.update(force=True, phase="dev")
+            dev_logits = predict_logits(model, dev_loader, accelerator, len(dev_labels), n_classes)
+            record["dev_accuracy"] = float((dev_logits.argmax(1) == dev_labels).mean())
+            record["dev_loss"] = float(F.cross_entropy(torch.tensor(dev_logits), torch.tensor(dev_labels)))
+        test_logits = []
+        for k, (loader, y) in enumerate(test_loaders):
+            progress.update(force=True, phase=f"test {k + 1}/{len(test_loaders)}")
+            test_logits.append(predict_logits(model, loader, accelerator, len(y), n_classes))
+            record[f"test_{k}_accuracy"] = float((test_logits[-1].argmax(1) == y).mean())
+        trainer.update(early_stopping(trainer, record.get("dev_accuracy"), tc.early_stopping_patience))
+        trainer["epochs_done"] = epoch + 1
+        history.append(record)
+
+        if main:
+            progress.update(force=True, phase="saving")
+            for s in sources:
+                run.write_epoch(s, epoch, ids, recorded[s][epoch])
+            if dev_loader is not None:
+                run.write_epoch("dev", epoch, dev_frame["id"].astype(str).tolist(), dev_logits)
+            for k, logits_k in enumerate(test_logits):
+                run.write_epoch(f"test_{k}", epoch, test_frames[k]["id"].astype(str).tolist(), logits_k)
+            unwrapped = accelerator.unwrap_model(model)
+            if tc.save_checkpoints:
+                save_pretrained_atomic(unwrapped, None, run.checkpoint_dir(epoch + 1))
+            atomic_write_json(run.history_path, history)
+            save_state(run, epoch, unwrapped, optimizer, scheduler, trainer)  # epoch index completed
+            run.log(
+                " ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items())
+            )
+        accelerator.wait_for_everyone()
+        progress.update(force=True, phase="train", dev_accuracy=record.get("dev_accuracy"))
+
+    if main:
+        done = trainer["epochs_done"]
+        for s in sources:
+            frame = compute_metrics(recorded[s][:done], labels, ids)
+            path = run.metrics_path("train" if s == sources[0] else s)  # the first source: the main file
+            atomic_write_parquet(path, frame)
+        save_pretrained_atomic(accelerator.unwrap_model(model), tokenizer, run.model_dir)
+        shutil.rmtree(run.state_dir, ignore_errors=True)
+        final = history[-1] if history else {}
+        run.set_status(
+            state="done",
+            phase="done",
+            epochs_done=done,
+            dev_accuracy=final.get("dev_accuracy"),
+            metrics_source=sources[0] if sources else None,
+            stopped_early=trainer["stopped_early"],
+            eta_s=0,
+        )
+        run.log("done")
+
+
+def early_stopping(trainer: dict, dev_accuracy: float | None, patience: int) -> dict:
+    """Updated counters: stop after ``patience`` epochs without a better dev accuracy (0 = never)."""
+    if dev_accuracy is None:
+        return {}
+    best = trainer["best_dev_accuracy"]
+    if best is None or dev_accuracy > best:
+        return {"best_dev_accuracy": dev_accuracy, "bad_epochs": 0}
+    bad = trainer["bad_epochs"] + 1
+    return {"bad_epochs": bad, "stopped_early": bool(patience) and bad >= patience}
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def train_or_load(
+    config: RunConfig,
+    store: RunStore | None = None,
+    on_step: StepCallback | None = None,
+    *,
+    as_job: bool = False,
+) -> Run:
+    """The run for ``config``: returned at once when done, resumed when interrupted, trained otherwise."""
+    return continue_run(prepare_run(config, store), on_step, as_job=as_job)
+
+
+def continue_run(run: Run, on_step: StepCallback | None = None, *, as_job: bool = False) -> Run:
+    """Train an existing run to completion (nothing when done, resumed when interrupted).
+
+    A direct call is an explicit start and clears an earlier cancel request; a background job
+    (``as_job``) keeps one made while it was queued, and stops at once.
+    """
+    if run.state == "done":
+        return run
+    if not as_job:
+        run.clear_cancel()
+    if process_rank() == 0 and run.is_locked():
+        raise RunError(
+            f"run {run.id} is being trained by another process; follow it with `cartomap show {run.id}`"
+        )
+    return train_run(run, on_step=on_step)

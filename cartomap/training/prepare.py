@@ -1,0 +1,28 @@
+"""Before training: load and validate a config's datasets and create (or find) its run.
+
+:func:`prepare_run` is "train or load"'s first half: the same config on the same data is the
+same run, so it returns the existing run folder when there is one. It trains nothing.
+"""
+
+from __future__ import annotations
+
+from cartomap.config import RunConfig
+from cartomap.data.loading import load_dataset
+from cartomap.runs.store import Run, RunStore
+from cartomap.training.orders import check_order
+
+
+def load_data(config: RunConfig):
+    """Load and validate the train, dev and test sets named by ``config`` (raises DataError)."""
+    train = load_dataset(config.data)
+    dev = load_dataset(config.dev, label_names=train.label_names) if config.dev is not None else None
+    tests = tuple(load_dataset(t, label_names=train.label_names) for t in config.tests)
+    return train, dev, tests
+
+
+def prepare_run(config: RunConfig, store: RunStore | None = None) -> Run:
+    """Validate the data and return the run for this config (existing or newly created). Trains nothing."""
+    store = store or RunStore()
+    train, dev, tests = load_data(config)
+    check_order(config, train)
+    return store.create(config, train, dev, tests)

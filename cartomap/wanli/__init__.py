@@ -1,0 +1,1 @@
+"""The WaNLI pipeline: exemplar groups, prompts, generation, filtering and human review."""

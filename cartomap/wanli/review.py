@@ -1,0 +1,735 @@
+"""WaNLI Stage 4: human review of the filtered examples, aggregation, agreement and export.
+
+Every kept example of a filtered batch is reviewed by two annotators. Each may label it as it
+is, revise it (minimal edits, then a label) or discard it. Reviews live in one SQLite database
+per batch, ``run.path/"wanli"/<batch>/review.sqlite`` (WAL journal, busy timeout, one
+connection per call, every action committed at once), so several annotators (browser tabs,
+processes) can work at the same time and nothing is lost when a page or process dies.
+
+Tables::
+
+    annotators(name, created_at)
+    items(gen_id, position, premise, hypothesis, intended_label, seed_id, "group", active)
+    actions(id, gen_id, annotator, action, label, premise, hypothesis, created_at)
+    meta(key, value)            label names of the run
+
+Actions are only ever appended: the latest action of an annotator on an item is their review,
+so a changed mind is a new action and the history stays. An item that a later filtering no
+longer keeps is marked inactive (its reviews stay in the database) and is neither offered nor
+exported.
+
+Aggregation (METHODS.md §2, Stage 4), on the first two annotators of an item (by their first
+action on it; a third review is kept but not used):
+
+* ``discarded``: either annotator discarded it → discarded;
+* ``both_revised``: both revised → one revision picked at random (seeded), with its annotator's label;
+* only one revised: if the revision changes only punctuation, case or whitespace
+  (``one_revised_minor``), the revised text is kept, otherwise (``one_revised_major``) the
+  unrevised text. **Label (a decision of cartomap; the paper does not say):** the label comes
+  from an annotator who labelled the text that is kept. For a major revision that is only the
+  annotator who did not revise (the reviser's label is about a different text). For a minor
+  revision both labelled the same meaning, so it is treated like two labels of one text: the
+  shared label when they agree, else one picked at random (seeded);
+* both labelled as is: the shared label (``agreed``), or one of the two picked at random,
+  seeded (``disagreed_random``).
+
+Every random pick uses ``random.Random(f"{seed}:{gen_id}")``: reproducible, and independent of
+the order of the items.
+
+Agreement: Cohen's κ over the items whose first two annotators both labelled them without
+revision (WaNLI reached 0.60). Rater 1 is the annotator who reviewed the item first.
+
+Export: one row per kept example, with id (the gen_id), premise, hypothesis, label and
+provenance (seed_id, group, intended_label, revised, annotators, rule) as JSONL or CSV; the
+file loads with ``cartomap train --data out.jsonl``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cartomap.errors import CartomapError
+from cartomap.io import atomic_write_bytes
+from cartomap.runs.store import Run
+from cartomap.wanli.batches import load_filtered, review_path
+from cartomap.wanli.filtering import normalize_text
+
+ACTIONS = ("label", "revise", "discard")
+REVIEWERS = 2  # WaNLI: two annotators per example
+BUSY_TIMEOUT_MS = 30_000
+MAX_NAME = 80
+EXPORT_FORMATS = ("jsonl", "csv")
+EXPORT_COLUMNS = (
+    "id",
+    "premise",
+    "hypothesis",
+    "label",
+    "seed_id",
+    "group",
+    "intended_label",
+    "revised",
+    "annotators",
+    "rule",
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS annotators (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+    gen_id TEXT PRIMARY KEY,
+    position INTEGER NOT NULL,
+    premise TEXT NOT NULL,
+    hypothesis TEXT NOT NULL,
+    intended_label TEXT,
+    seed_id TEXT,
+    "group" TEXT,
+    active INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS actions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    gen_id TEXT NOT NULL REFERENCES items(gen_id),
+    annotator TEXT NOT NULL REFERENCES annotators(name),
+    action TEXT NOT NULL CHECK (action IN ('label', 'revise', 'discard')),
+    label TEXT,
+    premise TEXT,
+    hypothesis TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS actions_item_annotator ON actions (gen_id, annotator);
+CREATE INDEX IF NOT EXISTS actions_annotator ON actions (annotator);
+"""
+
+
+# --------------------------------------------------------------------------- aggregation: pure functions
+@dataclass(frozen=True)
+class Review:
+    """One annotator's (latest) review of one item."""
+
+    annotator: str
+    action: str  # "label", "revise" or "discard"
+    label: str | None = None
+    premise: str | None = None  # the revised texts (action "revise" only)
+    hypothesis: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The aggregated outcome of an item's two reviews."""
+
+    status: str  # "keep" or "discard"
+    rule: str  # which aggregation case decided it
+    premise: str | None = None
+    hypothesis: str | None = None
+    label: str | None = None
+    revised: bool = False  # whether the kept text is a revision
+    label_random: bool = False  # whether the label was picked at random between two
+
+
+def minor_change(original: tuple[str, str], revised: tuple[str, str]) -> bool:
+    """Whether a revision changes only punctuation, case or whitespace (of premise and hypothesis)."""
+    return all(normalize_text(a) == normalize_text(b) for a, b in zip(original, revised, strict=True))
+
+
+def decide_discard(a: Review, b: Review) -> Decision | None:
+    """Discarded when either annotator discarded; None otherwise."""
+    if "discard" in (a.action, b.action):
+        return Decision(status="discard", rule="discarded")
+    return None
+
+
+def _pick_label(a: Review, b: Review, rng: random.Random) -> tuple[str | None, bool]:
+    """The shared label, or one of two different labels at random: (label, picked at random)."""
+    if a.label == b.label:
+        return a.label, False
+    return rng.choice([a.label, b.label]), True
+
+
+def decide_both_revised(a: Review, b: Review, rng: random.Random) -> Decision:
+    """Both revised: one revision at random (seeded), with the label its annotator gave."""
+    chosen = rng.choice([a, b])
+    return Decision("keep", "both_revised", chosen.premise, chosen.hypothesis, chosen.label, revised=True)
+
+
+def decide_one_revised(premise: str, hypothesis: str, a: Review, b: Review, rng: random.Random) -> Decision:
+    """Exactly one of ``a`` and ``b`` revised (see the module docstring for the label)."""
+    reviser, other = (a, b) if a.action == "revise" else (b, a)
+    if minor_change((premise, hypothesis), (reviser.premise or "", reviser.hypothesis or "")):
+        label, at_random = _pick_label(reviser, other, rng)
+        return Decision(
+            "keep", "one_revised_minor", reviser.premise, reviser.hypothesis, label, True, at_random
+        )
+    return Decision("keep", "one_revised_major", premise, hypothesis, other.label, revised=False)
+
+
+def decide_both_labelled(premise: str, hypothesis: str, a: Review, b: Review, rng: random.Random) -> Decision:
+    """Both labelled the text as is: the shared label, or one of the two at random (seeded)."""
+    label, at_random = _pick_label(a, b, rng)
+    rule = "disagreed_random" if at_random else "agreed"
+    return Decision("keep", rule, premise, hypothesis, label, revised=False, label_random=at_random)
+
+
+def aggregate_pair(premise: str, hypothesis: str, a: Review, b: Review, rng: random.Random) -> Decision:
+    """WaNLI's aggregation of two reviews of the text (``premise``, ``hypothesis``)."""
+    for review in (a, b):
+        if review.action not in ACTIONS:
+            raise ValueError(f"unknown review action {review.action!r}")
+    discarded = decide_discard(a, b)
+    if discarded is not None:
+        return discarded
+    revised = [r.action == "revise" for r in (a, b)]
+    if all(revised):
+        return decide_both_revised(a, b, rng)
+    if any(revised):
+        return decide_one_revised(premise, hypothesis, a, b, rng)
+    return decide_both_labelled(premise, hypothesis, a, b, rng)
+
+
+def item_rng(seed: int, gen_id: str) -> random.Random:
+    """The random generator of one item's picks: depends on the seed and the item only."""
+    return random.Random(f"{seed}:{gen_id}")
+
+
+def _ordered(reviews: pd.DataFrame) -> pd.DataFrame:
+    key = "first_action_id" if "first_action_id" in reviews.columns else None
+    return reviews.sort_values(key, kind="stable") if key else reviews
+
+
+def _as_review(row: Any) -> Review:
+    def text(value: Any) -> str | None:
+        return None if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+
+    return Review(
+        annotator=str(row["annotator"]),
+        action=str(row["action"]),
+        label=text(row.get("label")),
+        premise=text(row.get("premise")),
+        hypothesis=text(row.get("hypothesis")),
+    )
+
+
+def aggregate(items: pd.DataFrame, reviews: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """One row per item: its aggregated outcome.
+
+    ``items``: gen_id, premise, hypothesis (+ intended_label, seed_id, group); ``reviews``: the
+    latest review per (gen_id, annotator) (:meth:`ReviewDB.reviews`). An item with fewer than two
+    reviews is ``pending``. Columns: gen_id, status (keep, discard, pending), rule, premise,
+    hypothesis, label, revised, label_random, annotators, n_reviews, original_premise,
+    original_hypothesis, intended_label, seed_id, group.
+    """
+    by_item = (
+        {gid: part for gid, part in _ordered(reviews).groupby("gen_id", sort=False)} if len(reviews) else {}
+    )
+    rows = []
+    for item in items.to_dict("records"):
+        gid = str(item["gen_id"])
+        part = by_item.get(gid)
+        n = 0 if part is None else len(part)
+        base = {
+            "gen_id": gid,
+            "original_premise": item["premise"],
+            "original_hypothesis": item["hypothesis"],
+            "intended_label": item.get("intended_label"),
+            "seed_id": item.get("seed_id"),
+            "group": item.get("group"),
+            "n_reviews": n,
+        }
+        if n < REVIEWERS:
+            pending = {
+                "status": "pending",
+                "rule": "needs_two_reviews",
+                "revised": False,
+                "label_random": False,
+            }
+            rows.append({**base, **pending, "annotators": []})
+            continue
+        a, b = (_as_review(r) for r in part.head(REVIEWERS).to_dict("records"))
+        decision = aggregate_pair(str(item["premise"]), str(item["hypothesis"]), a, b, item_rng(seed, gid))
+        rows.append({**base, **decision.__dict__, "annotators": [a.annotator, b.annotator]})
+    columns = [
+        "gen_id",
+        "status",
+        "rule",
+        "premise",
+        "hypothesis",
+        "label",
+        "revised",
+        "label_random",
+        "annotators",
+        "n_reviews",
+        "original_premise",
+        "original_hypothesis",
+        "intended_label",
+        "seed_id",
+        "group",
+    ]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["revised"] = frame["revised"].astype(bool)
+    frame["label_random"] = frame["label_random"].astype(bool)
+    return frame
+
+
+# --------------------------------------------------------------------------- agreement
+def kappa_pairs(reviews: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """Labels of rater 1 and rater 2 on the items both first annotators labelled without revision."""
+    first, second = [], []
+    if not len(reviews):
+        return first, second
+    for _, part in _ordered(reviews).groupby("gen_id", sort=False):
+        if len(part) < REVIEWERS:
+            continue
+        a, b = part.head(REVIEWERS).to_dict("records")
+        if a["action"] == "label" and b["action"] == "label":
+            first.append(str(a["label"]))
+            second.append(str(b["label"]))
+    return first, second
+
+
+def kappa_of(first: Sequence[Any], second: Sequence[Any]) -> float:
+    """Cohen's κ of two raters' labels (NaN when there are none, or when chance agreement is 1)."""
+    if len(first) != len(second):
+        raise ValueError("both raters need the same number of labels")
+    n = len(first)
+    if n == 0:
+        return float("nan")
+    a, b = np.asarray(first, dtype=object), np.asarray(second, dtype=object)
+    observed = float(np.mean(a == b))
+    expected = sum(float(np.mean(a == k)) * float(np.mean(b == k)) for k in set(a) | set(b))
+    if expected >= 1.0:
+        return float("nan")
+    return (observed - expected) / (1.0 - expected)
+
+
+def cohen_kappa(reviews: pd.DataFrame) -> float:
+    """Cohen's κ on the examples both annotators labelled without revision (see :func:`kappa_pairs`)."""
+    return kappa_of(*kappa_pairs(reviews))
+
+
+# --------------------------------------------------------------------------- the database
+def _clean_name(name: Any) -> str:
+    text = " ".join(str(name or "").split())
+    if not text:
+        raise CartomapError("an annotator needs a name")
+    if len(text) > MAX_NAME:
+        raise CartomapError(f"annotator names have at most {MAX_NAME} characters")
+    return text
+
+
+def _optional_str(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return str(value)
+
+
+_OPEN: dict[tuple[int, str], sqlite3.Connection] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _keep_open(path: Path) -> None:
+    """Hold one idle connection to ``path`` for the life of this process (never used for queries)."""
+    key = (os.getpid(), str(Path(path).resolve()))
+    if key in _OPEN:
+        return
+    with _OPEN_LOCK:
+        if key not in _OPEN and Path(path).exists():
+            _OPEN[key] = sqlite3.connect(key[1], check_same_thread=False)
+
+
+class ReviewDB:
+    """The review database of one batch. Cheap to make; every method opens its own connection."""
+
+    def __init__(self, path: str | Path, label_names: Sequence[str] | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.connect() as con:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if {"meta", "annotators", "items", "actions"} <= tables and (
+                label_names is None
+                or con.execute("SELECT 1 FROM meta WHERE key = 'label_names'").fetchone() is not None
+            ):
+                return  # set up already: opening it writes nothing
+            con.execute("PRAGMA journal_mode=WAL")  # persistent: set once, kept in the file
+            with self.transaction(con):
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    con.execute(statement)
+                if label_names is not None:
+                    names = json.dumps([str(x) for x in label_names])
+                    con.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('label_names', ?)", (names,))
+
+    # -- connections -------------------------------------------------------
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """A new connection (autocommit; WAL; waits up to 30 s for a lock); closed afterwards.
+
+        ``synchronous=NORMAL`` is SQLite's advice for WAL: a committed action survives the
+        process dying; only a power cut can lose the last few. The file stays open in this
+        process (:func:`_keep_open`), so closing a connection does not checkpoint and delete
+        the WAL each time (that made every action cost an fsync or two).
+        """
+        _keep_open(self.path)
+        con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            con.row_factory = sqlite3.Row
+            con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute("PRAGMA foreign_keys=ON")
+            yield con
+        finally:
+            con.close()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): the write lock is taken up front."""
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+
+    # -- setup -------------------------------------------------------------
+    @property
+    def label_names(self) -> tuple[str, ...] | None:
+        with self.connect() as con:
+            row = con.execute("SELECT value FROM meta WHERE key = 'label_names'").fetchone()
+        return tuple(json.loads(row["value"])) if row else None
+
+    def add_annotator(self, name: str) -> str:
+        """Register an annotator (nothing happens when the name exists); returns the cleaned name."""
+        name = _clean_name(name)
+        with self.connect() as con:
+            con.execute(
+                "INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, time.time())
+            )
+        return name
+
+    def annotators(self) -> list[str]:
+        with self.connect() as con:
+            return [r["name"] for r in con.execute("SELECT name FROM annotators ORDER BY created_at, name")]
+
+    def load_items(self, frame: pd.DataFrame) -> int:
+        """Make the rows of ``frame`` (gen_id, premise, hypothesis, ...) the active items; returns how many are new.
+
+        Idempotent: known items keep their text, position and reviews; items not in ``frame``
+        become inactive (their reviews stay).
+        """
+        records = []
+        for pos, row in enumerate(frame.to_dict("records")):
+            records.append(
+                (
+                    str(row["gen_id"]),
+                    pos,
+                    str(row["premise"]),
+                    str(row["hypothesis"]),
+                    _optional_str(row.get("intended_label")),
+                    _optional_str(row.get("seed_id")),
+                    _optional_str(row.get("group")),
+                )
+            )
+        wanted = [r[0] for r in records]
+        with self.connect() as con:  # nothing to write (the usual case on a page rerun): no write lock
+            active = [r[0] for r in con.execute("SELECT gen_id FROM items WHERE active = 1")]
+        if sorted(active) == sorted(wanted):
+            return 0
+        with self.connect() as con, self.transaction(con):
+            before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+            con.executemany(
+                'INSERT OR IGNORE INTO items (gen_id, position, premise, hypothesis, intended_label, seed_id, "group")'
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                records,
+            )
+            con.execute("UPDATE items SET active = 0")
+            con.executemany("UPDATE items SET active = 1 WHERE gen_id = ?", [(r[0],) for r in records])
+            after = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+        return after - before
+
+    # -- items -------------------------------------------------------------
+    def items(self, active_only: bool = True) -> pd.DataFrame:
+        query = 'SELECT gen_id, position, premise, hypothesis, intended_label, seed_id, "group", active FROM items'
+        if active_only:
+            query += " WHERE active = 1"
+        columns = [
+            "gen_id",
+            "position",
+            "premise",
+            "hypothesis",
+            "intended_label",
+            "seed_id",
+            "group",
+            "active",
+        ]
+        return self._frame(query + " ORDER BY position, gen_id", columns)
+
+    def _frame(self, query: str, columns: list[str]) -> pd.DataFrame:
+        """The rows of ``query`` as a DataFrame with ``columns`` (kept when there are no rows)."""
+        with self.connect() as con:
+            rows = [dict(r) for r in con.execute(query)]
+        return pd.DataFrame(rows, columns=columns)
+
+    def item(self, gen_id: str) -> dict[str, Any]:
+        with self.connect() as con:
+            row = con.execute("SELECT * FROM items WHERE gen_id = ?", (str(gen_id),)).fetchone()
+        if row is None:
+            raise CartomapError(f"no item {gen_id!r} in {self.path}")
+        return dict(row)
+
+    def next_items(self, annotator: str, limit: int = 1) -> list[dict[str, Any]]:
+        """Active items ``annotator`` has not reviewed yet, in the order to offer them.
+
+        Items with fewer than two reviews from others come first, those with one review before
+        those with none (so pairs are completed early), then file order; items two others
+        reviewed already come last. Each dict has the item's columns plus ``others`` (how many
+        other annotators reviewed it).
+        """
+        name = _clean_name(annotator)
+        query = """
+            SELECT i.*, (SELECT COUNT(DISTINCT a.annotator) FROM actions a
+                         WHERE a.gen_id = i.gen_id AND a.annotator != :name) AS others
+            FROM items i
+            WHERE i.active = 1
+              AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.gen_id = i.gen_id AND a.annotator = :name)
+            ORDER BY (others >= 2), others DESC, i.position, i.gen_id
+            LIMIT :limit
+        """
+        with self.connect() as con:
+            return [dict(r) for r in con.execute(query, {"name": name, "limit": int(limit)})]
+
+    # -- actions -----------------------------------------------------------
+    def record(
+        self,
+        annotator: str,
+        gen_id: str,
+        action: str,
+        label: str | None = None,
+        premise: str | None = None,
+        hypothesis: str | None = None,
+    ) -> int:
+        """Append one action, committed at once; returns its id. A new annotator name is registered.
+
+        ``label`` needs a label; ``revise`` a label and the revised premise and hypothesis (a
+        revision that changes nothing is recorded as ``label``); ``discard`` nothing.
+        """
+        name = _clean_name(annotator)
+        if action not in ACTIONS:
+            raise CartomapError(f"unknown action {action!r}: expected one of {', '.join(ACTIONS)}")
+        if action == "discard":
+            label = premise = hypothesis = None
+        elif label is None:
+            raise CartomapError(f"action {action!r} needs a label")
+        else:
+            label = str(label)
+        if action == "revise":
+            premise = (premise or "").strip()
+            hypothesis = (hypothesis or "").strip()
+            if not premise or not hypothesis:
+                raise CartomapError("a revision needs a premise and a hypothesis")
+        elif action == "label":
+            premise = hypothesis = None
+        with self.connect() as con, self.transaction(con):
+            item = con.execute(
+                "SELECT premise, hypothesis FROM items WHERE gen_id = ?", (str(gen_id),)
+            ).fetchone()
+            if item is None:
+                raise CartomapError(f"no item {gen_id!r} to review in {self.path}")
+            known = con.execute("SELECT value FROM meta WHERE key = 'label_names'").fetchone()
+            if label is not None and known is not None and label not in json.loads(known["value"]):
+                raise CartomapError(f"unknown label {label!r}: expected one of {json.loads(known['value'])}")
+            if action == "revise" and (premise, hypothesis) == (
+                item["premise"].strip(),
+                item["hypothesis"].strip(),
+            ):
+                action, premise, hypothesis = "label", None, None
+            now = time.time()
+            con.execute("INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, now))
+            cur = con.execute(
+                "INSERT INTO actions (gen_id, annotator, action, label, premise, hypothesis, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (str(gen_id), name, action, label, premise, hypothesis, now),
+            )
+            return int(cur.lastrowid)
+
+    def actions(self) -> pd.DataFrame:
+        """Every action ever recorded, oldest first."""
+        columns = ["id", "gen_id", "annotator", "action", "label", "premise", "hypothesis", "created_at"]
+        return self._frame("SELECT * FROM actions ORDER BY id", columns)
+
+    def reviews(self, active_only: bool = True) -> pd.DataFrame:
+        """The latest action per (gen_id, annotator), ordered by when that annotator first reviewed the item.
+
+        Columns: action_id, gen_id, annotator, action, label, premise, hypothesis, created_at,
+        first_action_id.
+        """
+        query = """
+            SELECT a.id AS action_id, a.gen_id, a.annotator, a.action, a.label, a.premise, a.hypothesis,
+                   a.created_at, f.first_id AS first_action_id
+            FROM actions a
+            JOIN (SELECT gen_id, annotator, MAX(id) AS last_id, MIN(id) AS first_id
+                  FROM actions GROUP BY gen_id, annotator) f ON a.id = f.last_id
+            JOIN items i ON i.gen_id = a.gen_id
+        """
+        if active_only:
+            query += " WHERE i.active = 1"
+        columns = [
+            "action_id",
+            "gen_id",
+            "annotator",
+            "action",
+            "label",
+            "premise",
+            "hypothesis",
+            "created_at",
+            "first_action_id",
+        ]
+        return self._frame(query + " ORDER BY f.first_id", columns)
+
+    def latest(self, annotator: str, limit: int = 1) -> pd.DataFrame:
+        """``annotator``'s most recent reviews (latest action per item), newest first."""
+        reviews = self.reviews()
+        mine = reviews[reviews["annotator"] == _clean_name(annotator)]
+        return mine.sort_values("action_id", ascending=False).head(limit).reset_index(drop=True)
+
+    def progress(self) -> dict[str, Any]:
+        """Counts: active items, items with 0 / 1 / 2+ reviews, reviews per annotator."""
+        items = self.items()
+        reviews = self.reviews()
+        per_item = reviews.groupby("gen_id")["annotator"].nunique() if len(reviews) else pd.Series(dtype=int)
+        counts = per_item.reindex(items["gen_id"]).fillna(0).astype(int)
+        return {
+            "items": int(len(items)),
+            "unreviewed": int((counts == 0).sum()),
+            "one_review": int((counts == 1).sum()),
+            "complete": int((counts >= REVIEWERS).sum()),
+            "by_annotator": {
+                str(k): int(v) for k, v in reviews["annotator"].value_counts().sort_index().items()
+            },
+            "actions": int(len(reviews)),
+        }
+
+    # -- results -----------------------------------------------------------
+    def aggregate(self, seed: int = 0) -> pd.DataFrame:
+        return aggregate(self.items(), self.reviews(), seed=seed)
+
+    def kappa(self) -> tuple[float, int]:
+        """(Cohen's κ, number of items it is computed on)."""
+        first, second = kappa_pairs(self.reviews())
+        return kappa_of(first, second), len(first)
+
+
+# --------------------------------------------------------------------------- a batch's review
+
+
+def open_review(run: Run, batch: str) -> ReviewDB:
+    """The review database of a filtered batch, its items loaded from the kept rows of filtered.parquet."""
+    filtered = load_filtered(run, batch)
+    if filtered is None:
+        raise CartomapError(
+            f"batch {batch!r} of run {run.id} is not filtered yet: run `cartomap filter` first"
+        )
+    db = ReviewDB(review_path(run, batch), label_names=run.label_names)
+    db.load_items(filtered[filtered["kept"]])
+    return db
+
+
+def export_frame(aggregated: pd.DataFrame) -> pd.DataFrame:
+    """The kept examples of an aggregation, in export columns (id, premise, hypothesis, label, provenance)."""
+    kept = aggregated[aggregated["status"] == "keep"]
+    frame = pd.DataFrame(
+        {
+            "id": kept["gen_id"].astype(str),
+            "premise": kept["premise"].astype(str),
+            "hypothesis": kept["hypothesis"].astype(str),
+            "label": kept["label"].astype(str),
+            "seed_id": kept["seed_id"],
+            "group": kept["group"],
+            "intended_label": kept["intended_label"],
+            "revised": kept["revised"].astype(bool),
+            "annotators": kept["annotators"],
+            "rule": kept["rule"],
+        }
+    )
+    return frame.reset_index(drop=True)
+
+
+def export_bytes(frame: pd.DataFrame, format: str = "jsonl") -> bytes:
+    """An export frame as JSONL (annotators a list) or CSV (annotators joined with ';')."""
+    if format not in EXPORT_FORMATS:
+        raise CartomapError(f"unknown export format {format!r}: expected {' or '.join(EXPORT_FORMATS)}")
+    records = frame.to_dict("records")
+    if format == "jsonl":
+        lines = []
+        for rec in records:
+            rec = {k: (list(v) if k == "annotators" else _plain(v)) for k, v in rec.items()}
+            lines.append(json.dumps(rec, ensure_ascii=False))
+        return ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    for rec in records:
+        row = []
+        for col in EXPORT_COLUMNS:
+            value = rec.get(col)
+            if col == "annotators":
+                value = ";".join(value or [])
+            elif col == "revised":
+                value = "true" if value else "false"
+            value = _plain(value)
+            row.append("" if value is None else value)
+        writer.writerow(row)
+    return buffer.getvalue().encode("utf-8")
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly scalars (numpy types to Python, NaN to None)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    return value
+
+
+def export_format(out: str | Path, format: str = "auto") -> str:
+    if format != "auto":
+        return format
+    suffix = Path(out).suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix == ".csv":
+        return "csv"
+    raise CartomapError(f"cannot tell the export format from {Path(out).name!r}: name it .jsonl or .csv")
+
+
+def export_reviewed(
+    run: Run, batch: str, out: str | Path, format: str = "auto", seed: int = 0, overwrite: bool = False
+) -> tuple[Path, int]:
+    """Write the reviewed batch's kept examples to ``out`` (JSONL or CSV); returns (path, rows).
+
+    An existing ``out`` is replaced only with ``overwrite=True``.
+    """
+    out = Path(out)
+    fmt = export_format(out, format)
+    if out.exists() and not overwrite:
+        raise CartomapError(f"{out} exists already: choose another name or allow overwriting")
+    db = open_review(run, batch)
+    frame = export_frame(db.aggregate(seed=seed))
+    if frame.empty:
+        raise CartomapError(
+            f"nothing to export from batch {batch!r}: no example has two reviews and was kept"
+        )
+    atomic_write_bytes(out, export_bytes(frame, fmt))
+    return out, len(frame)

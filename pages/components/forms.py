@@ -1,0 +1,145 @@
+"""The forms every configuring page shares: a dataset's source, its columns, the model and training.
+
+Every value is kept in ``st.session_state`` under ``<prefix>_<field>`` (see ``pages.common.kept``),
+so two forms on one page differ by their prefix and nothing typed is lost on a rerun.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import streamlit as st
+
+from cartomap.config import ModelConfig, TrainConfig
+from cartomap.data.forms import FORMAT_CHOICES
+from cartomap.data.uploads import MAX_UPLOAD_MB, UPLOAD_TYPES, save_upload
+from cartomap.errors import CartomapError
+from cartomap.training.forms import DEVICES
+from pages.common import get_store, kept, show_error
+
+DEFAULT_TRAIN = TrainConfig()
+ss = st.session_state
+
+
+def columns_form(prefix: str) -> dict:
+    """Column mapping and class order of the files (the demo sets keep their own)."""
+    with st.expander("Columns and classes of the files"):
+        c1, c2, c3, c4 = st.columns([3, 2, 2, 1])
+        text = c1.text_input(
+            "Text columns",
+            help="premise,hypothesis or one column",
+            **kept(f"{prefix}_text", "premise, hypothesis"),
+        )
+        label = c2.text_input("Label column", **kept(f"{prefix}_label", "label")).strip()
+        ident = c3.text_input("Id column (blank: generate)", **kept(f"{prefix}_id", "id")).strip()
+        fmt = c4.selectbox(
+            "Format", FORMAT_CHOICES, **kept(f"{prefix}_format", "auto", options=FORMAT_CHOICES)
+        )
+    names = st.text_input(
+        "Label names (optional)",
+        placeholder="entailment, neutral, contradiction",
+        help="Class order, comma-separated: needed for integer labels, and fixes the order of the "
+        "per-class tables. String labels are found by themselves.",
+        **kept(f"{prefix}_label_names", ""),
+    )
+    return {
+        "text_columns": tuple(c.strip() for c in text.split(",") if c.strip()),
+        "label_column": label,
+        "id_column": ident,
+        "format": fmt,
+        "label_names": names,
+    }
+
+
+def model_form(prefix: str, default_epochs: int = DEFAULT_TRAIN.epochs, *, seed: bool = False) -> dict:
+    """Model, device, epochs, batch size, learning rate and max tokens (and the seed when ``seed``),
+    as keyword arguments of :func:`cartomap.training.forms.build_run_config` and the experiment forms."""
+    c1, c2 = st.columns([3, 1])
+    model = c1.text_input(
+        "Model",
+        help="'default' = the bundled all-MiniLM-L6-v2 encoder; or a local checkpoint folder, "
+        "or a Hugging Face hub id (needs the network).",
+        **kept(f"{prefix}_model", ModelConfig().name_or_path),
+    )
+    device = c2.selectbox("Device", DEVICES, **kept(f"{prefix}_device", "auto", options=DEVICES))
+    columns = st.columns(5 if seed else 4)
+    c1, c2, c3, c4 = columns[:4]
+    values = {
+        "model": model,
+        "device": device,
+        "epochs": c1.number_input("Epochs", 1, 200, step=1, **kept(f"{prefix}_epochs", default_epochs)),
+        "batch_size": c2.number_input(
+            "Batch size", 1, 4096, step=8, **kept(f"{prefix}_batch_size", DEFAULT_TRAIN.batch_size)
+        ),
+        "learning_rate": c3.number_input(
+            "Learning rate",
+            1e-7,
+            1.0,
+            step=1e-5,
+            format="%.1e",
+            **kept(f"{prefix}_lr", DEFAULT_TRAIN.learning_rate),
+        ),
+        "max_length": c4.number_input(
+            "Max tokens", 8, 4096, step=16, **kept(f"{prefix}_max_length", ModelConfig().max_length)
+        ),
+    }
+    if seed:
+        values["seed"] = columns[4].number_input(
+            "Seed", 0, 2**31 - 1, step=1, **kept(f"{prefix}_seed", DEFAULT_TRAIN.seed)
+        )
+    return values
+
+
+def upload_field(prefix: str, label: str = "Training file") -> str:
+    """An uploaded file saved under the run store (content-addressed, size-limited); its path or ''.
+
+    The original file name is kept in ``st.session_state[f"{prefix}_upload_name"]``."""
+    size_limit = (
+        {"max_upload_size": MAX_UPLOAD_MB}
+        if "max_upload_size" in inspect.signature(st.file_uploader).parameters
+        else {}
+    )
+    uploaded = st.file_uploader(
+        f"{label} (up to {MAX_UPLOAD_MB} MB)",
+        type=list(UPLOAD_TYPES),
+        key=f"{prefix}_upload",
+        **size_limit,
+    )
+    if uploaded is None:  # none yet, or the user removed it
+        for key in (f"{prefix}_upload_path", f"{prefix}_upload_name", f"_{prefix}_upload_id"):
+            ss.pop(key, None)
+    elif ss.get(f"_{prefix}_upload_id") != uploaded.file_id:
+        try:
+            saved = save_upload(uploaded.getvalue(), uploaded.name, get_store().root)
+        except CartomapError as err:
+            show_error(err)
+        else:
+            ss[f"{prefix}_upload_path"] = str(saved.resolve())
+            ss[f"{prefix}_upload_name"] = uploaded.name
+            ss[f"_{prefix}_upload_id"] = uploaded.file_id
+    return ss.get(f"{prefix}_upload_path", "")
+
+
+def source_form(
+    prefix: str, label: str, choices: dict, default: str, demo_path: str, upload: bool = False
+) -> str:
+    """A dataset picked as the demo, a path (or an upload); its path ('' when none given)."""
+    c1, c2 = st.columns([2, 3])
+    source = c1.radio(
+        label,
+        list(choices),
+        format_func=choices.get,
+        **kept(f"{prefix}_source", default, options=list(choices)),
+    )
+    if source == "demo":
+        return demo_path
+    if source == "none":
+        return "none"
+    if source == "upload" and upload:
+        with c2:
+            return upload_field(prefix)
+    return c2.text_input(
+        f"{label} path",
+        placeholder="/data/file.jsonl (JSON Lines, CSV, TSV, Parquet, saved HF dataset), or demo:dev",
+        **kept(f"{prefix}_path", ""),
+    ).strip()

@@ -1,0 +1,300 @@
+"""The one job panel of the dashboard: progress of long work, what happened when it stopped, and
+Cancel / Resume / Start buttons.
+
+A job is a run being trained, an experiment, or a task of a run (embeddings, similarity, filtering,
+...): all three keep their state in the run store (:mod:`cartomap.runs.state`), so one panel
+reads them. While a job is queued or running, the panel polls its status every :data:`POLL_S`
+seconds in a fragment and reruns the whole app once the job ends, so the page then draws its
+results. Buttons only write flags and start processes; no widget ever kills a process.
+
+* :func:`job_panel`: status, messages and Cancel / Resume of any job; :func:`run_panel` and
+  :func:`experiment_panel` for training runs and experiments;
+* :func:`task_panel`: a task's status (live while active); :func:`start_task_button` starts it;
+* :func:`demo_or_prompt`: the run a results page shows, or what to do until there is one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from cartomap.config import RunConfig
+from cartomap.errors import CartomapError
+from cartomap.experiments import launch
+from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.runs.jobs import start_task, tail
+from cartomap.runs.progress import describe_progress
+from cartomap.runs.state import ACTIVE_STATES, RESUMABLE_STATES, StatusFolder
+from cartomap.runs.store import Run
+from cartomap.training.launch import start_training
+from pages.common import flash, get_store, run_state, select_run, show_error
+
+POLL_S = 1.0  # how often a live panel rereads the job's status
+STUCK_S = 90  # a job still queued after this long probably failed to start: its log is shown
+
+
+@dataclass(frozen=True)
+class Wording:
+    """What the panel says about one kind of job, in each state that needs words."""
+
+    queued: str
+    exited: str
+    failed: str
+    cancelled: str
+    interrupted: str
+
+
+TRAINING = Wording(
+    queued="Waiting for the training job to start (loading libraries and data)…",
+    exited="The training job exited before training started. The end of its log:",
+    failed="Training failed:",
+    cancelled="Cancelled. Resume continues from the last completed epoch.",
+    interrupted="The training job stopped without finishing (killed or crashed). Resume continues it.",
+)
+EXPERIMENT = Wording(
+    queued="Waiting for the experiment job to start (loading libraries and data)…",
+    exited="The experiment job exited before it started. The end of its log:",
+    failed="The experiment failed:",
+    cancelled="Cancelled. Resume continues where it stopped (finished runs are kept).",
+    interrupted="The experiment job stopped without finishing (killed or crashed). Resume continues it.",
+)
+
+
+def task_wording(label: str) -> Wording:
+    return Wording(
+        queued=f"{label}: waiting for the job to start…",
+        exited=f"The {label.lower()} job exited before it started. The end of its log:",
+        failed=f"{label} failed:",
+        cancelled=f"{label} was stopped: start it again.",
+        interrupted=f"{label} stopped before finishing (killed or crashed): start it again.",
+    )
+
+
+def _read(job: StatusFolder) -> dict[str, Any] | None:
+    try:
+        return job.status() if job.status_path.exists() else None
+    except (OSError, ValueError):  # deleted, or being replaced right now
+        return None
+
+
+def _log(job: StatusFolder) -> None:
+    st.code(tail(job.job_log_path) or "(empty log)", language=None)
+
+
+def _messages(job: StatusFolder, status: dict[str, Any], words: Wording) -> None:
+    state = status["state"]
+    if state == "queued":
+        st.caption(words.queued)
+        if time.time() - float(status.get("updated_at") or time.time()) > STUCK_S:
+            st.warning("The job has not started yet. The end of its log:")
+            _log(job)
+    elif state == "exited":
+        st.warning(words.exited)
+        _log(job)
+    elif state == "failed":
+        st.error(words.failed)
+        st.code(str(status.get("error") or "no error message; see the log"), language=None)
+        _log(job)
+    elif state == "cancelled":
+        st.info(words.cancelled)
+    elif state == "interrupted":
+        st.warning(words.interrupted)
+
+
+Details = Callable[[StatusFolder, dict[str, Any]], None]
+
+
+@st.fragment(run_every=POLL_S)
+def _live(job: StatusFolder, words: Wording, details: Details) -> None:
+    status = _read(job)
+    if status is None or status["state"] not in ACTIVE_STATES:
+        st.rerun()  # the whole app: a finished job's page draws its results
+        return
+    details(job, status)
+    _messages(job, status, words)
+
+
+def job_panel(
+    job: StatusFolder,
+    words: Wording,
+    details: Details,
+    *,
+    key: str = "",
+    resume: Callable[[], Any] | None = None,
+    cancel: Callable[[], Any] | None = None,
+    cancel_label: str = "Cancel",
+) -> str:
+    """Progress of ``job`` (live while it is queued or running), the messages of a stopped job,
+    and Cancel (running) / Resume (stopped) buttons; returns the job's state ("none" before it
+    ever ran). ``details(job, status)`` draws the progress itself. Button keys are
+    ``{key}cancel_{job id}`` and ``{key}resume_{job id}``."""
+    status = _read(job)
+    if status is None:
+        return "none"
+    state = status["state"]
+    if state in ACTIVE_STATES:
+        _live(job, words, details)
+    else:
+        details(job, status)
+        _messages(job, status, words)
+    ident = getattr(job, "id", None) or getattr(job, "name", "")
+    if state == "running" and cancel is not None:
+        if st.button(cancel_label, key=f"{key}cancel_{ident}", help="Stops after the current step"):
+            cancel()
+            st.info("Cancel requested: the job stops after its current step.")
+    elif (
+        state in RESUMABLE_STATES
+        and resume is not None
+        and st.button("Resume", key=f"{key}resume_{ident}", type="primary")
+    ):
+        resume()
+    return state
+
+
+def progress_bar(label: str, unit: str = "examples") -> Details:
+    """Details of a task: a bar of its progress with "done / total <unit>" and its phase."""
+
+    def draw(job: StatusFolder, status: dict[str, Any]) -> None:
+        fraction = min(max(float(status.get("progress") or 0.0), 0.0), 1.0)
+        done, total = status.get("done"), status.get("total")
+        count = f" · {done:,} / {total:,} {status.get('unit', unit)}" if done is not None and total else ""
+        phase = status.get("phase")
+        text = f"{label}: {status['state']}" + (f" · {phase}" if phase else "") + count
+        st.progress(1.0 if status["state"] == "done" else fraction, text=text)
+
+    return draw
+
+
+def task_panel(run: Run, name: str, label: str, details: Details | None = None) -> bool:
+    """The state of task ``name`` of ``run``: live progress while it is active (then True: the page
+    offers nothing else), else what went wrong last time, if anything (then False)."""
+    task = run.task(name)
+    status = _read(task)
+    if status is None or status["state"] == "done":
+        return False
+    job_panel(task, task_wording(label), details or progress_bar(label))
+    return status["state"] in ACTIVE_STATES
+
+
+def start_task_button(run: Run, name: str, cli_args: list[str], button: str, key: str, **kwargs) -> None:
+    """A button that starts task ``name`` as ``cartomap <cli_args>`` in the background."""
+    if st.button(button, key=key, type="primary", **kwargs):
+        try:
+            start_task(run, name, cli_args, get_store())
+        except (CartomapError, OSError) as err:
+            show_error(err)
+        else:
+            st.rerun()
+
+
+# --------------------------------------------------------------------------- training runs
+def _training_details(run: StatusFolder, status: dict[str, Any]) -> None:
+    view = describe_progress(status)
+    state = view["state"]
+    text = f"{state} · {view['phase']}" if state == "running" and view["phase"] != state else state
+    st.progress(view["fraction"], text=f"Run {run.id}: {text}")
+    cols = st.columns(5)
+    cols[0].metric("Epoch", view["epoch"])
+    cols[1].metric("Step", view["step"])
+    cols[2].metric("Loss", view["loss"])
+    cols[3].metric("Dev accuracy", view["dev_accuracy"])
+    cols[4].metric("Time left", view["time_left"] if state in ("running", "done") else "–")
+
+
+def resume_training(run: Run) -> Run | None:
+    """Start training ``run`` again from its saved config; reports errors and returns the run started."""
+    try:
+        started = start_training(RunConfig.from_dict(run.info["config"]), get_store())
+    except CartomapError as err:
+        show_error(err)
+        return None
+    if started.id != run.id:
+        flash("warning", f"The data changed since run {run.id} was made: started a new run {started.id}.")
+    else:
+        flash("success", f"Resumed run {run.id}.")
+    select_run(started.id)
+    return started
+
+
+def run_panel(run: Run) -> str:
+    """Epoch, step, loss, dev accuracy and time left of ``run`` (live while it trains), what went
+    wrong when it stopped, and Cancel training / Resume; returns its state."""
+
+    def resume() -> None:
+        if resume_training(run) is not None:
+            st.rerun()
+
+    if not run.status_path.exists():
+        st.warning(f"Run {run.id} cannot be read (deleted?).")
+        return "unknown"
+    return job_panel(
+        run,
+        TRAINING,
+        _training_details,
+        resume=resume,
+        cancel=run.request_cancel,
+        cancel_label="Cancel training",
+    )
+
+
+def start_demo() -> Run | None:
+    """Start (or find) the demo run and select it; reports errors."""
+    try:
+        run = start_training(RunConfig(name="demo"), get_store())
+    except CartomapError as err:
+        show_error(err)
+        return None
+    select_run(run.id)
+    return run
+
+
+def demo_or_prompt(run: Run | None) -> Run | None:
+    """For pages that need a finished run: ``run`` when it is done; else draw what to do and return
+    None (so ``run = demo_or_prompt(current_run())``, then ``if run is None: st.stop()``). With no
+    run at all it offers a one-click "Train the demo"; for a run still training it shows its
+    :func:`run_panel`, which reruns the whole app when the run is done, so the page then draws it."""
+    if run is not None:
+        if run_state(run) == "done":
+            return run
+        st.info(f"Run {run.id} has no results yet: they appear here when its training is done.")
+        run_panel(run)
+        return None
+    st.info(
+        "No trained run yet. Train the bundled demo (2,000 SNLI and MultiNLI pairs with the default "
+        "encoder; a few minutes on a CPU), or set up your own data on the Train page."
+    )
+    if st.button("Train the demo", type="primary", key="train_demo") and start_demo() is not None:
+        st.rerun()
+    return None
+
+
+# --------------------------------------------------------------------------- experiments
+def experiment_panel(exp: Experiment, details: Details, *, key: str = "") -> str:
+    """Progress of experiment ``exp`` (live while it runs; ``details`` draws it), what went wrong
+    when it stopped, and Cancel experiment / Resume; returns its state."""
+
+    def resume() -> None:
+        try:
+            launch.start_experiment(exp, ExperimentStore(get_store().root))
+        except CartomapError as err:
+            show_error(err)
+        else:
+            flash("success", f"Resumed experiment {exp.id}.")
+            st.rerun()
+
+    if not exp.status_path.exists():
+        st.warning(f"Experiment {exp.id} cannot be read (deleted?).")
+        return "unknown"
+    return job_panel(
+        exp,
+        EXPERIMENT,
+        details,
+        key=key,
+        resume=resume,
+        cancel=exp.request_cancel,
+        cancel_label="Cancel experiment",
+    )

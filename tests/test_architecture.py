@@ -1,0 +1,275 @@
+"""The package layout is the architecture: imports point one way, with no cycle.
+
+Every module's imports are parsed (module level and inside functions, relative ones resolved),
+and checked against the layer order of docs/architecture.md:
+
+    pages, app, cli                       (shells: one never imports another)
+    experiments, wanli
+    analysis
+    training
+    runs
+    scores, data
+    config, io, errors                    (cartomap's top-level modules)
+
+A package may import its own modules and any package of a lower layer, never one of its own
+layer or above. The module graph has no cycle, also through function-level imports. No private
+name (``_x``) is imported from another module. The run folder's file names are spelled only in
+``cartomap.runs``. The library never imports Streamlit.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from cartomap.runs import layout
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Layer of every package, higher imports lower; packages of one layer never import each other.
+LAYERS = {
+    "cartomap": 0,  # config, io, errors and the package itself
+    "cartomap.scores": 1,
+    "cartomap.data": 1,
+    "cartomap.runs": 2,
+    "cartomap.training": 3,
+    "cartomap.analysis": 4,
+    "cartomap.experiments": 5,
+    "cartomap.wanli": 5,
+    "cartomap.cli": 6,
+    "pages": 6,  # with app.py, their entry point
+}
+
+
+def _module_files() -> dict[str, Path]:
+    files = {"app": ROOT / "app.py"}
+    for base in ("cartomap", "pages"):
+        for path in sorted((ROOT / base).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            files[".".join(parts)] = path
+    return files
+
+
+MODULES = _module_files()
+
+
+def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, str, int]]:
+    """(imported module, imported name or '', line) for every import of ours in the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found.append((alias.name, "", node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(node, module, path.name == "__init__.py")
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if sub in MODULES:  # a submodule imported from its package
+                    found.append((sub, "", node.lineno))
+                else:
+                    found.append((target, alias.name, node.lineno))
+    return found
+
+
+def _ours(name: str) -> bool:
+    return name in MODULES or name.split(".")[0] in ("cartomap", "pages")
+
+
+def _package(module: str) -> str:
+    """The layer key of a module: its subpackage (cartomap.runs), or cartomap / pages / app."""
+    parts = module.split(".")
+    if parts[0] == "app":  # the entry point of the pages
+        return "pages"
+    if parts[0] == "cartomap" and len(parts) > 1 and f"cartomap.{parts[1]}" in LAYERS:
+        return f"cartomap.{parts[1]}"
+    return parts[0]
+
+
+GRAPH = {
+    module: sorted({target for target, _, _ in _imports(module, path) if _ours(target) and target != module})
+    for module, path in MODULES.items()
+}
+
+
+def test_every_module_has_a_layer():
+    unknown = sorted(m for m in MODULES if _package(m) not in LAYERS)
+    assert not unknown, f"modules outside the known packages (add them to LAYERS and the docs): {unknown}"
+    top = sorted(
+        m for m in MODULES if m.count(".") == 1 and m.startswith("cartomap.") and _package(m) == "cartomap"
+    )
+    assert top == ["cartomap.config", "cartomap.errors", "cartomap.io"], (
+        f"cartomap's top level holds only config, io and errors; found {top}"
+    )
+
+
+def test_imports_follow_the_layer_order():
+    bad = []
+    for module, path in MODULES.items():
+        source = _package(module)
+        for target, _, line in _imports(module, path):
+            if not _ours(target):
+                continue
+            dest = _package(target)
+            if dest == source:
+                continue
+            if LAYERS[dest] >= LAYERS[source]:
+                bad.append(f"{path.relative_to(ROOT)}:{line} {module} -> {target}")
+    assert not bad, "imports against the layer order:\n" + "\n".join(bad)
+
+
+def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), or a module importing itself."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    assert _cycles(GRAPH) == [], "import cycles (function-level imports count)"
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
+    assert _cycles({"a": ["b"], "b": []}) == []
+
+
+def test_no_private_names_imported_across_modules():
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} imports {name} from {target}"
+        for module, path in MODULES.items()
+        for target, name, line in _imports(module, path)
+        if _ours(target) and name.startswith("_") and not name.startswith("__")
+    ]
+    assert not bad, "private names imported from other modules:\n" + "\n".join(bad)
+
+
+def test_library_never_imports_streamlit():
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for module, path in MODULES.items()
+        if module.startswith("cartomap")
+        for target, _, line in _imports(module, path)
+        if target.split(".")[0] == "streamlit"
+    ]
+    assert not bad, "the library imports streamlit: " + ", ".join(bad)
+
+
+def _code_strings(path: Path) -> list[tuple[str, int, bool]]:
+    """(text, line, used as a path part) of every string constant of a file that is not a docstring.
+
+    A path part is an operand of ``/`` or the first piece of an f-string that is one."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings, path_parts = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = getattr(node, "body", [])
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docstrings.add(id(body[0].value))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            for side in (node.left, node.right):
+                if isinstance(side, ast.JoinedStr) and side.values:
+                    side = side.values[0]
+                path_parts.add(id(side))
+    return [
+        (node.value, node.lineno, id(node) in path_parts)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+#: A Hugging Face checkpoint folder shares two names with a run folder; the module that reads
+#: checkpoints spells them once (HF_CONFIG, the default encoder's package folder).
+HF_NAMES = {("cartomap.training.models", "config.json"), ("cartomap.training.models", "model")}
+
+
+def _spells(text: str, name: str, path_part: bool) -> bool:
+    """Whether a string spells a run-folder name: a file name anywhere in it (as a whole name, so
+    ``tokenizer_config.json`` is not ``config.json``); a folder name or a template's prefix
+    (``metrics_``) as a path part."""
+    if "." in name:
+        return re.search(rf"(?<![\w.-]){re.escape(name)}", text) is not None
+    return path_part and (
+        text == name or text.startswith(f"{name}/") or (name.endswith("_") and text.startswith(name))
+    )
+
+
+def test_run_folder_file_names_are_spelled_only_in_the_run_store():
+    names = layout.file_names()
+    assert {"metrics.parquet", "examples.parquet", "tasks", "job.log", "test_examples_"} <= names
+    bad = []
+    for module, path in MODULES.items():
+        if module.startswith("cartomap.runs"):
+            continue
+        for text, line, path_part in _code_strings(path):
+            for name in names:
+                if (module, name) not in HF_NAMES and _spells(text, name, path_part):
+                    bad.append(f"{path.relative_to(ROOT)}:{line} spells {name!r} in {text!r}")
+    assert not bad, "run-folder file names outside cartomap.runs.layout:\n" + "\n".join(bad)
+
+
+def test_the_spelling_check_catches_names():
+    assert _spells("a run's metrics.parquet", "metrics.parquet", False)
+    assert not _spells("tokenizer_config.json", "config.json", False)
+    assert _spells("tasks", "tasks", True) and not _spells("tasks", "tasks", False)
+    assert _spells("metrics_", "metrics_", True) and not _spells("metrics", "metrics_", True)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("cartomap")))
+def test_every_library_module_has_a_docstring(module):
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    assert ast.get_docstring(tree), f"{module} has no module docstring saying what it owns"
+
+
+def test_docs_print_the_run_folder_layout_from_the_constants():
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert layout.markdown_table() in doc, "docs/architecture.md: paste layout.markdown_table() again"
+    for package in LAYERS:
+        if package.startswith("cartomap."):
+            assert f"`{package.replace('.', '/')}/`" in doc, (
+                f"docs/architecture.md does not describe {package}"
+            )
