@@ -243,3 +243,29 @@ def test_record_none_trains_without_dynamics(tiny_model, cache):
     )
     assert run.state == "done" and run.dynamics_epochs("train") == []
     assert run.status()["metrics_source"] is None
+
+
+def test_a_started_job_reads_the_prepared_data_once(tiny_model, cache, monkeypatch):
+    """start_training loads and fingerprints the datasets once; the job it spawns opens the run by
+    id and trains from the run's own copy, loading nothing again."""
+    import cartomap.data.loading
+    import cartomap.runs.jobs
+    import cartomap.training.prepare
+    from cartomap.cli import main
+    from cartomap.training.launch import start_training
+
+    loads = []
+    real = cartomap.data.loading.load_dataset
+    for module in (cartomap.data.loading, cartomap.training.prepare):  # where it is defined and used
+        monkeypatch.setattr(module, "load_dataset", lambda *a, **k: loads.append(a) or real(*a, **k))
+    spawned = []
+    monkeypatch.setattr(
+        cartomap.runs.jobs, "spawn", lambda args, log, cache=None, env=None: spawned.append(args) or 0
+    )
+    run = start_training(small_config(tiny_model, epochs=1), RunStore(cache))
+    assert len(loads) == 2  # the training and the dev set, once each
+    assert spawned == [["train", "--run", run.id, "--quiet", "--job"]]
+    assert json.loads(run.job_config_path.read_text())["train"]["epochs"] == 1  # saved before the job
+    loads.clear()
+    assert main(["--cache", str(cache), *spawned[0]]) == 0
+    assert loads == [] and run.state == "done"
