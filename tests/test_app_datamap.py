@@ -69,7 +69,7 @@ def _selected_caption(at) -> str:
 def test_library_on_a_run(run):
     frame = dm.map_frame(run)
     assert len(frame) == 400 and {"premise", "hypothesis", "gold", "genre"} <= set(frame.columns)
-    assert frame.attrs["n_epochs"] == 3 and set(frame["bucket"]) <= {"0.0", "0.3", "0.7", "1.0"}
+    assert frame.attrs["n_epochs"] == 3 and set(frame["bucket"]) <= {"0/3", "1/3", "2/3", "3/3"}
     example = frame["id"].iloc[7]
     traj = dm.gold_trajectory(run, example)
     assert traj["epoch"].tolist() == [1, 2, 3]

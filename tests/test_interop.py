@@ -60,7 +60,7 @@ def test_read_hand_made_folder_and_reference_metrics(tmp_path):
 
     out = write_reference_metrics(tmp_path / "td_metrics.jsonl", frame)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert rows[0]["guid"] == "7" and rows[1]["guid"] == "b"
+    assert rows[0]["guid"] == 7 and rows[1]["guid"] == "b"  # integer guids stay integers, as the reference's
     assert [r["index"] for r in rows] == [0, 1]
     assert [r["correctness"] for r in rows] == [2, 0]
     assert [r["forgetfulness"] for r in rows] == [1, 1000]

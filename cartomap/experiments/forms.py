@@ -333,7 +333,7 @@ def plan_preview(
     ids = examples["id"].astype(str).reset_index(drop=True)
     table = pd.DataFrame(index=range(len(examples)))
     needed = needs_columns(order)
-    score_columns = [c for c in ("confidence", "variability", "correctness") if c in needed]
+    score_columns = [c for c in ("confidence", "variability", "correctness", "correct_count") if c in needed]
     if score_columns and metrics is not None:
         table[score_columns] = _aligned(ids, metrics, score_columns, "the baseline's data map")
     if "length" in needed and lengths is not None:
