@@ -143,7 +143,9 @@ def test_export_is_a_reference_model_folder(trained, tmp_path, capsys):
     burnt = tmp_path / "burnt"
     assert main(["--cache", str(cache), "export", "tiny", "--out", str(burnt), "--burn-out", "2"]) == 0
     n2, ref2 = reference_metrics(burnt)
-    td2 = {json.loads(x)["guid"]: json.loads(x) for x in (burnt / "td_metrics.jsonl").read_text().splitlines()}
+    td2 = {
+        json.loads(x)["guid"]: json.loads(x) for x in (burnt / "td_metrics.jsonl").read_text().splitlines()
+    }
     assert n2 == 2 and reference_metrics(out, burn_out=2)[1] == ref2
     for guid, row in ref2.items():
         assert td2[guid]["confidence"] == pytest.approx(row["confidence"], abs=1e-6)
