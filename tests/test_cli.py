@@ -10,7 +10,8 @@ import pytest
 
 from cartomap.cli import build_parser, main
 from cartomap.cli.options import config_from_args
-from cartomap.config import RunConfig
+from cartomap.config import DataConfig, RunConfig
+from cartomap.data.loading import load_dataset
 from cartomap.runs.store import RunStore
 
 
@@ -322,6 +323,25 @@ BAD_INPUTS = {
         "id",
         "line 2",
     ),
+    "nested 5,000 levels deep": (
+        [
+            '{"id": "a", "premise": "p", "hypothesis": "h", "label": "neutral"}',
+            '{"id": "b", "premise": "p", "hypothesis": "h", "label": "neutral", "x": '
+            + "[" * 5000
+            + "]" * 5000
+            + "}",
+        ],
+        "nested 5,001 levels deep",
+        "line 2",
+    ),
+    "a label outside --label-names": (
+        [
+            '{"id": "a", "premise": "p", "hypothesis": "h", "label": "neutral"}',
+            '{"id": "b", "premise": "p", "hypothesis": "h", "label": "maybe"}',
+        ],
+        "'maybe'",
+        "line 2",
+    ),
 }
 
 
@@ -375,6 +395,61 @@ def test_non_utf8_bytes_are_named(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "bad.jsonl.gz" in err and "line 2" in err and "UTF-8" in err
     assert not (tmp_path / "cache" / "runs").exists() or not any((tmp_path / "cache" / "runs").iterdir())
+
+
+def test_a_gz_file_that_is_not_gzip_is_refused(tmp_path, capsys):
+    data = _write(
+        tmp_path / "plain.jsonl.gz", ['{"id": "a", "premise": "p", "hypothesis": "h", "label": "neutral"}']
+    )
+    code = main(["--cache", str(tmp_path / "cache"), "train", "--data", str(data), "--dev", "none"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "plain.jsonl.gz" in err and "not gzip-compressed" in err and "rename it without .gz" in err
+    assert not (tmp_path / "cache" / "runs").exists() or not any((tmp_path / "cache" / "runs").iterdir())
+
+
+def test_a_stray_label_and_a_dev_set_without_a_class_warn_and_train(tiny_model, tmp_path, capsys):
+    demo = load_dataset(DataConfig(path="demo:dev"))
+    names = demo.label_names
+    rows = [
+        {"id": i, "premise": p, "hypothesis": h, "label": names[y]}
+        for i, p, h, y in zip(
+            demo.ids, demo.frame["premise"], demo.frame["hypothesis"], demo.labels, strict=True
+        )
+    ]
+    train = rows[:330] + [
+        {"id": "odd", "premise": "A dog runs.", "hypothesis": "An animal moves.", "label": "maybe"}
+    ]
+    dev = [r for r in rows[330:] if r["label"] != "contradiction"]
+    _write(tmp_path / "train.jsonl", [json.dumps(r) for r in train])
+    _write(tmp_path / "dev.jsonl", [json.dumps(r) for r in dev])
+    cache = tmp_path / "cache"
+    code = main(
+        [
+            "--cache",
+            str(cache),
+            "train",
+            "--data",
+            str(tmp_path / "train.jsonl"),
+            "--dev",
+            str(tmp_path / "dev.jsonl"),
+            "--model",
+            tiny_model,
+            "--epochs",
+            "1",
+            "--max-length",
+            "32",
+            "--quiet",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 0  # trained
+    warnings = [line for line in err.splitlines() if line.startswith("cartomap: warning:")]
+    assert len(warnings) == 2
+    assert "class 'maybe' has 1 example" in warnings[0] and "train.jsonl" in warnings[0]
+    assert "dev.jsonl" in warnings[1] and "'contradiction'" in warnings[1]
+    run = RunStore(cache).list()[0]
+    assert run.state == "done" and len(run.warnings) == 2 and "maybe" in run.label_names  # a 4th class, kept
 
 
 def test_unknown_run_is_a_clear_error(tmp_path, capsys):
