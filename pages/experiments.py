@@ -42,7 +42,7 @@ DEV_SOURCES = {"demo": "Bundled demo dev set (400 NLI pairs)", "path": "A file o
 COMBO_DEV_SOURCES = {"none": "None (last epoch)", **DEV_SOURCES}
 DIFFICULTY_LABELS = {
     "paper": "paper: 1 - c + v if c > 0.5 else 3 - c - v",
-    "code": "public code: (1 - correctness) + (1 - v if v < 0.5 else v)",
+    "code": "public code: (1 - correct epochs) + (1 - v if v < 0.5 else v)",
 }
 DEFAULT_TRAIN = TrainConfig()
 ss = st.session_state

@@ -227,7 +227,9 @@ def print_run_summary(run) -> None:
         if value is not None:
             print(f"  test {name}: accuracy {value:.4f} (epoch {best + 1})")
     if run.has_metrics():
-        counts = run.metrics()["region"].value_counts().to_dict()
+        from cartomap.analysis.datamap import with_regions
+
+        counts = with_regions(run.metrics())["region"].value_counts().to_dict()  # by rank
         print("  regions: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 
