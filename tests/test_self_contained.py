@@ -235,3 +235,24 @@ def test_data_map_page_from_another_folder(app):
     at = page("data_map", run.id).run()
     assert not at.exception and not _errors(at), _errors(at)
     assert len(at.get("plotly_chart")) >= 1
+
+
+def test_curricula_page_proposes_the_runs_own_sets(app):
+    from cartomap.experiments.curriculum import CurriculumParams
+
+    run, calls = app
+    at = page("experiments", run.id).run()
+    assert not at.exception and not _errors(at), _errors(at)
+    assert at.radio(key="_kept_xp_train_source").value == "run"
+    assert at.radio(key="_kept_xp_dev_source").value == "run"
+    tests = at.text_area(key=f"_kept_xp_tests_{run.id}").value
+    assert tests == f"{run.test_names[0]} = run:{run.id}:test_0"
+    at.text_input(key="_kept_xp_seeds").set_value("0").run()
+    at.button(key="xp_start").click().run()
+    assert not at.exception and not _errors(at), _errors(at)
+    exp = next(e for e in ExperimentStore(run.path.parents[1]).list("curriculum") if e.id in calls[-1])
+    base = CurriculumParams.from_params(exp.params).base
+    assert base.data.path == str(run.examples_path.resolve())
+    assert base.dev.path == str(run.dev_examples_path.resolve())
+    assert [t.path for t in base.tests] == [str(run.test_examples_path(0).resolve())]
+    assert base.tests[0].name == run.test_names[0]
