@@ -186,3 +186,16 @@ def test_data_map_page_with_damaged_runs(app_store):
     victim.config_path.unlink()
     at = data_map_page(healthy.id)  # a run without config.json is in the picker, and harms nothing
     assert not at.exception and not at.error
+
+
+def test_the_default_run_of_the_dashboard_is_never_a_damaged_one(app_store):
+    from streamlit.testing.v1 import AppTest
+
+    for victim in app_store.list():  # whichever is newest, damage it: the other one is picked
+        healthy = next(r for r in app_store.list() if r.id != victim.id)
+        saved = victim.status_path.read_bytes()
+        victim.status_path.write_text("garbage", encoding="utf-8")
+        at = AppTest.from_file(str(ROOT / "pages" / "data_map.py"), default_timeout=60).run()
+        assert not at.exception and not at.error
+        assert at.session_state["run_id"] == healthy.id
+        victim.status_path.write_bytes(saved)
