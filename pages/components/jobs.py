@@ -104,9 +104,8 @@ def _messages(job: StatusFolder, status: dict[str, Any], words: Wording) -> None
     elif state == "interrupted":
         st.warning(words.interrupted)
     elif state == "damaged":
-        show_error(
-            f"{status.get('error')}: see `cartomap repair {getattr(job, 'id', '')}`".replace(" ``", "")
-        )
+        ident = getattr(job, "id", "")
+        show_error(f"{status.get('error')}" + (f": see `cartomap repair {ident}`" if ident else ""))
 
 
 Details = Callable[[StatusFolder, dict[str, Any]], None]
