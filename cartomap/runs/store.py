@@ -57,6 +57,11 @@ def _parquet_columns(path: Path) -> list[str]:
     return list(pq.read_schema(path).names)
 
 
+def _one_line(err: BaseException) -> str:
+    """An exception as "Type: message" on one line (pyarrow's messages span several)."""
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
+
+
 def logits_frame(ids, logits: np.ndarray) -> pd.DataFrame:
     """One row per example: id and one float32 column per class (logit_0, logit_1, ...)."""
     frame = pd.DataFrame(
@@ -88,8 +93,7 @@ class Run(StatusFolder):
             raise RunError(f"run {self.id} is damaged: {layout.CONFIG} is missing{self.REMEDY}") from None
         except (OSError, ValueError) as err:
             raise RunError(
-                f"run {self.id} is damaged: {layout.CONFIG} cannot be read ({type(err).__name__}: {err})"
-                f"{self.REMEDY}"
+                f"run {self.id} is damaged: {layout.CONFIG} cannot be read ({_one_line(err)}){self.REMEDY}"
             ) from None
         if not isinstance(info, dict) or not isinstance(info.get("config"), dict):
             raise RunError(f"run {self.id} is damaged: {layout.CONFIG} holds no run config{self.REMEDY}")
@@ -344,7 +348,7 @@ class Run(StatusFolder):
         try:
             return pd.read_parquet(path)
         except Exception as err:  # pyarrow raises many kinds for a damaged file
-            problem = f"{path.name} cannot be read ({type(err).__name__}: {err})"
+            problem = f"{path.name} cannot be read ({_one_line(err)})"
         return self.recompute_metrics(source, reason=problem)
 
     def recorded_source(self, source: str = "train") -> str:
@@ -371,7 +375,7 @@ class Run(StatusFolder):
             because = f"{reason}, and " if reason else ""
             raise RunError(
                 f"run {self.id} is damaged: {because}its dynamics cannot rebuild the metrics "
-                f"({type(err).__name__}: {err}){self.REMEDY}"
+                f"({_one_line(err)}){self.REMEDY}"
             ) from None
         if write and not self.is_locked():
             atomic_write_parquet(self.metrics_path(source), frame)
@@ -413,7 +417,7 @@ class Run(StatusFolder):
             raise
         except Exception as err:  # pyarrow raises many kinds for a damaged file
             raise RunError(
-                f"run {self.id}: {path.relative_to(self.path)} cannot be read ({type(err).__name__}: {err})"
+                f"run {self.id}: {path.relative_to(self.path)} cannot be read ({_one_line(err)})"
             ) from None
         frame = frame.set_index("id").reindex(ids)
         if frame.isna().any().any():
