@@ -91,7 +91,7 @@ class OrderConfig:
     name: str = "shuffled"  # one of ORDERS
     oversample: bool | None = None  # None = the order's default: on for every order but "shuffled"
     scores: str = ""  # parquet with id, confidence, variability, correctness (a baseline run's metrics.parquet): cartography orders need it
-    difficulty: str = "paper"  # Cart-CL++ score: "paper" s = 1-c+v if c>0.5 else 3-c-v; "code" = (1-correctness) + (1-v if v<0.5 else v)
+    difficulty: str = "paper"  # Cart-CL++ score: "paper" s = 1-c+v if c>0.5 else 3-c-v; "code" = (1-count) + (1-v if v<0.5 else v), count = correct epochs
     fractions: tuple[
         float, ...
     ] = ()  # stage unlock fractions; () = the order's default from the public RoNLI code

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cartomap.errors import CartomapError
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -86,3 +88,14 @@ def is_locked(lock_path: str | Path) -> bool:
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
         return False
+
+
+def refuse_overwrite(paths, force: bool = False, flag: str = "--force") -> None:
+    """Raise CartomapError naming every path of ``paths`` that exists, unless ``force``: a command that
+    writes a user's path never replaces a file without being told to."""
+    if force:
+        return
+    existing = [str(p) for p in paths if Path(p).exists()]
+    if existing:
+        shown = ", ".join(existing[:5]) + (f" and {len(existing) - 5} more" if len(existing) > 5 else "")
+        raise CartomapError(f"{shown} exist{'s' if len(existing) == 1 else ''}; pass {flag} to replace")

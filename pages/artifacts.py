@@ -142,7 +142,8 @@ def pick_dataset():
         stamp = run.stamp(run.examples_path, run.dev_examples_path)
         train, dev = _run_data(str(run.path), stamp)
         st.caption(f"Run {run.id}: {len(train):,} training examples" + (f", {len(dev):,} dev" if dev else ""))
-        return train, f"run:{run.path}:{stamp}", dev, run.config, run
+        # the run's own copies of its dev and test sets: the original files may be elsewhere or gone
+        return train, f"run:{run.path}:{stamp}", dev, run.own_config(), run
     if source == "demo":
         config = DataConfig(path=DEMO_TRAIN)
         train = _file_data(_config_json(config), ())
@@ -262,7 +263,11 @@ def transformer_section(data: TextDataset, key: str, base: RunConfig) -> None:
     except CartomapError as err:
         show_error(err)
         return
-    dev = "the held-out 20% of the sample" if base.dev is None else f"the dev set ({base.dev.path})"
+    dev = (
+        "the held-out 20% of the sample"
+        if base.dev is None
+        else f"the dev set ({base.dev.name or base.dev.path})"
+    )
     st.caption(
         f"Fine-tunes {base.model.name_or_path} on the {which} alone of a label-balanced sample "
         f"({base.train.epochs} epochs), evaluated on {escape_markdown(dev)}: an ordinary run, listed with the others."

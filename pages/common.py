@@ -77,7 +77,10 @@ def _resolve_run_id(store: RunStore, runs: list[Run]) -> str | None:
     ids = [r.id for r in runs]
     if ss.get(RUN_KEY) in ids:
         return ss[RUN_KEY]
-    default = next((r.id for r in runs if run_state(r) == "done"), ids[0] if ids else None)
+    healthy = [r for r in runs if not r.problems()]  # a damaged run is not picked for the user
+    done = [r for r in healthy if run_state(r) == "done"]
+    candidates = done or healthy or runs
+    default = candidates[0].id if candidates else None
     if default is None:
         ss.pop(RUN_KEY, None)
     else:

@@ -102,8 +102,8 @@ def _run_options(store) -> dict[str, str]:
     for run in runs:
         try:
             options[run.id] = f"{compare.run_label(run)} · {_state(run)}"
-        except (OSError, ValueError, KeyError):
-            continue  # a run folder being written or deleted
+        except (OSError, ValueError, KeyError, CartomapError):
+            continue  # a run folder being written, deleted or damaged
     return options
 
 

@@ -11,6 +11,7 @@ A selection replaces ``selected_ids`` only when the map reports a new one; "Clea
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import streamlit as st
@@ -19,7 +20,8 @@ from cartomap.analysis import datamap, figures
 from cartomap.errors import CartomapError
 from cartomap.runs.groups import list_groups, save_group
 from cartomap.runs.store import Run
-from pages.common import current_run, kept
+from cartomap.scores.metrics import RegionRule
+from pages.common import current_run, kept, show_error
 from pages.components.jobs import demo_or_prompt
 
 SELECTED = "selected_ids"
@@ -28,12 +30,66 @@ TABLE_MAX_ROWS = 5_000  # rows sent to the browser; groups and downloads hold th
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the data map…")
-def _load_frame(run_path: str, stamp: tuple):  # stamp: mtimes, so a rewritten run is reloaded
-    return datamap.map_frame(Run(Path(run_path)))
+def _load_frame(run_path: str, stamp: tuple, rule_json: str, burn_out: int | None):
+    # stamp: mtimes, so a rewritten run is reloaded
+    rule = RegionRule(**json.loads(rule_json))
+    return datamap.map_frame(Run(Path(run_path)), regions=rule, burn_out=burn_out)
 
 
 def _stamp(run) -> tuple:
     return run.stamp(run.metrics_path(), run.examples_path)
+
+
+REGION_LABELS = {
+    "rank": "by rank: the most variable share",
+    "threshold": "by a variability threshold",
+}
+
+
+def map_settings(run) -> tuple[RegionRule, int | None]:
+    """Sidebar: how regions are drawn and how many epochs the metrics use (burn-out)."""
+    sb = st.sidebar
+    sb.subheader("Regions and epochs")
+    default = RegionRule()
+    methods = list(REGION_LABELS)
+    method = sb.radio(
+        "Regions",
+        methods,
+        format_func=REGION_LABELS.get,
+        **kept("dm_region_rule", default.method, options=methods),
+    )
+    if method == "rank":
+        share = sb.slider(
+            "Ambiguous share",
+            0.05,
+            0.75,
+            step=0.01,
+            **kept("dm_ambiguous_fraction", round(default.fraction, 2)),
+        )
+        rule = RegionRule(method="rank", fraction=float(share))
+    else:
+        cut = sb.number_input(
+            "Ambiguous from variability",
+            0.0,
+            0.5,
+            step=0.01,
+            format="%.3f",
+            **kept("dm_ambiguous_var", default.ambiguous_var),
+        )
+        rule = RegionRule(method="threshold", ambiguous_var=float(cut))
+    epochs = len(run.dynamics_epochs(run.recorded_source()))
+    burn_out = None
+    if epochs > 1:
+        used = sb.number_input(
+            "Epochs used (burn-out)",
+            1,
+            epochs,
+            step=1,
+            help="Metrics over the first N epochs only, as the reference's --burn_out.",
+            **kept(f"dm_burn_out_{run.id}", epochs),
+        )
+        burn_out = int(used) if int(used) < epochs else None
+    return rule, burn_out
 
 
 def _valid_range(key: str, lo_bound, hi_bound, options=None) -> None:
@@ -58,6 +114,9 @@ FILTER_KEYS = (
     "dm_corr",
     "dm_color",
     "dm_max_points",
+    "dm_region_rule",
+    "dm_ambiguous_fraction",
+    "dm_ambiguous_var",
 )
 
 
@@ -273,7 +332,12 @@ def main() -> None:
         st.warning(f"Run {run.id} is done but has no data-map metrics (trained with record=none?).")
         st.stop()
 
-    frame = _load_frame(str(run.path), _stamp(run))
+    rule, burn_out = map_settings(run)
+    try:
+        frame = _load_frame(str(run.path), _stamp(run), json.dumps(rule.to_dict(), sort_keys=True), burn_out)
+    except CartomapError as err:
+        show_error(err)
+        st.stop()
     filtered, color_by, max_points = sidebar_filters(frame)
     st.session_state.setdefault(SELECTED, [])
     take_event(filtered, max_points)
@@ -284,6 +348,10 @@ def main() -> None:
         f"{len(frame):,} examples · {len(filtered):,} match the filters. Drag a lasso or a box over the map "
         "(or click a point) to select examples; x = variability, y = confidence."
     )
+    epochs_used = frame.attrs.get("n_epochs")
+    recorded = frame.attrs.get("epochs_recorded") or epochs_used
+    over = f"over the first {epochs_used} of {recorded} epochs" if burn_out else f"over {epochs_used} epochs"
+    st.caption(f"Regions: {rule.describe(frame['variability'].to_numpy())}. Metrics {over}.")
     if filtered.empty:
         st.warning("No example matches the filters.")
     fig = figures.data_map_figure(

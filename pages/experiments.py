@@ -27,9 +27,10 @@ from cartomap.experiments.combination import create_combination
 from cartomap.experiments.curriculum import create_curriculum
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.io import file_stamp
+from cartomap.runs.store import RUN_REF
 from cartomap.training.curricula import CURRICULA, DIFFICULTIES
 from cartomap.training.similarity import load_similarity
-from pages.common import escape_markdown, flash, get_store, kept, show_error, show_flashes
+from pages.common import current_run, escape_markdown, flash, get_store, kept, show_error, show_flashes
 from pages.components.forms import columns_form, model_form, source_form
 from pages.components.jobs import experiment_panel
 
@@ -42,7 +43,7 @@ DEV_SOURCES = {"demo": "Bundled demo dev set (400 NLI pairs)", "path": "A file o
 COMBO_DEV_SOURCES = {"none": "None (last epoch)", **DEV_SOURCES}
 DIFFICULTY_LABELS = {
     "paper": "paper: 1 - c + v if c > 0.5 else 3 - c - v",
-    "code": "public code: (1 - correctness) + (1 - v if v < 0.5 else v)",
+    "code": "public code: (1 - correct epochs) + (1 - v if v < 0.5 else v)",
 }
 DEFAULT_TRAIN = TrainConfig()
 ss = st.session_state
@@ -66,13 +67,24 @@ def _lengths(key: str, model: str, max_length: int, _examples: pd.DataFrame):
 # --------------------------------------------------------------------------- shared form parts
 
 
-def _test_sets_form(prefix: str) -> str:
+def _run_sources(choices: dict, run, what: str) -> dict:
+    """``choices`` with "the selected run's ..." first, when a run is selected and holds that set."""
+    return {"run": f"The selected run's {what}", **choices} if run is not None else choices
+
+
+def _test_sets_form(prefix: str, run=None) -> str:
+    """The test sets; with the selected run's data its own test sets are proposed (NAME = run:ID:test_k)."""
+    key, default = f"{prefix}_tests", ""
+    if run is not None:
+        names = run.test_names
+        key = f"{prefix}_tests_{run.id}"
+        default = "\n".join(f"{name} = {RUN_REF}{run.id}:test_{k}" for k, name in enumerate(names))
     return st.text_area(
         "Test sets (one per line: PATH or NAME = PATH)",
         placeholder="snli/test = /data/snli/test.jsonl.gz\nhans = /data/hans.jsonl\ndemo:dev",
         help="Every run is evaluated on all of them after every epoch; NAME labels the results. The "
-        "bundled demo dev set is demo:dev.",
-        **kept(f"{prefix}_tests", ""),
+        "bundled demo dev set is demo:dev; run:RUN:test_0 is a run's own copy of its first test set.",
+        **kept(key, default),
     )
 
 
@@ -82,6 +94,9 @@ def _configs(mapping: dict, train_path: str, dev_path: str | None, tests_text: s
     common = {k: mapping[k] for k in ("text_columns", "label_column", "id_column", "format")}
 
     def config(path: str, name: str = ""):
+        if path.startswith(RUN_REF):  # a run's own copy: its columns and classes are known
+            own = store.data_ref(path)
+            return dataclasses.replace(own, name=name or own.name)
         return forms.data_config(path, label_names=names, name=name, **common)
 
     if not train_path:
@@ -328,9 +343,27 @@ def curricula_tab() -> None:
         "Every method trains once per seed for the same number of steps (RoNLI's fair comparison); an extra "
         "baseline run records the data map that the cartography orders sort by."
     )
-    train_path = source_form("xp_train", "Training set", TRAIN_SOURCES, "demo", DEMO_TRAIN, upload=True)
-    dev_path = source_form("xp_dev", "Validation set", DEV_SOURCES, "demo", DEMO_DEV)
-    tests_text = _test_sets_form("xp")
+    run = current_run()
+    train_path = source_form(
+        "xp_train",
+        "Training set",
+        _run_sources(TRAIN_SOURCES, run, "training data"),
+        "run" if run is not None else "demo",
+        DEMO_TRAIN,
+        upload=True,
+        run_ref=f"{RUN_REF}{run.id}" if run is not None else "",
+    )
+    from_run = run is not None and train_path.startswith(RUN_REF)
+    with_dev = from_run and "dev" in run.data_sets()
+    dev_path = source_form(
+        "xp_dev",
+        "Validation set",
+        _run_sources(DEV_SOURCES, run if with_dev else None, "dev set"),
+        "run" if with_dev else "demo",
+        DEMO_DEV,
+        run_ref=f"{RUN_REF}{run.id}:dev" if with_dev else "",
+    )
+    tests_text = _test_sets_form("xp", run if from_run else None)
     mapping = columns_form("xp")
     values = model_form("xp")
     methods = st.multiselect(

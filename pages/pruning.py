@@ -24,7 +24,7 @@ from cartomap.errors import CartomapError
 from cartomap.experiments import pruning, registry
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.runs.progress import describe_progress
-from cartomap.runs.store import Run, RunStore
+from cartomap.runs.store import RUN_REF, Run, RunStore
 from cartomap.training.forms import check_device, check_model
 from pages.common import (
     current_run,
@@ -366,7 +366,34 @@ def _config_json(config: DataConfig) -> str:
     return json.dumps(dataclasses.asdict(config), sort_keys=True)
 
 
-def training_data() -> DataConfig | None:
+def run_defaults(run: Run | None, source: str) -> tuple[str, str, str]:
+    """(key suffix, test set, dev set) the form proposes: for the selected run's data its own test set
+    (else its dev set) and, next to a test set, its own dev set; else the demo dev set as test."""
+    if source != "run" or run is None:
+        return "", DEMO_DEV, ""
+    sets = run.data_sets()
+    tests = [w for w in sets if w.startswith("test_")]
+    if tests:
+        return (
+            f"_{run.id}",
+            f"{RUN_REF}{run.id}:{tests[0]}",
+            f"{RUN_REF}{run.id}:dev" if "dev" in sets else "",
+        )
+    if "dev" in sets:
+        return f"_{run.id}", f"{RUN_REF}{run.id}:dev", ""
+    return f"_{run.id}", DEMO_DEV, ""
+
+
+def data_set(text: str, like: DataConfig) -> DataConfig:
+    """A test or dev set typed in the form: ``run:RUN[:SET]`` is a run's own copy, anything else a path read
+    with the training set's column mapping."""
+    if text.startswith(RUN_REF):
+        return get_store().data_ref(text)
+    return dataclasses.replace(like, path=text, format="auto", split=None, name="")
+
+
+def training_data() -> tuple[DataConfig | None, str]:
+    """The training set chosen, and where it comes from (a key of SOURCES)."""
     run = current_run()
     sources = [k for k in SOURCES if k != "run" or run is not None]
     source = st.radio(
@@ -377,10 +404,15 @@ def training_data() -> DataConfig | None:
         **kept("prune_source", sources[0], options=sources),
     )
     if source == "run":
+        try:
+            data = run.data_config()
+        except CartomapError as err:
+            show_error(err)
+            return None, source
         st.caption(escape_markdown(f"Run {run.id}: its own copy of {run.config.data.path}"))
-        return run.data_config()
+        return data, source
     if source == "demo":
-        return DataConfig(path=DEMO_TRAIN)
+        return DataConfig(path=DEMO_TRAIN), source
     c1, c2, c3 = st.columns([4, 1, 2])
     path = c1.text_input("Path", placeholder="/data/train.jsonl", **kept("prune_path", "")).strip()
     fmt = c2.selectbox("Format", FORMAT_CHOICES, **kept("prune_format", "auto", options=FORMAT_CHOICES))
@@ -390,35 +422,44 @@ def training_data() -> DataConfig | None:
         **kept("prune_label_names", ""),
     )
     if not path:
-        return None
+        return None, source
     try:
-        return DataConfig(path=path, format=fmt, label_names=parse_names(names))
+        return DataConfig(path=path, format=fmt, label_names=parse_names(names)), source
     except CartomapError as err:
         show_error(err)
-        return None
+        return None, source
 
 
 def new_experiment(estore: ExperimentStore) -> None:
-    data = training_data()
+    data, source = training_data()
     label_names: list[str] = []
     if data is not None:
         try:
             label_names = _label_names(_config_json(data))
         except CartomapError as err:
             show_error(err)
+    suffix, test_default, dev_default = run_defaults(current_run(), source)
     c1, c2 = st.columns(2)
     test_path = c1.text_input(
         "Test set (required)",
-        help="Read with the training set's column mapping. Model 0 and Model 1 are compared on it.",
-        **kept("prune_test", DEMO_DEV),
+        help="A path, read with the training set's column mapping, or run:RUN:test_0 / run:RUN:dev for a "
+        "run's own copy of its test or dev set. Model 0 and Model 1 are compared on it.",
+        **kept(f"prune_test{suffix}", test_default),
     ).strip()
     dev_path = c2.text_input(
         "Dev set (optional)",
-        help="Model 0 and Model 1 are evaluated at their best dev epoch; without one, at the last epoch.",
-        **kept("prune_dev", ""),
+        help="Model 0 and Model 1 are evaluated at their best dev epoch; without one, at the last epoch. "
+        "A path or run:RUN:dev.",
+        **kept(f"prune_dev{suffix}", dev_default),
     ).strip()
+    if suffix:
+        st.caption("run:RUN:SET is the selected run's own copy of that set (test_0, dev), as it was trained.")
 
+    # the NLI shorthand P1G0 where the classes are in the NLI order; else the categories by name
     options = pruning.all_categories(len(label_names)) if label_names else ["P1G0"]
+    default = [
+        c for c in options if pruning.category_label(c, label_names).startswith("P:neutral G:entailment")
+    ]
     c1, c2, c3, c4 = st.columns([1, 1, 4, 2])
     folds = c1.number_input("Folds", 2, 50, step=1, **kept("prune_folds", 10))
     fold_seed = c2.number_input("Fold seed", 0, 2**31 - 1, step=1, **kept("prune_fold_seed", 0))
@@ -426,9 +467,9 @@ def new_experiment(estore: ExperimentStore) -> None:
         "Categories to prune",
         options,
         format_func=lambda c: pruning.category_label(c, label_names),
-        help="PXGY: the model predicts class X, the gold label is Y. The paper prunes P1G0 "
-        "(predicted neutral, gold entailment).",
-        **kept("prune_categories", ["P1G0"], options=options),
+        help="P:X G:Y: the model predicts class X, the gold label is Y. The paper prunes predicted neutral, "
+        "gold entailment (P1G0 in the NLI class order).",
+        **kept("prune_categories", default or options[:1], options=options),
     )
     threshold = c4.number_input(
         "Threshold",
@@ -447,11 +488,14 @@ def new_experiment(estore: ExperimentStore) -> None:
         try:
             if not test_path:
                 raise CartomapError("give a test set: Model 0 and Model 1 are compared on it")
+            named = [
+                pruning.category_name(*pruning.parse_category(c), label_names)
+                for c in categories
+                if label_names
+            ]
             base = RunConfig(
                 data=data,
-                dev=dataclasses.replace(data, path=dev_path, format="auto", split=None, name="")
-                if dev_path
-                else None,
+                dev=data_set(dev_path, data) if dev_path else None,
                 model=ModelConfig(check_model(values["model"]), int(values["max_length"])),
                 train=TrainConfig(
                     epochs=int(values["epochs"]),
@@ -461,13 +505,14 @@ def new_experiment(estore: ExperimentStore) -> None:
                     device=check_device(values["device"]),
                     save_checkpoints=False,
                 ),
-                tests=(dataclasses.replace(data, path=test_path, format="auto", split=None, name=""),),
+                tests=(data_set(test_path, data),),
             )
             params = pruning.PruningParams(
                 base=base,
                 folds=int(folds),
                 fold_seed=int(fold_seed),
-                categories=tuple(categories),
+                # by label: the shorthand means what it says only in the NLI class order
+                categories=tuple(categories if tuple(label_names) in ((), pruning.NLI_ORDER) else named),
                 threshold=float(threshold),
                 train_model1=bool(model1),
             )

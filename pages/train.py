@@ -18,6 +18,7 @@ from cartomap.training.forms import RECORD_MODES, build_run_config
 from cartomap.training.launch import start_training
 from pages.common import (
     current_run,
+    escape_markdown,
     flash,
     get_store,
     kept,
@@ -70,8 +71,15 @@ with st.container(border=True):
     else:
         st.markdown(f"**Selected run** `{run.id}`")
         run_panel(run)
+        try:
+            warnings, config = run.warnings, run.info.get("config", {})
+        except CartomapError as err:  # a damaged run
+            show_error(err)
+            warnings, config = [], {}
+        for warning in warnings:
+            st.warning(escape_markdown(f"Data warning: {warning}"))
         with st.expander("Configuration"):
-            st.json(run.info.get("config", {}), expanded=2)
+            st.json(config, expanded=2)
 
 # ----- 1. data
 st.header("New run")
@@ -266,7 +274,7 @@ if st.button("Start training", type="primary", key="train_start"):
                 "success",
                 f"Started run {started.id}: training runs in the background; leaving this page does not stop it.",
             )
-        select_run(started.id)
+        select_run(started.id)  # its data warnings, if any, show above while it is selected
         st.rerun()
 
 # ----- all runs

@@ -69,7 +69,7 @@ def _selected_caption(at) -> str:
 def test_library_on_a_run(run):
     frame = dm.map_frame(run)
     assert len(frame) == 400 and {"premise", "hypothesis", "gold", "genre"} <= set(frame.columns)
-    assert frame.attrs["n_epochs"] == 3 and set(frame["bucket"]) <= {"0.0", "0.3", "0.7", "1.0"}
+    assert frame.attrs["n_epochs"] == 3 and set(frame["bucket"]) <= {"0/3", "1/3", "2/3", "3/3"}
     example = frame["id"].iloc[7]
     traj = dm.gold_trajectory(run, example)
     assert traj["epoch"].tolist() == [1, 2, 3]
@@ -104,6 +104,27 @@ def test_page_renders(run):
     assert _selected_caption(at).startswith("**0 selected**")
     assert _table(at) is None  # nothing selected yet
     assert at.session_state["selected_ids"] == []
+
+
+def test_region_rule_and_burn_out_are_shown_and_applied(run):
+    at = _app().run()
+    captions = " ".join(c.value for c in at.caption)
+    assert "Regions: ambiguous = the 33% of examples with the highest variability" in captions
+    assert "Metrics over 3 epochs" in captions
+    frame = dm.map_frame(run)
+    assert (frame["region"] == "ambiguous").sum() == 133  # round(400 / 3)
+    at.radio(key="_kept_dm_region_rule").set_value("threshold").run()
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "Regions: ambiguous = variability ≥ 0.2" in captions
+    at.number_input(key=f"_kept_dm_burn_out_{run.id}").set_value(2).run()
+    assert not at.exception
+    assert "Metrics over the first 2 of 3 epochs" in " ".join(c.value for c in at.caption)
+    import json
+
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    names = [t["name"].split(" (")[0] for t in spec["data"] if t.get("type") == "scattergl"]
+    assert names and set(names) <= {"0/2", "1/2", "2/2"}  # the legend counts the 2 epochs used
 
 
 def test_injected_selection_fills_table_and_filters_change_it(run):

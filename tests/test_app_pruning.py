@@ -195,7 +195,7 @@ def test_new_experiment_form_starts_a_job(root, spawned):
     assert any("No pruning experiments yet" in c.value for c in at.caption)
     cats = at.multiselect(key="_kept_prune_categories")
     assert cats.value == ["P1G0"] and len(cats.options) == 6
-    assert any("predicted neutral, gold entailment" in o for o in cats.options)
+    assert any("P:neutral G:entailment (P1G0)" in o for o in cats.options)
     at.number_input(key="_kept_prune_threshold").set_value(4.0).run()
     at.number_input(key="_kept_prune_folds").set_value(5).run()
     at.text_input(key="_kept_prune_test").set_value("").run()

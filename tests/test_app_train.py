@@ -228,6 +228,44 @@ def test_resume_restarts_a_cancelled_run(root, spawned):
     assert any("Resumed" in s.value for s in at.success)
 
 
+def test_resume_does_not_read_the_original_files_again(root, spawned, tmp_path):
+    # a run made from a file that is gone since: Resume trains from the run's own copy
+    data = tmp_path / "train.csv"
+    data.write_bytes(PAIRS_CSV)
+    config = RunConfig(data=DataConfig(path=str(data)), dev=None, train=TrainConfig(epochs=2))
+    run = RunStore(root).create(config, load_dataset(config.data))
+    run.set_status(state="cancelled", epoch=1, epochs=2)
+    data.unlink()
+    at = page()
+    at.session_state["run_id"] = run.id
+    at.run()
+    at.button(key=f"resume_{run.id}").click().run()
+    assert not at.exception and not errors(at)
+    assert len(spawned) == 1 and spawned[0]["args"][:3] == ["train", "--run", run.id]
+    assert run.status()["state"] == "queued"
+
+
+def test_the_selected_runs_data_warnings_are_shown(root):
+    from cartomap.training.prepare import prepare_run
+
+    rows = PAIRS_CSV + b"".join(
+        f"Pair {i}.,Hypothesis {i}.,{label}\n".encode()
+        for i in range(120)
+        for label in ("entailment", "neutral", "contradiction")
+    )
+    rows += b"A cat sits.,A cat rests.,maybe\n"  # 1 against 122: a stray label
+    data = root.parent / "stray.csv"
+    data.write_bytes(rows)
+    run = prepare_run(RunConfig(data=DataConfig(path=str(data)), dev=None), RunStore(root))
+    assert len(run.warnings) == 1
+    at = page()
+    at.session_state["run_id"] = run.id
+    at.run()
+    assert not at.exception
+    shown = [w.value for w in at.warning if "Data warning" in w.value]
+    assert len(shown) == 1 and "maybe" in shown[0] and "1 example" in shown[0]
+
+
 def test_delete_asks_for_confirmation_and_refuses_a_training_run(root):
     keep = make_run(root, "done", seed=1)
     victim = make_run(root, "failed", seed=2)

@@ -10,7 +10,8 @@ import pytest
 
 from cartomap.cli import build_parser, main
 from cartomap.cli.options import config_from_args
-from cartomap.config import RunConfig
+from cartomap.config import DataConfig, RunConfig
+from cartomap.data.loading import load_dataset
 from cartomap.runs.store import RunStore
 
 
@@ -70,20 +71,139 @@ def test_runs_show_map(trained, tmp_path, capsys):
     assert main(["--cache", str(cache), "map", "tiny", "--out", str(tmp_path / "map.svgz")]) != 0
 
 
+def reference_metrics(model_dir, burn_out=None):
+    """The reference's own reading and metrics (allenai/cartography 6c43e86, selection_utils.
+    read_training_dynamics and train_dy_filtering.compute_train_dy_metrics), restated: every file in
+    model_dir/training_dynamics counts as an epoch, dynamics_epoch_{e}.jsonl is opened for e = 0 .. n-1."""
+    import os
+
+    td_dir = os.path.join(model_dir, "training_dynamics")
+    num_epochs = len([f for f in os.listdir(td_dir) if os.path.isfile(os.path.join(td_dir, f))])
+    if burn_out:
+        num_epochs = burn_out
+    dynamics = {}
+    for epoch in range(num_epochs):
+        path = os.path.join(td_dir, f"dynamics_epoch_{epoch}.jsonl")
+        assert os.path.exists(path)
+        with open(path) as handle:
+            for line in handle:
+                record = json.loads(line.strip())
+                guid = record["guid"]
+                if guid not in dynamics:
+                    assert epoch == 0
+                    dynamics[guid] = {"gold": record["gold"], "logits": []}
+                dynamics[guid]["logits"].append(record[f"logits_epoch_{epoch}"])
+    rows = {}
+    for guid, record in dynamics.items():
+        trend, probs = [], []
+        for logits in record["logits"]:
+            z = np.exp(np.asarray(logits) - max(logits))
+            p = z / z.sum()
+            probs.append(float(p[record["gold"]]))
+            trend.append(bool(np.argmax(logits) == record["gold"]))
+        forgotten, learnt = 0, False
+        for ok in trend:
+            if learnt and not ok:
+                learnt, forgotten = False, forgotten + 1
+            elif not learnt and ok:
+                learnt = True
+        rows[guid] = {
+            "confidence": np.mean(probs),
+            "variability": np.std(probs),
+            "correctness": sum(trend),
+            "forgetfulness": forgotten if any(trend) else 1000,
+        }
+    return num_epochs, rows
+
+
+def test_export_is_a_reference_model_folder(trained, tmp_path, capsys):
+    cache, _ = trained
+    out = tmp_path / "model"
+    assert main(["--cache", str(cache), "export", "tiny", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.csv", "td_metrics.jsonl", "training_dynamics"]
+    assert sorted(p.name for p in (out / "training_dynamics").iterdir()) == [
+        "dynamics_epoch_0.jsonl",
+        "dynamics_epoch_1.jsonl",
+        "dynamics_epoch_2.jsonl",
+    ]
+    first = json.loads((out / "training_dynamics" / "dynamics_epoch_0.jsonl").read_text().splitlines()[0])
+    assert set(first) == {"guid", "logits_epoch_0", "gold"}
+    # the reference's reader on it gives cartomap's metrics
+    n, ref = reference_metrics(out)
+    ours = RunStore(cache).get("tiny").metrics().set_index("id")
+    assert n == 3 and len(ref) == len(ours)
+    for guid, row in ref.items():
+        mine = ours.loc[str(guid)]
+        assert row["confidence"] == pytest.approx(mine["confidence"], abs=1e-6)
+        assert row["variability"] == pytest.approx(mine["variability"], abs=1e-6)
+        assert row["correctness"] == mine["correct_count"]
+        assert row["forgetfulness"] == (1000 if mine["never_learned"] else mine["forgetfulness"])
+    td = [json.loads(line) for line in (out / "td_metrics.jsonl").read_text().splitlines()]
+    assert {r["guid"]: r["correctness"] for r in td} == {g: r["correctness"] for g, r in ref.items()}
+    # burn-out: the first 2 epochs only, as the reference's --burn_out 2
+    burnt = tmp_path / "burnt"
+    assert main(["--cache", str(cache), "export", "tiny", "--out", str(burnt), "--burn-out", "2"]) == 0
+    n2, ref2 = reference_metrics(burnt)
+    td2 = {
+        json.loads(x)["guid"]: json.loads(x) for x in (burnt / "td_metrics.jsonl").read_text().splitlines()
+    }
+    assert n2 == 2 and reference_metrics(out, burn_out=2)[1] == ref2
+    for guid, row in ref2.items():
+        assert td2[guid]["confidence"] == pytest.approx(row["confidence"], abs=1e-6)
+        assert td2[guid]["correctness"] == row["correctness"]
+
+
+def test_export_refuses_to_replace_files_without_force(trained, tmp_path, capsys):
+    cache, _ = trained
+    out = tmp_path / "model"
+    (out / "training_dynamics").mkdir(parents=True)
+    (out / "training_dynamics" / "dynamics_epoch_0.jsonl").write_text("mine\n")
+    capsys.readouterr()
+    assert main(["--cache", str(cache), "export", "tiny", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "dynamics_epoch_0.jsonl exists; pass --force to replace" in err
+    assert (out / "training_dynamics" / "dynamics_epoch_0.jsonl").read_text() == "mine\n"  # untouched
+    assert not (out / "td_metrics.jsonl").exists()  # nothing half-written
+    # a stray file in training_dynamics/ would be read as an epoch by the reference: refused too
+    (out / "training_dynamics" / "dynamics_epoch_0.jsonl").unlink()
+    (out / "training_dynamics" / "notes.txt").write_text("x")
+    assert main(["--cache", str(cache), "export", "tiny", "--out", str(out)]) == 2
+    assert "notes.txt" in capsys.readouterr().err
+    assert main(["--cache", str(cache), "export", "tiny", "--out", str(out), "--force"]) == 0
+    assert sorted(p.name for p in (out / "training_dynamics").iterdir())[-1] == "dynamics_epoch_2.jsonl"
+    assert reference_metrics(out)[0] == 3
+
+
+def test_other_commands_refuse_to_replace_files(trained, tmp_path, capsys):
+    cache, _ = trained
+    target = tmp_path / "map.png"
+    target.write_bytes(b"mine")
+    assert main(["--cache", str(cache), "map", "tiny", "--out", str(target)]) == 2
+    assert target.read_bytes() == b"mine" and "--force" in capsys.readouterr().err
+    assert main(["--cache", str(cache), "map", "tiny", "--out", str(target), "--force"]) == 0
+    assert target.read_bytes()[:4] == b"\x89PNG"
+    sample = tmp_path / "sample.jsonl"
+    sample.write_text("mine\n")
+    args = ["--cache", str(cache), "subset", "--data", "demo:dev", "--n", "30", "--out", str(sample)]
+    assert main(args) == 2 and sample.read_text() == "mine\n"
+    assert main([*args, "--force"]) == 0 and len(sample.read_text().splitlines()) == 30
+    folder = tmp_path / "artifacts"
+    folder.mkdir()
+    (folder / "baselines.csv").write_text("mine")
+    args = ["--cache", str(cache), "artifacts", "demo:dev", "--out", str(folder), "--no-similarity"]
+    assert main(args) == 2 and (folder / "baselines.csv").read_text() == "mine"
+    assert not (folder / "lexical_correlations.csv").exists()
+    demo_dir = tmp_path / "demo"
+    demo_dir.mkdir()
+    (demo_dir / "demo_map.html").write_text("mine")
+    assert main(["--cache", str(cache), "demo", "--out-dir", str(demo_dir)]) == 2  # refused before training
+    assert (demo_dir / "demo_map.html").read_text() == "mine"
+
+
 def test_export_then_import_gives_the_same_metrics(trained, tmp_path, capsys):
     cache, _ = trained
     out = tmp_path / "exported"
     assert main(["--cache", str(cache), "export", "tiny", "--out", str(out)]) == 0
-    files = sorted(p.name for p in out.iterdir())
-    assert files == [
-        "dynamics_epoch_0.jsonl",
-        "dynamics_epoch_1.jsonl",
-        "dynamics_epoch_2.jsonl",
-        "metrics.csv",
-        "td_metrics.jsonl",
-    ]
-    first = json.loads((out / "dynamics_epoch_0.jsonl").read_text().splitlines()[0])
-    assert set(first) == {"guid", "logits_epoch_0", "gold"}
 
     other = tmp_path / "cache2"
     assert (
@@ -108,6 +228,8 @@ def test_export_then_import_gives_the_same_metrics(trained, tmp_path, capsys):
     for col in ("confidence", "variability", "correctness", "forgetfulness", "aum"):
         np.testing.assert_allclose(a[col], b[col], rtol=1e-5, atol=1e-6)
     assert "premise" in imported.examples().columns  # texts attached from --data
+    # the model folder (with training_dynamics/ inside) and the dynamics folder itself import alike
+    assert imported.status()["imported_from"] == str(out.resolve())
     # Importing the same folder again returns the same run.
     assert (
         main(
@@ -201,6 +323,25 @@ BAD_INPUTS = {
         "id",
         "line 2",
     ),
+    "nested 5,000 levels deep": (
+        [
+            '{"id": "a", "premise": "p", "hypothesis": "h", "label": "neutral"}',
+            '{"id": "b", "premise": "p", "hypothesis": "h", "label": "neutral", "x": '
+            + "[" * 5000
+            + "]" * 5000
+            + "}",
+        ],
+        "nested 5,001 levels deep",
+        "line 2",
+    ),
+    "a label outside --label-names": (
+        [
+            '{"id": "a", "premise": "p", "hypothesis": "h", "label": "neutral"}',
+            '{"id": "b", "premise": "p", "hypothesis": "h", "label": "maybe"}',
+        ],
+        "'maybe'",
+        "line 2",
+    ),
 }
 
 
@@ -254,6 +395,61 @@ def test_non_utf8_bytes_are_named(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "bad.jsonl.gz" in err and "line 2" in err and "UTF-8" in err
     assert not (tmp_path / "cache" / "runs").exists() or not any((tmp_path / "cache" / "runs").iterdir())
+
+
+def test_a_gz_file_that_is_not_gzip_is_refused(tmp_path, capsys):
+    data = _write(
+        tmp_path / "plain.jsonl.gz", ['{"id": "a", "premise": "p", "hypothesis": "h", "label": "neutral"}']
+    )
+    code = main(["--cache", str(tmp_path / "cache"), "train", "--data", str(data), "--dev", "none"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "plain.jsonl.gz" in err and "not gzip-compressed" in err and "rename it without .gz" in err
+    assert not (tmp_path / "cache" / "runs").exists() or not any((tmp_path / "cache" / "runs").iterdir())
+
+
+def test_a_stray_label_and_a_dev_set_without_a_class_warn_and_train(tiny_model, tmp_path, capsys):
+    demo = load_dataset(DataConfig(path="demo:dev"))
+    names = demo.label_names
+    rows = [
+        {"id": i, "premise": p, "hypothesis": h, "label": names[y]}
+        for i, p, h, y in zip(
+            demo.ids, demo.frame["premise"], demo.frame["hypothesis"], demo.labels, strict=True
+        )
+    ]
+    train = rows[:330] + [
+        {"id": "odd", "premise": "A dog runs.", "hypothesis": "An animal moves.", "label": "maybe"}
+    ]
+    dev = [r for r in rows[330:] if r["label"] != "contradiction"]
+    _write(tmp_path / "train.jsonl", [json.dumps(r) for r in train])
+    _write(tmp_path / "dev.jsonl", [json.dumps(r) for r in dev])
+    cache = tmp_path / "cache"
+    code = main(
+        [
+            "--cache",
+            str(cache),
+            "train",
+            "--data",
+            str(tmp_path / "train.jsonl"),
+            "--dev",
+            str(tmp_path / "dev.jsonl"),
+            "--model",
+            tiny_model,
+            "--epochs",
+            "1",
+            "--max-length",
+            "32",
+            "--quiet",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 0  # trained
+    warnings = [line for line in err.splitlines() if line.startswith("cartomap: warning:")]
+    assert len(warnings) == 2
+    assert "class 'maybe' has 1 example" in warnings[0] and "train.jsonl" in warnings[0]
+    assert "dev.jsonl" in warnings[1] and "'contradiction'" in warnings[1]
+    run = RunStore(cache).list()[0]
+    assert run.state == "done" and len(run.warnings) == 2 and "maybe" in run.label_names  # a 4th class, kept
 
 
 def test_unknown_run_is_a_clear_error(tmp_path, capsys):

@@ -23,6 +23,7 @@ from cartomap.training.curricula import (
     oversample_factors,
     resolved_fractions,
     resolved_steps,
+    schedule,
     split_steps,
     training_plan,
 )
@@ -50,6 +51,7 @@ def table() -> pd.DataFrame:
             "confidence": CONF,
             "variability": VAR,
             "correctness": [1.0, 1.0, 0.75, 0.5, 0.5, 0.5, 0.25, 0.0, 0.0, 0.25],
+            "correct_count": [4, 4, 3, 2, 2, 2, 1, 0, 0, 1],  # of 4 epochs
             "length": LENGTH,
             "similarity": SIMILARITY,
         }
@@ -123,7 +125,9 @@ def test_cart_list_puts_a_row_once_at_its_first_group():
 
 
 def test_cart_list_leaves_out_rows_in_no_group(table):
-    assert cart_list(table, 0.3).tolist() == [0, 1, 2, 3, 4, 5, 7, 8, 9]
+    # E2L by confidence descending, A by variability descending, H2L by confidence ascending (as the
+    # reference's selection writes each group); row 6 is in no group
+    assert cart_list(table, 0.3).tolist() == [0, 1, 2, 5, 3, 4, 9, 8, 7]
 
 
 def test_difficulty_scores(table):
@@ -131,11 +135,25 @@ def test_difficulty_scores(table):
     assert np.argsort(paper, kind="stable").tolist() == [0, 1, 2, 4, 3, 5, 6, 7, 8, 9]
     assert paper[5] == pytest.approx(2.15)
     code = difficulty_scores(table, OrderConfig(name="cart-stra++", difficulty="code"))
-    np.testing.assert_allclose(code, cartcl_pp_difficulty_code(table["correctness"], table["variability"]))
+    np.testing.assert_allclose(code, cartcl_pp_difficulty_code(table["correct_count"], table["variability"]))
     assert difficulty_scores(table, OrderConfig(name="length")).tolist() == LENGTH
     assert difficulty_scores(table, OrderConfig(name="sts")).tolist() == [-s for s in SIMILARITY]
     cart = difficulty_scores(table, OrderConfig(name="cart", region_fraction=0.3))
-    assert cart[6] == np.inf and cart[:6].tolist() == [0, 1, 2, 3, 4, 5]
+    assert cart[6] == np.inf and cart[:6].tolist() == [0, 1, 2, 4, 5, 3]
+
+
+def test_code_difficulty_sorts_by_the_count_first_then_variability():
+    # 4 epochs. The public RoNLI code scores (1 - count) + (1 - v): a whole correct epoch outweighs any
+    # variability. Row 0: 3 of 4 correct, v .05; row 1: 2 of 4, v .45; rows 2 and 3: 2 of 4, v .30 / .10.
+    table = pd.DataFrame({"correct_count": [3, 2, 2, 2], "variability": [0.05, 0.45, 0.30, 0.10]})
+    code = difficulty_scores(table, OrderConfig(name="cart++", difficulty="code"))
+    assert np.argsort(code, kind="stable").tolist() == [0, 1, 2, 3]  # count descending, then v descending
+    np.testing.assert_allclose(code, [-1.05, -0.45, -0.30, -0.10])
+    # the score on the fraction (what cartomap computed before) puts row 1 before row 0 at 4 epochs
+    fraction = cartcl_pp_difficulty_code(table["correct_count"] / 4, table["variability"])
+    assert np.argsort(fraction, kind="stable").tolist()[:2] == [1, 0]
+    with pytest.raises(DataError, match="correct_count"):
+        difficulty_scores(table.drop(columns="correct_count"), OrderConfig(name="cart++", difficulty="code"))
 
 
 def test_needs_columns():
@@ -146,49 +164,104 @@ def test_needs_columns():
     assert needs_columns(OrderConfig(name="e2l")) == ("confidence", "variability")
     assert needs_columns(OrderConfig(name="cart")) == ("confidence", "variability")
     assert needs_columns(OrderConfig(name="cart++")) == ("confidence", "variability")
-    assert needs_columns(OrderConfig(name="cart-stra++", difficulty="code")) == ("correctness", "variability")
+    assert needs_columns(OrderConfig(name="cart-stra++", difficulty="code")) == (
+        "correct_count",
+        "variability",
+    )
 
 
 def test_defaults_from_the_public_code():
     assert resolved_fractions(OrderConfig(name="cart")) == (0.3, 0.66, 1.0)
-    assert resolved_steps(OrderConfig(name="cart")) == (1, 1, 1)
-    assert resolved_fractions(OrderConfig(name="cart++")) == (0.3, 0.6, 1.0)
-    assert resolved_steps(OrderConfig(name="cart++")) == (175, 350, 525)
+    assert resolved_steps(OrderConfig(name="cart")) == (350, 700, 1050)
+    assert resolved_fractions(OrderConfig(name="cart++")) == (0.6, 0.8, 1.0)
+    assert resolved_steps(OrderConfig(name="cart++")) == (100, 200, 350)
     assert resolved_fractions(OrderConfig(name="cart-stra++")) == (0.2, 0.4, 0.6, 0.8, 1.0)
     assert resolved_steps(OrderConfig(name="cart-stra++")) == (100, 200, 300, 400, 250)
     for name in ("length", "sts"):
-        assert resolved_fractions(OrderConfig(name=name)) == (0.3, 0.6, 1.0)
+        assert resolved_fractions(OrderConfig(name=name)) == (0.6, 0.8, 1.0)
+    assert schedule("cart++", "ronli-5f84fd3") == ((0.3, 0.6, 1.0), (175, 350, 525))
+    assert schedule("cart", "equal-thirds") == ((0.3, 0.66, 1.0), (1, 1, 1))
+    with pytest.raises(DataError, match="no schedule 'bogus'"):
+        schedule("cart++", "bogus")
+
+
+def _code_schedule(order: OrderConfig, total: int) -> list[tuple[str, int, int]]:
+    """(stage name, steps, unique rows) of a plan of exactly ``total`` steps on 130 balanced rows."""
+    rng = np.random.default_rng(0)
+    n = 130
+    table = pd.DataFrame({"confidence": rng.random(n), "variability": rng.random(n) * 0.4})
+    labels = np.arange(n) % 2  # balanced: oversampling changes nothing
+    p = training_plan(order, labels, batch_size=13, epochs=total // 10, seed=0, table=table)
+    assert len(p.batches) == total
+    return [
+        (s.name if s.name == ALL_DATA else s.name.split(" ")[0], s.n_steps, len(rows(s))) for s in p.stages
+    ]
+
+
+def test_cart_pp_default_plan_is_the_ronli_head_version():
+    # The head version (NLIDatasetCurriculum.py, "Latest version of nli dataset"): the sorted list
+    # unlocked 60 / 80 / 100 %, max_steps 100 / 200 / 1000, the last stage being all the data. On a run
+    # of the code's 1300 steps cartomap's default plan is that schedule step for step.
+    stages = _code_schedule(OrderConfig(name="cart++"), 1300)
+    assert stages == [("60%", 100, 78), ("80%", 200, 104), ("100%", 350, 130), (ALL_DATA, 650, 130)]
+    # the older commit 5f84fd3: 30 / 60 / 100 %, max_steps 175 / 350 / 1575 of 2100
+    fractions, steps = schedule("cart++", "ronli-5f84fd3")
+    older = _code_schedule(OrderConfig(name="cart++", fractions=fractions, steps=steps), 2100)
+    assert older == [("30%", 175, 39), ("60%", 350, 78), ("100%", 525, 130), (ALL_DATA, 1050, 130)]
+
+
+def test_cart_default_plan_is_the_ronli_head_version():
+    # bert_curriculum_full.py (c6f7d1a): max_steps 350 / 700 / 3150 of 4200; its last stage trains on the
+    # curriculum list, then cartomap's fair-comparison half goes on with all data
+    stages = _code_schedule(OrderConfig(name="cart"), 4200)
+    assert [(name, steps) for name, steps, _ in stages] == [
+        ("30%", 350),
+        ("66%", 700),
+        ("100%", 1050),
+        (ALL_DATA, 2100),
+    ]
 
 
 # --------------------------------------------------------------------------- stage contents
 
 
 def test_cart_stages(table):
-    # 10 rows, batch 2 -> 5 steps per epoch, 15 in all; curriculum round(7.5) = 8 steps split 3 / 3 / 2
+    # 10 rows, batch 2 -> 5 steps per epoch, 15 in all; curriculum round(7.5) = 8 steps split 350:700:1050
+    # = 1.33 / 2.67 / 4 -> 1 / 3 / 4 (largest remainder)
     p = plan(table, "cart", oversample=False)
     assert [s.name for s in p.stages] == ["30% (E2L)", "66% (E2L+A)", "100% (E2L+A+H2L)", ALL_DATA]
-    assert [(s.start_step, s.n_steps) for s in p.stages] == [(0, 3), (3, 3), (6, 2), (8, 7)]
-    # list 0 1 2 3 4 5 7 8 9: round(2.7) = 3, round(5.94) = 6, all 9 rows; row 6 only in "all data"
+    assert [(s.start_step, s.n_steps) for s in p.stages] == [(0, 1), (1, 3), (4, 4), (8, 7)]
+    # list 0 1 2 5 3 4 9 8 7: round(2.7) = 3, round(5.94) = 6, all 9 rows; row 6 only in "all data"
     assert [rows(s) for s in p.stages] == [
         {0, 1, 2},
         {0, 1, 2, 3, 4, 5},
         {0, 1, 2, 3, 4, 5, 7, 8, 9},
         set(range(10)),
     ]
+    # which ambiguous rows come first depends on the within-group order: by variability, 5 then 3
+    short = plan(table, "cart", oversample=False, fractions=(0.4, 1.0), steps=(1, 1))
+    assert rows(short.stages[0]) == {0, 1, 2, 5}
 
 
 def test_cart_pp_stages(table):
+    # sorted 0 1 2 4 3 5 6 7 8 9; 8 curriculum steps split 100:200:350 = 1.23 / 2.46 / 4.31 -> 1 / 3 / 4
     p = plan(table, "cart++", oversample=False)
-    assert [s.name for s in p.stages] == ["30%", "60%", "100%", ALL_DATA]
+    assert [s.name for s in p.stages] == ["60%", "80%", "100%", ALL_DATA]
     assert [(s.start_step, s.n_steps) for s in p.stages] == [(0, 1), (1, 3), (4, 4), (8, 7)]
-    assert [rows(s) for s in p.stages] == [{0, 1, 2}, {0, 1, 2, 4, 3, 5}, set(range(10)), set(range(10))]
+    assert [rows(s) for s in p.stages] == [
+        {0, 1, 2, 4, 3, 5},
+        {0, 1, 2, 4, 3, 5, 6, 7},
+        set(range(10)),
+        set(range(10)),
+    ]
 
 
 def test_cart_pp_oversamples_each_stage_on_its_own_rows(table):
     p = plan(table, "cart++")
-    # stage 1: class 0 = {0, 1, 2, 3, 5}, class 1 = {4} -> row 4 five times
-    assert np.bincount(p.stages[1].pool, minlength=10).tolist() == [1, 1, 1, 1, 5, 1, 0, 0, 0, 0]
-    assert p.stages[0].pool.tolist() == [0, 1, 2]
+    # stage 0: class 0 = {0, 1, 2, 3, 5}, class 1 = {4} -> row 4 five times
+    assert p.stages[0].pool.tolist() == [0, 1, 2, 4, 4, 4, 4, 4, 3, 5]
+    # stage 1 adds 6 (class 1) and 7 (class 2): factors 1 / 2 / 5
+    assert np.bincount(p.stages[1].pool, minlength=10).tolist() == [1, 1, 1, 1, 2, 1, 2, 5, 0, 0]
 
 
 def test_cart_stra_pp_stages(table):
@@ -209,14 +282,14 @@ def test_stratification_keeps_every_class_in_every_stage(table):
     for stage in stra.stages:
         assert set(LABELS[stage.pool]) == {0, 1, 2}, stage.name
     early = plan(table, "cart++").stages[0]
-    assert set(LABELS[early.pool]) == {0}  # the skewed fixture: classes 1 and 2 absent at first
+    assert set(LABELS[early.pool]) == {0, 1}  # the skewed fixture: class 2 absent at first
 
 
 def test_length_and_sts_stages(table):
     length = plan(table, "length", oversample=False)
-    assert [rows(s) for s in length.stages[:2]] == [{4, 6, 1}, {4, 6, 1, 3, 9, 8}]
+    assert [rows(s) for s in length.stages[:2]] == [{4, 6, 1, 3, 9, 8}, {4, 6, 1, 3, 9, 8, 7, 0}]
     sts = plan(table, "sts", oversample=False)
-    assert [rows(s) for s in sts.stages[:2]] == [{1, 5, 7}, {1, 5, 7, 8, 2, 6}]
+    assert [rows(s) for s in sts.stages[:2]] == [{1, 5, 7, 8, 2, 6}, {1, 5, 7, 8, 2, 6, 3, 4}]
 
 
 def test_custom_fractions_and_steps(table):
@@ -283,13 +356,14 @@ def test_deterministic_given_seed(table):
 
 
 def test_stage_table(table):
-    # oversampled: 12 rows -> 6 steps per epoch, 18 in all; curriculum 9 steps split 2 / 3 / 4
+    # oversampled: 12 rows -> 6 steps per epoch, 18 in all; curriculum 9 steps split 100:200:350 = 1.38 /
+    # 2.77 / 4.85 -> 1 / 3 / 5
     frame = plan(table, "cart++").stage_table(label_names=("a", "b", "c"))
     assert list(frame.columns) == ["name", "start_step", "n_steps", "pool_size", "unique_rows", "a", "b", "c"]
     assert frame.values.tolist() == [
-        ["30%", 0, 2, 3, 3, 3, 0, 0],
-        ["60%", 2, 3, 10, 6, 5, 5, 0],
-        ["100%", 5, 4, 12, 10, 5, 4, 3],
+        ["60%", 0, 1, 10, 6, 5, 5, 0],
+        ["80%", 1, 3, 14, 8, 5, 4, 5],
+        ["100%", 4, 5, 12, 10, 5, 4, 3],
         [ALL_DATA, 9, 9, 12, 10, 5, 4, 3],
     ]
     plain = plan(table, "shuffled").stage_table()

@@ -138,7 +138,7 @@ def test_build_combination_params_names_rows_as_table_3():
 # --------------------------------------------------------------------------- stage preview
 def test_plan_preview_of_length_order_is_hand_checked():
     """10 rows, classes 0 x5 then 1 x5, lengths 1..10, batch 5, 2 epochs: 4 steps, 2 for the curriculum
-    split 175:350:525 -> [0, 1, 1]; stages take 3, 6, 10 rows of the shortest-first list."""
+    split 100:200:350 -> [0, 1, 1]; stages take 6, 8, 10 rows of the shortest-first list."""
     examples = pd.DataFrame({"id": [f"r{i}" for i in range(10)], "label": [0] * 5 + [1] * 5})
     table = forms.plan_preview(
         OrderConfig(name="length"),
@@ -149,12 +149,12 @@ def test_plan_preview_of_length_order_is_hand_checked():
         label_names=("a", "b"),
         lengths=np.arange(1, 11),
     )
-    assert table["name"].tolist() == ["30%", "60%", "100%", "all data"]
+    assert table["name"].tolist() == ["60%", "80%", "100%", "all data"]
     assert table["start_step"].tolist() == [0, 0, 1, 2]
     assert table["n_steps"].tolist() == [0, 1, 1, 2]
-    assert table["pool_size"].tolist() == [3, 10, 10, 10]  # stage 2: 5 of a, 1 of b repeated 5 times
-    assert table["unique_rows"].tolist() == [3, 6, 10, 10]
-    assert table["a"].tolist() == [3, 5, 5, 5] and table["b"].tolist() == [0, 5, 5, 5]
+    assert table["pool_size"].tolist() == [10, 8, 10, 10]  # stage 1: 5 of a, 1 of b repeated 5 times
+    assert table["unique_rows"].tolist() == [6, 8, 10, 10]
+    assert table["a"].tolist() == [5, 5, 5, 5] and table["b"].tolist() == [5, 3, 5, 5]
 
 
 def test_plan_preview_aligns_the_data_map_by_id():

@@ -60,7 +60,7 @@ def test_read_hand_made_folder_and_reference_metrics(tmp_path):
 
     out = write_reference_metrics(tmp_path / "td_metrics.jsonl", frame)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert rows[0]["guid"] == "7" and rows[1]["guid"] == "b"
+    assert rows[0]["guid"] == 7 and rows[1]["guid"] == "b"  # integer guids stay integers, as the reference's
     assert [r["index"] for r in rows] == [0, 1]
     assert [r["correctness"] for r in rows] == [2, 0]
     assert [r["forgetfulness"] for r in rows] == [1, 1000]
@@ -201,3 +201,32 @@ def test_write_metrics_requires_columns(tmp_path):
             tmp_path / "td_metrics.jsonl",
             compute_metrics(np.zeros((1, 2, 2)), [0, 1]).drop(columns="never_learned"),
         )
+
+
+def test_reference_model_folder_export_and_read(tmp_path):
+    from cartomap.errors import CartomapError
+    from cartomap.runs.interop import write_reference_export
+
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(3, 6, 3)).astype(np.float32)
+    gold = rng.integers(0, 3, 6)
+    ids = ["10", "11", "007", "x", "-3", "12"]
+    metrics = compute_metrics(logits, gold, ids)
+    written = write_reference_export(tmp_path, ids, logits, gold, metrics)
+    assert [p.relative_to(tmp_path).as_posix() for p in written] == [
+        "training_dynamics/dynamics_epoch_0.jsonl",
+        "training_dynamics/dynamics_epoch_1.jsonl",
+        "training_dynamics/dynamics_epoch_2.jsonl",
+        "td_metrics.jsonl",
+        "metrics.csv",
+    ]
+    guids = [
+        json.loads(x)["guid"] for x in (tmp_path / "training_dynamics" / "dynamics_epoch_0.jsonl").open()
+    ]
+    assert guids == [10, 11, "007", "x", -3, 12]  # canonical integers as integers, the rest as strings
+    dyn = read_reference_dynamics(tmp_path)  # the model folder: its training_dynamics/ is found
+    assert dyn.ids == ids and dyn.epochs == [0, 1, 2]
+    np.testing.assert_array_equal(dyn.logits, logits)
+    with pytest.raises(CartomapError, match="pass --force"):
+        write_reference_export(tmp_path, ids, logits, gold, metrics)
+    assert len(write_reference_export(tmp_path, ids, logits, gold, metrics, force=True)) == 5

@@ -100,7 +100,8 @@ def test_regions_by_threshold_and_partition():
     assert r["ambiguous"].tolist() == [False, False, False, False, False, True]
     none = ~(r["easy-to-learn"] | r["hard-to-learn"] | r["ambiguous"])
     assert none.tolist() == [False, False, True, False, False, False]
-    part = m.region_partition(conf, var)
+    threshold = m.RegionRule(method="threshold")
+    part = m.region_partition(conf, var, threshold)  # the earlier default, kept as an option
     assert part.tolist() == [
         "easy-to-learn",
         "hard-to-learn",
@@ -109,7 +110,7 @@ def test_regions_by_threshold_and_partition():
         "hard-to-learn",
         "ambiguous",
     ]
-    assert m.region_partition(conf, var, ambiguous_var=0.1, conf_split=0.8).tolist()[:4] == [
+    assert m.region_partition(conf, var, threshold, ambiguous_var=0.1, conf_split=0.8).tolist()[:4] == [
         "easy-to-learn",
         "hard-to-learn",
         "hard-to-learn",
@@ -117,12 +118,90 @@ def test_regions_by_threshold_and_partition():
     ]
 
 
-def test_correctness_bucket():
-    b = m.correctness_bucket(np.array([0.0, 1 / 3, 2 / 3, 1.0]), 3)
-    assert b.tolist() == ["0.0", "0.3", "0.7", "1.0"]
-    assert m.correctness_bucket(np.array([0.2, 0.25, 0.8])).tolist() == ["0.2", "0.2", "0.8"]
-    assert m.correctness_bucket(np.array([0.6000000001]), 5).tolist() == ["0.6"]
-    assert m.bucket_order(["1.0", "0.2", "0.0", "0.2"]) == ["0.0", "0.2", "1.0"]
+def test_region_partition_by_rank_is_the_default():
+    # 9 examples; variability ranks: 8 > 7 > 0 = 3 (tie: lower index first) > ...
+    conf = np.array([0.9, 0.2, 0.6, 0.4, 0.95, 0.1, 0.5, 0.3, 0.7])
+    var = np.array([0.10, 0.01, 0.02, 0.10, 0.03, 0.04, 0.05, 0.30, 0.31])
+    part = m.region_partition(conf, var)
+    # a third of 9 = 3 ambiguous: indices 8, 7 and 0 (0 before 3 at the tie); the rest split at confidence 0.5
+    assert np.flatnonzero(part == "ambiguous").tolist() == [0, 7, 8]
+    assert np.flatnonzero(part == "easy-to-learn").tolist() == [2, 4, 6]
+    assert np.flatnonzero(part == "hard-to-learn").tolist() == [1, 3, 5]
+    assert (
+        m.region_partition(conf, var, m.RegionRule(fraction=0.5)).tolist().count("ambiguous") == 5
+    )  # 4.5 up
+    assert m.region_partition(conf, var, fraction=0.0).tolist().count("ambiguous") == 0
+    # independent of the scale of variability (a longer run has smaller std): the same partition
+    np.testing.assert_array_equal(m.region_partition(conf, var / 7), part)
+    # the fixed threshold is not: with var / 7 nothing reaches 0.2
+    assert "ambiguous" not in m.region_partition(conf, var / 7, method="threshold").tolist()
+    rule = m.RegionRule()
+    assert "the 33% of examples with the highest variability (variability ≥ 0.100 here)" in rule.describe(var)
+    assert "variability ≥ 0.2" in m.RegionRule(method="threshold").describe(var)
+    with pytest.raises(DataError):
+        m.RegionRule(method="quantile")
+
+
+def test_compute_metrics_regions_by_rank_with_exact_counts():
+    rng = np.random.default_rng(1)
+    frame = m.compute_metrics(rng.normal(size=(4, 300, 3)), rng.integers(0, 3, 300))
+    counts = frame["region"].value_counts()
+    assert counts["ambiguous"] == 100  # the highest-variability third
+    assert counts["easy-to-learn"] + counts["hard-to-learn"] == 200
+    assert (frame.loc[frame["region"] == "easy-to-learn", "confidence"] >= 0.5).all()
+    assert (frame.loc[frame["region"] == "hard-to-learn", "confidence"] < 0.5).all()
+    cut = frame.loc[frame["region"] == "ambiguous", "variability"].min()
+    assert (frame.loc[frame["region"] != "ambiguous", "variability"] <= cut).all()
+    assert frame.attrs["regions"]["method"] == "rank"
+    old = m.compute_metrics(
+        rng.normal(size=(4, 300, 3)), rng.integers(0, 3, 300), regions=m.RegionRule("threshold")
+    )
+    assert old.attrs["regions"]["method"] == "threshold"
+    np.testing.assert_array_equal(
+        old["region"] == "ambiguous", old["variability"].to_numpy() >= m.DEFAULT_AMBIGUOUS_VAR
+    )
+
+
+def test_correctness_bucket_shows_exact_fractions():
+    # 4 epochs: the reference's one-decimal labels would read 0.0 / 0.2 / 0.5 / 0.8 / 1.0
+    b = m.correctness_bucket(np.array([0.0, 0.25, 0.5, 0.75, 1.0]), 4)
+    assert b.tolist() == ["0/4", "1/4", "2/4", "3/4", "4/4"]
+    assert m.correctness_bucket(np.array([0.0, 1 / 3, 2 / 3, 1.0]), 3).tolist() == [
+        "0/3",
+        "1/3",
+        "2/3",
+        "3/3",
+    ]
+    assert m.correctness_bucket(np.array([0.6000000001]), 5).tolist() == ["3/5"]
+    assert m.correctness_bucket(np.array([0.2, 0.25, 0.8])).tolist() == ["0.20", "0.25", "0.80"]
+    assert m.bucket_order(["4/4", "1/4", "0/4", "1/4"]) == ["0/4", "1/4", "4/4"]
+    assert m.bucket_order(["10/12", "9/12", "2/12"]) == ["2/12", "9/12", "10/12"]  # numeric, not by text
+    assert m.bucket_value("3/4") == 0.75 and m.bucket_value("0.25") == 0.25
+
+
+def test_burn_out_uses_the_first_epochs_only():
+    # a hand-made 4-epoch fixture: the 4th epoch flips example 0 to wrong
+    probs = np.array(
+        [
+            [[0.6, 0.2, 0.2], [0.2, 0.2, 0.6]],
+            [[0.8, 0.1, 0.1], [0.1, 0.1, 0.8]],
+            [[0.7, 0.2, 0.1], [0.2, 0.2, 0.6]],
+            [[0.1, 0.8, 0.1], [0.1, 0.1, 0.8]],
+        ]
+    )
+    labels = np.array([0, 2])
+    full = m.compute_metrics(np.log(probs), labels)
+    burnt = m.compute_metrics(np.log(probs), labels, burn_out=3)
+    np.testing.assert_allclose(burnt["confidence"], [0.7, (0.6 + 0.8 + 0.6) / 3])
+    np.testing.assert_allclose(full["confidence"], [0.55, 0.7])
+    np.testing.assert_allclose(burnt["variability"], [np.std([0.6, 0.8, 0.7]), np.std([0.6, 0.8, 0.6])])
+    assert burnt["correct_count"].tolist() == [3, 3] and full["correct_count"].tolist() == [3, 4]
+    assert burnt["forgetfulness"].tolist() == [0, 0] and full["forgetfulness"].tolist() == [1, 0]
+    assert burnt["predicted"].tolist() == [0, 2]  # at the last epoch used
+    assert burnt.attrs["n_epochs"] == 3 and burnt.attrs["epochs_recorded"] == 4
+    pd.testing.assert_frame_equal(m.compute_metrics(np.log(probs), labels, burn_out=9), full)
+    with pytest.raises(DataError):
+        m.compute_metrics(np.log(probs), labels, burn_out=0)
 
 
 def test_compute_metrics_columns_and_values():
@@ -137,7 +216,8 @@ def test_compute_metrics_columns_and_values():
     assert frame["forgetfulness"].tolist() == [1, 0]
     assert frame["never_learned"].tolist() == [False, True]
     np.testing.assert_allclose(frame["difficulty"], [0.708179, 2.719526], atol=1e-6)
-    np.testing.assert_allclose(frame["difficulty_code"], [1.108487, 1.952860], atol=1e-6)
+    # the public RoNLI code's score on the *count* of correct epochs: (1 - 2) + (1 - 0.2248), (1 - 0) + (1 - 0.0471)
+    np.testing.assert_allclose(frame["difficulty_code"], [-0.2248456, 1.9528595], atol=1e-6)
     assert frame["region"].tolist() == ["ambiguous", "hard-to-learn"]
     assert frame.attrs["n_epochs"] == 3
 

@@ -113,3 +113,39 @@ def test_plotly_hover_escapes_ids():
         for t in np.atleast_1d(trace.hovertext)
     )
     assert "<img" not in hover and "&lt;img" in hover and "a&amp;b" in hover
+
+
+def test_correctness_legend_shows_exact_fractions():
+    # 4 epochs: the reference's one-decimal labels would be 0.0 / 0.2 / 0.5 / 0.8 / 1.0
+    rng = np.random.default_rng(3)
+    n = 400
+    labels = rng.integers(0, 3, n)
+    logits = rng.normal(size=(4, n, 3))
+    logits[:, np.arange(n), labels] += rng.normal(0.5, 1.5, size=n)
+    metrics = compute_metrics(logits, labels, ids=[f"ex{i}" for i in range(n)])
+    fig = data_map_figure(as_map_frame(metrics, ["e", "n", "c"]))
+    names = [t.name.split(" (")[0] for t in fig.data if t.type == "scattergl"]
+    assert names == ["0/4", "1/4", "2/4", "3/4", "4/4"]
+    assert fig.layout.legend.title.text == "correct in k of E epochs"
+    trace = next(t for t in fig.data if t.type == "scattergl" and t.name.startswith("3/4"))
+    assert "(3/4 epochs)" in trace.hovertext[0]
+    mpl = data_map_matplotlib(metrics)
+    legend = mpl.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["0/4", "1/4", "2/4", "3/4", "4/4"]
+    assert legend.get_title().get_text() == "correct in k of E epochs"
+    bars = [t.get_text() for t in mpl.axes[3].get_xticklabels()]
+    assert bars == ["0/4", "1/4", "2/4", "3/4", "4/4"]
+
+
+def test_region_labels_sit_on_their_regions(frame):
+    fig = data_map_figure(as_map_frame(frame, ["e", "n", "c"]))
+    at = {a.text: (a.x, a.y, a.xref) for a in fig.layout.annotations}
+    for region in ("easy-to-learn", "ambiguous", "hard-to-learn"):
+        rows = frame[frame["region"] == region]
+        x, y, ref = at[region]
+        assert ref == "x"  # data coordinates
+        assert x == pytest.approx(rows["variability"].median()) and y == pytest.approx(
+            rows["confidence"].median()
+        )
+    assert at["easy-to-learn"][1] > at["hard-to-learn"][1]
+    assert at["ambiguous"][0] > max(at["easy-to-learn"][0], at["hard-to-learn"][0])

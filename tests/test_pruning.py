@@ -151,6 +151,35 @@ def test_other_categories_and_thresholds(demo):
         what_if(oof, ["P1G1"], 2.0)
 
 
+def test_named_category_selects_the_same_examples_in_any_class_order(demo):
+    oof, _, truth = planted(demo)
+    standard = what_if(oof, ["P1G0"], 2.0)
+    # the same data with the classes ordered contradiction, entailment, neutral: class k of the standard
+    # order is class ORDER.index(LABELS[k]) here, and the logit columns move with it
+    order = ("contradiction", "entailment", "neutral")
+    new_index = np.array([order.index(name) for name in LABELS])
+    reordered = oof[["id", "fold"]].copy()
+    reordered["gold"] = new_index[oof["gold"].to_numpy()]
+    for k in range(3):
+        reordered[f"logit_{new_index[k]}"] = oof[f"logit_{k}"].to_numpy()
+    reordered = reordered[["id", "gold", "fold", "logit_0", "logit_1", "logit_2"]]
+    named = what_if(reordered, ["P:neutral G:entailment"], 2.0, label_names=order)
+    np.testing.assert_array_equal(named.mask, standard.mask)
+    assert sorted(oof.loc[named.mask, "id"]) == sorted(truth["confident"])
+    assert named.per_category == {"P2G1": 8}  # its code in this order
+    results = analyse(reordered, categories=["P:neutral G:entailment"], threshold=2.0, label_names=order)
+    assert sorted(results["pruned_ids"]) == sorted(truth["confident"])
+    assert results["summary"]["category_names"] == ["P:neutral G:entailment"]
+    # the shorthand would mean "predicted entailment, gold contradiction" here: refused, with the named form
+    with pytest.raises(DataError, match=r"P1G0 is NLI shorthand.*'P:entailment G:contradiction'"):
+        analyse(reordered, categories=["P1G0"], threshold=2.0, label_names=order)
+    with pytest.raises(DataError, match="no class 'maybe'"):
+        what_if(reordered, ["P:maybe G:entailment"], 2.0, label_names=order)
+    # in the NLI order both spellings are the same category
+    assert what_if(oof, ["P:neutral, G:entailment"], 2.0, label_names=LABELS).per_category == {"P1G0": 8}
+    assert PruningParams(categories=("P:neutral  G:entailment",)).categories == ("P:neutral G:entailment",)
+
+
 def test_sweep_counts_every_category_and_the_chosen_ones(demo):
     oof, _, _ = planted(demo)
     sweep = analyse(oof, categories=["P1G0"], threshold=2.25, label_names=LABELS)["sweep"]
@@ -212,7 +241,8 @@ def test_params_validate_and_round_trip():
     ):
         with pytest.raises(DataError, match=field):
             PruningParams(**{"base": base, **bad})
-    assert category_label("P1G0", LABELS) == "P1G0 · predicted neutral, gold entailment"
+    assert category_label("P1G0", LABELS) == "P:neutral G:entailment (P1G0)"
+    assert category_label("P1G0", ("b", "a", "c")) == "P:a G:b"  # no shorthand outside the NLI order
 
 
 def make_finished_experiment(cache: Path, demo, with_model1: bool = True):

@@ -29,7 +29,7 @@ import pandas as pd
 from cartomap.analysis.figures import escape, palette_color
 from cartomap.config import OrderConfig, RunConfig
 from cartomap.data.loading import TextDataset
-from cartomap.errors import DataError
+from cartomap.errors import DataError, RunError
 
 #: A word: a run of letters, digits or underscores, with inner apostrophes kept ("don't", "man's").
 #: Punctuation is dropped. The same pattern tokenizes the TF-IDF baselines.
@@ -379,7 +379,7 @@ def find_run(store, config: RunConfig):
         try:
             if RunConfig.from_dict(run.info["config"]).identity() == wanted:
                 return run
-        except (KeyError, TypeError, ValueError, OSError):
+        except (KeyError, TypeError, ValueError, OSError, RunError):  # being written, or damaged
             continue
     return None
 

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import RunError
-from cartomap.scores.metrics import correctness_bucket, softmax
+from cartomap.scores.metrics import RegionRule, compute_metrics, correctness_bucket, region_partition, softmax
 
 DEFAULT_MAX_POINTS = 20_000
 #: Axes of the main scatter in :func:`figure`; selection geometry on other axes (histograms) is ignored.
@@ -148,13 +148,45 @@ def build_map_frame(
     out = out.reset_index(drop=True)
     out.attrs["n_epochs"] = n_epochs
     out.attrs["label_names"] = list(label_names)
+    if "regions" in metrics.attrs:
+        out.attrs["regions"] = dict(metrics.attrs["regions"])
+    if "epochs_recorded" in metrics.attrs:
+        out.attrs["epochs_recorded"] = metrics.attrs["epochs_recorded"]
     return out
 
 
-def map_frame(run, source: str = "train") -> pd.DataFrame:
-    """Metrics of every training example of ``run`` joined with its texts (see :func:`build_map_frame`)."""
-    metrics = run.metrics(source)
-    epochs = run.dynamics_epochs(source)
+def with_regions(metrics: pd.DataFrame, rule: RegionRule | None = None) -> pd.DataFrame:
+    """``metrics`` with its region column drawn again by ``rule`` (default: by rank), from its confidence
+    and variability: a run's saved regions may come from another rule (before by-rank was the default)."""
+    rule = rule or RegionRule()
+    out = metrics.copy()
+    out["region"] = region_partition(
+        out["confidence"].to_numpy(dtype=np.float64), out["variability"].to_numpy(dtype=np.float64), rule
+    )
+    out.attrs = {**metrics.attrs, "regions": rule.to_dict()}
+    return out
+
+
+def rule_of(frame: pd.DataFrame) -> RegionRule:
+    """The region rule a map or metrics frame was drawn with (its attrs; by rank when unknown)."""
+    saved = frame.attrs.get("regions")
+    return RegionRule(**saved) if isinstance(saved, dict) else RegionRule()
+
+
+def map_frame(
+    run, source: str = "train", regions: RegionRule | None = None, burn_out: int | None = None
+) -> pd.DataFrame:
+    """Metrics of every training example of ``run`` joined with its texts (see :func:`build_map_frame`).
+
+    ``regions``: the rule of the region column (default by rank). ``burn_out``: metrics over the first
+    that many epochs only (computed from the dynamics; the reference's ``--burn_out``)."""
+    epochs = run.dynamics_epochs(run.recorded_source(source))
+    if burn_out is not None and burn_out < len(epochs):
+        ids, logits = run.dynamics(run.recorded_source(source))
+        labels = run.examples()["label"].to_numpy(dtype=np.int64)
+        metrics = compute_metrics(logits, labels, ids, regions=regions, burn_out=burn_out)
+    else:
+        metrics = with_regions(run.metrics(source), regions)
     return build_map_frame(
         metrics, run.examples(), run.label_names, n_epochs_of(metrics) or len(epochs) or None
     )

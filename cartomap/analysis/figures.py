@@ -9,8 +9,10 @@
 * :func:`data_map_matplotlib`: the static reference-style map with side histograms (PNG).
 * :func:`save_data_map`, :func:`map_html_bytes`, :func:`map_png_bytes`, :func:`trajectory_figure`.
 
-x = variability, y = confidence, colour = correctness bucket (or label / region / genre). Region
-labels: "easy-to-learn" top left, "ambiguous" middle right, "hard-to-learn" bottom left. No pyplot:
+x = variability, y = confidence, colour = correctness bucket ("k/E": correct in k of E epochs; or label /
+region / genre). Region labels sit at the median point of their region's examples (the rule that drew
+the regions is :func:`cartomap.analysis.datamap.rule_of`); without regions at the reference's places:
+"easy-to-learn" top left, "ambiguous" middle right, "hard-to-learn" bottom left. No pyplot:
 matplotlib figures are built on ``Figure`` with the Agg canvas, so nothing leaks into global state.
 """
 
@@ -40,7 +42,7 @@ from cartomap.analysis.datamap import (
 )
 from cartomap.errors import DataError
 from cartomap.io import atomic_save
-from cartomap.scores.metrics import AMBIGUOUS, EASY, HARD, bucket_order, correctness_bucket
+from cartomap.scores.metrics import AMBIGUOUS, EASY, HARD, bucket_order, bucket_value, correctness_bucket
 
 #: The qualitative colours of every figure (labels, genres, runs), in order.
 PALETTE = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880")
@@ -62,6 +64,28 @@ ANNOTATIONS = (
     (EASY, 0.27, 0.85, 0, "r"),
     (HARD, 0.35, 0.25, 0, "b"),
 )
+#: The legend title of the correctness colours.
+CORRECTNESS_TITLE = "correct in k of E epochs"
+
+
+def region_label_points(frame: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """Where each region's label goes, in data coordinates (variability, confidence): the median of the
+    region's examples, for every region present in ``frame``'s region column ({} without one)."""
+    if "region" not in frame.columns or frame.empty:
+        return {}
+    regions = str_array(frame["region"])
+    x = frame["variability"].to_numpy(dtype=np.float64)
+    y = frame["confidence"].to_numpy(dtype=np.float64)
+    out = {}
+    for region in (EASY, AMBIGUOUS, HARD):
+        sel = (regions == region) & np.isfinite(x) & np.isfinite(y)
+        if sel.any():
+            out[region] = (float(np.median(x[sel])), float(np.median(y[sel])))
+    return out
+
+
+def _legend_title(levels: Sequence[str]) -> str:
+    return CORRECTNESS_TITLE if any("/" in str(v) for v in levels) else "correctness"
 
 
 def _check_frame(metrics: pd.DataFrame) -> None:
@@ -80,7 +104,7 @@ def _buckets(metrics: pd.DataFrame) -> np.ndarray:
 def bucket_colors(levels: Sequence[str]) -> dict[str, tuple]:
     """Discrete blue (never correct) -> red (always correct) palette over the correctness buckets."""
     cmap = colormaps["coolwarm"]
-    values = [float(v) for v in levels]
+    values = [bucket_value(v) for v in levels]
     return {lvl: cmap(v) for lvl, v in zip(levels, values, strict=True)}
 
 
@@ -109,11 +133,15 @@ def data_map_matplotlib(
         sel = buckets == level
         if sel.any():
             ax.scatter(x[sel], y[sel], s=size, color=colors[level], label=level, alpha=0.8, edgecolors="none")
+    points = region_label_points(metrics)
     for text, ax_x, ax_y, rotation, edge in ANNOTATIONS:
+        at = points.get(text)
+        if points and at is None:
+            continue  # regions drawn, none of this one
         ax.annotate(
             text,
-            xy=(ax_x, ax_y),
-            xycoords="axes fraction",
+            xy=at if at is not None else (ax_x, ax_y),
+            xycoords="data" if at is not None else "axes fraction",
             fontsize=15,
             color="black",
             va="center",
@@ -122,7 +150,7 @@ def data_map_matplotlib(
             bbox=dict(boxstyle="round,pad=0.3", ec=edge, lw=2, fc="white"),
         )
     if levels:
-        ax.legend(title="correctness", loc="upper right", fancybox=True, markerscale=1.5)
+        ax.legend(title=_legend_title(levels), loc="upper right", fancybox=True, markerscale=1.5)
     ax.set_xlabel("variability", fontsize=13)
     ax.set_ylabel("confidence", fontsize=13)
     ax.set_ylim(-0.02, 1.02)
@@ -141,7 +169,7 @@ def data_map_matplotlib(
     all_buckets = _buckets(metrics)
     counts = [int(np.sum(all_buckets == lvl)) for lvl in levels]
     cax.bar(levels, counts, color=[colors[lvl] for lvl in levels], edgecolor="white")
-    cax.set_xlabel("correctness")
+    cax.set_xlabel(_legend_title(levels))
     cax.set_ylabel("count")
     cax.set_title("correctness")
     cax.tick_params(axis="x", labelsize=8)
@@ -216,6 +244,9 @@ def hover_text(shown: pd.DataFrame) -> np.ndarray:
     text = text + "<br>gold " + escape(shown["gold"]).set_axis(idx) + " · predicted "
     text = text + escape(shown["predicted"]).set_axis(idx)
     text = text + " · correctness " + shown["correctness"].map("{:.2f}".format)
+    if "bucket" in shown.columns:
+        buckets = shown["bucket"].astype(str)
+        text = text + np.where(buckets.str.contains("/"), " (" + buckets + " epochs)", "")
     for col, label in (("premise", "P"), ("hypothesis", "H"), ("text", "T")):
         if col in shown.columns:
             text = text + f"<br>{label}: " + escape(_shorten(shown[col])).set_axis(idx)
@@ -234,7 +265,7 @@ def _groups(frame: pd.DataFrame, color_by: str) -> tuple[np.ndarray, list[str], 
             k: "rgb({:.0f},{:.0f},{:.0f})".format(*(255 * np.asarray(c[:3])))
             for k, c in bucket_colors(levels).items()
         }
-        return groups, levels, palette, "correctness"
+        return groups, levels, palette, _legend_title(levels)
     if color_by == "region":
         groups = str_array(frame["region"])
         present = set(groups)
@@ -392,13 +423,17 @@ def data_map_figure(
         bar.update(marker_color=colour, name=column, showlegend=False)
         fig.add_trace(bar)
 
+    points = region_label_points(frame)
     for text, ax_x, ax_y, rotation, edge in ANNOTATIONS:
+        at = points.get(text)
+        if points and at is None:
+            continue  # regions drawn, none of this one
         fig.add_annotation(
             text=text,
-            x=ax_x,
-            y=ax_y,
-            xref="x domain",
-            yref="y domain",
+            x=at[0] if at is not None else ax_x,
+            y=at[1] if at is not None else ax_y,
+            xref="x" if at is not None else "x domain",
+            yref="y" if at is not None else "y domain",
             showarrow=False,
             textangle=(360 - rotation) % 360,
             font=dict(size=13, color="black"),

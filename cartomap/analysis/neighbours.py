@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from cartomap.analysis.datamap import with_regions
 from cartomap.errors import CartomapError, RunError
 from cartomap.runs.store import Run
 
@@ -247,7 +248,7 @@ def neighbour_group(
     group.insert(0, "role", ["neighbour"] * (len(rows) - 1) + ["seed"])
     group.insert(0, "position", np.arange(1, len(rows) + 1))
     try:
-        metrics = run.metrics()
+        metrics = with_regions(run.metrics())  # the default rule (by rank), whatever rule the run saved
     except RunError:
         metrics = None
     if metrics is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cartomap.analysis.datamap import with_regions
 from cartomap.analysis.figures import REGION_COLORS, escape, escape_text, palette_color
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save
@@ -125,7 +126,7 @@ def points_frame(run: Run) -> pd.DataFrame:
     frame = pd.DataFrame({"id": examples["id"].astype(str).to_numpy()})
     frame["label"] = [names[int(v)] for v in examples["label"]]
     try:
-        metrics = run.metrics()
+        metrics = with_regions(run.metrics())  # the default rule (by rank), whatever rule the run saved
         frame["region"] = (
             metrics.set_index(metrics["id"].astype(str))["region"].reindex(frame["id"]).fillna("").to_numpy()
         )

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from cartomap.cli.options import CountBar, add_column_arguments, add_data_arguments, data_config
-from cartomap.errors import CartomapError, RunError
+from cartomap.errors import CartomapError
+from cartomap.io import refuse_overwrite
 
 
 def cmd_embed(a: argparse.Namespace) -> int:
@@ -77,6 +78,10 @@ def cmd_artifacts(a: argparse.Namespace) -> int:
     if field not in dataset.text_columns:
         raise CartomapError(f"--field {field}: the data has {', '.join(dataset.text_columns)}")
     out = Path(a.out)
+    names = ["lexical_correlations.csv", "baselines.csv"]
+    if dataset.is_pair and a.similarity:
+        names += ["similarity.csv", "similarity_by_label.csv"]
+    refuse_overwrite([out / n for n in names], a.force)
     out.mkdir(parents=True, exist_ok=True)
     sample = balanced_sample(dataset, seed=a.seed) if a.balance else dataset
     table = lexical_correlations(
@@ -123,9 +128,7 @@ def cmd_subset(a: argparse.Namespace) -> int:
 
     dataset = load_dataset(data_config(a, a.data, a.split))
     sample, rest = stratified_sample(dataset, a.n, a.seed)
-    for path in [a.out] + ([a.rest] if a.rest else []):
-        if Path(path).exists() and not a.overwrite:
-            raise RunError(f"{path} exists; pass --overwrite to replace it")
+    refuse_overwrite([a.out] + ([a.rest] if a.rest else []), a.overwrite)
     write_jsonl(sample, a.out, overwrite=a.overwrite)
     print(f"{len(sample)} examples -> {a.out}")
     if a.rest:
@@ -188,6 +191,7 @@ def add_commands(sub) -> None:
     ar.add_argument("--batch-size", type=int, default=64)
     ar.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
     ar.add_argument("--out", default="artifacts", help="folder for the CSV files")
+    ar.add_argument("--force", action="store_true", help="replace CSV files already in --out")
     ar.set_defaults(func=cmd_artifacts)
 
     sb = sub.add_parser("subset", help="a stratified sample of a dataset (and the rest) as JSON Lines")
@@ -196,5 +200,7 @@ def add_commands(sub) -> None:
     sb.add_argument("--seed", type=int, default=0)
     sb.add_argument("--out", required=True, help="sample file (.jsonl)")
     sb.add_argument("--rest", default=None, help="also write the remaining examples here")
-    sb.add_argument("--overwrite", action="store_true")
+    sb.add_argument(
+        "--force", "--overwrite", dest="overwrite", action="store_true", help="replace --out/--rest"
+    )
     sb.set_defaults(func=cmd_subset)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from pathlib import Path
 
 from cartomap.cli.options import (
     add_data_arguments,
@@ -176,8 +177,18 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 def cmd_prune(a: argparse.Namespace) -> int:
     """The k-fold consensus pruning experiment (issue 5): Model 0, k folds, Model 1 on the pruned set."""
-    from cartomap.experiments.pruning import PruningParams, create_pruning, export_pruned
+    from cartomap.experiments.pruning import (
+        PRUNED_FILE,
+        REMOVED_FILE,
+        PruningParams,
+        create_pruning,
+        export_pruned,
+    )
     from cartomap.experiments.store import ExperimentStore
+    from cartomap.io import refuse_overwrite
+
+    if a.export:  # before hours of training, not after
+        refuse_overwrite([Path(a.export) / PRUNED_FILE, Path(a.export) / REMOVED_FILE], a.overwrite)
 
     if a.train:
         if a.data not in (DEMO_TRAIN, a.train):
@@ -242,7 +253,12 @@ def add_commands(sub) -> None:
     pg.add_argument("--folds", type=int, default=10, help="k of the k-fold split (paper: 10)")
     pg.add_argument("--fold-seed", type=int, default=0)
     pg.add_argument(
-        "--categories", nargs="+", default=["P1G0"], help="mismatch categories PXGY to prune (paper: P1G0)"
+        "--categories",
+        nargs="+",
+        default=["P1G0"],
+        help="mismatch categories to prune, by label: 'P:neutral G:entailment' (predicted neutral, gold "
+        "entailment: the paper's); the shorthand P1G0 only for classes in the order entailment, neutral, "
+        "contradiction",
     )
     pg.add_argument(
         "--threshold",
@@ -256,7 +272,13 @@ def add_commands(sub) -> None:
     pg.add_argument(
         "--export", default=None, metavar="DIR", help="write pruned_train.jsonl and removed_ids.txt"
     )
-    pg.add_argument("--overwrite", action="store_true", help="replace files in the --export folder")
+    pg.add_argument(
+        "--force",
+        "--overwrite",
+        dest="overwrite",
+        action="store_true",
+        help="replace files in the --export folder",
+    )
     experiment_options(pr, cmd_prune)
     pr.set_defaults(difficulty="paper")
 

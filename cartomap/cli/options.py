@@ -26,12 +26,13 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--data",
         default=DEMO_TRAIN,
-        help="training data: file, saved HF dataset folder, hf:NAME, or demo:train",
+        help="training data: file, saved HF dataset folder, hf:NAME, demo:train, or run:RUN "
+        "(a run's own copy of its training set; run:RUN:dev, run:RUN:test_0 for its other sets)",
     )
     g.add_argument(
         "--dev",
         default=None,
-        help="dev data evaluated each epoch ('none' to skip; default demo:dev for the demo)",
+        help="dev data evaluated each epoch ('none' to skip; default demo:dev for the demo; run:RUN:dev)",
     )
     add_column_arguments(g)
     g.add_argument("--dev-split", default=None)
@@ -59,7 +60,12 @@ def add_column_arguments(g) -> None:
 
 
 def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConfig:
-    """The --data/--dev column mapping options as a DataConfig for ``path``."""
+    """The --data/--dev column mapping options as a DataConfig for ``path``; ``run:RUN[:SET]`` reads a
+    run's own copy of a data set (:meth:`cartomap.runs.store.RunStore.data_ref`), whose columns are known."""
+    from cartomap.runs.store import RUN_REF, RunStore
+
+    if path.startswith(RUN_REF):
+        return RunStore(a.cache).data_ref(path)
     return DataConfig(
         path=path,
         format=a.format,
@@ -95,11 +101,14 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         precision=a.precision,
     )
     tests = tuple(data_config(a, path, None) for path in a.test)
+    fractions, steps = stage_options(a)
     order = OrderConfig(
         name=a.order,
         oversample=a.oversample,
         scores=a.scores or "",
         difficulty=getattr(a, "difficulty", "paper"),
+        fractions=fractions,
+        steps=steps,
         curriculum_share=a.curriculum_share,
     )
     return RunConfig(
@@ -111,6 +120,37 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         tests=tests,
         name=a.name,
     )
+
+
+def add_schedule_arguments(g) -> None:
+    """A curriculum's stages: a named schedule of the public code, or fractions and lengths by hand."""
+    g.add_argument(
+        "--schedule",
+        default=None,
+        help="named stages of an order: cart++ ronli-head (default: 60/80/100%%, 100/200/350 steps) or "
+        "ronli-5f84fd3 (30/60/100%%, 175/350/525); cart ronli-head (default) or equal-thirds "
+        "(docs/curricula.md)",
+    )
+    g.add_argument(
+        "--fractions", type=float, nargs="+", default=None, help="stage unlock fractions, the last 1"
+    )
+    g.add_argument(
+        "--steps", type=int, nargs="+", default=None, help="relative stage lengths, one per fraction"
+    )
+
+
+def stage_options(a: argparse.Namespace) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """(fractions, steps) of the --schedule / --fractions / --steps options; () = the order's default."""
+    fractions = tuple(getattr(a, "fractions", None) or ())
+    steps = tuple(getattr(a, "steps", None) or ())
+    name = getattr(a, "schedule", None)
+    if name:
+        if fractions or steps:
+            raise RunError("give --schedule or --fractions/--steps, not both")
+        from cartomap.training.curricula import schedule
+
+        fractions, steps = schedule(a.order, name)
+    return fractions, steps
 
 
 def add_training_arguments(p: argparse.ArgumentParser) -> None:
@@ -187,14 +227,26 @@ def print_run_summary(run) -> None:
         if value is not None:
             print(f"  test {name}: accuracy {value:.4f} (epoch {best + 1})")
     if run.has_metrics():
-        counts = run.metrics()["region"].value_counts().to_dict()
+        from cartomap.analysis.datamap import with_regions
+
+        counts = with_regions(run.metrics())["region"].value_counts().to_dict()  # by rank
         print("  regions: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 
 def experiment_options(p: argparse.ArgumentParser, func) -> None:
     p.add_argument("--name", default="", help="a label for the experiment")
     p.add_argument("--background", action="store_true", help="run as a background job and return")
-    p.set_defaults(func=func, config=None, order="shuffled", oversample=None, scores="", curriculum_share=0.5)
+    p.set_defaults(
+        func=func,
+        config=None,
+        order="shuffled",
+        oversample=None,
+        scores="",
+        curriculum_share=0.5,
+        schedule=None,
+        fractions=None,
+        steps=None,
+    )
 
 
 def experiment_base(a: argparse.Namespace) -> RunConfig:

@@ -1,4 +1,5 @@
-"""The run store: ``cartomap runs``, ``show``, ``export``, ``import-dynamics``, ``map``, ``delete``, ``cancel``."""
+"""The run store: ``cartomap runs``, ``show``, ``export``, ``import-dynamics``, ``map``, ``repair``, ``delete``,
+``cancel``."""
 
 from __future__ import annotations
 
@@ -11,13 +12,21 @@ from cartomap.errors import CartomapError
 
 
 def cmd_runs(a: argparse.Namespace) -> int:
+    """List the runs; a damaged run is listed as damaged, with what is wrong, and the others as usual."""
     from cartomap.runs.store import RunStore
 
     table = RunStore(a.cache).table()
     if table.empty:
         print(f"no runs in {RunStore(a.cache).runs_dir}")
-    else:
-        print(table.to_string(index=False))
+        return 0
+    damaged = table[table["problem"] != ""]
+    print(table.drop(columns=["problem"]).to_string(index=False))
+    for row in damaged.itertuples():
+        print(f"damaged run {row.id}: {row.problem}", file=sys.stderr)
+    if len(damaged):
+        print(
+            "repair with `cartomap repair RUN`, or remove with `cartomap delete RUN --yes`", file=sys.stderr
+        )
     return 0
 
 
@@ -27,10 +36,17 @@ def cmd_show(a: argparse.Namespace) -> int:
     run = RunStore(a.cache).get(a.run)
     status = run.status()
     print(f"run {run.id}  ({status['state']})  {run.path}")
+    if status["state"] == "damaged":
+        print(f"  damaged: {status.get('error')}; `cartomap repair {run.id}` writes a fresh status")
     cfg = run.config
     print(
         f"  data   {cfg.data.path}  dev {cfg.dev.path if cfg.dev else '-'}  labels {', '.join(run.label_names)}"
     )
+    origin = run.provenance
+    if origin.get("data") and origin["data"] != cfg.data.path:
+        print(f"  from   {origin['data']} (the run holds its own copy)")
+    for warning in run.warnings:
+        print(f"  warning: {warning}")
     print(
         f"  model  {cfg.model.name_or_path}  epochs {cfg.train.epochs}  batch {cfg.train.batch_size}  "
         f"lr {cfg.train.learning_rate}  record {cfg.train.record}"
@@ -43,7 +59,7 @@ def cmd_show(a: argparse.Namespace) -> int:
         )
     for h in run.history():
         print("  " + "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in h.items()))
-    if status["state"] == "done":
+    if status["state"] == "done" and run.has_metrics():
         print_run_summary(run)
         m = run.metrics()
         print(
@@ -56,17 +72,25 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from cartomap.runs.interop import write_reference_dynamics, write_reference_metrics
+    """Write a reference model folder: training_dynamics/dynamics_epoch_E.jsonl, td_metrics.jsonl, metrics.csv."""
+    from cartomap.runs.interop import DYNAMICS_DIR, METRICS_CSV, METRICS_NAME, write_reference_export
     from cartomap.runs.store import RunStore
+    from cartomap.scores.metrics import burn_out_epochs, compute_metrics
 
     run = RunStore(a.cache).get(a.run)
     out = Path(a.out)
-    ids, logits = run.dynamics(a.source)
+    ids, logits = run.dynamics(run.recorded_source(a.source))
     labels = run.examples()["label"].to_numpy()
-    write_reference_dynamics(out, ids, logits, labels)
-    write_reference_metrics(out / "td_metrics.jsonl", run.metrics(a.source))
-    run.metrics(a.source).to_csv(out / "metrics.csv", index=False)
-    print(f"wrote {logits.shape[0]} dynamics_epoch_*.jsonl, td_metrics.jsonl and metrics.csv to {out}")
+    if a.burn_out is None:
+        metrics = run.metrics(a.source)
+    else:
+        metrics = compute_metrics(logits, labels, ids, burn_out=a.burn_out)
+    n = burn_out_epochs(logits.shape[0], a.burn_out)
+    write_reference_export(out, ids, logits[:n], labels, metrics, force=a.force)
+    print(
+        f"wrote {n} epochs to {out / DYNAMICS_DIR}/dynamics_epoch_*.jsonl, and {METRICS_NAME} and "
+        f"{METRICS_CSV} to {out} (the reference's model folder: train_dy_filtering.py --model_dir {out})"
+    )
     return 0
 
 
@@ -81,17 +105,52 @@ def cmd_import(a: argparse.Namespace) -> int:
     return 0
 
 
+def region_rule(a: argparse.Namespace):
+    """The RegionRule of the --regions options."""
+    from cartomap.scores.metrics import RegionRule
+
+    return RegionRule(
+        method=a.regions,
+        fraction=a.ambiguous_fraction,
+        ambiguous_var=a.ambiguous_var,
+        conf_split=a.conf_split,
+    )
+
+
 def cmd_map(a: argparse.Namespace) -> int:
     from cartomap.analysis.datamap import map_frame
     from cartomap.analysis.figures import SAVE_SUFFIXES, save_data_map
+    from cartomap.io import refuse_overwrite
     from cartomap.runs.store import RunStore
 
     if Path(a.out).suffix.lower() not in SAVE_SUFFIXES:
         raise CartomapError(f"--out {a.out}: expected a file name ending in {' or '.join(SAVE_SUFFIXES)}")
+    refuse_overwrite([a.out], a.force)
     run = RunStore(a.cache).get(a.run)
     title = a.title or f"{run.config.data.path} ({run.id})"
-    path = save_data_map(map_frame(run, a.source), a.out, title=title)
+    rule = region_rule(a)
+    frame = map_frame(run, a.source, regions=rule, burn_out=a.burn_out)
+    path = save_data_map(frame, a.out, title=title)
     print(f"wrote {path}")
+    print(f"  regions: {rule.describe(frame['variability'].to_numpy())}")
+    return 0
+
+
+def cmd_repair(a: argparse.Namespace) -> int:
+    """Say what is wrong with a run and fix what can be fixed from what it still holds."""
+    from cartomap.runs.repair import repair_run
+    from cartomap.runs.store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    report = repair_run(run)
+    for line in report.fixed:
+        print(f"fixed: {line}")
+    for line in report.remaining:
+        print(f"cannot fix: {line}", file=sys.stderr)
+    if report.remaining:
+        print(f"remove the run with `cartomap delete {run.id} --yes`", file=sys.stderr)
+        return 2
+    print(f"run {run.id}: nothing wrong" if not report.fixed else f"run {run.id} repaired")
     return 0
 
 
@@ -120,6 +179,33 @@ def cmd_cancel(a: argparse.Namespace) -> int:
     return 0
 
 
+def add_region_arguments(p: argparse.ArgumentParser) -> None:
+    """How the map draws regions and how many epochs its metrics use (shared by `map` and the page's defaults)."""
+    from cartomap.scores.metrics import REGION_METHODS, RegionRule
+
+    d = RegionRule()
+    g = p.add_argument_group("regions and epochs")
+    g.add_argument(
+        "--regions",
+        choices=REGION_METHODS,
+        default=d.method,
+        help="ambiguous = the highest-variability share (rank, default) or variability >= a threshold",
+    )
+    g.add_argument(
+        "--ambiguous-fraction", type=float, default=d.fraction, help="rank: share called ambiguous"
+    )
+    g.add_argument("--ambiguous-var", type=float, default=d.ambiguous_var, help="threshold: variability cut")
+    g.add_argument(
+        "--conf-split", type=float, default=d.conf_split, help="easy-to-learn from this confidence"
+    )
+    g.add_argument(
+        "--burn-out",
+        type=int,
+        default=None,
+        help="metrics over the first N epochs only (reference --burn_out)",
+    )
+
+
 def add_commands(sub) -> None:
     sub.add_parser("runs", help="list runs").set_defaults(func=cmd_runs)
 
@@ -127,13 +213,24 @@ def add_commands(sub) -> None:
     s.add_argument("run")
     s.set_defaults(func=cmd_show)
 
-    e = sub.add_parser("export", help="write dynamics_epoch_*.jsonl and td_metrics.jsonl (reference format)")
+    e = sub.add_parser(
+        "export",
+        help="write a reference model folder: training_dynamics/dynamics_epoch_*.jsonl, td_metrics.jsonl",
+    )
     e.add_argument("run")
-    e.add_argument("--out", required=True)
+    e.add_argument("--out", required=True, help="the model folder (the reference's --model_dir)")
     e.add_argument("--source", default="train", choices=("train", "eval"))
+    e.add_argument(
+        "--burn-out", type=int, default=None, help="only the first N epochs (the reference's --burn_out)"
+    )
+    e.add_argument("--force", action="store_true", help="replace files already in --out")
     e.set_defaults(func=cmd_export)
 
-    i = sub.add_parser("import-dynamics", help="make a run from a folder of reference dynamics_epoch_*.jsonl")
+    i = sub.add_parser(
+        "import-dynamics",
+        help="make a run from reference dynamics: a model folder (with training_dynamics/) or the folder "
+        "of dynamics_epoch_*.jsonl itself",
+    )
     i.add_argument("folder")
     i.add_argument("--name", default="")
     add_data_arguments(i)
@@ -144,7 +241,13 @@ def add_commands(sub) -> None:
     m.add_argument("--out", required=True, help="map.png or map.html")
     m.add_argument("--source", default="train", choices=("train", "eval"))
     m.add_argument("--title", default="")
+    add_region_arguments(m)
+    m.add_argument("--force", action="store_true", help="replace --out if it exists")
     m.set_defaults(func=cmd_map)
+
+    r = sub.add_parser("repair", help="say what is wrong with a damaged run and fix what can be fixed")
+    r.add_argument("run")
+    r.set_defaults(func=cmd_repair)
 
     x = sub.add_parser("delete", help="delete a run folder")
     x.add_argument("run")

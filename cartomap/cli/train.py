@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cartomap.cli.options import (
     add_data_arguments,
+    add_schedule_arguments,
     add_training_arguments,
     config_from_args,
     print_run_summary,
@@ -25,7 +26,14 @@ def cmd_train(a: argparse.Namespace) -> int:
     store = RunStore(a.cache)
     # A job started for a prepared run opens it by id: the data is not loaded and fingerprinted again.
     run = store.get(a.run) if a.run else prepare_run(config_from_args(a), store)
+    print_warnings(run)
     return train_with_progress(run, quiet=a.quiet, as_job=a.job)
+
+
+def print_warnings(run) -> None:
+    """What looked wrong in the run's data (a class of one example, ...): one line each on stderr."""
+    for warning in run.warnings:
+        print(f"cartomap: warning: {warning}", file=sys.stderr, flush=True)
 
 
 def train_with_progress(run, *, quiet: bool = False, as_job: bool = False) -> int:
@@ -72,15 +80,17 @@ def cmd_demo(a: argparse.Namespace) -> int:
     """Train (or load) the bundled demo with the default encoder and write its data map."""
     from cartomap.analysis.datamap import map_frame
     from cartomap.analysis.figures import save_data_map
+    from cartomap.io import refuse_overwrite
     from cartomap.runs.store import RunStore
     from cartomap.training.prepare import prepare_run
 
+    outs = [Path(a.out_dir) / f"demo_map.{suffix}" for suffix in ("png", "html")]
+    refuse_overwrite(outs, a.force)  # before training: no surprise after minutes of work
     run = prepare_run(RunConfig(name="demo"), RunStore(a.cache))
     code = train_with_progress(run)
     if code:
         return code
-    for suffix in ("png", "html"):
-        out = Path(a.out_dir) / f"demo_map.{suffix}"
+    for out in outs:
         save_data_map(map_frame(run), out, title="Data map: bundled NLI demo")
         print(f"wrote {out}")
     return 0
@@ -134,14 +144,21 @@ def add_commands(sub) -> None:
         help="repeat minority classes (default: on for every order but shuffled)",
     )
     o.add_argument("--scores", default="", help=f"a baseline run's {layout.METRICS} (cartography orders)")
-    o.add_argument("--difficulty", choices=("paper", "code"), default=od.difficulty)
+    o.add_argument(
+        "--difficulty",
+        choices=("paper", "code"),
+        default=od.difficulty,
+        help="Cart-CL++ score: the paper's, or the public code's (on the count of correct epochs)",
+    )
     o.add_argument("--curriculum-share", type=float, default=od.curriculum_share)
+    add_schedule_arguments(o)
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--job", action="store_true", help=argparse.SUPPRESS)  # started by the dashboard
     t.set_defaults(func=cmd_train)
 
     dm = sub.add_parser("demo", help="train or load the bundled demo and write demo_map.png/.html")
     dm.add_argument("--out-dir", default=".")
+    dm.add_argument("--force", action="store_true", help="replace demo_map.png/.html in --out-dir")
     dm.set_defaults(func=cmd_demo)
 
     db = sub.add_parser("dashboard", help="open the dashboard in the browser (Streamlit)")

@@ -212,5 +212,7 @@ def add_commands(sub) -> None:
     rx.add_argument("--out", required=True, help="final.jsonl or final.csv")
     rx.add_argument("--format", default="auto", choices=("auto", "jsonl", "csv"))
     rx.add_argument("--seed", type=int, default=0, help="seed of the random picks of the aggregation")
-    rx.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    rx.add_argument(
+        "--force", "--overwrite", dest="overwrite", action="store_true", help="replace an existing --out file"
+    )
     rx.set_defaults(func=cmd_review_export)

@@ -55,6 +55,8 @@ _SUFFIX_FORMATS = {
     ".pq": "parquet",
 }
 _INT_RE = re.compile(r"^[+-]?\d+$")
+#: JSON nested deeper than this is refused (Python's parser would otherwise end in a RecursionError).
+MAX_JSON_DEPTH = 100
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -252,6 +254,12 @@ def _read_bytes(path: Path, source: str) -> bytes:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as e:
             raise DataError(f"not a valid gzip file ({e})", location=source) from None
+    elif path.suffix.lower() == ".gz":
+        raise DataError(
+            f"the name ends in .gz but the file is not gzip-compressed (it starts with {data[:8]!r}); "
+            "rename it without .gz if it is plain text, or compress it with gzip",
+            location=source,
+        )
     if data[:3] == b"\xef\xbb\xbf":  # UTF-8 byte order mark
         data = data[3:]
     if not data.strip():
@@ -281,11 +289,14 @@ def _parse_json(data: bytes, source: str, allow_array: bool):
             raise DataError(
                 f"malformed JSON ({e.msg} at line {e.lineno} column {e.colno})", location=source
             ) from None
+        except RecursionError:
+            raise DataError(_too_deep(text), location=source) from None
         for i, rec in enumerate(records):
             if not isinstance(rec, dict):
                 raise DataError(
                     f"expected a JSON object per row, got {_json_type(rec)}", location=f"{source}: row {i}"
                 )
+            _check_depth(rec, f"{source}: row {i}")
         return _records_frame(records), None
     records, lines = [], []
     for lineno, line in enumerate(text.split("\n"), start=1):
@@ -298,13 +309,46 @@ def _parse_json(data: bytes, source: str, allow_array: bool):
                 f"malformed JSON ({e.msg} at column {e.colno}); expected one JSON object per line",
                 location=f"{source}: line {lineno}",
             ) from None
+        except RecursionError:
+            raise DataError(_too_deep(line), location=f"{source}: line {lineno}") from None
         if not isinstance(rec, dict):
             raise DataError(
                 f"expected a JSON object per line, got {_json_type(rec)}", location=f"{source}: line {lineno}"
             )
+        _check_depth(rec, f"{source}: line {lineno}")
         records.append(rec)
         lines.append(lineno)
     return _records_frame(records), lines
+
+
+def _too_deep(text: str) -> str:
+    depth = deepest = 0
+    for char in text[:1_000_000]:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return (
+        f"JSON nested {deepest:,} levels deep; expected a flat object of texts and a label "
+        f"(at most {MAX_JSON_DEPTH} levels)"
+    )
+
+
+def _check_depth(value: Any, where: str) -> None:
+    """DataError when a parsed value nests deeper than MAX_JSON_DEPTH (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise DataError(
+                f"JSON nested more than {MAX_JSON_DEPTH} levels deep; expected a flat object of texts and a label",
+                location=where,
+            )
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
 
 
 def _json_type(value: Any) -> str:

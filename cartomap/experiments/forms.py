@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
-from cartomap.errors import DataError
+from cartomap.errors import DataError, RunError
 from cartomap.experiments.combination import CombinationParams, TrainingSet, training_set_names
 from cartomap.experiments.curriculum import CurriculumParams
 from cartomap.runs.progress import describe_progress
@@ -292,7 +292,7 @@ def find_baseline(store: RunStore, train_fingerprint: str) -> Run | None:
             if run.state != "done" or not run.has_metrics():
                 continue
             plain = run.info["config"].get("order", {}).get("name", "shuffled") == "shuffled"
-        except (OSError, ValueError, KeyError):  # a run folder being written or deleted
+        except (OSError, ValueError, KeyError, RunError):  # a run folder being written, deleted or damaged
             continue
         found.append((not plain, run))
     return min(found, key=lambda pair: pair[0])[1] if found else None
@@ -333,7 +333,7 @@ def plan_preview(
     ids = examples["id"].astype(str).reset_index(drop=True)
     table = pd.DataFrame(index=range(len(examples)))
     needed = needs_columns(order)
-    score_columns = [c for c in ("confidence", "variability", "correctness") if c in needed]
+    score_columns = [c for c in ("confidence", "variability", "correctness", "correct_count") if c in needed]
     if score_columns and metrics is not None:
         table[score_columns] = _aligned(ids, metrics, score_columns, "the baseline's data map")
     if "length" in needed and lengths is not None:

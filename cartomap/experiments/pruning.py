@@ -70,6 +70,11 @@ TYPE_NAMES = {
 }
 PRUNED_FILE, REMOVED_FILE = "pruned_train.jsonl", "removed_ids.txt"
 _CATEGORY = re.compile(r"^P(\d+)G(\d+)$")
+#: A category named by its labels: "P:neutral G:entailment" (a comma may separate the two parts).
+_NAMED_CATEGORY = re.compile(r"^P:\s*(?P<pred>.+?)\s*[\s,]\s*G:\s*(?P<gold>.+?)\s*$")
+#: The class order in which the shorthand PXGY means what the NLI papers say (P1G0: predicted neutral, gold
+#: entailment); with any other order the shorthand is refused and categories are named by label.
+NLI_ORDER: tuple[str, ...] = ("entailment", "neutral", "contradiction")
 
 
 def fold_role(f: int) -> str:
@@ -81,11 +86,68 @@ def _default_base() -> RunConfig:
     return RunConfig(dev=None, tests=(DataConfig(path=DEMO_DEV),))
 
 
+def category_name(pred: int, gold: int, label_names: Sequence[str]) -> str:
+    """(1, 0) with NLI labels -> "P:neutral G:entailment": a mismatch category named by its labels."""
+    return f"P:{label_names[pred]} G:{label_names[gold]}"
+
+
+def normalize_category(text: str) -> str:
+    """A category as given, in canonical spelling: "P1G0" (shorthand) or "P:neutral G:entailment" (named).
+    DataError for anything else, or for a correct prediction."""
+    text = str(text).strip()
+    named = _NAMED_CATEGORY.match(text)
+    if named:
+        if named["pred"] == named["gold"]:
+            raise DataError(f"{text!r} is a correct prediction, not a mismatch", field="categories")
+        return f"P:{named['pred']} G:{named['gold']}"
+    pred, gold = parse_category(text)
+    return f"P{pred}G{gold}"
+
+
+def resolve_category(text: str, label_names: Sequence[str]) -> str:
+    """The PXGY code of a category for classes ``label_names``.
+
+    A named category ("P:neutral G:entailment") is looked up by label; the shorthand PXGY is accepted
+    only when the classes are in the NLI order entailment, neutral, contradiction, where P1G0 means
+    "predicted neutral, gold entailment" as in the papers. In any other order it would silently mean
+    something else, so it is refused with the named form to use instead."""
+    names = [str(n) for n in label_names]
+    canonical = normalize_category(text)
+    named = _NAMED_CATEGORY.match(canonical)
+    if named:
+        unknown = [n for n in (named["pred"], named["gold"]) if n not in names]
+        if unknown:
+            raise DataError(
+                f"{canonical!r}: no class {unknown[0]!r}; the classes are {names}", field="categories"
+            )
+        return f"P{names.index(named['pred'])}G{names.index(named['gold'])}"
+    pred, gold = parse_category(canonical)
+    if max(pred, gold) >= len(names):
+        raise DataError(f"{canonical} names a class outside [0, {len(names)})", field="categories")
+    if tuple(names) != NLI_ORDER:
+        raise DataError(
+            f"{canonical} is NLI shorthand for the class order {', '.join(NLI_ORDER)}; these classes are "
+            f"{', '.join(names)}, so name the category by its labels, e.g. "
+            f"{category_name(pred, gold, names)!r} (predicted {names[pred]}, gold {names[gold]})",
+            field="categories",
+        )
+    return canonical
+
+
+def resolve_categories(categories: Iterable[str], label_names: Sequence[str]) -> list[str]:
+    """:func:`resolve_category` of each, as sorted distinct PXGY codes."""
+    return sorted({resolve_category(c, label_names) for c in categories})
+
+
 def parse_category(text: str) -> tuple[int, int]:
     """``"P1G0"`` -> (1, 0): (predicted class, gold class). DataError unless PXGY with X != Y."""
     match = _CATEGORY.match(str(text).strip().upper())
     if not match:
-        raise DataError(f"{text!r} is not a mismatch category PXGY (e.g. P1G0)", field="categories")
+        raise DataError(
+            f"{text!r} is not a mismatch category: expected 'P:<predicted label> G:<gold label>' "
+            "(e.g. 'P:neutral G:entailment') or the NLI shorthand PXGY (e.g. P1G0)",
+            field="categories",
+        )
     pred, gold = int(match[1]), int(match[2])
     if pred == gold:
         raise DataError(
@@ -121,10 +183,8 @@ class PruningParams:
         cats = [self.categories] if isinstance(self.categories, str) else list(self.categories)
         if not cats:
             raise DataError("choose at least one mismatch category (e.g. P1G0)", field="categories")
-        for c in cats:
-            parse_category(c)
-        # a canonical order: the same choice is the same experiment
-        object.__setattr__(self, "categories", tuple(sorted({c.strip().upper() for c in cats})))
+        # a canonical spelling and order: the same choice is the same experiment
+        object.__setattr__(self, "categories", tuple(sorted({normalize_category(c) for c in cats})))
         object.__setattr__(self, "folds", int(self.folds))
         threshold = float(self.threshold)
         if not math.isfinite(threshold) or threshold < 0:
@@ -291,8 +351,9 @@ def score(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _check_categories(categories: Iterable[str], n_classes: int) -> list[str]:
-    cats = sorted({c.strip().upper() for c in categories})
+def _check_codes(categories: Iterable[str], n_classes: int) -> list[str]:
+    """PXGY codes (already resolved), checked against the number of classes."""
+    cats = sorted({normalize_category(c) for c in categories})
     for c in cats:
         pred, gold = parse_category(c)
         if max(pred, gold) >= n_classes:
@@ -306,14 +367,21 @@ class WhatIf(NamedTuple):
     per_category: dict[str, int]
 
 
-def what_if(oof: pd.DataFrame, categories: Iterable[str], threshold: float) -> WhatIf:
+def what_if(
+    oof: pd.DataFrame, categories: Iterable[str], threshold: float, label_names: Sequence[str] | None = None
+) -> WhatIf:
     """Which OOF examples another setting would prune: category in ``categories`` and confidence > threshold.
 
-    Pure and cheap (no retraining): ``oof`` is a scored OOF frame (or raw id/gold/logits).
+    Pure and cheap (no retraining): ``oof`` is a scored OOF frame (or raw id/gold/logits). With
+    ``label_names`` the categories may be named by label (:func:`resolve_category`); without, they are
+    PXGY codes of the frame's class indices.
     """
     if "category" not in oof.columns or "confidence" not in oof.columns:
         oof = score(oof)
-    cats = _check_categories(categories, len(logits_columns(oof)) or 1 + int(oof["gold"].max()))
+    n_classes = len(logits_columns(oof)) or 1 + int(oof["gold"].max())
+    if label_names is not None:
+        categories = resolve_categories(categories, label_names)
+    cats = _check_codes(categories, n_classes)
     chosen = oof["category"].isin(cats).to_numpy()
     mask = chosen & (oof["confidence"].to_numpy(dtype=np.float64) > float(threshold))
     per = {c: int(np.sum(mask & (oof["category"].to_numpy() == c))) for c in cats}
@@ -395,7 +463,7 @@ def analyse(
     n_classes = len(label_names)
     if len(logits_columns(oof)) != n_classes:
         raise DataError(f"expected {n_classes} logit columns (one per label name)", field="logits")
-    cats = _check_categories(categories, n_classes)
+    cats = resolve_categories(categories, label_names)
     scored = score(oof)
     suspects = what_if(scored, cats, threshold)
     scored["suspect"] = suspects.mask
@@ -403,6 +471,7 @@ def analyse(
     summary: dict[str, Any] = {
         "label_names": list(label_names),
         "categories": cats,
+        "category_names": [category_label(c, label_names) for c in cats],
         "threshold": float(threshold),
         "n_train": len(scored),
         "folds": int(scored["fold"].nunique()) if "fold" in scored else None,
@@ -463,7 +532,8 @@ class PruningKind:
         fold_runs = _done_fold_runs(exp, plan, store)
         if params.train_model1 and fold_runs is not None:
             oof = held_out_scores(fold_runs, [str(i) for i in train.ids])
-            pruned = oof.loc[what_if(oof, params.categories, params.threshold).mask, "id"].tolist()
+            chosen = what_if(oof, params.categories, params.threshold, label_names=train.label_names)
+            pruned = oof.loc[chosen.mask, "id"].tolist()
             # nothing to prune: Model 1 would be Model 0 again, so it is Model 0's run
             config = (
                 model1_config(params, pruned_training_set(train, pruned, cache))
@@ -532,7 +602,8 @@ class PruningKind:
                     "training examples": s["n_train"] - s["n_pruned"],
                 }
             )
-        title = f"Pruned {s['n_pruned']} of {s['n_train']} ({', '.join(s['categories'])} above {s['threshold']:g})"
+        chosen = ", ".join(s.get("category_names") or s["categories"])
+        title = f"Pruned {s['n_pruned']} of {s['n_train']} ({chosen} above {s['threshold']:g})"
         return [Section(title, pd.DataFrame(rows), best_columns=("test accuracy",))]
 
 
@@ -573,11 +644,13 @@ def load_results(exp: Experiment) -> dict[str, Any] | None:
 
 # --------------------------------------------------------------------------- display helpers (pure)
 def category_label(category: str, label_names: Sequence[str]) -> str:
-    """ "P1G0" -> "P1G0 · predicted neutral, gold entailment"."""
+    """A PXGY code by its labels: "P1G0" -> "P:neutral G:entailment", with the shorthand added where it
+    means that (classes in the NLI order): "P:neutral G:entailment (P1G0)"."""
     pred, gold = parse_category(category)
     if max(pred, gold) >= len(label_names):
         return category
-    return f"{category} · predicted {label_names[pred]}, gold {label_names[gold]}"
+    name = category_name(pred, gold, label_names)
+    return f"{name} ({category})" if tuple(str(n) for n in label_names) == NLI_ORDER else name
 
 
 def named_matrix(matrix: pd.DataFrame, label_names: Sequence[str]) -> pd.DataFrame:
@@ -623,7 +696,7 @@ def report_text(results: dict[str, Any]) -> str:
         "examples above each threshold (chosen = " + " + ".join(s["categories"]) + "):",
         results["sweep"].to_string(index=False),
         "",
-        f"pruned: {s['n_pruned']} of {s['n_train']} ({', '.join(s['categories'])} with confidence > "
+        f"pruned: {s['n_pruned']} of {s['n_train']} ({', '.join(s.get('category_names') or s['categories'])} with confidence > "
         f"{s['threshold']:g})",
     ]
     if s.get("model0_test_accuracy") is not None:
@@ -707,7 +780,7 @@ def check_data(params: PruningParams) -> TextDataset:
         load_dataset(t, label_names=train.label_names)
     if params.base.dev is not None:
         load_dataset(params.base.dev, label_names=train.label_names)
-    _check_categories(params.categories, train.num_labels)
+    resolve_categories(params.categories, train.label_names)
     stratified_folds(train.labels, params.folds, params.fold_seed)
     return train
 

@@ -42,6 +42,10 @@ class FolderStore(Generic[Item]):
     def created_at(self, item: Item) -> float:
         raise NotImplementedError
 
+    def is_item(self, path: Path) -> bool:
+        """Whether folder ``path`` is an item (by default: it holds the marker file)."""
+        return (path / self.MARKER).exists()
+
     # -- finding ---------------------------------------------------------------------------------
     def path_for(self, item_id: str) -> Path:
         return self.dir / item_id
@@ -49,7 +53,7 @@ class FolderStore(Generic[Item]):
     def find_id(self, item_id: str) -> Item | None:
         """The item with exactly this id, or None when there is none (deleted, never made)."""
         path = self.path_for(item_id)
-        return self.open(path) if (path / self.MARKER).exists() else None
+        return self.open(path) if item_id and not item_id.startswith(".") and self.is_item(path) else None
 
     def get(self, key: str) -> Item:
         """An item by id, by a unique prefix of its id, or by its name (RunError otherwise)."""
@@ -69,11 +73,7 @@ class FolderStore(Generic[Item]):
         """Every item, newest first."""
         if not self.dir.exists():
             return []
-        items = [
-            self.open(p)
-            for p in self.dir.iterdir()
-            if not p.name.startswith(".") and (p / self.MARKER).exists()
-        ]
+        items = [self.open(p) for p in self.dir.iterdir() if not p.name.startswith(".") and self.is_item(p)]
         return sorted(items, key=self.created_at, reverse=True)
 
     # -- creating and deleting ---------------------------------------------------------------------

@@ -1,9 +1,17 @@
 """Import / export in the file format of the reference Dataset Cartography code.
 
-Training dynamics: a folder with one file per epoch, ``dynamics_epoch_{E}.jsonl``, each line
-``{"guid": ..., "logits_epoch_{E}": [raw logits], "gold": label index}``.
-Metrics: ``td_metrics.jsonl`` with guid, index, threshold_closeness, confidence, variability,
-correctness (integer count of correct epochs) and forgetfulness (1000 = never learned).
+The reference (allenai/cartography, ``selection_utils.log_training_dynamics`` and
+``read_training_dynamics`` at commit 6c43e86) writes a *model folder*::
+
+    MODEL_DIR/training_dynamics/dynamics_epoch_{E}.jsonl    one file per epoch, E = 0 .. n-1
+    MODEL_DIR/td_metrics.jsonl                              written by train_dy_filtering.py
+
+Each dynamics line is ``{"guid": ..., "logits_epoch_{E}": [raw logits], "gold": label index}``; its
+reader counts *every file* in ``training_dynamics/`` as an epoch and opens
+``dynamics_epoch_{e}.jsonl`` for e = 0 .. count-1, so nothing else may live in that folder.
+``td_metrics.jsonl`` holds guid, index, threshold_closeness, confidence, variability, correctness
+(integer count of correct epochs) and forgetfulness (1000 = never learned). SNLI and MNLI guids are
+integers there; :func:`guid_value` keeps integer ids as JSON integers.
 """
 
 from __future__ import annotations
@@ -19,12 +27,16 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.io import atomic_write_text
+from cartomap.io import atomic_write_bytes, atomic_write_text, refuse_overwrite
 from cartomap.scores.metrics import compute_metrics
 
 DYNAMICS_PATTERN = re.compile(r"^dynamics_epoch_(\d+)\.jsonl$")
 DYNAMICS_NAME = "dynamics_epoch_{epoch}.jsonl"
+#: The dynamics folder inside a reference model folder.
+DYNAMICS_DIR = "training_dynamics"
 METRICS_NAME = "td_metrics.jsonl"
+#: cartomap's full metrics table, written beside td_metrics.jsonl by an export.
+METRICS_CSV = "metrics.csv"
 #: What the reference code writes as forgetfulness of an example that was never learned.
 NEVER_LEARNED_SENTINEL = 1000
 
@@ -114,9 +126,17 @@ def _read_epoch(path: Path, epoch: int, n_classes: int | None):
     return guids, np.asarray(rows, dtype=np.float32), np.asarray(golds, dtype=np.int64), lines, n_classes
 
 
-def list_dynamics_files(folder: str | Path) -> list[tuple[int, Path]]:
-    """The ``dynamics_epoch_{E}.jsonl`` files of ``folder`` as (E, path), sorted by E numerically."""
+def dynamics_folder(folder: str | Path) -> Path:
+    """The folder of epoch files: ``folder/training_dynamics`` for a reference model folder, else ``folder``."""
     folder = Path(folder)
+    inner = folder / DYNAMICS_DIR
+    return inner if inner.is_dir() else folder
+
+
+def list_dynamics_files(folder: str | Path) -> list[tuple[int, Path]]:
+    """The ``dynamics_epoch_{E}.jsonl`` files of ``folder`` (or of its ``training_dynamics/``, a
+    reference model folder) as (E, path), sorted by E numerically."""
+    folder = dynamics_folder(folder)
     if not folder.is_dir():
         raise DataError(
             f"folder not found; expected a folder of {DYNAMICS_NAME.format(epoch='{E}')} files",
@@ -192,10 +212,22 @@ def read_reference_dynamics(folder: str | Path) -> ReferenceDynamics:
     )
 
 
-def metrics_from_reference(folder: str | Path) -> pd.DataFrame:
-    """Read a reference dynamics folder and compute :func:`cartomap.scores.metrics.compute_metrics` on it."""
+def metrics_from_reference(folder: str | Path, burn_out: int | None = None) -> pd.DataFrame:
+    """Read a reference dynamics folder and compute :func:`cartomap.scores.metrics.compute_metrics` on it
+    (over the first ``burn_out`` epochs only, as the reference's ``--burn_out``)."""
     dynamics = read_reference_dynamics(folder)
-    return compute_metrics(dynamics.logits, dynamics.gold, dynamics.ids)
+    return compute_metrics(dynamics.logits, dynamics.gold, dynamics.ids, burn_out=burn_out)
+
+
+def guid_value(guid):
+    """A guid as the reference writes it: an int when the id is an integer written canonically
+    ("17", "-3"; not "007" or "1.0"), else the string."""
+    text = str(guid)
+    try:
+        number = int(text)
+    except ValueError:
+        return text
+    return number if str(number) == text else text
 
 
 def write_reference_dynamics(
@@ -207,11 +239,11 @@ def write_reference_dynamics(
 ) -> list[Path]:
     """Write ``dynamics_epoch_{E}.jsonl`` files (E from ``epochs``, default 0..E-1), each atomically.
 
-    logits: [E, N, C] raw logits; gold: [N]; ids: N guids (written as strings).
+    logits: [E, N, C] raw logits; gold: [N]; ids: N guids (integers stay integers: :func:`guid_value`).
     """
     logits = np.asarray(logits)
     gold = np.asarray(gold)
-    ids = [str(g) for g in ids]
+    ids = [guid_value(g) for g in ids]
     if logits.ndim != 3:
         raise DataError(
             f"expected logits of shape [epochs, examples, classes], got {logits.shape}", field="logits"
@@ -254,7 +286,7 @@ def reference_metrics_frame(metrics: pd.DataFrame) -> pd.DataFrame:
     forget = np.where(never, NEVER_LEARNED_SENTINEL, metrics["forgetfulness"].to_numpy(dtype=np.int64))
     return pd.DataFrame(
         {
-            "guid": metrics["id"].astype(str).to_numpy(),
+            "guid": np.asarray([guid_value(g) for g in metrics["id"]], dtype=object),
             "index": metrics["index"].to_numpy(dtype=np.int64),
             "threshold_closeness": metrics["threshold_closeness"].to_numpy(dtype=np.float64),
             "confidence": metrics["confidence"].to_numpy(dtype=np.float64),
@@ -281,8 +313,42 @@ def write_reference_metrics(path: str | Path, metrics_frame: pd.DataFrame) -> Pa
     return atomic_write_text(path, text)
 
 
+def write_reference_export(
+    folder: str | Path,
+    ids: Sequence,
+    logits: np.ndarray,
+    gold: np.ndarray,
+    metrics: pd.DataFrame,
+    force: bool = False,
+) -> list[Path]:
+    """A reference model folder (module docstring): ``training_dynamics/dynamics_epoch_E.jsonl`` for
+    every epoch, ``td_metrics.jsonl`` and cartomap's full ``metrics.csv`` beside that folder.
+
+    Refuses (CartomapError, nothing written) when a file would be replaced or ``training_dynamics/``
+    already holds other files (the reference would count them as epochs), unless ``force``; with
+    ``force`` the stale files of ``training_dynamics/`` are removed."""
+    folder = Path(folder)
+    n_epochs = np.asarray(logits).shape[0]
+    dyn = folder / DYNAMICS_DIR
+    planned = [dyn / DYNAMICS_NAME.format(epoch=e) for e in range(n_epochs)]
+    planned += [folder / METRICS_NAME, folder / METRICS_CSV]
+    extra = sorted(p for p in dyn.iterdir() if p not in planned) if dyn.is_dir() else []
+    refuse_overwrite([p for p in planned if p.exists()] + extra, force)
+    for path in extra:  # with force: the reference counts every file of the folder as an epoch
+        if path.is_dir():
+            raise DataError(
+                f"{path} is a folder inside {DYNAMICS_DIR}/, which the reference reads as an epoch; remove it",
+                location=str(dyn),
+            )
+        path.unlink()
+    written = write_reference_dynamics(dyn, ids, logits, gold)
+    written.append(write_reference_metrics(folder / METRICS_NAME, metrics))
+    written.append(atomic_write_bytes(folder / METRICS_CSV, metrics.to_csv(index=False).encode("utf-8")))
+    return written
+
+
 def read_reference_metrics(path: str | Path) -> pd.DataFrame:
-    """Read a ``td_metrics.jsonl`` file (guid read as str)."""
+    """Read a ``td_metrics.jsonl`` file, or the one of a model folder (guid read as str)."""
     path = Path(path)
     if path.is_dir():
         path = path / METRICS_NAME

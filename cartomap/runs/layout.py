@@ -63,7 +63,11 @@ REVIEW_DB = "review.sqlite"
 
 #: (path inside the run folder, what it holds), in the order a run grows.
 LAYOUT: tuple[tuple[str, str], ...] = (
-    (CONFIG, "RunConfig, package versions, data fingerprints and provenance, label names"),
+    (
+        CONFIG,
+        "RunConfig (paths as given), package versions, data fingerprints, provenance (absolute paths, "
+        "the folder it was made from), label names, data warnings",
+    ),
     (STATUS, "state (queued, running, done, failed, cancelled), progress, error, pid"),
     (LOCK, "held (flock) by the process training the run; a running state without it reads 'interrupted'"),
     (CANCEL, "present when a cancel was asked for; the job stops after its current step"),

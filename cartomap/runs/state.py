@@ -7,11 +7,13 @@ Saved states (in a ``status.json``, written atomically)::
        |          '------> cancelled (a cancel flag was seen between steps)
        '---------------->  cancelled (cancelled before it started)
 
-Two more states are *derived* when the status is read, never saved:
+Three more states are *derived* when the status is read, never saved:
 
 * ``interrupted``: saved ``running``, but no process holds the lock any more (killed, crashed);
 * ``exited``: saved ``queued`` with the pid of the job started for it, and that process is gone
-  before it took the lock (it failed while starting).
+  before it took the lock (it failed while starting);
+* ``damaged``: the status file exists but cannot be read (not JSON, not an object, no state):
+  what went wrong is in ``error``; the next :meth:`StatusFolder.set_status` writes a fresh one.
 
 :class:`StatusFolder` gives runs and experiments (a folder with a status file, a lock and a cancel
 flag) the same reading, writing, locking and cancelling; :class:`cartomap.runs.tasks.Task` uses it
@@ -37,7 +39,9 @@ SAVED_STATES = ("queued", "running", "done", "failed", "cancelled")
 ACTIVE_STATES = ("queued", "running")
 #: Work that stopped before it was done: buttons offer Resume.
 RESUMABLE_STATES = ("cancelled", "failed", "interrupted", "exited")
-STATES = SAVED_STATES + ("interrupted", "exited")
+#: A status file that cannot be read (see the module docstring).
+DAMAGED = "damaged"
+STATES = SAVED_STATES + ("interrupted", "exited", DAMAGED)
 
 
 def pid_alive(pid: Any) -> bool:
@@ -95,7 +99,21 @@ class StatusFolder:
         return self.path / self.CANCEL_NAME
 
     def saved_status(self) -> dict[str, Any]:
-        return read_json(self.status_path)
+        """The saved status; ``{"state": "damaged", "error": ...}`` when the file cannot be read as one
+        (a missing file raises FileNotFoundError: the folder is being made or deleted)."""
+        try:
+            status = read_json(self.status_path)
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as err:
+            return {
+                "state": DAMAGED,
+                "error": f"{self.STATUS_NAME} cannot be read ({type(err).__name__}: {err})",
+            }
+        if not isinstance(status, dict) or status.get("state") not in SAVED_STATES:
+            found = status.get("state") if isinstance(status, dict) else type(status).__name__
+            return {"state": DAMAGED, "error": f"{self.STATUS_NAME} holds no valid state (found {found!r})"}
+        return status
 
     def status(self) -> dict[str, Any]:
         status = self.saved_status()
@@ -103,7 +121,9 @@ class StatusFolder:
         return status
 
     def set_status(self, **fields: Any) -> dict[str, Any]:
-        status = read_json(self.status_path) if self.status_path.exists() else {}
+        status = self.saved_status() if self.status_path.exists() else {}
+        if status.get("state") == DAMAGED:
+            status = {}  # start afresh: the fields given are all that can be trusted
         status.update(fields, updated_at=time.time())
         if status.get("state") not in SAVED_STATES:
             raise ValueError(f"unknown state {status.get('state')!r}; expected one of {SAVED_STATES}")

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +28,13 @@ from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
 from cartomap.runs.folders import FolderStore
-from cartomap.runs.state import StatusFolder
+from cartomap.runs.state import DAMAGED, StatusFolder
 from cartomap.runs.tasks import Task
 
 DEFAULT_ROOT = Path(os.environ.get("CARTOMAP_CACHE", "cache"))
+#: How a command or a form names a run's own copy of a data set: ``run:RUN`` (its training set),
+#: ``run:RUN:dev``, ``run:RUN:test_0`` (RUN: an id, an id prefix or a run name).
+RUN_REF = "run:"
 
 
 def run_id_for(
@@ -51,6 +55,11 @@ def _parquet_columns(path: Path) -> list[str]:
     import pyarrow.parquet as pq
 
     return list(pq.read_schema(path).names)
+
+
+def _one_line(err: BaseException) -> str:
+    """An exception as "Type: message" on one line (pyarrow's messages span several)."""
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
 
 
 def logits_frame(ids, logits: np.ndarray) -> pd.DataFrame:
@@ -75,8 +84,23 @@ class Run(StatusFolder):
     # -- config and status -------------------------------------------------
     @functools.cached_property
     def info(self) -> dict[str, Any]:
-        """config.json, read once per handle: it never changes after the run is created."""
-        return read_json(self.config_path)
+        """config.json, read once per handle: it never changes after the run is created.
+
+        RunError (the run is damaged, with what is wrong) when it is missing or cannot be read."""
+        try:
+            info = read_json(self.config_path)
+        except FileNotFoundError:
+            raise RunError(f"run {self.id} is damaged: {layout.CONFIG} is missing{self.REMEDY}") from None
+        except (OSError, ValueError) as err:
+            raise RunError(
+                f"run {self.id} is damaged: {layout.CONFIG} cannot be read ({_one_line(err)}){self.REMEDY}"
+            ) from None
+        if not isinstance(info, dict) or not isinstance(info.get("config"), dict):
+            raise RunError(f"run {self.id} is damaged: {layout.CONFIG} holds no run config{self.REMEDY}")
+        return info
+
+    #: What a message about a damaged run suggests.
+    REMEDY = " (see `cartomap repair RUN`, or remove it with `cartomap delete RUN`)"
 
     @property
     def config(self) -> RunConfig:
@@ -85,6 +109,30 @@ class Run(StatusFolder):
     @property
     def label_names(self) -> tuple[str, ...]:
         return tuple(self.info["label_names"])
+
+    @property
+    def warnings(self) -> list[str]:
+        """What was suspicious about the data when the run was made (a class far smaller than the others,
+        dev or test classes that differ from training's): :func:`cartomap.data.checks.label_warnings`."""
+        return list(self.info.get("warnings", []))
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """Where the data came from, for the record only: the folder the run was made from (``cwd``) and
+        the absolute path of every file given (``data``, ``dev``, ``tests``). Nothing reads these files
+        again: a run works from its own copy (:meth:`data_config`)."""
+        return dict(self.info.get("provenance", {}))
+
+    def resolve_path(self, path: str) -> str:
+        """A path of the config (a model folder, a scores file) as a process in any folder can open it:
+        as given when it exists from here (or is absolute, or is no file path at all), else relative to
+        the folder the run was made from, when it exists there."""
+        if not path or Path(path).is_absolute() or Path(path).exists():
+            return path
+        cwd = self.provenance.get("cwd")
+        if cwd and (Path(cwd) / path).exists():
+            return str(Path(cwd) / path)
+        return path
 
     LOCK_NAME = layout.LOCK
     BUSY = "is already being trained by another process"
@@ -196,13 +244,33 @@ class Run(StatusFolder):
         return Task(self.path, name)
 
     # -- data -------------------------------------------------------------
+    def data_sets(self) -> list[str]:
+        """The data sets the run holds a copy of: "train", then "dev" and "test_<k>" when it has them."""
+        names = ["train"] + (["dev"] if self.dev_examples_path.exists() else [])
+        return names + [f"test_{k}" for k in range(len(self.test_names))]
+
+    def data_path(self, which: str = "train") -> Path:
+        """The run's own copy of data set ``which``: "train", "dev", "test_<k>" (or "test" for test_0)."""
+        if which == "train":
+            return self.examples_path
+        if which == "dev":
+            return self.dev_examples_path
+        if which == "test":
+            which = "test_0"
+        k = which.removeprefix("test_")
+        if which.startswith("test_") and k.isdigit():
+            return self.test_examples_path(int(k))
+        raise RunError(f"unknown data set {which!r} of run {self.id}; expected train, dev or test_<k>")
+
     def data_config(self, which: str = "train") -> DataConfig:
-        """A DataConfig that reads the run's own copy of its training (``"train"``) or dev (``"dev"``)
-        examples, so later work on "the run's data" never depends on the original files."""
-        path = {"train": self.examples_path, "dev": self.dev_examples_path}[which]
+        """A DataConfig that reads the run's own copy of data set ``which`` (:meth:`data_path`), so later
+        work on "the run's data" never depends on the original files, where they were or whether they
+        still exist."""
+        path = self.data_path(which)
         if not path.exists():
-            raise RunError(f"run {self.id} has no {which} examples")
-        original = self.config.data if which == "train" else self.config.dev
+            raise RunError(
+                f"run {self.id} has no {which} examples (its data sets: {', '.join(self.data_sets())})"
+            )
         columns = _parquet_columns(path)
         return DataConfig(
             path=str(path.resolve()),
@@ -212,8 +280,26 @@ class Run(StatusFolder):
             id_column="id",
             label_names=self.label_names,
             genre_column="genre" if "genre" in columns else None,
-            name=(original.name if original is not None else "") or f"run {self.id} {which}",
+            name=self._data_name(which),
         )
+
+    def _data_name(self, which: str) -> str:
+        config = self.config
+        if which == "train":
+            return config.data.name or f"run {self.id} train"
+        if which == "dev":
+            return (config.dev.name if config.dev is not None else "") or f"run {self.id} dev"
+        k = int(self.data_path(which).stem.rsplit("_", 1)[1])
+        names = self.test_names
+        return names[k] if k < len(names) else f"run {self.id} test {k}"
+
+    def own_config(self) -> RunConfig:
+        """The run's config with its training, dev and test sets read from the run's own copies: what
+        "the selected run's data" means for everything built on a run (experiments, baselines)."""
+        config = self.config
+        dev = self.data_config("dev") if config.dev is not None and self.dev_examples_path.exists() else None
+        tests = tuple(self.data_config(f"test_{k}") for k in range(len(self.test_names)))
+        return config.replace(data=self.data_config("train"), dev=dev, tests=tests)
 
     def examples(self) -> pd.DataFrame:
         return pd.read_parquet(self.examples_path)
@@ -253,10 +339,51 @@ class Run(StatusFolder):
         return read_json(path) if path.exists() else []
 
     def metrics(self, source: str = "train") -> pd.DataFrame:
+        """The data-map metrics of ``source``. A metrics file that cannot be read (damaged by hand, a
+        disk fault) is recomputed from the recorded dynamics and written again; RunError when neither
+        can be read."""
         path = self.metrics_path(source)
         if not path.exists():
             raise RunError(f"run {self.id} has no {source} metrics yet (state: {self.state})")
-        return pd.read_parquet(path)
+        try:
+            return pd.read_parquet(path)
+        except Exception as err:  # pyarrow raises many kinds for a damaged file
+            problem = f"{path.name} cannot be read ({_one_line(err)})"
+        return self.recompute_metrics(source, reason=problem)
+
+    def recorded_source(self, source: str = "train") -> str:
+        """The dynamics behind metrics file ``source``: the plain metrics file holds the first source the
+        run recorded ("eval" for a run that recorded only the eval-mode pass), the others their own."""
+        if source != "train":
+            return source
+        record = self.config.train.record
+        return "eval" if record == "eval" else "train"
+
+    def recompute_metrics(
+        self, source: str = "train", *, reason: str = "", write: bool = True
+    ) -> pd.DataFrame:
+        """Compute metrics file ``source`` again from the recorded dynamics (every completed epoch) and,
+        with ``write`` and no process training the run, save it. RunError, naming ``reason`` and what
+        else is wrong, when the dynamics cannot rebuild it."""
+        from cartomap.scores.metrics import compute_metrics
+
+        try:
+            ids, logits = self.dynamics(self.recorded_source(source))
+            labels = self.examples()["label"].to_numpy(dtype=np.int64)
+            frame = compute_metrics(logits, labels, ids)
+        except Exception as err:
+            because = f"{reason}, and " if reason else ""
+            raise RunError(
+                f"run {self.id} is damaged: {because}its dynamics cannot rebuild the metrics "
+                f"({_one_line(err)}){self.REMEDY}"
+            ) from None
+        if write and not self.is_locked():
+            atomic_write_parquet(self.metrics_path(source), frame)
+            self.log(
+                f"recomputed {self.metrics_path(source).name} from the dynamics"
+                + (f": {reason}" if reason else "")
+            )
+        return frame
 
     def dynamics_epochs(self, source: str = "train") -> list[int]:
         folder = self.dynamics_dir(source)
@@ -283,7 +410,15 @@ class Run(StatusFolder):
         return self.test_examples(int(source.split("_", 1)[1]))
 
     def read_epoch(self, source: str, epoch: int, ids: list[str]) -> np.ndarray:
-        frame = pd.read_parquet(self.epoch_path(source, epoch))
+        path = self.epoch_path(source, epoch)
+        try:
+            frame = pd.read_parquet(path)
+        except FileNotFoundError:
+            raise
+        except Exception as err:  # pyarrow raises many kinds for a damaged file
+            raise RunError(
+                f"run {self.id}: {path.relative_to(self.path)} cannot be read ({_one_line(err)})"
+            ) from None
         frame = frame.set_index("id").reindex(ids)
         if frame.isna().any().any():
             raise RunError(f"run {self.id}: epoch {epoch} of {source} dynamics is missing examples")
@@ -302,21 +437,133 @@ class Run(StatusFolder):
             return []
         return sorted(folder.glob("epoch_*"), key=lambda p: int(p.name.split("_")[1]))
 
+    def problems(self) -> list[str]:
+        """What is wrong with the run folder, cheaply (config and status files): [] for a healthy run.
+        :meth:`check` also reads the data, dynamics and metrics files."""
+        out = []
+        try:
+            _ = self.info
+        except RunError as err:
+            out.append(str(err).split(": ", 1)[1].replace(self.REMEDY, ""))
+        try:
+            status = self.saved_status()
+        except FileNotFoundError:
+            out.append(f"{layout.STATUS} is missing")
+        else:
+            if status.get("state") == DAMAGED:
+                out.append(status["error"])
+        try:
+            self.history()
+        except (OSError, ValueError) as err:
+            out.append(f"{layout.HISTORY} cannot be read ({type(err).__name__})")
+        return out
+
+    def check(self) -> list[str]:
+        """Every problem of the run folder: :meth:`problems`, then each data copy, each dynamics file and
+        each metrics file that cannot be read (a metrics file the dynamics can rebuild says so)."""
+        out = self.problems()
+        if any(p.startswith(layout.CONFIG) for p in out):
+            return out
+        for which in self.data_sets():
+            try:
+                _parquet_columns(self.data_path(which))
+            except Exception as err:
+                out.append(f"{self.data_path(which).name} cannot be read ({type(err).__name__})")
+        sources = sorted(p.name for p in (self.path / layout.DYNAMICS).glob("*") if p.is_dir())
+        broken_sources = set()
+        for source in sources:
+            for epoch in self.dynamics_epochs(source):
+                try:
+                    _parquet_columns(self.epoch_path(source, epoch))
+                except Exception as err:
+                    broken_sources.add(source)
+                    out.append(
+                        f"{self.epoch_path(source, epoch).relative_to(self.path)} cannot be read ({type(err).__name__})"
+                    )
+        for path in sorted(self.path.glob(layout.METRICS_OF_SOURCE.format(source="*"))) + [
+            self.metrics_path()
+        ]:
+            if not path.exists():
+                continue
+            try:
+                _parquet_columns(path)
+            except Exception as err:
+                source = "train" if path == self.metrics_path() else path.stem.split("_", 1)[1]
+                fixable = self.recorded_source(source) not in broken_sources and self.dynamics_epochs(
+                    self.recorded_source(source)
+                )
+                out.append(
+                    f"{path.name} cannot be read ({type(err).__name__})"
+                    + ("; it can be recomputed from the dynamics" if fixable else "")
+                )
+        return out
+
     def summary(self) -> dict[str, Any]:
-        info, status = self.info, self.status()
-        history = self.history()
+        """One row of ``cartomap runs``; a damaged run gets state "damaged" and what is wrong in ``problem``."""
+        problems = self.problems()
+        try:
+            info = self.info
+            config = info["config"]
+            status = self.status()
+            history = self.history()
+        except (RunError, OSError, ValueError, KeyError, TypeError):
+            return {
+                "id": self.id,
+                "name": "",
+                "state": DAMAGED,
+                "data": "",
+                "model": "",
+                "examples": None,
+                "epochs": "",
+                "dev_accuracy": None,
+                "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created_at())),
+                "problem": "; ".join(problems) or "cannot be read",
+            }
         last = history[-1] if history else {}
         return {
             "id": self.id,
-            "name": info["config"].get("name", ""),
-            "state": status.get("state"),
-            "data": info["config"]["data"]["path"],
-            "model": info["config"]["model"]["name_or_path"],
+            "name": config.get("name", ""),
+            "state": DAMAGED if problems else status.get("state"),
+            "data": config["data"]["path"],
+            "model": config["model"]["name_or_path"],
             "examples": info.get("n_train"),
-            "epochs": f"{len(history)}/{info['config']['train']['epochs']}",
+            "epochs": f"{len(history)}/{config['train']['epochs']}",
             "dev_accuracy": last.get("dev_accuracy"),
             "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(info.get("created_at", 0))),
+            "problem": "; ".join(problems),
         }
+
+    def created_at(self) -> float:
+        """When the run was made (config.json), else the folder's modification time (a damaged run)."""
+        try:
+            return float(self.info.get("created_at", 0))
+        except (RunError, TypeError, ValueError):
+            try:
+                return self.path.stat().st_mtime
+            except OSError:
+                return 0.0
+
+
+def _absolute(path: str) -> str:
+    """``path`` made absolute when it names a file or folder here; demo, hub and other names as given."""
+    if not path or path.startswith(("demo:", "hf:")):
+        return path
+    candidate = Path(path).expanduser()
+    return str(candidate.resolve()) if candidate.exists() else path
+
+
+def provenance(config: RunConfig) -> dict[str, Any]:
+    """Where a run's data and model came from, for the record (config.json "provenance"): the folder the
+    command ran from and the absolute path of each data file. Not part of the run's identity, which
+    keeps the paths as given, so the same command in the same folder finds the same run as before."""
+    return {
+        "cwd": os.getcwd(),
+        "data": _absolute(config.data.path),
+        "dev": _absolute(config.dev.path) if config.dev is not None else None,
+        "tests": [_absolute(t.path) for t in config.tests],
+        "model": _absolute(config.model.name_or_path),
+        "scores": _absolute(config.order.scores) if config.order.scores else "",
+    }
 
 
 def dataset_names(configs) -> list[str]:
@@ -356,16 +603,31 @@ class RunStore(FolderStore[Run]):
         return Run(path)
 
     def name_of(self, run: Run) -> str:
-        return run.info["config"].get("name", "")
+        try:
+            return run.info["config"].get("name", "")
+        except RunError:
+            return ""
 
     def created_at(self, run: Run) -> float:
-        return run.info.get("created_at", 0)
+        return run.created_at()
 
-    def create(self, config: RunConfig, train, dev=None, tests=()) -> Run:
+    def is_item(self, path: Path) -> bool:
+        """A run folder: one with config.json, or a damaged one that lost it but holds other run files
+        (it is listed as damaged, so it can be repaired or removed instead of vanishing)."""
+        if (path / layout.CONFIG).exists():
+            return True
+        return path.is_dir() and any(
+            (path / name).exists()
+            for name in (layout.STATUS, layout.EXAMPLES, layout.DYNAMICS, layout.HISTORY)
+        )
+
+    def create(self, config: RunConfig, train, dev=None, tests=(), warnings=()) -> Run:
         """Create the run folder for ``config`` on the loaded datasets; return the existing run if any.
 
         The folder is assembled under a temporary name and renamed into place, so a failure
-        leaves nothing behind and a reader never sees a half-made run.
+        leaves nothing behind and a reader never sees a half-made run. A run of this config and data
+        that lost its config.json (damaged) gets it back, with any data copy it lost. ``warnings``:
+        what was suspicious about the data (kept with the run, :attr:`Run.warnings`).
         """
 
         def write(tmp: Path) -> None:
@@ -381,23 +643,56 @@ class RunStore(FolderStore[Run]):
                     {"name": name, "n": len(t), "fingerprint": t.fingerprint()}
                     for name, t in zip(dataset_names(config.tests), tests, strict=True)
                 ],
+                "provenance": provenance(config),
+                "warnings": list(warnings),
                 "versions": package_versions(),
                 "created_at": time.time(),
             }
-            atomic_write_json(tmp / layout.CONFIG, info)
             atomic_write_parquet(tmp / layout.EXAMPLES, train.frame)
             if dev is not None:
                 atomic_write_parquet(tmp / layout.DEV_EXAMPLES, dev.frame)
             for k, t in enumerate(tests):
                 atomic_write_parquet(tmp / layout.TEST_EXAMPLES.format(k=k), t.frame)
             atomic_write_json(tmp / layout.STATUS, {"state": "queued", "updated_at": time.time()})
+            atomic_write_json(tmp / layout.CONFIG, info)  # last: the marker of a complete run
 
-        return self.create_folder(self._id(config, train, dev, tests), write)
+        run_id = self._id(config, train, dev, tests)
+        final = self.path_for(run_id)
+        if final.is_dir() and not (final / layout.CONFIG).exists() and self.is_item(final):
+            return self._restore(final, write)
+        return self.create_folder(run_id, write)
+
+    def _restore(self, final: Path, write) -> Run:
+        """Give a damaged run folder back the files of ``write`` it lacks (config.json last)."""
+        tmp = self.dir / f".restore-{final.name}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            write(tmp)
+            for item in sorted(tmp.iterdir(), key=lambda p: p.name == layout.CONFIG):
+                target = final / item.name
+                if not target.exists():
+                    os.replace(item, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        run = self.open(final)
+        run.log(f"restored missing files ({layout.CONFIG}) from the same config and data")
+        return run
 
     @staticmethod
     def _id(config: RunConfig, train, dev=None, tests=()) -> str:
         dev_fp = dev.fingerprint() if dev is not None else None
         return run_id_for(config, train.fingerprint(), dev_fp, tuple(t.fingerprint() for t in tests))
+
+    def data_ref(self, ref: str) -> DataConfig:
+        """The DataConfig of ``run:RUN[:SET]`` (:data:`RUN_REF`): the run's own copy of
+        data set SET ("train" by default, "dev", "test_<k>"), wherever the original files went."""
+        if not ref.startswith(RUN_REF):
+            raise RunError(
+                f"{ref!r} is not a run's data set; expected run:RUN, run:RUN:dev or run:RUN:test_<k>"
+            )
+        key, _, which = ref[len(RUN_REF) :].partition(":")
+        return self.get(key).data_config(which or "train")
 
     def find(self, config: RunConfig, train, dev=None, tests=()) -> Run | None:
         return self.find_id(self._id(config, train, dev, tests))

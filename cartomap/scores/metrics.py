@@ -12,6 +12,7 @@ Each docstring gives the formula and the direction of the score.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,11 @@ REGIONS: tuple[str, str, str] = (EASY, AMBIGUOUS, HARD)
 
 #: Fraction for :func:`regions_by_rank`; one of the reference fractions (0.01 ... 0.75).
 DEFAULT_RANK_FRACTION = 0.33
+#: :func:`region_partition` by rank: the share of examples called ambiguous, the highest-variability
+#: third (Dataset Cartography selects the top 33 % by variability; WaNLI seeds the top 25 % per label).
+DEFAULT_AMBIGUOUS_FRACTION = 1 / 3
+#: How :func:`region_partition` draws the line of the ambiguous region.
+REGION_METHODS = ("rank", "threshold")
 #: :func:`regions_by_threshold`: easy needs confidence >= this (and low variability).
 DEFAULT_EASY_CONF = 0.75
 #: :func:`regions_by_threshold`: hard needs confidence <= this (and low variability).
@@ -201,15 +207,18 @@ def cartcl_pp_difficulty(conf: np.ndarray, var: np.ndarray) -> np.ndarray:
     return np.where(conf > 0.5, 1.0 - conf + var, 3.0 - conf - var)
 
 
-def cartcl_pp_difficulty_code(correct_fraction: np.ndarray, var: np.ndarray) -> np.ndarray:
-    """Cart-CL++ difficulty as in the public RoNLI code: s = (1 - correctness) + (1 - v if v < 0.5 else v).
+def cartcl_pp_difficulty_code(correct_count: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """Cart-CL++ difficulty as in the public RoNLI code: s = (1 - correctness) + (1 - v if v < 0.5 else v),
+    where correctness is the reference's td_metrics correctness: the integer *count* of correct epochs
+    (``compute_correctness`` = sum of the trend in the RoNLI fork of train_dy_filtering.py).
 
-    Lower = easier. Note v < 0.5 for any probability std except the extreme 0/1 flip, so in practice
-    s = 2 - correctness - v.
+    Lower = easier. As v < 0.5 for any probability std but the extreme 0/1 flip, s = 2 - count - v: a
+    whole correct epoch outweighs any variability, so the list sorts by count (most correct first), then
+    by variability (highest first). The gap to the fraction-based score grows with the number of epochs.
     """
-    correct_fraction = np.asarray(correct_fraction, dtype=np.float64)
+    correct_count = np.asarray(correct_count, dtype=np.float64)
     var = np.asarray(var, dtype=np.float64)
-    return (1.0 - correct_fraction) + np.where(var < 0.5, 1.0 - var, var)
+    return (1.0 - correct_count) + np.where(var < 0.5, 1.0 - var, var)
 
 
 # --------------------------------------------------------------------------- regions
@@ -270,39 +279,125 @@ def regions_by_threshold(
     }
 
 
-def region_partition(
-    conf: np.ndarray,
-    var: np.ndarray,
-    *,
-    ambiguous_var: float = DEFAULT_AMBIGUOUS_VAR,
-    conf_split: float = DEFAULT_CONF_SPLIT,
-) -> np.ndarray:
-    """Every example in exactly one region (str array [N]).
+@dataclass(frozen=True)
+class RegionRule:
+    """How every example gets one region (:func:`region_partition`).
 
-    ambiguous if v >= ambiguous_var; else easy-to-learn if c >= conf_split; else hard-to-learn.
+    ``method="rank"`` (default): ambiguous = the ``fraction`` of examples with the highest variability
+    (ties by index), as Dataset Cartography and WaNLI select by rank: variability's scale depends on
+    the number of epochs and on the model, so a fixed threshold means something else on every run.
+    ``method="threshold"``: ambiguous = variability >= ``ambiguous_var`` (the earlier default).
+    Either way the rest is easy-to-learn when confidence >= ``conf_split`` (the model's mean
+    probability of the gold label is at least one half), else hard-to-learn.
     """
+
+    method: str = "rank"
+    fraction: float = DEFAULT_AMBIGUOUS_FRACTION
+    ambiguous_var: float = DEFAULT_AMBIGUOUS_VAR
+    conf_split: float = DEFAULT_CONF_SPLIT
+
+    def __post_init__(self) -> None:
+        if self.method not in REGION_METHODS:
+            raise DataError(
+                f"unknown region rule {self.method!r}; expected one of {REGION_METHODS}", field="regions"
+            )
+        if not 0.0 <= self.fraction <= 1.0:
+            raise DataError(f"must be in [0, 1], got {self.fraction}", field="fraction")
+
+    def describe(self, var: np.ndarray | None = None) -> str:
+        """The rule in words, with the variability cut it gives on ``var`` when ranked."""
+        if self.method == "rank":
+            ambiguous = f"the {self.fraction:.0%} of examples with the highest variability"
+            if var is not None and len(var):
+                cut = ambiguous_cut(np.asarray(var, dtype=np.float64), self.fraction)
+                if cut is not None:
+                    ambiguous += f" (variability ≥ {cut:.3f} here)"
+        else:
+            ambiguous = f"variability ≥ {self.ambiguous_var:g}"
+        return (
+            f"ambiguous = {ambiguous}; of the rest, easy-to-learn = confidence ≥ {self.conf_split:g}, "
+            "hard-to-learn = below"
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "fraction": self.fraction,
+            "ambiguous_var": self.ambiguous_var,
+            "conf_split": self.conf_split,
+        }
+
+
+def ambiguous_cut(var: np.ndarray, fraction: float) -> float | None:
+    """The lowest variability inside the top ``fraction`` by rank (None when that is no example)."""
+    n = _rank_count(fraction, var.shape[0])
+    if n == 0:
+        return None
+    return float(var[np.argsort(-var, kind="stable")[n - 1]])
+
+
+def region_partition(
+    conf: np.ndarray, var: np.ndarray, rule: RegionRule | None = None, **overrides
+) -> np.ndarray:
+    """Every example in exactly one region (str array [N]) by ``rule`` (default :class:`RegionRule`:
+    by rank); keyword ``overrides`` replace fields of the rule (``method="threshold"``, ...).
+
+    rank: ambiguous = the n = round(fraction * N) highest variability (round half up, ties by index,
+    exactly n); threshold: ambiguous = v >= ambiguous_var. Then easy-to-learn if c >= conf_split, else
+    hard-to-learn.
+    """
+    rule = rule or RegionRule()
+    if overrides:
+        rule = RegionRule(**{**rule.to_dict(), **overrides})
     conf = np.asarray(conf, dtype=np.float64)
     var = np.asarray(var, dtype=np.float64)
-    out = np.where(conf >= conf_split, EASY, HARD).astype(object)
-    out[var >= ambiguous_var] = AMBIGUOUS
+    out = np.where(conf >= rule.conf_split, EASY, HARD).astype(object)
+    if rule.method == "rank":
+        n = _rank_count(rule.fraction, var.shape[0])
+        ambiguous = np.zeros(var.shape[0], dtype=bool)
+        ambiguous[np.argsort(-var, kind="stable")[:n]] = True
+    else:
+        ambiguous = var >= rule.ambiguous_var
+    out[ambiguous] = AMBIGUOUS
     return out
 
 
 def correctness_bucket(correct_fraction: np.ndarray, n_epochs: int | None = None) -> np.ndarray:
-    """Correctness as a label for colouring, as in the reference plot: f"{fraction:.1f}" ("0.0" ... "1.0").
+    """Correctness as a label for colouring: with ``n_epochs`` = E the exact fraction "k/E" (correct in
+    k of E epochs: "0/4", "1/4", ... "4/4"; the reference plot rounds these to one decimal, which turns
+    0.25 and 0.75 into "0.2" and "0.8"); without it the fraction to two decimals ("0.25").
 
-    With ``n_epochs`` the fraction is first snapped to the nearest k / n_epochs (removes float noise
-    from stored fractions). Returns a str (object) array [N]; sort with :func:`bucket_order`.
+    Returns a str (object) array [N]; sort with :func:`bucket_order`, read back with :func:`bucket_value`.
     """
     frac = np.asarray(correct_fraction, dtype=np.float64)
     if n_epochs:
-        frac = np.round(frac * n_epochs) / n_epochs
-    return np.char.mod("%.1f", frac).astype(object)
+        k = np.round(frac * n_epochs).astype(np.int64)
+        return np.char.add(np.char.mod("%d", k), f"/{int(n_epochs)}").astype(object)
+    return np.char.mod("%.2f", frac).astype(object)
+
+
+def bucket_value(bucket: str) -> float:
+    """The fraction a correctness bucket stands for: "3/4" -> 0.75, "0.25" -> 0.25."""
+    text = str(bucket)
+    if "/" in text:
+        k, e = text.split("/", 1)
+        return int(k) / int(e) if int(e) else 0.0
+    return float(text)
 
 
 def bucket_order(buckets: Sequence[str]) -> list[str]:
     """Distinct correctness buckets sorted numerically (low correctness first)."""
-    return sorted({str(b) for b in buckets}, key=float)
+    return sorted({str(b) for b in buckets}, key=bucket_value)
+
+
+def burn_out_epochs(n_epochs: int, burn_out: int | None) -> int:
+    """How many epochs the metrics use: the first ``burn_out`` (the reference's ``--burn_out``), all when
+    None or larger than the number recorded. DataError below 1."""
+    if burn_out is None:
+        return n_epochs
+    if int(burn_out) < 1:
+        raise DataError(f"must be at least 1 epoch, got {burn_out}", field="burn_out")
+    return min(n_epochs, int(burn_out))
 
 
 # --------------------------------------------------------------------------- everything at once
@@ -313,22 +408,27 @@ def compute_metrics(
     labels: np.ndarray,
     ids: Sequence | None = None,
     *,
-    ambiguous_var: float = DEFAULT_AMBIGUOUS_VAR,
-    conf_split: float = DEFAULT_CONF_SPLIT,
+    regions: RegionRule | None = None,
+    burn_out: int | None = None,
     el2n_epoch: int = 0,
 ) -> pd.DataFrame:
     """One row per example with every metric of this module.
 
-    Columns: id, index, label, predicted (argmax at the last epoch), confidence, variability,
+    Columns: id, index, label, predicted (argmax at the last epoch used), confidence, variability,
     correctness (fraction), correct_count, forgetfulness, never_learned, threshold_closeness, aum,
-    el2n, difficulty (Cart-CL++ paper variant), difficulty_code (RoNLI code variant) and region
-    (:func:`region_partition`). ``ids`` default to the example index as a string. Works for E == 1
-    (variability 0, forgetfulness 0). ``frame.attrs["n_epochs"]`` holds E.
+    el2n, difficulty (Cart-CL++ paper variant), difficulty_code (RoNLI code variant, on the count) and
+    region (:func:`region_partition` by ``regions``, default by rank). ``burn_out``: use only the first
+    that many epochs (the reference's ``--burn_out``; None = all). ``ids`` default to the example index
+    as a string. Works for E == 1 (variability 0, forgetfulness 0). ``frame.attrs`` holds ``n_epochs``
+    (the epochs used), ``epochs_recorded`` and ``regions`` (the rule, :meth:`RegionRule.to_dict`).
     """
     logits, labels = _check_dynamics(logits, labels, "logits")
-    n_epochs, n_examples, _ = logits.shape
-    if n_epochs == 0:
+    recorded = logits.shape[0]
+    if recorded == 0:
         raise DataError("no epochs: logits have shape [0, N, C]", field="logits")
+    logits = logits[: burn_out_epochs(recorded, burn_out)]
+    n_epochs, n_examples, _ = logits.shape
+    rule = regions or RegionRule()
     if not np.all(np.isfinite(logits)):
         e, i = np.argwhere(~np.all(np.isfinite(logits), axis=-1))[0]
         raise DataError(f"non-finite logit for example {int(i)} at epoch index {int(e)}", field="logits")
@@ -344,6 +444,7 @@ def compute_metrics(
     conf = confidence(gold)
     var = variability(gold)
     corr = correctness(probs, labels)
+    counts = correct_counts(probs, labels)
     forget, never = forgetfulness(probs, labels)
     frame = pd.DataFrame(
         {
@@ -354,17 +455,19 @@ def compute_metrics(
             "confidence": conf,
             "variability": var,
             "correctness": corr,
-            "correct_count": correct_counts(probs, labels),
+            "correct_count": counts,
             "forgetfulness": forget,
             "never_learned": never,
             "threshold_closeness": threshold_closeness(conf),
             "aum": aum(logits, labels) if logits.shape[2] >= 2 else np.full(n_examples, np.nan),
             "el2n": el2n(probs, labels, epoch=el2n_epoch),
             "difficulty": cartcl_pp_difficulty(conf, var),
-            "difficulty_code": cartcl_pp_difficulty_code(corr, var),
-            "region": region_partition(conf, var, ambiguous_var=ambiguous_var, conf_split=conf_split),
+            "difficulty_code": cartcl_pp_difficulty_code(counts, var),
+            "region": region_partition(conf, var, rule),
         },
         columns=list(METRIC_COLUMNS),
     )
     frame.attrs["n_epochs"] = int(n_epochs)
+    frame.attrs["epochs_recorded"] = int(recorded)
+    frame.attrs["regions"] = rule.to_dict()
     return frame

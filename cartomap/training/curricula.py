@@ -65,24 +65,30 @@ DIFFICULTIES: tuple[str, ...] = ("paper", "code")
 #: Name of the final stage of standard training, and of the single stage of shuffled orders.
 ALL_DATA = "all data"
 
-# Stage defaults. The public RoNLI code (github.com/Eduard6421/RONLI) runs every stage as a separate
-# Lightning Trainer with its own max_steps; the last stage (100 % of the list) goes on as standard
-# training. The step tuples below are chosen so that, with the default curriculum_share = 0.5, the
-# schedule matches the code's max_steps wherever the code's total equals the baseline's.
+# Stage defaults, from the public RoNLI code (github.com/Eduard6421/RONLI; docs/curricula.md cites
+# every version read). The code runs every stage as a separate Lightning Trainer with its own
+# max_steps; its last stage (100 % of the list) goes on as standard training. cartomap gives a
+# curriculum the first ``curriculum_share`` (0.5) of the baseline's steps, split in proportion to the
+# ``steps`` below, then trains on all data: the tuples are chosen so that with the default share every
+# stage gets the same share of all steps as in the code (the code's last stage = cartomap's last stage
+# + the standard training after it).
 
 #: Cart-CL unlocks 30 % / 66 % / 100 % of the E2L -> A -> H2L list (NLIDatasetCurriculumFull.py).
 CART_FRACTIONS: tuple[float, ...] = (0.3, 0.66, 1.0)
-#: Cart-CL stages of equal length: the paper gives each group a sixth of all iterations (half the
-#: iterations for the curriculum, split in three); the code's comment reads "(1010/2)/3" per stage
-#: (max_steps 168 / 168, then train on until overfitting).
-CART_STEPS: tuple[int, ...] = (1, 1, 1)
-#: Cart-CL++ unlocks 30 % / 60 % / 100 % of the difficulty-sorted list (NLIDatasetCurriculum.py,
-#: latest commit 5f84fd3; METHODS.md says 60 / 80 / 100, which no stored version of the code has).
-CART_PP_FRACTIONS: tuple[float, ...] = (0.3, 0.6, 1.0)
-#: Cart-CL++ in the code: max_steps 175 / 350 / 175*3 + 175*6 = 1575 out of 2100 baseline steps;
-#: under the half-curriculum rule that is 175 / 350 / 525 steps, then 1050 on all data. (The ratio
-#: 175 : 350 : 1575 = 350 : 700 : 3150 counts the standard training inside the last stage.)
-CART_PP_STEPS: tuple[int, ...] = (175, 350, 525)
+#: Cart-CL in the code's latest version of bert_curriculum_full.py (c6f7d1a): max_steps 350 / 700 /
+#: 3150 (4200 in all); under the half-curriculum rule: 350 / 700 / 1050, then 2100 on all data.
+CART_STEPS: tuple[int, ...] = (350, 700, 1050)
+#: Cart-CL as cartomap did before (the paper's prose; an older code comment, "(1010/2)/3" per stage).
+CART_EQUAL_STEPS: tuple[int, ...] = (1, 1, 1)
+#: Cart-CL++ in the code's head version ("Latest version of nli dataset"): NLIDatasetCurriculum.py
+#: unlocks 60 / 80 / 100 % (as METHODS.md says) with max_steps 100 / 200 / 1000 (1300 in all); under the
+#: half-curriculum rule: 100 / 200 / 350, then 650 on all data.
+CART_PP_FRACTIONS: tuple[float, ...] = (0.6, 0.8, 1.0)
+CART_PP_STEPS: tuple[int, ...] = (100, 200, 350)
+#: Cart-CL++ of the earlier commit 5f84fd3: 30 / 60 / 100 % with max_steps 175 / 350 / 1575 (2100 in
+#: all); under the half-curriculum rule: 175 / 350 / 525, then 1050 on all data.
+CART_PP_5F84FD3_FRACTIONS: tuple[float, ...] = (0.3, 0.6, 1.0)
+CART_PP_5F84FD3_STEPS: tuple[int, ...] = (175, 350, 525)
 #: Cart-Stra-CL++ unlocks 20 / 40 / 60 / 80 / 100 % of every class's own sorted list
 #: (NLIDataModuleCurriculumDiverse.py).
 CART_STRA_FRACTIONS: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -92,6 +98,20 @@ CART_STRA_STEPS: tuple[int, ...] = (100, 200, 300, 400, 250)
 #: Length-CL and STS-CL are not in the public code: they unlock their sorted lists like Cart-CL++.
 LENGTH_FRACTIONS, LENGTH_STEPS = CART_PP_FRACTIONS, CART_PP_STEPS
 STS_FRACTIONS, STS_STEPS = CART_PP_FRACTIONS, CART_PP_STEPS
+
+#: Named stage schedules an order may take instead of its default ({order: {name: (fractions, steps)}});
+#: ``--schedule NAME`` fills ``OrderConfig.fractions`` and ``steps`` with them.
+SCHEDULES: dict[str, dict[str, tuple[tuple[float, ...], tuple[int, ...]]]] = {
+    "cart++": {
+        "ronli-head": (CART_PP_FRACTIONS, CART_PP_STEPS),
+        "ronli-5f84fd3": (CART_PP_5F84FD3_FRACTIONS, CART_PP_5F84FD3_STEPS),
+    },
+    "cart": {
+        "ronli-head": (CART_FRACTIONS, CART_STEPS),
+        "equal-thirds": (CART_FRACTIONS, CART_EQUAL_STEPS),
+    },
+    "cart-stra++": {"ronli-head": (CART_STRA_FRACTIONS, CART_STRA_STEPS)},
+}
 
 DEFAULT_FRACTIONS: dict[str, tuple[float, ...]] = {
     "length": LENGTH_FRACTIONS,
@@ -224,7 +244,7 @@ def needs_columns(order: OrderConfig) -> tuple[str, ...]:
     if order.name in ("cart++", "cart-stra++"):
         _check_difficulty(order)
         return (
-            ("confidence", "variability") if order.difficulty == "paper" else ("correctness", "variability")
+            ("confidence", "variability") if order.difficulty == "paper" else ("correct_count", "variability")
         )
     if order.name == "cart" or order.name in SUBSETS:
         return CARTOGRAPHY_COLUMNS
@@ -243,19 +263,28 @@ def cartography_groups(table: pd.DataFrame, fraction: float) -> dict[str, np.nda
 
 
 def cart_list(table: pd.DataFrame, fraction: float) -> np.ndarray:
-    """Cart-CL's list of rows: E2L, then A, then H2L; within a group highest confidence first (ties by
-    row index). A row in two groups appears once, at its first group.
+    """Cart-CL's list of rows: E2L, then A, then H2L, each group in the order the reference's selection
+    writes it (cartography's ``write_filtered_data``, in the RoNLI fork too): E2L by confidence
+    descending, A by variability descending, H2L by confidence ascending (ties by row index). A row in
+    two groups appears once, at its first group.
 
     Rows outside every group are not in the list (as in the public code, whose curriculum file holds
     the de-duplicated groups only, and as the paper's critique of Cart-CL says: they are left out);
     they come in with the final "all data" stage.
     """
     groups = cartography_groups(table, fraction)
-    by_confidence = np.argsort(-table["confidence"].to_numpy(dtype=np.float64), kind="stable")
+    conf = table["confidence"].to_numpy(dtype=np.float64)
+    var = table["variability"].to_numpy(dtype=np.float64)
+    orders = {
+        E2L: np.argsort(-conf, kind="stable"),
+        A: np.argsort(-var, kind="stable"),
+        H2L: np.argsort(conf, kind="stable"),
+    }
     taken = np.zeros(len(table), dtype=bool)
     parts = []
     for name in (E2L, A, H2L):
-        rows = by_confidence[groups[name][by_confidence] & ~taken[by_confidence]]
+        order = orders[name]
+        rows = order[groups[name][order] & ~taken[order]]
         taken[rows] = True
         parts.append(rows)
     return np.concatenate(parts).astype(np.int64)
@@ -267,7 +296,7 @@ def difficulty_scores(table: pd.DataFrame, order: OrderConfig) -> np.ndarray:
     * length: the token count (shorter first).
     * sts: -similarity (most similar premise-hypothesis pairs first).
     * cart++ / cart-stra++, difficulty "paper": s = 1 - c + v if c > 0.5 else 3 - c - v;
-      "code": s = (1 - correctness) + (1 - v if v < 0.5 else v) (:mod:`cartomap.scores.metrics`).
+      "code": s = (1 - count) + (1 - v if v < 0.5 else v), count = correct epochs (:mod:`cartomap.scores.metrics`).
     * cart: the row's position in :func:`cart_list`, +inf for rows outside every group.
     """
     columns = needs_columns(order)
@@ -286,7 +315,18 @@ def difficulty_scores(table: pd.DataFrame, order: OrderConfig) -> np.ndarray:
     var = table["variability"].to_numpy(dtype=np.float64)
     if order.difficulty == "paper":
         return cartcl_pp_difficulty(table["confidence"].to_numpy(dtype=np.float64), var)
-    return cartcl_pp_difficulty_code(table["correctness"].to_numpy(dtype=np.float64), var)
+    return cartcl_pp_difficulty_code(table["correct_count"].to_numpy(dtype=np.float64), var)
+
+
+def schedule(order_name: str, name: str) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """(fractions, steps) of the named schedule ``name`` of an order (:data:`SCHEDULES`)."""
+    options = SCHEDULES.get(order_name, {})
+    if name not in options:
+        known = ", ".join(f"{o}: {', '.join(v)}" for o, v in SCHEDULES.items())
+        raise DataError(
+            f"order {order_name!r} has no schedule {name!r}; schedules: {known}", field="schedule"
+        )
+    return options[name]
 
 
 def resolved_fractions(order: OrderConfig) -> tuple[float, ...]:

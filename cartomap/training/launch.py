@@ -20,10 +20,15 @@ def start_training(config: RunConfig, store: RunStore) -> Run:
 
     Raises DataError for bad input before anything is created.
     """
-    run = prepare_run(config, store)
+    return start_run_job(prepare_run(config, store), store)
+
+
+def start_run_job(run: Run, store: RunStore) -> Run:
+    """Train (or resume) an existing run in the background from its own copy of the data: the original
+    files are not read again, so a run made in another folder, or whose files moved, resumes."""
     if run.state == "done" or run.is_locked():
         return run
-    atomic_write_json(run.job_config_path, config.to_dict())  # the parameters, saved before the job starts
+    atomic_write_json(run.job_config_path, run.info["config"])  # the parameters, saved before the job starts
     run.clear_cancel()
     pid = jobs.spawn(train_job_args(run), run.job_log_path, store.root)
     run.set_status(state="queued", pid=pid, error=None, queued_at=time.time())

@@ -220,7 +220,8 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
     examples = run.examples()
     ids = examples["id"].astype(str).tolist()
     labels = examples["label"].to_numpy(dtype=np.int64)
-    tokenizer = load_tokenizer(cfg.model.name_or_path)
+    base_model = run.resolve_path(cfg.model.name_or_path)  # a relative folder works from any folder
+    tokenizer = load_tokenizer(base_model)
     train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length), labels)
     collate = DynamicPadding(tokenizer.pad_token_id or 0)
     batches = training_batches(run, examples, labels, train_set.lengths)
@@ -236,7 +237,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
     test_loaders = [eval_loader_for(f, tokenizer, cfg, collate) for f in test_frames]
 
     seed_everything(tc.seed)  # the new classifier head's initial weights
-    model = load_classifier(cfg.model.name_or_path, label_names)
+    model = load_classifier(base_model, label_names)
     optimizer = build_optimizer(model, tc)
     steps_per_epoch = len(batches)
     total_steps = steps_per_epoch * tc.epochs

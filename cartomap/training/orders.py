@@ -21,6 +21,8 @@ from cartomap.training.batching import EpochBatches, PlannedBatches
 from cartomap.training.curricula import needs_columns, training_plan
 
 SCORE_COLUMNS = ("confidence", "variability", "correctness")
+#: Read from the scores file when present: the integer count of correct epochs (Cart-CL++ "code").
+OPTIONAL_SCORE_COLUMNS = ("correct_count",)
 
 
 def check_order(config: RunConfig, train) -> None:
@@ -39,18 +41,20 @@ def check_order(config: RunConfig, train) -> None:
     if needed and not order.scores:
         raise DataError(
             f"order {order.name!r} needs {', '.join(needed)} from a baseline data map: "
-            "set the scores file (a finished run's {layout.METRICS})"
+            f"set the scores file (a finished run's {layout.METRICS})"
         )
     if needed:
         order_table(order, train.frame)  # validates the scores file
 
 
-def order_table(order, examples) -> pd.DataFrame:
-    """Per-example columns an order sorts by, row-aligned with ``examples`` (scores joined on id)."""
+def order_table(order, examples, resolve=None) -> pd.DataFrame:
+    """Per-example columns an order sorts by, row-aligned with ``examples`` (scores joined on id).
+
+    ``resolve`` maps the scores path to one this process can open (a run's :meth:`Run.resolve_path`)."""
     table = pd.DataFrame(index=range(len(examples)))
     if not order.scores:
         return table
-    path = Path(order.scores)
+    path = Path(resolve(order.scores) if resolve is not None else order.scores)
     if not path.exists():
         raise DataError(f"order {order.name!r}: scores file {path} does not exist (a run's {layout.METRICS})")
     scores = pd.read_parquet(path)
@@ -67,6 +71,15 @@ def order_table(order, examples) -> pd.DataFrame:
         )
     for col in SCORE_COLUMNS:
         table[col] = scores.loc[ids, col].to_numpy(dtype=np.float64)
+    for col in OPTIONAL_SCORE_COLUMNS:
+        if col in scores.columns:
+            table[col] = scores.loc[ids, col].to_numpy(dtype=np.float64)
+    missing = [c for c in needs_columns(order) if c in OPTIONAL_SCORE_COLUMNS and c not in table.columns]
+    if missing:
+        raise DataError(
+            f"{path}: order {order.name!r} with difficulty {order.difficulty!r} needs column(s) {missing} "
+            f"(the integer count of correct epochs, as in a run's {layout.METRICS})"
+        )
     return table
 
 
@@ -76,7 +89,7 @@ def training_batches(run: Run, examples, labels: np.ndarray, lengths: np.ndarray
     tc, order = cfg.train, cfg.order
     if order.name == "shuffled" and not order.oversample:
         return EpochBatches(lengths, tc.batch_size, tc.seed, group_by_length=tc.group_by_length)
-    table = order_table(order, examples)
+    table = order_table(order, examples, run.resolve_path)
     table["length"] = lengths
     if "similarity" in needs_columns(order):
         table["similarity"] = run_similarity(run, examples)
@@ -89,5 +102,5 @@ def run_similarity(run: Run, examples) -> np.ndarray:
     """Premise-hypothesis similarity of every example by the run's base encoder (cached in the run)."""
     from cartomap.training.similarity import aligned_similarity, similarity_run
 
-    saved = similarity_run(run, model=run.config.model.name_or_path)
+    saved = similarity_run(run, model=run.resolve_path(run.config.model.name_or_path))
     return aligned_similarity(saved, examples["id"])

@@ -7,6 +7,7 @@ same run, so it returns the existing run folder when there is one. It trains not
 from __future__ import annotations
 
 from cartomap.config import RunConfig
+from cartomap.data.checks import label_warnings
 from cartomap.data.loading import load_dataset
 from cartomap.runs.store import Run, RunStore
 from cartomap.training.orders import check_order
@@ -21,8 +22,11 @@ def load_data(config: RunConfig):
 
 
 def prepare_run(config: RunConfig, store: RunStore | None = None) -> Run:
-    """Validate the data and return the run for this config (existing or newly created). Trains nothing."""
+    """Validate the data and return the run for this config (existing or newly created). Trains nothing.
+
+    What looks wrong but is no error (a class of one example, a dev set without a class of training)
+    is kept with the run: ``run.warnings`` (:func:`cartomap.data.checks.label_warnings`)."""
     store = store or RunStore()
     train, dev, tests = load_data(config)
     check_order(config, train)
-    return store.create(config, train, dev, tests)
+    return store.create(config, train, dev, tests, warnings=label_warnings(train, dev, tests))

@@ -293,7 +293,7 @@ def _tokenizer_for(run: Run):
             raise RunError(
                 f"could not load the tokenizer of run {run.id} from {run.model_dir}: {err}"
             ) from err
-    return load_tokenizer(run.config.model.name_or_path)
+    return load_tokenizer(run.resolve_path(run.config.model.name_or_path))
 
 
 def checkpoint_probabilities(

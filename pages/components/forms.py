@@ -121,9 +121,16 @@ def upload_field(prefix: str, label: str = "Training file") -> str:
 
 
 def source_form(
-    prefix: str, label: str, choices: dict, default: str, demo_path: str, upload: bool = False
+    prefix: str,
+    label: str,
+    choices: dict,
+    default: str,
+    demo_path: str,
+    upload: bool = False,
+    run_ref: str = "",
 ) -> str:
-    """A dataset picked as the demo, a path (or an upload); its path ('' when none given)."""
+    """A dataset picked as the demo, a path (or an upload), or with a "run" choice the selected run's own
+    copy (``run_ref``, e.g. ``run:ID:dev``); its path ('' when none given)."""
     c1, c2 = st.columns([2, 3])
     source = c1.radio(
         label,
@@ -135,6 +142,9 @@ def source_form(
         return demo_path
     if source == "none":
         return "none"
+    if source == "run":
+        c2.caption(f"{run_ref}: the selected run's own copy, as it was trained")
+        return run_ref
     if source == "upload" and upload:
         with c2:
             return upload_field(prefix)

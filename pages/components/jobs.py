@@ -30,7 +30,7 @@ from cartomap.runs.jobs import start_task, tail
 from cartomap.runs.progress import describe_progress
 from cartomap.runs.state import ACTIVE_STATES, RESUMABLE_STATES, StatusFolder
 from cartomap.runs.store import Run
-from cartomap.training.launch import start_training
+from cartomap.training.launch import start_run_job, start_training
 from pages.common import flash, get_store, run_state, select_run, show_error
 
 POLL_S = 1.0  # how often a live panel rereads the job's status
@@ -103,6 +103,9 @@ def _messages(job: StatusFolder, status: dict[str, Any], words: Wording) -> None
         st.info(words.cancelled)
     elif state == "interrupted":
         st.warning(words.interrupted)
+    elif state == "damaged":
+        ident = getattr(job, "id", "")
+        show_error(f"{status.get('error')}" + (f": see `cartomap repair {ident}`" if ident else ""))
 
 
 Details = Callable[[StatusFolder, dict[str, Any]], None]
@@ -206,16 +209,14 @@ def _training_details(run: StatusFolder, status: dict[str, Any]) -> None:
 
 
 def resume_training(run: Run) -> Run | None:
-    """Start training ``run`` again from its saved config; reports errors and returns the run started."""
+    """Start training ``run`` again from its own copy of the data (the original files are not read);
+    reports errors and returns the run started."""
     try:
-        started = start_training(RunConfig.from_dict(run.info["config"]), get_store())
+        started = start_run_job(run, get_store())
     except CartomapError as err:
         show_error(err)
         return None
-    if started.id != run.id:
-        flash("warning", f"The data changed since run {run.id} was made: started a new run {started.id}.")
-    else:
-        flash("success", f"Resumed run {run.id}.")
+    flash("success", f"Resumed run {run.id}.")
     select_run(started.id)
     return started
 
@@ -258,6 +259,13 @@ def demo_or_prompt(run: Run | None) -> Run | None:
     run at all it offers a one-click "Train the demo"; for a run still training it shows its
     :func:`run_panel`, which reruns the whole app when the run is done, so the page then draws it."""
     if run is not None:
+        problems = run.problems()
+        if problems:
+            show_error(
+                f"Run {run.id} is damaged: {'; '.join(problems)}. The other runs are not affected. Repair it "
+                f"with `cartomap repair {run.id}`, or delete it on the Train page."
+            )
+            return None
         if run_state(run) == "done":
             return run
         st.info(f"Run {run.id} has no results yet: they appear here when its training is done.")

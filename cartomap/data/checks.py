@@ -1,0 +1,62 @@
+"""Warnings about data that loads but looks wrong: a class far smaller than the others (a typo such
+as "maybe" among entailment / neutral / contradiction makes a class of one), a class without
+training examples, and dev or test sets whose classes differ from training's.
+
+Pure functions returning messages for the user. Training goes on: a run keeps its warnings
+(``Run.warnings``) and the command line and the Train page show them. To refuse unknown labels
+instead, give the class names (``--label-names`` / ``DataConfig.label_names``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: A class with fewer examples than this fraction of the largest class gets a warning.
+SMALL_CLASS_FRACTION = 0.01
+
+
+def class_counts(dataset) -> dict[str, int]:
+    """{class name: number of examples}, every class of ``dataset.label_names`` (zero included)."""
+    counts = np.bincount(dataset.labels, minlength=len(dataset.label_names))
+    return {name: int(n) for name, n in zip(dataset.label_names, counts, strict=True)}
+
+
+def small_class_warnings(
+    dataset, what: str = "training set", fraction: float = SMALL_CLASS_FRACTION
+) -> list[str]:
+    """A class with no example, or with fewer than ``fraction`` x the largest class's examples."""
+    counts = class_counts(dataset)
+    largest_name, largest = max(counts.items(), key=lambda item: item[1])
+    out = []
+    for name, n in counts.items():
+        if n == 0:
+            out.append(f"{dataset.source}: the {what} has no example of class {name!r} (of {list(counts)})")
+        elif n < fraction * largest:
+            out.append(
+                f"{dataset.source}: class {name!r} has {n} example{'s' if n != 1 else ''} in the {what} against "
+                f"{largest:,} of {largest_name!r} (under {fraction:.0%}): a typo or a stray label? Give the "
+                "class names (--label-names) to refuse labels outside them"
+            )
+    return out
+
+
+def split_class_warnings(train, other, what: str) -> list[str]:
+    """Classes of training that a dev or test set lacks (unknown labels there are already an error)."""
+    theirs = class_counts(other)
+    missing = [name for name, n in class_counts(train).items() if n > 0 and theirs.get(name, 0) == 0]
+    if not missing:
+        return []
+    return [
+        f"{other.source}: the {what} has no example of class{'es' if len(missing) > 1 else ''} "
+        f"{', '.join(map(repr, missing))}, which training has: its classes differ from training's"
+    ]
+
+
+def label_warnings(train, dev=None, tests=()) -> list[str]:
+    """Every warning of this module for a run's training, dev and test sets."""
+    out = small_class_warnings(train)
+    if dev is not None:
+        out += split_class_warnings(train, dev, "dev set")
+    for k, test in enumerate(tests):
+        out += split_class_warnings(train, test, f"test set {k + 1}" if len(tests) > 1 else "test set")
+    return out
