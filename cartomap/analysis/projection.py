@@ -2,7 +2,11 @@
 
 UMAP settings: n_neighbors = 15, min_dist = 0.1, cosine metric (the umap-learn defaults
 apart from the metric). ``umap`` is imported only inside :func:`project`: importing it costs
-seconds, and its first fit tens of seconds more for numba compilation.
+seconds, and its first fit tens of seconds more for numba compilation. Above
+:data:`UMAP_FIT_SAMPLE` rows UMAP is fitted on a random sample of that many rows and every other
+row is placed at the similarity-weighted mean of its nearest fitted rows (an exact cosine search),
+as umap-learn's ``transform`` starts new points: a full fit of 550k rows takes over an hour on a
+2-core CPU, the sampled one minutes.
 
 Cache: ``projection_<method>.npy`` (float32 [N, 2], rows in examples order) in the run folder,
 used while it is newer than ``embeddings.npy`` and has as many rows.
@@ -25,6 +29,7 @@ METHODS = ("pca", "umap")
 UMAP_N_NEIGHBORS = 15
 UMAP_MIN_DIST = 0.1
 UMAP_METRIC = "cosine"
+UMAP_FIT_SAMPLE = 20_000  # rows UMAP is fitted on; the rest are placed by their nearest fitted rows
 
 
 def _check_method(method: str) -> str:
@@ -33,8 +38,14 @@ def _check_method(method: str) -> str:
     return method
 
 
-def project(emb: np.ndarray, method: str = "umap", seed: int = 0) -> np.ndarray:
-    """Coordinates [N, 2] (float32) of the rows of ``emb`` by PCA or UMAP, reproducible for a given seed."""
+def project(
+    emb: np.ndarray, method: str = "umap", seed: int = 0, fit_sample: int = UMAP_FIT_SAMPLE
+) -> np.ndarray:
+    """Coordinates [N, 2] (float32) of the rows of ``emb`` by PCA or UMAP, reproducible for a given seed.
+
+    UMAP on more than ``fit_sample`` rows: fitted on a random sample of ``fit_sample`` rows, the
+    others placed by :func:`place_by_neighbours`.
+    """
     _check_method(method)
     emb = np.asarray(emb, dtype=np.float32)
     if emb.ndim != 2:
@@ -51,17 +62,59 @@ def project(emb: np.ndarray, method: str = "umap", seed: int = 0) -> np.ndarray:
         # fix the sign of each axis (largest absolute loading positive) so reruns look alike
         signs = np.sign(coords[np.abs(coords).argmax(axis=0), [0, 1]])
         return (coords * np.where(signs == 0, 1, signs)).astype(np.float32)
+    if n <= fit_sample:
+        return _umap(emb, seed)
+    fitted = np.sort(np.random.default_rng(seed).choice(n, size=fit_sample, replace=False))
+    out[fitted] = _umap(emb[fitted], seed)
+    rest = np.setdiff1d(np.arange(n), fitted)
+    out[rest] = place_by_neighbours(emb, fitted, out[fitted], rest)
+    return out
+
+
+def _umap(emb: np.ndarray, seed: int) -> np.ndarray:
     import umap  # lazy: slow to import
 
     reducer = umap.UMAP(
         n_components=2,
-        n_neighbors=min(UMAP_N_NEIGHBORS, n - 1),
+        n_neighbors=min(UMAP_N_NEIGHBORS, emb.shape[0] - 1),
         min_dist=UMAP_MIN_DIST,
         metric=UMAP_METRIC,
         random_state=seed,
         n_jobs=1,  # a fixed random_state runs single-threaded anyway
     )
     return np.asarray(reducer.fit_transform(emb), dtype=np.float32)
+
+
+def place_by_neighbours(
+    emb: np.ndarray,
+    fitted: np.ndarray,
+    fitted_coords: np.ndarray,
+    rows: np.ndarray,
+    k: int = UMAP_N_NEIGHBORS,
+) -> np.ndarray:
+    """2-D positions [len(rows), 2] of ``rows``: the weighted mean of the coordinates of their ``k``
+    most cosine-similar rows among ``fitted``, weight w = exp(-(d - d_min) / (mean d - d_min)) with
+    d = 1 - cosine similarity (the nearest weighs 1; a per-point bandwidth, as UMAP's smooth kNN
+    distances). Exact search: :func:`cartomap.analysis.neighbours.same_label_neighbors` with one label."""
+    from cartomap.analysis.neighbours import same_label_neighbors
+
+    candidates = np.zeros(emb.shape[0], dtype=bool)
+    candidates[fitted] = True
+    where = np.full(emb.shape[0], -1, dtype=np.int64)
+    where[fitted] = np.arange(fitted.size)
+    idx, sims = same_label_neighbors(
+        emb,
+        np.zeros(emb.shape[0], dtype=np.int64),
+        k=min(k, fitted.size),
+        query_idx=rows,
+        candidate_mask=candidates,
+    )
+    d = 1.0 - sims.astype(np.float64)
+    d_min = d[:, :1]
+    scale = np.maximum(d.mean(axis=1, keepdims=True) - d_min, 1e-12)
+    w = np.exp(-(d - d_min) / scale)
+    w /= w.sum(axis=1, keepdims=True)
+    return np.einsum("qk,qkc->qc", w, fitted_coords[where[idx]].astype(np.float64)).astype(np.float32)
 
 
 def projection_path(run: Run, method: str) -> Path:

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import pandas as pd
 
 from cartomap.config import DataConfig, RunConfig, package_versions
 from cartomap.errors import RunError
-from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
+from cartomap.io import atomic_save, atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
 from cartomap.runs.folders import FolderStore
 from cartomap.runs.state import StatusFolder
@@ -51,6 +52,13 @@ def _parquet_columns(path: Path) -> list[str]:
     import pyarrow.parquet as pq
 
     return list(pq.read_schema(path).names)
+
+
+def _read_columns(path: Path, columns: Sequence[str] | None) -> pd.DataFrame:
+    if columns is None:
+        return pd.read_parquet(path)
+    present = set(_parquet_columns(path))
+    return pd.read_parquet(path, columns=[c for c in columns if c in present])
 
 
 def logits_frame(ids, logits: np.ndarray) -> pd.DataFrame:
@@ -215,8 +223,10 @@ class Run(StatusFolder):
             name=(original.name if original is not None else "") or f"run {self.id} {which}",
         )
 
-    def examples(self) -> pd.DataFrame:
-        return pd.read_parquet(self.examples_path)
+    def examples(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """The run's training examples; ``columns`` reads only those of them the file has (a column
+        read of the Parquet file: the texts of 550k pairs are not read when only ids are wanted)."""
+        return _read_columns(self.examples_path, columns)
 
     def dev_examples(self) -> pd.DataFrame | None:
         path = self.dev_examples_path
@@ -252,11 +262,12 @@ class Run(StatusFolder):
         path = self.history_path
         return read_json(path) if path.exists() else []
 
-    def metrics(self, source: str = "train") -> pd.DataFrame:
+    def metrics(self, source: str = "train", columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """Data-map metrics of ``source``; ``columns`` reads only those of them the file has."""
         path = self.metrics_path(source)
         if not path.exists():
             raise RunError(f"run {self.id} has no {source} metrics yet (state: {self.state})")
-        return pd.read_parquet(path)
+        return _read_columns(path, columns)
 
     def dynamics_epochs(self, source: str = "train") -> list[int]:
         folder = self.dynamics_dir(source)
@@ -290,7 +301,15 @@ class Run(StatusFolder):
         return frame.to_numpy(dtype=np.float32)
 
     def write_epoch(self, source: str, epoch: int, ids, logits: np.ndarray) -> Path:
-        return atomic_write_parquet(self.epoch_path(source, epoch), logits_frame(ids, logits))
+        """Write :func:`logits_frame` as Parquet without dictionary encoding (unique ids and float logits
+        gain nothing from it: a third of the CPU time and a smaller file at 550k rows)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(logits_frame(ids, logits), preserve_index=False)
+        return atomic_save(
+            self.epoch_path(source, epoch), lambda p: pq.write_table(table, p, use_dictionary=False)
+        )
 
     @property
     def model_dir(self) -> Path:
