@@ -11,29 +11,19 @@ A selection replaces ``selected_ids`` only when the map reports a new one; "Clea
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import streamlit as st
 
 from cartomap.analysis import datamap, figures
 from cartomap.errors import CartomapError
 from cartomap.runs.groups import list_groups, save_group
-from cartomap.runs.store import Run
 from pages.common import current_run, kept
+from pages.components import maps
 from pages.components.jobs import demo_or_prompt
 
 SELECTED = "selected_ids"
 TABLE_HEIGHT = 360
 TABLE_MAX_ROWS = 5_000  # rows sent to the browser; groups and downloads hold the whole selection
-
-
-@st.cache_resource(max_entries=4, show_spinner="Loading the data map…")
-def _load_frame(run_path: str, stamp: tuple):  # stamp: mtimes, so a rewritten run is reloaded
-    return datamap.map_frame(Run(Path(run_path)))
-
-
-def _stamp(run) -> tuple:
-    return run.stamp(run.metrics_path(), run.examples_path)
 
 
 def _valid_range(key: str, lo_bound, hi_bound, options=None) -> None:
@@ -273,7 +263,7 @@ def main() -> None:
         st.warning(f"Run {run.id} is done but has no data-map metrics (trained with record=none?).")
         st.stop()
 
-    frame = _load_frame(str(run.path), _stamp(run))
+    frame = maps.map_frame(run)
     filtered, color_by, max_points = sidebar_filters(frame)
     st.session_state.setdefault(SELECTED, [])
     take_event(filtered, max_points)

@@ -153,11 +153,23 @@ def build_map_frame(
 
 
 def _same_ids(a: pd.Series, b: pd.Series) -> bool:
-    """Whether two id columns hold the same unique ids in the same order (a join is then positional)."""
+    """Whether two id columns hold the same unique ids in the same order (a join is then positional);
+    compared as Arrow strings (no Python string per row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def arrow(column: pd.Series):
+        try:
+            values = pa.array(column)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            values = pa.array(id_array(column))
+        values = values if isinstance(values, pa.ChunkedArray) else pa.chunked_array([values])
+        return values.cast(pa.large_string())
+
     if len(a) != len(b):
         return False
-    a_values, b_values = id_array(a), id_array(b)
-    return bool(np.array_equal(a_values, b_values)) and pd.Index(a_values).is_unique
+    a_arrow = arrow(a)
+    return a_arrow.equals(arrow(b)) and pc.count_distinct(a_arrow).as_py() == len(a)
 
 
 _STR = pd.Series([], dtype=str).dtype

@@ -275,6 +275,8 @@ def neighbour_group(
     k: int = DEFAULT_K,
     embeddings: tuple[list[str], np.ndarray] | None = None,
     exclude_genres: Sequence[str] = (),
+    examples: pd.DataFrame | None = None,
+    metrics: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The seed's group: its k same-label neighbours by increasing similarity, then the seed last.
 
@@ -282,7 +284,8 @@ def neighbour_group(
     similarity (cosine with the seed; 1.0 for the seed), label, label_name, the text columns,
     genre when known, and the seed's data-map metrics when the run has them. Fewer than k
     neighbours come back when the label has too few examples. ``embeddings`` (from
-    :func:`cartomap.training.embeddings.load_embeddings`) saves reloading them on every call.
+    :func:`cartomap.training.embeddings.load_embeddings`), ``examples`` (``run.examples()``) and
+    ``metrics`` (``run.metrics()``) save reading them again on every call (a page keeps them).
     """
     from cartomap.training.embeddings import load_embeddings
 
@@ -290,14 +293,16 @@ def neighbour_group(
     if embeddings is None:
         raise RunError(f"run {run.id} has no embeddings yet: run `cartomap embed {run.id}` first")
     ids, emb = embeddings
-    examples = run.examples()
-    if examples["id"].astype(str).tolist() != list(ids):
+    examples = examples if examples is not None else run.examples()
+    if len(ids) != len(examples) or not np.array_equal(
+        examples["id"].astype(str).to_numpy(dtype=object), np.asarray(ids, dtype=object)
+    ):
         raise RunError(f"the embeddings of run {run.id} are out of date: compute them again")
-    where = {i: n for n, i in enumerate(ids)}
     seed_id = str(seed_id)
-    if seed_id not in where:
-        raise CartomapError(f"{seed_id!r} is not an example of run {run.id}")
-    seed_row = where[seed_id]
+    try:
+        seed_row = list(ids).index(seed_id)
+    except ValueError:
+        raise CartomapError(f"{seed_id!r} is not an example of run {run.id}") from None
     labels = examples["label"].to_numpy()
     mask = None
     if exclude_genres and "genre" in examples.columns:
@@ -316,13 +321,16 @@ def neighbour_group(
     group.insert(1, "similarity", np.round(np.asarray(similarity, dtype=np.float64), 6))
     group.insert(0, "role", ["neighbour"] * (len(rows) - 1) + ["seed"])
     group.insert(0, "position", np.arange(1, len(rows) + 1))
-    try:
-        metrics = run.metrics()
-    except RunError:
-        metrics = None
+    if metrics is None:
+        try:
+            metrics = run.metrics()
+        except RunError:
+            metrics = None
     if metrics is not None:
-        metrics = metrics.set_index(metrics["id"].astype(str))
+        at = metrics.iloc[[r for r in rows if r < len(metrics)]] if len(metrics) == len(examples) else None
+        if at is None or at["id"].astype(str).tolist() != group["id"].tolist():  # not in examples order
+            at = metrics.set_index(metrics["id"].astype(str)).reindex(group["id"])
         for col in ("confidence", "variability", "region"):
             if col in metrics.columns:
-                group[col] = metrics[col].reindex(group["id"]).to_numpy()
+                group[col] = at[col].to_numpy()
     return group

@@ -1,0 +1,25 @@
+"""A run's map frame, loaded once per dashboard server and shared by every page that draws a data map.
+
+``st.cache_resource`` hands every session and page the same frame (treat it as read-only): on a
+550k-example run it is a few hundred MB, which ``st.cache_data`` would pickle and copy on every read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from cartomap.analysis import datamap
+from cartomap.runs.store import Run
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the data map…")
+def _frame(run_path: str, stamp: tuple) -> pd.DataFrame:  # stamp: mtimes, so a rewritten run is reloaded
+    return datamap.map_frame(Run(Path(run_path)))
+
+
+def map_frame(run: Run) -> pd.DataFrame:
+    """:func:`cartomap.analysis.datamap.map_frame` of ``run``, cached until its metrics or examples change."""
+    return _frame(str(run.path), run.stamp(run.metrics_path(), run.examples_path))
