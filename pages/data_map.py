@@ -16,7 +16,7 @@ import streamlit as st
 
 from cartomap.analysis import datamap, figures
 from cartomap.errors import CartomapError
-from cartomap.runs.groups import list_groups, save_group
+from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from pages.common import current_run, kept
 from pages.components import maps
 from pages.components.jobs import demo_or_prompt
@@ -192,8 +192,11 @@ def group_tools(run, table) -> None:
         else:
             left.success(f"Saved group '{name}' ({len(ids):,} examples).")
     with right:
-        groups = list_groups(run)
+        groups = list_groups(run, include_table=False)  # automatic ones: 100k+ on a full-size run
         st.markdown("**Saved groups**")
+        n_auto = count_table_groups(run)
+        if n_auto:
+            st.caption(f"{n_auto:,} automatic groups (WaNLI seeds and neighbours) are on the Prompts page.")
         if not groups:
             st.caption("No groups yet.")
             return

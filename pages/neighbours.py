@@ -18,7 +18,7 @@ import streamlit as st
 from cartomap.analysis.neighbours import DEFAULT_K, neighbour_group, seed_examples
 from cartomap.analysis.projection import load_projection, points_frame, project_run, projection_figure
 from cartomap.errors import CartomapError
-from cartomap.runs.groups import list_groups, save_group
+from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.store import Run
 from cartomap.training.embeddings import load_embeddings
 from pages.common import current_run, kept
@@ -165,7 +165,10 @@ def seed_candidates(
             st.caption(f"{len(ids):,} examples selected on the Data map page.")
         return ids
     if source == SOURCES[1]:
-        groups = list_groups(run)
+        groups = list_groups(run, include_table=False)  # automatic ones: 100k+ on a full-size run
+        n_auto = count_table_groups(run)
+        if n_auto:
+            st.caption(f"{n_auto:,} automatic groups are on the Prompts page; their seeds: 'Most ambiguous'.")
         if not groups:
             st.info("No saved groups yet: save one here or on the Data map page.")
             return []

@@ -305,3 +305,58 @@ def test_map_frame_of_a_run_reads_only_its_columns(tmp_path):
     want = reference_build_map_frame(run.metrics(), run.examples(), run.label_names)
     pd.testing.assert_frame_equal(got, want)
     assert got.attrs["n_epochs"] == 4
+
+
+# --------------------------------------------------------------------------- automatic groups in one table
+def test_automatic_groups_are_one_table_and_every_reader_sees_them(tmp_path):
+    from cartomap.runs import layout
+    from cartomap.runs.groups import (
+        count_table_groups,
+        delete_group,
+        group_table_path,
+        list_groups,
+        load_group,
+        save_group,
+    )
+    from cartomap.wanli.exemplars import auto_groups, save_auto_groups
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_app_datamap import make_run
+
+    run = make_run(tmp_path / "cache")
+    ids = run.examples()["id"].astype(str).tolist()
+    # a group saved one file each, as automatic groups were before the table
+    save_group(run, "auto-old", ids[:3], source="auto")
+    save_group(run, "mine", ids[3:5])
+
+    def group(n):
+        return {
+            "name": f"auto-x-{n}",
+            "seed": ids[n],
+            "label_name": "neutral",
+            "ids": ids[n + 1 : n + 5] + [ids[n]],
+            "similarities": [0.1, 0.2, 0.3, 0.4, 1.0],
+            "seed_variability": 0.3 - n / 1000,
+        }
+
+    assert save_auto_groups(run, [group(n) for n in range(50)], settings={"k": 4, "query": None}) == 50
+    files = sorted(p.name for p in run.groups_dir.iterdir())
+    assert files == [layout.AUTO_GROUPS, "mine.json"]  # the old automatic group replaced, no file per group
+    assert count_table_groups(run) == 50 and group_table_path(run).exists()
+    assert [g["name"] for g in auto_groups(run)] == [f"auto-x-{n}" for n in range(50)]
+    assert {g["name"] for g in list_groups(run)} == {"mine"} | {f"auto-x-{n}" for n in range(50)}
+    assert [g["name"] for g in list_groups(run, include_table=False)] == ["mine"]
+    loaded = load_group(run, "auto-x-7")
+    assert loaded["ids"] == group(7)["ids"] and loaded["settings"] == {"k": 4, "query": None}
+    assert loaded["similarities"] == [0.1, 0.2, 0.3, 0.4, 1.0] and loaded["rank"] == 7
+
+    # appending keeps the others; a deleted group leaves the table (re-read after each change)
+    save_auto_groups(run, [group(60)], replace=False)
+    assert count_table_groups(run) == 51 and auto_groups(run)[-1]["name"] == "auto-x-60"
+    delete_group(run, "auto-x-0")
+    assert count_table_groups(run) == 50 and "auto-x-0" not in {g["name"] for g in auto_groups(run)}
+    save_auto_groups(run, [group(3)])  # a new collection replaces every automatic group
+    assert [g["name"] for g in auto_groups(run)] == ["auto-x-3"]
+    assert load_group(run, "mine")["ids"] == ids[3:5]
+    with pytest.raises(Exception, match="no group named"):
+        load_group(run, "auto-x-7")
