@@ -360,3 +360,47 @@ def test_automatic_groups_are_one_table_and_every_reader_sees_them(tmp_path):
     assert load_group(run, "mine")["ids"] == ids[3:5]
     with pytest.raises(Exception, match="no group named"):
         load_group(run, "auto-x-7")
+
+
+# --------------------------------------------------------------------------- pruning's plan, once per process
+def test_pruning_plans_its_folds_once_per_process_and_rereads_a_changed_file(tmp_path, monkeypatch):
+    from cartomap.config import RunConfig
+    from cartomap.data import derived
+    from cartomap.experiments import pruning
+    from cartomap.runs.store import run_id_for
+
+    rows = [
+        {
+            "id": f"e{i}",
+            "premise": f"p {i}",
+            "hypothesis": f"h {i}",
+            "label": ["entailment", "neutral", "contradiction"][i % 3],
+        }
+        for i in range(30)
+    ]
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    params = pruning.PruningParams(
+        base=RunConfig(data=DataConfig(path=str(path)), dev=None, tests=(DataConfig(path="demo:dev"),)),
+        folds=3,
+    )
+    train = pruning.load_training_set(params)
+    assert pruning.load_training_set(params) is train  # unchanged file: the same object
+    saved = []
+    monkeypatch.setattr(
+        derived,
+        "save_dataset",
+        lambda d, cache, name="": (
+            saved.append(name) or DataConfig(path=f"{cache}/{d.fingerprint()[:16]}.parquet")
+        ),
+    )
+    plan = pruning.fold_plan(params, train, tmp_path)
+    assert len(saved) == 6 and pruning.fold_plan(params, train, tmp_path) is plan and len(saved) == 6
+    held = train.subset(np.asarray(pruning.stratified_folds(train.labels, 3, 0)) == 1)
+    assert plan[1].held_out_fingerprint == held.fingerprint()
+    assert run_id_for(plan[1].config, plan[1].train_fingerprint, None, (held.fingerprint(),))
+
+    rows[0]["label"] = "neutral"  # the file changes: it is read again
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
+    again = pruning.load_training_set(params)
+    assert again is not train and again.fingerprint() != train.fingerprint()
