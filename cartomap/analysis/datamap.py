@@ -476,7 +476,7 @@ def gold_trajectory(run, example_id: str, source: str = "train") -> pd.DataFrame
 
     Reads only that example's row of each epoch file (same values as ``run.dynamics()``)."""
     example_id = str(example_id)
-    examples = run.examples() if source != "dev" else run.dev_examples()
+    examples = run.examples(columns=["id", "label"]) if source != "dev" else run.dev_examples()
     row = examples.loc[examples["id"].astype(str) == example_id]
     if row.empty:
         raise RunError(f"run {run.id} has no example {example_id!r}")

@@ -278,7 +278,7 @@ class Run(StatusFolder):
     def dynamics(self, source: str = "train") -> tuple[list[str], np.ndarray]:
         """Example ids (in examples.parquet order) and logits [E, N, C] for the completed epochs."""
         ids = (
-            self.examples()["id"].astype(str).tolist()
+            self.examples(columns=["id"])["id"].astype(str).tolist()
             if source not in ("dev",) and not source.startswith("test_")
             else self._source_frame(source)["id"].astype(str).tolist()
         )
