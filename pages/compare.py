@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import compare, datamap, figures
+from cartomap.analysis import compare, figures
 from cartomap.errors import CartomapError
 from cartomap.experiments import registry
 from cartomap.experiments.store import ExperimentStore
@@ -26,6 +26,7 @@ from cartomap.runs.state import derive_state
 from cartomap.runs.store import Run
 from cartomap.scores.reports import OUTCOMES, markdown_table
 from pages.common import escape_markdown, get_store, kept, show_error
+from pages.components import maps
 
 MAX_MAPS = 4  # data maps drawn side by side at most
 MAP_POINTS = 4_000  # points drawn per small map (above: a density shading plus a sample)
@@ -78,11 +79,6 @@ def _diff(key_a, key_b, test):  # test None: the shared dev set
     if test is None:
         return compare.dev_diff(run_a, run_b)
     return compare.example_diff(run_a, run_b, test)
-
-
-@st.cache_data(max_entries=16, show_spinner="Loading the data map…")
-def _map_frame(path: str, stamp):  # stamp: mtime of metrics.parquet, so a rewritten map is reloaded
-    return datamap.map_frame(Run(Path(path)))
 
 
 # --------------------------------------------------------------------------- choosing runs
@@ -229,7 +225,7 @@ def maps_section(runs: dict[str, Run]) -> None:
         with column:
             st.caption(escape_markdown(label))
             try:
-                frame = _map_frame(str(run.path), run.stamp(run.metrics_path())[0])
+                frame = maps.map_frame(run)  # shared with the Data map page, not copied
             except CartomapError as err:
                 show_error(err)
                 continue

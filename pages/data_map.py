@@ -11,33 +11,20 @@ A selection replaces ``selected_ids`` only when the map reports a new one; "Clea
 from __future__ import annotations
 
 import hashlib
-import json
-from pathlib import Path
 
 import streamlit as st
 
 from cartomap.analysis import datamap, figures
 from cartomap.errors import CartomapError
-from cartomap.runs.groups import list_groups, save_group
-from cartomap.runs.store import Run
+from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.scores.metrics import RegionRule
 from pages.common import current_run, kept, show_error
+from pages.components import maps
 from pages.components.jobs import demo_or_prompt
 
 SELECTED = "selected_ids"
 TABLE_HEIGHT = 360
 TABLE_MAX_ROWS = 5_000  # rows sent to the browser; groups and downloads hold the whole selection
-
-
-@st.cache_resource(max_entries=4, show_spinner="Loading the data map…")
-def _load_frame(run_path: str, stamp: tuple, rule_json: str, burn_out: int | None):
-    # stamp: mtimes, so a rewritten run is reloaded
-    rule = RegionRule(**json.loads(rule_json))
-    return datamap.map_frame(Run(Path(run_path)), regions=rule, burn_out=burn_out)
-
-
-def _stamp(run) -> tuple:
-    return run.stamp(run.metrics_path(), run.examples_path)
 
 
 REGION_LABELS = {
@@ -261,8 +248,11 @@ def group_tools(run, table) -> None:
         else:
             left.success(f"Saved group '{name}' ({len(ids):,} examples).")
     with right:
-        groups = list_groups(run)
+        groups = list_groups(run, include_table=False)  # automatic ones: 100k+ on a full-size run
         st.markdown("**Saved groups**")
+        n_auto = count_table_groups(run)
+        if n_auto:
+            st.caption(f"{n_auto:,} automatic groups (WaNLI seeds and neighbours) are on the Prompts page.")
         if not groups:
             st.caption("No groups yet.")
             return
@@ -334,7 +324,7 @@ def main() -> None:
 
     rule, burn_out = map_settings(run)
     try:
-        frame = _load_frame(str(run.path), _stamp(run), json.dumps(rule.to_dict(), sort_keys=True), burn_out)
+        frame = maps.map_frame(run, rule, burn_out)
     except CartomapError as err:
         show_error(err)
         st.stop()

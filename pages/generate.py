@@ -50,6 +50,9 @@ def template_from_state(labels: tuple[str, ...]) -> PromptTemplate:
     return template
 
 
+MAX_GROUP_OPTIONS = 2_000  # automatic groups offered one by one (a full-size run has 100k+)
+
+
 def group_choice(run: Run) -> list[str]:
     groups = list_groups(run)
     auto = sorted((g for g in groups if g.get("source") == AUTO), key=lambda g: g.get("rank", 0))
@@ -69,7 +72,14 @@ def group_choice(run: Run) -> list[str]:
         if not chosen:
             st.info("No automatic groups: collect them on the Prompts page, or choose groups.")
     else:
-        chosen = st.multiselect("Chosen groups", names, **kept("wanli_gen_groups", [], options=names))
+        hand = [str(g["name"]) for g in groups if g.get("source") != AUTO]
+        offered = hand + [str(g["name"]) for g in auto[:MAX_GROUP_OPTIONS]]
+        if len(auto) > MAX_GROUP_OPTIONS:
+            st.caption(
+                f"Offered: the hand-made groups and the first {MAX_GROUP_OPTIONS:,} of {len(auto):,} automatic "
+                "ones; 'all automatic groups' takes every one."
+            )
+        chosen = st.multiselect("Chosen groups", offered, **kept("wanli_gen_groups", [], options=offered))
     limit = int(
         st.number_input("At most this many groups (0: all)", 0, 100_000, **kept("wanli_gen_limit", 0))
     )

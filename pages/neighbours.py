@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from cartomap.analysis.neighbours import DEFAULT_K, neighbour_group, seed_examples
 from cartomap.analysis.projection import load_projection, points_frame, project_run, projection_figure
 from cartomap.errors import CartomapError
-from cartomap.runs.groups import list_groups, save_group
+from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.store import Run
 from cartomap.training.embeddings import load_embeddings
 from pages.common import current_run, kept
@@ -43,6 +44,48 @@ def _points(run_path: str, stamp: tuple) -> pd.DataFrame:
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
+def _id_index(run_path: str, stamp: tuple) -> pd.Index:
+    """The examples' ids as an index (a lookup of a selection instead of a set of every id per rerun)."""
+    return pd.Index(_points(run_path, stamp)["id"].to_numpy(dtype=object))
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def _examples(run_path: str, stamp: tuple) -> pd.DataFrame:
+    return Run(Path(run_path)).examples(columns=("id", "label", "premise", "hypothesis", "text", "genre"))
+
+
+@st.cache_resource(max_entries=4, show_spinner="Finding the most ambiguous examples…")
+def _ambiguous(run_path: str, stamp: tuple, exclude: tuple) -> pd.DataFrame:
+    """The WaNLI seeds (per label above its 0.75 quantile of variability): id, label, variability,
+    most variable first."""
+    points = _points(run_path, stamp)
+    metrics = _metrics(run_path, stamp)
+    if len(metrics) == len(points) and np.array_equal(
+        metrics["id"].astype(str).to_numpy(dtype=object), points["id"].to_numpy(dtype=object)
+    ):
+        variability = metrics["variability"].to_numpy(dtype=np.float64)
+    else:
+        variability = (
+            metrics.set_index(metrics["id"].astype(str))["variability"].reindex(points["id"]).to_numpy()
+        )
+    codes = pd.factorize(points["label"])[0]  # integer labels: no sort of 550k strings
+    genres = points["genre"].to_numpy() if "genre" in points.columns else None
+    rows = seed_examples(
+        pd.DataFrame({"label": codes, "variability": variability}),
+        exclude_genres=exclude if genres is not None else (),
+        genres=genres,
+    )
+    seeds = pd.DataFrame(
+        {
+            "id": points["id"].to_numpy()[rows],
+            "label": points["label"].to_numpy()[rows],
+            "variability": variability[rows],
+        }
+    )
+    return seeds.sort_values("variability", ascending=False, kind="stable").reset_index(drop=True)
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
 def _metrics(run_path: str, stamp: tuple) -> pd.DataFrame | None:
     try:
         return Run(Path(run_path)).metrics()
@@ -61,68 +104,90 @@ def _umap(run_path: str, stamp: tuple):
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _group(run_path: str, stamp: tuple, seed: str, k: int, exclude: tuple, _embeddings) -> pd.DataFrame:
-    return neighbour_group(Run(Path(run_path)), seed, k=k, embeddings=_embeddings, exclude_genres=exclude)
+def _group(
+    run_path: str, stamp: tuple, seed: str, k: int, exclude: tuple, _embeddings, _examples, _metrics
+) -> pd.DataFrame:
+    return neighbour_group(
+        Run(Path(run_path)),
+        seed,
+        k=k,
+        embeddings=_embeddings,
+        exclude_genres=exclude,
+        examples=_examples,
+        metrics=_metrics,
+    )
 
 
 # --------------------------------------------------------------------------- seeds
-def _describe(points: pd.DataFrame):
-    """format_func for the seed picker: id · label · start of the texts (plain text, never HTML)."""
-    by_id = points.set_index("id")
+def _describe(points: pd.DataFrame, index: pd.Index, options: list[str]):
+    """format_func for the seed picker: id · label · start of the texts (plain text, never HTML),
+    made for the offered ids only."""
     cols = [c for c in ("premise", "hypothesis", "text") if c in points.columns]
 
     def short(s: str) -> str:
         return s if len(s) <= TEXT_CHARS else s[: TEXT_CHARS - 1] + "…"
 
+    positions = index.get_indexer(options)
+    known = {i: p for i, p in zip(options, positions.tolist(), strict=True) if p >= 0}
+    rows = points.iloc[list(known.values())]
+    labels = dict(zip(known, rows["label"].astype(str), strict=True))
+    texts = {c: dict(zip(known, rows[c].astype(str), strict=True)) for c in cols}
+
     def fmt(example_id: str) -> str:
-        if example_id not in by_id.index:
+        if example_id not in known:
             return str(example_id)
-        row = by_id.loc[example_id]
-        return f"{example_id} · {row['label']} · " + " / ".join(short(str(row[c])) for c in cols)
+        return f"{example_id} · {labels[example_id]} · " + " / ".join(
+            short(texts[c][example_id]) for c in cols
+        )
 
     return fmt
 
 
-def seed_candidates(run: Run, points: pd.DataFrame, metrics, exclude: tuple) -> list[str]:
+def _known(ids: list[str], index: pd.Index) -> list[str]:
+    """``ids`` that are examples of the run, in their order."""
+    if not ids:
+        return []
+    return [i for i, p in zip(ids, index.get_indexer(ids).tolist(), strict=True) if p >= 0]
+
+
+def seed_candidates(
+    run: Run, points: pd.DataFrame, index: pd.Index, stamp: tuple, exclude: tuple
+) -> list[str]:
     """The ids the seed can be picked from, per the chosen source (draws the source's widgets)."""
     selected = [str(i) for i in st.session_state.get(SELECTED) or []]
     default = SOURCES[0] if selected else SOURCES[2]
     source = st.radio("Seeds from", SOURCES, horizontal=True, **kept("nb_source", default, options=SOURCES))
-    known = set(points["id"])
     if source == SOURCES[0]:
-        ids = [i for i in selected if i in known]
+        ids = _known(selected, index)
         if not ids:
             st.info("Nothing selected: select examples on the Data map page, or pick another source.")
         else:
             st.caption(f"{len(ids):,} examples selected on the Data map page.")
         return ids
     if source == SOURCES[1]:
-        groups = list_groups(run)
+        groups = list_groups(run, include_table=False)  # automatic ones: 100k+ on a full-size run
+        n_auto = count_table_groups(run)
+        if n_auto:
+            st.caption(f"{n_auto:,} automatic groups are on the Prompts page; their seeds: 'Most ambiguous'.")
         if not groups:
             st.info("No saved groups yet: save one here or on the Data map page.")
             return []
         names = [str(g.get("name")) for g in groups]
         name = st.selectbox("Group", names, **kept("nb_group_pick", names[0], options=names))
         group = groups[names.index(name)]
-        ids = [str(i) for i in group.get("ids", []) if str(i) in known]
+        ids = _known([str(i) for i in group.get("ids", [])], index)
         st.caption(f"Group '{name}': {len(ids):,} examples (source: {group.get('source', '')}).")
         return ids
-    if metrics is None:
+    if _metrics(str(run.path), stamp) is None:
         st.info("This run has no data-map metrics (variability), so no ambiguous seeds: pick another source.")
         return []
-    metrics = metrics.set_index(metrics["id"].astype(str)).reindex(points["id"])
-    frame = pd.DataFrame(
-        {"label": points["label"].to_numpy(), "variability": metrics["variability"].to_numpy()}
-    )
-    genres = points["genre"].to_numpy() if "genre" in points.columns else None
-    rows = seed_examples(frame, exclude_genres=exclude if genres is not None else (), genres=genres)
+    seeds = _ambiguous(str(run.path), stamp, exclude)
     labels = ["all labels", *run.label_names]
     which = st.selectbox("Label", labels, **kept("nb_seed_label", labels[0], options=labels))
-    seeds = points.iloc[rows].assign(variability=frame["variability"].to_numpy()[rows])
     if which != labels[0]:
         seeds = seeds[seeds["label"] == which]
-    seeds = seeds.sort_values("variability", ascending=False, kind="stable")
-    note = f"; genres left out: {', '.join(exclude)}" if exclude and genres is not None else ""
+    has_genres = "genre" in points.columns
+    note = f"; genres left out: {', '.join(exclude)}" if exclude and has_genres else ""
     st.caption(
         f"{len(seeds):,} seeds: per gold label, the examples above that label's 0.75 quantile of variability "
         f"(WaNLI){note}. Most variable first."
@@ -239,8 +304,9 @@ def main() -> None:
         task_or_button(run, "embeddings", ["embed", run.id, "--quiet"], "Embeddings", "Compute embeddings")
         st.stop()
 
-    points = _points(str(run.path), run.stamp(run.examples_path, run.metrics_path()))
-    metrics = _metrics(str(run.path), run.stamp(run.metrics_path()))
+    stamp = run.stamp(run.examples_path, run.metrics_path())
+    points = _points(str(run.path), stamp)
+    index = _id_index(str(run.path), stamp)
     if len(embeddings[0]) != len(points):
         st.warning("The embeddings do not match the run's examples: compute them again.")
         task_or_button(
@@ -250,7 +316,7 @@ def main() -> None:
 
     exclude: tuple = ()
     if "genre" in points.columns:
-        genres = sorted(set(points["genre"]) - {"", "None", "nan"})
+        genres = sorted(set(pd.unique(points["genre"])) - {"", "None", "nan"})
         default = [g for g in genres if g == "telephone"]
         exclude = tuple(
             st.sidebar.multiselect(
@@ -261,7 +327,7 @@ def main() -> None:
             )
         )
 
-    candidates = seed_candidates(run, points, metrics, exclude)
+    candidates = seed_candidates(run, points, index, stamp, exclude)
     k = st.slider("Neighbours (k)", 1, 20, **kept("nb_k", DEFAULT_K))
     seed = None
     group = None
@@ -270,10 +336,17 @@ def main() -> None:
             st.caption(f"The seed list shows the first {MAX_SEED_OPTIONS:,} of {len(candidates):,}.")
         options = candidates[:MAX_SEED_OPTIONS]
         seed = st.selectbox(
-            "Seed", options, format_func=_describe(points), **kept("nb_seed", options[0], options=options)
+            "Seed",
+            options,
+            format_func=_describe(points, index, options),
+            **kept("nb_seed", options[0], options=options),
         )
         try:
-            group = _group(str(run.path), emb_stamp, seed, int(k), exclude, embeddings)
+            examples = _examples(str(run.path), stamp)
+            metrics = _metrics(str(run.path), stamp)
+            group = _group(
+                str(run.path), emb_stamp + stamp, seed, int(k), exclude, embeddings, examples, metrics
+            )
         except CartomapError as err:
             st.error(str(err))
     if group is not None:

@@ -21,6 +21,7 @@ from cartomap.runs.groups import list_groups
 from cartomap.runs.jobs import start_task
 from cartomap.runs.store import Run
 from cartomap.training.embeddings import has_embeddings, load_embeddings
+from cartomap.wanli import exemplars
 from cartomap.wanli.exemplars import (
     AUTO,
     DEFAULT_EXCLUDE,
@@ -44,12 +45,20 @@ from pages.components.jobs import demo_or_prompt, task_panel
 
 TASK = "auto-groups"
 BACKENDS = ("local", "openai")
+MAX_GROUP_OPTIONS = 2_000  # groups offered in the picker (a full-size run has 100k+ automatic ones)
 
 
 # --------------------------------------------------------------------------- cached loading
 @st.cache_resource(max_entries=2, show_spinner="Loading the embeddings…")
 def _embeddings(run_path: str, stamp: tuple):
     return load_embeddings(Run(Path(run_path)))
+
+
+@st.cache_resource(max_entries=2, show_spinner="Loading the examples…")
+def _examples(run_path: str, stamp: tuple):
+    """The run's examples indexed by id (what group_examples looks rows up in)."""
+    examples = Run(Path(run_path)).examples()
+    return examples.set_index(examples["id"].astype(str).rename("id"), drop=False)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the generator's tokenizer…")
@@ -121,7 +130,7 @@ def collect_panel(run: Run, examples, n_auto: int) -> None:
             if query_arg is not None and query_arg < int(k) + 1:
                 show_error(f"search at least k + 1 = {int(k) + 1} examples (or 0 for all)")
                 return
-            if has_embeddings(run):
+            if has_embeddings(run) and len(examples) <= exemplars.COLLECT_IN_PAGE_MAX:
                 try:
                     with st.spinner("Collecting…"):
                         groups = collect_groups(run, int(k), float(quantile), tuple(exclude), query_arg)
@@ -166,7 +175,7 @@ def main() -> None:
         st.stop()
     if "_wanli_collected" in st.session_state:
         st.success(f"Saved {st.session_state.pop('_wanli_collected')} automatic groups.")
-    examples = run.examples()
+    examples = _examples(str(run.path), run.stamp(run.examples_path))
     if "premise" not in examples.columns:
         st.info("WaNLI prompts are made of premise/hypothesis pairs; this run has single texts.")
         st.stop()
@@ -188,6 +197,12 @@ def main() -> None:
     if not shown:
         st.info(f"No {kind.lower()} groups.")
         st.stop()
+    if len(shown) > MAX_GROUP_OPTIONS:
+        st.caption(
+            f"The list shows the first {MAX_GROUP_OPTIONS:,} of {len(shown):,} groups "
+            "(per label, most variable seed first); generation can use all of them."
+        )
+        shown = shown[:MAX_GROUP_OPTIONS]
     name = st.selectbox(
         "Group", shown, format_func=_describe(by_name), **kept("wanli_group", shown[0], options=shown)
     )

@@ -117,6 +117,20 @@ def test_prompts_page_collects_groups(env, spawned):
     assert task_status(run, "auto-groups")["state"] == "queued"
 
 
+def test_prompts_page_collects_groups_of_a_big_run_as_a_job(env, spawned, monkeypatch):
+    """The search is quadratic: above COLLECT_IN_PAGE_MAX examples the page never collects while the
+    user waits, it starts the background job even though the embeddings exist."""
+    import cartomap.wanli.exemplars
+
+    run = make_run(env)
+    monkeypatch.setattr(cartomap.wanli.exemplars, "COLLECT_IN_PAGE_MAX", len(run.examples()) - 1)
+    at = page("prompts.py").run()
+    at.button(key="wanli_collect").click().run()
+    assert not at.exception, at.exception
+    assert spawned and spawned[0][:3] == ["groups", run.id, "--save"]
+    assert auto_groups(run) == []
+
+
 # --------------------------------------------------------------------------- Generate page
 def test_generate_page_starts_a_job_with_the_edited_template(env, spawned):
     run = with_groups(env)

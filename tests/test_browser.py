@@ -11,6 +11,7 @@ Screenshots go to tests/artifacts/ (git-ignored).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -333,3 +334,155 @@ def test_two_finished_experiments_compared_in_the_browser(tmp_path, browser):
         assert "tiny curricula: cart-stra++@seed1" in text and "tiny combination: A + B@seed0" in text
         assert "Learning curves" in text and "Example by example" in text
         assert browser.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")
+
+
+# --------------------------------------------------------------------------- a full-size run (slow)
+SCALE_N = int(os.environ.get("CARTOMAP_SCALE_N", "550000"))
+SCALE_STAGES = "setup,load,train,recorder,embeddings"
+
+
+def _scale_runs() -> tuple[Path, dict]:
+    """The runs of ``bench/bench_scale.py --examples 550000``: a tiny model trained one epoch on the
+    550k synthetic pairs, the first tenth trained alike (for Compare), and the same pairs with 10
+    recorded epochs and 384-dim embeddings. Made by the bench first when absent (about an hour and a
+    half on 2 cores); kept in cache/scale/work-550000 (or env CARTOMAP_SCALE_WORK) for the next time."""
+    work = Path(os.environ.get("CARTOMAP_SCALE_WORK", ROOT / "cache" / "scale" / f"work-{SCALE_N}"))
+    state_path = work / "state.json"
+
+    def ready() -> dict | None:
+        if not state_path.exists():
+            return None
+        state = json.loads(state_path.read_text())
+        runs = work / "store" / "runs"
+        if not all(k in state for k in ("run", "small_run", "recorded")):
+            return None
+        done = all(
+            json.loads((runs / state[k] / "status.json").read_text())["state"] == "done"
+            for k in ("run", "small_run", "recorded")
+        )
+        return state if done and (runs / state["recorded"] / "embeddings.npy").exists() else None
+
+    if ready() is None:
+        cmd = [
+            sys.executable,
+            "bench/bench_scale.py",
+            "--examples",
+            str(SCALE_N),
+            "--work",
+            str(work),
+            "--keep",
+            "--stages",
+            SCALE_STAGES,
+        ]
+        subprocess.run(cmd, cwd=ROOT, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    state = ready()
+    assert state is not None, f"the bench did not leave its runs in {work}"
+    return work / "store", state
+
+
+def _page_errors(driver) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')]
+
+
+def _nav(driver, title: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    link = f"//a[@data-testid='stSidebarNavLink'][contains(., '{title}')]"
+    _wait(lambda: driver.find_elements(By.XPATH, link), 60, f"the {title} link")
+    driver.find_element(By.XPATH, link).click()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3 * 3600)  # the bench's runs are made first when absent
+def test_full_size_run_in_the_browser(tmp_path, browser):
+    """The dashboard on the bench's 550k-example runs: map, a filter, a lasso resolved exactly on the
+    server, the selection table, the Neighbours page and Compare, in a real browser, without an error."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from cartomap.runs.store import RunStore
+
+    store_root, state = _scale_runs()
+    store = RunStore(store_root)
+    recorded, trained, small = (store.get(state[k]) for k in ("recorded", "run", "small_run"))
+    frame = dm.map_frame(recorded)
+    assert len(frame) == SCALE_N
+    body = lambda: browser.find_element(By.TAG_NAME, "body").text  # noqa: E731
+    ARTIFACTS.mkdir(exist_ok=True)
+    with serve(store_root, tmp_path) as url:
+        # 1. the map of 550k points: a sample drawn over the density of all of them
+        browser.get(f"{url}/?run={recorded.id}")
+        geo = _wait(lambda: (g := _map_geometry(browser)) and "of" in g["title"] and g, 300, "the 550k map")
+        assert f"of {SCALE_N:,} examples drawn" in geo["title"], geo["title"]
+        assert f"{SCALE_N:,} examples · {SCALE_N:,} match the filters" in body()
+
+        # 2. a filter: leave out one gold label (its chip's delete button in the sidebar)
+        label = frame.attrs["label_names"][0]
+        chip = _wait(
+            lambda: browser.find_elements(
+                By.XPATH,
+                f"//*[@data-testid='stMultiSelect'][.//*[contains(., 'Gold label')]]//span[.='{label}']/..",
+            ),
+            60,
+            "the gold-label chip",
+        )[0]
+        chip.find_element(By.XPATH, ".//*[@role='presentation' or @title='Delete' or name()='svg']").click()
+        kept = dm.filter_frame(frame, labels=[n for n in frame.attrs["label_names"] if n != label])
+        _wait(lambda: f"{len(kept):,} match the filters" in body(), 120, "the filtered map")
+        _wait(lambda: _map_geometry(browser), 120, "the filtered map's axes")
+        time.sleep(1.0)
+
+        # 3. a lasso over the sampled map, resolved on the server against every filtered example
+        band = [(0.02, 0.3), (0.25, 0.3), (0.25, 0.8), (0.02, 0.8)]
+        rows = _lasso_and_check(browser, kept, band, sampled=True, shot="browser_full_size_lasso.png")
+        assert rows  # 4. the selection table lists selected examples
+        assert not _page_errors(browser)
+
+        # 5. Neighbours: the seeds, a seed's group and the 2-D view
+        _nav(browser, "Neighbours")
+        _wait(
+            lambda: "Nearest neighbours" in body() and "The whole dataset in 2-D" in body(), 300, "Neighbours"
+        )
+        _wait(
+            lambda: browser.find_elements(By.CSS_SELECTOR, "[data-testid=stPlotlyChart] .js-plotly-plot"),
+            300,
+            "the 2-D view",
+        )
+        _wait(lambda: "similarity" in body() and "seed" in body(), 120, "the group table")
+        browser.save_screenshot(str(ARTIFACTS / "browser_full_size_neighbours.png"))
+        assert not _page_errors(browser)
+
+        # 6. Compare: the trained 550k run and the trained first tenth side by side
+        _nav(browser, "Compare")
+        _wait(
+            lambda: browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input'),
+            60,
+            "Compare",
+        )
+        for run in (trained, small):
+            box = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')[0]
+            box.click()
+            box.send_keys(run.id)
+            time.sleep(0.5)
+            box.send_keys(Keys.ENTER)
+            _wait(lambda r=run: r.id in body(), 60, f"run {run.id} picked")
+        browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+        _wait(lambda: "Example by example" in body() and "Data maps" in body(), 300, "the comparison")
+        _wait(
+            lambda: len(browser.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")) >= 3,
+            300,
+            "the maps side by side",
+        )
+        browser.save_screenshot(str(ARTIFACTS / "browser_full_size_compare.png"))
+        assert not _page_errors(browser)
+
+        # 7. the trained run's own map (one epoch: every variability 0)
+        browser.get(f"{url}/?run={trained.id}")
+        _wait(
+            lambda: (g := _map_geometry(browser)) and f"of {SCALE_N:,}" in g["title"],
+            300,
+            "the trained run's map",
+        )
+        assert not _page_errors(browser)

@@ -86,11 +86,6 @@ def positions_of(frame: pd.DataFrame, ids) -> np.ndarray:
     return pos[pos >= 0].astype(np.int64)
 
 
-def _names(codes: pd.Series, label_names: Sequence[str]) -> pd.Series:
-    mapping = dict(enumerate(label_names))
-    return codes.map(mapping).fillna(codes.astype(str)).astype(str)
-
-
 def as_map_frame(frame: pd.DataFrame, label_names: Sequence[str] | None = None) -> pd.DataFrame:
     """``frame`` itself when it is a map frame (:func:`build_map_frame`), else the map frame of a
     metrics frame without texts; classes are named by ``label_names`` (their numbers without)."""
@@ -114,38 +109,44 @@ def build_map_frame(
     Columns: id, premise and hypothesis (or text), gold, predicted (label names), genre (when the
     examples have one), confidence, variability, correctness, forgetfulness, never_learned, aum,
     region, bucket (correctness bucket "0.0" ... "1.0"), label and predicted_label (class indices).
+    Rows follow ``metrics``; texts are joined by id (positionally when both tables list the same ids
+    in the same order, as a run's do: no hash join of 550k strings).
     """
-    metrics = metrics.copy()
-    metrics["id"] = metrics["id"].astype(str)
-    examples = pd.DataFrame({"id": metrics["id"]}) if examples is None else examples.copy()
-    examples["id"] = examples["id"].astype(str)
-    if "predicted" not in metrics.columns:  # e.g. metrics imported from the reference code
-        metrics["predicted"] = metrics["label"]
-    text_cols = [c for c in ("premise", "hypothesis", "text") if c in examples.columns]
-    extra = [c for c in ("genre",) if c in examples.columns]
-    joined = metrics.merge(
-        examples[["id", *text_cols, *extra]], on="id", how="left", validate="one_to_one", sort=False
-    )
+    ids = metrics["id"].astype(str)
+    text_cols = [
+        c for c in ("premise", "hypothesis", "text") if examples is not None and c in examples.columns
+    ]
+    extra = [c for c in ("genre",) if examples is not None and c in examples.columns]
+    joined = pd.DataFrame({"id": ids.to_numpy()}, index=metrics.index)
+    if text_cols or extra:
+        right = examples[[*text_cols, *extra]]
+        example_ids = examples["id"].astype(str)
+        if _same_ids(ids, example_ids):
+            joined = pd.concat([joined, right.set_axis(metrics.index)], axis=1)
+        else:
+            right = right.assign(id=example_ids.to_numpy())
+            joined = joined.merge(right, on="id", how="left", validate="one_to_one", sort=False)
+            joined.index = metrics.index
+    label = metrics["label"].astype(np.int64)
+    predicted = metrics["predicted"].astype(np.int64) if "predicted" in metrics.columns else label
     n_epochs = n_epochs or n_epochs_of(metrics)
-    out = pd.DataFrame({"id": pd.Series(id_array(joined["id"]), dtype=object)})
+    out = pd.DataFrame({"id": pd.Series(id_array(ids), dtype=object)})
     for col in text_cols:
-        out[col] = joined[col].astype(object).where(joined[col].notna(), "").astype(str)
-    out["gold"] = _names(joined["label"].astype(np.int64), label_names).astype("category")
-    out["predicted"] = _names(joined["predicted"].astype(np.int64), label_names).astype("category")
+        out[col] = _text(joined[col]).array
+    out["gold"] = _name_categories(label.to_numpy(), label_names)
+    out["predicted"] = _name_categories(predicted.to_numpy(), label_names)
     if "genre" in extra:
-        genre = joined["genre"].astype(object).where(joined["genre"].notna(), "")
-        out["genre"] = genre.astype(str).astype("category")
+        out["genre"] = _text(joined["genre"]).astype("category").array
     for col in ("confidence", "variability", "correctness"):
-        out[col] = joined[col].astype(np.float64)
-    out["forgetfulness"] = joined["forgetfulness"].astype(np.int64)
-    if "never_learned" in joined.columns:
-        out["never_learned"] = joined["never_learned"].astype(bool)
-    out["aum"] = joined["aum"].astype(np.float64) if "aum" in joined.columns else np.nan
-    out["region"] = joined["region"].astype(str).astype("category")
-    out["bucket"] = pd.Categorical(correctness_bucket(out["correctness"].to_numpy(), n_epochs))
-    out["label"] = joined["label"].astype(np.int64)
-    out["predicted_label"] = joined["predicted"].astype(np.int64)
-    out = out.reset_index(drop=True)
+        out[col] = metrics[col].to_numpy(dtype=np.float64)
+    out["forgetfulness"] = metrics["forgetfulness"].to_numpy(dtype=np.int64)
+    if "never_learned" in metrics.columns:
+        out["never_learned"] = metrics["never_learned"].to_numpy(dtype=bool)
+    out["aum"] = metrics["aum"].to_numpy(dtype=np.float64) if "aum" in metrics.columns else np.nan
+    out["region"] = metrics["region"].astype(str).astype("category").array
+    out["bucket"] = _bucket_categories(out["correctness"].to_numpy(), n_epochs)
+    out["label"] = label.to_numpy()
+    out["predicted_label"] = predicted.to_numpy()
     out.attrs["n_epochs"] = n_epochs
     out.attrs["label_names"] = list(label_names)
     if "regions" in metrics.attrs:
@@ -173,22 +174,90 @@ def rule_of(frame: pd.DataFrame) -> RegionRule:
     return RegionRule(**saved) if isinstance(saved, dict) else RegionRule()
 
 
+def _same_ids(a: pd.Series, b: pd.Series) -> bool:
+    """Whether two id columns hold the same unique ids in the same order (a join is then positional);
+    compared as Arrow strings (no Python string per row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def arrow(column: pd.Series):
+        try:
+            values = pa.array(column)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            values = pa.array(id_array(column))
+        values = values if isinstance(values, pa.ChunkedArray) else pa.chunked_array([values])
+        return values.cast(pa.large_string())
+
+    if len(a) != len(b):
+        return False
+    a_arrow = arrow(a)
+    return a_arrow.equals(arrow(b)) and pc.count_distinct(a_arrow).as_py() == len(a)
+
+
+_STR = pd.Series([], dtype=str).dtype
+
+
+def _text(column: pd.Series) -> pd.Series:
+    """A text column as strings, missing values as "" (cheap for pandas' own string dtype)."""
+    if column.dtype == _STR:
+        return column.fillna("")
+    return column.astype(object).where(column.notna(), "").astype(str)
+
+
+def _name_categories(codes: np.ndarray, label_names: Sequence[str]) -> pd.Categorical:
+    """Class names of ``codes`` (a code without a name: its number) as a categorical with the sorted
+    names present as categories, built from the distinct codes (not 550k string conversions)."""
+    present, inverse = np.unique(codes, return_inverse=True)
+    names = [str(label_names[c]) if 0 <= c < len(label_names) else str(c) for c in present.tolist()]
+    categories = sorted(set(names))
+    where = {name: k for k, name in enumerate(categories)}
+    lookup = np.asarray([where[name] for name in names], dtype=np.int64)
+    return pd.Categorical.from_codes(lookup[inverse.reshape(-1)], categories=pd.Index(categories, dtype=_STR))
+
+
+def _bucket_categories(correct_fraction: np.ndarray, n_epochs: int | None) -> pd.Categorical:
+    """:func:`correctness_bucket` as a categorical, formatted once per distinct value."""
+    present, inverse = np.unique(correct_fraction, return_inverse=True)
+    labels = np.asarray(correctness_bucket(present, n_epochs), dtype=object)
+    return pd.Categorical(labels[inverse.reshape(-1)]) if len(present) else pd.Categorical([])
+
+
+MAP_METRIC_COLUMNS = (
+    "id",
+    "label",
+    "predicted",
+    "confidence",
+    "variability",
+    "correctness",
+    "correct_count",
+    "forgetfulness",
+    "never_learned",
+    "aum",
+    "region",
+)
+MAP_EXAMPLE_COLUMNS = ("id", "premise", "hypothesis", "text", "genre")
+
+
 def map_frame(
     run, source: str = "train", regions: RegionRule | None = None, burn_out: int | None = None
 ) -> pd.DataFrame:
     """Metrics of every training example of ``run`` joined with its texts (see :func:`build_map_frame`).
 
     ``regions``: the rule of the region column (default by rank). ``burn_out``: metrics over the first
-    that many epochs only (computed from the dynamics; the reference's ``--burn_out``)."""
+    that many epochs only (computed from the dynamics; the reference's ``--burn_out``). Reads only the
+    Parquet columns the map shows."""
     epochs = run.dynamics_epochs(run.recorded_source(source))
     if burn_out is not None and burn_out < len(epochs):
         ids, logits = run.dynamics(run.recorded_source(source))
-        labels = run.examples()["label"].to_numpy(dtype=np.int64)
+        labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
         metrics = compute_metrics(logits, labels, ids, regions=regions, burn_out=burn_out)
     else:
-        metrics = with_regions(run.metrics(source), regions)
+        metrics = with_regions(run.metrics(source, columns=MAP_METRIC_COLUMNS), regions)
     return build_map_frame(
-        metrics, run.examples(), run.label_names, n_epochs_of(metrics) or len(epochs) or None
+        metrics,
+        run.examples(columns=MAP_EXAMPLE_COLUMNS),
+        run.label_names,
+        n_epochs_of(metrics) or len(epochs) or None,
     )
 
 
@@ -438,7 +507,7 @@ def gold_trajectory(run, example_id: str, source: str = "train") -> pd.DataFrame
 
     Reads only that example's row of each epoch file (same values as ``run.dynamics()``)."""
     example_id = str(example_id)
-    examples = run.examples() if source != "dev" else run.dev_examples()
+    examples = run.examples(columns=["id", "label"]) if source != "dev" else run.dev_examples()
     row = examples.loc[examples["id"].astype(str) == example_id]
     if row.empty:
         raise RunError(f"run {run.id} has no example {example_id!r}")

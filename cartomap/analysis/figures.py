@@ -260,7 +260,7 @@ def _groups(frame: pd.DataFrame, color_by: str) -> tuple[np.ndarray, list[str], 
     """(group of every row, ordered levels, colour per level, legend title)."""
     if color_by == "correctness":
         groups = str_array(frame["bucket"])
-        levels = bucket_order(groups)
+        levels = bucket_order(pd.unique(groups))  # distinct values only: 550k rows, a handful of buckets
         palette = {
             k: "rgb({:.0f},{:.0f},{:.0f})".format(*(255 * np.asarray(c[:3])))
             for k, c in bucket_colors(levels).items()

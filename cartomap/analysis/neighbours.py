@@ -52,7 +52,8 @@ def same_label_neighbors(
     ``candidate_mask`` [N] bool restricts who may be a neighbour (e.g. genres left out).
     Returns ``(indices [Q, k] int64, sims [Q, k] float32)``, most similar first; where a label
     has fewer than k other candidates the missing slots hold index -1 and similarity NaN.
-    Rows are L2-normalised first unless ``normalize=False`` (already unit vectors).
+    Rows are L2-normalised first unless ``normalize=False`` (already unit vectors; rows that are
+    unit vectors already are not copied either way).
     """
     import torch
 
@@ -73,17 +74,26 @@ def same_label_neighbors(
     out_idx = np.full((queries.size, k), -1, dtype=np.int64)
     out_sim = np.full((queries.size, k), np.nan, dtype=np.float32)
     dev = _device(device)
-    vectors = torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32)).to(dev)
-    if normalize:
+    vectors = _as_tensor(emb, dev)
+    if normalize and not _unit_rows(vectors):
         vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
     query_labels = labels[queries]
+    if queries.size <= FEW_QUERIES:  # a seed or a few: one product against every row, others masked
+        sims = _product(vectors.index_select(0, torch.from_numpy(queries).to(dev)), vectors)
+        mask = torch.from_numpy(~((labels[None, :] == query_labels[:, None]) & allowed[None, :])).to(dev)
+        sims.masked_fill_(mask, -torch.inf)
+        sims[torch.arange(queries.size, device=dev), torch.from_numpy(queries).to(dev)] = -torch.inf
+        top_sim, top_pos = torch.topk(sims, min(k, n), dim=1)
+        top_idx, top_sim = _finish(top_pos, top_sim)
+        out_idx[:, : top_idx.shape[1]], out_sim[:, : top_idx.shape[1]] = top_idx, top_sim
+        return out_idx, out_sim
     for label in np.unique(query_labels):
         rows = np.flatnonzero(query_labels == label)  # positions in the output
         cand = np.flatnonzero((labels == label) & allowed)  # sorted row indices
         if cand.size == 0:
             continue
         cand_t = torch.from_numpy(cand).to(dev)
-        cand_vectors = vectors.index_select(0, cand_t)
+        cand_vectors = vectors if cand.size == n else vectors.index_select(0, cand_t)
         q_rows = queries[rows]
         # where each query sits among the candidates (-1 if it is not one): excluded from its own top-k
         pos = np.searchsorted(cand, q_rows)
@@ -98,10 +108,11 @@ def same_label_neighbors(
             continue
         take = min(k, cand.size)
         step = max(1, min(block, MAX_BLOCK_ELEMENTS // cand.size))
+        buffers = _Buffers()
         for start in range(0, rows.size, step):
             stop = min(start + step, rows.size)
             q = vectors.index_select(0, torch.from_numpy(q_rows[start:stop]).to(dev))
-            sims = q @ cand_vectors.T  # [b, |cand|]
+            sims = _product(q, cand_vectors, buffers)  # [b, |cand|]
             own = torch.from_numpy(self_pos[start:stop]).to(dev)
             has_self = torch.nonzero(own >= 0).squeeze(1)
             sims[has_self, own[has_self]] = -torch.inf
@@ -110,6 +121,64 @@ def same_label_neighbors(
             out_idx[rows[start:stop], :take] = top_idx
             out_sim[rows[start:stop], :take] = top_sim
     return out_idx, out_sim
+
+
+FEW_QUERIES = 64  # up to this many queries are matched against every row at once (no copies)
+
+
+def _as_tensor(emb: np.ndarray, dev):
+    """``emb`` as a float32 tensor on ``dev``, sharing memory where it can (a read-only memory map too)."""
+    import warnings
+
+    import torch
+
+    array = np.ascontiguousarray(emb, dtype=np.float32)
+    with warnings.catch_warnings():  # a read-only map: nothing here writes to it
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+        return torch.from_numpy(array).to(dev)
+
+
+def _unit_rows(vectors, tol: float = 1e-5) -> bool:
+    """Whether every row already has L2 norm 1 (within ``tol``), checked a block at a time."""
+    import torch
+
+    for start in range(0, vectors.shape[0], 65536):
+        norms = torch.linalg.vector_norm(vectors[start : start + 65536], dim=1)
+        if norms.numel() and float((norms - 1).abs().max()) > tol:
+            return False
+    return True
+
+
+class _Buffers(dict):
+    """Output arrays of the block products, one per shape, reused from block to block."""
+
+    def get_array(self, key, shape) -> np.ndarray:
+        if (key, shape) not in self:
+            self[(key, shape)] = np.empty(shape, dtype=np.float32)
+        return self[(key, shape)]
+
+
+def _product(a, b, buffers: _Buffers | None = None):
+    """``a @ b.T`` as a float32 tensor. On the CPU through numpy's BLAS (OpenBLAS: about 1.3x
+    torch's MKL sgemm on the AMD CPU this was measured on), written into a reused buffer."""
+    import torch
+
+    if a.device.type != "cpu":
+        return a @ b.T
+    shape = (a.shape[0], b.shape[0])
+    out = buffers.get_array("product", shape) if buffers is not None else np.empty(shape, dtype=np.float32)
+    np.matmul(a.numpy(), b.numpy().T, out=out)
+    return torch.from_numpy(out)
+
+
+def _transposed(sims, buffers: _Buffers):
+    """``sims.T`` as a contiguous tensor (a row-wise top-k on it is ~4x faster than on the view)."""
+    import torch
+
+    if sims.device.type != "cpu":
+        return sims.T
+    out = torch.from_numpy(buffers.get_array("transposed", (sims.shape[1], sims.shape[0])))
+    return out.copy_(sims.T)
 
 
 def _finish(top_idx, top_sim) -> tuple[np.ndarray, np.ndarray]:
@@ -135,6 +204,7 @@ def _symmetric_topk(vectors, ids, k: int, block: int) -> tuple[np.ndarray, np.nd
     size = max(1, min(block, max(512, -(-m // 4)), math.isqrt(MAX_BLOCK_ELEMENTS)))
     best_sim = torch.full((m, k), -torch.inf, device=dev)
     best_pos = torch.full((m, k), -1, dtype=torch.long, device=dev)
+    buffers = _Buffers()
 
     def merge(lo: int, hi: int, sims, offset: int) -> None:
         take = min(k, sims.shape[1])
@@ -150,12 +220,12 @@ def _symmetric_topk(vectors, ids, k: int, block: int) -> tuple[np.ndarray, np.nd
         a_end = min(a + size, m)
         for b in starts[starts.index(a) :]:
             b_end = min(b + size, m)
-            sims = vectors[a:a_end] @ vectors[b:b_end].T
+            sims = _product(vectors[a:a_end], vectors[b:b_end], buffers)
             if a == b:
                 sims.fill_diagonal_(-torch.inf)
             merge(a, a_end, sims, b)
             if a != b:
-                merge(b, b_end, sims.T, a)
+                merge(b, b_end, _transposed(sims, buffers), a)
     top_idx = ids[best_pos.clamp(min=0)]
     return _finish(top_idx, best_sim)
 
@@ -206,6 +276,8 @@ def neighbour_group(
     k: int = DEFAULT_K,
     embeddings: tuple[list[str], np.ndarray] | None = None,
     exclude_genres: Sequence[str] = (),
+    examples: pd.DataFrame | None = None,
+    metrics: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The seed's group: its k same-label neighbours by increasing similarity, then the seed last.
 
@@ -213,7 +285,8 @@ def neighbour_group(
     similarity (cosine with the seed; 1.0 for the seed), label, label_name, the text columns,
     genre when known, and the seed's data-map metrics when the run has them. Fewer than k
     neighbours come back when the label has too few examples. ``embeddings`` (from
-    :func:`cartomap.training.embeddings.load_embeddings`) saves reloading them on every call.
+    :func:`cartomap.training.embeddings.load_embeddings`), ``examples`` (``run.examples()``) and
+    ``metrics`` (``run.metrics()``) save reading them again on every call (a page keeps them).
     """
     from cartomap.training.embeddings import load_embeddings
 
@@ -221,14 +294,16 @@ def neighbour_group(
     if embeddings is None:
         raise RunError(f"run {run.id} has no embeddings yet: run `cartomap embed {run.id}` first")
     ids, emb = embeddings
-    examples = run.examples()
-    if examples["id"].astype(str).tolist() != list(ids):
+    examples = examples if examples is not None else run.examples()
+    if len(ids) != len(examples) or not np.array_equal(
+        examples["id"].astype(str).to_numpy(dtype=object), np.asarray(ids, dtype=object)
+    ):
         raise RunError(f"the embeddings of run {run.id} are out of date: compute them again")
-    where = {i: n for n, i in enumerate(ids)}
     seed_id = str(seed_id)
-    if seed_id not in where:
-        raise CartomapError(f"{seed_id!r} is not an example of run {run.id}")
-    seed_row = where[seed_id]
+    try:
+        seed_row = list(ids).index(seed_id)
+    except ValueError:
+        raise CartomapError(f"{seed_id!r} is not an example of run {run.id}") from None
     labels = examples["label"].to_numpy()
     mask = None
     if exclude_genres and "genre" in examples.columns:
@@ -247,13 +322,18 @@ def neighbour_group(
     group.insert(1, "similarity", np.round(np.asarray(similarity, dtype=np.float64), 6))
     group.insert(0, "role", ["neighbour"] * (len(rows) - 1) + ["seed"])
     group.insert(0, "position", np.arange(1, len(rows) + 1))
-    try:
-        metrics = with_regions(run.metrics())  # the default rule (by rank), whatever rule the run saved
-    except RunError:
-        metrics = None
+    if metrics is None:
+        try:
+            metrics = run.metrics()
+        except RunError:
+            metrics = None
     if metrics is not None:
-        metrics = metrics.set_index(metrics["id"].astype(str))
+        metrics = with_regions(metrics)  # the default rule (by rank), whatever rule the run saved
+    if metrics is not None:
+        at = metrics.iloc[[r for r in rows if r < len(metrics)]] if len(metrics) == len(examples) else None
+        if at is None or at["id"].astype(str).tolist() != group["id"].tolist():  # not in examples order
+            at = metrics.set_index(metrics["id"].astype(str)).reindex(group["id"])
         for col in ("confidence", "variability", "region"):
             if col in metrics.columns:
-                group[col] = metrics[col].reindex(group["id"]).to_numpy()
+                group[col] = at[col].to_numpy()
     return group

@@ -2,7 +2,11 @@
 
 UMAP settings: n_neighbors = 15, min_dist = 0.1, cosine metric (the umap-learn defaults
 apart from the metric). ``umap`` is imported only inside :func:`project`: importing it costs
-seconds, and its first fit tens of seconds more for numba compilation.
+seconds, and its first fit tens of seconds more for numba compilation. Above
+:data:`UMAP_FIT_SAMPLE` rows UMAP is fitted on a random sample of that many rows and every other
+row is placed at the similarity-weighted mean of its nearest fitted rows (an exact cosine search),
+as umap-learn's ``transform`` starts new points: a full fit of 550k rows takes over an hour on a
+2-core CPU, the sampled one minutes.
 
 Cache: ``projection_<method>.npy`` (float32 [N, 2], rows in examples order) in the run folder,
 used while it is newer than ``embeddings.npy`` and has as many rows.
@@ -26,6 +30,7 @@ METHODS = ("pca", "umap")
 UMAP_N_NEIGHBORS = 15
 UMAP_MIN_DIST = 0.1
 UMAP_METRIC = "cosine"
+UMAP_FIT_SAMPLE = 20_000  # rows UMAP is fitted on; the rest are placed by their nearest fitted rows
 
 
 def _check_method(method: str) -> str:
@@ -34,8 +39,14 @@ def _check_method(method: str) -> str:
     return method
 
 
-def project(emb: np.ndarray, method: str = "umap", seed: int = 0) -> np.ndarray:
-    """Coordinates [N, 2] (float32) of the rows of ``emb`` by PCA or UMAP, reproducible for a given seed."""
+def project(
+    emb: np.ndarray, method: str = "umap", seed: int = 0, fit_sample: int = UMAP_FIT_SAMPLE
+) -> np.ndarray:
+    """Coordinates [N, 2] (float32) of the rows of ``emb`` by PCA or UMAP, reproducible for a given seed.
+
+    UMAP on more than ``fit_sample`` rows: fitted on a random sample of ``fit_sample`` rows, the
+    others placed by :func:`place_by_neighbours`.
+    """
     _check_method(method)
     emb = np.asarray(emb, dtype=np.float32)
     if emb.ndim != 2:
@@ -46,23 +57,94 @@ def project(emb: np.ndarray, method: str = "umap", seed: int = 0) -> np.ndarray:
         out[:, : min(2, emb.shape[1])] = emb[:, :2]
         return out
     if method == "pca":
-        from sklearn.decomposition import PCA
-
-        coords = PCA(n_components=2, random_state=seed).fit_transform(emb)
+        coords = pca_2d(emb)
         # fix the sign of each axis (largest absolute loading positive) so reruns look alike
         signs = np.sign(coords[np.abs(coords).argmax(axis=0), [0, 1]])
         return (coords * np.where(signs == 0, 1, signs)).astype(np.float32)
+    if n <= fit_sample:
+        return _umap(emb, seed)
+    fitted = np.sort(np.random.default_rng(seed).choice(n, size=fit_sample, replace=False))
+    out[fitted] = _umap(emb[fitted], seed)
+    rest = np.setdiff1d(np.arange(n), fitted)
+    out[rest] = place_by_neighbours(emb, fitted, out[fitted], rest)
+    return out
+
+
+PCA_BLOCK = 16_384  # rows per block of :func:`pca_2d`
+
+
+def pca_2d(emb: np.ndarray) -> np.ndarray:
+    """The rows of ``emb`` on its first two principal axes, float64 [N, 2]: eigenvectors of the
+    covariance C = (sum x x^T - n mu mu^T) / (n - 1), accumulated a block of rows at a time (float32
+    products, float64 sums), so a 550k x 384 memory map is read twice and never copied whole. The
+    result is sklearn's PCA(n_components=2).fit_transform up to each axis' sign."""
+    import torch  # its sgemm is ~2x numpy's for this tall-and-thin product on the CPU measured
+
+    n, d = emb.shape
+    total = np.zeros(d, dtype=np.float64)
+    outer = np.zeros((d, d), dtype=np.float64)
+    for start in range(0, n, PCA_BLOCK):
+        block = np.array(emb[start : start + PCA_BLOCK], dtype=np.float32)  # a writable copy of the block
+        total += block.sum(axis=0, dtype=np.float64)
+        tensor = torch.from_numpy(block)
+        outer += (tensor.T @ tensor).numpy()
+    mean = total / n
+    cov = (outer - n * np.outer(mean, mean)) / max(n - 1, 1)
+    values, vectors = np.linalg.eigh(cov)
+    axes = vectors[:, np.argsort(values)[::-1][:2]]
+    shift = mean @ axes  # (x - mu) A = x A - mu A
+    axes32 = axes.astype(np.float32)
+    out = np.empty((n, 2), dtype=np.float64)
+    for start in range(0, n, PCA_BLOCK):
+        block = np.asarray(emb[start : start + PCA_BLOCK], dtype=np.float32)
+        out[start : start + len(block)] = block @ axes32 - shift
+    return out
+
+
+def _umap(emb: np.ndarray, seed: int) -> np.ndarray:
     import umap  # lazy: slow to import
 
     reducer = umap.UMAP(
         n_components=2,
-        n_neighbors=min(UMAP_N_NEIGHBORS, n - 1),
+        n_neighbors=min(UMAP_N_NEIGHBORS, emb.shape[0] - 1),
         min_dist=UMAP_MIN_DIST,
         metric=UMAP_METRIC,
         random_state=seed,
         n_jobs=1,  # a fixed random_state runs single-threaded anyway
     )
     return np.asarray(reducer.fit_transform(emb), dtype=np.float32)
+
+
+def place_by_neighbours(
+    emb: np.ndarray,
+    fitted: np.ndarray,
+    fitted_coords: np.ndarray,
+    rows: np.ndarray,
+    k: int = UMAP_N_NEIGHBORS,
+) -> np.ndarray:
+    """2-D positions [len(rows), 2] of ``rows``: the weighted mean of the coordinates of their ``k``
+    most cosine-similar rows among ``fitted``, weight w = exp(-(d - d_min) / (mean d - d_min)) with
+    d = 1 - cosine similarity (the nearest weighs 1; a per-point bandwidth, as UMAP's smooth kNN
+    distances). Exact search: :func:`cartomap.analysis.neighbours.same_label_neighbors` with one label."""
+    from cartomap.analysis.neighbours import same_label_neighbors
+
+    candidates = np.zeros(emb.shape[0], dtype=bool)
+    candidates[fitted] = True
+    where = np.full(emb.shape[0], -1, dtype=np.int64)
+    where[fitted] = np.arange(fitted.size)
+    idx, sims = same_label_neighbors(
+        emb,
+        np.zeros(emb.shape[0], dtype=np.int64),
+        k=min(k, fitted.size),
+        query_idx=rows,
+        candidate_mask=candidates,
+    )
+    d = 1.0 - sims.astype(np.float64)
+    d_min = d[:, :1]
+    scale = np.maximum(d.mean(axis=1, keepdims=True) - d_min, 1e-12)
+    w = np.exp(-(d - d_min) / scale)
+    w /= w.sum(axis=1, keepdims=True)
+    return np.einsum("qk,qkc->qc", w, fitted_coords[where[idx]].astype(np.float64)).astype(np.float32)
 
 
 def projection_path(run: Run, method: str) -> Path:
@@ -116,20 +198,26 @@ def project_run(run: Run, method: str = "umap", seed: int = 0, force: bool = Fal
 
 # --------------------------------------------------------------------------- the 2-D figure
 HOVER_CHARS = 90
-MAX_POINTS = 60_000  # more points than this are sampled (the highlighted group always shown)
+MAX_POINTS = 20_000  # more points than this are sampled (the group always shown), as on the data map
 
 
 def points_frame(run: Run) -> pd.DataFrame:
     """One row per example, in examples order: id, label (name), region (when the run has metrics), texts, genre."""
-    examples = run.examples()
-    names = run.label_names
+    examples = run.examples(columns=("id", "label", "premise", "hypothesis", "text", "genre"))
+    names = np.asarray([*run.label_names, ""], dtype=object)
+    codes = examples["label"].to_numpy(dtype=np.int64)
     frame = pd.DataFrame({"id": examples["id"].astype(str).to_numpy()})
-    frame["label"] = [names[int(v)] for v in examples["label"]]
+    frame["label"] = names[np.where((codes >= 0) & (codes < len(names) - 1), codes, len(names) - 1)]
     try:
-        metrics = with_regions(run.metrics())  # the default rule (by rank), whatever rule the run saved
-        frame["region"] = (
-            metrics.set_index(metrics["id"].astype(str))["region"].reindex(frame["id"]).fillna("").to_numpy()
-        )
+        # the default rule (by rank), whatever rule the run saved
+        metrics = with_regions(run.metrics(columns=("id", "confidence", "variability", "region")))
+        if len(metrics) == len(frame) and np.array_equal(
+            metrics["id"].astype(str).to_numpy(dtype=object), frame["id"].to_numpy(dtype=object)
+        ):
+            region = metrics["region"].astype(object).fillna("")  # examples order already: no join
+        else:
+            region = metrics.set_index(metrics["id"].astype(str))["region"].reindex(frame["id"]).fillna("")
+        frame["region"] = region.to_numpy()
     except (RunError, KeyError):
         pass
     for col in ("premise", "hypothesis", "text", "genre"):

@@ -106,12 +106,17 @@ class TextDataset:
         header = {"label_names": list(self.label_names), "text_columns": list(self.text_columns)}
         h.update(json.dumps(header, ensure_ascii=False, sort_keys=True).encode("utf-8"))
         h.update(b"\n")
-        cols = [self.frame["id"].tolist()] + [self.frame[c].tolist() for c in self.text_columns]
-        names = self.label_names
-        label_col = [names[i] for i in self.frame["label"].tolist()]
-        for row in zip(*cols, label_col, strict=True):
-            h.update(json.dumps(list(row), ensure_ascii=False).encode("utf-8"))
-            h.update(b"\n")
+        columns = ("id", *self.text_columns)
+        fed = _hash_rows_arrow(h.copy(), self.frame, columns, self.label_names)
+        if fed is not None:
+            h = fed
+        else:
+            cols = [self.frame[c].tolist() for c in columns]
+            names = self.label_names
+            label_col = [names[i] for i in self.frame["label"].tolist()]
+            for row in zip(*cols, label_col, strict=True):
+                h.update(json.dumps(list(row), ensure_ascii=False).encode("utf-8"))
+                h.update(b"\n")
         value = h.hexdigest()
         object.__setattr__(self, "_fingerprint", value)
         return value
@@ -133,6 +138,64 @@ class TextDataset:
     def __repr__(self) -> str:
         kind = "pairs" if self.is_pair else "texts"
         return f"TextDataset({self.source!r}, {len(self)} {kind}, labels={list(self.label_names)})"
+
+
+#: Characters ``json.dumps(..., ensure_ascii=False)`` escapes in a string: quote, backslash, controls.
+_JSON_ESCAPED = r'["\\\x00-\x1f]'
+_HASH_BLOCK = 1 << 16  # rows per block of :func:`_hash_rows_arrow` (bounds its memory)
+
+
+def _json_strings(values) -> Any:
+    """``json.dumps(v, ensure_ascii=False)`` of every string of an Arrow array, as a large_string
+    array; None when the array is not all strings (the caller then hashes row by row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)) or values.null_count:
+        return None
+    values = values.cast(pa.large_string())
+    quote, empty = pa.scalar('"', pa.large_string()), pa.scalar("", pa.large_string())
+    plain = pc.binary_join_element_wise(quote, values, quote, empty)
+    escape = pc.match_substring_regex(values, _JSON_ESCAPED)
+    rows = np.flatnonzero(escape.to_numpy(zero_copy_only=False))
+    if rows.size == 0:
+        return plain
+    escaped: list[str | None] = [None] * len(values)
+    for row, text in zip(rows.tolist(), values.take(pa.array(rows)).to_pylist(), strict=True):
+        escaped[row] = json.dumps(text, ensure_ascii=False)
+    return pc.if_else(escape, pa.array(escaped, type=pa.large_string()), plain)
+
+
+def _hash_rows_arrow(h, frame: pd.DataFrame, columns: Sequence[str], label_names: Sequence[str]):
+    """``h`` fed the bytes of :meth:`TextDataset.fingerprint`'s rows, built in Arrow a block at a time
+    (about 5x faster than a json.dumps per row; the same bytes). None when a column is not all
+    strings (``h`` is then partly fed: pass a copy); the row-by-row path decides those."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    large = pa.large_string()
+    sep, first, last, empty = (pa.scalar(s, large) for s in (", ", "[", "]\n", ""))
+    names = pa.array([json.dumps(str(n), ensure_ascii=False) for n in label_names], type=large)
+    try:
+        codes = frame["label"].to_numpy(dtype=np.int64)
+        for start in range(0, len(frame), _HASH_BLOCK):
+            part = frame.iloc[start : start + _HASH_BLOCK]
+            cols = [_json_strings(pa.array(part[c])) for c in columns]
+            if any(c is None for c in cols):
+                return None
+            cols.append(names.take(pa.array(codes[start : start + _HASH_BLOCK])))
+            pieces: list[Any] = [first]
+            for k, col in enumerate(cols):
+                pieces += [col, sep if k < len(cols) - 1 else last]
+            rows = pc.binary_join_element_wise(*pieces, empty)
+            # every row ends with "\n": the data buffer holds the rows one after another
+            offsets = np.frombuffer(rows.buffers()[1], dtype=np.int64)[
+                rows.offset : rows.offset + len(rows) + 1
+            ]
+            h.update(memoryview(rows.buffers()[2])[offsets[0] : offsets[-1]])
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, IndexError):
+        return None
+    return h
 
 
 # ----------------------------------------------------------------------------- public API
@@ -240,6 +303,10 @@ def _read(path: Path, fmt: str, split: str | None, source: str):
     if fmt == "parquet":
         return _read_parquet(path, source), None, None
     data = _read_bytes(path, source)
+    if fmt in ("jsonl", "json") and not re.match(rb"\s*\[", data):
+        fast = _parse_jsonl_arrow(data)
+        if fast is not None:
+            return (*fast, None)
     if fmt in ("jsonl", "json"):
         frame, lines = _parse_json(data, source, allow_array=fmt == "json")
     else:
@@ -349,6 +416,41 @@ def _check_depth(value: Any, where: str) -> None:
             stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item)
+
+
+_BLANK_LINE = re.compile(rb"(?:^|\n)[ \t\r\f\v]*(?:\n|$)")
+_LONG_INTEGER = re.compile(rb"[:\[,]\s*-?\d{19,}")  # beyond int64: json.loads keeps it exact, Arrow not
+
+
+def _parse_jsonl_arrow(data: bytes) -> tuple[pd.DataFrame, list[int]] | None:
+    """JSON Lines read by pyarrow's multi-threaded reader (several times faster than a json.loads per
+    line), or None wherever its result could differ from :func:`_parse_json`'s: blank lines (line
+    numbers), malformed or mixed-type input (that parser then names the line), nested values, text
+    Arrow would read as timestamps, integers beyond int64."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    body = data[:-1] if data.endswith(b"\n") else data
+    if _BLANK_LINE.search(body):
+        return None
+    try:
+        table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=1 << 24))
+        table.validate(full=True)  # the reader does not check UTF-8 itself
+    except (pa.ArrowException, ValueError):  # malformed, not UTF-8, a type changing between rows
+        return None
+    n_lines = body.count(b"\n") + 1
+    scalar = (
+        pa.types.is_null,
+        pa.types.is_boolean,
+        pa.types.is_integer,
+        pa.types.is_floating,
+        pa.types.is_string,
+    )
+    if table.num_rows != n_lines or not all(any(f(t) for f in scalar) for t in table.schema.types):
+        return None
+    if any(pa.types.is_floating(t) for t in table.schema.types) and _LONG_INTEGER.search(data):
+        return None
+    return table.to_pandas(), list(range(1, n_lines + 1))
 
 
 def _json_type(value: Any) -> str:

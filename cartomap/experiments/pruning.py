@@ -41,8 +41,8 @@ from cartomap.data.loading import TextDataset, load_dataset
 from cartomap.errors import DataError, RunError
 from cartomap.experiments.launch import start_experiment
 from cartomap.experiments.store import Experiment, ExperimentStore, Section
-from cartomap.io import atomic_write_bytes
-from cartomap.runs.store import Run, RunStore
+from cartomap.io import atomic_write_bytes, file_stamp
+from cartomap.runs.store import Run, RunStore, run_id_for
 from cartomap.scores.consensus import (
     DEFAULT_CATEGORIES,
     DEFAULT_SWEEP,
@@ -250,26 +250,56 @@ def _cache(params: PruningParams, store: RunStore) -> str:
     return params.cache or str(store.root)
 
 
+_TRAINING_SETS: dict[tuple, TextDataset] = {}  # the last training set loaded, by config and file stamp
+_PLANS: dict[tuple, list] = {}  # fold plans, by training set, folds, seed, base config and cache
+
+
 def load_training_set(params: PruningParams) -> TextDataset:
-    return load_dataset(params.base.data)
+    """The training set, loaded once per process while its file is unchanged: the runner asks the
+    experiment for its runs after every finished run, and a 550k-pair set takes seconds to load."""
+    key = (
+        json.dumps(dataclasses.asdict(params.base.data), sort_keys=True, default=str),
+        file_stamp(params.base.data.path),
+    )
+    if key not in _TRAINING_SETS:
+        _TRAINING_SETS.clear()  # one at a time: a full-size set is hundreds of MB
+        _TRAINING_SETS[key] = load_dataset(params.base.data)
+    return _TRAINING_SETS[key]
 
 
 @dataclass(frozen=True)
 class Fold:
+    """A fold run: its config and the fingerprints of its two sides (what its run id is made of)."""
+
     config: RunConfig
-    train: TextDataset
-    held_out: TextDataset
+    train_fingerprint: str
+    held_out_fingerprint: str
 
 
 def fold_plan(params: PruningParams, train: TextDataset, cache: str | Path) -> list[Fold]:
-    """The k fold runs: stratified folds of the gold labels, each side saved as a derived dataset."""
+    """The k fold runs: stratified folds of the gold labels, each side saved as a derived dataset.
+
+    Made once per process for a training set and settings (20 subsets of a 550k-pair set are not
+    cut, fingerprinted and saved again on every pass of the runner)."""
+    key = (
+        train.fingerprint(),
+        params.folds,
+        params.fold_seed,
+        str(cache),
+        json.dumps(params.base.to_dict(), default=str),
+    )
+    if key in _PLANS:
+        return _PLANS[key]
     folds = stratified_folds(train.labels, params.folds, params.fold_seed)
     plan = []
     for f in range(params.folds):
         kept, held = train.subset(folds != f), train.subset(folds == f)
         kept_cfg = derived.save_dataset(kept, cache, name=f"fold {f} train")
         held_cfg = derived.save_dataset(held, cache, name=f"fold {f}")
-        plan.append(Fold(fold_config(params, kept_cfg, held_cfg, f), kept, held))
+        plan.append(Fold(fold_config(params, kept_cfg, held_cfg, f), kept.fingerprint(), held.fingerprint()))
+    if len(_PLANS) >= 8:
+        _PLANS.clear()
+    _PLANS[key] = plan
     return plan
 
 
@@ -280,7 +310,8 @@ def _done_fold_runs(exp: Experiment, plan: list[Fold], store: RunStore) -> list[
     """
     runs = []
     for f, fold in enumerate(plan):
-        run = store.find(fold.config, fold.train, None, (fold.held_out,)) or exp.run(fold_role(f), store)
+        run_id = run_id_for(fold.config, fold.train_fingerprint, None, (fold.held_out_fingerprint,))
+        run = store.find_id(run_id) or exp.run(fold_role(f), store)
         if run is None or run.state != "done":
             return None
         runs.append(run)

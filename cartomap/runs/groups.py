@@ -1,14 +1,22 @@
-"""Named groups of example ids (lasso selections, neighbour groups), kept in the run folder."""
+"""Named groups of example ids (lasso selections, neighbour groups, WaNLI's automatic groups), kept in the run folder.
+
+A group saved by hand is one JSON file (``groups/<slug>.json``). Automatic groups come by the
+hundred thousand on a full-size dataset (WaNLI makes one per ambiguous seed: 137k on 550k pairs),
+so they are rows of one Parquet table (``groups/auto.parquet``), read once per process while the
+file is unchanged. :func:`list_groups` and :func:`load_group` see both kinds.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
 from cartomap.errors import CartomapError
-from cartomap.io import atomic_write_json, read_json
+from cartomap.io import atomic_save, atomic_write_json, read_json
 from cartomap.runs import layout
 from cartomap.runs.store import Run
 
@@ -26,6 +34,11 @@ def group_path(run: Run, name: str) -> Path:
     return run.groups_dir / layout.GROUP_FILE.format(slug=_slug(name))
 
 
+def group_table_path(run: Run) -> Path:
+    """The table of the run's automatic groups, one row per group."""
+    return run.groups_dir / layout.AUTO_GROUPS
+
+
 def save_group(
     run: Run,
     name: str,
@@ -39,7 +52,7 @@ def save_group(
     """Save ``ids`` as group ``name``. An existing group is replaced only with ``overwrite=True``."""
     if not ids:
         raise CartomapError("a group needs at least one example")
-    known = set(run.examples()["id"].astype(str))
+    known = set(run.examples(columns=["id"])["id"].astype(str))
     unknown = [i for i in ids if str(i) not in known]
     if unknown:
         raise CartomapError(f"{len(unknown)} ids are not examples of run {run.id}, e.g. {unknown[:3]}")
@@ -58,20 +71,92 @@ def save_group(
     return group
 
 
-def list_groups(run: Run) -> list[dict[str, Any]]:
+# --------------------------------------------------------------------------- the table of groups
+_TABLES: dict[str, tuple[tuple[int, int], list[dict[str, Any]], dict[str, int]]] = {}
+_JSON_COLUMNS = "cartomap.json_columns"  # file metadata: the columns holding JSON text
+
+
+def save_group_table(run: Run, groups: list[dict[str, Any]]) -> int:
+    """Write ``groups`` (dicts as :func:`save_group` makes them, with the same keys in every one) as
+    the run's table of groups, replacing it; an empty list removes it. Returns the number written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = group_table_path(run)
+    if not groups:
+        path.unlink(missing_ok=True)
+        return 0
+    names = [str(g["name"]) for g in groups]
+    if len(set(names)) != len(names):
+        raise CartomapError("group names in one table must be unique")
+    as_json = sorted({key for g in groups for key, value in g.items() if isinstance(value, dict)})
+    rows = [
+        {**g, "ids": [str(i) for i in g["ids"]], **{key: json.dumps(g.get(key)) for key in as_json}}
+        for g in groups
+    ]
+    table = pa.Table.from_pylist(rows).replace_schema_metadata({_JSON_COLUMNS: json.dumps(as_json)})
+    atomic_save(path, lambda p: pq.write_table(table, p))
+    return len(groups)
+
+
+def _table(run: Run) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """(groups of the table, name -> position), read again only when the file changed."""
+    import pyarrow.parquet as pq
+
+    path = group_table_path(run)
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return [], {}
+    key, stamp = str(path.resolve()), (stat.st_mtime_ns, stat.st_size)
+    cached = _TABLES.get(key)
+    if cached is None or cached[0] != stamp:
+        table = pq.read_table(path)
+        as_json = json.loads((table.schema.metadata or {}).get(_JSON_COLUMNS.encode(), b"[]"))
+        groups = table.to_pylist()
+        for group in groups:  # dict fields (a collection's settings) were stored as JSON text
+            for key in as_json:
+                group[key] = json.loads(group[key]) if group.get(key) is not None else None
+        cached = (stamp, groups, {g["name"]: n for n, g in enumerate(groups)})
+        _TABLES[key] = cached
+    return cached[1], cached[2]
+
+
+def group_table(run: Run) -> list[dict[str, Any]]:
+    """The groups of the run's table (automatic groups), in the order saved. Treat them as read-only."""
+    return _table(run)[0]
+
+
+# --------------------------------------------------------------------------- every group
+def list_groups(run: Run, *, include_table: bool = True) -> list[dict[str, Any]]:
+    """Every group of the run, newest first: the saved JSON files and (unless ``include_table`` is
+    False, as on pages that list groups by name) the rows of the table of automatic groups."""
     folder = run.groups_dir
     if not folder.exists():
         return []
     groups = [read_json(p) for p in folder.glob("*.json")]
+    if include_table:
+        groups += group_table(run)
     return sorted(groups, key=lambda g: g.get("created_at", 0), reverse=True)
+
+
+def count_table_groups(run: Run) -> int:
+    """How many groups the table of automatic groups holds."""
+    return len(group_table(run))
 
 
 def load_group(run: Run, name: str) -> dict[str, Any]:
     path = group_path(run, name)
-    if not path.exists():
-        raise CartomapError(f"run {run.id} has no group named {name!r}")
-    return read_json(path)
+    if path.exists():
+        return read_json(path)
+    groups, where = _table(run)
+    if name in where:
+        return dict(groups[where[name]])
+    raise CartomapError(f"run {run.id} has no group named {name!r}")
 
 
 def delete_group(run: Run, name: str) -> None:
     group_path(run, name).unlink(missing_ok=True)
+    groups, where = _table(run)
+    if name in where:
+        save_group_table(run, [g for g in groups if g["name"] != name])

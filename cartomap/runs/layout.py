@@ -49,6 +49,7 @@ TASK_LOCK = "{name}.lock"
 TASK_LOG = "{name}.log"
 GROUPS = "groups"
 GROUP_FILE = "{slug}.json"
+AUTO_GROUPS = "auto.parquet"
 EMBEDDINGS = "embeddings.npy"
 EMBEDDING_IDS = "embeddings_ids.json"
 PROJECTION = "projection_{method}.npy"
@@ -97,6 +98,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (f"{TASKS}/{TASK_LOCK}", "held by the process running the task"),
     (f"{TASKS}/{TASK_LOG}", "stdout and stderr of the task's job"),
     (f"{GROUPS}/{GROUP_FILE}", "a named group of example ids (lasso selection, neighbour group)"),
+    (f"{GROUPS}/{AUTO_GROUPS}", "WaNLI's automatic groups, one row each (100k+ on a full-size dataset)"),
     (EMBEDDINGS, "[CLS] vectors [N, H] of the trained model, rows in examples order"),
     (EMBEDDING_IDS, "the example ids of those rows"),
     (PROJECTION, "2-D coordinates (pca, umap) of the embeddings"),

@@ -6,6 +6,7 @@ a curriculum's plan, split across processes) the recorder writes each row's logi
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -22,21 +23,82 @@ def texts_of(frame) -> tuple[list[str], list[str] | None]:
     return frame["text"].astype(str).tolist(), None
 
 
-def tokenize(tokenizer, frame, max_length: int) -> dict[str, list[list[int]]]:
-    """Token ids of every row, unpadded (padding happens per batch)."""
+class Ragged:
+    """Rows of different lengths (the token ids of every example) in one flat numpy array.
+
+    Row ``i`` is ``values[offsets[i]:offsets[i + 1]]``. On 550k pairs this holds 21M token ids in
+    ~90 MB, where Python lists of ints took ~4 GB. Indexing, ``len`` and iteration behave like the
+    list of lists it replaces (rows come back as numpy arrays).
+    """
+
+    def __init__(self, values: np.ndarray, offsets: np.ndarray):
+        self.values, self.offsets = values, offsets
+
+    @classmethod
+    def from_rows(cls, rows, dtype=np.int32) -> Ragged:
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        values = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=int(offsets[-1]))
+        return cls(values, offsets)
+
+    @classmethod
+    def concat(cls, parts: list[Ragged]) -> Ragged:
+        if not parts:
+            return cls(np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64))
+        values = np.concatenate([p.values for p in parts])
+        offsets = [parts[0].offsets]
+        for part in parts[1:]:
+            offsets.append(part.offsets[1:] + offsets[-1][-1])
+        return cls(values, np.concatenate(offsets))
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.values[self.offsets[i] : self.offsets[i + 1]]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+TOKENIZE_CHUNK = 8192  # rows per tokenizer call: bounds the tokenizer's own per-row objects
+
+
+def tokenize(tokenizer, frame, max_length: int) -> dict[str, Ragged]:
+    """Token ids of every row, unpadded (padding happens per batch): ``input_ids`` and, where the
+    tokenizer makes them, ``token_type_ids``, each a :class:`Ragged` (row i = example i)."""
     first, second = texts_of(frame)
-    encoded = tokenizer(first, second, truncation=True, max_length=max_length)
-    keys = [k for k in ("input_ids", "token_type_ids") if k in encoded]
-    return {k: encoded[k] for k in keys}
+    parts: dict[str, list[Ragged]] = {}
+    for start in range(0, len(first), TOKENIZE_CHUNK):
+        stop = start + TOKENIZE_CHUNK
+        encoded = tokenizer(
+            first[start:stop],
+            None if second is None else second[start:stop],
+            truncation=True,
+            max_length=max_length,
+            return_attention_mask=False,
+        )
+        for key, dtype in (("input_ids", np.int32), ("token_type_ids", np.int8)):
+            if key in encoded:
+                parts.setdefault(key, []).append(Ragged.from_rows(encoded[key], dtype))
+    if not parts:
+        return {"input_ids": Ragged.concat([])}
+    return {key: Ragged.concat(chunks) for key, chunks in parts.items()}
 
 
 class TokenizedExamples:
     """A map-style dataset of token ids; each item carries its row index for recording."""
 
-    def __init__(self, encoded: dict[str, list[list[int]]], labels: np.ndarray):
+    def __init__(self, encoded: dict[str, Ragged | list[list[int]]], labels: np.ndarray):
         self.encoded = encoded
         self.labels = labels
-        self.lengths = np.array([len(ids) for ids in encoded["input_ids"]])
+        ids = encoded["input_ids"]
+        self.lengths = ids.lengths if isinstance(ids, Ragged) else np.array([len(row) for row in ids])
 
     def __len__(self) -> int:
         return len(self.labels)

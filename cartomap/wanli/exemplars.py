@@ -24,14 +24,16 @@ import pandas as pd
 
 from cartomap.analysis.neighbours import DEFAULT_K, SEED_QUANTILE, same_label_neighbors, seed_examples
 from cartomap.errors import CartomapError, RunError
-from cartomap.io import atomic_write_json
-from cartomap.runs.groups import delete_group, group_path, list_groups
+from cartomap.runs.groups import group_path, group_table, list_groups, save_group_table
 from cartomap.runs.store import Run
 
 AUTO = "auto"  # the ``source`` of automatically collected groups
 DEFAULT_QUERY = 15  # the reference code searches the 15 nearest examples, then keeps the seed's label
 DEFAULT_EXCLUDE = ("telephone",)
 MAX_EXAMPLES = DEFAULT_K + 1  # in-context examples of a prompt: 4 neighbours and the seed
+#: Examples up to which a page may collect groups while the user waits (seconds). The search is
+#: quadratic: on 550k pairs it is minutes of a background job (``cartomap groups RUN --save``).
+COLLECT_IN_PAGE_MAX = 20_000
 
 
 def _embeddings_for(run: Run, embeddings: tuple[list[str], np.ndarray] | None):
@@ -138,37 +140,45 @@ def save_auto_groups(
 
     The record is that of :func:`cartomap.runs.groups.save_group` (name, ids, source, note,
     created_at) plus seed, label_name, similarities, seed_variability, rank and the collection
-    ``settings``. ``replace`` first deletes the automatic groups saved before (a new collection
-    replaces the old one); hand-made groups are never touched. Returns the number saved.
+    ``settings``. They go into the run's table of groups (one file: a full-size run has 100k+).
+    ``replace`` first deletes the automatic groups saved before (a new collection replaces the old
+    one); hand-made groups are never touched. Returns the number saved.
     """
     import time
 
-    known = set(run.examples()["id"].astype(str))  # checked once, not once per group
+    known = set(run.examples(columns=["id"])["id"].astype(str))  # checked once, not once per group
     for group in groups:
         unknown = [i for i in group["ids"] if str(i) not in known]
         if unknown:
             raise CartomapError(f"group {group['name']!r}: ids not in run {run.id}, e.g. {unknown[:3]}")
-    if replace:
-        for old in list_groups(run):
+    if replace:  # automatic groups saved one file each, as before the table
+        for old in list_groups(run, include_table=False):
             if old.get("source") == AUTO:
-                delete_group(run, old["name"])
+                group_path(run, old["name"]).unlink(missing_ok=True)
     now = time.time()
+    records = []
     for rank, group in enumerate(groups):
-        record = {
-            "name": group["name"],
-            "ids": [str(i) for i in group["ids"]],
-            "source": AUTO,
-            "note": f"seed {group['seed']} ({group['label_name']}) and its nearest same-label neighbours",
-            "created_at": now,
-            "seed": group["seed"],
-            "label_name": group["label_name"],
-            "similarities": group["similarities"],
-            "seed_variability": group["seed_variability"],
-            "order": "increasing similarity, seed last",
-            "rank": rank,
-            "settings": dict(settings or {}),
-        }
-        atomic_write_json(group_path(run, group["name"]), record)
+        records.append(
+            {
+                "name": group["name"],
+                "ids": [str(i) for i in group["ids"]],
+                "source": AUTO,
+                "note": f"seed {group['seed']} ({group['label_name']}) and its nearest same-label neighbours",
+                "created_at": now,
+                "seed": group["seed"],
+                "label_name": group["label_name"],
+                "similarities": [float(x) for x in group["similarities"]],
+                "seed_variability": float(group["seed_variability"]),
+                "order": "increasing similarity, seed last",
+                "rank": rank,
+                "settings": dict(settings or {}),
+            }
+        )
+    if not replace:
+        new = {r["name"] for r in records}
+        kept = [g for g in group_table(run) if g["name"] not in new]
+        records = kept + [{**r, "rank": len(kept) + n} for n, r in enumerate(records)]
+    save_group_table(run, records)
     return len(groups)
 
 

@@ -1,0 +1,1065 @@
+"""Benchmark: N training pairs through every stage of cartomap, each timed, with its peak memory.
+
+    python bench/bench_scale.py --examples 550000          # the full size (SNLI's 550,152 pairs)
+    python bench/bench_scale.py --examples 50000           # the smoke check (under 10 minutes)
+    python bench/bench_scale.py --examples 50000 --stages load,datamap --keep   # some stages again
+
+Data: the synthetic NLI set of ``scripts/make_scale_data.py`` (real pairs of shared/data, varied by
+deterministic edits; built under cache/scale/ on first use). The model is a tiny random BERT (2 layers,
+32 wide, the default encoder's tokenizer): the point is the pipeline around the model, not the model.
+The default encoder's own speed is measured on a slice and extrapolated to N (rows marked so).
+
+Every stage runs in a fresh Python process, as in the dashboard and the CLI, where loading, training,
+embedding, projecting and the pages are separate processes. Its **peak RSS** is that process's high-water
+mark (``VmHWM``, imports included); sub-steps reset the mark (``/proc/self/clear_refs``) so each row
+shows the peak while it ran, memory still held from the process's earlier steps included. Times are
+wall clock of the step alone (imports excluded).
+
+The run store, the runs and the embeddings are left in ``--work`` (default cache/scale/work-<N>), so
+``python -m cartomap.cli --cache cache/scale/work-<N>/store dashboard`` opens the bench's runs. The end
+of the output is a markdown table for docs/benchmarks.md; ``--json`` writes the rows too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FULL = 550_000
+STAGES = (
+    "setup",
+    "load",
+    "tokenise",
+    "train",
+    "encoder",
+    "recorder",
+    "datamap",
+    "embeddings",
+    "neighbours",
+    "projection",
+    "groups",
+    "filtering",
+    "pruning",
+    "compare",
+    "neighbours_page",
+)
+OPTIONAL = ("faiss", "browser")
+SNLI_DEV = ROOT.parent / "shared" / "data" / "snli" / "dev.jsonl.gz"
+SNLI_TEST = ROOT.parent / "shared" / "data" / "snli" / "test.jsonl.gz"
+EMBED_DIM = 384  # all-MiniLM-L6-v2's hidden size
+RECORD_EPOCHS = 10
+LASSO_SHARE = 200_000 / FULL  # the goal's lasso: 200k of 550k points
+
+
+# --------------------------------------------------------------------------- memory
+def _status(field: str) -> float:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024  # MiB
+    return float("nan")
+
+
+def peak_mib() -> float:
+    return _status("VmHWM")
+
+
+def rss_mib() -> float:
+    return _status("VmRSS")
+
+
+def reset_peak() -> None:
+    """Start a new high-water mark at the current RSS (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        pass
+
+
+class Rows:
+    """The rows a child stage reports (printed as JSON lines the parent collects)."""
+
+    def __init__(self, stage: str):
+        self.stage = stage
+
+    def add(
+        self, what: str, seconds=None, peak=None, note: str = "", goal: str = "", ok=None, cpu=None, **extra
+    ):
+        row = {
+            "stage": self.stage,
+            "what": what,
+            "seconds": None if seconds is None else round(float(seconds), 3),
+            "cpu_seconds": None if cpu is None else round(float(cpu), 3),
+            "peak_mib": None if peak is None else round(float(peak)),
+            "note": note,
+            "goal": goal,
+            "ok": ok,
+            **extra,
+        }
+        print("@@ROW " + json.dumps(row), flush=True)
+        return row
+
+    def measure(self, what: str, fn, *args, note="", goal="", limit=None, **extra):
+        """Run ``fn(*args)``, report its time and peak; returns its result."""
+        reset_peak()
+        c0, t0 = time.process_time(), time.perf_counter()
+        result = fn(*args)
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        note = note(result) if callable(note) else note
+        ok = None if limit is None else seconds <= limit
+        self.add(what, seconds, peak_mib(), note, goal, ok, cpu=cpu, **extra)
+        return result
+
+
+# --------------------------------------------------------------------------- shared state
+def state_path(work: Path) -> Path:
+    return work / "state.json"
+
+
+def load_state(work: Path) -> dict:
+    return json.loads(state_path(work).read_text()) if state_path(work).exists() else {}
+
+
+def save_state(work: Path, **changes) -> None:
+    state = load_state(work)
+    state.update(changes)
+    state_path(work).write_text(json.dumps(state, indent=2))
+
+
+def store_of(work: Path):
+    from cartomap.runs.store import RunStore
+
+    return RunStore(work / "store")
+
+
+def main_run(work: Path, key: str = "run"):
+    return store_of(work).get(load_state(work)[key])
+
+
+def run_config(state: dict, data_path: str, name: str, seed: int = 42):
+    from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+
+    return RunConfig(
+        data=DataConfig(path=data_path, name=name),
+        dev=DataConfig(path=str(SNLI_DEV), name="snli/dev"),
+        tests=(DataConfig(path=str(SNLI_TEST), name="snli/test"),),
+        model=ModelConfig(name_or_path=state["tiny_model"]),
+        train=TrainConfig(epochs=1, seed=seed),
+        name=name,
+    )
+
+
+# --------------------------------------------------------------------------- stages
+def stage_setup(rows: Rows, n: int, work: Path, args) -> None:
+    """The synthetic data (cached under cache/scale/) and the tiny model; not timed in the table."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import make_scale_data
+
+    t0 = time.perf_counter()
+    jsonl, parquet = make_scale_data.make(
+        n, ROOT / "cache" / "scale", ROOT.parent / "shared" / "data", quiet=True
+    )
+    made = time.perf_counter() - t0
+    tiny = work / "tiny-bert"
+    if not tiny.exists():
+        import torch
+        from transformers import BertConfig, BertForSequenceClassification
+
+        from cartomap.training.models import default_model_path, load_tokenizer
+
+        tokenizer = load_tokenizer(str(default_model_path()))
+        config = BertConfig(
+            vocab_size=tokenizer.vocab_size,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=128,
+            num_labels=3,
+        )
+        torch.manual_seed(0)
+        BertForSequenceClassification(config).save_pretrained(tiny, safe_serialization=True)
+        tokenizer.save_pretrained(tiny)
+    save_state(work, jsonl=str(jsonl), parquet=str(parquet), tiny_model=str(tiny), n=n)
+    rows.add(
+        "synthetic data (scripts/make_scale_data.py; cached)",
+        made,
+        peak_mib(),
+        f"{jsonl.name} {jsonl.stat().st_size / 1e6:.0f} MB, {parquet.name} {parquet.stat().st_size / 1e6:.0f} MB",
+    )
+
+
+def stage_load(rows: Rows, n: int, work: Path, args) -> None:
+    from cartomap.config import DataConfig
+    from cartomap.data.loading import from_frame, load_dataset, read_table
+
+    state = load_state(work)
+    config = DataConfig(path=state["jsonl"])
+    t_all = time.perf_counter()
+    raw, lines = rows.measure("read JSONL.gz (gunzip, parse)", lambda: read_table(state["jsonl"]))
+    validate = functools.partial(from_frame, raw, config, state["jsonl"], lines=lines)
+    data = rows.measure("validate and map columns", validate)
+    del validate
+    del raw, lines
+    rows.measure("fingerprint (sha256 of ids, texts, labels)", data.fingerprint)
+    total = time.perf_counter() - t_all
+    rows.add(
+        "load + validate + fingerprint, JSONL.gz",
+        total,
+        None,
+        f"{len(data):,} pairs",
+        "<= 30 s",
+        total <= 30,
+    )
+    del data
+
+    def parquet():
+        d = load_dataset(DataConfig(path=state["parquet"]))
+        d.fingerprint()
+        return d
+
+    data = rows.measure("load + validate + fingerprint, Parquet", parquet, goal="<= 30 s", limit=30)
+
+    store = store_of(work)
+    dev = load_dataset(run_config(state, "", "").dev, label_names=data.label_names)
+    test = load_dataset(run_config(state, "", "").tests[0], label_names=data.label_names)
+    main = run_config(state, state["jsonl"], f"scale {n:,}")
+    run = rows.measure(
+        "create the run (config, its own copy examples.parquet)",
+        lambda: store.create(main, data, dev, (test,)),
+        note=lambda r: f"run {r.id}",
+    )
+    # a second, smaller run (the first tenth of the rows) for the Compare page
+    small_n = max(1000, n // 10)
+    small_path = work / f"nli_first_{small_n}.parquet"
+    data.frame.head(small_n).assign(label=lambda f: [data.label_names[i] for i in f["label"]]).to_parquet(
+        small_path, index=False
+    )
+    small_data = load_dataset(DataConfig(path=str(small_path)))
+    small = store.create(
+        run_config(state, str(small_path), f"scale first {small_n:,}"), small_data, dev, (test,)
+    )
+    save_state(work, run=run.id, small_run=small.id, small_n=small_n)
+
+
+def stage_tokenise(rows: Rows, n: int, work: Path, args) -> None:
+    from cartomap.training.batching import tokenize
+    from cartomap.training.models import load_tokenizer
+
+    run = main_run(work)
+    examples = run.examples()
+    tokenizer = load_tokenizer(run.config.model.name_or_path)
+    encoded = rows.measure(
+        "tokenise every pair (the training job's first step)",
+        lambda: tokenize(tokenizer, examples, run.config.model.max_length),
+        note=lambda e: f"{sum(len(x) for x in e['input_ids']):,} tokens",
+    )
+    del encoded
+
+
+def stage_train(rows: Rows, n: int, work: Path, args) -> None:
+    from cartomap.training.loop import continue_run
+
+    state = load_state(work)
+    run = main_run(work)
+    if run.state == "done":
+        rows.add("train 1 epoch, tiny model: the run was trained before (--keep); not timed again")
+    else:
+        reset_peak()
+        c0, t0 = time.process_time(), time.perf_counter()
+        continue_run(run)
+        total, cpu = time.perf_counter() - t0, time.process_time() - c0
+        loop = run.history()[0]["train_seconds"]
+        rows.add(
+            "train 1 epoch, tiny model (tokenise, loop, record, dev + test, save)",
+            total,
+            peak_mib(),
+            f"loop {loop:.0f} s = {n / loop:,.0f} examples/s; the rest (tokenise, load, evaluate, write) "
+            f"{total - loop:.0f} s",
+            cpu=cpu,
+        )
+    small = main_run(work, "small_run")
+    if small.state != "done":
+        c0, t0 = time.process_time(), time.perf_counter()
+        continue_run(small)
+        rows.add(
+            f"train the first {state['small_n']:,} pairs too (the Compare page's second run)",
+            time.perf_counter() - t0,
+            cpu=time.process_time() - c0,
+        )
+
+
+def stage_encoder(rows: Rows, n: int, work: Path, args) -> None:
+    """The default encoder's speed on a slice, extrapolated to N."""
+    import tempfile
+
+    from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from cartomap.runs.store import RunStore
+    from cartomap.training.embeddings import compute_cls_embeddings
+    from cartomap.training.loop import train_or_load
+    from cartomap.training.models import default_model_path
+
+    state = load_state(work)
+    import pandas as pd
+
+    with tempfile.TemporaryDirectory() as tmp:
+        slice_path = Path(tmp) / "slice.parquet"
+        frame = pd.read_parquet(state["parquet"]).head(args.encoder_slice)
+        frame.to_parquet(slice_path, index=False)
+        config = RunConfig(
+            data=DataConfig(path=str(slice_path)),
+            dev=None,
+            model=ModelConfig(name_or_path="default"),
+            train=TrainConfig(epochs=1, save_checkpoints=False),
+        )
+        run = train_or_load(config, RunStore(Path(tmp) / "store"))
+        loop = run.history()[0]["train_seconds"]
+        rate = len(frame) / loop
+        rows.add(
+            f"default encoder: 1 training epoch, measured on {len(frame):,} pairs",
+            loop,
+            peak_mib(),
+            f"{rate:.1f} examples/s, so one epoch of {n:,} takes ~{n / rate / 3600:.1f} h on this CPU (extrapolated)",
+        )
+        reset_peak()
+        t0 = time.perf_counter()
+        compute_cls_embeddings(default_model_path(), frame)
+        seconds = time.perf_counter() - t0
+        rate = len(frame) / seconds
+        rows.add(
+            f"default encoder: [CLS] embeddings, measured on {len(frame):,} pairs",
+            seconds,
+            peak_mib(),
+            f"{rate:.1f} examples/s, so {n:,} take ~{n / rate / 3600:.1f} h (extrapolated)",
+        )
+
+
+def stage_recorder(rows: Rows, n: int, work: Path, args) -> None:
+    """10 epochs recorded as the loop does (arrays filled batch by batch), written, turned into metrics.
+
+    The logits are synthetic (a per-example skill that grows over the epochs, plus noise) and become
+    a finished run of their own, "10 recorded epochs": the data map, neighbours, projection and
+    groups stages use it, since one epoch of the tiny model gives every example variability 0."""
+    import dataclasses
+    import gc
+
+    import numpy as np
+    import pandas as pd
+
+    from cartomap.data.loading import load_dataset
+    from cartomap.io import atomic_write_json, atomic_write_parquet
+    from cartomap.scores.metrics import compute_metrics
+
+    run = main_run(work)
+    data = load_dataset(run.data_config())
+    config = run.config.replace(
+        dev=None,
+        tests=(),
+        train=dataclasses.replace(run.config.train, epochs=RECORD_EPOCHS),
+        name=f"scale {n:,}: {RECORD_EPOCHS} recorded epochs (synthetic logits, bench_scale.py)",
+    )
+    rec = store_of(work).create(config, data)
+    labels = data.labels
+    del data
+    gc.collect()
+    rng = np.random.default_rng(0)
+    skill = rng.normal(1.0, 1.5, n).astype(np.float32)
+    base = rss_mib()
+    reset_peak()
+    t0 = time.perf_counter()
+    ids = pd.read_parquet(rec.examples_path, columns=["id"])["id"].astype(str).tolist()  # the loop keeps them
+    recorded = np.zeros((RECORD_EPOCHS, n, 3), dtype=np.float32)  # as the loop allocates them
+    for epoch in range(RECORD_EPOCHS):
+        order = rng.permutation(n)
+        for start in range(0, n, 32):  # one training batch at a time, in shuffled order
+            index = order[start : start + 32]
+            values = rng.normal(size=(index.size, 3)).astype(np.float32)
+            values[np.arange(index.size), labels[index]] += skill[index] * (0.3 + 0.25 * epoch)
+            recorded[epoch, index] = values
+    fill = time.perf_counter() - t0
+    beyond = peak_mib() - base - recorded.nbytes / 2**20
+    rows.add(
+        f"recorder: {RECORD_EPOCHS} epochs of logits held in memory",
+        fill,
+        peak_mib(),
+        f"arrays {recorded.nbytes / 2**20:.0f} MiB; {beyond:.0f} MiB beyond them (the ids, batch writes)",
+        "<= 100 MB beyond the arrays",
+        beyond * 2**20 / 1e6 <= 100,
+    )
+
+    def write():
+        for epoch in range(RECORD_EPOCHS):
+            rec.write_epoch("train", epoch, ids, recorded[epoch])
+
+    rows.measure(f"write {RECORD_EPOCHS} epochs of dynamics (Parquet)", write, goal="<= 10 s", limit=10)
+    metrics = rows.measure(
+        f"compute the metrics of {RECORD_EPOCHS} epochs", lambda: compute_metrics(recorded, labels, ids)
+    )
+    rows.measure("write metrics.parquet", atomic_write_parquet, rec.metrics_path(), metrics)
+    del metrics
+
+    def resume():
+        out = np.zeros_like(recorded)
+        for epoch in range(RECORD_EPOCHS):
+            out[epoch] = rec.read_epoch("train", epoch, ids)
+        return out
+
+    back = rows.measure(f"resume: read the {RECORD_EPOCHS} epochs back", resume)
+    assert np.array_equal(back, recorded)
+    history = [
+        {"epoch": e + 1, "train_loss": float("nan"), "train_seconds": 0.0} for e in range(RECORD_EPOCHS)
+    ]
+    atomic_write_json(rec.history_path, history)
+    rec.log("dynamics written by bench/bench_scale.py (synthetic logits, no model)")
+    rec.set_status(state="done", phase="done", epochs_done=RECORD_EPOCHS, metrics_source="train")
+    save_state(work, recorded=rec.id)
+
+
+def lasso_event(frame, share: float) -> tuple[dict, int]:
+    """A concave star-shaped lasso around the map's middle, scaled to hold about ``share`` of the points."""
+    import numpy as np
+
+    from cartomap.analysis import datamap as dm
+
+    x = frame["variability"].to_numpy()
+    y = frame["confidence"].to_numpy()
+    cx, cy = float(np.median(x)), float(np.median(y))
+    sx, sy = float(np.percentile(np.abs(x - cx), 90)), float(np.percentile(np.abs(y - cy), 90))
+    t = np.linspace(0, 2 * np.pi, 200, endpoint=False)
+    r = 0.75 + 0.25 * np.sin(7 * t)
+
+    def event(scale):
+        xs = cx + scale * sx * r * np.cos(t)
+        ys = cy + scale * sy * r * np.sin(t)
+        return {
+            "selection": {
+                "points": [],
+                "box": [],
+                "lasso": [{"xref": "x", "yref": "y", "x": xs.tolist(), "y": ys.tolist()}],
+            }
+        }
+
+    lo, hi, want = 0.01, 4.0, share * len(frame)
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        count = int(dm.geometry_mask(frame, event(mid)).sum())
+        lo, hi = (mid, hi) if count < want else (lo, mid)
+    best = event((lo + hi) / 2)
+    return best, int(dm.geometry_mask(frame, best).sum())
+
+
+PAGE_TIMER = """import runpy, time
+import streamlit as st
+_t0, _c0 = time.perf_counter(), time.thread_time()
+try:
+    runpy.run_path({page!r}, run_name="__main__")
+finally:
+    st.session_state["_bench_script_s"] = (time.perf_counter() - _t0, time.thread_time() - _c0)
+"""
+
+
+def app_test(page: str, work: Path, timeout: int = 600):
+    """An AppTest of ``pages/<page>`` wrapped in a timer of the page script alone: AppTest itself
+    scans every installed package for components on each run (seconds that a server does not spend)."""
+    from streamlit.testing.v1 import AppTest
+
+    timer = work / f"timed_{page}"
+    timer.write_text(PAGE_TIMER.format(page=str(ROOT / "pages" / page)))
+    return AppTest.from_file(str(timer), default_timeout=timeout)
+
+
+def timed_run(rows: Rows, what: str, app, **extra) -> None:
+    """Run ``app`` and report the page script's wall and CPU time (its thread) and the peak RSS."""
+    reset_peak()
+    app.run()
+    if app.exception:
+        raise RuntimeError(app.exception[0].message)
+    seconds, cpu = app.session_state["_bench_script_s"]
+    ok = None if "limit" not in extra else seconds <= extra.pop("limit")
+    rows.add(what, seconds, peak_mib(), cpu=cpu, ok=ok, **extra)
+
+
+def prepare_pages(work: Path) -> None:
+    """As under `streamlit run app.py`: the store in the environment, pages importable, modules loaded."""
+    os.environ["CARTOMAP_CACHE"] = str(work / "store")
+    sys.path.insert(0, str(ROOT))
+    import plotly.graph_objects  # noqa: F401
+    import streamlit  # noqa: F401
+
+    import cartomap.analysis.datamap  # noqa: F401
+    import cartomap.analysis.figures  # noqa: F401
+    import pages.common  # noqa: F401
+    import pages.components.jobs  # noqa: F401
+
+
+def stage_datamap(rows: Rows, n: int, work: Path, args) -> None:
+    from cartomap.analysis import datamap as dm
+    from cartomap.analysis import figures
+
+    run = main_run(work, "recorded")
+    frame = rows.measure("map frame: metrics joined with the texts (cold)", lambda: dm.map_frame(run))
+    fig = rows.measure(
+        "figure: sample + density + histograms",
+        lambda: figures.data_map_figure(frame, "correctness"),
+        note=lambda f: f"{f.layout.meta['n_shown']:,} of {len(frame):,} points drawn",
+    )
+    payload = rows.measure(
+        "figure to JSON (what the browser receives)", fig.to_json, note=lambda p: f"{len(p) / 1e6:.1f} MB"
+    )
+    del payload
+    labels = list(frame["gold"].cat.categories[:2])
+    rows.measure(
+        "filters: two labels, confidence 0.2-0.9",
+        lambda: dm.filter_frame(frame, labels=labels, ranges={"confidence": (0.2, 0.9)}),
+        note=lambda f: f"{len(f):,} rows match",
+    )
+    event, inside = lasso_event(frame, LASSO_SHARE)
+    ids = rows.measure(
+        "lasso (200-vertex concave polygon) resolved on the server, exact ids",
+        lambda: dm.resolve_selection(frame, event, sampled=True),
+        note=lambda r: f"{len(r):,} of {len(frame):,} points selected",
+        goal="<= 1 s for 200k of 550k",
+        limit=1.0,
+    )
+    assert len(ids) == inside
+    rows.measure(
+        "selection table of the lasso's ids",
+        lambda: dm.selection_table(frame, ids),
+        note=lambda t: f"{len(t):,} rows",
+    )
+    some = ids[len(ids) // 2]
+    rows.measure(
+        "one example's trajectory (its row of every epoch file)", lambda: dm.gold_trajectory(run, some)
+    )
+
+    prepare_pages(work)
+    from cartomap.runs.groups import save_group
+
+    app = app_test("data_map.py", work)
+    app.session_state["run_id"] = run.id
+    timed_run(
+        rows,
+        "Data map page: open a stored run (page script; its frame read the first time)",
+        app,
+        goal="<= 3 s",
+        limit=3,
+    )
+    again = app_test("data_map.py", work)
+    again.session_state["run_id"] = run.id
+    timed_run(rows, "Data map page: open it again in a new session (frame cached)", again)
+    app.session_state["selected_ids"] = ids
+    timed_run(rows, f"Data map page: rerun with the lasso's {len(ids):,} examples selected", app)
+    rows.measure(
+        f"save the selection as a group ({len(ids):,} ids)",
+        lambda: save_group(run, "bench lasso", ids, source="data map", overwrite=True),
+    )
+
+
+def stage_embeddings(rows: Rows, n: int, work: Path, args) -> None:
+    import numpy as np
+
+    from cartomap.training.embeddings import embed_run, save_embeddings
+
+    run = main_run(work)
+    rows.measure(
+        "[CLS] embeddings of every pair, tiny model (the real job: tokenise, batches, save)",
+        lambda: embed_run(run, force=True),
+        note=lambda r: f"{r[1].shape[1]} dims",
+    )
+    rec = main_run(work, "recorded")
+    ids = rec.examples()["id"].astype(str).tolist()
+
+    def random_unit():
+        rng = np.random.default_rng(0)
+        out = np.empty((n, EMBED_DIM), dtype=np.float32)
+        for start in range(0, n, 65536):
+            block = rng.standard_normal((min(65536, n - start), EMBED_DIM), dtype=np.float32)
+            out[start : start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+        save_embeddings(rec, ids, out)
+
+    rows.measure(
+        f"random unit vectors of {EMBED_DIM} dims (the default encoder's width) saved as the embeddings "
+        "of the 10-epoch run",
+        random_unit,
+        note="the default encoder would take hours here (see 'encoder'); the next stages use these",
+    )
+
+
+def stage_neighbours(rows: Rows, n: int, work: Path, args) -> None:
+    import numpy as np
+
+    from cartomap.analysis.neighbours import same_label_neighbors
+    from cartomap.training.embeddings import load_embeddings
+
+    run = main_run(work, "recorded")
+    ids, emb = load_embeddings(run)
+    labels = run.examples()["label"].to_numpy()
+    idx, sims = rows.measure(
+        f"same-label k = 4 neighbours of all {n:,} examples ({EMBED_DIM} dims, exact)",
+        lambda: same_label_neighbors(emb, labels, k=4, normalize=False),
+        goal="<= 10 min",
+        limit=600,
+    )
+    np.save(work / "neighbours_exact.npy", idx)
+    rows.measure(
+        "one seed's neighbours (the Neighbours page, per seed)",
+        lambda: same_label_neighbors(emb, labels, k=4, query_idx=[n // 2], normalize=False),
+    )
+
+
+FAISS_QUERIES = 20_000  # queries timed per faiss index; the search time of all N is extrapolated
+
+
+def stage_faiss(rows: Rows, n: int, work: Path, args) -> None:
+    """faiss-cpu against the exact neighbours of stage 'neighbours' (optional: pip install faiss-cpu).
+
+    Per label, an index of that label's vectors is built (timed in full) and searched by a random
+    sample of at most 20,000 queries (timed, then extrapolated to all N); recall@4 is measured on
+    those queries against the exact neighbours."""
+    import faiss
+    import numpy as np
+
+    from cartomap.training.embeddings import load_embeddings
+
+    run = main_run(work, "recorded")
+    _, emb = load_embeddings(run)
+    labels = run.examples(columns=["label"])["label"].to_numpy()
+    exact = np.load(work / "neighbours_exact.npy")
+    faiss.omp_set_num_threads(args.threads or os.cpu_count() or 1)
+    sample = np.sort(np.random.default_rng(0).choice(n, size=min(n, FAISS_QUERIES), replace=False))
+
+    def run_variant(make, params):
+        build = search = 0.0
+        found = np.full((sample.size, 4), -1, dtype=np.int64)
+        for label in np.unique(labels):
+            members = np.flatnonzero(labels == label)
+            x = np.ascontiguousarray(emb[members])
+            t0 = time.perf_counter()
+            index = make(EMBED_DIM)
+            for key, value in params.items():
+                faiss.ParameterSpace().set_index_parameter(index, key, value)
+            if not index.is_trained:
+                index.train(x[np.random.default_rng(0).choice(len(x), min(len(x), 100_000), replace=False)])
+            index.add(x)
+            build += time.perf_counter() - t0
+            queries = sample[labels[sample] == label]
+            t0 = time.perf_counter()
+            _, nn = index.search(np.ascontiguousarray(emb[queries]), 5)
+            search += time.perf_counter() - t0
+            out = np.flatnonzero(labels[sample] == label)
+            for r, row in zip(out.tolist(), nn.tolist(), strict=True):  # drop the query itself
+                keep = [members[j] for j in row if j >= 0 and members[j] != sample[r]][:4]
+                found[r, : len(keep)] = keep
+        hits = sum(len(set(a) & set(b)) for a, b in zip(exact[sample].tolist(), found.tolist(), strict=True))
+        return build, search, hits / (sample.size * 4)
+
+    variants = [
+        ("faiss IndexFlatIP (exact)", lambda d: faiss.IndexFlatIP(d), {}),
+        (
+            "faiss HNSW32, efSearch 64",
+            lambda d: faiss.IndexHNSWFlat(d, 32, faiss.METRIC_INNER_PRODUCT),
+            {"efSearch": 64},
+        ),
+        (
+            "faiss HNSW32, efSearch 256",
+            lambda d: faiss.IndexHNSWFlat(d, 32, faiss.METRIC_INNER_PRODUCT),
+            {"efSearch": 256},
+        ),
+        (
+            "faiss IVF1024,Flat, nprobe 64",
+            lambda d: faiss.index_factory(d, "IVF1024,Flat", faiss.METRIC_INNER_PRODUCT),
+            {"nprobe": 64},
+        ),
+    ]
+    for name, make, params in variants:
+        if args.faiss_only and args.faiss_only not in name:
+            continue
+        reset_peak()
+        build, search, recall = run_variant(make, params)
+        total = build + search * n / sample.size
+        rows.add(
+            f"{name}: same-label k = 4 of all {n:,} (build + search, extrapolated)",
+            total,
+            peak_mib(),
+            f"build {build:.0f} s, search {search:.1f} s for {sample.size:,} queries; recall@4 vs exact {recall:.4f}",
+            "recall >= 0.99 and faster than exact",
+        )
+
+
+def stage_projection(rows: Rows, n: int, work: Path, args) -> None:
+    from cartomap.analysis.projection import project_run
+
+    run = main_run(work, "recorded")
+    rows.measure("2-D projection: PCA", lambda: project_run(run, "pca", force=True))
+    rows.measure(
+        "2-D projection: UMAP (the first one, job)",
+        lambda: project_run(run, "umap", force=True),
+        goal="<= 5 min",
+        limit=300,
+    )
+
+
+def stage_groups(rows: Rows, n: int, work: Path, args) -> None:
+    from cartomap.runs.groups import list_groups
+    from cartomap.training.embeddings import load_embeddings
+    from cartomap.wanli.exemplars import collect_groups, save_auto_groups
+
+    run = main_run(work, "recorded")
+    embeddings = load_embeddings(run)
+    groups = rows.measure(
+        "WaNLI groups: seeds (top 25% variability per label) + 4 neighbours (reference: 15 nearest, same label kept)",
+        lambda: collect_groups(run, embeddings=embeddings),
+        note=lambda g: f"{len(g):,} groups",
+    )
+    rows.measure("save the automatic groups", lambda: save_auto_groups(run, groups))
+    rows.measure(
+        "list the run's groups (every page that offers groups)",
+        lambda: list_groups(run),
+        note=lambda g: f"{len(g):,} groups",
+    )
+    save_state(work, groups=len(groups))
+
+
+def stage_filtering(rows: Rows, n: int, work: Path, args) -> None:
+    """WaNLI Stage 3 on a generated batch of 5 samples for each of 2,000 groups (10,000 pairs)."""
+    import numpy as np
+    import pandas as pd
+
+    from cartomap.io import atomic_write_json, atomic_write_parquet
+    from cartomap.wanli.batches import generated_path, info_path
+    from cartomap.wanli.exemplars import auto_groups
+    from cartomap.wanli.filtering import run_filter
+
+    run = main_run(work)  # the trained run: its end-of-epoch checkpoint scores the pairs
+    groups = auto_groups(main_run(work, "recorded"))[:2000]  # the same examples, the same ids
+    examples = run.examples().set_index("id")
+    names = run.label_names
+    rng = np.random.default_rng(0)
+    records = []
+    for g in groups:
+        seed = examples.loc[g["seed"]]
+        for s in range(5):
+            other = examples.iloc[int(rng.integers(len(examples)))]
+            kind = rng.integers(10)  # some rows for every heuristic
+            premise, hypothesis = str(seed["premise"]), str(other["hypothesis"])
+            if kind == 0:
+                hypothesis = "no"
+            elif kind == 1:
+                hypothesis = premise.upper()
+            elif kind == 2:
+                hypothesis = str(seed["hypothesis"])
+            records.append(
+                {
+                    "gen_id": f"{g['name']}-{s}",
+                    "group": g["name"],
+                    "seed_id": g["seed"],
+                    "intended_label": names[int(seed["label"])],
+                    "premise": premise,
+                    "hypothesis": hypothesis,
+                    "in_context_ids": list(g["ids"]),
+                }
+            )
+    atomic_write_json(
+        info_path(run, "bench"), {"created_at": time.time(), "groups": [g["name"] for g in groups]}
+    )
+    atomic_write_parquet(generated_path(run, "bench"), pd.DataFrame(records))
+    rows.measure(
+        f"WaNLI filtering of {len(records):,} generated pairs (heuristics + max variability over the checkpoints)",
+        lambda: run_filter(run, "bench"),
+        note=lambda f: f"{int(f['kept'].sum()):,} kept",
+    )
+
+
+def stage_pruning(rows: Rows, n: int, work: Path, args) -> None:
+    """Everything a 10-fold pruning experiment does before its first fold trains, and one later pass."""
+    from cartomap.experiments.pruning import PruningKind, PruningParams, create_pruning
+    from cartomap.experiments.store import ExperimentStore
+    from cartomap.training.prepare import prepare_run
+
+    run = main_run(work)
+    store = ExperimentStore(work / "store")
+    params = PruningParams(base=run.config.replace(dev=None), folds=10, cache=str((work / "store").resolve()))
+    exp = rows.measure(
+        "pruning: create the experiment (checks the data)", lambda: create_pruning(params, store)
+    )
+    kind = PruningKind()
+    planned = rows.measure(
+        "pruning: plan the runs (load, 10 stratified folds, 20 derived datasets)",
+        lambda: kind.planned_runs(exp, store.runs),
+        note=lambda p: f"{len(p)} runs",
+    )
+    rows.measure(
+        "pruning: create the 11 run folders (what the runner does before training)",
+        lambda: [prepare_run(config, store.runs) for _, config in planned],
+    )
+    rows.measure(
+        "pruning: plan again (the runner asks after every finished run)",
+        lambda: kind.planned_runs(exp, store.runs),
+    )
+
+
+def stage_compare(rows: Rows, n: int, work: Path, args) -> None:
+    from cartomap.analysis import compare
+
+    prepare_pages(work)
+    run, small = main_run(work), main_run(work, "small_run")
+    rows.measure("comparison table (scores on snli/test)", lambda: compare.comparison_table([run, small]))
+    rows.measure("example diff on snli/test", lambda: compare.example_diff(run, small))
+    app = app_test("compare.py", work)
+    app.session_state["cmp_runs"] = [run.id, small.id]
+    app.session_state["cmp_maps"] = [compare.run_label(run), compare.run_label(small)]
+    timed_run(rows, "Compare page: the two runs (scores, curves, F1, both maps, example diff)", app)
+    timed_run(rows, "Compare page: rerun", app)
+
+
+def stage_neighbours_page(rows: Rows, n: int, work: Path, args) -> None:
+    prepare_pages(work)
+    run = main_run(work, "recorded")
+    app = app_test("neighbours.py", work)
+    app.session_state["run_id"] = run.id
+    timed_run(rows, "Neighbours page: open (embeddings, seeds, a seed's group, PCA view)", app)
+    timed_run(rows, "Neighbours page: rerun", app)
+
+
+def stage_browser(rows: Rows, n: int, work: Path, args) -> None:
+    """The Data map in headless chromium: from opening the address to the map drawn."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    run = main_run(work, "recorded")
+    port = 8650
+    env = dict(os.environ, CARTOMAP_CACHE=str(work / "store"), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    log = open(work / "streamlit.log", "wb")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    try:
+        import urllib.request
+
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.3)
+        for what in ("first open after the server started", "open again (a new session)"):
+            driver.get("about:blank")
+            t0 = time.perf_counter()
+            driver.get(f"http://127.0.0.1:{port}/?run={run.id}")
+            while not driver.find_elements(
+                By.CSS_SELECTOR,
+                "[data-testid=stPlotlyChart] .js-plotly-plot .scatterlayer, [data-testid=stPlotlyChart] canvas",
+            ):
+                if time.perf_counter() - t0 > 300:
+                    raise RuntimeError("the map did not appear in 300 s")
+                time.sleep(0.1)
+            rows.add(
+                f"browser: Data map {what}, until the map is drawn",
+                time.perf_counter() - t0,
+                goal="<= 3 s",
+                ok=time.perf_counter() - t0 <= 3,
+            )
+    finally:
+        driver.quit()
+        server.terminate()
+        server.wait()
+        log.close()
+
+
+# --------------------------------------------------------------------------- parent
+def run_child(stage: str, args) -> list[dict]:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        stage,
+        "--examples",
+        str(args.examples),
+        "--work",
+        str(args.work),
+    ]
+    cmd += ["--encoder-slice", str(args.encoder_slice), "--threads", str(args.threads)]
+    if args.faiss_only:
+        cmd += ["--faiss-only", args.faiss_only]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    if args.threads:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[var] = str(args.threads)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    found = []
+    for line in proc.stdout:
+        if line.startswith("@@ROW "):
+            row = json.loads(line[6:])
+            found.append(row)
+            print(
+                f"  {row['what']}: {row['seconds']} s (CPU {row.get('cpu_seconds')} s), "
+                f"peak {row['peak_mib']} MiB {row['note']}",
+                flush=True,
+            )
+    err = proc.stderr.read()
+    if proc.wait() != 0:
+        tail = err.strip().splitlines()[-1] if err.strip() else "no output"
+        (args.work / f"{stage}.err").write_text(err)
+        print(err[-3000:], file=sys.stderr)
+        found.append(
+            {
+                "stage": stage,
+                "what": f"FAILED: {tail}",
+                "seconds": None,
+                "peak_mib": None,
+                "note": "",
+                "goal": "",
+                "ok": False,
+            }
+        )
+    print(f"[{stage}] {time.perf_counter() - t0:.0f} s", flush=True)
+    return found
+
+
+def fmt_seconds(s) -> str:
+    if s is None:
+        return ""
+    return f"{s:,.3f}" if s < 1 else f"{s:,.1f}" if s < 600 else f"{s:,.0f} ({s / 60:.1f} min)"
+
+
+def markdown(rows: list[dict], n: int) -> str:
+    out = [
+        "| stage | step | seconds | CPU s | peak RSS (MiB) | goal | met | notes |",
+        "|---|---|---:|---:|---:|---|---|---|",
+    ]
+    for r in rows:
+        met = "" if r.get("ok") is None else ("yes" if r["ok"] else "**no**")
+        peak = "" if r.get("peak_mib") is None else f"{r['peak_mib']:,}"
+        out.append(
+            f"| {r['stage']} | {r['what']} | {fmt_seconds(r.get('seconds'))} | {fmt_seconds(r.get('cpu_seconds'))} "
+            f"| {peak} | {r.get('goal', '')} | {met} | {r.get('note', '')} |"
+        )
+    peaks = [r["peak_mib"] for r in rows if r.get("peak_mib") is not None and r["stage"] not in ("encoder",)]
+    if peaks:
+        top = max(peaks)
+        out.append(
+            f"| all | peak RSS of any stage (the default encoder's slice aside) | | | {top:,} | <= 8 GiB "
+            f"| {'yes' if top <= 8192 else '**no**'} | |"
+        )
+    return "\n".join(out)
+
+
+def machine() -> str:
+    load = os.getloadavg()
+    try:
+        mem = subprocess.run(["free", "-g"], capture_output=True, text=True).stdout.splitlines()[1].split()
+        memory = f"{mem[1]} GiB RAM, {mem[2]} GiB used"
+    except (OSError, IndexError):
+        memory = ""
+    import importlib.metadata as md
+
+    versions = ", ".join(f"{p} {md.version(p)}" for p in ("torch", "pandas", "pyarrow", "numpy", "streamlit"))
+    return (
+        f"{platform.machine()}, {os.cpu_count()} CPUs, {memory}, Python {platform.python_version()}, {versions}; "
+        f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--examples", type=int, default=50_000, help="training pairs N (the full size: 550000)"
+    )
+    parser.add_argument("--work", type=Path, help="work folder (default cache/scale/work-<N>)")
+    parser.add_argument("--stages", help=f"comma-separated subset of {','.join(STAGES + OPTIONAL)}")
+    parser.add_argument(
+        "--faiss", action="store_true", help="also time faiss-cpu against the exact neighbours"
+    )
+    parser.add_argument("--faiss-only", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--browser", action="store_true", help="also time the Data map in headless chromium")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the work folder's runs (needed with --stages)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="threads of torch / BLAS in every stage (default: theirs; 1 on a machine shared with other jobs)",
+    )
+    parser.add_argument(
+        "--encoder-slice", type=int, default=256, help="pairs the default encoder is timed on"
+    )
+    parser.add_argument("--json", type=Path, help="write the rows as JSON here")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.work = (args.work or ROOT / "cache" / "scale" / f"work-{args.examples}").resolve()
+    if args.child:
+        fn = globals()[f"stage_{args.child}"]
+        fn(Rows(args.child), args.examples, args.work, args)
+        return
+    stages = list(STAGES) if not args.stages else args.stages.split(",")
+    if not args.stages:
+        stages += [s for s in OPTIONAL if getattr(args, s)]
+        if not args.keep:
+            shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True, exist_ok=True)
+    if "setup" not in stages and not load_state(args.work):
+        stages.insert(0, "setup")
+    before = machine()
+    print(f"bench_scale: {args.examples:,} examples, work folder {args.work}\n{before}", flush=True)
+    t0 = time.perf_counter()
+    rows = []
+    for stage in stages:
+        rows += run_child(stage, args)
+    wall = time.perf_counter() - t0
+    print()
+    print(f"### {args.examples:,} examples\n")
+    print(
+        f"`python bench/bench_scale.py --examples {args.examples}"
+        + (" --faiss" if args.faiss else "")
+        + (" --browser" if args.browser else "")
+        + (f" --threads {args.threads}" if args.threads else "")
+        + (f" --stages {args.stages}" if args.stages else "")
+        + f"`: {wall / 60:.1f} min in all.\n"
+    )
+    print(markdown(rows, args.examples))
+    print(f"\nBefore: {before}\nAfter:  {machine()}")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"examples": args.examples, "rows": rows, "machine": machine()}, indent=2)
+        )
+
+
+if __name__ == "__main__":
+    main()
