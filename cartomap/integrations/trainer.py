@@ -48,7 +48,7 @@ from transformers import TrainerCallback
 
 from cartomap.config import ModelConfig, TrainConfig
 from cartomap.errors import CartomapError, DataError, RunError
-from cartomap.integrations.examples import column_names, user_examples
+from cartomap.integrations.examples import LABEL_COLUMNS, class_names, column_names, user_examples
 from cartomap.integrations.origin import recorded_config
 from cartomap.runs.importer import finish_run
 from cartomap.runs.state import Throttle
@@ -201,10 +201,11 @@ def _logits_of(output: Any):
     return output
 
 
-def first_occurrences(parts: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows of every process (``{"rows", "logits", "step", "last"}`` each) -> (rows, logits, repeats):
-    each row once, first in (step, rank, position) order, and the rows seen again outside a process's
-    last step (a repeat of the last batch is a distributed sampler evening out the processes)."""
+def first_occurrences(parts: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Rows of every process (``{"rows", "logits", "step", "last"}`` each) -> (rows, logits, bad, dropped):
+    each row once, first in (step, rank, position) order; the rows seen again outside a process's
+    last step (``bad``); and how many repeats in the last steps were dropped (a distributed sampler
+    repeats the first rows of the epoch to even out the processes' last batches)."""
     rows = np.concatenate([p["rows"] for p in parts])
     logits = np.concatenate([p["logits"] for p in parts])
     step = np.concatenate([p["step"] for p in parts])
@@ -216,7 +217,7 @@ def first_occurrences(parts: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, n
     repeated = np.ones(len(rows), dtype=bool)
     repeated[first] = False
     bad = rows[repeated & ~last]
-    return unique, logits[first], bad
+    return unique, logits[first], bad, int(repeated.sum()) - len(bad)
 
 
 # --------------------------------------------------------------------------- the callback
@@ -260,7 +261,17 @@ class DataMapCallback(TrainerCallback):
         self.store = store if isinstance(store, RunStore) else RunStore(store)
         self.name, self.save_model = name, save_model
         self.data_name = data_name or _dataset_name(train_dataset)
-        column_names(train_dataset)  # a DatasetDict or rows without names fail here, before training
+        columns = column_names(train_dataset)  # a DatasetDict or rows without names fail here
+        if label_column is None and not set(LABEL_COLUMNS) & set(columns):
+            raise DataError(
+                f"the training dataset has no label column: looked for {', '.join(LABEL_COLUMNS)} among its "
+                f"columns {columns}; name yours with label_column=... (a data map needs every gold label)",
+                field="label_column",
+            )
+        if label_column is not None and label_column not in columns:
+            raise DataError(
+                f"no label column {label_column!r}; the columns are {columns}", field="label_column"
+            )
         self.run: Run | None = None
         self.active = False
         self._hooks: list[Any] = []
@@ -530,7 +541,9 @@ class DataMapCallback(TrainerCallback):
             rows, values, sizes = np.zeros(0, np.int64), np.zeros((0, self.n_classes), np.float32), []
         step = np.repeat(np.arange(len(sizes)), sizes)
         part = {"rows": rows, "logits": values, "step": step, "last": len(sizes) - 1}
-        unique, logits, repeated = first_occurrences(all_gather(part))
+        unique, logits, repeated, dropped = first_occurrences(all_gather(part))
+        if dropped and self.rank == 0:
+            self.run.log(f"epoch {self.epoch + 1}: dropped {dropped} repeated row(s) of the last batches")
         if len(repeated):
             raise DataError(
                 f"epoch {self.epoch + 1}: example {self.ids[int(repeated[0])]!r} was trained twice in one epoch "
@@ -698,8 +711,6 @@ def _tokenizer(processing_class: Any):
 
 def _model_label_names(model, dataset, label_column) -> tuple[str, ...] | None:
     """The model's id2label, unless the dataset's ClassLabel column names the classes itself."""
-    from cartomap.integrations.examples import LABEL_COLUMNS, class_names
-
     columns = column_names(dataset)
     column = label_column or next((c for c in LABEL_COLUMNS if c in columns), None)
     if column is not None and class_names(dataset, column):

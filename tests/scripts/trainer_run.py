@@ -1,11 +1,11 @@
-"""A real transformers Trainer with DataMapCallback, for tests: run alone or under torchrun.
+"""A real transformers Trainer with DataMapCallback, for tests: imported, run alone, or under torchrun.
 
-python tests/scripts/trainer_run.py MODEL CACHE OUT MODE [--rows N] [--epochs E] [--lr LR] [--accumulation K]
-    [--group-by-length] [--no-ids] [--batch B]
+    python tests/scripts/trainer_run.py MODEL CACHE OUT MODE [--rows N] [--epochs E] [--lr LR]
+        [--batch B] [--accumulation K] [--group-by-length] [--no-ids]
 
-Trains MODEL on the first N pairs of the bundled demo dev set (tokenised with the model's
-tokenizer, max 64 tokens, a datasets.Dataset with id, premise, hypothesis, label columns) with
-dropout off, saving a checkpoint after every epoch, and prints the run id.
+Trains MODEL on the first N pairs of the bundled demo dev set (a datasets.Dataset with id,
+premise, hypothesis and label columns, tokenised to at most 64 tokens) with dropout off, saves a
+checkpoint after every epoch into OUT and prints ``RUN <id>`` (rank 0).
 """
 
 from __future__ import annotations
@@ -15,6 +15,76 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def dataset(tokenizer, rows: int, ids: bool = True):
+    """The first ``rows`` demo dev pairs as a tokenised datasets.Dataset."""
+    import datasets
+
+    from cartomap.config import DataConfig
+    from cartomap.data.loading import load_dataset
+
+    frame = load_dataset(DataConfig(path="demo:dev")).frame.head(rows)
+    columns = ["premise", "hypothesis", "label"] + (["id"] if ids else [])
+    train = datasets.Dataset.from_pandas(frame[columns], preserve_index=False)
+    return train.map(
+        lambda b: tokenizer(b["premise"], b["hypothesis"], truncation=True, max_length=64), batched=True
+    )
+
+
+def trainer(
+    model_path: str,
+    out: str,
+    train,
+    callbacks=(),
+    *,
+    epochs: int = 2,
+    lr: float = 5e-4,
+    batch: int = 4,
+    accumulation: int = 1,
+    group_by_length: bool = False,
+    **extra,
+):
+    """A Trainer of the model at ``model_path`` (dropout off) on ``train``, one checkpoint per epoch."""
+    import torch
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
+    args = TrainingArguments(
+        output_dir=out,
+        num_train_epochs=epochs,
+        per_device_train_batch_size=batch,
+        per_device_eval_batch_size=8,
+        gradient_accumulation_steps=accumulation,
+        learning_rate=lr,
+        train_sampling_strategy="group_by_length" if group_by_length else "random",
+        save_strategy="epoch",
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        ddp_backend="gloo" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,
+        disable_tqdm=True,
+        seed=0,
+        **extra,
+    )
+    return Trainer(
+        model=model,
+        args=args,
+        train_dataset=train,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
 
 
 def main() -> None:
@@ -32,58 +102,25 @@ def main() -> None:
     p.add_argument("--no-ids", action="store_true")
     a = p.parse_args()
 
-    import datasets
-    import torch
-    from transformers import (
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-        DataCollatorWithPadding,
-        Trainer,
-        TrainingArguments,
-    )
+    from transformers import AutoTokenizer
 
-    from cartomap.config import DataConfig
-    from cartomap.data.loading import load_dataset
     from cartomap.integrations import DataMapCallback
 
-    torch.manual_seed(0)
-    tokenizer = AutoTokenizer.from_pretrained(a.model)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        a.model, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
-    )
-    frame = load_dataset(DataConfig(path="demo:dev")).frame.head(a.rows)
-    columns = ["premise", "hypothesis", "label"] + ([] if a.no_ids else ["id"])
-    train = datasets.Dataset.from_pandas(frame[columns], preserve_index=False)
-    train = train.map(
-        lambda b: tokenizer(b["premise"], b["hypothesis"], truncation=True, max_length=64), batched=True
-    )
-    args = TrainingArguments(
-        output_dir=a.out,
-        num_train_epochs=a.epochs,
-        per_device_train_batch_size=a.batch,
-        per_device_eval_batch_size=8,
-        gradient_accumulation_steps=a.accumulation,
-        learning_rate=a.lr,
-        train_sampling_strategy="group_by_length" if a.group_by_length else "random",
-        save_strategy="epoch",
-        logging_steps=1,
-        report_to=[],
-        use_cpu=True,
-        ddp_backend="gloo" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,
-        disable_tqdm=True,
-        seed=0,
-    )
+    train = dataset(AutoTokenizer.from_pretrained(a.model), a.rows, ids=not a.no_ids)
     callback = DataMapCallback(train, mode=a.mode, store=a.cache, name=f"trainer {a.mode}")
-    trainer = Trainer(
-        model=model,
-        args=args,
-        train_dataset=train,
-        data_collator=DataCollatorWithPadding(tokenizer),
-        processing_class=tokenizer,
-        callbacks=[callback],
+    t = trainer(
+        a.model,
+        a.out,
+        train,
+        [callback],
+        epochs=a.epochs,
+        lr=a.lr,
+        batch=a.batch,
+        accumulation=a.accumulation,
+        group_by_length=a.group_by_length,
     )
-    trainer.train()
-    if args.process_index == 0:
+    t.train()
+    if t.args.process_index == 0:
         print(f"RUN {callback.run.id}", flush=True)
 
 
