@@ -302,13 +302,11 @@ class DynamicsRecorder:
         epochs = self.epochs
         if not epochs:
             raise DataError("nothing was recorded: call the recorder with (epoch, ids, logits) first")
-        expected = list(range(self.expected_epochs or epochs[-1] + 1))
-        gaps = [e for e in expected if e not in self._logits]
-        if gaps:
-            raise DataError(
-                f"epoch {gaps[0]} was never recorded (recorded: {epochs}); epochs count from 0", field="epoch"
-            )
-        for e in epochs:
+        for e in range(self.expected_epochs or epochs[-1] + 1):  # in order: the first problem is named
+            if e not in self._logits:
+                raise DataError(
+                    f"epoch {e} was never recorded (recorded: {epochs}); epochs count from 0", field="epoch"
+                )
             self.check_epoch(e)
         return np.stack([self._logits[e] for e in epochs])
 

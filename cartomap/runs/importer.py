@@ -40,6 +40,10 @@ class RecordedExamples:
     def fingerprint(self) -> str:
         return self.digest
 
+    @property
+    def text_columns(self) -> tuple[str, ...]:
+        return ("premise", "hypothesis") if self.is_pair else ("text",)
+
     def __len__(self) -> int:
         return len(self.frame)
 
