@@ -27,7 +27,7 @@ def cmd_train(a: argparse.Namespace) -> int:
     # A job started for a prepared run opens it by id: the data is not loaded and fingerprinted again.
     run = store.get(a.run) if a.run else prepare_run(config_from_args(a), store)
     origin = run.config.origin.kind
-    if origin not in ("cartomap", "reference"):
+    if origin not in ("cartomap", "reference") and run.state != "done":
         raise RunError(
             f"run {run.id} was recorded by {origin}, not trained by cartomap: it cannot be trained here"
         )

@@ -415,6 +415,10 @@ class DataMapCallback(TrainerCallback):
             + (f"; resumed after epoch {start}" if resumed else "")
         )
         run.set_status(state="running", error=None, pid=None)
+        print(
+            f"cartomap: recording {self.mode} dynamics into run {run.id} (ids from {self.how['ids']}): {run.path}",
+            flush=True,
+        )
         return {"active": True, "start_epoch": start, "path": str(run.path)}
 
     def _install(self, model, train_dataloader) -> None:
