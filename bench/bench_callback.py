@@ -70,6 +70,7 @@ def worker(args) -> dict:
     import torch
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments
 
+    from cartomap.integrations import trainer as integration
     from cartomap.integrations.trainer import DataMapCallback
     from cartomap.training.loop import seed_everything
     from cartomap.training.models import load_classifier, quiet_transformers
@@ -80,21 +81,26 @@ def worker(args) -> dict:
     seed_everything(42)
     model = load_classifier("default", names)
     spent: dict[str, float] = {}
+
+    def timing(name, inner):
+        def timed(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return inner(*a, **kw)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
+
+        return timed
+
+    # the DataLoader side of the training pass: row indices into the items, out of them into the batch
+    for cls in (integration.IndexedFetch, integration.IndexCollator):
+        cls.__call__ = timing(cls.__name__, cls.__call__)
     with tempfile.TemporaryDirectory(prefix="cartomap-bench-") as tmp:
         callbacks = []
         if args.worker != "plain":
             callback = DataMapCallback(train, mode=args.worker, store=Path(tmp) / "cache", save_model=False)
             for name in CALLBACK_CODE:  # timed in place (the hooks are registered from these attributes)
-                inner = getattr(callback, name)
-
-                def timed(*a, _inner=inner, _name=name, **kw):
-                    t = time.perf_counter()
-                    try:
-                        return _inner(*a, **kw)
-                    finally:
-                        spent[_name] = spent.get(_name, 0.0) + time.perf_counter() - t
-
-                setattr(callback, name, timed)
+                setattr(callback, name, timing(name, getattr(callback, name)))
             callbacks.append(callback)
         targs = TrainingArguments(
             output_dir=str(Path(tmp) / "out"),

@@ -34,6 +34,14 @@ sys.path.insert(0, str(SCRIPT.parent))
 import trainer_run  # noqa: E402
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def fresh_logits(checkpoint: Path, frame: pd.DataFrame) -> np.ndarray:
     """A plain forward pass of a saved checkpoint over the examples (eval mode, one padded batch)."""
     import torch
@@ -151,6 +159,36 @@ def test_training_pass_logits_belong_to_their_rows_and_the_same_training_is_the_
     assert runs[1][0].id == run.id and runs[1][0].state == "done"
 
 
+def test_training_pass_through_a_collator_that_allows_no_extra_keys(tiny_model, tmp_path):
+    """The row indices never reach the user's collator (nor the model): a strict collator still works."""
+    from transformers import AutoTokenizer, DataCollatorWithPadding
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    pad = DataCollatorWithPadding(tokenizer)
+    allowed = {"input_ids", "token_type_ids", "attention_mask", "label"}
+
+    def strict(features):
+        extra = set(features[0]) - allowed
+        if extra:
+            raise ValueError(f"unexpected keys {extra}")
+        return pad(features)
+
+    train = trainer_run.dataset(tokenizer, 12)
+    callback = DataMapCallback(train, mode="train", store=tmp_path / "cache")
+    trainer = trainer_run.trainer(tiny_model, str(tmp_path / "out"), train, [callback], epochs=1)
+    trainer.data_collator = strict
+    trainer.train()
+    assert callback.run.state == "done" and callback.run.dynamics()[1].shape == (1, 12, 3)
+
+    # the callback's dataset must be the Trainer's, row for row: other labels stop it before training
+    shifted = train.map(lambda row: {"label": (row["label"] + 1) % 3})
+    callback = DataMapCallback(shifted, mode="train", store=tmp_path / "other")
+    trainer = trainer_run.trainer(tiny_model, str(tmp_path / "out2"), train, [callback], epochs=1)
+    with pytest.raises(DataError, match="12 rows of the Trainer's training set have other labels"):
+        trainer.train()
+    assert RunStore(tmp_path / "other").list() == []
+
+
 def test_row_index_ids_when_the_dataset_has_none(tiny_model, tmp_path):
     from transformers import AutoTokenizer
 
@@ -244,8 +282,10 @@ def test_two_processes_record_every_example_exactly_once(tiny_model, tmp_path):
         "torch.distributed.run",
         "--nproc_per_node",
         "2",
+        "--master_addr",
+        "127.0.0.1",
         "--master_port",
-        str(29500 + os.getpid() % 1000),
+        str(free_port()),
         str(SCRIPT),
         tiny_model,
         str(tmp_path / "cache"),

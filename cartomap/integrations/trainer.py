@@ -302,6 +302,7 @@ class DataMapCallback(TrainerCallback):
                 f"the Trainer trains on {size} rows, the callback's dataset has {len(self.ids)}: give "
                 "DataMapCallback the dataset you pass to the Trainer as train_dataset (a map-style dataset)"
             )
+        self._check_labels(loader_set)
         if "train" in self.sources:
             self._check_drop_last(args)
         decision = None
@@ -328,6 +329,26 @@ class DataMapCallback(TrainerCallback):
         self.throttle, self.loss, self.t_start = Throttle(STATUS_EVERY_S), None, time.time()
         self.start_step = state.global_step
         self._status(state, force=True, phase="train")
+
+    def _check_labels(self, loader_set) -> None:
+        """The Trainer's labels are the callback's, row for row (when the Trainer's set has a label column)."""
+        try:
+            column = next((c for c in LABEL_COLUMNS if c in column_names(loader_set)), None)
+            given = np.asarray(loader_set[column]) if column and hasattr(loader_set, "column_names") else None
+        except (CartomapError, TypeError, KeyError, ValueError):
+            return
+        if given is None or given.shape != self.labels.shape or not np.issubdtype(given.dtype, np.integer):
+            return
+        wrong = np.flatnonzero(given != self.labels)
+        if len(wrong):
+            k = int(wrong[0])
+            raise DataError(
+                f"{len(wrong)} rows of the Trainer's training set have other labels than the callback's dataset, "
+                f"e.g. row {k} (id {self.ids[k]!r}): {int(given[k])} against {int(self.labels[k])}; give "
+                "DataMapCallback the dataset the Trainer trains on (same rows, same order), and label_names in "
+                "the model's label order",
+                field=column,
+            )
 
     def _check_drop_last(self, args) -> None:
         per_step = args.per_device_train_batch_size * self.world
@@ -399,16 +420,17 @@ class DataMapCallback(TrainerCallback):
                 f"{state.global_step}); the training-pass logits of its first batches were not kept: resume from "
                 "an end-of-epoch checkpoint (save_strategy='epoch') or record with mode='eval'"
             )
+        self._lock = run.acquire_lock()  # RunError while another process records into this run
         for source in self.sources:
             have = run.dynamics_epochs(source)
             if have[:start] != list(range(start)):
+                self._release()
                 raise RunError(
                     f"run {run.id} has {source} dynamics of epochs {have} but the Trainer resumes after epoch "
                     f"{start}: start the training again without resume_from_checkpoint"
                 )
             for e in have[start:]:  # from an earlier attempt that did not finish
                 run.epoch_path(source, e).unlink()
-        self._lock = run.acquire_lock()
         run.log(
             f"recording {self.mode} dynamics of a transformers Trainer with DataMapCallback "
             f"({len(self.ids)} examples, ids from {self.how['ids']}, {self.world} process(es))"
@@ -431,14 +453,16 @@ class DataMapCallback(TrainerCallback):
             ) from err
         if isinstance(self.collate, IndexCollator):
             self.collate = self.collate.collate
-        train_dataloader.collate_fn = IndexCollator(self.collate, self.labels)
+        # accelerate's prepared loader iterates the DataLoader it wraps: the collator goes there
+        loader = getattr(train_dataloader, "base_dataloader", train_dataloader)
+        loader.collate_fn = IndexCollator(self.collate, self.labels)
         self._steps: list[tuple[Any, Any]] = []
         self._pending = None
         self._hooks = [
             model.register_forward_pre_hook(self._pre_hook, with_kwargs=True, prepend=True),
             model.register_forward_hook(self._hook),
         ]
-        self._model, self._loader = model, train_dataloader
+        self._model, self._loader = model, loader
 
     def _pre_hook(self, module, args, kwargs):
         index = kwargs.pop(INDEX_KEY, None)
