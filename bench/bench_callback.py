@@ -19,7 +19,7 @@ callback's own code. Torch runs one thread by default: on a shared machine the C
 single-threaded run is the figure that other load disturbs least (``--threads 0``: torch's choice).
 
     HF_HUB_OFFLINE=1 python bench/bench_callback.py                     # 256 examples x 2 epochs, 3 repeats
-    python bench/bench_callback.py --examples 512 --epochs 2 --repeats 5 --json out.json
+    python bench/bench_callback.py --examples 128 --repeats 7 --variants plain,train --json out.json
 """
 
 from __future__ import annotations
@@ -172,6 +172,9 @@ def main() -> None:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=1, help="torch threads per worker (0: torch's default)")
+    p.add_argument(
+        "--variants", default="plain,train,eval", help="which of plain, train, eval (plain always)"
+    )
     p.add_argument("--json", default=None, help="also write every measurement here")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
@@ -180,7 +183,7 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(worker(args)))
         return
 
-    names = list(VARIANTS)
+    names = ["plain"] + [v for v in VARIANTS if v != "plain" and v in args.variants.split(",")]
     rows: dict[str, list[dict]] = {v: [] for v in names}
     loads = [load_average()]
     started = time.time()
