@@ -102,6 +102,25 @@ class OrderConfig:
     region_fraction: float = 0.33  # size of the E2L / A / H2L groups by rank (Cartography reference)
 
 
+#: Where a run's dynamics come from (:class:`OriginConfig`).
+ORIGINS = (
+    "cartomap",  # cartomap's own training loop (cartomap.training.loop)
+    "reference",  # dynamics_epoch_*.jsonl files of the reference Cartography code (cartomap import-dynamics)
+    "trainer",  # cartomap.integrations.DataMapCallback in a user's transformers Trainer
+    "recorder",  # cartomap.integrations.DynamicsRecorder in a user's own PyTorch loop
+    "checkpoints",  # eval-mode passes of saved checkpoints (cartomap score-checkpoints)
+)
+
+
+@dataclass(frozen=True)
+class OriginConfig:
+    """Who recorded a run's dynamics, when it was not cartomap's own loop, and what else decided them."""
+
+    kind: str = "cartomap"  # one of ORIGINS
+    checkpoints: tuple[str, ...] = ()  # "checkpoints": the folders or hub ids scored, one per epoch, in order
+    settings: str = ""  # canonical JSON of what decides the dynamics and has no field above: a Trainer's arguments, a recorder's settings and dynamics digest, checkpoint file stamps
+
+
 # Fields that do not change what a run computes (up to floating-point noise) and so not its identity.
 _NOT_IDENTITY = {"device"}
 
@@ -115,6 +134,9 @@ class RunConfig:
     order: OrderConfig = field(default_factory=OrderConfig)
     tests: tuple[DataConfig, ...] = ()  # test sets evaluated after every epoch (logits kept per epoch)
     name: str = ""  # optional human label; not part of the identity
+    origin: OriginConfig = field(
+        default_factory=OriginConfig
+    )  # who recorded the dynamics (cartomap's loop by default)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -133,6 +155,8 @@ class RunConfig:
             d.pop("order")
         if not self.tests:
             d.pop("tests")
+        if self.origin in (OriginConfig(), OriginConfig(kind="reference")):
+            d.pop("origin")  # runs trained or imported before the field existed keep their ids
         return d
 
     @classmethod
@@ -155,6 +179,7 @@ def _build(cls, d):
         "model": ModelConfig,
         "train": TrainConfig,
         "order": OrderConfig,
+        "origin": OriginConfig,
     }
     for key, value in d.items():
         if key not in hints:

@@ -221,7 +221,7 @@ def show_trajectory(run, table, table_event) -> None:
     with right:
         st.markdown("**Probability by epoch**")
         try:
-            traj = datamap.gold_trajectory(run, focus)
+            traj = datamap.gold_trajectory(run, focus, run.status().get("metrics_source") or "train")
         except CartomapError as err:
             st.warning(str(err))
             return

@@ -1,5 +1,6 @@
 """Train page: choose data, map its columns, set the training options and start a run as a
-background job; follow, cancel, resume and delete runs.
+background job, or map an existing model's checkpoints on that data; follow, cancel, resume and
+delete runs.
 
 Layout only: reading, validating and training are the library's (cartomap.training.forms,
 cartomap.data.uploads, cartomap.runs.jobs). Every form value lives in st.session_state (see
@@ -13,6 +14,7 @@ import streamlit as st
 from cartomap.config import DEMO_TRAIN, TrainConfig
 from cartomap.data.forms import FORMAT_CHOICES, guess_columns, preview_table
 from cartomap.errors import CartomapError
+from cartomap.integrations.checkpoints import DEFAULT_BATCH_SIZE, start_scoring
 from cartomap.io import file_stamp
 from cartomap.training.forms import RECORD_MODES, build_run_config
 from cartomap.training.launch import start_training
@@ -275,6 +277,68 @@ if st.button("Start training", type="primary", key="train_start"):
                 f"Started run {started.id}: training runs in the background; leaving this page does not stop it.",
             )
         select_run(started.id)  # its data warnings, if any, show above while it is selected
+        st.rerun()
+
+# ----- an existing model's checkpoints
+st.header("Map an existing model's checkpoints")
+st.caption(
+    "A fine-tuning that already happened: each saved checkpoint scores every example of the training "
+    "data chosen in 1 and 2 in eval mode, and its logits are one epoch of the run. Give a Trainer "
+    "output_dir (its checkpoint-<step> folders are taken in step order), or one checkpoint folder or hub "
+    "id per line, in epoch order."
+)
+checkpoint_text = st.text_area(
+    "Checkpoints",
+    placeholder="/path/to/output_dir\n(or one checkpoint folder or hub id per line, in epoch order)",
+    **kept("score_paths", ""),
+)
+c1, c2, c3, c4 = st.columns([1, 1, 2, 2])
+score_batch = c1.number_input("Batch size", 1, 4096, step=8, **kept("score_batch", DEFAULT_BATCH_SIZE))
+score_length = c2.number_input("Max tokens", 8, 4096, step=8, **kept("score_max_length", 128))
+score_tokenizer = c3.text_input(
+    "Tokenizer (optional)",
+    help="A folder or hub id, when the checkpoints hold no tokenizer (default: theirs, or the output_dir's)",
+    **kept("score_tokenizer", ""),
+)
+score_name = c4.text_input("Run name (optional)", **kept("score_name", ""))
+if st.button("Score checkpoints", key="score_start"):
+    try:
+        data = build_run_config(
+            data_path=data_path,
+            format=fmt,
+            split=split,
+            text_columns=text_columns,
+            label_column=label_column,
+            id_column=id_column,
+            genre_column=genre_column,
+            label_names=label_names,
+        ).data
+        with st.spinner("Checking the checkpoints and the data…"):
+            started = start_scoring(
+                [line.strip() for line in checkpoint_text.splitlines() if line.strip()],
+                data,
+                store,
+                batch_size=int(score_batch),
+                max_length=int(score_length),
+                tokenizer=score_tokenizer.strip(),
+                device=values["device"],
+                name=score_name.strip(),
+            )
+    except CartomapError as err:
+        show_error(err)
+    else:
+        if started.state == "done":
+            flash(
+                "info",
+                f"These checkpoints were scored on this data before: selected run {started.id} (done).",
+            )
+        else:
+            flash(
+                "success",
+                f"Started run {started.id}: the checkpoints are scored in the background; leaving this page "
+                "does not stop it.",
+            )
+        select_run(started.id)
         st.rerun()
 
 # ----- all runs

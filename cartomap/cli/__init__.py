@@ -1,7 +1,7 @@
 """The ``cartomap`` command line: every long job the dashboard offers, plus run management.
 
 One module per command group (:mod:`.train`, :mod:`.runs`, :mod:`.analysis`, :mod:`.wanli`,
-:mod:`.experiments`), each adding its subcommands with ``add_commands``; :mod:`.options` holds
+:mod:`.experiments`, :mod:`.integrations`), each adding its subcommands with ``add_commands``; :mod:`.options` holds
 the options they share. ``python -m cartomap.cli`` is how background jobs start it.
 """
 
@@ -11,12 +11,12 @@ import argparse
 import os
 import sys
 
-from cartomap.cli import analysis, experiments, runs, train, wanli
+from cartomap.cli import analysis, experiments, integrations, runs, train, wanli
 from cartomap.errors import CartomapError
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-GROUPS = (train, experiments, runs, analysis, wanli)
+GROUPS = (train, experiments, runs, analysis, wanli, integrations)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -51,6 +51,8 @@ def cmd_show(a: argparse.Namespace) -> int:
         f"  model  {cfg.model.name_or_path}  epochs {cfg.train.epochs}  batch {cfg.train.batch_size}  "
         f"lr {cfg.train.learning_rate}  record {cfg.train.record}"
     )
+    if cfg.origin.kind != "cartomap":
+        print(f"  origin {cfg.origin.kind}" + "".join(f"\n    {c}" for c in cfg.origin.checkpoints))
     if status["state"] in ("running", "interrupted", "cancelled", "failed"):
         print(
             f"  progress: epoch {status.get('epoch')}/{status.get('epochs')} step {status.get('global_step')}/"

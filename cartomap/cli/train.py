@@ -15,6 +15,7 @@ from cartomap.cli.options import (
     print_run_summary,
 )
 from cartomap.config import ORDERS, OrderConfig, RunConfig
+from cartomap.errors import RunError
 from cartomap.runs import layout
 
 
@@ -26,6 +27,11 @@ def cmd_train(a: argparse.Namespace) -> int:
     store = RunStore(a.cache)
     # A job started for a prepared run opens it by id: the data is not loaded and fingerprinted again.
     run = store.get(a.run) if a.run else prepare_run(config_from_args(a), store)
+    origin = run.config.origin.kind
+    if origin not in ("cartomap", "reference") and run.state != "done":
+        raise RunError(
+            f"run {run.id} was recorded by {origin}, not trained by cartomap: it cannot be trained here"
+        )
     print_warnings(run)
     return train_with_progress(run, quiet=a.quiet, as_job=a.job)
 

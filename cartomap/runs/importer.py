@@ -1,23 +1,36 @@
-"""Bring runs of the reference Cartography implementation into the run store."""
+"""Runs whose dynamics were recorded outside cartomap's training loop, written into the run store.
+
+Three kinds of work end here: the reference Cartography code's ``dynamics_epoch_*.jsonl`` files
+(:func:`import_reference_run`), and the integrations of :mod:`cartomap.integrations` (a
+``transformers`` Trainer callback, a recorder for any PyTorch loop, scored checkpoints). They all
+write the same files as cartomap's own loop (per-epoch dynamics by id, metrics of the first
+recorded source in the main metrics file, history, state ``done``), through
+:func:`write_epochs`, :func:`write_metrics` and :func:`finish_run`, so the dashboard and every
+command open such a run like any other.
+"""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, TrainConfig
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json, atomic_write_parquet
 from cartomap.runs.store import Run, RunStore
 
 
 @dataclass(frozen=True, eq=False)
-class _ImportedExamples:
-    """What RunStore.create needs of a dataset, for examples known only by id and gold label."""
+class RecordedExamples:
+    """What RunStore.create needs of a dataset, for examples known by id and gold label (texts optional).
+
+    ``digest`` is the fingerprint the run id is made of."""
 
     frame: pd.DataFrame
     label_names: tuple[str, ...]
@@ -27,10 +40,79 @@ class _ImportedExamples:
     def fingerprint(self) -> str:
         return self.digest
 
+    @property
+    def text_columns(self) -> tuple[str, ...]:
+        return ("premise", "hypothesis") if self.is_pair else ("text",)
+
     def __len__(self) -> int:
         return len(self.frame)
 
 
+def examples_without_texts(ids: Sequence[str], labels: np.ndarray, label_names: Sequence[str], digest: str):
+    """Examples with an empty ``text``: the data map shows ids and labels only."""
+    frame = pd.DataFrame(
+        {
+            "id": pd.Series([str(i) for i in ids], dtype=str),
+            "text": [""] * len(ids),
+            "label": np.asarray(labels, dtype=np.int64),
+        }
+    )
+    return RecordedExamples(frame, tuple(label_names), digest, False)
+
+
+def dynamics_digest(ids: Sequence[str], labels: np.ndarray, logits: np.ndarray) -> str:
+    """sha256 of ids, gold labels and float32 logits [E, N, C]: identical dynamics, identical digest."""
+    digest = hashlib.sha256()
+    digest.update("\n".join(str(i) for i in ids).encode())
+    digest.update(np.asarray(labels).astype(np.int64).tobytes())
+    digest.update(np.ascontiguousarray(logits, dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- writing a run
+def write_epochs(run: Run, source: str, ids: Sequence[str], logits: np.ndarray, first: int = 0) -> None:
+    """Write logits [E, N, C] as epochs ``first`` .. ``first + E - 1`` of ``source``."""
+    for e in range(len(logits)):
+        run.write_epoch(source, first + e, ids, logits[e])
+
+
+def write_metrics(
+    run: Run, dynamics: Mapping[str, np.ndarray], labels: np.ndarray, ids: Sequence[str]
+) -> str:
+    """Data-map metrics of every source of ``dynamics`` ({source: logits [E, N, C]}); the first source
+    goes to the main metrics file (as in cartomap's loop). Returns that first source."""
+    from cartomap.scores.metrics import compute_metrics
+
+    sources = list(dynamics)
+    for source in sources:
+        frame = compute_metrics(dynamics[source], labels, ids)
+        atomic_write_parquet(run.metrics_path("train" if source == sources[0] else source), frame)
+    return sources[0]
+
+
+def finish_run(
+    run: Run,
+    dynamics: Mapping[str, np.ndarray],
+    labels: np.ndarray,
+    ids: Sequence[str],
+    history: list[dict[str, Any]],
+    *,
+    write_dynamics: bool = True,
+    **status: Any,
+) -> Run:
+    """Write a recorded run's dynamics (unless already written epoch by epoch), metrics and history,
+    then mark it done; ``status`` adds fields to its status (e.g. where it came from)."""
+    if write_dynamics:
+        for source, logits in dynamics.items():
+            write_epochs(run, source, ids, logits)
+    first = write_metrics(run, dynamics, labels, ids)
+    atomic_write_json(run.history_path, history)
+    epochs = len(next(iter(dynamics.values())))
+    run.set_status(state="done", phase="done", epochs_done=epochs, metrics_source=first, eta_s=0, **status)
+    return run
+
+
+# --------------------------------------------------------------------------- the reference code
 def _examples_frame(ids, gold, label_names, data: DataConfig | None, folder: Path):
     if data is None:
         return pd.DataFrame({"id": ids, "text": [""] * len(ids), "label": gold.astype(np.int64)}), False
@@ -66,7 +148,6 @@ def import_reference_run(
 ) -> Run:
     """Create (or return) a finished run from ``dynamics_epoch_*.jsonl`` files; texts come from ``data``."""
     from cartomap.runs.interop import read_reference_dynamics
-    from cartomap.scores.metrics import compute_metrics
 
     folder = Path(folder)
     ref = read_reference_dynamics(folder)
@@ -82,11 +163,8 @@ def import_reference_run(
             field="label_names",
         )
     frame, is_pair = _examples_frame(ref.ids, ref.gold, tuple(label_names), data, folder)
-    digest = hashlib.sha256()
-    digest.update("\n".join(ref.ids).encode())
-    digest.update(ref.gold.astype(np.int64).tobytes())
-    digest.update(np.ascontiguousarray(ref.logits, dtype=np.float32).tobytes())
-    examples = _ImportedExamples(frame, tuple(label_names), digest.hexdigest(), is_pair)
+    digest = dynamics_digest(ref.ids, ref.gold, ref.logits)
+    examples = RecordedExamples(frame, tuple(label_names), digest, is_pair)
 
     config = RunConfig(
         data=data or DataConfig(path=str(folder.resolve()), format="reference-dynamics"),
@@ -94,18 +172,12 @@ def import_reference_run(
         model=ModelConfig(name_or_path="imported"),
         train=TrainConfig(epochs=len(ref.epochs)),
         name=name or f"imported {folder.name}",
+        origin=OriginConfig(kind="reference"),  # not part of the identity: imported runs keep their ids
     )
     run = store.create(config, examples)
     if run.state == "done":
         return run
-    for e in range(len(ref.epochs)):
-        run.write_epoch("train", e, ref.ids, ref.logits[e])
-    atomic_write_parquet(run.path / "metrics.parquet", compute_metrics(ref.logits, ref.gold, ref.ids))
-    atomic_write_json(
-        run.path / "history.json", [{"epoch": e + 1, "reference_epoch": r} for e, r in enumerate(ref.epochs)]
-    )
-    run.set_status(
-        state="done", phase="done", epochs_done=len(ref.epochs), imported_from=str(folder.resolve())
-    )
+    history = [{"epoch": e + 1, "reference_epoch": r} for e, r in enumerate(ref.epochs)]
+    finish_run(run, {"train": ref.logits}, ref.gold, ref.ids, history, imported_from=str(folder.resolve()))
     run.log(f"imported {len(ref.epochs)} epochs of reference dynamics from {folder}")
     return run

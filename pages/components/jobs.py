@@ -26,6 +26,7 @@ from cartomap.config import RunConfig
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch
 from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.integrations.checkpoints import restart_scoring
 from cartomap.runs.jobs import start_task, tail
 from cartomap.runs.progress import describe_progress
 from cartomap.runs.state import ACTIVE_STATES, RESUMABLE_STATES, StatusFolder
@@ -54,6 +55,21 @@ TRAINING = Wording(
     failed="Training failed:",
     cancelled="Cancelled. Resume continues from the last completed epoch.",
     interrupted="The training job stopped without finishing (killed or crashed). Resume continues it.",
+)
+SCORING = Wording(
+    queued="Waiting for the scoring job to start (loading libraries and data)…",
+    exited="The scoring job exited before it started. The end of its log:",
+    failed="Scoring the checkpoints failed:",
+    cancelled="Cancelled. Resume goes on with the next checkpoint not scored yet.",
+    interrupted="The scoring job stopped without finishing (killed or crashed). Resume goes on with it.",
+)
+RECORDED = Wording(
+    queued="Waiting for the training script to start…",
+    exited="The training script exited before it started.",
+    failed="Recording failed:",
+    cancelled="Cancelled.",
+    interrupted="The training script stopped before it finished (killed or crashed). Resume your Trainer from "
+    "an end-of-epoch checkpoint (resume_from_checkpoint) with the same DataMapCallback: it continues this run.",
 )
 EXPERIMENT = Wording(
     queued="Waiting for the experiment job to start (loading libraries and data)…",
@@ -209,10 +225,13 @@ def _training_details(run: StatusFolder, status: dict[str, Any]) -> None:
 
 
 def resume_training(run: Run) -> Run | None:
-    """Start training ``run`` again from its own copy of the data (the original files are not read);
-    reports errors and returns the run started."""
+    """Start training ``run`` again from its own copy of the data (the original files are not read;
+    scoring again, for a run of saved checkpoints); reports errors and returns the run started."""
     try:
-        started = start_run_job(run, get_store())
+        if run.config.origin.kind == "checkpoints":
+            started = restart_scoring(run, get_store())
+        else:
+            started = start_run_job(run, get_store())
     except CartomapError as err:
         show_error(err)
         return None
@@ -232,13 +251,16 @@ def run_panel(run: Run) -> str:
     if not run.status_path.exists():
         st.warning(f"Run {run.id} cannot be read (deleted?).")
         return "unknown"
+    origin = run.config.origin.kind
+    if origin in ("trainer", "recorder"):  # recorded by the user's own script: nothing here to resume
+        return job_panel(run, RECORDED, _training_details)
     return job_panel(
         run,
-        TRAINING,
+        SCORING if origin == "checkpoints" else TRAINING,
         _training_details,
         resume=resume,
         cancel=run.request_cancel,
-        cancel_label="Cancel training",
+        cancel_label="Cancel scoring" if origin == "checkpoints" else "Cancel training",
     )
 
 

@@ -1,0 +1,158 @@
+"""A user's training set (a Hugging Face ``datasets.Dataset``, a DataFrame, a list of records, ...)
+as the validated examples of a run: id, texts, label.
+
+Ids come from the id column, or are the row index when there is none (the row a ``Trainer`` or a
+``DataLoader`` asks for). Texts come from the text columns (found by name when not given), or are
+decoded from ``input_ids`` with the tokenizer when the dataset holds tokens only. A dataset without
+labels is an error that says which column was looked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cartomap.config import DataConfig
+from cartomap.data.forms import guess_columns
+from cartomap.data.loading import TextDataset, from_frame
+from cartomap.errors import DataError
+
+#: Label columns looked for, in order, when none is named.
+LABEL_COLUMNS = ("label", "labels", "label_ids", "gold_label")
+#: The name of the texts decoded from token ids (datasets without text columns).
+DECODED = "text"
+
+
+def column_names(dataset: Any) -> list[str]:
+    """The columns of a datasets.Dataset, a DataFrame, a dict of columns, or a sequence of dict rows."""
+    if hasattr(dataset, "column_names"):
+        names = dataset.column_names
+        if isinstance(names, Mapping):  # a DatasetDict
+            raise DataError(
+                f"expected one split of the dataset, got a DatasetDict with splits {list(names)}: pass e.g. "
+                "dataset['train']"
+            )
+        return [str(c) for c in names]
+    if isinstance(dataset, pd.DataFrame):
+        return [str(c) for c in dataset.columns]
+    if isinstance(dataset, Mapping):
+        return [str(c) for c in dataset]
+    try:
+        first = dataset[0]
+    except (TypeError, IndexError, KeyError) as err:
+        raise DataError(
+            f"cannot read rows of a {type(dataset).__name__}: expected a datasets.Dataset, a pandas "
+            "DataFrame, a dict of columns or a sequence of dict rows"
+        ) from err
+    if not isinstance(first, Mapping):
+        raise DataError(f"rows of the dataset are {type(first).__name__}, expected dicts with named columns")
+    return [str(c) for c in first]
+
+
+def read_columns(dataset: Any, columns: Sequence[str]) -> pd.DataFrame:
+    """The named columns of ``dataset`` as a DataFrame, one row per dataset row."""
+    columns = list(dict.fromkeys(columns))
+    if hasattr(dataset, "select_columns") and hasattr(dataset, "to_pandas"):
+        frame = dataset.select_columns(columns).to_pandas()
+    elif isinstance(dataset, pd.DataFrame):
+        frame = dataset[columns]
+    elif isinstance(dataset, Mapping):
+        frame = pd.DataFrame({c: list(dataset[c]) for c in columns})
+    else:
+        frame = pd.DataFrame(
+            [{c: row[c] for c in columns} for row in (dataset[i] for i in range(len(dataset)))]
+        )
+    return frame.reset_index(drop=True)
+
+
+def class_names(dataset: Any, column: str) -> tuple[str, ...] | None:
+    """Class names of a ``datasets.ClassLabel`` column, else None."""
+    features = getattr(dataset, "features", None)
+    feature = features.get(column) if isinstance(features, Mapping) else None
+    names = getattr(feature, "names", None)
+    return tuple(str(n) for n in names) if names else None
+
+
+def _is_text(values: pd.Series) -> bool:
+    return bool(len(values)) and all(isinstance(v, str) for v in values.head(100))
+
+
+def _decoded(dataset: Any, tokenizer, where: str) -> pd.DataFrame:
+    ids = read_columns(dataset, ["input_ids"])["input_ids"]
+    texts = tokenizer.batch_decode([list(map(int, row)) for row in ids], skip_special_tokens=True)
+    return pd.DataFrame({DECODED: [t.strip() or "(empty)" for t in texts]})
+
+
+def user_examples(
+    dataset: Any,
+    *,
+    id_column: str | None = "id",
+    label_column: str | None = None,
+    text_columns: Sequence[str] | None = None,
+    label_names: Sequence[str] | None = None,
+    tokenizer=None,
+    where: str = "training dataset",
+) -> tuple[TextDataset, dict[str, Any]]:
+    """The examples of ``dataset`` (validated: unique ids, known labels, non-empty texts) and how they
+    were read: ``{"ids": "column <name>" | "row index", "texts": [...] | "decoded input_ids" | None}``.
+
+    ``label_names`` give the class order (required for integer labels unless the column is a
+    ``ClassLabel``)."""
+    columns = column_names(dataset)
+    present = set(columns)
+    if label_column is None:
+        label_column = next((c for c in LABEL_COLUMNS if c in present), None)
+        if label_column is None:
+            raise DataError(
+                f"the {where} has no label column: looked for {', '.join(LABEL_COLUMNS)} among its columns "
+                f"{columns}; name yours with label_column=... (data maps need the gold label of every example)",
+                location=where,
+            )
+    elif label_column not in present:
+        raise DataError(f"no label column {label_column!r}; the columns are {columns}", location=where)
+    if id_column and id_column not in present:
+        id_column = None
+    if text_columns is None:
+        guessed = guess_columns(columns)["text_columns"]
+        text_columns = tuple(c for c in guessed if c in present and c not in (label_column, id_column))
+    else:
+        text_columns = tuple(text_columns)
+        missing = [c for c in text_columns if c not in present]
+        if missing:
+            raise DataError(f"no text column {missing[0]!r}; the columns are {columns}", location=where)
+    wanted = [label_column, *([id_column] if id_column else []), *text_columns]
+    frame = read_columns(dataset, wanted)
+    texts: Any = list(text_columns)
+    if not text_columns or not all(_is_text(frame[c]) for c in text_columns):
+        if tokenizer is not None and "input_ids" in present:
+            decoded = _decoded(dataset, tokenizer, where)
+            frame = frame.drop(columns=list(text_columns)).assign(**{DECODED: decoded[DECODED]})
+            text_columns, texts = (DECODED,), "decoded input_ids"
+        else:
+            raise DataError(
+                f"the {where} has no text columns (looked for premise/hypothesis, sentence1/sentence2, text, "
+                f"sentence, ...; columns: {columns}): name them with text_columns=..., or give the tokenizer so "
+                "cartomap decodes input_ids",
+                location=where,
+            )
+    if id_column is None:  # the row a sampler asks for
+        frame["id"] = np.arange(len(frame)).astype(str)
+    names = tuple(label_names) if label_names is not None else class_names(dataset, label_column)
+    config = DataConfig(
+        path=where,
+        text_columns=tuple(text_columns),
+        label_column=label_column,
+        id_column=id_column or "id",
+        label_names=names,
+        genre_column=None,
+    )
+    examples = from_frame(frame, config, source=where, label_names=names)
+    how = {
+        "ids": f"column {id_column}" if id_column else "row index",
+        "texts": texts,
+        "label_column": label_column,
+    }
+    return examples, how

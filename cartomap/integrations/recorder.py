@@ -1,0 +1,369 @@
+"""Training dynamics of any PyTorch loop, keyed by example id: :class:`DynamicsRecorder`.
+
+Create it with the training set's ids and gold labels (and optionally texts), call it with
+``(epoch, batch_ids, logits)`` from your loop, and close it::
+
+    recorder = DynamicsRecorder(ids, labels, texts, label_names=("entailment", "neutral", "contradiction"))
+    for epoch in range(epochs):
+        for batch in loader:
+            logits = model(**inputs).logits
+            recorder(epoch, batch["id"], logits)      # detached and copied; any order, any batch size
+            loss = ...
+    run = recorder.close()                            # a finished run in the store
+
+Logits go into a preallocated ``[N, C]`` array per epoch, at the row of each id, so shuffling and
+uneven batches cannot misplace them. The checks are exact: an id unknown to the recorder or seen
+twice in one epoch is an error at once; an epoch that is missing ids is an error when a later epoch
+starts or at :meth:`~DynamicsRecorder.close`, naming the epoch, how many ids and which.
+
+Under several processes (DDP) every process sees part of each epoch: gather each batch's
+``(ids, logits)`` to one process (``torch.distributed.all_gather_object``) and record there, dropping
+the repeats a distributed sampler adds to even out the last batch. The ``Trainer`` callback
+(:mod:`cartomap.integrations.trainer`) does this for you.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cartomap.config import DataConfig, TrainConfig
+from cartomap.data.loading import TextDataset, from_frame
+from cartomap.errors import DataError, RunError
+from cartomap.integrations.origin import canonical, recorded_config
+from cartomap.runs.importer import dynamics_digest, examples_without_texts, finish_run
+from cartomap.runs.store import Run, RunStore
+
+MODES = ("train", "eval")  # the logits of the training forward pass, or of an eval-mode pass after each epoch
+
+
+def as_numpy(values: Any) -> np.ndarray:
+    """A tensor (any device, with or without grad), array or list as a numpy array."""
+    if hasattr(values, "detach"):
+        values = values.detach()
+        if hasattr(values, "float") and values.is_floating_point():
+            values = values.float()
+        values = values.cpu().numpy()
+    return np.asarray(values)
+
+
+def id_strings(ids: Any) -> list[str]:
+    """Ids as strings, the way runs key them (an integral float or tensor element as an int)."""
+    values = as_numpy(ids) if hasattr(ids, "detach") or isinstance(ids, np.ndarray) else ids
+    out = []
+    for v in values:
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            v = int(v)
+        out.append(str(v.item() if hasattr(v, "item") else v))
+    return out
+
+
+def _preview(values: Sequence[str], k: int = 5) -> str:
+    shown = ", ".join(repr(v) for v in values[:k])
+    return shown + (", ..." if len(values) > k else "")
+
+
+class DynamicsRecorder:
+    """Per-epoch logits of every example by id, checked exactly once, written as a run on :meth:`close`.
+
+    ``ids``: the N example ids (unique; strings or integers). ``labels``: N gold labels, class
+    indices (or class names when ``label_names`` are given). ``texts``: optional, N strings or N
+    (premise, hypothesis) pairs, shown on the data map. ``label_names``: the class order (default
+    ``class_0`` ... from the width of the logits). ``epochs``: how many epochs to expect (then a
+    missing one is an error at close; default: as many as were recorded). ``mode``: ``"train"``
+    (logits of the training forward pass, as Cartography) or ``"eval"`` (an eval-mode pass after
+    each epoch, as WaNLI). ``store``: the run store (default ``CARTOMAP_CACHE`` or ``cache/``).
+    ``model`` and ``settings`` (e.g. learning rate, batch size) describe the training: they are saved
+    with the run and are part of its identity, with the data and the recorded logits.
+    """
+
+    def __init__(
+        self,
+        ids: Sequence[Any],
+        labels: Sequence[Any],
+        texts: Sequence[Any] | None = None,
+        *,
+        label_names: Sequence[str] | None = None,
+        epochs: int | None = None,
+        mode: str = "train",
+        store: RunStore | str | Path | None = None,
+        name: str = "",
+        model: str = "",
+        settings: dict[str, Any] | None = None,
+        data_name: str = "dataset",
+    ):
+        self.ids = id_strings(ids)
+        n = len(self.ids)
+        if n == 0:
+            raise DataError("no ids: a recorder needs the ids of the training examples", field="ids")
+        self.index = {v: k for k, v in enumerate(self.ids)}
+        if len(self.index) != n:
+            seen: dict[str, int] = {}
+            for k, v in enumerate(self.ids):
+                if v in seen:
+                    raise DataError(
+                        f"duplicate id {v!r} (positions {seen[v]} and {k}); ids must be unique", field="ids"
+                    )
+                seen[v] = k
+        self.label_names = tuple(str(x) for x in label_names) if label_names is not None else None
+        self.labels = self._label_codes(labels, n)
+        self.texts = self._texts(texts, n)
+        if mode not in MODES:
+            raise DataError(f"unknown mode {mode!r}: expected one of {MODES}", field="mode")
+        if epochs is not None and (int(epochs) != epochs or epochs < 1):
+            raise DataError(f"epochs must be a whole number of at least 1, got {epochs!r}", field="epochs")
+        self.expected_epochs = epochs
+        self.mode, self.name, self.model, self.data_name = mode, name, model, data_name
+        self.settings = dict(settings or {})
+        self.store = store if isinstance(store, RunStore) else RunStore(store)
+        self.n_classes = len(self.label_names) if self.label_names is not None else None
+        self._logits: dict[int, np.ndarray] = {}
+        self._seen: dict[int, np.ndarray] = {}
+        self._block: np.ndarray | None = None  # [epochs, N, C] when the number of epochs is known
+        self._integer_ids = self.ids == [str(k) for k in range(n)]
+        self.closed: Run | None = None
+
+    # -- inputs ------------------------------------------------------------------------------------
+    def _label_codes(self, labels: Sequence[Any], n: int) -> np.ndarray:
+        values = list(as_numpy(labels)) if hasattr(labels, "detach") else list(labels)
+        if len(values) != n:
+            raise DataError(f"{len(values)} labels for {n} ids; give one gold label per id", field="labels")
+        names = {name: k for k, name in enumerate(self.label_names or ())}
+        codes = np.empty(n, dtype=np.int64)
+        for k, v in enumerate(values):
+            if isinstance(v, str) and v in names:
+                codes[k] = names[v]
+                continue
+            if isinstance(v, (bool, np.bool_)) or not isinstance(
+                v, (int, np.integer, float, np.floating, str)
+            ):
+                raise DataError(
+                    f"label of id {self.ids[k]!r} is {v!r}; expected a class index", field="labels"
+                )
+            try:
+                code = int(v)
+            except ValueError:
+                known = f"one of {list(names)}" if names else "a class index (or give label_names)"
+                raise DataError(
+                    f"label of id {self.ids[k]!r} is {v!r}; expected {known}", field="labels"
+                ) from None
+            if (
+                code != float(v)
+                or code < 0
+                or (self.label_names is not None and code >= len(self.label_names))
+            ):
+                top = f"0..{len(self.label_names) - 1}" if self.label_names is not None else "0 or more"
+                raise DataError(
+                    f"label of id {self.ids[k]!r} is {v!r}; expected a class index {top}", field="labels"
+                )
+            codes[k] = code
+        return codes
+
+    def _texts(self, texts: Sequence[Any] | None, n: int) -> pd.DataFrame | None:
+        if texts is None:
+            return None
+        texts = list(texts)
+        if len(texts) != n:
+            raise DataError(f"{len(texts)} texts for {n} ids; give one text (or pair) per id", field="texts")
+        if texts and isinstance(texts[0], (tuple, list)):
+            if not all(isinstance(t, (tuple, list)) and len(t) == 2 for t in texts):
+                raise DataError(
+                    "texts mix pairs and single texts; give all (premise, hypothesis)", field="texts"
+                )
+            return pd.DataFrame({"premise": [t[0] for t in texts], "hypothesis": [t[1] for t in texts]})
+        return pd.DataFrame({"text": texts})
+
+    def rows_of(self, ids: Any, epoch: int) -> np.ndarray:
+        """Row positions of ``ids`` (DataError for an id the recorder does not know)."""
+        if self._integer_ids and (isinstance(ids, np.ndarray) or hasattr(ids, "detach")):
+            rows = as_numpy(ids)
+            if np.issubdtype(rows.dtype, np.integer):
+                bad = (rows < 0) | (rows >= len(self.ids))
+                if bad.any():
+                    raise DataError(
+                        f"epoch {epoch}: id {int(rows[bad][0])} is not one of the recorder's {len(self.ids)} ids",
+                        field="ids",
+                    )
+                return rows.astype(np.int64).reshape(-1)
+        keys = id_strings(ids)
+        try:
+            return np.fromiter((self.index[k] for k in keys), dtype=np.int64, count=len(keys))
+        except KeyError as err:
+            raise DataError(
+                f"epoch {epoch}: id {err.args[0]!r} is not one of the recorder's {len(self.ids)} ids",
+                field="ids",
+            ) from None
+
+    # -- recording ---------------------------------------------------------------------------------
+    def __call__(self, epoch: int, ids: Any, logits: Any) -> None:
+        self.record(epoch, ids, logits)
+
+    def record(self, epoch: int, ids: Any, logits: Any) -> None:
+        """Logits [B, C] of the examples ``ids`` (B of them) in ``epoch`` (0-based)."""
+        self.record_rows(epoch, self.rows_of(ids, epoch), logits)
+
+    def record_rows(self, epoch: int, rows: np.ndarray, logits: Any) -> None:
+        """Like :meth:`record`, with row positions (0..N-1 in the order of ``ids``) instead of ids."""
+        if self.closed is not None:
+            raise RunError(
+                f"the recorder was closed (run {self.closed.id}); create a new one to record again"
+            )
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise DataError(f"epoch must be an integer >= 0, got {epoch!r}", field="epoch")
+        epoch = int(epoch)
+        if self.expected_epochs is not None and epoch >= self.expected_epochs:
+            raise DataError(
+                f"epoch {epoch} is beyond the {self.expected_epochs} epochs the recorder expects (0-based)",
+                field="epoch",
+            )
+        values = as_numpy(logits).astype(np.float32, copy=False)
+        if values.ndim != 2 or values.shape[0] != len(rows):
+            raise DataError(
+                f"epoch {epoch}: logits of shape {tuple(values.shape)} for {len(rows)} ids; expected [{len(rows)}, classes]",
+                field="logits",
+            )
+        if not np.all(np.isfinite(values)):
+            bad = int(np.flatnonzero(~np.all(np.isfinite(values), axis=1))[0])
+            raise DataError(
+                f"epoch {epoch}: non-finite logits for id {self.ids[rows[bad]]!r}", field="logits"
+            )
+        self._check_width(values.shape[1])
+        if epoch not in self._logits:
+            self._start(epoch)
+        seen = self._seen[epoch]
+        unique, counts = np.unique(rows, return_counts=True)
+        twice = unique[(counts > 1) | seen[unique]]
+        if len(twice):
+            raise DataError(
+                f"epoch {epoch}: id {self.ids[twice[0]]!r} recorded twice (each example once per epoch)",
+                field="ids",
+            )
+        self._logits[epoch][rows] = values
+        seen[rows] = True
+
+    def _check_width(self, width: int) -> None:
+        if self.n_classes is None:
+            if width < 2:
+                raise DataError(
+                    f"logits have {width} column(s); a classifier has at least two", field="logits"
+                )
+            if len(self.labels) and self.labels.max() >= width:
+                raise DataError(
+                    f"a gold label is {int(self.labels.max())} but the logits have {width} classes",
+                    field="labels",
+                )
+            self.n_classes = width
+        elif width != self.n_classes:
+            raise DataError(
+                f"logits have {width} columns, expected {self.n_classes} (one per class)", field="logits"
+            )
+
+    def _start(self, epoch: int) -> None:
+        for earlier in sorted(self._logits):
+            if earlier < epoch:
+                self.check_epoch(earlier, when=f"when epoch {epoch} began")
+        n = len(self.ids)
+        if self.expected_epochs is not None and self._block is None:  # every epoch at once
+            self._block = np.zeros((self.expected_epochs, n, self.n_classes), dtype=np.float32)
+        block = self._block
+        self._logits[epoch] = block[epoch] if block is not None else np.zeros((n, self.n_classes), np.float32)
+        self._seen[epoch] = np.zeros(n, dtype=bool)
+
+    def missing(self, epoch: int) -> list[str]:
+        """Ids not recorded in ``epoch``."""
+        seen = self._seen.get(epoch)
+        if seen is None:
+            return list(self.ids)
+        return [self.ids[k] for k in np.flatnonzero(~seen)]
+
+    def check_epoch(self, epoch: int, when: str = "") -> None:
+        """DataError unless every id was recorded in ``epoch``."""
+        missing = self.missing(epoch)
+        if missing:
+            raise DataError(
+                f"epoch {epoch} is missing {len(missing)} of {len(self.ids)} ids"
+                + (f" {when}" if when else "")
+                + f": {_preview(missing)} (a loader that drops its last batch, or a sampler that skips examples?)",
+                field="ids",
+            )
+
+    @property
+    def epochs(self) -> list[int]:
+        """The epochs recorded so far, ascending."""
+        return sorted(self._logits)
+
+    def logits(self) -> np.ndarray:
+        """[E, N, C] of the recorded epochs, all checked complete and consecutive from epoch 0."""
+        epochs = self.epochs
+        if not epochs:
+            raise DataError("nothing was recorded: call the recorder with (epoch, ids, logits) first")
+        for e in range(self.expected_epochs or epochs[-1] + 1):  # in order: the first problem is named
+            if e not in self._logits:
+                raise DataError(
+                    f"epoch {e} was never recorded (recorded: {epochs}); epochs count from 0", field="epoch"
+                )
+            self.check_epoch(e)
+        return np.stack([self._logits[e] for e in epochs])
+
+    # -- the run ---------------------------------------------------------------------------------
+    def examples(self, label_names: tuple[str, ...]) -> TextDataset:
+        """The examples of the run: ids, labels and texts (empty texts when none were given)."""
+        if self.texts is None:
+            digest = hashlib.sha256(
+                canonical({"ids": self.ids, "labels": self.labels.tolist(), "names": label_names}).encode()
+            )
+            return examples_without_texts(self.ids, self.labels, label_names, digest.hexdigest())
+        frame = self.texts.assign(id=self.ids, label=self.labels)
+        text_columns = tuple(c for c in ("premise", "hypothesis", "text") if c in frame.columns)
+        config = DataConfig(
+            path=self.data_name, text_columns=text_columns, label_names=label_names, genre_column=None
+        )
+        return from_frame(frame, config, source=f"recorder texts ({self.data_name})", label_names=label_names)
+
+    def close(self) -> Run:
+        """Check every epoch and write the run (or return the existing run with identical config,
+        data and dynamics). Closing twice returns the same run."""
+        if self.closed is not None:
+            return self.closed
+        logits = self.logits()
+        names = self.label_names or tuple(f"class_{c}" for c in range(self.n_classes))
+        digest = dynamics_digest(self.ids, self.labels, logits)
+        examples = self.examples(names)
+        train = TrainConfig(
+            **{
+                k: v
+                for k, v in self.settings.items()
+                if k in TrainConfig.__dataclass_fields__ and k != "record"
+            }
+            | {"epochs": len(logits), "record": self.mode, "save_checkpoints": False}
+        )
+        config = recorded_config(
+            "recorder",
+            examples,
+            data_name=self.data_name,
+            model=self.model or "unknown",
+            train=train,
+            settings={"settings": self.settings, "dynamics": digest},
+            name=self.name,
+        )
+        run = self.store.create(config, examples)
+        if run.state != "done":
+            source = "train" if self.mode == "train" else "eval"
+            history = [{"epoch": e + 1} for e in range(len(logits))]
+            with run.work():
+                finish_run(run, {source: logits}, self.labels, self.ids, history)
+                run.log(f"recorded {len(logits)} epochs of {source} logits with DynamicsRecorder")
+        self.closed = run
+        return run
+
+    def __enter__(self) -> DynamicsRecorder:
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        if kind is None:
+            self.close()
