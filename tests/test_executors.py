@@ -219,6 +219,10 @@ def test_ray_probe_sees_the_store_on_every_node(ray_session, tmp_path):
 
     hosts = check_shared_store(tmp_path)
     assert len(hosts) == 1 and not list(tmp_path.iterdir())  # the probe file is removed again
+    # the session's Ray (cartomap's start_local_ray) listens on the loopback address only
+    (node,) = ray_session.nodes()
+    assert node["NodeManagerAddress"] == "127.0.0.1"
+    assert ray_session.get_runtime_context().gcs_address.startswith("127.0.0.1:")
 
 
 def test_missing_package_says_how_to_install_before_creating_anything(

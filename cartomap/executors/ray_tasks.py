@@ -40,7 +40,13 @@ def start_local_ray(num_cpus: int | None = None, num_gpus: int | None = None) ->
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 
-    ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, configure_logging=False)
+    ray.init(
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+        include_dashboard=False,
+        configure_logging=False,
+        _node_ip_address="127.0.0.1",
+    )
 
 
 def check_shared_store(root: Path) -> list[str]:
