@@ -98,9 +98,8 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
             if stopped:
                 role, run = next(((r, x) for r, x in stopped if x.id in errors), stopped[0])
                 state = "cancelled" if run.state == "cancelled" else "failed"
-                error = (
-                    errors.get(run.id) or run.status().get("error") or f"run {run.id} ({role}) {run.state}"
-                )
+                own = run.status().get("error") if run.state == "failed" else None  # the run's own words
+                error = own or errors.get(run.id) or f"run {run.id} ({role}) ended {run.state}"
                 exp.set_status(state=state, phase=state, error=error, running=[])
                 exp.log(f"{state}: {error}")
                 return

@@ -351,7 +351,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                 epoch=epoch + 1,
                 step=step + 1,
                 global_step=trainer["global_step"],
-                loss=round(loss_sum / seen, 4),
+                loss=round(loss_sum / max(seen, 1), 4),  # 0 rows: a process given only padding
                 examples_per_s=round(seen / (time.time() - t0), 1),
             )
             if any_process(accelerator, run.cancel_requested()):  # every process stops at the same step
