@@ -167,6 +167,61 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
 
+#: Where an experiment trains its runs (cartomap/executors/).
+EXECUTORS = ("local", "ray", "slurm")
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """Where an experiment trains its independent runs. Not part of any run's or experiment's
+    identity: the same experiment gives the same runs through every executor."""
+
+    kind: str = "local"  # "local": one run after another in the experiment's process (no extra package); "ray": one Ray task per run; "slurm": one SLURM job per run (submitit)
+    cpus_per_run: int = 1  # CPUs a run asks for (Ray num_cpus, SLURM cpus-per-task) and its torch threads
+    gpus_per_run: int | None = None  # None = 1 when the Ray cluster has GPUs (SLURM: 0 unless given), else 0
+    retries: int = 2  # a run whose worker died is started again this often; it resumes from its last epoch
+    ray_address: str = ""  # "" = start a local Ray on this machine (all its GPUs), "auto" = the running cluster, or "ray://host:10001"
+    slurm_partition: str = ""  # "" = the cluster's default partition
+    slurm_time_min: int = (
+        240  # time limit of one job (minutes); a run killed at the limit is requeued and resumes
+    )
+    slurm_options: tuple[str, ...] = ()  # more sbatch options as "key=value", e.g. "account=nlp", "qos=high"
+
+    def __post_init__(self) -> None:
+        from cartomap.errors import DataError
+
+        if self.kind not in EXECUTORS:
+            raise DataError(f"expected one of {', '.join(EXECUTORS)}, got {self.kind!r}", field="executor")
+        for name, low in (("cpus_per_run", 1), ("retries", 0), ("slurm_time_min", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise DataError(f"expected an integer >= {low}, got {value!r}", field=name)
+        gpus = self.gpus_per_run
+        if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0):
+            raise DataError(f"expected an integer >= 0, got {gpus!r}", field="gpus_per_run")
+        options = (self.slurm_options,) if isinstance(self.slurm_options, str) else self.slurm_options
+        object.__setattr__(self, "slurm_options", tuple(str(o).strip() for o in options if str(o).strip()))
+        for option in self.slurm_options:
+            key, sep, _ = option.lstrip("-").partition("=")
+            if not sep or not key.strip():
+                raise DataError(
+                    f"expected a sbatch option as key=value (e.g. account=nlp), got {option!r}",
+                    field="slurm_options",
+                )
+
+    def sbatch_options(self) -> dict[str, str]:
+        """The extra sbatch options as a dict: "--account=nlp" and "account=nlp" both give {"account": "nlp"}."""
+        pairs = (option.lstrip("-").partition("=") for option in self.slurm_options)
+        return {key.strip(): value.strip() for key, _, value in pairs}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ExecutorConfig:
+        return _build(cls, d)
+
+
 def _build(cls, d):
     """Rebuild a (nested) frozen dataclass from a dict, turning lists back into tuples."""
     if d is None:

@@ -3,7 +3,7 @@
 
 Layout only: parameters are built and checked by ``cartomap.experiments.forms``, experiments are
 ``cartomap.experiments.curriculum`` kinds started with ``cartomap.experiments.launch.start_experiment``
-(one job process that trains every run in turn), and their results are read from the experiment
+(one job process that trains the runs, one after another or through Ray or SLURM), and their results are read from the experiment
 folder. A running experiment is polled with ``st.fragment(run_every=...)``.
 Session state: ``xp_*`` (curricula) and ``xc_*`` (combinations) widget values, kept with
 ``pages.common.kept``; ``xp_selected`` / ``xc_selected`` hold the experiment shown.
@@ -31,7 +31,7 @@ from cartomap.runs.store import RUN_REF
 from cartomap.training.curricula import CURRICULA, DIFFICULTIES
 from cartomap.training.similarity import load_similarity
 from pages.common import current_run, escape_markdown, flash, get_store, kept, show_error, show_flashes
-from pages.components.forms import columns_form, model_form, source_form
+from pages.components.forms import columns_form, executor_form, model_form, source_form
 from pages.components.jobs import experiment_panel
 
 TRAIN_SOURCES = {
@@ -151,9 +151,18 @@ def _progress_details(exp: Experiment, status: dict) -> None:
         st.caption(f"Run {view['run_id']}")
 
 
+def _runs_details(exp: Experiment, status: dict) -> None:
+    _progress_details(exp, status)
+    parallel = status.get("state") == "running" and len(status.get("running") or []) > 1
+    if parallel or status.get("state") in ("failed", "cancelled", "interrupted"):
+        table = forms.runs_progress_table(exp, store)
+        if not table.empty:
+            st.dataframe(table, hide_index=True, key=f"xp_runs_{exp.id}")
+
+
 def _progress_and_actions(exp: Experiment) -> str:
     """Progress (live while active), Cancel / Resume; returns the state."""
-    return experiment_panel(exp, _progress_details)
+    return experiment_panel(exp, _runs_details)
 
 
 def _report_download(exp: Experiment) -> None:
@@ -257,8 +266,9 @@ def _show_experiment(exp: Experiment, results) -> None:
             results(exp)
 
 
-def _start(create, params, name: str, selected_key: str) -> None:
+def _start(create, params, name: str, selected_key: str, where: dict) -> None:
     try:
+        executor = forms.build_executor_config(**where)
         exp = create(params, xstore, name=name.strip())
     except CartomapError as err:
         show_error(err)
@@ -270,7 +280,7 @@ def _start(create, params, name: str, selected_key: str) -> None:
         flash("info", f"Experiment {exp.id} is already running: following it.")
     else:
         try:
-            launch.start_experiment(exp, xstore)
+            launch.start_experiment(exp, xstore, executor)
         except CartomapError as err:
             show_error(err)
             return
@@ -396,6 +406,7 @@ def curricula_tab() -> None:
         **kept("xp_datamap_epochs", 0),
     )
     name = st.text_input("Experiment name (optional)", **kept("xp_name", ""))
+    where = executor_form("xp")
     try:
         seeds = forms.parse_seeds(seeds_text)
         train, dev, tests = _configs(mapping, train_path, dev_path, tests_text)
@@ -428,7 +439,7 @@ def curricula_tab() -> None:
             except CartomapError as err:
                 show_error(err)
             else:
-                _start(create_curriculum, params, name, "xp_selected")
+                _start(create_curriculum, params, name, "xp_selected", where)
     st.subheader("Curriculum experiments")
     exp = _experiment_table("curriculum", "xp_selected")
     if exp is not None:
@@ -465,6 +476,7 @@ def combinations_tab() -> None:
     c1, c2 = st.columns([1, 3])
     seeds_text = c1.text_input("Seeds", help="e.g. 0 or 0-2", **kept("xc_seeds", "0"))
     name = c2.text_input("Experiment name (optional)", **kept("xc_name", ""))
+    where = executor_form("xc")
     if st.button("Start combination experiment", type="primary", key="xc_start"):
         try:
             if not a_path:
@@ -491,7 +503,7 @@ def combinations_tab() -> None:
         except CartomapError as err:
             show_error(err)
         else:
-            _start(create_combination, params, name, "xc_selected")
+            _start(create_combination, params, name, "xc_selected", where)
     st.subheader("Combination experiments")
     exp = _experiment_table("combination", "xc_selected")
     if exp is not None:

@@ -21,10 +21,9 @@ from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, RunCo
 from cartomap.data.forms import FORMAT_CHOICES, parse_names
 from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
-from cartomap.experiments import pruning, registry
+from cartomap.experiments import forms, pruning, registry
 from cartomap.experiments.store import Experiment, ExperimentStore
-from cartomap.runs.progress import describe_progress
-from cartomap.runs.store import RUN_REF, Run, RunStore
+from cartomap.runs.store import RUN_REF, Run
 from cartomap.training.forms import check_device, check_model
 from pages.common import (
     current_run,
@@ -36,7 +35,7 @@ from pages.common import (
     show_error,
     show_flashes,
 )
-from pages.components.forms import model_form
+from pages.components.forms import executor_form, model_form
 from pages.components.jobs import experiment_panel
 
 EXP_KEY = "prune_exp_id"
@@ -85,28 +84,6 @@ def pick_experiment(estore: ExperimentStore) -> Experiment | None:
 
 
 # --------------------------------------------------------------------------- progress
-def runs_table(exp: Experiment, runs: RunStore) -> pd.DataFrame:
-    """One row per role: the run, its state and epoch/step progress."""
-    rows = []
-    for role, run_id in sorted(exp.run_ids().items(), key=lambda item: registry.role_order(exp, item[0])):
-        try:
-            view = describe_progress(runs.get(run_id).status())
-        except (CartomapError, OSError, ValueError):
-            view = {"state": "missing", "epoch": "–", "step": "–", "loss": "–", "time_left": "–"}
-        rows.append(
-            {
-                "model": registry.role_label(exp, role),
-                "run": run_id,
-                "state": view["state"],
-                "epoch": view["epoch"],
-                "step": view["step"],
-                "loss": view["loss"],
-                "time left": view["time_left"] if view["state"] == "running" else "–",
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def _expected_runs(exp: Experiment) -> int:
     params = exp.params
     return int(params.get("folds", 0)) + 1 + int(bool(params.get("train_model1", True)))
@@ -123,7 +100,7 @@ def _progress_details(exp: Experiment, status: dict) -> None:
     )
     if state == "running" and status.get("role"):
         st.caption(f"Training {registry.role_label(exp, status['role'])} (run {status.get('run_id')}).")
-    table = runs_table(exp, runs)
+    table = forms.runs_progress_table(exp, runs)
     if not table.empty:
         st.dataframe(table, hide_index=True, key="prune_runs_table")
     if exp.params.get("train_model1", True) and "model1" not in exp.run_ids():
@@ -484,6 +461,7 @@ def new_experiment(estore: ExperimentStore) -> None:
     name = c1.text_input("Experiment name (optional)", **kept("prune_name", ""))
     with c2:
         model1 = st.checkbox("Train Model 1 on the pruned set", **kept("prune_model1", True))
+    where = executor_form("prune")
     if st.button("Start the experiment", type="primary", key="prune_start", disabled=data is None):
         try:
             if not test_path:
@@ -516,8 +494,9 @@ def new_experiment(estore: ExperimentStore) -> None:
                 threshold=float(threshold),
                 train_model1=bool(model1),
             )
+            executor = forms.build_executor_config(**where)
             with st.spinner("Checking the data…"):
-                exp = pruning.start_pruning(params, estore, name=name.strip())
+                exp = pruning.start_pruning(params, estore, name=name.strip(), executor=executor)
         except CartomapError as err:
             show_error(err)
         else:

@@ -72,3 +72,16 @@ def tiny_lm(tmp_path_factory) -> str:
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray for the whole test session: 2 CPU workers, listening on 127.0.0.1 only, no
+    dashboard (cartomap's own start_local_ray); shut down at the end of the session."""
+    from cartomap.executors.ray_tasks import start_local_ray
+
+    start_local_ray(num_cpus=2, num_gpus=0)
+    import ray
+
+    yield ray
+    ray.shutdown()

@@ -75,7 +75,9 @@ def started(monkeypatch) -> list:
     """Replace the background start: record the experiments, start nothing."""
     calls = []
     monkeypatch.setattr(
-        cartomap.experiments.launch, "start_experiment", lambda exp, store: calls.append(exp) or exp
+        cartomap.experiments.launch,
+        "start_experiment",
+        lambda exp, store, executor=None: calls.append(exp) or exp,
     )
     return calls
 

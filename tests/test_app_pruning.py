@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from test_pruning import make_finished_experiment
 
 import cartomap.runs.jobs
-from cartomap.config import DataConfig, RunConfig, TrainConfig
+from cartomap.config import DataConfig, ExecutorConfig, RunConfig, TrainConfig
 from cartomap.data.loading import load_dataset
 from cartomap.experiments.pruning import KIND, MODEL0, PruningParams, fold_role, load_results
 from cartomap.experiments.store import ExperimentStore
@@ -210,3 +210,42 @@ def test_new_experiment_form_starts_a_job(root, spawned):
     assert params.base.data.path == "demo:train" and params.base.tests[0].path == "demo:dev"
     assert params.base.train.save_checkpoints is False and params.cache == str(root.resolve())
     assert spawned == [["experiment", "run", exp.id, "--job"]]
+
+
+def test_the_runs_go_to_ray_or_slurm_from_the_form(root, spawned):
+    at = page().run()
+    at.radio(key="_kept_prune_executor").set_value("slurm").run()
+    at.text_input(key="_kept_prune_sbatch").set_value("account=nlp, qos").run()
+    at.button(key="prune_start").click().run()
+    assert any("sbatch option as key=value" in e.value for e in at.error) and not spawned
+    at.radio(key="_kept_prune_executor").set_value("ray").run()
+    at.text_input(key="_kept_prune_ray_address").set_value("auto").run()
+    at.number_input(key="_kept_prune_cpus").set_value(2).run()
+    at.button(key="prune_start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (exp,) = ExperimentStore(root).list(KIND)
+    # saved before the job starts; the job (`experiment run ID --job`) reads it
+    assert exp.executor() == ExecutorConfig(kind="ray", ray_address="auto", cpus_per_run=2)
+    assert spawned == [["experiment", "run", exp.id, "--job"]]
+
+
+def test_parallel_runs_show_their_workers(root, demo):
+    data = demo.subset(list(range(30)))
+    params = PruningParams(
+        base=RunConfig(data=DataConfig(path="demo:dev"), dev=None, tests=(DataConfig(path="demo:dev"),)),
+        folds=3,
+        cache=str(root),
+    )
+    exp = ExperimentStore(root).create(KIND, params.to_dict())
+    runs = RunStore(root)
+    for f, host in enumerate(("node-a", "node-b")):
+        run = runs.create(
+            RunConfig(data=DataConfig(path="demo:dev"), dev=None, train=TrainConfig(seed=f)), data
+        )
+        run.set_status(state="queued", worker_host=host, worker_pid=100 + f)
+        exp.record_run(fold_role(f), run.id)
+    exp.set_status(state="failed", error="RayTaskError: worker died", runs_done=0, runs_planned=4)
+    at = page().run()
+    assert not at.exception, at.exception
+    table = frame_with(at, "worker")
+    assert table["worker"].tolist() == ["node-a:100", "node-b:101"]

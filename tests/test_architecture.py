@@ -5,7 +5,7 @@ and checked against the layer order of docs/architecture.md:
 
     pages, app, cli                       (shells: one never imports another)
     experiments, wanli
-    analysis, integrations
+    analysis, integrations, executors
     training
     runs
     scores, data
@@ -38,6 +38,7 @@ LAYERS = {
     "cartomap.training": 3,
     "cartomap.analysis": 4,
     "cartomap.integrations": 4,
+    "cartomap.executors": 4,
     "cartomap.experiments": 5,
     "cartomap.wanli": 5,
     "cartomap.cli": 6,

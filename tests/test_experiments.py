@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -259,43 +258,6 @@ def test_runner_waits_for_a_run_another_process_is_training(tiny_model, cache, d
     handle.close()  # the other worker gave up: the runner takes the run over
     runner.join(120)
     assert exp.state == "done" and set(exp.run_ids()) == {"first", "second"}
-
-
-class Pair:
-    """Two independent runs (seeds 1 and 2): trained in parallel when several GPUs are present."""
-
-    name = "test-pair"
-
-    def planned_runs(self, exp, store):
-        base = RunConfig.from_dict(exp.params["base"])
-        return [(f"seed{s}", base.replace(train=dataclasses.replace(base.train, seed=s))) for s in (1, 2)]
-
-    def finalize(self, exp, store):
-        exp.write_result("summary", {"done": sorted(exp.run_ids())})
-
-
-def test_independent_runs_train_in_parallel_processes_with_several_gpus(tiny_model, cache, demo, monkeypatch):
-    from cartomap.experiments import runner as experiments
-    from cartomap.runs import jobs
-
-    monkeypatch.setattr(experiments, "gpu_count", lambda: 2)
-    monkeypatch.setattr(experiments, "WAIT_S", 0.2)
-    launched = []
-    real_spawn = jobs.spawn
-
-    def spawn(args, log, cache_root, env=None):
-        launched.append(env["CUDA_VISIBLE_DEVICES"])
-        return real_spawn(args, log, cache_root, env=env)
-
-    monkeypatch.setattr(jobs, "spawn", spawn)
-    kind = register(Pair())
-    train, _ = split_demo(demo, cache)
-    store = ExperimentStore(cache)
-    exp = store.create(kind.name, {"base": tiny(tiny_model, train, epochs=1).to_dict()})
-    run_experiment(exp, store)
-    assert launched == ["0", "1"]
-    assert exp.state == "done" and exp.result("summary") == {"done": ["seed1", "seed2"]}
-    assert all(store.runs.get(i).state == "done" for i in exp.run_ids().values())
 
 
 def test_sts_order_uses_the_runs_cached_similarity(tiny_model, cache, demo):

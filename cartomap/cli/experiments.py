@@ -9,8 +9,10 @@ from pathlib import Path
 
 from cartomap.cli.options import (
     add_data_arguments,
+    add_executor_arguments,
     add_training_arguments,
     data_config,
+    executor_config,
     experiment_base,
     experiment_options,
 )
@@ -42,18 +44,19 @@ def cmd_experiment(a: argparse.Namespace) -> int:
         store.delete(exp.id)
         print(f"deleted experiment {exp.id} (its runs stay in the run store)")
         return 0
+    executor = executor_config(a)
     if a.action == "start":
-        start_experiment(exp, store)
+        start_experiment(exp, store, executor)
         print(f"experiment {exp.id} started in the background: {exp.job_log_path}")
         return 0
-    return run_in_foreground(exp, store, as_job=a.job)
+    return run_in_foreground(exp, store, as_job=a.job, executor=executor)
 
 
-def run_in_foreground(exp, store, as_job: bool = False) -> int:
+def run_in_foreground(exp, store, as_job: bool = False, executor=None) -> int:
     from cartomap.experiments.runner import run_experiment
 
     print(f"experiment {exp.id} ({exp.kind}): {exp.path}", flush=True)
-    run_experiment(exp, store, as_job=as_job, echo=lambda msg: print(msg, flush=True))
+    run_experiment(exp, store, as_job=as_job, echo=lambda msg: print(msg, flush=True), executor=executor)
     state = exp.state
     print(f"experiment {exp.id} {state}")
     return 0 if state == "done" else 3
@@ -112,16 +115,16 @@ def cmd_noise_benchmark(a: argparse.Namespace) -> int:
     return 0
 
 
-def start_or_run(exp, store, background: bool) -> int:
+def start_or_run(exp, store, background: bool, executor=None) -> int:
     from cartomap.experiments.launch import start_experiment
 
     if background:
-        start_experiment(exp, store)
+        start_experiment(exp, store, executor)
         print(
             f"experiment {exp.id} started in the background; follow it with `cartomap experiment show {exp.id}`"
         )
         return 0
-    code = run_in_foreground(exp, store)
+    code = run_in_foreground(exp, store, executor=executor)
     if code == 0:
         print(registry.report(exp, store.runs))
     return code
@@ -131,6 +134,7 @@ def cmd_curriculum(a: argparse.Namespace) -> int:
     from cartomap.experiments.curriculum import CurriculumParams, create_curriculum
     from cartomap.experiments.store import ExperimentStore
 
+    executor = executor_config(a)  # a missing package stops here, before anything is created
     store = ExperimentStore(a.cache)
     params = CurriculumParams(
         base=experiment_base(a),
@@ -140,7 +144,7 @@ def cmd_curriculum(a: argparse.Namespace) -> int:
         compare=tuple(a.compare) if a.compare else None,
         datamap_epochs=a.datamap_epochs,
     )
-    return start_or_run(create_curriculum(params, store, name=a.name), store, a.background)
+    return start_or_run(create_curriculum(params, store, name=a.name), store, a.background, executor)
 
 
 def cmd_combine(a: argparse.Namespace) -> int:
@@ -152,6 +156,7 @@ def cmd_combine(a: argparse.Namespace) -> int:
     )
     from cartomap.experiments.store import ExperimentStore
 
+    executor = executor_config(a)
     store = ExperimentStore(a.cache)
     base = experiment_base(a)
     data_a = dataclasses.replace(data_config(a, a.a, None), name=a.a_name)
@@ -161,7 +166,7 @@ def cmd_combine(a: argparse.Namespace) -> int:
     params = CombinationParams(
         base=base, training_sets=sets, tests=base.tests, seeds=tuple(a.seeds), cache=str(store.root)
     )
-    return start_or_run(create_combination(params, store, name=a.name), store, a.background)
+    return start_or_run(create_combination(params, store, name=a.name), store, a.background, executor)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -196,6 +201,7 @@ def cmd_prune(a: argparse.Namespace) -> int:
         a.data = a.train
     if a.dev is None:
         a.dev = "none"  # no demo dev set by default: it is often the test set, and it picks Model 0's epoch
+    executor = executor_config(a)
     store = ExperimentStore(a.cache)
     params = PruningParams(
         base=experiment_base(a),
@@ -206,7 +212,7 @@ def cmd_prune(a: argparse.Namespace) -> int:
         train_model1=a.model1,
     )
     exp = create_pruning(params, store, name=a.name)
-    code = start_or_run(exp, store, a.background)
+    code = start_or_run(exp, store, a.background, executor)
     if code == 0 and a.export and not a.background:
         data_path, ids_path = export_pruned(exp, store.runs, a.export, overwrite=a.overwrite)
         print(f"wrote {data_path} and {ids_path}")
@@ -286,6 +292,7 @@ def add_commands(sub) -> None:
     ex.add_argument("action", choices=("list", "show", "run", "start", "cancel", "delete"))
     ex.add_argument("experiment", nargs="?", help="experiment id, id prefix or name")
     ex.add_argument("--job", action="store_true", help=argparse.SUPPRESS)
+    add_executor_arguments(ex)
     ex.set_defaults(func=cmd_experiment)
 
     nb = sub.add_parser(

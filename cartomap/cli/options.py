@@ -6,7 +6,17 @@ import argparse
 import json
 from pathlib import Path
 
-from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
+from cartomap.config import (
+    DEMO_DEV,
+    DEMO_TRAIN,
+    EXECUTORS,
+    DataConfig,
+    ExecutorConfig,
+    ModelConfig,
+    OrderConfig,
+    RunConfig,
+    TrainConfig,
+)
 from cartomap.errors import RunError
 
 
@@ -236,6 +246,7 @@ def print_run_summary(run) -> None:
 def experiment_options(p: argparse.ArgumentParser, func) -> None:
     p.add_argument("--name", default="", help="a label for the experiment")
     p.add_argument("--background", action="store_true", help="run as a background job and return")
+    add_executor_arguments(p)
     p.set_defaults(
         func=func,
         config=None,
@@ -247,6 +258,97 @@ def experiment_options(p: argparse.ArgumentParser, func) -> None:
         fractions=None,
         steps=None,
     )
+
+
+#: Executor options -> ExecutorConfig fields; all None unless given, so a resume keeps the saved ones.
+EXECUTOR_OPTIONS = {
+    "ray_address": "ray_address",
+    "cpus_per_run": "cpus_per_run",
+    "gpus_per_run": "gpus_per_run",
+    "retries": "retries",
+    "partition": "slurm_partition",
+    "time_limit": "slurm_time_min",
+    "sbatch": "slurm_options",
+}
+
+
+def add_executor_arguments(p: argparse.ArgumentParser) -> None:
+    """Where an experiment's runs train: --executor and the options of Ray and SLURM."""
+    g = p.add_argument_group("where the runs train")
+    d = ExecutorConfig()
+    g.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default=None,
+        help="local: one run after another in this process (default); ray: one Ray task per run "
+        "(pip install 'cartomap[ray]'); slurm: one SLURM job per run (pip install 'cartomap[slurm]')",
+    )
+    g.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster to join: auto (the one `ray start` made here) or ray://HOST:10001; "
+        "default: start a local Ray for this experiment (all GPUs of this machine)",
+    )
+    g.add_argument(
+        "--cpus-per-run", type=int, default=None, help=f"CPUs (threads) of one run (default {d.cpus_per_run})"
+    )
+    g.add_argument(
+        "--gpus-per-run",
+        type=int,
+        default=None,
+        help="GPUs of one run (default: 1 if the Ray cluster has GPUs)",
+    )
+    g.add_argument(
+        "--retries",
+        type=int,
+        default=None,
+        help=f"start a run again this often when its worker dies (default {d.retries}); it resumes",
+    )
+    g.add_argument("--partition", default=None, help="SLURM partition (default: the cluster's)")
+    g.add_argument(
+        "--time-limit",
+        type=int,
+        default=None,
+        metavar="MIN",
+        help=f"SLURM time limit per run (default {d.slurm_time_min})",
+    )
+    g.add_argument(
+        "--sbatch",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="an extra sbatch option, e.g. --sbatch account=nlp --sbatch qos=high (repeatable)",
+    )
+
+
+def executor_config(a: argparse.Namespace) -> ExecutorConfig | None:
+    """The ExecutorConfig of the options (None when none was given: the experiment's saved one, else
+    local). CartomapError when its package is missing, before anything is created."""
+    from cartomap.executors.base import check_available
+
+    given = {
+        field: getattr(a, option)
+        for option, field in EXECUTOR_OPTIONS.items()
+        if getattr(a, option, None) is not None
+    }
+    kind = getattr(a, "executor", None)
+    if kind is None and not given:
+        return None
+    if kind is None:
+        kind = (
+            "ray"
+            if "ray_address" in given
+            else "slurm"
+            if {"slurm_partition", "slurm_time_min", "slurm_options"} & set(given)
+            else None
+        )
+        if kind is None:
+            raise RunError("--cpus-per-run, --gpus-per-run and --retries go with --executor ray or slurm")
+    if "slurm_options" in given:
+        given["slurm_options"] = tuple(given["slurm_options"])
+    config = ExecutorConfig(kind=kind, **given)
+    check_available(config)
+    return config
 
 
 def experiment_base(a: argparse.Namespace) -> RunConfig:

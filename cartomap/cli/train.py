@@ -46,8 +46,11 @@ def train_with_progress(run, *, quiet: bool = False, as_job: bool = False) -> in
     """Train ``run`` to completion with a tqdm bar (none when ``quiet``); 0 when done, 3 otherwise."""
     from tqdm.auto import tqdm
 
-    from cartomap.training.loop import continue_run
+    from cartomap.training.loop import continue_run, process_rank
 
+    if process_rank() > 0:  # another process of a torchrun / accelerate launch: rank 0 reports
+        continue_run(run, as_job=as_job)
+        return 0 if run.state == "done" else 3
     if run.state == "done":
         print(f"run {run.id} exists (done): {run.path}")
         print_run_summary(run)

@@ -5,8 +5,10 @@
   experiment parameters (raise :class:`CartomapError` / :class:`DataError` with a message for the user);
 * :func:`find_baseline`, :func:`plan_preview`: the stages an order would train on, from the data map
   of a finished baseline run on the same training set;
-* :func:`experiment_progress`, :func:`mean_std_table`, :func:`significance_sentences`,
-  :func:`marked_matrix`: what the page shows of a running or finished experiment.
+* :func:`build_executor_config`: the executor form (local, Ray, SLURM) -> a checked ExecutorConfig;
+* :func:`experiment_progress`, :func:`runs_progress_table`, :func:`mean_std_table`,
+  :func:`significance_sentences`, :func:`marked_matrix`: what the page shows of a running or
+  finished experiment.
 """
 
 from __future__ import annotations
@@ -18,8 +20,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
-from cartomap.errors import DataError, RunError
+from cartomap.config import (
+    DEMO_DEV,
+    DEMO_TRAIN,
+    DataConfig,
+    ExecutorConfig,
+    ModelConfig,
+    OrderConfig,
+    RunConfig,
+    TrainConfig,
+)
+from cartomap.errors import CartomapError, DataError, RunError
+from cartomap.executors.base import check_available
+from cartomap.experiments import registry
 from cartomap.experiments.combination import CombinationParams, TrainingSet, training_set_names
 from cartomap.experiments.curriculum import CurriculumParams
 from cartomap.runs.progress import describe_progress
@@ -354,7 +367,62 @@ def token_lengths(examples: pd.DataFrame, model: str, max_length: int) -> np.nda
     return np.array([len(ids) for ids in encoded["input_ids"]], dtype=np.int64)
 
 
+# --------------------------------------------------------------------------- where the runs train
+def build_executor_config(
+    kind: str = "local",
+    ray_address: str = "",
+    cpus_per_run: int = 1,
+    gpus_per_run: int | None = None,
+    slurm_partition: str = "",
+    slurm_time_min: int = 240,
+    sbatch: str = "",
+) -> ExecutorConfig:
+    """The executor form's values as a checked ExecutorConfig. ``gpus_per_run`` None or < 0 = automatic;
+    ``sbatch``: extra sbatch options separated by commas or spaces ("account=nlp, qos=high" or
+    "--account=nlp --qos=high"). DataError naming the field, CartomapError when the package is missing."""
+    gpus = None if gpus_per_run is None or int(gpus_per_run) < 0 else int(gpus_per_run)
+    config = ExecutorConfig(
+        kind=kind,
+        ray_address=ray_address.strip() if kind == "ray" else "",
+        cpus_per_run=int(cpus_per_run),
+        gpus_per_run=gpus,
+        slurm_partition=slurm_partition.strip() if kind == "slurm" else "",
+        slurm_time_min=int(slurm_time_min),
+        slurm_options=tuple(re.split(r"[,\s]+", sbatch.strip()))
+        if kind == "slurm" and sbatch.strip()
+        else (),
+    )
+    check_available(config)
+    return config
+
+
 # --------------------------------------------------------------------------- what the page shows
+def runs_progress_table(exp, runs: RunStore) -> pd.DataFrame:
+    """One row per role of an experiment, in the kind's order: the run, its state, epoch / step / loss /
+    time left, and the worker training it (host:pid; the Ray and SLURM executors train several at once)."""
+    rows = []
+    for role, run_id in sorted(exp.run_ids().items(), key=lambda item: registry.role_order(exp, item[0])):
+        try:
+            status = runs.get(run_id).status()
+            view = describe_progress(status)
+        except (CartomapError, OSError, ValueError):
+            status, view = {}, {"state": "missing", "epoch": "–", "step": "–", "loss": "–", "time_left": "–"}
+        host, pid = status.get("worker_host"), status.get("worker_pid")
+        rows.append(
+            {
+                "model": registry.role_label(exp, role),
+                "run": run_id,
+                "state": view["state"],
+                "epoch": view["epoch"],
+                "step": view["step"],
+                "loss": view["loss"],
+                "time left": view["time_left"] if view["state"] == "running" else "–",
+                "worker": f"{host}:{pid}" if host else "this job",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def experiment_progress(
     exp_status: dict[str, Any], run_status: dict[str, Any] | None = None
 ) -> dict[str, Any]:

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import time
 
+from cartomap.config import ExecutorConfig
+from cartomap.executors.base import check_available
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.runs import jobs
 
 
-def start_experiment(exp: Experiment, store: ExperimentStore) -> Experiment:
-    """Run ``exp`` as a background job (unless done or already running)."""
+def start_experiment(
+    exp: Experiment, store: ExperimentStore, executor: ExecutorConfig | None = None
+) -> Experiment:
+    """Run ``exp`` as a background job (unless done or already running).
+
+    ``executor``: where its runs train, saved with the experiment before the job starts (None: the
+    one saved before, else local). CartomapError when its package is not installed."""
     if exp.state == "done" or exp.is_locked():
         return exp
+    if executor is not None:
+        check_available(executor)
+        exp.save_executor(executor)
     exp.clear_cancel()
     pid = jobs.spawn(["experiment", "run", exp.id, "--job"], exp.job_log_path, store.root)
     exp.set_status(state="queued", pid=pid, error=None, queued_at=time.time())

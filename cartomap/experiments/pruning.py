@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DEMO_DEV, DataConfig, OrderConfig, RunConfig
+from cartomap.config import DEMO_DEV, DataConfig, ExecutorConfig, OrderConfig, RunConfig
 from cartomap.data import derived
 from cartomap.data.loading import TextDataset, load_dataset
 from cartomap.errors import DataError, RunError
@@ -827,9 +827,12 @@ def create_pruning(params: PruningParams, store: ExperimentStore, name: str = ""
     return store.create(KIND, params.to_dict(), name=name)
 
 
-def start_pruning(params: PruningParams, store: ExperimentStore, name: str = "") -> Experiment:
-    """:func:`create_pruning`, then run it as a background job (unless done or already running)."""
-    return start_experiment(create_pruning(params, store, name), store)
+def start_pruning(
+    params: PruningParams, store: ExperimentStore, name: str = "", executor: ExecutorConfig | None = None
+) -> Experiment:
+    """:func:`create_pruning`, then run it as a background job (unless done or already running),
+    its runs trained by ``executor`` (None: the one saved with the experiment, else local)."""
+    return start_experiment(create_pruning(params, store, name), store, executor)
 
 
 def params_of(exp: Experiment) -> PruningParams:

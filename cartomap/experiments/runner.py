@@ -1,89 +1,111 @@
 """The experiment runner: train every run an experiment plans, then let its kind finalize.
 
-The runner trains the planned runs one after another (each an ordinary resumable run, so a
-killed experiment resumes where it stopped; a run another process is training is skipped and
-waited for, so extra workers can share the grid), asks the kind again (a later run may depend on
-earlier results, like Model 1 on the pruned set), and finalizes. With several GPUs it trains
-independent runs in parallel, one process per GPU. Kinds: :mod:`cartomap.experiments.registry`.
+The runner asks the kind for every run it can define now, hands the ones not done yet to an
+executor (:mod:`cartomap.executors`: one after another here, Ray tasks, or SLURM jobs), waits for
+that batch, and asks the kind again (a later run may depend on earlier results, like Model 1 on the
+pruned set) until nothing is left; then it finalizes. Each run is an ordinary resumable run, so a
+killed experiment resumes where it stopped, and a run another process is training is skipped and
+waited for, so extra workers can share the grid. Kinds: :mod:`cartomap.experiments.registry`.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
-from cartomap.config import RunConfig
-from cartomap.errors import RunError
+from cartomap.config import ExecutorConfig, RunConfig
+from cartomap.executors.base import Watch
+from cartomap.executors.factory import open_executor
 from cartomap.experiments.registry import kind_of
 from cartomap.experiments.store import Experiment, ExperimentStore
-from cartomap.io import atomic_write_json
 from cartomap.runs.store import Run, RunStore
 
 WAIT_S = 5.0  # poll interval while every remaining run is trained by another process
 
 
-# --------------------------------------------------------------------------- the runner
-def gpu_count() -> int:
-    try:
-        import torch
+def run_experiment(
+    exp: Experiment,
+    store: ExperimentStore,
+    *,
+    as_job: bool = False,
+    echo=None,
+    executor: ExecutorConfig | None = None,
+) -> Experiment:
+    """Train every run the experiment plans (resuming finished and interrupted ones), then finalize.
 
-        return torch.cuda.device_count()
-    except Exception:  # noqa: BLE001 - no usable torch/cuda means no GPUs
-        return 0
-
-
-def run_experiment(exp: Experiment, store: ExperimentStore, *, as_job: bool = False, echo=None) -> Experiment:
-    """Train every run the experiment plans (resuming finished and interrupted ones), then finalize."""
+    ``executor``: where the runs train; saved with the experiment, so a resume uses it again. None =
+    the one saved with the experiment, else the local executor."""
     with exp.work():
         if not as_job:
             exp.clear_cancel()
-        _run_locked(exp, store, echo or (lambda _msg: None))
+        if executor is not None:
+            exp.save_executor(executor)
+        config = executor or exp.executor() or ExecutorConfig()
+        _run_locked(exp, store, echo or (lambda _msg: None), config)
     return exp
 
 
-def _run_locked(exp: Experiment, store: ExperimentStore, echo) -> None:
-    from cartomap.training.loop import train_run
+def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorConfig) -> None:
     from cartomap.training.prepare import prepare_run
 
     kind = kind_of(exp.kind)
-    exp.set_status(state="running", error=None, phase="training")
-    gpus = gpu_count()
-    while True:
-        if exp.cancel_requested():
-            exp.set_status(state="cancelled", phase="cancelled")
-            exp.log("cancelled")
-            return
-        planned = kind.planned_runs(exp, store.runs)
-        todo = []
-        for role, config in planned:
-            run = _recorded_done(exp, role, config, store.runs) or prepare_run(config, store.runs)
-            exp.record_run(role, run.id)
-            if run.state != "done":
-                todo.append((role, run))
-        exp.set_status(runs_planned=len(planned), runs_done=len(planned) - len(todo))
-        if not todo:
-            break
-        if gpus > 1 and len(todo) > 1:
-            free = [(role, run) for role, run in todo if not run.is_locked()]
-            if len(free) > 1:
-                _train_parallel(exp, free[:gpus], store, echo)
-                continue
-        free = [(role, run) for role, run in todo if not run.is_locked()]
-        if not free:  # every remaining run is being trained by another process: wait for one
-            exp.set_status(role=todo[0][0], run_id=todo[0][1].id, phase="waiting")
-            time.sleep(WAIT_S)
-            continue
-        role, run = free[0]
-        exp.set_status(role=role, run_id=run.id, phase="training")
+    exp.set_status(state="running", error=None, phase="starting", executor=config.kind, running=[])
+    if exp.cancel_requested():
+        exp.set_status(state="cancelled", phase="cancelled")
+        exp.log("cancelled")
+        return
+    executor = open_executor(config, store.root, exp.executor_log_dir)
+    describe = getattr(executor, "describe", "")
+    exp.log(f"executor {config.kind}" + (f": {describe}" if describe else ""))
+    echo(f"[{exp.id}] executor {config.kind}" + (f": {describe}" if describe else ""))
+
+    def started(role: str, run: Run) -> None:
+        exp.set_status(role=role, run_id=run.id, running=[run.id], phase="training")
         exp.log(f"training {role} ({run.id})")
         echo(f"[{exp.id}] {role}: run {run.id}")
-        run.clear_cancel()
-        _train_watching_cancel(exp, run, train_run)
-        if run.state != "done":
-            state = "cancelled" if exp.cancel_requested() or run.state == "cancelled" else "failed"
-            exp.set_status(state=state, phase=state, error=run.status().get("error"))
-            return
-    exp.set_status(phase="finalizing", role=None, run_id=None)
+
+    watch = Watch(cancelled=exp.cancel_requested, started=started, echo=lambda msg: echo(f"[{exp.id}] {msg}"))
+    try:
+        while True:
+            if exp.cancel_requested():
+                exp.set_status(state="cancelled", phase="cancelled", running=[])
+                exp.log("cancelled")
+                return
+            planned = kind.planned_runs(exp, store.runs)
+            todo = []
+            for role, run_config in planned:
+                run = _recorded_done(exp, role, run_config, store.runs) or prepare_run(run_config, store.runs)
+                exp.record_run(role, run.id)
+                if run.state != "done":
+                    todo.append((role, run))
+            exp.set_status(runs_planned=len(planned), runs_done=len(planned) - len(todo))
+            if not todo:
+                break
+            free = [(role, run) for role, run in todo if not run.is_locked()]
+            if not free:  # every remaining run is being trained by another process: wait for one
+                exp.set_status(role=todo[0][0], run_id=todo[0][1].id, phase="waiting")
+                time.sleep(WAIT_S)
+                continue
+            if config.kind != "local":
+                roles = ", ".join(role for role, _ in free)
+                exp.set_status(
+                    role=roles, run_id=None, running=[run.id for _, run in free], phase="training in parallel"
+                )
+                exp.log(f"training {roles} on {config.kind}")
+            errors = executor.train(free, watch)
+            if exp.cancel_requested():
+                continue  # the top of the loop saves the cancel
+            stopped = [(role, run) for role, run in free if run.state != "done" and not run.is_locked()]
+            if stopped:
+                role, run = next(((r, x) for r, x in stopped if x.id in errors), stopped[0])
+                state = "cancelled" if run.state == "cancelled" else "failed"
+                own = run.status().get("error") if run.state == "failed" else None  # the run's own words
+                error = own or errors.get(run.id) or f"run {run.id} ({role}) ended {run.state}"
+                exp.set_status(state=state, phase=state, error=error, running=[])
+                exp.log(f"{state}: {error}")
+                return
+    finally:
+        executor.close()
+    exp.set_status(phase="finalizing", role=None, run_id=None, running=[])
     kind.finalize(exp, store.runs)
     exp.set_status(state="done", phase="done")
     exp.log("done")
@@ -97,44 +119,3 @@ def _recorded_done(exp: Experiment, role: str, config: RunConfig, runs: RunStore
     if run is None:
         return None
     return run if run.state == "done" and run.config == config else None
-
-
-def _train_watching_cancel(exp: Experiment, run: Run, train_run) -> None:
-    """Train ``run``; a cancel of the experiment is passed on to the run between steps."""
-
-    def on_step(_fields):
-        if exp.cancel_requested() and not run.cancel_requested():
-            run.request_cancel()
-
-    train_run(run, on_step=on_step)
-
-
-def _train_parallel(exp: Experiment, todo: list[tuple[str, Run]], store: ExperimentStore, echo) -> None:
-    """One training process per GPU (CUDA_VISIBLE_DEVICES), waited for until every process has exited."""
-    from cartomap.runs import jobs
-    from cartomap.training.launch import train_job_args
-
-    pids = []
-    for gpu, (role, run) in enumerate(todo):
-        atomic_write_json(run.job_config_path, run.config.to_dict())
-        echo(f"[{exp.id}] {role}: run {run.id} on GPU {gpu}")
-        exp.log(f"training {role} ({run.id}) on GPU {gpu}")
-        pids.append(
-            jobs.spawn(
-                train_job_args(run),
-                run.job_log_path,
-                store.root,
-                env={"CUDA_VISIBLE_DEVICES": str(gpu)},
-            )
-        )
-    exp.set_status(role=", ".join(role for role, _ in todo), run_id=None, phase="training in parallel")
-    while pids:
-        if exp.cancel_requested():
-            for _, r in todo:
-                r.request_cancel()
-        pids = [pid for pid in pids if os.waitpid(pid, os.WNOHANG) == (0, 0)]
-        time.sleep(WAIT_S)
-    failed = [(role, r) for role, r in todo if r.state != "done"]
-    if failed and not exp.cancel_requested():
-        role, r = failed[0]
-        raise RunError(f"run {r.id} ({role}) ended {r.state}: {r.status().get('error')}")

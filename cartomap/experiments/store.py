@@ -2,7 +2,9 @@
 
 An experiment folder holds ``spec.json`` (kind, name, parameters; never changes), the shared
 state files of long work (:class:`cartomap.runs.state.StatusFolder`: status, lock, cancel flag),
-``runs.json`` (role -> run id) and ``results/``. Its id is a hash of kind and parameters, so
+``runs.json`` (role -> run id), ``results/``, and where its runs train: ``executor.json`` (the
+executor it last ran with, so a resume uses it again) and ``jobs/`` (SLURM job scripts and logs).
+Its id is a hash of kind and parameters, so
 starting the same experiment twice finds the first one. Its runs stay in the run store, shared
 between experiments.
 """
@@ -18,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from cartomap.config import ExecutorConfig
 from cartomap.io import atomic_write_json, atomic_write_parquet, file_stamp, read_json
 from cartomap.runs import layout
 from cartomap.runs.folders import FolderStore
@@ -27,6 +30,8 @@ from cartomap.runs.store import Run, RunStore
 SPEC = "spec.json"
 RUNS = "runs.json"
 RESULTS = "results"
+EXECUTOR = "executor.json"
+JOBS = "jobs"
 SEED_SEPARATOR = "@seed"
 
 
@@ -86,6 +91,20 @@ class Experiment(StatusFolder):
         runs = self.run_ids()
         runs[role] = run_id
         atomic_write_json(self.path / RUNS, runs)
+
+    # -- where its runs train --------------------------------------------------------------------------
+    def executor(self) -> ExecutorConfig | None:
+        """The executor the experiment last ran (or was started) with; None before that."""
+        path = self.path / EXECUTOR
+        return ExecutorConfig.from_dict(read_json(path)) if path.exists() else None
+
+    def save_executor(self, config: ExecutorConfig) -> None:
+        atomic_write_json(self.path / EXECUTOR, config.to_dict())
+
+    @property
+    def executor_log_dir(self) -> Path:
+        """SLURM job scripts and logs (submitit's folder)."""
+        return self.path / JOBS
 
     def run(self, role: str, store: RunStore) -> Run | None:
         run_id = self.run_ids().get(role)

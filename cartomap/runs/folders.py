@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -84,7 +85,7 @@ class FolderStore(Generic[Item]):
         if (final / self.MARKER).exists():
             return self.open(final)
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / f".tmp-{item_id}-{os.getpid()}"
+        tmp = self.dir / f".tmp-{item_id}-{socket.gethostname()}-{os.getpid()}"  # unique on a shared store
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:

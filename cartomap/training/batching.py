@@ -190,11 +190,9 @@ class PlannedBatches:
         yield from (b.tolist() for b in self.plan.epoch_batches(self.epoch))
 
 
-def eval_loader_for(frame, tokenizer, cfg: RunConfig, collate):
-    """A length-ordered DataLoader over ``frame`` (dev or test set) and its labels."""
-    from torch.utils.data import DataLoader
-
+def eval_batches_for(frame, tokenizer, cfg: RunConfig):
+    """The tokenized rows of ``frame`` (dev or test set), their batches in order, and the labels."""
     labels = frame["label"].to_numpy(dtype=np.int64)
     dataset = TokenizedExamples(tokenize(tokenizer, frame, cfg.model.max_length), labels)
     batches = EpochBatches(dataset.lengths, cfg.train.eval_batch_size, cfg.train.seed, shuffle=False)
-    return DataLoader(dataset, batch_sampler=batches, collate_fn=collate), labels
+    return dataset, batches, labels

@@ -1,10 +1,11 @@
 """Fine-tune a sequence classifier and record its training dynamics.
 
-One readable loop on ``accelerate``: the same code runs on CPU, one GPU, or several GPUs
-under ``accelerate launch``. For every training example and epoch it records the logits of
-the training forward pass (Cartography) and optionally of an eval-mode pass after the
-epoch (WaNLI), written into preallocated [epochs, examples, classes] arrays by example
-index, so neither shuffling nor gathering across processes can misplace a row.
+One readable loop on ``accelerate``: the same code runs on CPU, one GPU, or several processes
+under ``accelerate launch`` / ``torchrun`` (every batch split across them, :mod:`.sharding`). For
+every training example and epoch it records the logits of the training forward pass (Cartography)
+and optionally of an eval-mode pass after the epoch (WaNLI), written into preallocated
+[epochs, examples, classes] arrays by example index, each example once per epoch, so neither
+shuffling nor gathering across processes can misplace, repeat or drop a row.
 
 After every epoch the logits, the weights, the optimizer and the scheduler are saved: a
 killed run restarts at its last completed epoch. Every epoch reseeds all random number
@@ -33,11 +34,19 @@ from cartomap.training.batching import (
     DynamicPadding,
     EpochBatches,
     TokenizedExamples,
-    eval_loader_for,
+    eval_batches_for,
     tokenize,
 )
 from cartomap.training.orders import training_batches
 from cartomap.training.prepare import prepare_run
+from cartomap.training.sharding import (
+    any_process,
+    check_complete,
+    make_loader,
+    record_once,
+    sum_over_processes,
+    training_loss,
+)
 
 StepCallback = Callable[[dict[str, Any]], None]
 STATUS_EVERY_S = 1.0  # how often the running status is written to the run store
@@ -49,6 +58,10 @@ STATUS_EVERY_S = 1.0  # how often the running status is written to the run store
 # --------------------------------------------------------------------------- loop pieces
 def model_inputs(batch) -> dict[str, Any]:
     return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+
+
+def to_device(batch: dict[str, Any], device) -> dict[str, Any]:
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in batch.items()}
 
 
 def gather_rows(accelerator, index, logits):
@@ -68,6 +81,7 @@ def predict_logits(model, loader, accelerator, n_rows: int, n_classes: int) -> n
     model.eval()
     with torch.no_grad():
         for batch in loader:
+            batch = to_device(batch, accelerator.device)
             with accelerator.autocast():
                 logits = model(**model_inputs(batch)).logits
             index, values = gather_rows(accelerator, batch["index"], logits)
@@ -185,35 +199,53 @@ def process_rank() -> int:
 def train_run(run: Run, on_step: StepCallback | None = None) -> Run:
     """Train (or resume) ``run`` to completion; status and artifacts go to its folder.
 
-    Under ``accelerate launch`` every process trains; only rank 0 holds the lock and writes.
+    Under ``accelerate launch`` / ``torchrun`` every process trains; only rank 0 holds the lock and
+    writes, and every process returns once the run's state is saved.
     """
     if process_rank() > 0:
         _train_locked(run, None)
         return run
     with run.work():
-        if run.cancel_requested():  # cancelled while queued
-            run.log("cancelled before training started")
-            run.set_status(state="cancelled")
-            return run
         _train_locked(run, on_step)
     return run
 
 
 def _train_locked(run: Run, on_step: StepCallback | None) -> None:
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration
+
+    from cartomap.training.models import available_device, mixed_precision
+
+    tc = run.config.train
+    device = available_device(tc.device)
+    # Loaders are sharded by cartomap.training.sharding, never by accelerate; split_batches makes the
+    # prepared scheduler step once per optimizer step: batch_size is the global batch.
+    accelerator = Accelerator(
+        cpu=device == "cpu",
+        mixed_precision=mixed_precision(device, tc.precision),
+        dataloader_config=DataLoaderConfiguration(split_batches=True),
+    )
+    _train_prepared(run, on_step, accelerator)
+    accelerator.wait_for_everyone()  # the other processes return once the main one saved the state
+
+
+def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None:
     import torch
     import torch.nn.functional as F
-    from accelerate import Accelerator
-    from torch.utils.data import DataLoader
     from transformers import get_linear_schedule_with_warmup
 
     from cartomap.scores.metrics import compute_metrics
-    from cartomap.training.models import available_device, load_classifier, load_tokenizer, mixed_precision
+    from cartomap.training.models import load_classifier, load_tokenizer
 
     cfg: RunConfig = run.config
     tc = cfg.train
-    device = available_device(tc.device)
-    accelerator = Accelerator(cpu=device == "cpu", mixed_precision=mixed_precision(device, tc.precision))
     main = accelerator.is_main_process
+    n_proc, rank = accelerator.num_processes, accelerator.process_index
+    if any_process(accelerator, run.cancel_requested()):  # cancelled while queued
+        if main:
+            run.log("cancelled before training started")
+            run.set_status(state="cancelled")
+        return
     label_names = run.label_names
     n_classes = len(label_names)
 
@@ -225,16 +257,21 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
     train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length), labels)
     collate = DynamicPadding(tokenizer.pad_token_id or 0)
     batches = training_batches(run, examples, labels, train_set.lengths)
-    train_loader = DataLoader(train_set, batch_sampler=batches, collate_fn=collate)
+    train_loader = make_loader(train_set, batches, collate, n_proc, rank)
     # The eval-mode pass over the training set and the dev evaluation both go in length order.
     ordered = EpochBatches(train_set.lengths, tc.eval_batch_size, tc.seed, shuffle=False)
-    eval_loader = DataLoader(train_set, batch_sampler=ordered, collate_fn=collate)
+    eval_loader = make_loader(train_set, ordered, collate, n_proc, rank)
+
+    def eval_loader_for(frame):
+        dataset, batches_k, y = eval_batches_for(frame, tokenizer, cfg)
+        return make_loader(dataset, batches_k, collate, n_proc, rank), y
+
     dev_frame = run.dev_examples()
     dev_loader = dev_labels = None
     if dev_frame is not None:
-        dev_loader, dev_labels = eval_loader_for(dev_frame, tokenizer, cfg, collate)
+        dev_loader, dev_labels = eval_loader_for(dev_frame)
     test_frames = [run.test_examples(k) for k in range(len(run.test_names))]
-    test_loaders = [eval_loader_for(f, tokenizer, cfg, collate) for f in test_frames]
+    test_loaders = [eval_loader_for(f) for f in test_frames]
 
     seed_everything(tc.seed)  # the new classifier head's initial weights
     model = load_classifier(base_model, label_names)
@@ -254,12 +291,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
     if start_epoch and main:
         run.log(f"resuming after epoch {start_epoch}")
 
-    model, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
-        model, optimizer, train_loader, eval_loader, scheduler
-    )
-    if dev_loader is not None:
-        dev_loader = accelerator.prepare(dev_loader)
-    test_loaders = [(accelerator.prepare(loader), y) for loader, y in test_loaders]
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
 
     sources = {"train": ["train"], "eval": ["eval"], "both": ["train", "eval"], "none": []}[tc.record]
     recorded = {s: np.zeros((tc.epochs, len(ids), n_classes), dtype=np.float32) for s in sources}
@@ -283,7 +315,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
     )
     if main:
         run.log(
-            f"training on {accelerator.device} ({accelerator.num_processes} process(es)), "
+            f"training on {accelerator.device} ({n_proc} process(es)), "
             f"{len(ids)} examples, {tc.epochs} epochs, {steps_per_epoch} steps/epoch"
         )
 
@@ -291,16 +323,15 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
         if trainer["stopped_early"]:
             break
         seed_everything(epoch_seed(tc.seed, epoch))
-        train_loader.set_epoch(
-            epoch
-        )  # accelerate's loader keeps its own epoch count: set it, or a resume reshuffles
         batches.set_epoch(epoch)
         model.train()
         t0, loss_sum, seen = time.time(), 0.0, 0
+        recorded_rows = np.zeros(len(ids), dtype=bool)  # each example's first logits of the epoch only
         for step, batch in enumerate(train_loader):
+            batch = to_device(batch, accelerator.device)
             with accelerator.autocast():
                 logits = model(**model_inputs(batch)).logits
-            loss = F.cross_entropy(logits.float(), batch["labels"])
+            loss = training_loss(logits, batch["labels"], batch["index"], batch.get("global_size"), n_proc)
             accelerator.backward(loss)
             if tc.max_grad_norm:
                 accelerator.clip_grad_norm_(model.parameters(), tc.max_grad_norm)
@@ -309,23 +340,30 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
             optimizer.zero_grad(set_to_none=True)
             if "train" in recorded:
                 index, values = gather_rows(accelerator, batch["index"], logits.detach())
-                recorded["train"][epoch, index] = values
-            loss_sum += loss.item() * len(batch["labels"])
-            seen += len(batch["labels"])
+                record_once(recorded["train"][epoch], recorded_rows, index, values)
+            real = int((batch["index"] >= 0).sum())
+            if n_proc == 1:
+                loss_sum += loss.item() * real
+            else:  # this process's real rows: the loss without the n / global_size scaling
+                loss_sum += loss.item() * batch["global_size"] / n_proc
+            seen += real
             trainer["global_step"] += 1
             progress.update(
                 epoch=epoch + 1,
                 step=step + 1,
                 global_step=trainer["global_step"],
-                loss=round(loss_sum / seen, 4),
+                loss=round(loss_sum / max(seen, 1), 4),  # 0 rows: a process given only padding
                 examples_per_s=round(seen / (time.time() - t0), 1),
             )
-            if run.cancel_requested():
+            if any_process(accelerator, run.cancel_requested()):  # every process stops at the same step
                 if main:
                     run.log(f"cancelled during epoch {epoch + 1}; resume restarts that epoch")
                     run.set_status(state="cancelled")
                 return
 
+        if "train" in recorded:
+            check_complete(recorded_rows, ids, epoch)
+        loss_sum, seen = sum_over_processes(accelerator, loss_sum, seen)
         record = {
             "epoch": epoch + 1,
             "train_loss": loss_sum / max(seen, 1),

@@ -1,4 +1,5 @@
-"""The forms every configuring page shares: a dataset's source, its columns, the model and training.
+"""The forms every configuring page shares: a dataset's source, its columns, the model and training,
+and where an experiment's runs train.
 
 Every value is kept in ``st.session_state`` under ``<prefix>_<field>`` (see ``pages.common.kept``),
 so two forms on one page differ by their prefix and nothing typed is lost on a rerun.
@@ -10,7 +11,7 @@ import inspect
 
 import streamlit as st
 
-from cartomap.config import ModelConfig, TrainConfig
+from cartomap.config import EXECUTORS, ExecutorConfig, ModelConfig, TrainConfig
 from cartomap.data.forms import FORMAT_CHOICES
 from cartomap.data.uploads import MAX_UPLOAD_MB, UPLOAD_TYPES, save_upload
 from cartomap.errors import CartomapError
@@ -153,3 +154,71 @@ def source_form(
         placeholder="/data/file.jsonl (JSON Lines, CSV, TSV, Parquet, saved HF dataset), or demo:dev",
         **kept(f"{prefix}_path", ""),
     ).strip()
+
+
+EXECUTOR_LABELS = {
+    "local": "This machine, one run after another",
+    "ray": "Ray (one task per run)",
+    "slurm": "SLURM (one job per run)",
+}
+
+
+def executor_form(prefix: str) -> dict:
+    """Where an experiment's runs train: local, Ray or SLURM with their options, as keyword arguments of
+    :func:`cartomap.experiments.forms.build_executor_config` (checked when the experiment starts)."""
+    d = ExecutorConfig()
+    with st.expander("Where the runs train"):
+        kind = st.radio(
+            "Executor",
+            EXECUTORS,
+            format_func=EXECUTOR_LABELS.get,
+            horizontal=True,
+            **kept(f"{prefix}_executor", d.kind, options=list(EXECUTORS)),
+        )
+        values: dict = {"kind": kind}
+        if kind == "local":
+            st.caption("The experiment's job trains its runs one after another (nothing to install).")
+            return values
+        c1, c2 = st.columns(2)
+        values["cpus_per_run"] = c1.number_input(
+            "CPUs per run",
+            1,
+            256,
+            step=1,
+            help="CPU threads of one run",
+            **kept(f"{prefix}_cpus", d.cpus_per_run),
+        )
+        values["gpus_per_run"] = c2.number_input(
+            "GPUs per run (-1 = automatic)",
+            -1,
+            16,
+            step=1,
+            help="automatic: one GPU per run where the Ray cluster has GPUs, else none",
+            **kept(f"{prefix}_gpus", -1),
+        )
+        if kind == "ray":
+            values["ray_address"] = st.text_input(
+                "Ray address",
+                placeholder="blank: start a local Ray (all GPUs of this machine); auto; ray://host:10001",
+                **kept(f"{prefix}_ray_address", ""),
+            )
+        else:
+            c1, c2 = st.columns(2)
+            values["slurm_partition"] = c1.text_input(
+                "Partition", placeholder="the cluster's default", **kept(f"{prefix}_partition", "")
+            )
+            values["slurm_time_min"] = c2.number_input(
+                "Time limit per run (minutes)",
+                1,
+                60 * 24 * 14,
+                step=30,
+                **kept(f"{prefix}_time", d.slurm_time_min),
+            )
+            values["sbatch"] = st.text_input(
+                "Extra sbatch options", placeholder="account=nlp, qos=high", **kept(f"{prefix}_sbatch", "")
+            )
+        st.caption(
+            "Every worker must see the run store: on a cluster set CARTOMAP_CACHE to a folder on a shared "
+            "filesystem, the same path on every node (checked when the experiment starts)."
+        )
+    return values
