@@ -65,6 +65,17 @@ def test_fingerprint_of_non_string_values_takes_the_row_by_row_path():
     assert data.fingerprint() == reference_fingerprint(data)  # ids as JSON numbers, not strings
 
 
+def test_fingerprint_of_columns_in_several_arrow_chunks():
+    """A derived set (a concat of two frames) holds Arrow-backed strings in several chunks."""
+    a, b = weird_dataset(40), weird_dataset(30)
+    frame = pd.concat([a.frame, b.frame.assign(id=b.frame["id"] + "b")], ignore_index=True)
+    for column in ("id", "premise", "hypothesis"):
+        frame[column] = frame[column].astype("string[pyarrow]")
+    frame = pd.concat([frame.iloc[:25], frame.iloc[25:]], ignore_index=True)
+    data = TextDataset(frame=frame, label_names=a.label_names, source="t")
+    assert data.fingerprint() == reference_fingerprint(data)
+
+
 def test_fingerprint_of_a_loaded_file_is_unchanged(tmp_path):
     """A run's id hashes the fingerprint: the value for a fixed file must never change."""
     rows = [

@@ -166,6 +166,14 @@ def _json_strings(values) -> Any:
     return pc.if_else(escape, pa.array(escaped, type=pa.large_string()), plain)
 
 
+def _one_chunk(values):
+    """An Arrow array as one contiguous array (a pandas column backed by Arrow, e.g. after a concat,
+    converts to a ChunkedArray; the offsets read below need one buffer)."""
+    import pyarrow as pa
+
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
 def _hash_rows_arrow(h, frame: pd.DataFrame, columns: Sequence[str], label_names: Sequence[str]):
     """``h`` fed the bytes of :meth:`TextDataset.fingerprint`'s rows, built in Arrow a block at a time
     (about 5x faster than a json.dumps per row; the same bytes). None when a column is not all
@@ -180,7 +188,7 @@ def _hash_rows_arrow(h, frame: pd.DataFrame, columns: Sequence[str], label_names
         codes = frame["label"].to_numpy(dtype=np.int64)
         for start in range(0, len(frame), _HASH_BLOCK):
             part = frame.iloc[start : start + _HASH_BLOCK]
-            cols = [_json_strings(pa.array(part[c])) for c in columns]
+            cols = [_json_strings(_one_chunk(pa.array(part[c]))) for c in columns]
             if any(c is None for c in cols):
                 return None
             cols.append(names.take(pa.array(codes[start : start + _HASH_BLOCK])))
