@@ -6,6 +6,7 @@ import gzip
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cartomap.cli import build_parser, main
@@ -228,7 +229,7 @@ def test_export_then_import_gives_the_same_metrics(trained, tmp_path, capsys):
     for col in ("confidence", "variability", "correctness", "forgetfulness", "aum"):
         np.testing.assert_allclose(a[col], b[col], rtol=1e-5, atol=1e-6)
     assert "premise" in imported.examples().columns  # texts attached from --data
-    # the model folder (with training_dynamics/ inside) and the dynamics folder itself import alike
+    # imported from the model folder: its training_dynamics/ was found inside
     assert imported.status()["imported_from"] == str(out.resolve())
     # Importing the same folder again returns the same run.
     assert (
@@ -247,6 +248,48 @@ def test_export_then_import_gives_the_same_metrics(trained, tmp_path, capsys):
         == 0
     )
     assert len(RunStore(other).list()) == 1
+
+
+def test_import_dynamics_of_a_hand_made_reference_model_folder(tmp_path, capsys):
+    """A model folder as the reference's run_glue.py leaves it: its own files beside training_dynamics/
+    (4 epochs, integer guids); import-dynamics finds the dynamics inside and computes their metrics."""
+    from cartomap.scores.metrics import compute_metrics
+
+    model = tmp_path / "snli_roberta"
+    (model / "training_dynamics").mkdir(parents=True)
+    for name in ("config.json", "eval_metrics_train.json", "training_args.bin"):
+        (model / name).write_text("{}")  # the reference's other outputs are not epochs
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(4, 5, 3)).round(3)
+    gold = [0, 2, 1, 1, 0]
+    for e in range(4):
+        lines = [
+            json.dumps({"guid": 100 + i, f"logits_epoch_{e}": logits[e, i].tolist(), "gold": gold[i]})
+            for i in range(5)
+        ]
+        (model / "training_dynamics" / f"dynamics_epoch_{e}.jsonl").write_text("\n".join(lines) + "\n")
+    cache = tmp_path / "cache"
+    args = [
+        "--cache",
+        str(cache),
+        "import-dynamics",
+        str(model),
+        "--label-names",
+        "entailment,neutral,contradiction",
+    ]
+    assert main(args) == 0
+    (run,) = RunStore(cache).list()
+    assert run.state == "done" and run.label_names == ("entailment", "neutral", "contradiction")
+    ours = run.metrics()
+    expected = compute_metrics(logits, np.array(gold), [str(100 + i) for i in range(5)])
+    assert ours["id"].tolist() == ["100", "101", "102", "103", "104"]
+    for col in ("confidence", "variability", "correct_count", "forgetfulness"):
+        np.testing.assert_allclose(ours[col], expected[col], rtol=1e-5, atol=1e-6)
+    assert main(args) == 0 and [r.id for r in RunStore(cache).list()] == [run.id]  # again: the same run
+    # the dynamics folder itself imports too (its path is the run's data path: a run of its own)
+    assert main([*args[:3], str(model / "training_dynamics"), *args[4:]]) == 0
+    other = next(r for r in RunStore(cache).list() if r.id != run.id)
+    pd.testing.assert_frame_equal(other.metrics(), ours)
 
 
 def test_delete_needs_yes(trained, tiny_model, tmp_path):

@@ -58,7 +58,7 @@ def one_line_error(capsys) -> str:
     return err
 
 
-def test_a_garbage_status_is_listed_as_damaged_and_the_others_work(store, capsys):
+def test_a_garbage_status_is_listed_as_damaged_and_the_others_work(store, tmp_path, capsys):
     victim, healthy = store.list()
     victim.status_path.write_text("{not json", encoding="utf-8")
     assert cli(store, "runs") == 0
@@ -70,6 +70,10 @@ def test_a_garbage_status_is_listed_as_damaged_and_the_others_work(store, capsys
     assert "Traceback" not in captured.err
     assert cli(store, "show", healthy.id) == 0 and cli(store, "show", victim.id) == 0
     assert "damaged: status.json cannot be read" in capsys.readouterr().out
+    # its dynamics and metrics are intact: the map and the export still work
+    assert cli(store, "map", victim.id, "--out", str(tmp_path / "map.png")) == 0
+    assert cli(store, "export", victim.id, "--out", str(tmp_path / "model")) == 0
+    assert len(list((tmp_path / "model" / "training_dynamics").iterdir())) == 3
     # repair writes a fresh status from the history and the saved model
     assert cli(store, "repair", victim.id) == 0
     assert "status.json written afresh" in capsys.readouterr().out

@@ -441,4 +441,12 @@ def test_cli_refuses_bad_input_before_creating_anything(e2e, tiny_model, capsys)
     assert code == 2 and "k=50" in capsys.readouterr().err
     code = cli.main([*args, "--categories", "P9G0"])
     assert code == 2 and "categories" in capsys.readouterr().err
+    # --export into a folder that holds a pruned_train.jsonl: refused before hours of training
+    export = e2e["tmp"] / "mine"
+    export.mkdir()
+    (export / "pruned_train.jsonl").write_text("mine\n")
+    assert cli.main([*args, "--export", str(export)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pruned_train.jsonl exists; pass --force to replace" in err
+    assert (export / "pruned_train.jsonl").read_text() == "mine\n"
     assert not (cache / "experiments").exists()
