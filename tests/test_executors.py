@@ -225,6 +225,15 @@ def test_ray_probe_sees_the_store_on_every_node(ray_session, tmp_path):
     assert ray_session.get_runtime_context().gcs_address.startswith("127.0.0.1:")
 
 
+def test_ray_probe_names_a_node_that_does_not_see_the_store(ray_session, tmp_path, monkeypatch):
+    """As if the store were not mounted on the node: the probe file the workers look for is not there."""
+    from cartomap.executors import ray_tasks
+
+    monkeypatch.setattr(ray_tasks, "write_probe", lambda root: (tmp_path / "not-mounted" / "probe", "token"))
+    with pytest.raises(RunError, match=r"Ray node\(s\) .* do not see the run store .*CARTOMAP_CACHE"):
+        ray_tasks.check_shared_store(tmp_path)
+
+
 def test_missing_package_says_how_to_install_before_creating_anything(
     data, tiny_model, tmp_path, monkeypatch, capsys
 ):

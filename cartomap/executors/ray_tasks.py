@@ -119,7 +119,7 @@ class RayExecutor:
                 max_retries=self.config.retries,
                 retry_exceptions=False,
                 name=f"cartomap {role} {run.id}",
-            ).remote(str(run.path), self.config.cpus_per_run)
+            ).remote(str(run.path.resolve()), self.config.cpus_per_run, os.getcwd())
             owners[ref] = (role, run)
         watch.echo(f"submitted {len(batch)} run(s) to {self.describe}")
         errors: dict[str, str] = {}

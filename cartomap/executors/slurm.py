@@ -13,6 +13,7 @@ code path, without a cluster; the tests use it.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -29,8 +30,8 @@ class TrainJob(submitit.helpers.Checkpointable):
     """The callable a job runs; checkpointable, so a timed-out or preempted job is requeued (the run
     itself resumes from its own saved epoch, nothing else to save)."""
 
-    def __call__(self, run_path: str, threads: int) -> dict:
-        return train_in_worker(run_path, threads)
+    def __call__(self, run_path: str, threads: int, cwd: str | None = None) -> dict:
+        return train_in_worker(run_path, threads, cwd)
 
 
 def cluster_name() -> str:
@@ -66,7 +67,10 @@ class SlurmExecutor:
         """One job per run, submitted together as a job array."""
         with self.executor.batch():
             jobs = [
-                self.executor.submit(TrainJob(), str(run.path), self.config.cpus_per_run) for _, run in runs
+                self.executor.submit(
+                    TrainJob(), str(run.path.resolve()), self.config.cpus_per_run, os.getcwd()
+                )
+                for _, run in runs
             ]
         return jobs
 

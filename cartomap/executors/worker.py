@@ -30,12 +30,16 @@ def not_shared(path: Path) -> RunError:
     )
 
 
-def train_in_worker(run_path: str, threads: int = 1) -> dict[str, Any]:
+def train_in_worker(run_path: str, threads: int = 1, cwd: str | None = None) -> dict[str, Any]:
     """Train (or resume) the run at ``run_path`` here; returns its id, final state, host and pid.
 
-    A cancel asked for while the task waited stops it at once; a run another process holds is left to
-    it (state ``busy``)."""
+    ``cwd``: the experiment's working folder, entered when it exists here, so that relative paths in a
+    run's config (a relative ``--cache`` puts one in a curriculum's scores file) mean what they meant
+    there. A cancel asked for while the task waited stops it at once; a run another process holds is
+    left to it (state ``busy``)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if cwd and os.path.isdir(cwd):
+        os.chdir(cwd)
     path = Path(run_path)
     run = Run(path)
     if not run.config_path.exists():
