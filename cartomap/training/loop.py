@@ -224,6 +224,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
     train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length), labels)
     collate = DynamicPadding(tokenizer.pad_token_id or 0)
     batches = training_batches(run, examples, labels, train_set.lengths)
+    del examples  # tokenized: the texts (hundreds of MB on 550k pairs) are not needed while training
     train_loader = DataLoader(train_set, batch_sampler=batches, collate_fn=collate)
     # The eval-mode pass over the training set and the dev evaluation both go in length order.
     ordered = EpochBatches(train_set.lengths, tc.eval_batch_size, tc.seed, shuffle=False)
