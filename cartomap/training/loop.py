@@ -28,7 +28,7 @@ from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
 from cartomap.runs.state import Throttle
-from cartomap.runs.store import Run, RunStore
+from cartomap.runs.store import Run, RunStore, arrow_ids
 from cartomap.training.batching import (
     DynamicPadding,
     EpochBatches,
@@ -219,6 +219,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
 
     examples = run.examples()
     ids = examples["id"].astype(str).tolist()
+    train_ids = arrow_ids(ids)  # converted once, written with every epoch's logits
     labels = examples["label"].to_numpy(dtype=np.int64)
     tokenizer = load_tokenizer(cfg.model.name_or_path)
     train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length), labels)
@@ -351,7 +352,7 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
         if main:
             progress.update(force=True, phase="saving")
             for s in sources:
-                run.write_epoch(s, epoch, ids, recorded[s][epoch])
+                run.write_epoch(s, epoch, train_ids, recorded[s][epoch])
             if dev_loader is not None:
                 run.write_epoch("dev", epoch, dev_frame["id"].astype(str).tolist(), dev_logits)
             for k, logits_k in enumerate(test_logits):
