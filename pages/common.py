@@ -16,10 +16,11 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
     else the newest run, else None. Draws nothing.
 ``select_run(run_id)``
     Make ``run_id`` the selected run (call ``st.rerun()`` after it for the sidebar to show it).
-``kept(key, default, *, options=None, on_change=None) -> dict``
+``kept(key, default, *, options=None, on_change=None, max_selections=None) -> dict``
     Keyword arguments that make a widget's value survive reruns, page switches and being
     hidden: ``st.number_input("Epochs", 1, 100, **kept("train_epochs", 4))``. The value lives in
-    ``st.session_state[key]``; ``options`` (for select widgets) resets a value no longer offered.
+    ``st.session_state[key]``; ``options`` (for select widgets) resets a value no longer offered;
+    a multiselect (a list ``default``) passes its ``max_selections`` too, which cuts a longer stored value.
 ``flash(kind, message)`` / ``show_flashes()``
     Queue a message ("success", "info", "warning", "error") to show after an ``st.rerun()``.
 ``show_error(err)``
@@ -198,26 +199,40 @@ def _copy_to(key: str, widget_key: str, then: Callable[[], Any] | None) -> None:
         then()
 
 
+def _as_selection(value: Any, default: list, options: Sequence[Any] | None, most: int | None) -> list:
+    """A multiselect's stored value as a list of distinct offered items, at most ``most`` of them."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        value = [value]  # a single value (a string is not a list of its characters)
+    value = list(dict.fromkeys(value))
+    if options is not None:
+        opts = list(options)
+        value = [v for v in value if v in opts] or [v for v in default if v in opts]
+    return value if most is None else value[:most]
+
+
 def kept(
     key: str,
     default: Any,
     *,
     options: Sequence[Any] | None = None,
     on_change: Callable[[], Any] | None = None,
+    max_selections: int | None = None,
 ) -> dict[str, Any]:
     """Widget kwargs (key, on_change, args) whose value outlives the widget; see the module docstring.
 
-    A multiselect's value (a list) is filtered to ``options`` (``default`` when nothing is left); any other value not in
-    ``options`` is reset to ``default`` (or the first option when ``default`` is not one either).
+    A multiselect's value (``default`` is a list) is made a list (a single stored value becomes a
+    one-item list, repeats are dropped), filtered to ``options`` (``default`` when nothing is left) and
+    cut to its first ``max_selections`` items: Streamlit raises on a stored value longer than the
+    widget's ``max_selections``. Any other value not in ``options`` is reset to ``default`` (or the
+    first option when ``default`` is not one either).
     """
     ss = st.session_state
     value = ss.get(key, default)
-    if options is not None:
+    if isinstance(default, list):
+        value = _as_selection(value, default, options, max_selections)
+    elif options is not None and value not in list(options):
         opts = list(options)
-        if isinstance(value, list):
-            value = [v for v in value if v in opts] or [v for v in default if v in opts]
-        elif value not in opts:
-            value = default if default in opts else (opts[0] if opts else None)
+        value = default if default in opts else (opts[0] if opts else None)
     ss[key] = value
     widget_key = f"_kept_{key}"
     ss[widget_key] = value

@@ -216,7 +216,7 @@ def maps_section(runs: dict[str, Run]) -> None:
         f"Maps (at most {MAX_MAPS})",
         with_maps,
         max_selections=MAX_MAPS,
-        **kept("cmp_maps", default, options=with_maps),
+        **kept("cmp_maps", default, options=with_maps, max_selections=MAX_MAPS),
     )
     if not shown:
         return

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from cartomap.analysis import projection
 from cartomap.analysis.neighbours import DEFAULT_K, neighbour_group, seed_examples
 from cartomap.analysis.projection import load_projection, points_frame, project_run, projection_figure
 from cartomap.errors import CartomapError
@@ -252,6 +253,18 @@ def task_or_button(run: Run, name: str, cli_args: list[str], label: str, button:
         start_task_button(run, name, cli_args, button, key=f"nb_start_{name}")
 
 
+def umap_note(n: int) -> str:
+    """What the UMAP view is made of: fitted on every example, or on a sample with the rest placed."""
+    sample = projection.UMAP_FIT_SAMPLE
+    if n <= sample:
+        return f"UMAP fitted on all {n:,} examples."
+    return (
+        f"UMAP fitted on a random sample of {sample:,} of the {n:,} examples; the other {n - sample:,} "
+        f"are placed at the weighted mean of their {projection.UMAP_N_NEIGHBORS} most similar fitted "
+        "examples (as UMAP places new points), so their local layout is approximate."
+    )
+
+
 def projection_view(run: Run, points: pd.DataFrame, group_ids: list[str], seed: str | None) -> None:
     st.subheader("The whole dataset in 2-D")
     stamp = run.stamp(run.embeddings_path)
@@ -276,6 +289,8 @@ def projection_view(run: Run, points: pd.DataFrame, group_ids: list[str], seed: 
             method = "PCA"
     if coords is None:
         coords = _pca(str(run.path), stamp)
+    if method == "UMAP":
+        st.caption(umap_note(len(points)))
     fig = projection_figure(
         coords,
         points,

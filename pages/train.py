@@ -133,7 +133,7 @@ if columns:
         columns,
         max_selections=2,
         help="Two for a pair (premise, hypothesis), one for single texts.",
-        **kept("train_text_columns", guess["text_columns"], options=columns),
+        **kept("train_text_columns", guess["text_columns"], options=columns, max_selections=2),
     )
     label_column = c2.selectbox(
         "Label", columns, **kept("train_label_column", guess["label_column"], options=columns)

@@ -112,6 +112,23 @@ def test_missing_test_set_and_maps(env):
     assert table["accuracy"].isna().tolist() == [True, False]
 
 
+@pytest.mark.parametrize("stored", ["label", "too many"])
+def test_kept_maps_choice_is_bounded(env, stored):
+    """A stored choice of maps that the widget cannot take (a single label, a string that Streamlit would
+    read as one option per character; more labels than ``max_selections``) is cut to a valid one."""
+    from pages.compare import MAX_MAPS
+
+    a, d = env["runs"]["a"], env["runs"]["d"]
+    label = cmp.run_label(d)
+    at = _app()
+    at.session_state["cmp_runs"] = [a.id, d.id]
+    at.session_state["cmp_maps"] = label if stored == "label" else [label] * (MAX_MAPS + 2)
+    at.run()
+    assert not at.exception, at.exception
+    assert at.multiselect(key="_kept_cmp_maps").value == [label]
+    assert _charts(at)[-1] == f"cmp_map_{d.id}"
+
+
 def test_curriculum_experiment(env):
     exp = env["curriculum"]
     at = _app()

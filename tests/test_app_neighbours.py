@@ -141,6 +141,7 @@ def test_saved_group_source_and_save(env):
 
 
 def test_no_embeddings_offers_the_job(env, monkeypatch):
+    import cartomap.analysis.projection
     import cartomap.runs.jobs
 
     run = make_run(env, embeddings=False)
@@ -161,6 +162,7 @@ def test_no_embeddings_offers_the_job(env, monkeypatch):
 
 
 def test_umap_on_request(env, monkeypatch):
+    import cartomap.analysis.projection
     import cartomap.runs.jobs
 
     run = make_run(env)
@@ -182,6 +184,12 @@ def test_umap_on_request(env, monkeypatch):
     assert not at.exception, at.exception
     assert not any(b.label == "Compute UMAP" for b in at.button)
     assert "UMAP" in at.get("plotly_chart")[0].proto.spec
+    assert any(c.value == "UMAP fitted on all 400 examples." for c in at.caption)
+    # above the fit sample the page says that most points were placed, not fitted
+    monkeypatch.setattr(cartomap.analysis.projection, "UMAP_FIT_SAMPLE", 150)
+    at.run()
+    note = next(c.value for c in at.caption if c.value.startswith("UMAP fitted on"))
+    assert "a random sample of 150 of the 400 examples; the other 250 are placed" in note
 
 
 def test_no_run_offers_demo(tmp_path, monkeypatch):

@@ -203,13 +203,51 @@ def test_rows_are_placed_at_the_weighted_mean_of_their_nearest_fitted_rows():
     np.testing.assert_allclose(two[1], [10.0 * w / (1 + w), 0.0], atol=1e-4)
 
 
+def test_umap_gets_the_exact_cosine_neighbour_graph():
+    from sklearn.neighbors import NearestNeighbors
+
+    from cartomap.analysis.projection import exact_knn
+
+    emb = np.random.default_rng(3).normal(size=(150, 24)).astype(np.float32)
+    indices, dists = exact_knn(emb, 6)
+    assert indices.dtype == np.int32 and dists.dtype == np.float32 and indices.shape == (150, 6)
+    assert (indices[:, 0] == np.arange(150)).all() and (dists[:, 0] == 0).all()
+    ref_d, ref_i = NearestNeighbors(n_neighbors=6, metric="cosine").fit(emb).kneighbors(emb)
+    np.testing.assert_array_equal(indices, ref_i)
+    np.testing.assert_allclose(dists, ref_d, atol=1e-5)
+
+
+def test_placement_search_in_fewer_dimensions_keeps_the_cosines():
+    """Rows that span 8 directions of a 96-dim space: on the sample's top 64 uncentred axes every
+    dot product of the unit rows is kept, so the rows are placed exactly as in 96 dims."""
+    from cartomap.analysis.projection import place_by_neighbours, reduce_dims, top_axes
+
+    rng = np.random.default_rng(5)
+    basis = np.linalg.qr(rng.normal(size=(96, 8)))[0]  # 8 orthonormal directions in 96 dims
+    emb = (rng.normal(size=(300, 8)) @ basis.T * rng.uniform(0.5, 3, size=(300, 1))).astype(np.float32)
+    fitted = np.sort(rng.choice(300, size=90, replace=False))
+    axes = top_axes(emb[fitted], 64)
+    assert axes.shape == (96, 64)
+    reduced = reduce_dims(emb, axes, block=64)  # several blocks
+    unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    np.testing.assert_allclose(reduced @ reduced.T, unit @ unit.T, atol=1e-4)
+    coords = rng.normal(size=(90, 2)).astype(np.float32)
+    rest = np.setdiff1d(np.arange(300), fitted)
+    np.testing.assert_allclose(
+        place_by_neighbours(reduced, fitted, coords, rest),
+        place_by_neighbours(emb, fitted, coords, rest),
+        atol=1e-4,
+    )
+
+
 @pytest.mark.slow
 def test_sampled_umap_fits_the_sample_and_places_the_rest():
-    from cartomap.analysis.projection import _umap, project
+    from cartomap.analysis.projection import PLACE_DIMS, _umap, project
 
     rng = np.random.default_rng(0)
-    centres = rng.normal(size=(4, 16))
-    emb = (np.repeat(centres, 100, axis=0) + 0.05 * rng.normal(size=(400, 16))).astype(np.float32)
+    dims = PLACE_DIMS + 32  # more than PLACE_DIMS: the placement search runs on fewer dimensions
+    centres = rng.normal(size=(4, dims))
+    emb = (np.repeat(centres, 100, axis=0) + 0.05 * rng.normal(size=(400, dims))).astype(np.float32)
     coords = project(emb, "umap", seed=0, fit_sample=120)
     fitted = np.sort(np.random.default_rng(0).choice(400, size=120, replace=False))
     np.testing.assert_allclose(coords[fitted], _umap(emb[fitted], 0), atol=1e-5)
@@ -415,3 +453,23 @@ def test_pruning_plans_its_folds_once_per_process_and_rereads_a_changed_file(tmp
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
     again = pruning.load_training_set(params)
     assert again is not train and again.fingerprint() != train.fingerprint()
+
+
+# --------------------------------------------------------------------------- epoch files
+def test_epoch_table_from_arrow_ids_equals_the_frame(tmp_path):
+    """Ids converted to Arrow once (as the loop does) give the file that the pandas frame gave."""
+    import pyarrow.parquet as pq
+
+    from cartomap.runs.store import arrow_ids, logits_frame, logits_table
+
+    ids = [f"ex-{i}" for i in range(50)]
+    logits = np.random.default_rng(1).normal(size=(50, 3)).astype(np.float32)
+    table = logits_table(arrow_ids(ids), logits)
+    assert table.equals(logits_table(ids, logits))
+    pq.write_table(table, tmp_path / "e.parquet", use_dictionary=False)
+    back = pd.read_parquet(tmp_path / "e.parquet")
+    pd.testing.assert_frame_equal(back, logits_frame(ids, logits), check_dtype=False)
+    assert back["id"].tolist() == ids and back[["logit_0", "logit_1", "logit_2"]].dtypes.eq(np.float32).all()
+    assert logits_table(np.arange(3), logits[:3]).column("id").to_pylist() == ["0", "1", "2"]
+    with pytest.raises(ValueError, match="49 ids for 50 rows"):
+        logits_table(ids[:-1], logits)

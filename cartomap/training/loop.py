@@ -29,7 +29,7 @@ from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
 from cartomap.runs.state import Throttle
-from cartomap.runs.store import Run, RunStore
+from cartomap.runs.store import Run, RunStore, arrow_ids
 from cartomap.training.batching import (
     DynamicPadding,
     EpochBatches,
@@ -251,12 +251,14 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
 
     examples = run.examples()
     ids = examples["id"].astype(str).tolist()
+    train_ids = arrow_ids(ids)  # converted once, written with every epoch's logits
     labels = examples["label"].to_numpy(dtype=np.int64)
     base_model = run.resolve_path(cfg.model.name_or_path)  # a relative folder works from any folder
     tokenizer = load_tokenizer(base_model)
     train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length), labels)
     collate = DynamicPadding(tokenizer.pad_token_id or 0)
     batches = training_batches(run, examples, labels, train_set.lengths)
+    del examples  # tokenized: the texts (hundreds of MB on 550k pairs) are not needed while training
     train_loader = make_loader(train_set, batches, collate, n_proc, rank)
     # The eval-mode pass over the training set and the dev evaluation both go in length order.
     ordered = EpochBatches(train_set.lengths, tc.eval_batch_size, tc.seed, shuffle=False)
@@ -389,7 +391,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         if main:
             progress.update(force=True, phase="saving")
             for s in sources:
-                run.write_epoch(s, epoch, ids, recorded[s][epoch])
+                run.write_epoch(s, epoch, train_ids, recorded[s][epoch])
             if dev_loader is not None:
                 run.write_epoch("dev", epoch, dev_frame["id"].astype(str).tolist(), dev_logits)
             for k, logits_k in enumerate(test_logits):
