@@ -394,7 +394,7 @@ def _nav(driver, title: str) -> None:
     driver.find_element(By.XPATH, link).click()
 
 
-@pytest.mark.slow
+@pytest.mark.fullsize  # not in CI's `-m slow`: building the 550k runs takes hours on 2 cores
 @pytest.mark.timeout(3 * 3600)  # the bench's runs are made first when absent
 def test_full_size_run_in_the_browser(tmp_path, browser):
     """The dashboard on the bench's 550k-example runs: map, a filter, a lasso resolved exactly on the
