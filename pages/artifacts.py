@@ -21,7 +21,7 @@ import pandas as pd
 import streamlit as st
 
 from cartomap.analysis import artifacts
-from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig, RunConfig
+from cartomap.config import DEMO_DESCRIPTION, DEMO_DEV, DEMO_TRAIN, DataConfig, RunConfig
 from cartomap.data.derived import balanced_sample
 from cartomap.data.forms import FORMAT_CHOICES
 from cartomap.data.loading import TextDataset, load_dataset
@@ -50,7 +50,7 @@ from pages.components.jobs import progress_bar, run_panel, start_task_button, ta
 
 SOURCES = {
     "run": "The selected run's training data",
-    "demo": "Bundled demo (1,600 NLI pairs)",
+    "demo": DEMO_DESCRIPTION,
     "path": "A file on this machine",
 }
 ALPHAS = (0.05, 0.01, 0.001)

@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from cartomap.config import DEMO_DEV, DEMO_TRAIN, OrderConfig, RunConfig, TrainConfig
+from cartomap.config import DEMO_DESCRIPTION, DEMO_DEV, DEMO_TRAIN, OrderConfig, RunConfig, TrainConfig
 from cartomap.data.forms import parse_names
 from cartomap.data.loading import TextDataset, load_dataset
 from cartomap.errors import CartomapError
@@ -35,7 +35,7 @@ from pages.components.forms import columns_form, executor_form, model_form, sour
 from pages.components.jobs import experiment_panel
 
 TRAIN_SOURCES = {
-    "demo": "Bundled demo (1,600 NLI pairs)",
+    "demo": DEMO_DESCRIPTION,
     "path": "A file on this machine",
     "upload": "Upload",
 }

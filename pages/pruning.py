@@ -17,7 +17,15 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig, ModelConfig, RunConfig, TrainConfig
+from cartomap.config import (
+    DEMO_DESCRIPTION,
+    DEMO_DEV,
+    DEMO_TRAIN,
+    DataConfig,
+    ModelConfig,
+    RunConfig,
+    TrainConfig,
+)
 from cartomap.data.forms import FORMAT_CHOICES, parse_names
 from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
@@ -41,7 +49,7 @@ from pages.components.jobs import experiment_panel
 EXP_KEY = "prune_exp_id"
 SOURCES = {
     "run": "The selected run's training data",
-    "demo": "Bundled demo (1,600 NLI pairs)",
+    "demo": DEMO_DESCRIPTION,
     "path": "A file on this machine",
 }
 SUSPECTS_MAX_ROWS = 5_000

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cartomap.config import DEMO_TRAIN, TrainConfig
+from cartomap.config import DEMO_DESCRIPTION, DEMO_TRAIN, TrainConfig
 from cartomap.data.forms import FORMAT_CHOICES, guess_columns, preview_table
 from cartomap.errors import CartomapError
 from cartomap.integrations.checkpoints import DEFAULT_BATCH_SIZE, start_scoring
@@ -32,7 +32,7 @@ from pages.components.forms import model_form, upload_field
 from pages.components.jobs import run_panel
 
 SOURCES = {
-    "demo": "Bundled demo (1,600 NLI pairs)",
+    "demo": DEMO_DESCRIPTION,
     "path": "A file or folder on this machine",
     "upload": "Upload a file",
 }

@@ -130,7 +130,7 @@ def test_demo_source_without_runs(env, spawned):
     assert not at.exception, at.exception
     assert at.radio(key="_kept_af_source").value == "demo"
     assert _frames(at, "word")
-    assert [b for b in at.button if b.key == "af_sim_inline"], "1,600 pairs: computed in the page on click"
+    assert [b for b in at.button if b.key == "af_sim_inline"], "3,198 pairs: computed in the page on click"
 
 
 def test_registered_in_the_dashboard(env, spawned):

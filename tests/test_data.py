@@ -583,15 +583,18 @@ def test_no_partial_success(tmp_path):
 def test_demo_data():
     train = load_dataset(DataConfig(path="demo:train"))
     dev = load_dataset(DataConfig(path="demo:dev"), label_names=train.label_names)
-    assert len(train) == 1600 and len(dev) == 400
+    assert len(train) == 3198 and len(dev) == 400
     assert train.label_names == DEMO_LABEL_NAMES == NLI and dev.label_names == NLI
     assert train.frame["id"].is_unique and dev.frame["id"].is_unique
     assert not set(train.frame["id"]) & set(dev.frame["id"])
     assert train.source == "demo:train"
-    counts = train.frame.groupby(["genre", "label"]).size()
-    assert counts.min() >= 266 and counts.max() <= 267
-    assert dev.frame["genre"].value_counts().to_dict() == {"snli": 200, "mnli": 200}
-    assert train.frame["bert_runs_correct_of_100"].notna().sum() == 800
+    assert train.frame["label"].value_counts().tolist() == [1066, 1066, 1066]
+    assert dev.frame["label"].value_counts().sort_index().tolist() == [134, 133, 133]
+    assert set(train.frame["genre"]) == set(dev.frame["genre"]) == {"snli"}
+    # whole premise triples: every premise once with each label; none of them in the dev file
+    per_premise = train.frame.groupby("premise")["label"].apply(lambda y: sorted(y.tolist()))
+    assert len(per_premise) == 1066 and all(labels == [0, 1, 2] for labels in per_premise)
+    assert not set(train.frame["premise"]) & set(dev.frame["premise"])
     assert demo_path("train").exists() and demo_path("dev").exists()
     with pytest.raises(DataError):
         demo_path("test")

@@ -1,10 +1,15 @@
-"""The README's launch path on the real encoder: the bundled demo trains on CPU and then loads at once."""
+"""The README's launch path on the real encoder: the bundled demo trains on CPU, its map looks like a data
+map (the arc with its three regions), and it then loads at once."""
 
 import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
+
+from cartomap.runs.store import RunStore
+from cartomap.scores.metrics import REGIONS
 
 
 @pytest.mark.slow
@@ -20,13 +25,26 @@ def test_demo_trains_then_loads(tmp_path):
         str(tmp_path),
     ]
     start = time.perf_counter()
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     train_seconds = time.perf_counter() - start
     assert first.returncode == 0, first.stderr[-3000:]
     assert (tmp_path / "demo_map.png").exists() and (tmp_path / "demo_map.html").exists()
     assert "dev accuracy" in first.stdout
+
+    (run,) = RunStore(tmp_path / "cache").list()
+    assert run.status()["dev_accuracy"] >= 0.75  # the model learned the task: not a flat cloud near chance
+    metrics = run.metrics()
+    confidence = metrics["confidence"].to_numpy()
+    assert np.mean(confidence >= 0.75) >= 0.15  # the easy-to-learn top of the arc is there
+    counts = metrics["region"].value_counts()
+    assert all(counts.get(region, 0) > 0 for region in REGIONS), counts.to_dict()
+
     start = time.perf_counter()
     second = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0 and "exists" in second.stdout
-    print(f"demo: trained in {train_seconds:.0f}s, loaded in {time.perf_counter() - start:.1f}s")
+    print(
+        f"demo: trained in {train_seconds:.0f}s, dev accuracy {run.status()['dev_accuracy']:.3f}, "
+        f"confidence >= 0.75: {np.mean(confidence >= 0.75):.1%}, regions {counts.to_dict()}, "
+        f"loaded in {time.perf_counter() - start:.1f}s"
+    )
     assert time.perf_counter() - start < 60

@@ -210,7 +210,7 @@ def _hash_rows_arrow(h, frame: pd.DataFrame, columns: Sequence[str], label_names
 
 
 def demo_path(split: str) -> Path:
-    """The bundled demo file for ``"train"`` (1,600 pairs) or ``"dev"`` (400 pairs)."""
+    """The bundled demo file for ``"train"`` (3,198 SNLI pairs) or ``"dev"`` (400 SNLI pairs)."""
     if split not in _DEMO_FILES:
         raise DataError(f"unknown demo split {split!r}; expected one of {sorted(_DEMO_FILES)}")
     return DEMO_DIR / _DEMO_FILES[split]

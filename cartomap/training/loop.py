@@ -103,7 +103,7 @@ def no_decay(name: str) -> bool:
     return name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name
 
 
-def build_optimizer(model, cfg):
+def build_optimizer(model, cfg, device_type: str = "cpu"):
     import torch
 
     groups = [
@@ -113,7 +113,11 @@ def build_optimizer(model, cfg):
         },
         {"params": [p for n, p in model.named_parameters() if no_decay(n)], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=cfg.learning_rate, eps=cfg.adam_epsilon)
+    # The fused kernel updates every tensor in one pass: on a CPU about 6x faster than the default
+    # per-tensor loop (14 vs 82 ms a step for MiniLM's 22.7M parameters), which at batch 16 was a
+    # third of each step (bench/bench_training.py). Same update rule, float rounding aside.
+    fused = True if device_type in ("cpu", "cuda") else None
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, eps=cfg.adam_epsilon, fused=fused)
 
 
 # --------------------------------------------------------------------------- resume state
@@ -277,7 +281,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
 
     seed_everything(tc.seed)  # the new classifier head's initial weights
     model = load_classifier(base_model, label_names)
-    optimizer = build_optimizer(model, tc)
+    optimizer = build_optimizer(model, tc, accelerator.device.type)
     steps_per_epoch = len(batches)
     total_steps = steps_per_epoch * tc.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, int(tc.warmup_ratio * total_steps), total_steps)
