@@ -46,7 +46,7 @@ def prune_args(cache: Path, data, tiny_model: str, *extra: str) -> list[str]:
     _, (train, test) = data
     return [
         "--cache", str(cache), "prune", train, "--test", test, "--folds", "3", "--threshold", "0",
-        "--categories", "P1G0", "P2G0", "--model", tiny_model, "--max-length", "48", "--epochs", "2",
+        "--categories", "P1G0", "P2G0", "P0G1", "--model", tiny_model, "--max-length", "48", "--epochs", "2",
         "--batch-size", "16", "--lr", "1e-3", "--warmup-ratio", "0", "--device", "cpu", "--no-checkpoints",
         *extra,
     ]  # fmt: skip

@@ -163,7 +163,7 @@ def make_run(cache: Path, n: int = 12) -> Run:
     path = cache / "mini.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.assign(label=[data.label_names[v] for v in frame["label"]]).drop(
-        columns=["bert_runs_correct_of_100"]
+        columns=["bert_runs_correct_of_100"], errors="ignore"
     ).to_json(path, orient="records", lines=True)
     config = DataConfig(path=str(path), label_names=data.label_names)
     mini = load_dataset(config)

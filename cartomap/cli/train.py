@@ -100,7 +100,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
     if code:
         return code
     for out in outs:
-        save_data_map(map_frame(run), out, title="Data map: bundled NLI demo")
+        save_data_map(map_frame(run), out, title="Bundled NLI demo:")
         print(f"wrote {out}")
     return 0
 
