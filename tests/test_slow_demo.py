@@ -41,7 +41,9 @@ def test_demo_trains_then_loads(tmp_path):
     assert all(counts.get(region, 0) > 0 for region in REGIONS), counts.to_dict()
 
     start = time.perf_counter()
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    second = subprocess.run(
+        [*cmd, "--force"], capture_output=True, text=True, timeout=300
+    )  # the map files exist
     assert second.returncode == 0 and "exists" in second.stdout
     print(
         f"demo: trained in {train_seconds:.0f}s, dev accuracy {run.status()['dev_accuracy']:.3f}, "
