@@ -45,27 +45,20 @@ VARIANTS = {
 def build_inputs(folder: Path, args) -> dict:
     """The small random BERT and the train / test files, written once and shared by every variant."""
     import numpy as np
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
 
     from cartomap.config import DataConfig
     from cartomap.data import derived
     from cartomap.data.loading import load_dataset
-    from cartomap.training.models import default_model_path, load_tokenizer
+    from cartomap.training.models import save_random_classifier
 
-    tokenizer = load_tokenizer(str(default_model_path()))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=args.hidden,
-        num_hidden_layers=args.layers,
-        num_attention_heads=max(1, args.hidden // 32),
-        intermediate_size=4 * args.hidden,
-        max_position_embeddings=512,
-        num_labels=3,
+    save_random_classifier(
+        folder / "model",
+        hidden=args.hidden,
+        layers=args.layers,
+        heads=max(1, args.hidden // 32),
+        intermediate=4 * args.hidden,
+        max_positions=512,
     )
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(folder / "model")
-    tokenizer.save_pretrained(folder / "model")
     train = load_dataset(DataConfig(path="demo:train")).subset(np.arange(args.examples))
     test = load_dataset(DataConfig(path="demo:dev")).subset(np.arange(100))
     paths = {"model": str(folder / "model")}

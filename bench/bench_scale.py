@@ -172,24 +172,9 @@ def stage_setup(rows: Rows, n: int, work: Path, args) -> None:
     made = time.perf_counter() - t0
     tiny = work / "tiny-bert"
     if not tiny.exists():
-        import torch
-        from transformers import BertConfig, BertForSequenceClassification
+        from cartomap.training.models import save_random_classifier
 
-        from cartomap.training.models import default_model_path, load_tokenizer
-
-        tokenizer = load_tokenizer(str(default_model_path()))
-        config = BertConfig(
-            vocab_size=tokenizer.vocab_size,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=128,
-            num_labels=3,
-        )
-        torch.manual_seed(0)
-        BertForSequenceClassification(config).save_pretrained(tiny, safe_serialization=True)
-        tokenizer.save_pretrained(tiny)
+        save_random_classifier(tiny)  # the tests' tiny model: 2 layers, 32 wide
     save_state(work, jsonl=str(jsonl), parquet=str(parquet), tiny_model=str(tiny), n=n)
     rows.add(
         "synthetic data (scripts/make_scale_data.py; cached)",

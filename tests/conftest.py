@@ -16,26 +16,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
     """A 2-layer, 32-wide BERT with the default encoder's tokenizer, saved as a local checkpoint."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
+    from cartomap.training.models import save_random_classifier
 
-    from cartomap.training.models import default_model_path, load_tokenizer
-
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = load_tokenizer(str(default_model_path()))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        num_labels=3,
-    )
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return save_random_classifier(tmp_path_factory.mktemp("tiny-bert"))  # 2 layers, 32 wide, 3 labels
 
 
 @pytest.fixture()

@@ -93,6 +93,38 @@ def load_classifier(name_or_path: str, label_names: tuple[str, ...]):
         raise RunError(f"could not load a classifier from {name_or_path!r}: {err}") from err
 
 
+def save_random_classifier(
+    folder: str | Path,
+    hidden: int = 32,
+    layers: int = 2,
+    heads: int = 2,
+    intermediate: int | None = None,
+    max_positions: int = 128,
+    num_labels: int = 3,
+    seed: int = 0,
+) -> str:
+    """Write a BERT sequence classifier with random weights (seeded) and the default encoder's tokenizer
+    to ``folder`` (safetensors): a model for tests and benchmarks that downloads nothing and costs
+    little. Returns the folder as a string, usable as ``ModelConfig.name``."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    tokenizer = load_tokenizer(str(default_model_path()))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=intermediate or 2 * hidden,
+        max_position_embeddings=max_positions,
+        num_labels=num_labels,
+    )
+    torch.manual_seed(seed)
+    BertForSequenceClassification(config).save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
 def available_device(preference: str = "auto") -> str:
     """'auto' picks cuda, then mps, then cpu; an explicit choice that is absent is an error."""
     import torch
