@@ -44,7 +44,6 @@ from cartomap.runs.progress import run_label
 from cartomap.runs.store import Run, RunStore
 
 RUN_KEY = "run_id"  # st.session_state key of the selected run id
-POLL_S = 1.0  # how often a live progress widget rereads the run's status
 _PICKER_KEY = "_run_picker"
 _QP_SEEN = "_run_query_param"
 _QP_ERROR = "_run_query_param_error"

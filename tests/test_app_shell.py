@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from test_app_train import make_run
 
 import cartomap.runs.jobs
+from cartomap.config import DEMO_TRAIN_CONFIG
 from cartomap.runs.store import RunStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -76,6 +77,9 @@ def test_fresh_install_opens_on_data_map_and_trains_the_demo_in_one_click(root, 
     assert not at.exception
     (run,) = RunStore(root).list()
     assert run.config.name == "demo" and run.config.data.path == "demo:train"
+    assert (
+        run.config.train == DEMO_TRAIN_CONFIG
+    )  # the demo's own training (3 epochs at 1e-4), not the form's defaults
     assert spawned and spawned[0][:3] == ["train", "--run", run.id]
     assert at.session_state["run_id"] == run.id
     assert at.query_params["run"] == run.id

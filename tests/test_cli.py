@@ -498,3 +498,18 @@ def test_a_stray_label_and_a_dev_set_without_a_class_warn_and_train(tiny_model, 
 def test_unknown_run_is_a_clear_error(tmp_path, capsys):
     assert main(["--cache", str(tmp_path), "show", "nope"]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
+
+
+def test_cli_demo_and_the_dashboard_button_train_one_run(tmp_path, monkeypatch):
+    """`cartomap demo` prepares the run that "Train the demo" starts: its own training settings, one id."""
+    from cartomap.cli import train as train_cli
+    from cartomap.config import DEMO_TRAIN_CONFIG, TrainConfig, demo_run_config
+    from cartomap.training.prepare import prepare_run
+
+    monkeypatch.setattr(train_cli, "train_with_progress", lambda run: 3)  # stop after the run is prepared
+    cache = tmp_path / "cache"
+    assert main(["--cache", str(cache), "demo", "--out-dir", str(tmp_path)]) == 3
+    (run,) = RunStore(cache).list()
+    assert run.config.train == DEMO_TRAIN_CONFIG != TrainConfig()
+    assert (run.config.train.epochs, run.config.train.learning_rate) == (3, 1e-4)
+    assert prepare_run(demo_run_config(), RunStore(cache)).id == run.id  # the dashboard's start_demo config

@@ -13,7 +13,7 @@ from cartomap.scores.metrics import REGIONS
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(3600)  # ~5 minutes on an idle 2-core CPU; far more on a busy one
+@pytest.mark.timeout(3600)  # ~3.5 minutes on an idle 2-core CPU; far more on a busy one
 def test_demo_trains_then_loads(tmp_path):
     cmd = [
         sys.executable,

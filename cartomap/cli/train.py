@@ -14,7 +14,7 @@ from cartomap.cli.options import (
     config_from_args,
     print_run_summary,
 )
-from cartomap.config import ORDERS, OrderConfig, RunConfig
+from cartomap.config import ORDERS, OrderConfig, demo_run_config
 from cartomap.errors import RunError
 from cartomap.runs import layout
 
@@ -95,7 +95,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
     outs = [Path(a.out_dir) / f"demo_map.{suffix}" for suffix in ("png", "html")]
     refuse_overwrite(outs, a.force)  # before training: no surprise after minutes of work
-    run = prepare_run(RunConfig(name="demo"), RunStore(a.cache))
+    run = prepare_run(demo_run_config(), RunStore(a.cache))
     code = train_with_progress(run)
     if code:
         return code
