@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -275,3 +277,15 @@ def test_docs_print_the_run_folder_layout_from_the_constants():
             assert f"`{package.replace('.', '/')}/`" in doc, (
                 f"docs/architecture.md does not describe {package}"
             )
+
+
+def test_the_command_line_starts_without_the_heavy_libraries():
+    """Every `cartomap ...` command (and `cartomap dashboard` before Streamlit starts) parses its
+    arguments before torch, pandas, scipy or plotly are imported: they cost seconds at each start."""
+    code = (
+        "import sys, cartomap.cli; "
+        "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'pyarrow', 'scipy', 'sklearn', "
+        "'plotly', 'matplotlib', 'streamlit') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

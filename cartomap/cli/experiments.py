@@ -18,7 +18,6 @@ from cartomap.cli.options import (
 )
 from cartomap.config import DEMO_TRAIN, ORDERS
 from cartomap.errors import RunError
-from cartomap.experiments import registry
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
@@ -126,6 +125,8 @@ def start_or_run(exp, store, background: bool, executor=None) -> int:
         return 0
     code = run_in_foreground(exp, store, executor=executor)
     if code == 0:
+        from cartomap.experiments import registry  # scipy, sklearn, plotly: only when a report is printed
+
         print(registry.report(exp, store.runs))
     return code
 
@@ -170,6 +171,7 @@ def cmd_combine(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
+    from cartomap.experiments import registry
     from cartomap.experiments.store import ExperimentStore
 
     store = ExperimentStore(a.cache)
