@@ -68,3 +68,28 @@ def ray_session():
 
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture()
+def root(tmp_path, monkeypatch) -> Path:
+    """An empty run store the app uses (CARTOMAP_CACHE), and the repository importable as `pages`."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("CARTOMAP_CACHE", str(path))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    return path
+
+
+@pytest.fixture()
+def spawned(monkeypatch) -> list:
+    """Replace the job launcher: record each job's command-line arguments, start nothing (the pid is
+    this live process)."""
+    import cartomap.runs.jobs
+
+    calls = []
+
+    def fake_spawn(cli_args, log_path, cache=None, env=None):
+        calls.append(cli_args)
+        return os.getpid()
+
+    monkeypatch.setattr(cartomap.runs.jobs, "spawn", fake_spawn)
+    return calls

@@ -2,38 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import cartomap.runs.jobs
 from cartomap.cli import main
 from cartomap.runs.store import RunStore
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture()
-def root(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "cache"
-    monkeypatch.setenv("CARTOMAP_CACHE", str(path))
-    monkeypatch.syspath_prepend(str(REPO))
-    return path
-
-
-@pytest.fixture()
-def spawned(monkeypatch) -> list:
-    """Record the jobs the page starts instead of starting them (the pid is this live process)."""
-    calls = []
-
-    def fake_spawn(cli_args, log_path, cache=None, env=None):
-        calls.append(cli_args)
-        return os.getpid()
-
-    monkeypatch.setattr(cartomap.runs.jobs, "spawn", fake_spawn)
-    return calls
 
 
 @pytest.fixture()

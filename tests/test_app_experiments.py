@@ -63,14 +63,6 @@ def finished(tiny_model, tmp_path_factory):
 
 
 @pytest.fixture()
-def root(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "cache"
-    monkeypatch.setenv("CARTOMAP_CACHE", str(path))
-    monkeypatch.syspath_prepend(str(REPO))
-    return path
-
-
-@pytest.fixture()
 def started(monkeypatch) -> list:
     """Replace the background start: record the experiments, start nothing."""
     calls = []

@@ -4,14 +4,12 @@ without training (tests/test_pruning.py's planted label errors), a running one m
 from __future__ import annotations
 
 import fcntl
-import os
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_pruning import make_finished_experiment
 
-import cartomap.runs.jobs
 from cartomap.config import DataConfig, ExecutorConfig, RunConfig, TrainConfig
 from cartomap.data.loading import load_dataset
 from cartomap.experiments.pruning import KIND, MODEL0, PruningParams, fold_role, load_results
@@ -24,24 +22,6 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def demo():
     return load_dataset(DataConfig(path="demo:dev"))
-
-
-@pytest.fixture()
-def root(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "cache"
-    monkeypatch.setenv("CARTOMAP_CACHE", str(path))
-    monkeypatch.syspath_prepend(str(REPO))
-    return path
-
-
-@pytest.fixture()
-def spawned(monkeypatch) -> list:
-    """Replace the job launcher: record the calls, start nothing (the pid is this live process)."""
-    calls = []
-    monkeypatch.setattr(
-        cartomap.runs.jobs, "spawn", lambda args, log, cache=None, env=None: calls.append(args) or os.getpid()
-    )
-    return calls
 
 
 def page() -> AppTest:

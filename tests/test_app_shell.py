@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 
-import pytest
 from streamlit.testing.v1 import AppTest
 from test_app_train import make_run
 
-import cartomap.runs.jobs
 from cartomap.config import DEMO_TRAIN_CONFIG
 from cartomap.runs.store import RunStore
 
@@ -28,23 +25,6 @@ PAGES = (
     "compare.py",
     "experiments.py",
 )
-
-
-@pytest.fixture()
-def root(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "cache"
-    monkeypatch.setenv("CARTOMAP_CACHE", str(path))
-    monkeypatch.syspath_prepend(str(REPO))
-    return path
-
-
-@pytest.fixture()
-def spawned(monkeypatch) -> list:
-    calls = []
-    monkeypatch.setattr(
-        cartomap.runs.jobs, "spawn", lambda args, log, cache=None: calls.append(args) or os.getpid()
-    )
-    return calls
 
 
 def app() -> AppTest:

@@ -46,15 +46,6 @@ def make_run(root: Path, state: str = "queued", *, seed: int = 1, name: str = ""
 
 
 @pytest.fixture()
-def root(tmp_path, monkeypatch) -> Path:
-    """An empty run store the app uses (CARTOMAP_CACHE), and the repository importable as `pages`."""
-    path = tmp_path / "cache"
-    monkeypatch.setenv("CARTOMAP_CACHE", str(path))
-    monkeypatch.syspath_prepend(str(REPO))
-    return path
-
-
-@pytest.fixture()
 def spawned(monkeypatch) -> list:
     """Replace the job launcher: record the calls, start nothing (the pid is this live process)."""
     calls = []
