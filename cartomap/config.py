@@ -57,6 +57,8 @@ class TrainConfig:
         0  # epochs without dev-accuracy gain before stopping; 0 = off (reference: 3)
     )
     record: str = "train"  # "train": training forward pass (Cartography); "eval": eval-mode pass after each epoch (WaNLI); "both"; "none" (benchmarks)
+    record_points: int = 1  # eval-mode passes over the training set per epoch (record "eval"/"both"), evenly spaced, the last at the epoch's end; each is one recording of the map
+    skip_epochs: int = 0  # the map's metrics leave out the recordings of the first n epochs (all are still recorded): early recordings say more about the seed than about the example (docs/stability.md)
     save_checkpoints: bool = (
         True  # keep end-of-epoch weights (safetensors): WaNLI max-variability filtering needs them
     )
@@ -125,6 +127,9 @@ class OriginConfig:
 
 # Fields that do not change what a run computes (up to floating-point noise) and so not its identity.
 _NOT_IDENTITY = {"device"}
+# Fields added after the first release: left out of the identity at their default, so runs that do not
+# use them keep their ids.
+_LATER_TRAIN_FIELDS = {"record_points": 1, "skip_epochs": 0}
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,9 @@ class RunConfig:
                 part.pop("name", None)
         for key in _NOT_IDENTITY:
             d["train"].pop(key, None)
+        for key, default in _LATER_TRAIN_FIELDS.items():
+            if d["train"].get(key) == default:
+                d["train"].pop(key, None)
         # Fields added after the first release leave the identity (and so the ids) of runs
         # that do not use them unchanged.
         if self.order == OrderConfig():

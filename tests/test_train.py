@@ -269,3 +269,52 @@ def test_a_started_job_reads_the_prepared_data_once(tiny_model, cache, monkeypat
     loads.clear()
     assert main(["--cache", str(cache), *spawned[0]]) == 0
     assert loads == [] and run.state == "done"
+
+
+def test_eval_recordings_inside_an_epoch_leave_training_unchanged(tiny_model, cache):
+    """Several eval-mode passes per epoch: record_points x epochs recordings, the last of each epoch the
+    same as the one end-of-epoch pass, and the training pass (dropout masks, order) untouched."""
+    store = RunStore(cache)
+    once = train_or_load(small_config(tiny_model, epochs=2, record="both"), store)
+    four = train_or_load(small_config(tiny_model, epochs=2, record="both", record_points=4), store)
+    assert four.id != once.id
+    _, train_once = once.dynamics("train")
+    _, train_four = four.dynamics("train")
+    np.testing.assert_array_equal(train_once, train_four)
+    _, eval_once = once.dynamics("eval")
+    _, eval_four = four.dynamics("eval")
+    assert eval_four.shape == (8, *eval_once.shape[1:])
+    np.testing.assert_allclose(eval_four[[3, 7]], eval_once, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(eval_four[0], eval_four[3])  # recorded while the weights moved
+    examples = once.examples()
+    expected = compute_metrics(eval_four, examples["label"].to_numpy(), examples["id"].tolist())
+    np.testing.assert_allclose(four.metrics("eval")["variability"], expected["variability"], rtol=1e-6)
+    assert four.history()[-1]["dev_accuracy"] == once.history()[-1]["dev_accuracy"]
+
+
+def test_skip_epochs_leaves_the_first_recordings_out_of_the_map(tiny_model, cache):
+    store = RunStore(cache)
+    run = train_or_load(
+        small_config(tiny_model, epochs=3, record="both", record_points=2, skip_epochs=1), store
+    )
+    examples = run.examples()
+    labels, ids = examples["label"].to_numpy(), examples["id"].tolist()
+    _, train = run.dynamics("train")
+    _, evals = run.dynamics("eval")
+    assert train.shape[0] == 3 and evals.shape[0] == 6
+    np.testing.assert_allclose(
+        run.metrics()["confidence"], compute_metrics(train[1:], labels, ids)["confidence"], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        run.metrics("eval")["variability"], compute_metrics(evals[2:], labels, ids)["variability"], rtol=1e-6
+    )
+
+
+def test_eval_marks_spread_the_recordings_over_the_epoch():
+    from cartomap.training.loop import eval_marks
+
+    assert eval_marks(100, 1) == {}
+    assert eval_marks(100, 4) == {25: 0, 50: 1, 75: 2}
+    assert eval_marks(3, 3) == {1: 0, 2: 1}
+    with pytest.raises(RunError, match="record_points"):
+        eval_marks(2, 3)

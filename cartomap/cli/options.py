@@ -106,6 +106,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         group_by_length=a.group_by_length,
         early_stopping_patience=a.early_stopping,
         record=a.record,
+        record_points=a.record_points,
+        skip_epochs=a.skip_epochs,
         save_checkpoints=a.save_checkpoints,
         device=a.device,
         precision=a.precision,
@@ -189,6 +191,18 @@ def add_training_arguments(p: argparse.ArgumentParser) -> None:
         "--early-stopping", type=int, default=d.early_stopping_patience, help="patience in epochs (0 = off)"
     )
     g.add_argument("--record", choices=("train", "eval", "both", "none"), default=d.record)
+    g.add_argument(
+        "--record-points",
+        type=int,
+        default=d.record_points,
+        help="eval-mode recordings of the training set per epoch, evenly spaced (with --record eval/both)",
+    )
+    g.add_argument(
+        "--skip-epochs",
+        type=int,
+        default=d.skip_epochs,
+        help="the map's metrics leave out the first N epochs' recordings (all are still recorded)",
+    )
     g.add_argument(
         "--no-checkpoints",
         dest="save_checkpoints",

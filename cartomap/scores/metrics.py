@@ -410,23 +410,30 @@ def compute_metrics(
     *,
     regions: RegionRule | None = None,
     burn_out: int | None = None,
+    burn_in: int = 0,
     el2n_epoch: int = 0,
 ) -> pd.DataFrame:
     """One row per example with every metric of this module.
 
-    Columns: id, index, label, predicted (argmax at the last epoch used), confidence, variability,
-    correctness (fraction), correct_count, forgetfulness, never_learned, threshold_closeness, aum,
-    el2n, difficulty (Cart-CL++ paper variant), difficulty_code (RoNLI code variant, on the count) and
-    region (:func:`region_partition` by ``regions``, default by rank). ``burn_out``: use only the first
-    that many epochs (the reference's ``--burn_out``; None = all). ``ids`` default to the example index
-    as a string. Works for E == 1 (variability 0, forgetfulness 0). ``frame.attrs`` holds ``n_epochs``
-    (the epochs used), ``epochs_recorded`` and ``regions`` (the rule, :meth:`RegionRule.to_dict`).
+        Columns: id, index, label, predicted (argmax at the last epoch used), confidence, variability,
+        correctness (fraction), correct_count, forgetfulness, never_learned, threshold_closeness, aum,
+        el2n, difficulty (Cart-CL++ paper variant), difficulty_code (RoNLI code variant, on the count) and
+        region (:func:`region_partition` by ``regions``, default by rank). ``burn_out``: use only the first
+        that many epochs (the reference's ``--burn_out``; None = all); ``burn_in``: then leave out the first that
+    many (recordings early in training say more about the seed than about the example). ``ids`` default to the example index
+        as a string. Works for E == 1 (variability 0, forgetfulness 0). ``frame.attrs`` holds ``n_epochs``
+        (the epochs used), ``epochs_recorded``, ``burn_in`` and ``regions`` (the rule, :meth:`RegionRule.to_dict`).
     """
     logits, labels = _check_dynamics(logits, labels, "logits")
     recorded = logits.shape[0]
     if recorded == 0:
         raise DataError("no epochs: logits have shape [0, N, C]", field="logits")
     logits = logits[: burn_out_epochs(recorded, burn_out)]
+    if int(burn_in) < 0 or int(burn_in) >= logits.shape[0]:
+        raise DataError(
+            f"must leave at least one of {logits.shape[0]} epochs, got {burn_in}", field="burn_in"
+        )
+    logits = logits[int(burn_in) :]
     n_epochs, n_examples, _ = logits.shape
     rule = regions or RegionRule()
     if not np.all(np.isfinite(logits)):
@@ -469,5 +476,6 @@ def compute_metrics(
     )
     frame.attrs["n_epochs"] = int(n_epochs)
     frame.attrs["epochs_recorded"] = int(recorded)
+    frame.attrs["burn_in"] = int(burn_in)
     frame.attrs["regions"] = rule.to_dict()
     return frame

@@ -300,10 +300,15 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
 
     sources = {"train": ["train"], "eval": ["eval"], "both": ["train", "eval"], "none": []}[tc.record]
-    recorded = {s: np.zeros((tc.epochs, len(ids), n_classes), dtype=np.float32) for s in sources}
+    per_epoch = recordings_per_epoch(tc)
+    recorded = {
+        s: np.zeros((tc.epochs * per_epoch[s], len(ids), n_classes), dtype=np.float32) for s in sources
+    }
     for s in sources:  # epochs completed before a restart
-        for e in range(start_epoch):
-            recorded[s][e] = run.read_epoch(s, e, ids)
+        for p in range(start_epoch * per_epoch[s]):
+            recorded[s][p] = run.read_epoch(s, p, ids)
+    # Steps after which an eval-mode pass records the training set inside an epoch (record_points > 1).
+    mid_points = eval_marks(steps_per_epoch, per_epoch.get("eval", 1))
 
     history = run.history()[:start_epoch]
     progress = Progress(run, on_step, total_steps, trainer["global_step"])
@@ -354,6 +359,13 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                 loss_sum += loss.item() * batch["global_size"] / n_proc
             seen += real
             trainer["global_step"] += 1
+            if step + 1 in mid_points:  # an eval-mode recording inside the epoch; training's RNG untouched
+                progress.update(force=True, phase="eval-pass")
+                with preserved_rng(accelerator.device):
+                    recorded["eval"][epoch * per_epoch["eval"] + mid_points[step + 1]] = predict_logits(
+                        model, eval_loader, accelerator, len(ids), n_classes
+                    )
+                model.train()
             progress.update(
                 epoch=epoch + 1,
                 step=step + 1,
@@ -377,7 +389,8 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         }
         if "eval" in recorded:
             progress.update(force=True, phase="eval-pass")
-            recorded["eval"][epoch] = predict_logits(model, eval_loader, accelerator, len(ids), n_classes)
+            last = (epoch + 1) * per_epoch["eval"] - 1
+            recorded["eval"][last] = predict_logits(model, eval_loader, accelerator, len(ids), n_classes)
         if dev_loader is not None:
             progress.update(force=True, phase="dev")
             dev_logits = predict_logits(model, dev_loader, accelerator, len(dev_labels), n_classes)
@@ -395,7 +408,8 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         if main:
             progress.update(force=True, phase="saving")
             for s in sources:
-                run.write_epoch(s, epoch, train_ids, recorded[s][epoch])
+                for p in range(epoch * per_epoch[s], (epoch + 1) * per_epoch[s]):
+                    run.write_epoch(s, p, train_ids, recorded[s][p])
             if dev_loader is not None:
                 run.write_epoch("dev", epoch, dev_frame["id"].astype(str).tolist(), dev_logits)
             for k, logits_k in enumerate(test_logits):
@@ -413,8 +427,13 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
 
     if main:
         done = trainer["epochs_done"]
+        skip = min(tc.skip_epochs, max(done - 1, 0))  # an early stop may leave fewer epochs than asked
+        if skip < tc.skip_epochs:
+            run.log(f"the map leaves out {skip} epoch(s), not {tc.skip_epochs}: only {done} were trained")
         for s in sources:
-            frame = compute_metrics(recorded[s][:done], labels, ids)
+            frame = compute_metrics(
+                recorded[s][: done * per_epoch[s]], labels, ids, burn_in=skip * per_epoch[s]
+            )
             path = run.metrics_path("train" if s == sources[0] else s)  # the first source: the main file
             atomic_write_parquet(path, frame)
         save_pretrained_atomic(accelerator.unwrap_model(model), tokenizer, run.model_dir)
@@ -430,6 +449,36 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             eta_s=0,
         )
         run.log("done")
+
+
+def recordings_per_epoch(tc) -> dict[str, int]:
+    """How many recordings of the training set each source makes per epoch: the training pass sees
+    every example once; the eval-mode pass runs ``record_points`` times."""
+    return {"train": 1, "eval": max(1, int(tc.record_points))}
+
+
+def eval_marks(steps_per_epoch: int, points: int) -> dict[int, int]:
+    """{step number after which to record (1-based): recording index within the epoch} for the
+    ``points - 1`` eval-mode passes inside an epoch, evenly spaced; the last pass is the epoch's end.
+
+    >>> eval_marks(100, 4)
+    {25: 0, 50: 1, 75: 2}
+    """
+    if points > max(steps_per_epoch, 1):
+        raise RunError(
+            f"record_points: {points} recordings per epoch need at least {points} training steps per epoch, "
+            f"this run has {steps_per_epoch}; lower record_points or the batch size"
+        )
+    return {round((j + 1) * steps_per_epoch / points): j for j in range(points - 1)}
+
+
+def preserved_rng(device):
+    """A context in which torch's random state is saved and restored, so that an extra eval pass inside an
+    epoch (its loader draws a seed) leaves the rest of training's dropout masks and order unchanged."""
+    import torch
+
+    devices = [device.index or 0] if device.type == "cuda" else []
+    return torch.random.fork_rng(devices=devices)
 
 
 def early_stopping(trainer: dict, dev_accuracy: float | None, patience: int) -> dict:
