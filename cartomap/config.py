@@ -7,10 +7,17 @@ of the config that decides whether two runs are the same run ("train or load").
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 import platform
 from dataclasses import dataclass, field, fields
 from importlib import metadata
 from typing import Any
+
+#: How a run records its dynamics (TrainConfig.record).
+RECORD_CHOICES = ("train", "eval", "both", "none")
+#: TrainConfig.precision.
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 DEMO_TRAIN = "demo:train"
 DEMO_DEV = "demo:dev"
@@ -35,10 +42,46 @@ class DataConfig:
     name: str = ""  # optional display name (e.g. "snli/test", "A + B"); not part of a run's identity
 
 
+def _whole(name: str, value, low: int, high: int | None = None) -> None:
+    """DataError naming the option unless ``value`` is a whole number in [low, high]."""
+    from cartomap.errors import DataError
+
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    ok = ok and value >= low and (high is None or value <= high)
+    if not ok:
+        bound = f"between {low} and {high}" if high is not None else f"of at least {low}"
+        raise DataError(f"expected a whole number {bound}, got {value!r}", field=name)
+
+
+def _real(name: str, value, low: float, high: float | None = None, *, open_low=False) -> None:
+    """DataError naming the option unless ``value`` is a finite number in [low, high] ((low, high] when
+    ``open_low``)."""
+    from cartomap.errors import DataError
+
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > low if open_low else value >= low) and (high is None or value <= high)
+    if not ok:
+        lower = f"> {low:g}" if open_low else f">= {low:g}"
+        bound = f"a finite number {lower}" + (f" and <= {high:g}" if high is not None else "")
+        raise DataError(f"expected {bound}, got {value!r}", field=name)
+
+
+def _choice(name: str, value, choices) -> None:
+    from cartomap.errors import DataError
+
+    if value not in choices:
+        raise DataError(f"expected one of {', '.join(map(str, choices))}, got {value!r}", field=name)
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     name_or_path: str = DEFAULT_MODEL  # a local folder or a Hugging Face hub id
     max_length: int = 128  # tokens per pair; reference Cartography uses 128
+
+    def __post_init__(self) -> None:
+        # The model's own limit (512 positions for BERT-like encoders) is checked when the run is
+        # prepared (cartomap.training.prepare), where the model is known.
+        _whole("max_length", self.max_length, 8)
 
 
 @dataclass(frozen=True)
@@ -66,6 +109,26 @@ class TrainConfig:
     precision: str = (
         "auto"  # auto = bf16 (or fp16) autocast on CUDA, fp32 elsewhere; or "fp32", "bf16", "fp16"
     )
+
+    def __post_init__(self) -> None:
+        """Every value checked before any run exists: a DataError naming the field, the value and the
+        valid range (the CLI, the pages, the experiments and the Trainer callback all build this)."""
+        _whole("epochs", self.epochs, 1, 10_000)
+        _whole("batch_size", self.batch_size, 1)
+        _whole("eval_batch_size", self.eval_batch_size, 1)
+        _real("learning_rate", self.learning_rate, 0.0)  # 0 is allowed: the tests' oracle (no update)
+        _real("weight_decay", self.weight_decay, 0.0)
+        _real("adam_epsilon", self.adam_epsilon, 0.0, open_low=True)
+        _real("warmup_ratio", self.warmup_ratio, 0.0, 1.0)
+        _real("max_grad_norm", self.max_grad_norm, 0.0)
+        _whole("seed", self.seed, 0, 2**32 - 1)  # numpy's and torch's seed range
+        _whole("early_stopping_patience", self.early_stopping_patience, 0)
+        _choice("record", self.record, RECORD_CHOICES)
+        _whole("record_points", self.record_points, 1, 100)
+        _whole("skip_epochs", self.skip_epochs, 0, self.epochs - 1)
+        _choice("precision", self.precision, PRECISIONS)
+        for name in ("group_by_length", "save_checkpoints"):
+            _choice(name, getattr(self, name), (True, False))
 
 
 #: Training orders (METHODS.md section 4); see cartomap/training/curricula.py.

@@ -12,7 +12,8 @@ import os
 import sys
 
 from cartomap.cli import analysis, experiments, integrations, runs, train, wanli
-from cartomap.errors import CartomapError
+from cartomap.cli.options import option_error
+from cartomap.errors import CartomapError, DataError
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except CartomapError as err:
+        if isinstance(err, DataError):
+            err = option_error(err)  # a config field's refusal names the option that set it
         print(f"cartomap: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

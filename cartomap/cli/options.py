@@ -17,7 +17,7 @@ from cartomap.config import (
     RunConfig,
     TrainConfig,
 )
-from cartomap.errors import RunError
+from cartomap.errors import DataError, RunError
 
 
 def column_list(text: str) -> tuple[str, ...]:
@@ -88,9 +88,65 @@ def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConf
     )
 
 
+#: Config fields -> the option that sets them (one-line refusals name what the user typed).
+OPTION_OF_FIELD = {
+    "epochs": "--epochs",
+    "batch_size": "--batch-size",
+    "eval_batch_size": "--eval-batch-size",
+    "learning_rate": "--lr",
+    "weight_decay": "--weight-decay",
+    "warmup_ratio": "--warmup-ratio",
+    "max_grad_norm": "--max-grad-norm",
+    "seed": "--seed",
+    "early_stopping_patience": "--early-stopping",
+    "record": "--record",
+    "record_points": "--record-points",
+    "skip_epochs": "--skip-epochs",
+    "precision": "--precision",
+    "max_length": "--max-length",
+}
+
+
+def option_error(err: DataError) -> DataError:
+    """``err`` about a config field, reworded to name the command-line option that set it."""
+    option = OPTION_OF_FIELD.get(err.field or "")
+    if option is None or err.location:  # a file's value: the file and its field say where
+        return err
+    message = str(err).split(": ", 1)[1] if str(err).startswith("field ") else str(err)
+    return DataError(f"{option}: {message}")
+
+
+def read_config_file(path: str) -> RunConfig:
+    """A RunConfig from ``--config FILE`` (a config.json of a run, or its RunConfig part); DataError naming
+    the file when it is missing, not JSON, or holds values a config refuses."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"cannot read the config file ({type(err).__name__}: {err})", location=path) from None
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(f"not JSON: {err.msg}", location=f"{path}:{err.lineno}:{err.colno}") from None
+    if not isinstance(payload, dict):
+        raise DataError(f"expected a JSON object, got {type(payload).__name__}", location=path)
+    try:
+        return RunConfig.from_dict(payload)
+    except DataError as err:
+        raise DataError(str(err), location=path) from None
+    except (TypeError, ValueError, AttributeError) as err:
+        raise DataError(f"not a cartomap run config ({err})", location=path) from None
+
+
 def config_from_args(a: argparse.Namespace) -> RunConfig:
+    try:
+        return _config_from_args(a)
+    except DataError as err:
+        raise option_error(err) from None
+
+
+def _config_from_args(a: argparse.Namespace) -> RunConfig:
     if a.config:
-        return RunConfig.from_dict(json.loads(Path(a.config).read_text(encoding="utf-8")))
+        return read_config_file(a.config)
     data = data_config(a, a.data, a.split)
     dev_path = a.dev if a.dev is not None else (DEMO_DEV if a.data == DEMO_TRAIN else "none")
     dev = None if dev_path.lower() == "none" else data_config(a, dev_path, a.dev_split)

@@ -336,7 +336,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         seed_everything(epoch_seed(tc.seed, epoch))
         batches.set_epoch(epoch)
         model.train()
-        t0, loss_sum, seen = time.time(), 0.0, 0
+        t0, loss_sum, seen, record_s = time.time(), 0.0, 0, 0.0
         recorded_rows = np.zeros(len(ids), dtype=bool)  # each example's first logits of the epoch only
         for step, batch in enumerate(train_loader):
             batch = to_device(batch, accelerator.device)
@@ -361,11 +361,14 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             trainer["global_step"] += 1
             if step + 1 in mid_points:  # an eval-mode recording inside the epoch; training's RNG untouched
                 progress.update(force=True, phase="eval-pass")
+                t_pass = time.time()
                 with preserved_rng(accelerator.device):
                     recorded["eval"][epoch * per_epoch["eval"] + mid_points[step + 1]] = predict_logits(
                         model, eval_loader, accelerator, len(ids), n_classes
                     )
                 model.train()
+                record_s += time.time() - t_pass
+                progress.update(force=True, phase="train")
             progress.update(
                 epoch=epoch + 1,
                 step=step + 1,
@@ -385,12 +388,14 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         record = {
             "epoch": epoch + 1,
             "train_loss": loss_sum / max(seen, 1),
-            "train_seconds": time.time() - t0,
+            "train_seconds": time.time() - t0 - record_s,
         }
         if "eval" in recorded:
             progress.update(force=True, phase="eval-pass")
+            t_pass = time.time()
             last = (epoch + 1) * per_epoch["eval"] - 1
             recorded["eval"][last] = predict_logits(model, eval_loader, accelerator, len(ids), n_classes)
+            record["record_seconds"] = record_s + time.time() - t_pass  # every eval-mode pass of the epoch
         if dev_loader is not None:
             progress.update(force=True, phase="dev")
             dev_logits = predict_logits(model, dev_loader, accelerator, len(dev_labels), n_classes)

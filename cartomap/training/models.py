@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 from pathlib import Path
 
 from cartomap.config import DEFAULT_MODEL
-from cartomap.errors import RunError
+from cartomap.errors import DataError, RunError
 
 
 def default_model_path() -> Path:
@@ -30,6 +31,33 @@ HF_CONFIG = "config.json"  # the config file of a Hugging Face checkpoint folder
 def is_checkpoint(folder: str | Path) -> bool:
     """Whether ``folder`` holds a Hugging Face checkpoint (its config file)."""
     return (Path(folder) / HF_CONFIG).exists()
+
+
+#: Model types whose position ids start after the padding index (the usable length is 2 shorter).
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "bart", "mbart")
+
+
+def model_max_positions(name_or_path: str) -> int | None:
+    """How many tokens the model's position embeddings take (512 for BERT-like encoders), from its
+    config.json; None when unknown (a hub id not on this machine, a model without such a limit)."""
+    folder = Path(resolve_model(name_or_path))
+    if not (folder / HF_CONFIG).exists():
+        return None
+    config = json.loads((folder / HF_CONFIG).read_text(encoding="utf-8"))
+    positions = config.get("max_position_embeddings")
+    if not isinstance(positions, int):
+        return None
+    return positions - 2 if config.get("model_type") in OFFSET_POSITIONS else positions
+
+
+def check_max_length(name_or_path: str, max_length: int) -> None:
+    """DataError naming max_length when the model cannot take that many tokens."""
+    limit = model_max_positions(name_or_path)
+    if limit is not None and max_length > limit:
+        raise DataError(
+            f"expected at most {limit} (the model's position embeddings), got {max_length}",
+            field="max_length",
+        )
 
 
 def resolve_model(name_or_path: str) -> str:

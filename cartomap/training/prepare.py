@@ -10,6 +10,7 @@ from cartomap.config import RunConfig
 from cartomap.data.checks import label_warnings
 from cartomap.data.loading import load_dataset
 from cartomap.runs.store import Run, RunStore
+from cartomap.training.models import check_max_length
 from cartomap.training.orders import check_order
 
 
@@ -27,6 +28,8 @@ def prepare_run(config: RunConfig, store: RunStore | None = None) -> Run:
     What looks wrong but is no error (a class of one example, a dev set without a class of training)
     is kept with the run: ``run.warnings`` (:func:`cartomap.data.checks.label_warnings`)."""
     store = store or RunStore()
+    if config.origin.kind == "cartomap":  # runs recorded elsewhere were tokenised by their own code
+        check_max_length(config.model.name_or_path, config.model.max_length)
     train, dev, tests = load_data(config)
     check_order(config, train)
     return store.create(config, train, dev, tests, warnings=label_warnings(train, dev, tests))

@@ -1,0 +1,352 @@
+"""How stable is a data map across seeds, and how true? The study behind cartomap's recording defaults
+(docs/stability.md).
+
+For each dataset and training setting it trains the same run with several seeds, recording both the
+training pass (Cartography) and an eval-mode pass over the training set at ``--points`` evenly spaced
+moments of every epoch. Recording changes nothing in training (tests/test_train.py checks that the
+training-pass logits are bit-identical), so one run per (setting, seed) gives every *recording view*
+at once:
+
+  train          the training pass's logits, one per epoch (Cartography; cartomap's default so far)
+  eval k=1       an eval-mode pass at the end of every epoch (WaNLI)
+  eval k=2, k=4  eval-mode passes at 2 or 4 evenly spaced points of every epoch
+  ... skip=s     the same, leaving out the first s epochs' recordings
+
+Per view it reports, averaged over seed pairs: Spearman of variability, confidence and correctness
+between seeds, region agreement (cartomap's rule by rank, and the threshold rule), the share of
+examples with the same region in every seed; the dev accuracy; the compute relative to training
+alone (train seconds + the eval passes the view uses, from history.json); and, never stability alone,
+the map's agreement with people: on the ChaosNLI MultiNLI items (100 votes each) in the training set,
+Spearman of confidence and variability with the votes' entropy and AUROC / AP of low confidence for
+"gold label != majority of the 100", with 95 % bootstrap intervals, single seed (mean over seeds of
+the per-seed figure) and the multi-seed mean map; and Spearman with MultiNLI's
+``bert_runs_correct_of_100`` (how many of 100 BERT fine-tunings got the item right).
+
+Datasets: ``snli`` is the bundled demo (3,198 SNLI dev pairs, 400 SNLI test pairs as dev), always
+available. ``mnli`` needs ``--mnli`` (MultiNLI dev matched, JSONL with bert_runs_correct_of_100) and
+``--chaos`` (ChaosNLI's MultiNLI items with votes): 3,000 training pairs = every ChaosNLI item plus
+others drawn from dev matched (seed 0), and 1,000 further dev-matched pairs as dev.
+
+    HF_HUB_OFFLINE=1 python bench/bench_stability.py --store ~/stability \\
+        --mnli ../shared/data/mnli/dev_matched.jsonl.gz --chaos ../shared/data/chaosnli/mnli_matched.jsonl.gz
+    python bench/bench_stability.py --datasets snli --settings lr5e-5 --seeds 1,2   # the demo only
+
+Runs live in an ordinary cartomap run store (``--store``), so a second call trains nothing it has.
+``--analyse-only`` reports on the runs that exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+#: Training settings compared (changes to cartomap's TrainConfig defaults).
+SETTINGS: dict[str, dict] = {
+    "lr5e-5": {},  # today's default: 4 epochs, lr 5e-5, warmup 0.1, batch 16
+    "lr2e-5": {"learning_rate": 2e-5},
+    "lr1e-4": {"learning_rate": 1e-4},
+    "lr5e-5-nowarmup": {"warmup_ratio": 0.0},
+    "lr2e-5-6ep": {"learning_rate": 2e-5, "epochs": 6},
+    "lr5e-5-6ep": {"epochs": 6},
+}
+#: Recording views: (name, source, eval points per epoch used, epochs skipped).
+VIEWS: tuple[tuple[str, str, int, int], ...] = (
+    ("train", "train", 1, 0),
+    ("train skip=1", "train", 1, 1),
+    ("eval k=1", "eval", 1, 0),
+    ("eval k=1 skip=1", "eval", 1, 1),
+    ("eval k=2", "eval", 2, 0),
+    ("eval k=2 skip=1", "eval", 2, 1),
+    ("eval k=4", "eval", 4, 0),
+    ("eval k=4 skip=1", "eval", 4, 1),
+)
+BOOTSTRAP = 1000
+
+
+# --------------------------------------------------------------------------- data
+def read_jsonl(path: str) -> list[dict]:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def mnli_data(mnli: str, chaos: str, folder: Path, n_train: int = 3000, n_dev: int = 1000):
+    """Training and dev JSONL files of MultiNLI dev matched (every ChaosNLI item in training) and the side
+    table of human judgement: id, entropy, majority, gold != majority, bert_runs_correct_of_100."""
+    rows = read_jsonl(mnli)
+    votes = {r["id"]: r for r in read_jsonl(chaos)}
+    rng = np.random.default_rng(0)
+    others = [r for r in rows if r["id"] not in votes]
+    order = rng.permutation(len(others))
+    chaos_rows = [r for r in rows if r["id"] in votes]
+    train = chaos_rows + [others[i] for i in order[: n_train - len(chaos_rows)]]
+    dev = [others[i] for i in order[n_train - len(chaos_rows) : n_train - len(chaos_rows) + n_dev]]
+    folder.mkdir(parents=True, exist_ok=True)
+    keep = ("id", "premise", "hypothesis", "label")
+    for name, part in (("mnli_train.jsonl", train), ("mnli_dev.jsonl", dev)):
+        path = folder / name
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps({k: r[k] for k in keep}) + "\n" for r in part))
+            tmp.rename(path)
+    human = pd.DataFrame(
+        {
+            "id": [r["id"] for r in train],
+            "bert_correct": [r.get("bert_runs_correct_of_100") for r in train],
+            "entropy": [votes[r["id"]]["entropy"] if r["id"] in votes else np.nan for r in train],
+            "error": [
+                (votes[r["id"]]["majority"] != r["label"]) if r["id"] in votes else np.nan for r in train
+            ],
+        }
+    )
+    return str(folder / "mnli_train.jsonl"), str(folder / "mnli_dev.jsonl"), human
+
+
+def run_config(train_path: str, dev_path: str, setting: str, seed: int, points: int):
+    from cartomap.config import DataConfig, RunConfig, TrainConfig
+
+    train = TrainConfig(
+        **{**SETTINGS[setting], "seed": seed, "record": "both", "record_points": points},
+        save_checkpoints=False,
+    )
+    return RunConfig(
+        data=DataConfig(path=train_path),
+        dev=DataConfig(path=dev_path),
+        train=train,
+        name=f"stability {Path(train_path).stem} {setting} seed {seed}",
+    )
+
+
+# --------------------------------------------------------------------------- one view of one run
+def view_logits(logits: np.ndarray, source: str, points: int, used: int, skip: int) -> np.ndarray:
+    """The recordings a view uses out of a run's [E * per, N, C] dynamics."""
+    per = points if source == "eval" else 1
+    epochs = logits.shape[0] // per
+    keep = [e * per + j for e in range(skip, epochs) for j in range(per) if (j + 1) % (per // used) == 0]
+    return logits[keep]
+
+
+def view_metrics(run, source: str, points: int, used: int, skip: int) -> pd.DataFrame:
+    from cartomap.scores.metrics import compute_metrics
+
+    ids, logits = run.dynamics(source)
+    labels = run.examples(columns=["id", "label"]).set_index("id").loc[ids, "label"].to_numpy()
+    return compute_metrics(view_logits(logits, source, points, used, skip), labels, ids).set_index("id")
+
+
+def compute_share(run, source: str, points: int, used: int) -> float:
+    """Seconds of training plus the eval passes the view uses, over seconds of training alone."""
+    history = run.history()
+    train_s = sum(h["train_seconds"] for h in history)
+    record_s = sum(h.get("record_seconds", 0.0) for h in history)
+    extra = record_s * used / points if source == "eval" else 0.0
+    return (train_s + extra) / train_s
+
+
+# --------------------------------------------------------------------------- statistics
+def spearman(a, b) -> float:
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(a, b).statistic)
+
+
+def bootstrap(stat, *arrays, n: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float, float]:
+    """stat on the data, and the 2.5 / 97.5 percentiles of stat over ``n`` resamples of the items."""
+    rng = np.random.default_rng(seed)
+    size = len(arrays[0])
+    values = []
+    for _ in range(n):
+        pick = rng.integers(0, size, size)
+        try:
+            values.append(stat(*(a[pick] for a in arrays)))
+        except ValueError:
+            continue
+    return float(stat(*arrays)), float(np.nanpercentile(values, 2.5)), float(np.nanpercentile(values, 97.5))
+
+
+def human_figures(metrics: pd.DataFrame, human: pd.DataFrame, intervals: bool) -> dict:
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    joined = metrics.join(human.set_index("id"), how="inner")
+    voted = joined.dropna(subset=["entropy"])
+    error = voted["error"].astype(bool).to_numpy()
+    low_conf = -voted["confidence"].to_numpy()
+    out = {
+        "rho_conf_entropy": spearman(voted["confidence"], voted["entropy"]),
+        "rho_var_entropy": spearman(voted["variability"], voted["entropy"]),
+        "rho_conf_bert": spearman(joined["confidence"], joined["bert_correct"]),
+        "rho_corr_bert": spearman(joined["correctness"], joined["bert_correct"]),
+        "n_voted": int(len(voted)),
+        "error_rate": float(error.mean()),
+    }
+    if intervals:
+        out["auroc"] = bootstrap(roc_auc_score, error, low_conf)
+        out["ap"] = bootstrap(average_precision_score, error, low_conf)
+        out["rho_conf_entropy_ci"] = bootstrap(
+            spearman, voted["confidence"].to_numpy(), voted["entropy"].to_numpy()
+        )
+    else:
+        out["auroc"] = float(roc_auc_score(error, low_conf))
+        out["ap"] = float(average_precision_score(error, low_conf))
+    return out
+
+
+def regions(metrics: pd.DataFrame, rule: str) -> np.ndarray:
+    from cartomap.scores.metrics import region_partition
+
+    return region_partition(metrics["confidence"], metrics["variability"], method=rule)
+
+
+def view_row(frames: dict[int, pd.DataFrame], human: pd.DataFrame | None) -> dict:
+    """Stability (and truth, with ``human``) of one view over its seeds' metrics frames."""
+    seeds = sorted(frames)
+    pairs = list(itertools.combinations(seeds, 2))
+    row: dict = {"seeds": len(seeds)}
+    for m in ("variability", "confidence", "correctness", "aum"):
+        row[f"rho_{m}"] = float(np.mean([spearman(frames[a][m], frames[b][m]) for a, b in pairs]))
+    for rule in ("rank", "threshold"):
+        reg = {s: regions(frames[s], rule) for s in seeds}
+        row[f"regions_{rule}"] = float(np.mean([(reg[a] == reg[b]).mean() for a, b in pairs]))
+        row[f"all_same_{rule}"] = float(np.mean(np.all([reg[s] == reg[seeds[0]] for s in seeds], axis=0)))
+    rho = row["rho_variability"]
+    row["rho_variability_mean_of_seeds"] = len(seeds) * rho / (1 + (len(seeds) - 1) * rho)  # Spearman-Brown
+    if human is not None:
+        singles = [human_figures(frames[s], human, intervals=False) for s in seeds]
+        for key in ("rho_conf_entropy", "rho_var_entropy", "rho_conf_bert", "rho_corr_bert", "auroc", "ap"):
+            row[f"h1_{key}"] = float(np.mean([f[key] for f in singles]))
+        mean = sum(frames[s][["confidence", "variability", "correctness"]] for s in seeds) / len(seeds)
+        multi = human_figures(mean, human, intervals=True)
+        row.update({f"hm_{k}": v for k, v in multi.items()})
+    return row
+
+
+# --------------------------------------------------------------------------- the study
+def fmt_ci(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return f"{value[0]:.3f} [{value[1]:.2f}, {value[2]:.2f}]"
+    return f"{value:.3f}"
+
+
+def markdown(rows: list[dict]) -> str:
+    head = (
+        "| data | setting | view | dev acc. | compute × | ρ var | ρ conf | ρ corr | regions (rank) | "
+        "regions (threshold) | same in all seeds | ρ(conf, H) | ρ(var, H) | AUROC gold≠maj | AP | "
+        "ρ(conf, BERT×100) | multi-seed: AUROC | AP | ρ(conf, H) |"
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        human = r.get("h1_auroc") is not None
+        cells = [
+            r["dataset"],
+            r["setting"],
+            r["view"],
+            f"{r['dev_accuracy']:.3f}",
+            f"{r['compute']:.2f}",
+            f"{r['rho_variability']:.2f}",
+            f"{r['rho_confidence']:.2f}",
+            f"{r['rho_correctness']:.2f}",
+            f"{r['regions_rank']:.0%}",
+            f"{r['regions_threshold']:.0%}",
+            f"{r['all_same_rank']:.0%}",
+        ]
+        if human:
+            cells += [
+                f"{r['h1_rho_conf_entropy']:.2f}",
+                f"{r['h1_rho_var_entropy']:.2f}",
+                f"{r['h1_auroc']:.3f}",
+                f"{r['h1_ap']:.3f}",
+                f"{r['h1_rho_conf_bert']:.2f}",
+                fmt_ci(r["hm_auroc"]),
+                fmt_ci(r["hm_ap"]),
+                fmt_ci(r["hm_rho_conf_entropy_ci"]),
+            ]
+        else:
+            cells += ["n/a"] * 8
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--store", default="cache/stability", help="run store of the study's runs")
+    p.add_argument(
+        "--datasets", default="snli,mnli", help="snli (the bundled demo), mnli (needs --mnli, --chaos)"
+    )
+    p.add_argument(
+        "--mnli", default=None, help="MultiNLI dev matched JSONL(.gz) with bert_runs_correct_of_100"
+    )
+    p.add_argument("--chaos", default=None, help="ChaosNLI MultiNLI items JSONL(.gz) with votes")
+    p.add_argument("--settings", default="lr5e-5,lr2e-5", help=f"comma list of {', '.join(SETTINGS)}")
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument(
+        "--points", type=int, default=4, help="eval-mode recordings per epoch (views use 1, 2 or 4)"
+    )
+    p.add_argument("--analyse-only", action="store_true", help="report on the runs that exist, train none")
+    p.add_argument("--json", default=None, help="also write the rows as JSON here")
+    a = p.parse_args(argv)
+
+    from cartomap.config import DEMO_DEV, DEMO_TRAIN
+    from cartomap.runs.store import RunStore
+    from cartomap.training.loop import train_or_load
+    from cartomap.training.prepare import prepare_run
+
+    store = RunStore(a.store)
+    seeds = [int(s) for s in a.seeds.split(",")]
+    settings = [s for s in a.settings.split(",") if s]
+    for s in settings:
+        if s not in SETTINGS:
+            p.error(f"unknown setting {s!r}; known: {', '.join(SETTINGS)}")
+    data: dict[str, tuple[str, str, pd.DataFrame | None]] = {}
+    for name in a.datasets.split(","):
+        if name == "snli":
+            data["snli"] = (DEMO_TRAIN, DEMO_DEV, None)
+        elif name == "mnli":
+            if not (a.mnli and a.chaos):
+                print("mnli left out: --mnli and --chaos name its files", file=sys.stderr)
+                continue
+            data["mnli"] = mnli_data(a.mnli, a.chaos, Path(a.store) / "data")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; torch threads: default")
+
+    rows = []
+    for (dname, (train_path, dev_path, human)), setting in itertools.product(data.items(), settings):
+        runs = {}
+        for seed in seeds:
+            config = run_config(train_path, dev_path, setting, seed, a.points)
+            if a.analyse_only:
+                run = prepare_run(config, store)
+                if run.state != "done":
+                    continue
+            else:
+                t0 = time.time()
+                run = train_or_load(config, store)
+                print(f"{dname} {setting} seed {seed}: run {run.id} ({time.time() - t0:.0f} s)", flush=True)
+            runs[seed] = run
+        if len(runs) < 2:
+            continue
+        dev = float(np.mean([r.history()[-1]["dev_accuracy"] for r in runs.values()]))
+        for view, source, used, skip in VIEWS:
+            frames = {s: view_metrics(r, source, a.points, used, skip) for s, r in runs.items()}
+            row = {"dataset": dname, "setting": setting, "view": view, "dev_accuracy": dev}
+            row["compute"] = float(np.mean([compute_share(r, source, a.points, used) for r in runs.values()]))
+            row.update(view_row(frames, human))
+            rows.append(row)
+    print(markdown(rows))
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
