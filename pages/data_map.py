@@ -6,6 +6,11 @@ it, e.g. "find this example on the map"), ``dm_*`` filter values kept with ``pag
 they survive page switches), ``dm_focus`` (the example whose trajectory is shown) and
 ``_dm_event_sig`` (the last map selection event taken, so a stale event is not taken twice).
 A selection replaces ``selected_ids`` only when the map reports a new one; "Clear selection" empties it.
+
+When the run has a finished seeds experiment (``cartomap seeds`` or *Add seeds* here) the page draws
+the map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region agreement" as a colour,
+"Stable only" as a filter and one trajectory per seed; without one it says how stable such maps were
+measured to be (``cartomap.analysis.stability_reference``) and offers *Add seeds* (a background job).
 """
 
 from __future__ import annotations
