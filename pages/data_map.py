@@ -6,6 +6,11 @@ it, e.g. "find this example on the map"), ``dm_*`` filter values kept with ``pag
 they survive page switches), ``dm_focus`` (the example whose trajectory is shown) and
 ``_dm_event_sig`` (the last map selection event taken, so a stale event is not taken twice).
 A selection replaces ``selected_ids`` only when the map reports a new one; "Clear selection" empties it.
+
+When the run has a finished seeds experiment (``cartomap seeds`` or *Add seeds* here) the page draws
+the map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region agreement" as a colour,
+"Stable only" as a filter and one trajectory per seed; without one it says how stable such maps were
+measured to be (``cartomap.analysis.stability_reference``) and offers *Add seeds* (a background job).
 """
 
 from __future__ import annotations
@@ -15,12 +20,16 @@ import hashlib
 import streamlit as st
 
 from cartomap.analysis import datamap, figures
+from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.errors import CartomapError
+from cartomap.experiments import launch, registry
+from cartomap.experiments.seeds import SUMMARY, create_seeds, done_seeds_of, seed_runs, seeds_of
+from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.scores.metrics import RegionRule
-from pages.common import current_run, kept, show_error
+from pages.common import current_run, flash, get_store, kept, show_error, show_flashes
 from pages.components import maps
-from pages.components.jobs import demo_or_prompt
+from pages.components.jobs import demo_or_prompt, experiment_panel
 
 SELECTED = "selected_ids"
 TABLE_HEIGHT = 360
@@ -104,6 +113,7 @@ FILTER_KEYS = (
     "dm_region_rule",
     "dm_ambiguous_fraction",
     "dm_ambiguous_var",
+    "dm_stable_only",
 )
 
 
@@ -134,6 +144,9 @@ def sidebar_filters(frame):
     _valid_range("dm_var", 0.0, var_hi)
     _valid_range("dm_corr", None, None, options=corr_options)
     color_options = list(figures.COLOR_BY if genres else figures.COLOR_BY[:3])
+    over_seeds = "stable" in frame.columns
+    if over_seeds:
+        color_options.append(figures.AGREEMENT)
 
     chosen_labels = sb.multiselect("Gold label", labels, **kept("dm_labels", labels, options=labels))
     chosen_regions = sb.multiselect("Region", regions, **kept("dm_regions", regions, options=regions))
@@ -160,6 +173,13 @@ def sidebar_filters(frame):
     color_by = sb.radio(
         "Colour by", color_options, horizontal=True, **kept("dm_color", "correctness", options=color_options)
     )
+    stable = False
+    if over_seeds:
+        stable = sb.checkbox(
+            "Stable only",
+            help="Only the examples whose region is the same in every seed.",
+            **kept("dm_stable_only", False),
+        )
     sb.button("Reset filters", on_click=_reset_filters, key="dm_reset")
 
     ranges = {"confidence": conf, "variability": var, "correctness": corr}
@@ -171,6 +191,8 @@ def sidebar_filters(frame):
     filtered = datamap.filter_frame(
         frame, labels=chosen_labels, regions=chosen_regions, genres=chosen_genres, ranges=ranges
     )
+    if stable:
+        filtered = datamap.stable_only(filtered)
     return filtered, color_by, int(max_points)
 
 
@@ -196,7 +218,9 @@ def _digest(ids) -> str:
     return hashlib.sha1("\n".join(ids).encode("utf-8")).hexdigest()[:10]
 
 
-def show_trajectory(run, table, table_event) -> None:
+def show_trajectory(run, table, table_event, seeds=None) -> None:
+    """The focused example's texts and metrics, and its probability by epoch (one line per seed of
+    ``seeds``, {seed: run}, when the map is the mean over seeds)."""
     rows = list(table_event.selection.rows) if table_event is not None else []
     if rows and rows[0] < len(table):
         st.session_state["dm_focus"] = str(table["id"].iloc[rows[0]])
@@ -218,18 +242,27 @@ def show_trajectory(run, table, table_event) -> None:
             f"confidence {row['confidence']:.3f} · variability {row['variability']:.3f} · "
             f"correctness {row['correctness']:.2f} · region {row['region']}"
         )
+    if seeds:
+        left.text(
+            f"region in each seed: {row.get('region_votes', '')} agree on {row.get('region_majority', '')}"
+        )
     with right:
-        st.markdown("**Probability by epoch**")
+        source = run.status().get("metrics_source") or "train"
         try:
-            traj = datamap.gold_trajectory(run, focus, run.status().get("metrics_source") or "train")
+            if seeds:
+                st.markdown(f"**Probability of the gold label by epoch, in each of {len(seeds)} seeds**")
+                fig = figures.seed_trajectory_figure(
+                    datamap.seed_trajectories(seeds, focus, source), gold=str(row["gold"])
+                )
+            else:
+                st.markdown("**Probability by epoch**")
+                fig = figures.trajectory_figure(
+                    datamap.gold_trajectory(run, focus, source), gold=str(row["gold"])
+                )
         except CartomapError as err:
             st.warning(str(err))
             return
-        st.plotly_chart(
-            figures.trajectory_figure(traj, gold=str(row["gold"])),
-            key="dm_trajectory",
-            config={"displaylogo": False},
-        )
+        st.plotly_chart(fig, key="dm_trajectory", config={"displaylogo": False})
 
 
 def group_tools(run, table) -> None:
@@ -313,8 +346,57 @@ def downloads(run, filtered, table, fig) -> None:
     )
 
 
+def _seeds_progress(exp, status: dict) -> None:
+    done, total = int(status.get("runs_done") or 0), len(exp.params.get("seeds", []))
+    phase = status.get("phase") or status["state"]
+    st.progress(
+        min(1.0, done / total) if total else 0.0,
+        text=f"Seeds: {status['state']} · {phase} · {done}/{total} runs",
+    )
+    if status["state"] == "running" and status.get("role"):
+        st.caption(f"Training {registry.role_label(exp, status['role'])} (run {status.get('run_id')}).")
+
+
+def seeds_section(run, estore):
+    """Whether the map is the mean over a finished seeds experiment (the toggle), that experiment,
+    and what the page says about the map's stability: the seeds' summary, or the measured stability
+    of such maps with an "Add seeds" button (a background job; its panel follows it)."""
+    done = done_seeds_of(run, estore)
+    if done is not None:
+        n = len(done.params["seeds"])
+        on = st.toggle(f"Map of {n} seeds (means)", **kept(f"dm_seeds_mean_{run.id}", True))
+        st.caption(datamap.seeds_caption(done.result(SUMMARY) or {}))
+        return (done if on else None), done
+    pending = seeds_of(run, estore)
+    row = measured_stability(run.config.train)
+    if row is not None:
+        st.caption(measured_caption(row))
+    if pending is not None and pending.state != "done":
+        experiment_panel(pending, _seeds_progress, key="dm_seeds_")
+        return None, None
+    left, right = st.columns([1, 3])
+    n_seeds = left.number_input(
+        "Seeds in all", 2, 10, step=1, help="The run's own seed and the next ones.", **kept("dm_n_seeds", 3)
+    )
+    right.caption(
+        f"Add seeds trains this run {int(n_seeds) - 1} more times, changing only the seed, and draws the "
+        "map of their means with how many seeds agree on each example's region."
+    )
+    if left.button("Add seeds", key="dm_add_seeds", type="primary"):
+        try:
+            exp = create_seeds(estore, run, n_seeds=int(n_seeds))
+            launch.start_experiment(exp, estore)
+        except CartomapError as err:
+            show_error(err)
+        else:
+            flash("success", f"Started the seeds experiment {exp.id} in the background.")
+            st.rerun()
+    return None, None
+
+
 def main() -> None:
     st.title("Data map")
+    show_flashes()
     run = demo_or_prompt(current_run())  # app.py draws the run picker in the sidebar
     if run is None:
         st.stop()
@@ -323,11 +405,16 @@ def main() -> None:
         st.stop()
 
     rule, burn_out = map_settings(run)
+    estore = ExperimentStore(get_store().root)
+    seeds_exp, _ = seeds_section(run, estore)
     try:
-        frame = maps.map_frame(run, rule, burn_out)
+        frame = (
+            maps.seed_map_frame(seeds_exp, run, rule) if seeds_exp else maps.map_frame(run, rule, burn_out)
+        )
     except CartomapError as err:
         show_error(err)
         st.stop()
+    seeds = seed_runs(seeds_exp, get_store()) if seeds_exp else None
     filtered, color_by, max_points = sidebar_filters(frame)
     st.session_state.setdefault(SELECTED, [])
     take_event(filtered, max_points)
@@ -341,6 +428,8 @@ def main() -> None:
     epochs_used = frame.attrs.get("n_epochs")
     recorded = frame.attrs.get("epochs_recorded") or epochs_used
     over = f"over the first {epochs_used} of {recorded} epochs" if burn_out else f"over {epochs_used} epochs"
+    if seeds_exp:
+        over = f"over {epochs_used} epochs, the mean of {len(seeds or {})} seeds (burn-out applies to one run's map)"
     st.caption(f"Regions: {rule.describe(frame['variability'].to_numpy())}. Metrics {over}.")
     if filtered.empty:
         st.warning("No example matches the filters.")
@@ -387,7 +476,7 @@ def main() -> None:
                 "aum": st.column_config.NumberColumn(format="%.3f"),
             },
         )
-        show_trajectory(run, shown, table_event)
+        show_trajectory(run, shown, table_event, seeds)
     st.divider()
     group_tools(run, table)
     st.divider()

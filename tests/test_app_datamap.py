@@ -207,3 +207,123 @@ def test_no_run_offers_demo(tmp_path, monkeypatch):
     assert not at.exception, at.exception
     assert any(b.label == "Train the demo" for b in at.button)
     assert not at.get("plotly_chart")
+
+
+# --------------------------------------------------------------------------- maps over seeds
+
+
+def make_seed_runs(cache: Path, seeds=(42, 43, 44), epochs: int = 3) -> dict[int, Run]:
+    """Finished synthetic runs of one config that differ only in the seed: a shared per-example skill
+    plus noise of each seed's own (no training)."""
+    data = load_dataset(DataConfig(path="demo:dev"))
+    skill = np.random.default_rng(0).normal(0.8, 1.6, size=len(data.ids))
+    runs = {}
+    for seed in seeds:
+        config = RunConfig(
+            data=DataConfig(path="demo:dev"),
+            dev=None,
+            train=TrainConfig(epochs=epochs, seed=seed),
+            name="base",
+        )
+        run = RunStore(cache).create(config, data, None)
+        rng = np.random.default_rng(seed)
+        logits = []
+        for e in range(epochs):
+            z = rng.normal(0, 1.0, size=(len(data.ids), data.num_labels)).astype(np.float32)
+            z[np.arange(len(data.ids)), data.labels] += skill * (e + 1) / epochs * 2.5
+            run.write_epoch("train", e, data.ids, z)
+            logits.append(z)
+        atomic_write_parquet(
+            run.path / "metrics.parquet", compute_metrics(np.stack(logits), data.labels, data.ids)
+        )
+        run.set_status(state="done", progress=1.0)
+        runs[seed] = run
+    return runs
+
+
+def finish_seeds(cache: Path, runs: dict[int, Run]):
+    """A done seeds experiment of the first run over the others (their runs recorded by hand)."""
+    from cartomap.experiments.registry import kind_of
+    from cartomap.experiments.seeds import create_seeds, role
+    from cartomap.experiments.store import ExperimentStore
+
+    estore = ExperimentStore(cache)
+    seeds = list(runs)
+    exp = create_seeds(estore, runs[seeds[0]], seeds=seeds[1:])
+    for seed in seeds[1:]:
+        exp.record_run(role(seed), runs[seed].id)
+    kind_of("seeds").finalize(exp, estore.runs)
+    exp.set_status(state="done")
+    return exp
+
+
+@pytest.fixture()
+def seeded(root) -> tuple[dict[int, Run], object]:
+    runs = make_seed_runs(root)
+    return runs, finish_seeds(root, runs)
+
+
+def _captions(at) -> str:
+    return " ".join(c.value for c in at.caption)
+
+
+def _count(at) -> int:
+    text = next(c.value for c in at.caption if "match the filters" in c.value)
+    return int(text.split(" · ")[1].split(" ")[0].replace(",", ""))
+
+
+def test_a_run_with_seeds_shows_the_mean_map(seeded):
+    runs, exp = seeded
+    table = exp.result("per_example")
+    from pages.common import RUN_KEY
+
+    at = _app()
+    at.session_state[RUN_KEY] = runs[42].id  # the base run (the others are newer)
+    at.session_state["selected_ids"] = [table["id"].iloc[5]]
+    at.run()
+    assert not at.exception, at.exception
+    toggle = at.toggle(key=f"_kept_dm_seeds_mean_{runs[42].id}")
+    assert toggle.label == "Map of 3 seeds (means)" and toggle.value is True
+    captions = _captions(at)
+    assert "Over 3 seeds: variability Spearman between seeds" in captions
+    assert "the mean of 3 seeds" in captions
+    assert "Add seeds" not in [b.label for b in at.button]
+    assert _count(at) == 400
+    # the focused example: one probability line per seed and their mean
+    import json
+
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    names = {t.get("name") for spec in charts for t in spec["data"]}
+    assert {"seed 42", "seed 43", "seed 44"} <= names
+    # stable only: the examples in the same region in every seed
+    at.checkbox(key="_kept_dm_stable_only").check().run()
+    assert not at.exception, at.exception
+    stable = int(table["stable"].sum())
+    assert 0 < stable < 400 and _count(at) == stable
+    # colour by region agreement
+    at.radio(key="_kept_dm_color").set_value("region agreement").run()
+    assert not at.exception, at.exception
+    # the toggle off: the run's own map again (every example)
+    at.checkbox(key="_kept_dm_stable_only").uncheck().run()
+    at.toggle(key=f"_kept_dm_seeds_mean_{runs[42].id}").set_value(False).run()
+    assert not at.exception, at.exception
+    assert "the mean of" not in _captions(at) and _count(at) == 400
+
+
+def test_a_run_without_seeds_says_how_stable_such_maps_are_and_adds_seeds(root, spawned):
+    from cartomap.experiments.seeds import seeds_of
+    from cartomap.experiments.store import ExperimentStore
+
+    runs = make_seed_runs(root, seeds=(42,))
+    at = _app().run()
+    assert not at.exception, at.exception
+    captions = _captions(at)
+    assert "variability Spearman 0.23" in captions and "58%" in captions
+    assert not at.toggle
+    button = next(b for b in at.button if b.label == "Add seeds")
+    button.click().run()
+    assert not at.exception, at.exception
+    exp = seeds_of(runs[42], ExperimentStore(root))
+    assert exp is not None and exp.params["seeds"] == [42, 43, 44]
+    assert spawned == [["experiment", "run", exp.id, "--job"]]
+    assert "Add seeds" not in [b.label for b in at.button]  # the job panel follows it instead

@@ -202,6 +202,9 @@ def save_data_map(
 
 
 COLOR_BY = ("correctness", "label", "region", "genre")
+#: Colour of a map over seeds (:func:`cartomap.analysis.datamap.seed_map_frame`): how many seeds agree
+#: on an example's region ("3/3", "2/3", ...).
+AGREEMENT = "region agreement"
 
 
 DENSITY_BINS = 80
@@ -280,6 +283,18 @@ def _groups(frame: pd.DataFrame, color_by: str) -> tuple[np.ndarray, list[str], 
         groups = str_array(frame["gold"])
         order = frame[["label", "gold"]].drop_duplicates("gold").sort_values("label")
         levels = [str(v) for v in order["gold"]]
+    elif color_by == AGREEMENT:
+        if "region_votes" not in frame.columns:
+            raise ValueError("only a map over seeds can be coloured by region agreement")
+        groups = str_array(frame["region_votes"])
+        levels = sorted(set(groups), key=lambda v: bucket_value(v), reverse=True)  # all seeds agree first
+        cmap = colormaps["RdYlGn"]
+        values = [bucket_value(v) for v in levels]
+        palette = {
+            lvl: "rgb({:.0f},{:.0f},{:.0f})".format(*(255 * np.asarray(cmap(0.1 + 0.8 * v)[:3])))
+            for lvl, v in zip(levels, values, strict=True)
+        }
+        return groups, levels, palette, "seeds agreeing on the region"
     elif color_by == "genre":
         if "genre" not in frame.columns:
             raise ValueError("this dataset has no genre column to colour by")
@@ -314,8 +329,8 @@ def data_map_figure(
     """
     import plotly.graph_objects as go
 
-    if color_by not in COLOR_BY:
-        raise ValueError(f"color_by must be one of {COLOR_BY}, got {color_by!r}")
+    if color_by not in (*COLOR_BY, AGREEMENT):
+        raise ValueError(f"color_by must be one of {COLOR_BY} or {AGREEMENT!r}, got {color_by!r}")
     _check_frame(frame)
     frame = as_map_frame(frame)
     n_total = len(frame)
@@ -531,6 +546,48 @@ def trajectory_figure(traj: pd.DataFrame, gold: str | None = None, height: int =
         margin=dict(l=50, r=10, t=10, b=40),
         xaxis=dict(title=dict(text="epoch"), dtick=1),
         yaxis=dict(title=dict(text="probability"), range=[-0.02, 1.02]),
+        legend=dict(orientation="h", y=-0.3),
+        hovermode="x unified",
+    )
+    return fig
+
+
+def seed_trajectory_figure(traj: pd.DataFrame, gold: str | None = None, height: int = 260):
+    """One line per seed of the gold-label probability by epoch
+    (:func:`cartomap.analysis.datamap.seed_trajectories`), and their mean (thick, black); y from 0 to 1."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for k, (seed, part) in enumerate(traj.groupby("seed", sort=False)):
+        fig.add_trace(
+            go.Scatter(
+                x=part["epoch"],
+                y=part["gold_prob"],
+                mode="lines+markers",
+                name=escape_text(f"seed {seed}"),
+                line=dict(width=1.5, color=palette_color(k)),
+                marker=dict(size=5),
+            )
+        )
+    if len(traj):
+        mean = traj.groupby("epoch", as_index=False)["gold_prob"].mean()
+        name = f"mean, gold ({gold})" if gold else "mean over seeds"
+        fig.add_trace(
+            go.Scatter(
+                x=mean["epoch"],
+                y=mean["gold_prob"],
+                mode="lines+markers",
+                name=escape_text(name),
+                line=dict(width=3, color="black"),
+                marker=dict(size=7),
+            )
+        )
+    fig.update_layout(
+        template="plotly_white",
+        height=height,
+        margin=dict(l=50, r=10, t=10, b=40),
+        xaxis=dict(title=dict(text="epoch"), dtick=1),
+        yaxis=dict(title=dict(text="probability of the gold label"), range=[-0.02, 1.02]),
         legend=dict(orientation="h", y=-0.3),
         hovermode="x unified",
     )

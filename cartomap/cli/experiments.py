@@ -1,4 +1,5 @@
-"""Experiments: ``cartomap prune``, ``curriculum``, ``combine``, ``experiment``, ``report``, ``noise-benchmark``."""
+"""Experiments: ``cartomap prune``, ``curriculum``, ``combine``, ``seeds``, ``experiment``, ``report``,
+``noise-benchmark``."""
 
 from __future__ import annotations
 
@@ -170,6 +171,27 @@ def cmd_combine(a: argparse.Namespace) -> int:
     return start_or_run(create_combination(params, store, name=a.name), store, a.background, executor)
 
 
+def seed_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected seeds like 1,2,3, got {text!r}") from err
+
+
+def cmd_seeds(a: argparse.Namespace) -> int:
+    """Train a finished run again with other seeds and say how stable its data map is."""
+    from cartomap.experiments.seeds import create_seeds
+    from cartomap.experiments.store import ExperimentStore
+
+    executor = executor_config(a)
+    store = ExperimentStore(a.cache)
+    run = store.runs.get(a.run)
+    exp = create_seeds(store, run, n_seeds=a.seeds, seeds=a.seed_list, name=a.name)
+    seeds = ", ".join(str(s) for s in exp.params["seeds"])
+    print(f"run {run.id} with seeds {seeds} (seed {exp.params['seeds'][0]} is the run itself)")
+    return start_or_run(exp, store, a.background, executor)
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     from cartomap.experiments import registry
     from cartomap.experiments.store import ExperimentStore
@@ -246,6 +268,21 @@ def add_commands(sub) -> None:
     co.add_argument("--modes", nargs="+", choices=("A", "A+B", "A◇B"), default=["A", "A+B", "A◇B"])
     co.add_argument("--seeds", nargs="+", type=int, default=[0])
     experiment_options(co, cmd_combine)
+
+    se = sub.add_parser(
+        "seeds", help="train a finished run with other seeds: how stable its data map is (the mean map)"
+    )
+    se.add_argument("run", help="the finished run (id, id prefix or name)")
+    se.add_argument(
+        "--seeds", type=int, default=3, help="seeds in all, the run's own included (own, own + 1, ...)"
+    )
+    se.add_argument(
+        "--seed-list", type=seed_list, default=None, help="the seeds to add to the run's own: 1,2,3"
+    )
+    se.add_argument("--name", default="", help="a label for the experiment")
+    se.add_argument("--background", action="store_true", help="run as a background job and return")
+    add_executor_arguments(se)
+    se.set_defaults(func=cmd_seeds)
 
     rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
     rp.add_argument("experiment")

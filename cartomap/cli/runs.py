@@ -10,6 +10,8 @@ from pathlib import Path
 from cartomap.cli.options import add_data_arguments, data_config, print_run_summary
 from cartomap.errors import CartomapError
 
+SEEDS_EXPORT = "seeds.parquet"  # `cartomap export`: the seeds experiment's per-example table
+
 
 def cmd_runs(a: argparse.Namespace) -> int:
     """List the runs; a damaged run is listed as damaged, with what is wrong, and the others as usual."""
@@ -70,17 +72,50 @@ def cmd_show(a: argparse.Namespace) -> int:
             .round(3)
             .to_string()
         )
+        print_seeds(run, a.cache)
     return 0
 
 
+def print_seeds(run, cache) -> None:
+    """The "Seeds" block of `cartomap show`: how stable the run's map was over its seeds experiment."""
+    from cartomap.experiments.seeds import SUMMARY, done_seeds_of, seeds_of, summary_lines
+    from cartomap.experiments.store import ExperimentStore
+
+    store = ExperimentStore(cache)
+    exp = done_seeds_of(run, store)
+    if exp is None:
+        pending = seeds_of(run, store)
+        if pending is not None:
+            print(f"Seeds: experiment {pending.id} is {pending.state}")
+        return
+    summary = exp.result(SUMMARY)
+    seeds = ", ".join(str(s) for s in summary.get("seeds", []))
+    print(f"Seeds: {summary.get('n_seeds')} seeds ({seeds}), experiment {exp.id}")
+    for line in summary_lines(summary):
+        print(f"  {line}")
+
+
 def cmd_export(a: argparse.Namespace) -> int:
-    """Write a reference model folder: training_dynamics/dynamics_epoch_E.jsonl, td_metrics.jsonl, metrics.csv."""
+    """Write a reference model folder: training_dynamics/dynamics_epoch_E.jsonl, td_metrics.jsonl, metrics.csv;
+    and seeds.parquet (every seed's and the mean metrics of each example) when the run has a finished
+    seeds experiment."""
+    from cartomap.experiments.seeds import PER_EXAMPLE, PER_EXAMPLE_EVAL, done_seeds_of
+    from cartomap.experiments.store import ExperimentStore
+    from cartomap.io import atomic_write_parquet, refuse_overwrite
     from cartomap.runs.interop import DYNAMICS_DIR, METRICS_CSV, METRICS_NAME, write_reference_export
     from cartomap.runs.store import RunStore
     from cartomap.scores.metrics import burn_out_epochs, compute_metrics
 
     run = RunStore(a.cache).get(a.run)
     out = Path(a.out)
+    seeds_exp = done_seeds_of(run, ExperimentStore(a.cache))
+    seeds_table = None
+    if seeds_exp is not None:
+        if a.source == "eval" and seeds_exp.result_stamp(PER_EXAMPLE_EVAL):
+            seeds_table = seeds_exp.result(PER_EXAMPLE_EVAL)
+        else:
+            seeds_table = seeds_exp.result(PER_EXAMPLE)
+        refuse_overwrite([out / SEEDS_EXPORT], a.force)  # before anything is written
     ids, logits = run.dynamics(run.recorded_source(a.source))
     labels = run.examples()["label"].to_numpy()
     if a.burn_out is None:
@@ -93,6 +128,10 @@ def cmd_export(a: argparse.Namespace) -> int:
         f"wrote {n} epochs to {out / DYNAMICS_DIR}/dynamics_epoch_*.jsonl, and {METRICS_NAME} and "
         f"{METRICS_CSV} to {out} (the reference's model folder: train_dy_filtering.py --model_dir {out})"
     )
+    if seeds_table is not None:
+        atomic_write_parquet(out / SEEDS_EXPORT, seeds_table)
+        n = seeds_table.attrs.get("n_seeds") or len(seeds_exp.params["seeds"])
+        print(f"wrote {out / SEEDS_EXPORT}: every example's metrics in each of {n} seeds and their mean")
     return 0
 
 

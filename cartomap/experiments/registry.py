@@ -16,7 +16,7 @@ are required, the rest have defaults here, so callers never switch on a kind's n
         def report(self, exp, store) -> str    # the results as markdown (`cartomap report`)
         def sections(self, exp) -> list[Section]   # result tables the Compare page shows
 
-Built-in kinds: pruning, curriculum, combination.
+Built-in kinds: pruning, curriculum, combination, seeds.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pandas as pd
 from cartomap.analysis.compare import run_overview
 from cartomap.config import RunConfig
 from cartomap.errors import RunError
-from cartomap.experiments import combination, curriculum, pruning
+from cartomap.experiments import combination, curriculum, pruning, seeds
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, method_of
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores.reports import best_on_validation
@@ -52,7 +52,12 @@ def register(kind: ExperimentKind) -> ExperimentKind:
     return kind
 
 
-for _kind in (pruning.PruningKind(), curriculum.CurriculumKind(), combination.CombinationKind()):
+for _kind in (
+    pruning.PruningKind(),
+    curriculum.CurriculumKind(),
+    combination.CombinationKind(),
+    seeds.SeedsKind(),
+):
     register(_kind)
 
 
