@@ -130,6 +130,18 @@ class TrainConfig:
         for name in ("group_by_length", "save_checkpoints"):
             _choice(name, getattr(self, name), (True, False))
 
+    def recordings_per_epoch(self, source: str) -> int:
+        """How many recordings of the training set ``source`` makes per epoch: the training pass sees every
+        example once; the eval-mode pass runs ``record_points`` times."""
+        return max(1, int(self.record_points)) if source == "eval" else 1
+
+    def map_burn_in(self, source: str, recordings: int) -> int:
+        """How many of ``recordings`` (of ``source``) the map's metrics leave out: those of the first
+        ``skip_epochs`` epochs, fewer when an early stop left fewer epochs (at least one epoch stays)."""
+        per = self.recordings_per_epoch(source)
+        epochs = recordings // per
+        return min(self.skip_epochs, max(epochs - 1, 0)) * per
+
 
 #: Training orders (METHODS.md section 4); see cartomap/training/curricula.py.
 ORDERS = (

@@ -428,6 +428,11 @@ def main() -> None:
     epochs_used = frame.attrs.get("n_epochs")
     recorded = frame.attrs.get("epochs_recorded") or epochs_used
     over = f"over the first {epochs_used} of {recorded} epochs" if burn_out else f"over {epochs_used} epochs"
+    train_config = run.config.train
+    if train_config.record_points > 1 and run.recorded_source() == "eval":
+        over += f" (here: recordings, {train_config.record_points} eval-mode passes an epoch)"
+    if frame.attrs.get("burn_in"):
+        over += f", leaving out the first {frame.attrs['burn_in']} recording(s) (skip_epochs)"
     if seeds_exp:
         over = f"over {epochs_used} epochs, the mean of {len(seeds or {})} seeds (burn-out applies to one run's map)"
     st.caption(f"Regions: {rule.describe(frame['variability'].to_numpy())}. Metrics {over}.")

@@ -246,11 +246,13 @@ def map_frame(
     ``regions``: the rule of the region column (default by rank). ``burn_out``: metrics over the first
     that many epochs only (computed from the dynamics; the reference's ``--burn_out``). Reads only the
     Parquet columns the map shows."""
-    epochs = run.dynamics_epochs(run.recorded_source(source))
+    recorded = run.recorded_source(source)
+    epochs = run.dynamics_epochs(recorded)
     if burn_out is not None and burn_out < len(epochs):
-        ids, logits = run.dynamics(run.recorded_source(source))
+        ids, logits = run.dynamics(recorded)
         labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
-        metrics = compute_metrics(logits, labels, ids, regions=regions, burn_out=burn_out)
+        burn_in = run.config.train.map_burn_in(recorded, burn_out)  # the run's skip_epochs, where it fits
+        metrics = compute_metrics(logits, labels, ids, regions=regions, burn_out=burn_out, burn_in=burn_in)
     else:
         metrics = with_regions(run.metrics(source, columns=MAP_METRIC_COLUMNS), regions)
     return build_map_frame(

@@ -409,9 +409,11 @@ class Run(StatusFolder):
         from cartomap.scores.metrics import compute_metrics
 
         try:
-            ids, logits = self.dynamics(self.recorded_source(source))
+            recorded = self.recorded_source(source)
+            ids, logits = self.dynamics(recorded)
             labels = self.examples(columns=("label",))["label"].to_numpy(dtype=np.int64)
-            frame = compute_metrics(logits, labels, ids)
+            burn_in = self.config.train.map_burn_in(recorded, len(logits))  # the run's skip_epochs
+            frame = compute_metrics(logits, labels, ids, burn_in=burn_in)
         except Exception as err:
             because = f"{reason}, and " if reason else ""
             raise RunError(

@@ -432,13 +432,11 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
 
     if main:
         done = trainer["epochs_done"]
-        skip = min(tc.skip_epochs, max(done - 1, 0))  # an early stop may leave fewer epochs than asked
-        if skip < tc.skip_epochs:
-            run.log(f"the map leaves out {skip} epoch(s), not {tc.skip_epochs}: only {done} were trained")
+        if tc.skip_epochs and done <= tc.skip_epochs:  # an early stop left fewer epochs than asked
+            run.log(f"the map leaves out {max(done - 1, 0)} epoch(s), not {tc.skip_epochs}: {done} trained")
         for s in sources:
-            frame = compute_metrics(
-                recorded[s][: done * per_epoch[s]], labels, ids, burn_in=skip * per_epoch[s]
-            )
+            logits_s = recorded[s][: done * per_epoch[s]]
+            frame = compute_metrics(logits_s, labels, ids, burn_in=tc.map_burn_in(s, len(logits_s)))
             path = run.metrics_path("train" if s == sources[0] else s)  # the first source: the main file
             atomic_write_parquet(path, frame)
         save_pretrained_atomic(accelerator.unwrap_model(model), tokenizer, run.model_dir)
@@ -457,9 +455,8 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
 
 
 def recordings_per_epoch(tc) -> dict[str, int]:
-    """How many recordings of the training set each source makes per epoch: the training pass sees
-    every example once; the eval-mode pass runs ``record_points`` times."""
-    return {"train": 1, "eval": max(1, int(tc.record_points))}
+    """{source: recordings of the training set per epoch} (:meth:`TrainConfig.recordings_per_epoch`)."""
+    return {s: tc.recordings_per_epoch(s) for s in ("train", "eval")}
 
 
 def eval_marks(steps_per_epoch: int, points: int) -> dict[int, int]:
