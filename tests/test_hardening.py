@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from test_damaged_runs import cli, finished_run, one_line_error
 
+from cartomap.cli import main
 from cartomap.runs.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,3 +81,87 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
         os.close(write)
     assert b"Traceback" not in proc.stderr and b"BrokenPipe" not in proc.stderr, proc.stderr.decode()
     assert proc.returncode == 1
+
+
+# --------------------------------------------------------------------------- a full disk while training
+
+
+def train_args(cache, tiny_model) -> list[str]:
+    return [
+        "--cache",
+        str(cache),
+        "train",
+        "--data",
+        "demo:dev",
+        "--dev",
+        "none",
+        "--model",
+        tiny_model,
+        "--epochs",
+        "2",
+        "--batch-size",
+        "32",
+        "--max-length",
+        "32",
+        "--quiet",
+    ]
+
+
+def disk_full(monkeypatch, *, status_too: bool):
+    """ENOSPC (by monkeypatching) on every epoch file, every log line, and (``status_too``) on every
+    status write once the first failed."""
+    import builtins
+
+    import cartomap.runs.state as state
+    from cartomap.runs.store import Run
+
+    def full(path="?"):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    def write_epoch(self, source, epoch, ids, logits):
+        raise full(self.epoch_path(source, epoch))
+
+    real_open = builtins.open
+
+    def log_open(file, mode="r", *args, **kwargs):
+        if str(file).endswith("log.txt") and "a" in mode:
+            raise full(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Run, "write_epoch", write_epoch)
+    monkeypatch.setattr(state, "open", log_open, raising=False)
+    if status_too:
+        real_write = state.atomic_write_json
+
+        def write_status(path, obj):
+            if obj.get("state") == "failed":
+                raise full(path)
+            return real_write(path, obj)
+
+        monkeypatch.setattr(state, "atomic_write_json", write_status)
+
+
+def test_a_full_disk_during_training_fails_the_run_before_any_log_write(
+    tiny_model, tmp_path, monkeypatch, capsys
+):
+    disk_full(monkeypatch, status_too=False)
+    assert main(train_args(tmp_path / "cache", tiny_model)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "No space left on device" in err
+    assert err.strip().splitlines()[-1].startswith("cartomap: error: ")
+    (run,) = RunStore(tmp_path / "cache").list()
+    status = run.status()
+    assert status["state"] == "failed" and "No space left on device" in status["error"]
+
+
+def test_when_not_even_the_status_can_be_written_the_user_still_gets_one_line(
+    tiny_model, tmp_path, monkeypatch, capsys
+):
+    disk_full(monkeypatch, status_too=True)
+    assert main(train_args(tmp_path / "cache", tiny_model)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert "failed (OSError" in last and "status.json could not be saved" in last
+    (run,) = RunStore(tmp_path / "cache").list()
+    assert run.status()["state"] not in ("queued", "running")
