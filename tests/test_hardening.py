@@ -165,3 +165,147 @@ def test_when_not_even_the_status_can_be_written_the_user_still_gets_one_line(
     assert "failed (OSError" in last and "status.json could not be saved" in last
     (run,) = RunStore(tmp_path / "cache").list()
     assert run.status()["state"] not in ("queued", "running")
+
+
+# --------------------------------------------------------------------------- a read-only store
+
+
+@pytest.fixture()
+def read_only(monkeypatch):
+    """Make a folder read-only the way a read-only mount is, for root too (root ignores `chmod a-w`):
+    every call that would write under it (os.open/open for writing, rename, replace, unlink, mkdir,
+    rmdir, chmod, utime) raises OSError(EROFS), and os.access(..., W_OK) says no. Reading is untouched,
+    so the code paths a real read-only store takes are the ones exercised."""
+    import builtins
+    import io
+    import shutil
+
+    roots: list[Path] = []
+
+    def inside(path) -> bool:
+        try:
+            path = Path(os.fsdecode(path)).absolute()
+        except TypeError:  # a file descriptor
+            return False
+        return any(path == r or r in path.parents for r in roots)
+
+    def erofs(path):
+        return OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))
+
+    writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+    real_os_open, real_open, real_access = os.open, builtins.open, os.access
+
+    def fake_os_open(path, flags, *args, **kwargs):
+        if flags & writing_flags and inside(path):
+            raise erofs(path)
+        return real_os_open(path, flags, *args, **kwargs)
+
+    def fake_open(file, mode="r", *args, **kwargs):
+        if any(c in mode for c in "wax+") and inside(file):
+            raise erofs(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    def fake_access(path, mode, *args, **kwargs):
+        if mode & os.W_OK and inside(path):
+            return False
+        return real_access(path, mode, *args, **kwargs)
+
+    def refuse(real):
+        def fake(path, *args, **kwargs):
+            if inside(path):
+                raise erofs(path)
+            return real(path, *args, **kwargs)
+
+        return fake
+
+    monkeypatch.setattr(os, "open", fake_os_open)
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(io, "open", fake_open)
+    monkeypatch.setattr(os, "access", fake_access)
+    for name in ("rename", "replace", "unlink", "remove", "mkdir", "rmdir", "chmod", "utime"):
+        monkeypatch.setattr(os, name, refuse(getattr(os, name)))
+    monkeypatch.setattr(shutil, "rmtree", refuse(shutil.rmtree))
+    return roots.append
+
+
+def test_a_read_only_store_is_browsable_and_writing_commands_say_so(store, tmp_path, read_only, capsys):
+    (run,) = store.list()
+    out = tmp_path / "out"
+    out.mkdir()
+    read_only(store.root)
+    assert run.is_locked() is False and run.status()["state"] == "done" and run.problems() == []
+    assert cli(store, "runs") == 0
+    captured = capsys.readouterr()
+    assert run.id in captured.out and "done" in captured.out and "damaged" not in captured.out + captured.err
+    assert cli(store, "show", run.id) == 0
+    assert "(done)" in capsys.readouterr().out
+    assert cli(store, "map", run.id, "--out", str(out / "map.png")) == 0
+    assert cli(store, "export", run.id, "--out", str(out / "model")) == 0
+    capsys.readouterr()
+    for args in (
+        ("repair", run.id),
+        ("delete", run.id, "--yes"),
+        ("cancel", run.id),
+        ("train", "--run", run.id),
+    ):
+        assert cli(store, *args) == 2, args
+        err = one_line_error(capsys)
+        assert "is read-only" in err and f"`cartomap {args[0]}` needs to write there" in err, err
+    assert (out / "map.png").exists() and store.list() == [run] and not run.cancel_requested()
+
+
+def test_a_fixable_damaged_run_is_still_browsable_read_only(store, tmp_path, read_only, capsys):
+    (run,) = store.list()
+    data = run.metrics_path().read_bytes()
+    run.metrics_path().write_bytes(data[: len(data) // 3])
+    read_only(store.root)
+    assert cli(store, "map", run.id, "--out", str(tmp_path / "map.png")) == 0  # recomputed, not kept
+
+
+# --------------------------------------------------------------------------- readers never take the lock
+
+
+def test_a_readers_status_check_never_refuses_a_trainer(store):
+    """Readers check the run's state in a loop in a thread while a trainer takes and releases the
+    run's lock again and again: no attempt is ever refused ("being trained by another process")."""
+    import threading
+
+    from cartomap.errors import RunError
+
+    (run,) = store.list()
+    reader = RunStore(store.root).get(run.id)  # its own handle, as another process has
+    run.set_status(state="running")
+    stop = threading.Event()
+    seen = set()
+
+    def read():
+        while not stop.is_set():
+            seen.add(reader.status()["state"])
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    refused = 0
+    try:
+        for _ in range(3000):
+            try:
+                handle = run.acquire_lock()
+            except RunError:
+                refused += 1
+            else:
+                handle.close()
+    finally:
+        stop.set()
+        thread.join()
+    assert refused == 0
+    assert seen <= {"running", "interrupted"} and seen
+
+
+def test_the_lock_is_seen_by_a_reader_while_held(store):
+    (run,) = store.list()
+    run.set_status(state="running")
+    handle = run.acquire_lock()
+    try:
+        assert RunStore(store.root).get(run.id).status()["state"] == "running" and run.is_locked()
+    finally:
+        handle.close()
+    assert run.status()["state"] == "interrupted" and not run.is_locked()

@@ -143,7 +143,9 @@ def cmd_repair(a: argparse.Namespace) -> int:
     from cartomap.runs.repair import repair_run
     from cartomap.runs.store import RunStore
 
-    run = RunStore(a.cache).get(a.run)
+    store = RunStore(a.cache)
+    run = store.get(a.run)
+    store.require_writable("`cartomap repair`", run)
     report = repair_run(run)
     for line in report.fixed:
         print(f"fixed: {line}")
@@ -161,6 +163,7 @@ def cmd_delete(a: argparse.Namespace) -> int:
 
     store = RunStore(a.cache)
     run = store.get(a.run)
+    store.require_writable("`cartomap delete`", run)
     if not a.yes:
         if not sys.stdin.isatty():
             print(f"refusing to delete run {run.id} without --yes", file=sys.stderr)
@@ -175,7 +178,9 @@ def cmd_delete(a: argparse.Namespace) -> int:
 def cmd_cancel(a: argparse.Namespace) -> int:
     from cartomap.runs.store import RunStore
 
-    run = RunStore(a.cache).get(a.run)
+    store = RunStore(a.cache)
+    run = store.get(a.run)
+    store.require_writable("`cartomap cancel`", run)
     run.request_cancel()
     print(f"cancel requested for run {run.id}; it stops after the current step and can be resumed")
     return 0

@@ -25,6 +25,7 @@ def cmd_train(a: argparse.Namespace) -> int:
     from cartomap.training.prepare import prepare_run
 
     store = RunStore(a.cache)
+    store.require_writable("`cartomap train`")
     # A job started for a prepared run opens it by id: the data is not loaded and fingerprinted again.
     run = store.get(a.run) if a.run else prepare_run(config_from_args(a), store)
     origin = run.config.origin.kind

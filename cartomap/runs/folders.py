@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from cartomap.errors import RunError
+from cartomap.io import writable
 
 Item = TypeVar("Item")
 
@@ -76,6 +77,17 @@ class FolderStore(Generic[Item]):
             return []
         items = [self.open(p) for p in self.dir.iterdir() if not p.name.startswith(".") and self.is_item(p)]
         return sorted(items, key=self.created_at, reverse=True)
+
+    def require_writable(self, doing: str, item: Item | None = None) -> None:
+        """RunError, in one line, when the store (or ``item``'s folder) cannot be written: a read-only
+        copy or mount is browsable, and a command that must write (``doing``) says so before it starts."""
+        folders = [self.dir] + ([item.path] if item is not None else [])
+        for folder in folders:
+            if not writable(folder):
+                raise RunError(
+                    f"{folder} is read-only: {doing} needs to write there (a read-only store can be "
+                    f"browsed: `{self.LIST_COMMAND or 'cartomap runs'}`, `cartomap show`, `map`, `export`)"
+                )
 
     # -- creating and deleting ---------------------------------------------------------------------
     def create_folder(self, item_id: str, write: Callable[[Path], None]) -> Item:

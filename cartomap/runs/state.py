@@ -23,7 +23,6 @@ for the tasks of a run. :class:`Throttle` is the one rate limit of status writes
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sys
 import time
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cartomap.errors import RunError
-from cartomap.io import atomic_write_json, is_locked, read_json
+from cartomap.io import atomic_write_json, is_locked, lock_file, read_json
 from cartomap.runs import layout
 
 SAVED_STATES = ("queued", "running", "done", "failed", "cancelled")
@@ -140,14 +139,10 @@ class StatusFolder:
 
     def acquire_lock(self):
         """Hold an exclusive lock for as long as the returned handle is open (released if the process dies)."""
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.lock_path, "a")  # noqa: SIM115 - kept open on purpose
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock_file(self.lock_path)
         except BlockingIOError as err:
-            handle.close()
             raise RunError(f"{self.describe()} {self.BUSY}") from err
-        return handle
 
     def describe(self) -> str:
         return f"{type(self).__name__.lower()} {self.path.name}"

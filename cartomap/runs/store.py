@@ -445,7 +445,10 @@ class Run(StatusFolder):
                 f"({_one_line(err)}){self.REMEDY}"
             ) from None
         if write and not self.is_locked():
-            atomic_write_parquet(self.metrics_path(source), frame)
+            try:
+                atomic_write_parquet(self.metrics_path(source), frame)
+            except OSError:  # a read-only store: the metrics are used, not kept
+                return frame
             self.log(
                 f"recomputed {self.metrics_path(source).name} from the dynamics"
                 + (f": {reason}" if reason else "")
