@@ -309,3 +309,24 @@ def test_the_lock_is_seen_by_a_reader_while_held(store):
     finally:
         handle.close()
     assert run.status()["state"] == "interrupted" and not run.is_locked()
+
+
+# --------------------------------------------------------------------------- RUN stays in the store
+
+
+def test_a_run_argument_is_never_a_path(store, tmp_path, capsys):
+    (run,) = store.list()
+    outside = tmp_path / "my-model"
+    outside.mkdir()
+    (outside / "config.json").write_bytes(run.config_path.read_bytes())  # looks like a run folder
+    (outside / "status.json").write_bytes(run.status_path.read_bytes())
+    relative = f"{run.id}/../../../my-model"
+    capsys.readouterr()
+    for key in (str(outside), relative, "..", f"{run.id}/", "../runs/" + run.id):
+        for command in ("cancel", "show", "delete"):
+            assert cli(store, command, key, *(["--yes"] if command == "delete" else [])) == 2, (command, key)
+            err = one_line_error(capsys)
+            assert "is not a run of the store" in err and "no path separators" in err
+    assert not (outside / "cancel").exists() and (outside / "config.json").exists()
+    assert store.find_id(str(run.path)) is None and store.find_id(run.id) == run
+    assert cli(store, "show", run.id[:6]) == 0  # ids and prefixes still work
