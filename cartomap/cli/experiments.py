@@ -64,7 +64,9 @@ def run_in_foreground(exp, store, as_job: bool = False, executor=None) -> int:
 def add_noise_arguments(p: argparse.ArgumentParser) -> None:
     """The options of the label-noise benchmark (`cartomap noise-benchmark`, bench/bench_noise.py)."""
     p.add_argument(
-        "--data", default=None, help="clean labelled dataset (default: SNLI dev from the shared data)"
+        "--data",
+        default=None,
+        help="clean labelled dataset (default: demo:train, the bundled demo; any data path or hf: set)",
     )
     p.add_argument("--n", type=int, default=2000, help="class-balanced sample size")
     p.add_argument("--rates", type=float, nargs="+", default=[0.1], help="fractions of labels flipped")
