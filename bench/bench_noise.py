@@ -1,4 +1,4 @@
-"""Benchmark: how well each suspect score finds planted label flips (issue 5).
+"""Benchmark: how well each suspect score finds planted label flips (the label-noise benchmark).
 
 A thin wrapper around :func:`cartomap.experiments.noise_benchmark.run_noise_benchmark` (also
 ``cartomap noise-benchmark``): a class-balanced sample of the ``--data`` set (the bundled demo,

@@ -106,7 +106,7 @@ def noise_config(a: argparse.Namespace):
 
 
 def cmd_noise_benchmark(a: argparse.Namespace) -> int:
-    """Label-noise benchmark (issue 5): plant label flips and score suspect-ranking methods."""
+    """Label-noise benchmark: plant label flips and score suspect-ranking methods."""
     from cartomap.experiments.noise_benchmark import run_noise_benchmark, to_markdown
 
     cfg = noise_config(a)
@@ -185,7 +185,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_prune(a: argparse.Namespace) -> int:
-    """The k-fold consensus pruning experiment (issue 5): Model 0, k folds, Model 1 on the pruned set."""
+    """The k-fold consensus pruning experiment (the label-noise cleaning study): Model 0, k folds, Model 1 on the pruned set."""
     from cartomap.experiments.pruning import (
         PRUNED_FILE,
         REMOVED_FILE,
@@ -300,7 +300,7 @@ def add_commands(sub) -> None:
     ex.set_defaults(func=cmd_experiment)
 
     nb = sub.add_parser(
-        "noise-benchmark", help="plant label flips and measure how well each method finds them (issue 5)"
+        "noise-benchmark", help="plant label flips and measure how well each method finds them"
     )
     add_noise_arguments(nb)
     nb.add_argument("--markdown", action="store_true", help="print the table as markdown")

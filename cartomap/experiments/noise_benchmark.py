@@ -1,4 +1,4 @@
-"""Label-noise benchmark (issue 5): which suspect score finds planted label flips best?
+"""Label-noise benchmark: which suspect score finds planted label flips best?
 
 Take a clean labelled sample, flip an exact fraction of its labels (:func:`cartomap.scores.noise.flip_labels`,
 symmetric or asymmetric), then score every example with each method and measure how well the
