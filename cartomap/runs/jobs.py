@@ -46,7 +46,7 @@ def start_task(run, name: str, cli_args: list[str], store, env: dict[str, str] |
     if status and status.get("state") == "running":
         return status.get("pid", -1)
     record.update(state="queued", progress=0.0, error=None, pid=None)
-    pid = spawn(cli_args, record.log_path, store.root, env=env)
+    pid = spawn(cli_args, record.log_path, store.root, **({"env": env} if env else {}))
     record.update(pid=pid)
     return pid
 
