@@ -330,3 +330,58 @@ def test_a_run_argument_is_never_a_path(store, tmp_path, capsys):
     assert not (outside / "cancel").exists() and (outside / "config.json").exists()
     assert store.find_id(str(run.path)) is None and store.find_id(run.id) == run
     assert cli(store, "show", run.id[:6]) == 0  # ids and prefixes still work
+
+
+# --------------------------------------------------------------------------- small things
+
+
+def test_control_characters_in_a_name_are_printed_escaped(tmp_path, capsys):
+    from cartomap.config import DataConfig, RunConfig
+    from cartomap.data.loading import load_dataset
+
+    store = RunStore(tmp_path / "cache")
+    store.create(
+        RunConfig(data=DataConfig(path="demo:dev"), dev=None, name="\x1b[31mred\x1b[0m\x07"),
+        load_dataset(DataConfig(path="demo:dev")),
+    )
+    assert cli(store, "runs") == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b[31mred" in out
+
+
+def test_a_name_for_an_existing_config_is_not_dropped_silently(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    run = finished_run(cache, seed=1)  # demo:dev, no dev set, 3 epochs, seed 1, no name
+    store = RunStore(cache)
+    args = ["train", "--data", "demo:dev", "--dev", "none", "--epochs", "3", "--seed", "1", "--quiet"]
+    assert cli(store, *args, "--name", "mine") == 0
+    err = capsys.readouterr().err
+    assert (
+        f"run {run.id} has this config already and keeps its name ''" in err
+        and "--name 'mine' is not used" in err
+    )
+
+
+def test_experiment_list_counts_runs_from_their_own_states(tmp_path, capsys):
+    from cartomap.config import DataConfig, RunConfig
+    from cartomap.experiments.curriculum import CurriculumParams
+    from cartomap.experiments.store import ExperimentStore
+
+    cache = tmp_path / "cache"
+    done = [finished_run(cache, seed=s) for s in (1, 2)]
+    failed = finished_run(cache, seed=3)
+    failed.set_status(state="failed", error="x")
+    queued = finished_run(cache, seed=4)
+    queued.set_status(state="queued")
+    store = ExperimentStore(cache)
+    params = CurriculumParams(base=RunConfig(tests=(DataConfig(path="demo:dev"),)), seeds=(0,))
+    exp = store.create("curriculum", params.to_params(), name="fake")
+    for role, run in zip(("a", "b", "c", "d"), (*done, failed, queued), strict=True):
+        exp.record_run(role, run.id)
+    exp.set_status(state="running", runs_done=0, runs_planned=4)  # the job died before it counted
+    assert exp.status()["state"] == "interrupted"
+    assert main(["--cache", str(cache), "experiment", "list"]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if exp.id in line]
+    assert "interrupted" in row and "2/4 done" in row
+    summary = exp.summary(store.runs)
+    assert (summary["runs"], summary["running"], summary["failed"]) == ("2/4 done", 1, 1)

@@ -15,6 +15,7 @@ from cartomap.cli.options import (
     executor_config,
     experiment_base,
     experiment_options,
+    printable,
 )
 from cartomap.config import DEMO_TRAIN, ORDERS
 from cartomap.errors import RunError
@@ -27,6 +28,8 @@ def cmd_experiment(a: argparse.Namespace) -> int:
     store = ExperimentStore(a.cache)
     if a.action == "list":
         table = store.table()
+        if len(table):
+            table["name"] = table["name"].map(printable)
         print(table.to_string(index=False) if len(table) else "no experiments")
         return 0
     if not a.experiment:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cartomap.cli.options import add_data_arguments, data_config, print_run_summary
+from cartomap.cli.options import add_data_arguments, data_config, print_run_summary, printable
 from cartomap.errors import CartomapError
 
 
@@ -20,6 +20,8 @@ def cmd_runs(a: argparse.Namespace) -> int:
         print(f"no runs in {RunStore(a.cache).runs_dir}")
         return 0
     damaged = table[table["problem"] != ""]
+    for column in ("name", "data", "model"):  # what a user typed: control characters shown escaped
+        table[column] = table[column].map(printable)
     print(table.drop(columns=["problem"]).to_string(index=False))
     for row in damaged.itertuples():
         print(f"damaged run {row.id}: {row.problem}", file=sys.stderr)
