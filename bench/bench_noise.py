@@ -1,7 +1,8 @@
-"""Benchmark: how well each suspect score finds planted label flips (issue 5).
+"""Benchmark: how well each suspect score finds planted label flips (the label-noise benchmark).
 
 A thin wrapper around :func:`cartomap.experiments.noise_benchmark.run_noise_benchmark` (also
-``cartomap noise-benchmark``): a class-balanced sample of SNLI dev pairs, an exact fraction of
+``cartomap noise-benchmark``): a class-balanced sample of the ``--data`` set (the bundled demo,
+``demo:train``, by default; SNLI dev in docs/benchmarks.md), an exact fraction of
 labels flipped (symmetric and asymmetric neutral <-> entailment), Model 0 on the noisy set for
 data-map confidence and AUM, k-fold out-of-fold logits for the margin, cleanlab and the consensus
 rule. Every model goes through the run store: a rerun reloads, a killed run resumes.

@@ -4,8 +4,10 @@
     python bench/bench_scale.py --examples 50000           # the smoke check (training the tiny model dominates)
     python bench/bench_scale.py --examples 50000 --stages load,datamap --keep   # some stages again
 
-Data: the synthetic NLI set of ``scripts/make_scale_data.py`` (real pairs of shared/data, varied by
-deterministic edits; built under cache/scale/ on first use). The model is a tiny random BERT (2 layers,
+Data: the synthetic NLI set of ``scripts/make_scale_data.py`` (real pairs varied by deterministic edits;
+built under cache/scale/ on first use) from ``--source``: the bundled demo data by default, so a plain
+clone runs it; ``--source ../shared/data`` for the SNLI/MultiNLI/ANLI/WaNLI pairs of docs/benchmarks.md,
+whose SNLI dev and test are then the runs' dev and test sets (the demo's dev set otherwise). The model is a tiny random BERT (2 layers,
 32 wide, the default encoder's tokenizer): the point is the pipeline around the model, not the model.
 The default encoder's own speed is measured on a slice and extrapolated to N (rows marked so).
 
@@ -53,8 +55,6 @@ STAGES = (
     "neighbours_page",
 )
 OPTIONAL = ("faiss", "browser")
-SNLI_DEV = ROOT.parent / "shared" / "data" / "snli" / "dev.jsonl.gz"
-SNLI_TEST = ROOT.parent / "shared" / "data" / "snli" / "test.jsonl.gz"
 EMBED_DIM = 384  # all-MiniLM-L6-v2's hidden size
 RECORD_EPOCHS = 10
 LASSO_SHARE = 200_000 / FULL  # the goal's lasso: 200k of 550k points
@@ -151,12 +151,22 @@ def run_config(state: dict, data_path: str, name: str, seed: int = 42):
 
     return RunConfig(
         data=DataConfig(path=data_path, name=name),
-        dev=DataConfig(path=str(SNLI_DEV), name="snli/dev"),
-        tests=(DataConfig(path=str(SNLI_TEST), name="snli/test"),),
+        dev=DataConfig(path=state["dev"], name=state["dev_name"]),
+        tests=(DataConfig(path=state["test"], name=state["test_name"]),),
         model=ModelConfig(name_or_path=state["tiny_model"]),
         train=TrainConfig(epochs=1, seed=seed),
         name=name,
     )
+
+
+def dev_and_test(source: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """((path, name) of the dev set, (path, name) of the test set) for data from ``source``: SNLI dev and
+    test when the source folder has them, else the bundled demo's dev set for both."""
+    folder = Path(source)
+    snli_dev, snli_test = folder / "snli" / "dev.jsonl.gz", folder / "snli" / "test.jsonl.gz"
+    if source != "demo" and snli_dev.exists() and snli_test.exists():
+        return (str(snli_dev), "snli/dev"), (str(snli_test), "snli/test")
+    return ("demo:dev", "demo/dev"), ("demo:dev", "demo/dev (as test)")
 
 
 # --------------------------------------------------------------------------- stages
@@ -166,16 +176,27 @@ def stage_setup(rows: Rows, n: int, work: Path, args) -> None:
     import make_scale_data
 
     t0 = time.perf_counter()
-    jsonl, parquet = make_scale_data.make(
-        n, ROOT / "cache" / "scale", ROOT.parent / "shared" / "data", quiet=True
-    )
+    source = args.source
+    out = ROOT / "cache" / "scale" / ("demo" if source == make_scale_data.DEMO else "")
+    jsonl, parquet = make_scale_data.make(n, out, source, quiet=True)
+    dev, test = dev_and_test(source)
     made = time.perf_counter() - t0
     tiny = work / "tiny-bert"
     if not tiny.exists():
         from cartomap.training.models import save_random_classifier
 
         save_random_classifier(tiny)  # the tests' tiny model: 2 layers, 32 wide
-    save_state(work, jsonl=str(jsonl), parquet=str(parquet), tiny_model=str(tiny), n=n)
+    save_state(
+        work,
+        jsonl=str(jsonl),
+        parquet=str(parquet),
+        tiny_model=str(tiny),
+        n=n,
+        dev=dev[0],
+        dev_name=dev[1],
+        test=test[0],
+        test_name=test[1],
+    )
     rows.add(
         "synthetic data (scripts/make_scale_data.py; cached)",
         made,
@@ -953,7 +974,14 @@ def run_child(stage: str, args) -> list[dict]:
         "--work",
         str(args.work),
     ]
-    cmd += ["--encoder-slice", str(args.encoder_slice), "--threads", str(args.threads)]
+    cmd += [
+        "--encoder-slice",
+        str(args.encoder_slice),
+        "--threads",
+        str(args.threads),
+        "--source",
+        args.source,
+    ]
     if args.faiss_only:
         cmd += ["--faiss-only", args.faiss_only]
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -1059,6 +1087,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--encoder-slice", type=int, default=256, help="pairs the default encoder is timed on"
+    )
+    parser.add_argument(
+        "--source",
+        default="demo",
+        help="real pairs the synthetic set is made from: demo (bundled, default) or a shared/data folder "
+        "(scripts/make_scale_data.py --source)",
     )
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     parser.add_argument("--child", help=argparse.SUPPRESS)

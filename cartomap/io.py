@@ -5,9 +5,11 @@ A reader never sees a half-written file, and a crash leaves the old file intact.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import struct
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -76,18 +78,65 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def is_locked(lock_path: str | Path) -> bool:
-    """Whether some process holds an exclusive flock on ``lock_path`` (released when it dies)."""
+#: Linux has open-file-description locks (``F_OFD_SETLK``): the one kind a reader can *query*
+#: (``F_OFD_GETLK``) without taking it, on a read-only descriptor. Elsewhere: flock.
+_OFD = hasattr(fcntl, "F_OFD_SETLK") and hasattr(fcntl, "F_OFD_GETLK")
+_FLOCK = "hhqqi4x"  # struct flock: l_type, l_whence, l_start, l_len, l_pid (Linux, 64-bit off_t)
+
+
+def _whole_file(lock_type: int) -> bytes:
+    return struct.pack(_FLOCK, lock_type, os.SEEK_SET, 0, 0, 0)
+
+
+def lock_file(lock_path: str | Path):
+    """Hold an exclusive lock on ``lock_path`` for as long as the returned handle is open (released
+    when the process dies); BlockingIOError when another process holds it. Needs write access."""
     lock_path = Path(lock_path)
-    if not lock_path.exists():
-        return False
-    with open(lock_path, "a") as handle:
-        try:
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock_path, "a")  # noqa: SIM115 - kept open on purpose
+    try:
+        if _OFD:
+            fcntl.fcntl(handle, fcntl.F_OFD_SETLK, _whole_file(fcntl.F_WRLCK))
+        else:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        handle.close()
+        if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise BlockingIOError(err.errno, f"{lock_path} is locked by another process") from None
+        raise
+    return handle
+
+
+def is_locked(lock_path: str | Path) -> bool:
+    """Whether some process holds :func:`lock_file`'s lock on ``lock_path``. A pure query: the file is
+    opened read-only (a read-only store is browsable) and no lock is taken, so a trainer starting at
+    this instant is never refused because of a reader. (Without OFD locks, outside Linux, a shared
+    flock is tried for an instant on the read-only descriptor.) False when the file cannot be opened."""
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        if _OFD:
+            answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _whole_file(fcntl.F_WRLCK))
+            return struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
+        fcntl.flock(fd, fcntl.LOCK_UN)
         return False
+    finally:
+        os.close(fd)
+
+
+def writable(path: str | Path) -> bool:
+    """Whether this process may write in folder ``path`` (or, when it does not exist yet, in the nearest
+    folder above it that does): False on a read-only mount or copy."""
+    path = Path(path).absolute()
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return os.access(path, os.W_OK)
 
 
 def refuse_overwrite(paths, force: bool = False, flag: str = "--force") -> None:

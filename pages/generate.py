@@ -21,8 +21,10 @@ from cartomap.runs.store import Run
 from cartomap.wanli.batches import batch_info, batch_slug, list_batches, load_generated
 from cartomap.wanli.exemplars import AUTO, MAX_EXAMPLES
 from cartomap.wanli.generation import (
+    CREDENTIALS_ENV,
     SMOLLM2,
     GenerationConfig,
+    credentials_for,
     prepare_generation,
     request_stop,
     task_name,
@@ -165,8 +167,13 @@ def start(run: Run, chosen: list[str], labels: tuple[str, ...], cfg: GenerationC
         template = template_from_state(labels)
         slug = batch_slug(name or default_name)
         prepare_generation(run, slug, chosen, cfg, template, overwrite=overwrite, name=name or default_name)
+        userinfo = credentials_for(cfg.base_url) if cfg.base_url else ""
         start_task(
-            run, task_name(slug), ["generate", run.id, "--batch", slug, "--job", "--quiet"], get_store()
+            run,
+            task_name(slug),
+            ["generate", run.id, "--batch", slug, "--job", "--quiet"],
+            get_store(),
+            env={CREDENTIALS_ENV: userinfo} if userinfo else None,  # the job's memory, never a file
         )
     except (CartomapError, OSError) as err:
         show_error(err)

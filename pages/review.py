@@ -13,6 +13,7 @@ annotator asked to review again), ``rv_revise_<gen_id>``, ``rv_premise_<gen_id>`
 from __future__ import annotations
 
 import math
+import sqlite3
 
 import pandas as pd
 import streamlit as st
@@ -21,7 +22,7 @@ from cartomap.errors import CartomapError
 from cartomap.runs import layout
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import list_batches
-from cartomap.wanli.review import ReviewDB, export_bytes, export_frame, open_review
+from cartomap.wanli.review import ReviewDB, database_problem, export_bytes, export_frame, open_review
 from pages.common import current_run, escape_markdown, flash, kept, show_error, show_flashes
 from pages.components.jobs import demo_or_prompt
 
@@ -64,6 +65,9 @@ def _record(db_path: str, annotator: str, gen_id: str, action: str, label: str |
     except CartomapError as err:
         flash("error", escape_markdown(str(err)))
         return
+    except sqlite3.OperationalError as err:  # locked past the timeout, disk full: the action is not saved
+        flash("error", escape_markdown(database_problem(err)))
+        return
     for key in (mode_key, premise_key, hypothesis_key):
         ss.pop(key, None)
         ss.pop(f"_kept_{key}", None)
@@ -76,6 +80,9 @@ def _add_annotator(db_path: str) -> None:
         name = ReviewDB(db_path).add_annotator(ss.get("rv_new_name", ""))
     except CartomapError as err:
         flash("error", escape_markdown(str(err)))
+        return
+    except sqlite3.OperationalError as err:
+        flash("error", escape_markdown(database_problem(err)))
         return
     ss[ANNOTATOR] = name
     ss["rv_new_name"] = ""
@@ -247,6 +254,15 @@ def summary(db: ReviewDB, batch: str) -> None:
 
 # --------------------------------------------------------------------------- page
 def main() -> None:
+    """The page; a review database that cannot be used right now (locked past the timeout, a full disk)
+    is one clear message, never a traceback."""
+    try:
+        page()
+    except sqlite3.OperationalError as err:
+        show_error(database_problem(err))
+
+
+def page() -> None:
     st.title("Review generated examples")
     show_flashes()
     run = demo_or_prompt(current_run())

@@ -1,12 +1,17 @@
-"""Build a synthetic full-size NLI training set (SNLI-sized by default) from the real pairs in shared/data.
+"""Build a synthetic full-size NLI training set (SNLI-sized by default) from real NLI pairs.
 
-    python scripts/make_scale_data.py [--examples 550000] [--out cache/scale] [--shared ../shared/data]
+    python scripts/make_scale_data.py [--examples 550000] [--out cache/scale] [--source demo]
+
+``--source``: where the real pairs come from. ``demo`` (the default) is the bundled demo data
+(``cartomap/data/demo``, 3,598 pairs), so a plain clone needs nothing else; a folder is read as the
+layout of ``SOURCES`` below (the NLI sets of a ``shared/data`` folder; missing files are skipped);
+a single ``.jsonl[.gz]`` file with premise, hypothesis and label fields is read as one genre.
 
 Writes ``<out>/nli_<N>.jsonl.gz`` and ``<out>/nli_<N>.parquet`` (the same rows; ``cache/`` is
 git-ignored: never commit them) and prints a summary. Nothing is downloaded.
 
-**The data is synthetic.** No big training split exists on this machine, so the rows are made from
-the 42,611 real English pairs of ``shared/data`` (SNLI dev and test, MultiNLI dev matched and
+**The data is synthetic.** The rows are made from real pairs: the bundled demo's, or (the numbers in
+docs/benchmarks.md) the 42,611 real English pairs of a ``shared/data`` folder (SNLI dev and test, MultiNLI dev matched and
 mismatched, ANLI dev rounds 1-3 and the WaNLI sample; RoNLI is left out: another language and other
 classes). Row by row:
 
@@ -21,7 +26,7 @@ classes). Row by row:
 * Every (premise, hypothesis) is distinct: a variant that repeats an earlier row is re-drawn with
   the next variant number of the same pair (deterministically).
 * Texts stay real sentences with real NLI lengths: the length distribution is that of the source
-  pairs plus a short prefix (the summary prints it next to SNLI dev's). Labels are the source labels
+  pairs plus a short prefix (the summary prints it next to the source pairs'). Labels are the source labels
   (entailment / neutral / contradiction); ``genre`` is the source corpus (snli, mnli, anli, wanli);
   ``source_id`` and ``variant`` say where each row comes from.
 
@@ -42,7 +47,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ("entailment", "neutral", "contradiction")
-SOURCES = (  # (genre, file under shared/data)
+SOURCES = (  # (genre, file under a shared/data folder given as --source)
     ("snli", "snli/dev.jsonl.gz"),
     ("snli", "snli/test.jsonl.gz"),
     ("mnli", "mnli/dev_matched.jsonl.gz"),
@@ -162,11 +167,31 @@ WORD_RE = re.compile(r"\b(" + "|".join(sorted(LEXICON, key=len, reverse=True)) +
 ENTRIES = {word: n for n, word in enumerate(LEXICON)}
 
 
-def read_pairs(shared: Path) -> pd.DataFrame:
+DEMO = "demo"
+
+
+def source_files(source: str | Path) -> list[tuple[str | None, Path]]:
+    """(genre or None: the file's own ``genre`` field, file) of every source file of ``source``."""
+    if str(source) == DEMO:
+        folder = ROOT / "cartomap" / "data" / "demo"
+        return [(None, folder / "nli_train.jsonl.gz"), (None, folder / "nli_dev.jsonl.gz")]
+    source = Path(source)
+    if source.is_file():
+        return [(source.name.split(".")[0], source)]
+    if not source.is_dir():
+        raise SystemExit(f"--source {source}: no such file or folder (use `demo` for the bundled data)")
+    found = [(genre, source / name) for genre, name in SOURCES if (source / name).exists()]
+    if not found:
+        raise SystemExit(f"--source {source}: none of {', '.join(n for _, n in SOURCES)} is there")
+    return found
+
+
+def read_pairs(source: str | Path = DEMO) -> pd.DataFrame:
     """Every real English pair with a gold label: genre, source_id, premise, hypothesis, label."""
     rows = []
-    for genre, name in SOURCES:
-        with gzip.open(shared / name, "rt", encoding="utf-8") as handle:
+    for genre, path in source_files(source):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as handle:
             for line in handle:
                 record = json.loads(line)
                 if (
@@ -175,7 +200,13 @@ def read_pairs(shared: Path) -> pd.DataFrame:
                     and record["hypothesis"].strip()
                 ):
                     rows.append(
-                        (genre, str(record["id"]), record["premise"], record["hypothesis"], record["label"])
+                        (
+                            genre or record.get("genre") or "demo",
+                            str(record["id"]),
+                            record["premise"],
+                            record["hypothesis"],
+                            record["label"],
+                        )
                     )
     return pd.DataFrame(rows, columns=["genre", "source_id", "premise", "hypothesis", "label"])
 
@@ -201,6 +232,9 @@ def vary(premise: str, hypothesis: str, variant: int) -> tuple[str, str]:
 
     premise, hypothesis = WORD_RE.sub(swap, premise), WORD_RE.sub(swap, hypothesis)
     prefix = PREFIXES[variant % len(PREFIXES)]
+    round_no = variant % 1000
+    if round_no >= len(PREFIXES):  # a small source needs many rounds: a second framing (never below)
+        prefix = PREFIXES[1 + (round_no // len(PREFIXES)) % (len(PREFIXES) - 1)] + prefix.lower()
     if prefix:
         first = premise.split(" ", 1)[0]
         if first.lower() in LOWER_FIRST:
@@ -219,11 +253,15 @@ def build(pairs: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFrame:
         order = np.random.default_rng([seed, round_no]).permutation(len(pairs))
         for row in order.tolist():
             variant = round_no
-            while True:
+            for _ in range(100):
                 p, h = vary(premises[row], hypotheses[row], variant)
                 if (p, h) not in seen:
                     break
                 variant += 1000  # the next variant of this pair, still deterministic
+            else:
+                raise SystemExit(
+                    f"{len(pairs):,} source pairs cannot make {n:,} distinct rows: pass a bigger --source"
+                )
             seen.add((p, h))
             out_rows.append(row)
             out_variant.append(variant)
@@ -269,25 +307,23 @@ def paths(out: Path, n: int) -> tuple[Path, Path]:
     return out / f"nli_{n}.jsonl.gz", out / f"nli_{n}.parquet"
 
 
-def make(n: int, out: Path, shared: Path, quiet: bool = False) -> tuple[Path, Path]:
+def make(n: int, out: Path, source: str | Path = DEMO, quiet: bool = False) -> tuple[Path, Path]:
     """Write the ``n``-row set (both formats) unless it exists; returns their paths."""
     jsonl, parquet = paths(out, n)
     if jsonl.exists() and parquet.exists():
         return jsonl, parquet
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    pairs = read_pairs(shared)
+    pairs = read_pairs(source)
     frame = build(pairs, n)
     write_parquet(frame, parquet)
     write_jsonl_gz(frame, jsonl)
     if not quiet:
-        summary(frame, pairs, shared, time.perf_counter() - t0, jsonl, parquet)
+        summary(frame, pairs, time.perf_counter() - t0, jsonl, parquet)
     return jsonl, parquet
 
 
-def summary(frame, pairs, shared: Path, seconds: float, jsonl: Path, parquet: Path) -> None:
-    snli = pd.read_json(shared / "snli" / "dev.jsonl.gz", lines=True)
-
+def summary(frame, pairs, seconds: float, jsonl: Path, parquet: Path) -> None:
     def lengths(f) -> str:
         chars = (f["premise"].str.len() + f["hypothesis"].str.len()).to_numpy()
         q = np.percentile(chars, [10, 50, 90])
@@ -304,20 +340,25 @@ def summary(frame, pairs, shared: Path, seconds: float, jsonl: Path, parquet: Pa
         f"  rounds: {int((frame['variant'] % 1000).max()) + 1}; re-drawn repeats: {redrawn:,}; distinct pairs: "
         f"{len(frame.drop_duplicates(['premise', 'hypothesis'])):,}"
     )
-    print(f"  lengths: {lengths(frame)}; SNLI dev: {lengths(snli)}")
+    print(f"  lengths: {lengths(frame)}; the source pairs: {lengths(pairs)}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=550_000, help="rows to write (default 550,000)")
     parser.add_argument("--out", type=Path, default=ROOT / "cache" / "scale")
-    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument(
+        "--source",
+        "--shared",
+        default=DEMO,
+        help="the real pairs: demo (the bundled demo data, default), a shared/data folder or a .jsonl[.gz] file",
+    )
     args = parser.parse_args()
     jsonl, parquet = paths(args.out, args.examples)
     if jsonl.exists() and parquet.exists():
         print(f"{jsonl} and {parquet} exist already (delete them to rebuild)")
         return
-    make(args.examples, args.out, args.shared)
+    make(args.examples, args.out, args.source)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ replaced by a recorder.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
 
@@ -244,8 +243,7 @@ def test_running_experiment_shows_role_epoch_step_and_cancels(root, started):
         runs_planned=3,
         phase="training",
     )
-    with open(exp.path / "experiment.lock", "a") as lock:  # held as the experiment job holds it
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with exp.acquire_lock():  # held as the experiment job holds it
         at = page().run()
         assert not at.exception
         metrics = {m.label: m.value for m in at.metric}

@@ -3,7 +3,6 @@ without training (tests/test_pruning.py's planted label errors), a running one m
 
 from __future__ import annotations
 
-import fcntl
 from pathlib import Path
 
 import pytest
@@ -147,8 +146,7 @@ def test_running_experiment_shows_progress_and_cancel(root, demo):
         state="running", phase="training", role=fold_role(0), run_id=busy.id, runs_done=1, runs_planned=4
     )
     run_lock = busy.acquire_lock()
-    with open(exp.path / "experiment.lock", "a") as handle:  # as the experiment job would hold it
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with exp.acquire_lock():  # as the experiment job would hold it
         try:
             at = page().run()
             assert not at.exception, at.exception

@@ -265,3 +265,30 @@ def test_review_page_asks_who_is_reviewing(env):
     picker.set_value("Bob").run()
     assert at.session_state["rv_annotator"] == "Bob"
     assert texts(at) == [kept.loc[0, "premise"], kept.loc[0, "hypothesis"]]
+
+
+def test_review_page_a_locked_or_full_database_is_one_message(env, monkeypatch):
+    import sqlite3
+
+    run = make_run(env, n=40)
+    filtered_batch(run)
+    at = page("review.py").run()
+    at.text_input(key="rv_new_name").input("Ada")
+    button(at, "Add annotator").click().run()
+    assert not at.exception, at.exception
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(ReviewDB, "record", locked)
+    button(at, "neutral").click().run()
+    assert not at.exception, at.exception
+    assert any("another reviewer is writing" in e.value for e in at.error)
+
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(ReviewDB, "progress", full)
+    at.run()
+    assert not at.exception, at.exception
+    assert any("the disk is full" in e.value for e in at.error)

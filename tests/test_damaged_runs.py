@@ -203,3 +203,39 @@ def test_the_default_run_of_the_dashboard_is_never_a_damaged_one(app_store):
         assert not at.exception and not at.error
         assert at.session_state["run_id"] == healthy.id
         victim.status_path.write_bytes(saved)
+
+
+def test_a_garbage_history_gives_one_line_and_is_listed_as_damaged(store, capsys):
+    victim, healthy = store.list()
+    victim.history_path.write_text("{garbage", encoding="utf-8")
+    capsys.readouterr()
+    assert cli(store, "show", victim.id) == 2
+    err = one_line_error(capsys)
+    assert f"run {victim.id} is damaged: history.json cannot be read" in err
+    assert "cartomap repair RUN" in err and "cartomap delete RUN" in err
+    assert cli(store, "runs") == 0
+    captured = capsys.readouterr()
+    assert any(victim.id in line and "damaged" in line for line in captured.out.splitlines())
+    assert f"damaged run {victim.id}: history.json cannot be read" in captured.err
+    assert cli(store, "show", healthy.id) == 0
+
+
+def test_a_deleted_examples_file_gives_one_line_and_is_listed_as_damaged(store, tmp_path, capsys):
+    victim, healthy = store.list()
+    victim.examples_path.unlink()
+    capsys.readouterr()
+    for args in (
+        ("map", victim.id, "--out", str(tmp_path / "x.png")),
+        ("export", victim.id, "--out", str(tmp_path / "m")),
+    ):
+        assert cli(store, *args) == 2
+        err = one_line_error(capsys)
+        assert f"run {victim.id} is damaged: examples.parquet is missing" in err
+        assert "cartomap repair RUN" in err and "cartomap delete RUN" in err
+    assert cli(store, "runs") == 0
+    captured = capsys.readouterr()
+    assert any(victim.id in line and "damaged" in line for line in captured.out.splitlines())
+    assert f"damaged run {victim.id}: examples.parquet is missing" in captured.err
+    assert cli(store, "repair", victim.id) == 2
+    assert "cannot fix: examples.parquet is missing" in capsys.readouterr().err
+    assert cli(store, "map", healthy.id, "--out", str(tmp_path / "ok.png")) == 0

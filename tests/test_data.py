@@ -611,3 +611,56 @@ def test_single_text_mapping_of_a_pair_file_is_single_text(tmp_path):
     assert not data.is_pair
     assert data.frame["text"].tolist() == ["a h", "b h"]
     assert data.frame["orig_premise"].tolist() == ["a p", "b p"]
+
+
+def test_a_small_gz_that_expands_past_the_cap_is_refused(tmp_path, monkeypatch, capsys):
+    """A 64 MiB line of zeros in a ~64 kB .jsonl.gz, under a 16 MiB cap (CARTOMAP_MAX_DECOMPRESSED):
+    refused with the cap and how to raise it, before it is decompressed in full."""
+    import zlib
+
+    from cartomap.cli import main
+    from cartomap.data import loading
+
+    bomb = tmp_path / "bomb.jsonl.gz"
+    bomb.write_bytes(gzip.compress(b'{"text": "a", "label": "x"}\n' + b" " * (64 * 1024**2), compresslevel=9))
+    assert bomb.stat().st_size < 200_000
+    monkeypatch.setenv("CARTOMAP_MAX_DECOMPRESSED", "16M")
+    produced = []
+    real = zlib.decompressobj
+
+    class Counting:
+        def __init__(self, *args, **kwargs):
+            self.inner = real(*args, **kwargs)
+
+        def decompress(self, data, max_length=0):
+            out = self.inner.decompress(data, max_length)
+            produced.append(len(out))
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(loading.zlib, "decompressobj", Counting)
+    with pytest.raises(DataError) as err:
+        load_dataset(DataConfig(path=str(bomb), text_columns=("text",)))
+    message = str(err.value)
+    assert "expands to more than 16 MiB" in message and "CARTOMAP_MAX_DECOMPRESSED" in message
+    assert sum(produced) <= 16 * 1024**2 + 1  # never more than the cap was produced
+    assert main(["--cache", str(tmp_path / "c"), "train", "--data", str(bomb), "--text-columns", "text"]) == 2
+    assert "expands to more than 16 MiB" in capsys.readouterr().err
+    monkeypatch.setenv("CARTOMAP_MAX_DECOMPRESSED", "lots")
+    with pytest.raises(DataError, match="expected a size such as 4G"):
+        loading.max_decompressed()
+    monkeypatch.delenv("CARTOMAP_MAX_DECOMPRESSED")
+    assert loading.max_decompressed() == 2 * 1024**3
+
+
+def test_gzip_members_are_all_read_under_the_cap(tmp_path):
+    from cartomap.data.loading import gunzip
+
+    data = gzip.compress(b"one\n") + gzip.compress(b"two\n")
+    assert gunzip(data, "x") == b"one\ntwo\n"
+    with pytest.raises(DataError, match="expands to more than"):
+        gunzip(data, "x", limit=6)
+    with pytest.raises(DataError, match="not a valid gzip file"):
+        gunzip(data[:-5], "x")

@@ -309,3 +309,40 @@ def test_bundled_smollm2_generates(tmp_path):
     assert len(out[0]) == 3
     assert any(parse_completion(t, "Implication") for t in out[0])
     assert (tmp_path / "models" / "smollm2-135m-instruct" / "config.json").exists()
+
+
+def test_a_key_in_the_base_url_is_never_written(cache, stub, monkeypatch):
+    """``http://user:sk-...@host/v1``: the URL is saved without its userinfo, the credentials are sent
+    (HTTP basic) from memory only, and no file of the run, no status and no log holds them."""
+    import base64
+
+    from cartomap.wanli.generation import CREDENTIALS_ENV, split_credentials
+
+    monkeypatch.delenv("CARTOMAP_TEST_KEY", raising=False)
+    monkeypatch.delenv(CREDENTIALS_ENV, raising=False)
+    secret = "sk-url-secret-0123456789"
+    host = stub.split("://", 1)[1]
+    cfg = GenerationConfig(
+        backend="openai",
+        model="m",
+        n=1,
+        base_url=f"http://me:{secret}@{host}",
+        api_key_env="CARTOMAP_TEST_KEY",
+    )
+    assert cfg.base_url == stub and secret not in repr(cfg) and secret not in json.dumps(cfg.to_dict())
+    run = auto_run(cache)
+    ids = run.examples()["id"].astype(str).tolist()
+    run_generation(run, "userinfo", ["auto-entailment-" + ids[0]], cfg)
+    (request,) = Stub.requests
+    assert (
+        request["headers"]["Authorization"] == "Basic " + base64.b64encode(f"me:{secret}".encode()).decode()
+    )
+    assert batch_info(run, "userinfo")["config"]["base_url"] == stub
+    for path in run.path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    assert split_credentials("https://u:p%40ss@example.org:8443/v1") == (
+        "https://example.org:8443/v1",
+        "u:p@ss",
+    )
+    assert split_credentials("https://example.org/v1") == ("https://example.org/v1", "")

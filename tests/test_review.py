@@ -344,6 +344,70 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     assert np.isclose(db.kappa()[0], 1.0) and db.kappa()[1] == 200
 
 
+OPEN_NEW = """
+import sys, time
+from pathlib import Path
+from cartomap.wanli.review import ReviewDB
+folder, go = Path(sys.argv[1]), Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.001)
+for k in range(30):
+    ReviewDB(folder / f"new{k}.sqlite", label_names=("entailment", "neutral", "contradiction"))
+"""
+
+
+def test_two_people_opening_new_batches_at_the_same_moment_both_get_in(tmp_path):
+    """Both set up the same new databases at once: the journal-mode change waits for the other's lock
+    (the busy timeout applies to it too) instead of failing with "database is locked"."""
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", OPEN_NEW, str(tmp_path), str(go)], stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    time.sleep(1.0)
+    go.touch()
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err.decode()[-2000:] for _, err in results]
+    for k in range(30):
+        assert ReviewDB(tmp_path / f"new{k}.sqlite").label_names == LABELS
+
+
+def test_a_locked_or_full_database_is_one_clear_message(tmp_path, monkeypatch):
+    import sqlite3
+
+    from cartomap.wanli import review
+
+    db = ReviewDB(tmp_path / "r.sqlite", label_names=LABELS)
+    locked, full = (
+        sqlite3.OperationalError("database is locked"),
+        sqlite3.OperationalError("database or disk is full"),
+    )
+    assert "busy: another reviewer is writing" in review.database_problem(locked, db.path)
+    assert "the disk is full" in review.database_problem(full)
+    # the journal-mode change is retried while the database is locked, and raised past the timeout
+    calls = []
+
+    class Locked:
+        def execute(self, sql):
+            calls.append(sql)
+            if len(calls) < 3:
+                raise sqlite3.OperationalError("database is locked")
+
+    review._set_wal(Locked())
+    assert calls == ["PRAGMA journal_mode=WAL"] * 3
+    monkeypatch.setattr(review, "BUSY_TIMEOUT_MS", 50)
+    calls.clear()
+
+    class AlwaysLocked:
+        def execute(self, sql):
+            calls.append(sql)
+            raise sqlite3.OperationalError("database is locked")
+
+    with pytest.raises(sqlite3.OperationalError):
+        review._set_wal(AlwaysLocked())
+    assert len(calls) > 1
+
+
 # --------------------------------------------------------------------------- export
 def _filtered(run, n: int = 9) -> pd.DataFrame:
     frame = items_frame(n).assign(kept=True, removed_by=None, max_variability=0.1)

@@ -8,6 +8,7 @@ the options they share. ``python -m cartomap.cli`` is how background jobs start 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -34,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except CartomapError as err:
         if isinstance(err, DataError):
             err = option_error(err)  # a config field's refusal names the option that set it
@@ -43,3 +46,38 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cartomap: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return broken_pipe()
+    except OSError as err:
+        print(f"cartomap: error: {os_error_line(err)}", file=sys.stderr)
+        return 2
+
+
+def os_error_line(err: OSError) -> str:
+    """An OSError as one line for a user: the path (both, for a rename) and what happened."""
+    what = err.strerror or str(err) or type(err).__name__
+    hint = OS_HINTS.get(err.errno, "")
+    paths = [p for p in (err.filename, err.filename2) if p is not None]
+    where = " -> ".join(str(os.fsdecode(p)) for p in paths)
+    return f"{where}: {what}{hint}" if where else f"{what}{hint}"
+
+
+OS_HINTS = {
+    errno.ENOSPC: " (the disk is full: free some space and run the command again)",
+    errno.EROFS: " (the folder is read-only: this command needs to write there)",
+    errno.EACCES: " (permission denied: this command needs access there)",
+    errno.ENOENT: " (it was removed or never existed)",
+}
+
+
+def broken_pipe() -> int:
+    """The reader of our output went away (``cartomap show ID | head -1``): stop quietly, as Python's
+    documentation recommends (stdout pointed at devnull, so the exit's flush raises nothing more)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no real file (a test's capture)
+        pass
+    finally:
+        os.close(devnull)
+    return 1

@@ -16,6 +16,7 @@ from cartomap.cli.options import (
     executor_config,
     experiment_base,
     experiment_options,
+    printable,
 )
 from cartomap.config import DEMO_TRAIN, ORDERS
 from cartomap.errors import RunError
@@ -28,6 +29,8 @@ def cmd_experiment(a: argparse.Namespace) -> int:
     store = ExperimentStore(a.cache)
     if a.action == "list":
         table = store.table()
+        if len(table):
+            table["name"] = table["name"].map(printable)
         print(table.to_string(index=False) if len(table) else "no experiments")
         return 0
     if not a.experiment:
@@ -65,7 +68,9 @@ def run_in_foreground(exp, store, as_job: bool = False, executor=None) -> int:
 def add_noise_arguments(p: argparse.ArgumentParser) -> None:
     """The options of the label-noise benchmark (`cartomap noise-benchmark`, bench/bench_noise.py)."""
     p.add_argument(
-        "--data", default=None, help="clean labelled dataset (default: SNLI dev from the shared data)"
+        "--data",
+        default=None,
+        help="clean labelled dataset (default: demo:train, the bundled demo; any data path or hf: set)",
     )
     p.add_argument("--n", type=int, default=2000, help="class-balanced sample size")
     p.add_argument("--rates", type=float, nargs="+", default=[0.1], help="fractions of labels flipped")
@@ -105,7 +110,7 @@ def noise_config(a: argparse.Namespace):
 
 
 def cmd_noise_benchmark(a: argparse.Namespace) -> int:
-    """Label-noise benchmark (issue 5): plant label flips and score suspect-ranking methods."""
+    """Label-noise benchmark: plant label flips and score suspect-ranking methods."""
     from cartomap.experiments.noise_benchmark import run_noise_benchmark, to_markdown
 
     cfg = noise_config(a)
@@ -205,7 +210,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_prune(a: argparse.Namespace) -> int:
-    """The k-fold consensus pruning experiment (issue 5): Model 0, k folds, Model 1 on the pruned set."""
+    """The k-fold consensus pruning experiment (the label-noise cleaning study): Model 0, k folds, Model 1 on the pruned set."""
     from cartomap.experiments.pruning import (
         PRUNED_FILE,
         REMOVED_FILE,
@@ -335,7 +340,7 @@ def add_commands(sub) -> None:
     ex.set_defaults(func=cmd_experiment)
 
     nb = sub.add_parser(
-        "noise-benchmark", help="plant label flips and measure how well each method finds them (issue 5)"
+        "noise-benchmark", help="plant label flips and measure how well each method finds them"
     )
     add_noise_arguments(nb)
     nb.add_argument("--markdown", action="store_true", help="print the table as markdown")

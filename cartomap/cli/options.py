@@ -20,6 +20,15 @@ from cartomap.config import (
 from cartomap.errors import DataError, RunError
 
 
+def printable(text: object) -> str:
+    """``text`` safe to print on a terminal: control characters (an ANSI escape in a run's name, a
+    newline) are shown escaped, never sent raw."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def column_list(text: str) -> tuple[str, ...]:
     cols = tuple(c.strip() for c in text.split(",") if c.strip())
     if len(cols) not in (1, 2):

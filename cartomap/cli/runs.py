@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cartomap.cli.options import add_data_arguments, data_config, print_run_summary
+from cartomap.cli.options import add_data_arguments, data_config, print_run_summary, printable
 from cartomap.errors import CartomapError
 
 SEEDS_EXPORT = "seeds.parquet"  # `cartomap export`: the seeds experiment's per-example table
@@ -22,6 +22,8 @@ def cmd_runs(a: argparse.Namespace) -> int:
         print(f"no runs in {RunStore(a.cache).runs_dir}")
         return 0
     damaged = table[table["problem"] != ""]
+    for column in ("name", "data", "model"):  # what a user typed: control characters shown escaped
+        table[column] = table[column].map(printable)
     print(table.drop(columns=["problem"]).to_string(index=False))
     for row in damaged.itertuples():
         print(f"damaged run {row.id}: {row.problem}", file=sys.stderr)
@@ -182,7 +184,9 @@ def cmd_repair(a: argparse.Namespace) -> int:
     from cartomap.runs.repair import repair_run
     from cartomap.runs.store import RunStore
 
-    run = RunStore(a.cache).get(a.run)
+    store = RunStore(a.cache)
+    run = store.get(a.run)
+    store.require_writable("`cartomap repair`", run)
     report = repair_run(run)
     for line in report.fixed:
         print(f"fixed: {line}")
@@ -200,6 +204,7 @@ def cmd_delete(a: argparse.Namespace) -> int:
 
     store = RunStore(a.cache)
     run = store.get(a.run)
+    store.require_writable("`cartomap delete`", run)
     if not a.yes:
         if not sys.stdin.isatty():
             print(f"refusing to delete run {run.id} without --yes", file=sys.stderr)
@@ -214,7 +219,9 @@ def cmd_delete(a: argparse.Namespace) -> int:
 def cmd_cancel(a: argparse.Namespace) -> int:
     from cartomap.runs.store import RunStore
 
-    run = RunStore(a.cache).get(a.run)
+    store = RunStore(a.cache)
+    run = store.get(a.run)
+    store.require_writable("`cartomap cancel`", run)
     run.request_cancel()
     print(f"cancel requested for run {run.id}; it stops after the current step and can be resumed")
     return 0

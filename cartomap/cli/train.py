@@ -13,6 +13,7 @@ from cartomap.cli.options import (
     add_training_arguments,
     config_from_args,
     print_run_summary,
+    printable,
 )
 from cartomap.config import ORDERS, OrderConfig, demo_run_config
 from cartomap.errors import RunError
@@ -25,8 +26,17 @@ def cmd_train(a: argparse.Namespace) -> int:
     from cartomap.training.prepare import prepare_run
 
     store = RunStore(a.cache)
+    store.require_writable("`cartomap train`")
     # A job started for a prepared run opens it by id: the data is not loaded and fingerprinted again.
-    run = store.get(a.run) if a.run else prepare_run(config_from_args(a), store)
+    config = None if a.run else config_from_args(a)
+    run = store.get(a.run) if a.run else prepare_run(config, store)
+    if config is not None and config.name and run.config.name != config.name:
+        print(
+            f"cartomap: note: run {run.id} has this config already and keeps its name "
+            f"{printable(run.config.name)!r}; --name {printable(config.name)!r} is not used "
+            "(a name is no part of a run's identity)",
+            file=sys.stderr,
+        )
     origin = run.config.origin.kind
     if origin not in ("cartomap", "reference") and run.state != "done":
         raise RunError(

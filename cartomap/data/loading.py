@@ -21,11 +21,11 @@ The result is a :class:`TextDataset` whose ``frame`` has the columns
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import io
 import json
 import math
+import os
 import re
 import zlib
 from collections.abc import Sequence
@@ -322,13 +322,63 @@ def _read(path: Path, fmt: str, split: str | None, source: str):
     return frame, lines, None
 
 
+#: The most bytes a compressed file may expand to (a small .gz can hold gigabytes of zeros): 2 GiB,
+#: raised with the environment variable ``CARTOMAP_MAX_DECOMPRESSED`` (bytes, or e.g. ``8G``, ``500M``).
+MAX_DECOMPRESSED = 2 * 1024**3
+MAX_DECOMPRESSED_ENV = "CARTOMAP_MAX_DECOMPRESSED"
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def max_decompressed() -> int:
+    """The decompressed-size cap in bytes: ``CARTOMAP_MAX_DECOMPRESSED`` or :data:`MAX_DECOMPRESSED`."""
+    text = os.environ.get(MAX_DECOMPRESSED_ENV, "").strip().upper().removesuffix("B").removesuffix("I")
+    if not text:
+        return MAX_DECOMPRESSED
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)", text)
+    if not match:
+        raise DataError(
+            f"{MAX_DECOMPRESSED_ENV}={os.environ[MAX_DECOMPRESSED_ENV]!r}: expected a size such as 4G, 500M "
+            "or a number of bytes"
+        )
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024**3:.1f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
+
+
+def gunzip(data: bytes, source: str, limit: int | None = None) -> bytes:
+    """Decompress gzip ``data`` (every member), refusing output past ``limit`` bytes (default
+    :func:`max_decompressed`) before it is produced: DataError naming the cap and how to raise it."""
+    limit = max_decompressed() if limit is None else limit
+    compressed, parts, size = len(data), [], 0
+    while data:
+        if data[:2] != _GZIP_MAGIC:
+            raise DataError("not a valid gzip file (data after the last gzip member)", location=source)
+        inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            part = inflate.decompress(data, limit + 1 - size)
+        except zlib.error as e:
+            raise DataError(f"not a valid gzip file ({e})", location=source) from None
+        parts.append(part)
+        size += len(part)
+        if size > limit:
+            raise DataError(
+                f"the file expands to more than {_size(limit)} when decompressed ({compressed:,} bytes "
+                f"compressed): refused before memory runs out; set {MAX_DECOMPRESSED_ENV} (e.g. 8G) to "
+                "allow more",
+                location=source,
+            )
+        if not inflate.eof:
+            raise DataError("not a valid gzip file (it ends before its last member does)", location=source)
+        data = inflate.unused_data
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def _read_bytes(path: Path, source: str) -> bytes:
     data = path.read_bytes()
     if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as e:
-            raise DataError(f"not a valid gzip file ({e})", location=source) from None
+        data = gunzip(data, source)
     elif path.suffix.lower() == ".gz":
         raise DataError(
             f"the name ends in .gz but the file is not gzip-compressed (it starts with {data[:8]!r}); "

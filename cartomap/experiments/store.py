@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from cartomap.config import ExecutorConfig
+from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, file_stamp, read_json
 from cartomap.runs import layout
 from cartomap.runs.folders import FolderStore
@@ -128,16 +129,40 @@ class Experiment(StatusFolder):
             return read_json(js)
         return None
 
-    def summary(self) -> dict[str, Any]:
+    def run_states(self, store: RunStore) -> dict[str, int]:
+        """How many of its runs are done, running (or queued) and failed (failed, interrupted, exited,
+        cancelled, damaged or lost), from the runs' own states: right even when the experiment's job
+        stopped before it counted them."""
+        counts = {"done": 0, "running": 0, "failed": 0}
+        for run_id in self.run_ids().values():
+            try:
+                run = store.find_id(run_id)
+                state = run.status()["state"] if run is not None else "lost"
+            except (OSError, ValueError, RunError):
+                state = "damaged"
+            key = "done" if state == "done" else "running" if state in ("queued", "running") else "failed"
+            counts[key] += 1
+        return counts
+
+    def summary(self, store: RunStore | None = None) -> dict[str, Any]:
+        """One row of ``cartomap experiment list``; with the run ``store``, the runs done/running/failed
+        come from the runs' own states."""
         status = self.status()
-        return {
+        planned = status.get("runs_planned", "?")
+        row = {
             "id": self.id,
             "name": self.spec.get("name", ""),
             "kind": self.kind,
             "state": status.get("state"),
-            "runs": f"{status.get('runs_done', 0)}/{status.get('runs_planned', '?')}",
-            "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(self.spec.get("created_at", 0))),
+            "runs": f"{status.get('runs_done', 0)}/{planned}",
         }
+        if store is not None:
+            counts = self.run_states(store)
+            total = max(planned, len(self.run_ids())) if isinstance(planned, int) else len(self.run_ids())
+            row["runs"] = f"{counts['done']}/{total or '?'} done"
+            row["running"], row["failed"] = counts["running"], counts["failed"]
+        row["created"] = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.spec.get("created_at", 0)))
+        return row
 
 
 def experiment_id(kind: str, params: dict[str, Any]) -> str:
@@ -185,7 +210,7 @@ class ExperimentStore(FolderStore[Experiment]):
         return [e for e in found if kind is None or e.kind == kind]
 
     def table(self, kind: str | None = None) -> pd.DataFrame:
-        return pd.DataFrame([e.summary() for e in self.list(kind)])
+        return pd.DataFrame([e.summary(self.runs) for e in self.list(kind)])
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from cartomap.errors import RunError
+from cartomap.io import writable
 
 Item = TypeVar("Item")
 
@@ -51,13 +52,34 @@ class FolderStore(Generic[Item]):
     def path_for(self, item_id: str) -> Path:
         return self.dir / item_id
 
+    @staticmethod
+    def is_key(key: str) -> bool:
+        """Whether ``key`` can name an item of the store: no path separator, no ``..``, no hidden name, no
+        control character. An absolute path or ``ID/../..`` never leaves the store."""
+        seps = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+        return (
+            bool(key)
+            and not key.startswith(".")
+            and ".." not in key
+            and not any(sep in key for sep in seps)
+            and key.isprintable()
+        )
+
     def find_id(self, item_id: str) -> Item | None:
         """The item with exactly this id, or None when there is none (deleted, never made)."""
+        if not self.is_key(item_id):
+            return None
         path = self.path_for(item_id)
-        return self.open(path) if item_id and not item_id.startswith(".") and self.is_item(path) else None
+        return self.open(path) if self.is_item(path) else None
 
     def get(self, key: str) -> Item:
-        """An item by id, by a unique prefix of its id, or by its name (RunError otherwise)."""
+        """An item by id, by a unique prefix of its id, or by its name (RunError otherwise). A key with a
+        path separator or ``..`` is refused: an item is found inside the store, never by a path."""
+        if not self.is_key(key):
+            raise RunError(
+                f"{key!r} is not a {self.WHAT} of the store: expected a {self.WHAT} id, a unique id prefix "
+                f"or a {self.WHAT}'s name (no path separators or '..'; the store is {self.dir})"
+            )
         exact = self.find_id(key)
         if exact is not None:
             return exact
@@ -76,6 +98,17 @@ class FolderStore(Generic[Item]):
             return []
         items = [self.open(p) for p in self.dir.iterdir() if not p.name.startswith(".") and self.is_item(p)]
         return sorted(items, key=self.created_at, reverse=True)
+
+    def require_writable(self, doing: str, item: Item | None = None) -> None:
+        """RunError, in one line, when the store (or ``item``'s folder) cannot be written: a read-only
+        copy or mount is browsable, and a command that must write (``doing``) says so before it starts."""
+        folders = [self.dir] + ([item.path] if item is not None else [])
+        for folder in folders:
+            if not writable(folder):
+                raise RunError(
+                    f"{folder} is read-only: {doing} needs to write there (a read-only store can be "
+                    f"browsed: `{self.LIST_COMMAND or 'cartomap runs'}`, `cartomap show`, `map`, `export`)"
+                )
 
     # -- creating and deleting ---------------------------------------------------------------------
     def create_folder(self, item_id: str, write: Callable[[Path], None]) -> Item:

@@ -38,14 +38,15 @@ def spawn(
     return proc.pid
 
 
-def start_task(run, name: str, cli_args: list[str], store) -> int:
-    """Start a CLI job that reports as task ``name`` of ``run``; a task already running is not started twice."""
+def start_task(run, name: str, cli_args: list[str], store, env: dict[str, str] | None = None) -> int:
+    """Start a CLI job that reports as task ``name`` of ``run``; a task already running is not started twice.
+    ``env``: extra environment of the job (what must reach it without being written anywhere)."""
     record = task_of(run, name)
     status = record.status_or_none()
     if status and status.get("state") == "running":
         return status.get("pid", -1)
     record.update(state="queued", progress=0.0, error=None, pid=None)
-    pid = spawn(cli_args, record.log_path, store.root)
+    pid = spawn(cli_args, record.log_path, store.root, **({"env": env} if env else {}))
     record.update(pid=pid)
     return pid
 

@@ -70,7 +70,10 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "the folder it was made from), label names, data warnings",
     ),
     (STATUS, "state (queued, running, done, failed, cancelled), progress, error, pid"),
-    (LOCK, "held (flock) by the process training the run; a running state without it reads 'interrupted'"),
+    (
+        LOCK,
+        "locked (fcntl OFD lock; readers only query it) by the process training the run; a running state without it reads 'interrupted'",
+    ),
     (CANCEL, "present when a cancel was asked for; the job stops after its current step"),
     (JOB_CONFIG, "the config a background job was started with (written before it starts)"),
     (JOB_LOG, "stdout and stderr of the background training job"),

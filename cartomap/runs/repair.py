@@ -56,7 +56,7 @@ def repair_run(run: Run) -> RepairReport:
     if status.get("state") == DAMAGED:
         try:
             fresh = _status_from_history(run)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RunError) as err:
             report.remaining.append(f"{layout.STATUS} cannot be rebuilt: {layout.HISTORY} unreadable ({err})")
         else:
             run.set_status(**fresh)

@@ -23,15 +23,15 @@ for the tasks of a run. :class:`Throttle` is the one rate limit of status writes
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
+import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 from cartomap.errors import RunError
-from cartomap.io import atomic_write_json, is_locked, read_json
+from cartomap.io import atomic_write_json, is_locked, lock_file, read_json
 from cartomap.runs import layout
 
 SAVED_STATES = ("queued", "running", "done", "failed", "cancelled")
@@ -139,14 +139,10 @@ class StatusFolder:
 
     def acquire_lock(self):
         """Hold an exclusive lock for as long as the returned handle is open (released if the process dies)."""
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.lock_path, "a")  # noqa: SIM115 - kept open on purpose
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock_file(self.lock_path)
         except BlockingIOError as err:
-            handle.close()
             raise RunError(f"{self.describe()} {self.BUSY}") from err
-        return handle
 
     def describe(self) -> str:
         return f"{type(self).__name__.lower()} {self.path.name}"
@@ -161,11 +157,16 @@ class StatusFolder:
         return self.path / layout.JOB_LOG
 
     def log(self, message: str) -> None:
-        """Append a time-stamped line to the human-readable log."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        """Append a time-stamped line to the human-readable log. Best effort: a log that cannot be
+        written (a full disk, a read-only store) is said on stderr, never raised, so it cannot stand
+        between a failure and its status."""
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        with open(self.log_path, "a", encoding="utf-8") as handle:
-            handle.write(f"{stamp} {message}\n")
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as handle:
+                handle.write(f"{stamp} {message}\n")
+        except OSError as err:
+            print(f"cartomap: warning: {self.log_path} not written ({err.strerror or err})", file=sys.stderr)
 
     @contextlib.contextmanager
     def work(self):
@@ -175,11 +176,24 @@ class StatusFolder:
         try:
             yield self
         except Exception as err:
-            self.log("failed:\n" + traceback.format_exc())
-            self.set_status(state="failed", error=f"{type(err).__name__}: {err}")
+            self.record_failure(err)
             raise
         finally:
             handle.close()
+
+    def record_failure(self, err: BaseException) -> None:
+        """Save state ``failed`` with ``err``'s message first, then log the traceback (best effort).
+        When even the status cannot be written (the disk is full), RunError says so in one line, with
+        the failure itself; the saved state then reads ``interrupted`` (its lock is released)."""
+        error = f"{type(err).__name__}: {err}"
+        try:
+            self.set_status(state="failed", error=error)
+        except OSError as status_err:
+            raise RunError(
+                f"{self.describe()} failed ({error}), and its {self.STATUS_NAME} could not be saved "
+                f"({status_err.strerror or status_err}); it reads 'interrupted' and can be resumed"
+            ) from err
+        self.log("failed:\n" + traceback.format_exc())
 
     def request_cancel(self) -> None:
         self.cancel_path.touch()

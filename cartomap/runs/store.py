@@ -64,6 +64,8 @@ def _one_line(err: BaseException) -> str:
 
 
 def _read_columns(path: Path, columns: Sequence[str] | None) -> pd.DataFrame:
+    if not path.exists():
+        raise FileNotFoundError(path)
     if columns is None:
         return pd.read_parquet(path)
     present = set(_parquet_columns(path))
@@ -339,14 +341,28 @@ class Run(StatusFolder):
         tests = tuple(self.data_config(f"test_{k}") for k in range(len(self.test_names)))
         return config.replace(data=self.data_config("train"), dev=dev, tests=tests)
 
+    def damaged(self, what: str) -> RunError:
+        """The error of a run whose file is lost or unreadable: what is damaged, and the way out."""
+        return RunError(f"run {self.id} is damaged: {what}{self.REMEDY}")
+
+    def _read_copy(self, path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """One of the run's data copies; RunError (damaged, with the way out) when it is lost or unreadable."""
+        try:
+            return _read_columns(path, columns)
+        except FileNotFoundError:
+            raise self.damaged(f"{path.name} is missing") from None
+        except Exception as err:  # pyarrow raises many kinds for a damaged file
+            raise self.damaged(f"{path.name} cannot be read ({_one_line(err)})") from None
+
     def examples(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The run's training examples; ``columns`` reads only those of them the file has (a column
-        read of the Parquet file: the texts of 550k pairs are not read when only ids are wanted)."""
-        return _read_columns(self.examples_path, columns)
+        read of the Parquet file: the texts of 550k pairs are not read when only ids are wanted).
+        RunError (the run is damaged) when the file is lost or cannot be read."""
+        return self._read_copy(self.examples_path, columns)
 
     def dev_examples(self) -> pd.DataFrame | None:
         path = self.dev_examples_path
-        return pd.read_parquet(path) if path.exists() else None
+        return self._read_copy(path) if path.exists() else None
 
     # -- test sets: evaluated after every epoch -----------------------------
     @property
@@ -354,7 +370,7 @@ class Run(StatusFolder):
         return [t["name"] for t in self.info.get("tests", [])]
 
     def test_examples(self, k: int) -> pd.DataFrame:
-        return pd.read_parquet(self.test_examples_path(k))
+        return self._read_copy(self.test_examples_path(k))
 
     def best_epoch(self) -> int | None:
         """0-based epoch with the best dev accuracy (first of ties); the last epoch without a dev set."""
@@ -375,8 +391,18 @@ class Run(StatusFolder):
         return frame, self.read_epoch(f"test_{k}", epoch, frame["id"].astype(str).tolist())
 
     def history(self) -> list[dict[str, Any]]:
+        """One record per completed epoch ([] before the first). RunError (the run is damaged) when the
+        file cannot be read as a list of records."""
         path = self.history_path
-        return read_json(path) if path.exists() else []
+        try:
+            history = read_json(path)
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as err:
+            raise self.damaged(f"{layout.HISTORY} cannot be read ({_one_line(err)})") from None
+        if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
+            raise self.damaged(f"{layout.HISTORY} holds no list of epoch records")
+        return history
 
     def metrics(self, source: str = "train", columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The data-map metrics of ``source``; ``columns`` reads only those of them the file has. A
@@ -421,7 +447,10 @@ class Run(StatusFolder):
                 f"({_one_line(err)}){self.REMEDY}"
             ) from None
         if write and not self.is_locked():
-            atomic_write_parquet(self.metrics_path(source), frame)
+            try:
+                atomic_write_parquet(self.metrics_path(source), frame)
+            except OSError:  # a read-only store: the metrics are used, not kept
+                return frame
             self.log(
                 f"recomputed {self.metrics_path(source).name} from the dynamics"
                 + (f": {reason}" if reason else "")
@@ -506,8 +535,15 @@ class Run(StatusFolder):
                 out.append(status["error"])
         try:
             self.history()
-        except (OSError, ValueError) as err:
-            out.append(f"{layout.HISTORY} cannot be read ({type(err).__name__})")
+        except RunError as err:
+            out.append(str(err).split(": ", 1)[1].replace(self.REMEDY, ""))
+        if not any(p.startswith(layout.CONFIG) for p in out):
+            for which in ["train"] + (["dev"] if self.info.get("n_dev") else []):
+                if not self.data_path(which).exists():
+                    out.append(f"{self.data_path(which).name} is missing")
+            for k in range(len(self.test_names)):
+                if not self.test_examples_path(k).exists():
+                    out.append(f"{self.test_examples_path(k).name} is missing")
         return out
 
     def check(self) -> list[str]:
@@ -517,6 +553,8 @@ class Run(StatusFolder):
         if any(p.startswith(layout.CONFIG) for p in out):
             return out
         for which in self.data_sets():
+            if not self.data_path(which).exists():
+                continue  # said by problems()
             try:
                 _parquet_columns(self.data_path(which))
             except Exception as err:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, read_json
 from cartomap.runs import layout
 from cartomap.runs.state import StatusFolder, Throttle
@@ -96,7 +97,13 @@ def task(run, name: str, **fields: Any):
         yield record.update
         record.update(state="done", progress=1.0)
     except BaseException as err:
-        record.update(state="failed", error=f"{type(err).__name__}: {err}")
+        try:
+            record.update(state="failed", error=f"{type(err).__name__}: {err}")
+        except OSError as status_err:
+            raise RunError(
+                f"task {name} failed ({type(err).__name__}: {err}), and its status could not be saved "
+                f"({status_err.strerror or status_err}); it reads 'interrupted'"
+            ) from err
         if hasattr(run, "log"):
             run.log(f"task {name} failed:\n" + traceback.format_exc())
         raise

@@ -19,6 +19,7 @@ read from the environment variable the config names; it is never written anywher
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
@@ -26,6 +27,7 @@ import re
 import shutil
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -58,6 +60,27 @@ BACKENDS = ("local", "openai")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 ProgressCallback = Callable[[int, int], None]  # (prompts done, total)
+
+
+#: Credentials of a base URL (``http://user:key@host/v1``), by the URL without them: kept in this
+#: process's memory only, never in a config, a status or a log.
+_CREDENTIALS: dict[str, str] = {}
+#: How a job started by this process receives them: its environment (never written anywhere).
+CREDENTIALS_ENV = "CARTOMAP_BASE_URL_USERINFO"
+
+
+def split_credentials(url: str) -> tuple[str, str]:
+    """``url`` without its userinfo, and the userinfo ("user:password", "" when none)."""
+    parts = urllib.parse.urlsplit(url.strip())
+    if "@" not in parts.netloc:
+        return url.strip(), ""
+    userinfo, _, host = parts.netloc.rpartition("@")
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), urllib.parse.unquote(userinfo)
+
+
+def credentials_for(base_url: str) -> str:
+    """The userinfo this process was given for ``base_url`` (a URL without it): "" when none."""
+    return _CREDENTIALS.get(base_url.strip(), "") or os.environ.get(CREDENTIALS_ENV, "")
 
 
 @dataclass(frozen=True)
@@ -95,6 +118,10 @@ class GenerationConfig:
             raise CartomapError("the stop string is empty")
         if re.fullmatch(r"\s*(sk-|Bearer )\S+", self.api_key_env or ""):
             raise CartomapError("api_key_env is the NAME of an environment variable, not the key itself")
+        clean, userinfo = split_credentials(self.base_url or "")
+        if userinfo:  # the URL is kept (and saved) without them; they stay in memory
+            _CREDENTIALS[clean] = userinfo
+            object.__setattr__(self, "base_url", clean)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -353,22 +380,30 @@ class OpenAICompatible:
     """
 
     def __init__(self, cfg: GenerationConfig, retries: int = 3, backoff_s: float = 1.0):
-        base = (cfg.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).strip()
+        base, userinfo = split_credentials(
+            cfg.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        )
         if not re.match(r"https?://", base):
             raise CartomapError(f"base URL {base!r} must start with http:// or https://")
         self.url = base.rstrip("/") + "/completions"
         self._key = os.environ.get(cfg.api_key_env or "", "") or None
+        self._userinfo = userinfo or credentials_for(base)
         self.retries = max(1, retries)
         self.backoff_s = backoff_s
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+        for secret in (self._key, self._userinfo.partition(":")[2], self._userinfo):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
 
     def _post(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         data = json.dumps(body).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
+        elif self._userinfo:  # the URL's user:password, as HTTP basic authentication
+            headers["Authorization"] = "Basic " + base64.b64encode(self._userinfo.encode()).decode()
         last = ""
         for attempt in range(self.retries):
             request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")

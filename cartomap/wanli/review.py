@@ -346,7 +346,43 @@ def _keep_open(path: Path) -> None:
         return
     with _OPEN_LOCK:
         if key not in _OPEN and Path(path).exists():
-            _OPEN[key] = sqlite3.connect(key[1], check_same_thread=False)
+            _OPEN[key] = sqlite3.connect(key[1], timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+
+
+def _set_wal(con: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting for a lock as any other statement does: SQLite answers a
+    journal-mode change that meets another connection's lock at once, without its busy handler, so two
+    people opening a new batch at the same moment would get "database is locked"."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if not _is_busy(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _is_busy(err: sqlite3.OperationalError) -> bool:
+    text = str(err).lower()
+    return "locked" in text or "busy" in text
+
+
+def database_problem(err: sqlite3.OperationalError, path: str | Path = "") -> str:
+    """One line for a reviewer about a review database that cannot be used right now."""
+    where = f" ({path})" if path else ""
+    if _is_busy(err):
+        return (
+            f"the review database{where} is busy: another reviewer is writing to it; try again in a moment "
+            "(nothing recorded is lost)"
+        )
+    if "full" in str(err).lower():
+        return (
+            f"the review database{where} cannot grow: the disk is full; free some space and try again "
+            "(what was recorded is kept)"
+        )
+    return f"the review database{where} cannot be used right now ({err})"
 
 
 class ReviewDB:
@@ -362,7 +398,7 @@ class ReviewDB:
                 or con.execute("SELECT 1 FROM meta WHERE key = 'label_names'").fetchone() is not None
             ):
                 return  # set up already: opening it writes nothing
-            con.execute("PRAGMA journal_mode=WAL")  # persistent: set once, kept in the file
+            _set_wal(con)  # persistent: set once, kept in the file
             with self.transaction(con):
                 for statement in filter(str.strip, _SCHEMA.split(";")):
                     con.execute(statement)
