@@ -318,3 +318,10 @@ def test_eval_marks_spread_the_recordings_over_the_epoch():
     assert eval_marks(3, 3) == {1: 0, 2: 1}
     with pytest.raises(RunError, match="record_points"):
         eval_marks(2, 3)
+
+
+def test_eval_batches_go_longest_first_and_cover_every_row_once():
+    lengths = np.array([3, 9, 1, 9, 5, 7, 2])
+    batches = list(EpochBatches(lengths, 3, seed=0, shuffle=False))
+    assert batches == [[1, 3, 5], [4, 0, 6], [2]]  # ties by row; each batch pads to its own longest
+    assert sorted(i for b in batches for i in b) == list(range(7))

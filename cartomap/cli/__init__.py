@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import sqlite3
 import sys
 
 from cartomap.cli import analysis, experiments, integrations, runs, train, wanli
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return broken_pipe()
+    except sqlite3.OperationalError as err:  # the review store: locked by another writer, or a full disk
+        print(f"cartomap: error: the review database: {err} (try again in a moment)", file=sys.stderr)
+        return 2
     except OSError as err:
         print(f"cartomap: error: {os_error_line(err)}", file=sys.stderr)
         return 2

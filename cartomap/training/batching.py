@@ -143,7 +143,10 @@ class EpochBatches:
 
     With ``group_by_length`` the shuffled order is cut into mega-batches of 50 batches,
     each sorted by length, and the resulting batches are shuffled: far less padding,
-    still a random order of batches.
+    still a random order of batches. Without ``shuffle`` (eval-mode passes, dev and test sets) the rows
+    go longest first, so each batch pads to about its own length: on MultiNLI's varied lengths an
+    eval pass in row order padded most rows to far longer neighbours and took about as long as a
+    training epoch (docs/stability.md).
     """
 
     def __init__(self, lengths: np.ndarray, batch_size: int, seed: int, shuffle=True, group_by_length=False):
@@ -160,7 +163,8 @@ class EpochBatches:
     def __iter__(self):
         n, size = len(self.lengths), self.batch_size
         if not self.shuffle:
-            yield from (list(range(i, min(i + size, n))) for i in range(0, n, size))
+            order = np.argsort(-np.asarray(self.lengths), kind="stable")  # longest first, ties by row
+            yield from (order[i : i + size].tolist() for i in range(0, n, size))
             return
         rng = np.random.default_rng([self.seed, self.epoch])
         order = rng.permutation(n)
