@@ -29,33 +29,11 @@ def cmd_embed(a: argparse.Namespace) -> int:
     return 0
 
 
-def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
-    """The truth report of ``run`` with its finished seeds experiment's table and the out-of-fold logits
-    of a pruning experiment on its data, when it has them (shared with the Data map page)."""
-    from cartomap.analysis.truth import truth_report
-    from cartomap.experiments.pruning import oof_of_run
-    from cartomap.experiments.seeds import PER_EXAMPLE, done_seeds_of
-    from cartomap.experiments.store import ExperimentStore
-    from cartomap.runs.store import RunStore
-
-    estore = ExperimentStore(cache)
-    sources = {}
-    seeds_exp = done_seeds_of(run, estore)
-    seeds = seeds_exp.result(PER_EXAMPLE) if seeds_exp is not None else None
-    if seeds is not None:
-        sources["seeds experiment"] = seeds_exp.id
-    found = oof_of_run(run, estore, RunStore(cache))
-    oof = None
-    if found is not None:
-        sources["pruning experiment"] = found[0].id
-        oof = found[1]
-    return truth_report(run, seeds=seeds, oof_logits=oof, n_boot=n_boot, seed=seed, sources=sources)
-
-
 def cmd_truth(a: argparse.Namespace) -> int:
     """The truth report: data-map metrics vs human entropy, every detector vs gold != majority (or known
     errors), with bootstrap intervals; markdown on stdout, ``--json`` to a file."""
     from cartomap.analysis.truth import truth_json, truth_markdown
+    from cartomap.experiments.truth import truth_of
     from cartomap.io import atomic_write_text
     from cartomap.runs.store import RunStore
 
