@@ -40,6 +40,12 @@ class DataConfig:
     group_column: str | None = None  # optional grouping column kept for filtering
     split: str | None = None  # split of a Hugging Face DatasetDict (e.g. "validation_matched")
     name: str = ""  # optional display name (e.g. "snli/test", "A + B"); not part of a run's identity
+    votes_column: str | None = (
+        None  # per-class votes or annotator labels: None = found by name (votes, annotator_labels, ...), "" = none; not in the identity at None
+    )
+    error_column: str | None = (
+        None  # booleans marking known label errors: None = found by name (is_error, label_error), "" = none; not in the identity at None
+    )
 
 
 def _whole(name: str, value, low: int, high: int | None = None) -> None:
@@ -205,6 +211,8 @@ _NOT_IDENTITY = {"device"}
 # Fields added after the first release: left out of the identity at their default, so runs that do not
 # use them keep their ids.
 _LATER_TRAIN_FIELDS = {"record_points": 1, "skip_epochs": 0}
+# DataConfig fields added later, left out of the identity at None (their default) for the same reason.
+_LATER_DATA_FIELDS = ("votes_column", "error_column")
 
 
 @dataclass(frozen=True)
@@ -229,6 +237,9 @@ class RunConfig:
         for part in [d["data"], d["dev"], *d["tests"]]:
             if part is not None:
                 part.pop("name", None)
+                for key in _LATER_DATA_FIELDS:  # added later: absent at the default, so ids stay
+                    if part.get(key) is None:
+                        part.pop(key, None)
         for key in _NOT_IDENTITY:
             d["train"].pop(key, None)
         for key, default in _LATER_TRAIN_FIELDS.items():

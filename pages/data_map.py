@@ -11,6 +11,10 @@ When the run has a finished seeds experiment (``cartomap seeds`` or *Add seeds* 
 the map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region agreement" as a colour,
 "Stable only" as a filter and one trajectory per seed; without one it says how stable such maps were
 measured to be (``cartomap.analysis.stability_reference``) and offers *Add seeds* (a background job).
+
+When the run's data has votes, the map can be coloured by human entropy or gold vs majority, filtered by
+entropy and "gold ≠ human majority", the focused example shows its votes (a table: data is never
+rendered as markdown) and "Human judgement" shows the truth report (``cartomap truth``).
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ import hashlib
 
 import streamlit as st
 
-from cartomap.analysis import datamap, figures
+from cartomap.analysis import datamap, figures, truth
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
+from cartomap.analysis.truth import has_human_judgement
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch, registry
 from cartomap.experiments.seeds import SUMMARY, create_seeds, done_seeds_of, seed_runs, seeds_of
 from cartomap.experiments.store import ExperimentStore
+from cartomap.experiments.truth import truth_of
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.scores.metrics import RegionRule
 from pages.common import current_run, flash, get_store, kept, show_error, show_flashes
@@ -114,6 +120,8 @@ FILTER_KEYS = (
     "dm_ambiguous_fraction",
     "dm_ambiguous_var",
     "dm_stable_only",
+    "dm_entropy",
+    "dm_disagree",
 )
 
 
@@ -147,6 +155,11 @@ def sidebar_filters(frame):
     over_seeds = "stable" in frame.columns
     if over_seeds:
         color_options.append(figures.AGREEMENT)
+    votes = "human_entropy" in frame.columns and "agreement" in frame.columns
+    if votes:
+        color_options += list(figures.HUMAN_COLOR_BY)
+        h_hi = round(max(0.01, datamap.metric_bounds(frame, "human_entropy")[1]) + 0.005, 3)
+        _valid_range("dm_entropy", 0.0, h_hi)
 
     chosen_labels = sb.multiselect("Gold label", labels, **kept("dm_labels", labels, options=labels))
     chosen_regions = sb.multiselect("Region", regions, **kept("dm_regions", regions, options=regions))
@@ -173,6 +186,21 @@ def sidebar_filters(frame):
     color_by = sb.radio(
         "Colour by", color_options, horizontal=True, **kept("dm_color", "correctness", options=color_options)
     )
+    entropy = disagree = None
+    if votes:
+        entropy = sb.slider(
+            "Human entropy (bits)",
+            0.0,
+            h_hi,
+            step=0.01,
+            help="How much the annotators disagree: 0 = every vote the same class.",
+            **kept("dm_entropy", (0.0, h_hi)),
+        )
+        disagree = sb.checkbox(
+            "Only gold ≠ human majority",
+            help="The examples whose gold label is not the class most annotators chose.",
+            **kept("dm_disagree", False),
+        )
     stable = False
     if over_seeds:
         stable = sb.checkbox(
@@ -191,6 +219,10 @@ def sidebar_filters(frame):
     filtered = datamap.filter_frame(
         frame, labels=chosen_labels, regions=chosen_regions, genres=chosen_genres, ranges=ranges
     )
+    if entropy is not None and tuple(entropy) != (0.0, h_hi):
+        filtered = datamap.filter_frame(filtered, ranges={"human_entropy": entropy})
+    if disagree:
+        filtered = filtered[filtered["gold_disagrees"].to_numpy(dtype=bool)]
     if stable:
         filtered = datamap.stable_only(filtered)
     return filtered, color_by, int(max_points)
@@ -242,6 +274,21 @@ def show_trajectory(run, table, table_event, seeds=None) -> None:
             f"confidence {row['confidence']:.3f} · variability {row['variability']:.3f} · "
             f"correctness {row['correctness']:.2f} · region {row['region']}"
         )
+    votes = [c for c in table.columns if str(c).startswith("votes_")]
+    if votes:
+        with left:
+            st.markdown("**Annotators' votes**")
+            st.caption(
+                f"{int(row['human_n'])} votes · majority share {row['human_majority_share']:.2f} · "
+                f"entropy {row['human_entropy']:.3f} bits · {row['agreement']}"
+                if "agreement" in table.columns
+                else ""
+            )
+            st.dataframe(
+                {"label": [c.removeprefix("votes_") for c in votes], "votes": [int(row[c]) for c in votes]},
+                hide_index=True,
+                key="dm_votes",
+            )
     if seeds:
         left.text(
             f"region in each seed: {row.get('region_votes', '')} agree on {row.get('region_majority', '')}"
@@ -394,6 +441,41 @@ def seeds_section(run, estore):
     return None, None
 
 
+@st.cache_data(max_entries=4, show_spinner="Computing the truth report…")
+def _truth(run_path: str, cache: str, stamp: tuple, n_boot: int) -> dict:
+    from pathlib import Path
+
+    from cartomap.runs.store import Run
+
+    return truth_of(Run(Path(run_path)), cache, n_boot=n_boot)
+
+
+def human_section(run) -> None:
+    """ "Human judgement": the truth report (metrics vs human entropy, detectors vs gold ≠ majority)."""
+    if not has_human_judgement(run):
+        return
+    with st.expander("Human judgement", expanded=False):
+        st.caption(
+            "How the map and every label-error detector agree with the annotators: Spearman of each metric "
+            "with the entropy of the votes, and how well each detector ranks the examples whose gold label "
+            "is not the majority's (or the known errors) first. Same numbers as `cartomap truth RUN`."
+        )
+        n_boot = st.number_input("Bootstrap resamples", 0, 5000, step=100, **kept("dm_truth_boot", 200))
+        if not st.toggle("Show the report", key="dm_truth_on"):
+            return
+        try:
+            report = _truth(str(run.path), str(get_store().root), run.stamp(run.metrics_path()), int(n_boot))
+        except CartomapError as err:
+            show_error(err)
+            return
+        if report["spearman"]:
+            st.markdown("**Data-map metrics vs human entropy**")
+            st.dataframe(truth.spearman_frame(report), hide_index=True, key="dm_truth_spearman")
+        for target, n_err in report["targets"].items():
+            st.markdown(f"**Detectors for “{truth.TARGETS[target]}”** ({n_err:,} of {report['n']:,})")
+            st.dataframe(truth.detector_frame(report, target), hide_index=True, key=f"dm_truth_{target}")
+
+
 def main() -> None:
     st.title("Data map")
     show_flashes()
@@ -482,6 +564,7 @@ def main() -> None:
             },
         )
         show_trajectory(run, shown, table_event, seeds)
+    human_section(run)
     st.divider()
     group_tools(run, table)
     st.divider()

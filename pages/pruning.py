@@ -32,6 +32,7 @@ from cartomap.errors import CartomapError
 from cartomap.experiments import forms, pruning, registry
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.runs.store import RUN_REF, Run
+from cartomap.scores import detectors
 from cartomap.training.forms import check_device, check_model
 from pages.common import (
     current_run,
@@ -266,11 +267,26 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
     runs = get_store()
     model0 = exp.run(pruning.MODEL0, runs)
     examples = _examples(str(model0.path)) if model0 is not None else pd.DataFrame({"id": []})
-    table = pruning.suspects_table(results["oof"], examples, names, mask=chosen.mask)
-    st.caption(
-        f"{len(table):,} suspects under the what-if settings, most confident first. "
-        "Select a row to find it on Model 0's data map."
+    options = [RULE, *detector_options(results["oof"], model0)]
+    by = st.selectbox(
+        "Rank suspects by",
+        options,
+        help="The consensus rule (the what-if settings above), or any registered detector "
+        "(higher score = more likely a label error), listing as many suspects as the rule selects.",
+        **kept("prune_rank_by", RULE, options=options),
     )
+    table = pruning.suspects_table(results["oof"], examples, names, mask=chosen.mask)
+    if by != RULE:
+        table = ranked_by(by, results["oof"], model0, examples, names, max(1, len(table)))
+        st.caption(
+            f"The {len(table):,} examples {by} scores highest (as many as the rule selects). "
+            "Select a row to find it on Model 0's data map."
+        )
+    else:
+        st.caption(
+            f"{len(table):,} suspects under the what-if settings, most confident first. "
+            "Select a row to find it on Model 0's data map."
+        )
     shown = table.head(SUSPECTS_MAX_ROWS)
     event = st.dataframe(
         shown,
@@ -289,6 +305,40 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
         show_on_map(model0.id, [focus], focus)
     if c2.button(f"Show all {len(table):,} on the data map", key="prune_focus_all", disabled=table.empty):
         show_on_map(model0.id, table["id"].astype(str).tolist(), None)
+
+
+RULE = "consensus rule"
+
+
+def _inputs(oof: pd.DataFrame, model0) -> detectors.DetectorInputs:
+    """Detector inputs in the OOF frame's order: its out-of-fold logits, and Model 0's metrics."""
+    metrics = None
+    if model0 is not None and model0.has_metrics():
+        m = model0.metrics().assign(id=lambda f: f["id"].astype(str)).drop_duplicates("id").set_index("id")
+        ids = oof["id"].astype(str)
+        if set(ids) <= set(m.index):
+            metrics = m.loc[ids.tolist()].reset_index()
+    return detectors.DetectorInputs(
+        labels=oof["gold"].to_numpy(), oof_logits=pruning.logits_of(oof), metrics=metrics
+    )
+
+
+def detector_options(oof: pd.DataFrame, model0) -> list[str]:
+    return detectors.available(_inputs(oof, model0))
+
+
+def ranked_by(name: str, oof: pd.DataFrame, model0, examples: pd.DataFrame, names: list[str], n: int):
+    """The ``n`` examples detector ``name`` scores highest, as the suspects table plus a score column."""
+    import numpy as np
+
+    score = detectors.score(name, _inputs(oof, model0))
+    top = np.argsort(-score, kind="stable")[:n]
+    mask = np.zeros(len(oof), dtype=bool)
+    mask[top] = True
+    table = pruning.suspects_table(oof, examples, names, mask=mask)
+    by_id = dict(zip(oof["id"].astype(str), score, strict=True))
+    table.insert(len(table.columns), "score", [by_id[i] for i in table["id"].astype(str)])
+    return table.sort_values("score", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def show_on_map(run_id: str, ids: list[str], focus: str | None) -> None:

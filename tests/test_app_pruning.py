@@ -227,3 +227,27 @@ def test_parallel_runs_show_their_workers(root, demo):
     assert not at.exception, at.exception
     table = frame_with(at, "worker")
     assert table["worker"].tolist() == ["node-a:100", "node-b:101"]
+
+
+def test_suspects_ranked_by_any_detector(root, demo):
+    import numpy as np
+
+    from cartomap.experiments.pruning import logits_of
+    from cartomap.scores import detectors
+
+    exp, _ = make_finished_experiment(root, demo)
+    at = page().run()
+    box = at.selectbox(key="_kept_prune_rank_by")
+    assert box.value == "consensus rule"  # the default
+    assert {"oof_margin", "cleanlab_self_confidence", "consensus_p1g0"} <= set(box.options)
+    n_rule = len(at.dataframe(key="prune_suspects").value)
+    box.set_value("oof_margin").run()
+    assert not at.exception, at.exception
+    table = at.dataframe(key="prune_suspects").value
+    oof = load_results(exp)["oof"]
+    score = detectors.score(
+        "oof_margin", detectors.DetectorInputs(labels=oof["gold"], oof_logits=logits_of(oof))
+    )
+    top = oof["id"].astype(str).to_numpy()[np.argsort(-score, kind="stable")[:n_rule]]
+    assert sorted(table["id"]) == sorted(top) and "score" in table.columns
+    assert list(table["score"]) == sorted(table["score"], reverse=True)

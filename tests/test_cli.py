@@ -121,7 +121,8 @@ def test_export_is_a_reference_model_folder(trained, tmp_path, capsys):
     cache, _ = trained
     out = tmp_path / "model"
     assert main(["--cache", str(cache), "export", "tiny", "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["metrics.csv", "td_metrics.jsonl", "training_dynamics"]
+    names = ["detectors.parquet", "metrics.csv", "td_metrics.jsonl", "training_dynamics"]
+    assert sorted(p.name for p in out.iterdir()) == names  # detectors.parquet: every detector's score
     assert sorted(p.name for p in (out / "training_dynamics").iterdir()) == [
         "dynamics_epoch_0.jsonl",
         "dynamics_epoch_1.jsonl",

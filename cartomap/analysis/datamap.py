@@ -117,6 +117,8 @@ def build_map_frame(
         c for c in ("premise", "hypothesis", "text") if examples is not None and c in examples.columns
     ]
     extra = [c for c in ("genre",) if examples is not None and c in examples.columns]
+    if examples is not None:
+        extra += [c for c in examples.columns if c in HUMAN_MAP_COLUMNS or str(c).startswith("votes_")]
     joined = pd.DataFrame({"id": ids.to_numpy()}, index=metrics.index)
     if text_cols or extra:
         right = examples[[*text_cols, *extra]]
@@ -137,6 +139,16 @@ def build_map_frame(
     out["predicted"] = _name_categories(predicted.to_numpy(), label_names)
     if "genre" in extra:
         out["genre"] = _text(joined["genre"]).astype("category").array
+    for col in extra:
+        if col != "genre":
+            out[col] = joined[col].to_numpy()
+    if "gold_disagrees" in extra and "human_majority" in extra:
+        tie = joined["human_majority"].to_numpy() < 0
+        wrong = joined["gold_disagrees"].to_numpy(dtype=bool)
+        agreement = np.where(tie, NO_MAJORITY, np.where(wrong, GOLD_NOT_MAJORITY, GOLD_IS_MAJORITY))
+        out["agreement"] = pd.Categorical(
+            agreement, categories=[GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY]
+        )
     for col in ("confidence", "variability", "correctness"):
         out[col] = metrics[col].to_numpy(dtype=np.float64)
     out["forgetfulness"] = metrics["forgetfulness"].to_numpy(dtype=np.int64)
@@ -235,7 +247,11 @@ MAP_METRIC_COLUMNS = (
     "aum",
     "region",
 )
-MAP_EXAMPLE_COLUMNS = ("id", "premise", "hypothesis", "text", "genre")
+#: The human columns of a run with votes (cartomap.data.annotations) the map carries along.
+HUMAN_MAP_COLUMNS = ("human_n", "human_majority", "human_majority_share", "human_entropy", "gold_disagrees")
+MAP_EXAMPLE_COLUMNS = ("id", "premise", "hypothesis", "text", "genre", *HUMAN_MAP_COLUMNS)
+#: ``agreement`` values of a map frame with votes.
+GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY = "gold = majority", "gold ≠ majority", "no majority (tie)"
 
 
 def map_frame(
@@ -255,9 +271,10 @@ def map_frame(
         metrics = compute_metrics(logits, labels, ids, regions=regions, burn_out=burn_out, burn_in=burn_in)
     else:
         metrics = with_regions(run.metrics(source, columns=MAP_METRIC_COLUMNS), regions)
+    vote_cols = [f"votes_{name}" for name in run.label_names]
     return build_map_frame(
         metrics,
-        run.examples(columns=MAP_EXAMPLE_COLUMNS),
+        run.examples(columns=(*MAP_EXAMPLE_COLUMNS, *vote_cols)),
         run.label_names,
         n_epochs_of(metrics) or len(epochs) or None,
     )
@@ -485,6 +502,9 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str]) -> pd.DataFrame:
     ]
     cols += [c for c in METRIC_COLUMNS if c in frame.columns and c not in cols]
     cols += [c for c in SEED_COLUMNS if c in frame.columns and c not in cols]  # a map over seeds
+    human = ("agreement", "human_entropy", "human_majority_share", "human_n", "gold_disagrees")
+    cols += [c for c in human if c in frame.columns]  # data with votes
+    cols += [c for c in frame.columns if str(c).startswith("votes_") and c not in cols]
     return frame.iloc[positions_of(frame, wanted)][cols].reset_index(drop=True)
 
 

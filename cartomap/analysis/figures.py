@@ -202,6 +202,10 @@ def save_data_map(
 
 
 COLOR_BY = ("correctness", "label", "region", "genre")
+#: Colours of a map whose data has votes: human entropy (bits, in 4 bins) and gold vs the majority.
+HUMAN_ENTROPY = "human entropy"
+GOLD_VS_MAJORITY = "gold vs majority"
+HUMAN_COLOR_BY = (HUMAN_ENTROPY, GOLD_VS_MAJORITY)
 #: Colour of a map over seeds (:func:`cartomap.analysis.datamap.seed_map_frame`): how many seeds agree
 #: on an example's region ("3/3", "2/3", ...).
 AGREEMENT = "region agreement"
@@ -295,6 +299,30 @@ def _groups(frame: pd.DataFrame, color_by: str) -> tuple[np.ndarray, list[str], 
             for lvl, v in zip(levels, values, strict=True)
         }
         return groups, levels, palette, "seeds agreeing on the region"
+    elif color_by == HUMAN_ENTROPY:
+        if "human_entropy" not in frame.columns:
+            raise ValueError("only a map of data with votes can be coloured by human entropy")
+        n_classes = len(frame.attrs.get("label_names") or []) or 3
+        edges = np.linspace(0.0, np.log2(n_classes), 5)
+        names = [f"{lo:.2f}–{hi:.2f} bits" for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+        values = frame["human_entropy"].to_numpy(dtype=np.float64)
+        bins = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, 3)
+        groups = np.where(np.isfinite(values), np.asarray(names, dtype=object)[bins], "no votes")
+        levels = [n for n in names if n in set(groups)] + (["no votes"] if "no votes" in set(groups) else [])
+        cmap = colormaps["RdYlGn"]
+        palette = {
+            name: "rgb({:.0f},{:.0f},{:.0f})".format(*(255 * np.asarray(cmap(0.9 - 0.8 * i / 3)[:3])))
+            for i, name in enumerate(names)
+        }
+        palette["no votes"] = "rgb(160,160,160)"
+        return groups.astype(str), levels, palette, "human entropy (annotators disagree →)"
+    elif color_by == GOLD_VS_MAJORITY:
+        if "agreement" not in frame.columns:
+            raise ValueError("only a map of data with votes can be coloured by gold vs majority")
+        groups = str_array(frame["agreement"])
+        levels = [v for v in ("gold = majority", "gold ≠ majority", "no majority (tie)") if v in set(groups)]
+        palette = {"gold = majority": "#1a9850", "gold ≠ majority": "#d73027", "no majority (tie)": "#fdae61"}
+        return groups, levels, palette, "gold label vs the annotators' majority"
     elif color_by == "genre":
         if "genre" not in frame.columns:
             raise ValueError("this dataset has no genre column to colour by")
@@ -329,8 +357,10 @@ def data_map_figure(
     """
     import plotly.graph_objects as go
 
-    if color_by not in (*COLOR_BY, AGREEMENT):
-        raise ValueError(f"color_by must be one of {COLOR_BY} or {AGREEMENT!r}, got {color_by!r}")
+    if color_by not in (*COLOR_BY, AGREEMENT, *HUMAN_COLOR_BY):
+        raise ValueError(
+            f"color_by must be one of {(*COLOR_BY, AGREEMENT, *HUMAN_COLOR_BY)}, got {color_by!r}"
+        )
     _check_frame(frame)
     frame = as_map_frame(frame)
     n_total = len(frame)

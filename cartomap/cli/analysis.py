@@ -1,4 +1,5 @@
-"""Reading runs and datasets: ``cartomap embed``, ``project``, ``similarity``, ``artifacts``, ``subset``."""
+"""Reading runs and datasets: ``cartomap embed``, ``project``, ``similarity``, ``artifacts``, ``subset``,
+``truth``."""
 
 from __future__ import annotations
 
@@ -25,6 +26,24 @@ def cmd_embed(a: argparse.Namespace) -> int:
     finally:
         progress.close()
     print(f"embeddings of run {run.id}: {array.shape[0]} x {array.shape[1]} in {run.embeddings_path}")
+    return 0
+
+
+def cmd_truth(a: argparse.Namespace) -> int:
+    """The truth report: data-map metrics vs human entropy, every detector vs gold != majority (or known
+    errors), with bootstrap intervals; markdown on stdout, ``--json`` to a file."""
+    from cartomap.analysis.truth import truth_json, truth_markdown
+    from cartomap.experiments.truth import truth_of
+    from cartomap.io import atomic_write_text
+    from cartomap.runs.store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    report = truth_of(run, a.cache, n_boot=a.bootstrap, seed=a.seed)
+    print(truth_markdown(report), end="")
+    if a.json:
+        refuse_overwrite([Path(a.json)], a.force)
+        atomic_write_text(a.json, truth_json(report) + "\n")
+        print(f"wrote {a.json}")
     return 0
 
 
@@ -193,6 +212,16 @@ def add_commands(sub) -> None:
     ar.add_argument("--out", default="artifacts", help="folder for the CSV files")
     ar.add_argument("--force", action="store_true", help="replace CSV files already in --out")
     ar.set_defaults(func=cmd_artifacts)
+
+    tr = sub.add_parser(
+        "truth", help="human judgement: data-map metrics vs vote entropy, detectors vs gold != majority"
+    )
+    tr.add_argument("run")
+    tr.add_argument("--json", default=None, help="also write the report as JSON to this file")
+    tr.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the 95%% intervals")
+    tr.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resamples")
+    tr.add_argument("--force", action="store_true", help="replace --json")
+    tr.set_defaults(func=cmd_truth)
 
     sb = sub.add_parser("subset", help="a stratified sample of a dataset (and the rest) as JSON Lines")
     add_data_arguments(sb)

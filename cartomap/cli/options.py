@@ -75,7 +75,25 @@ def add_column_arguments(g) -> None:
         help="class order, e.g. entailment,neutral,contradiction",
     )
     g.add_argument("--genre-column", default="genre")
+    g.add_argument(
+        "--votes-column",
+        type=_optional_column,
+        default=None,
+        help="per-class vote counts or each annotator's label (default: found by name, votes before "
+        "annotator_labels / original_labels; 'none' for none)",
+    )
+    g.add_argument(
+        "--error-column",
+        type=_optional_column,
+        default=None,
+        help="booleans marking known label errors (default: found by name, is_error / label_error; 'none' for none)",
+    )
     g.add_argument("--split", default=None, help="split of a Hugging Face DatasetDict")
+
+
+def _optional_column(text: str) -> str:
+    """A column name; 'none' (or '') = no such column ("" in the DataConfig)."""
+    return "" if text.strip().lower() in ("", "none") else text.strip()
 
 
 def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConfig:
@@ -94,6 +112,8 @@ def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConf
         label_names=a.label_names,
         genre_column=a.genre_column,
         split=split,
+        votes_column=getattr(a, "votes_column", None),
+        error_column=getattr(a, "error_column", None),
     )
 
 

@@ -11,6 +11,7 @@ from cartomap.cli.options import add_data_arguments, data_config, print_run_summ
 from cartomap.errors import CartomapError
 
 SEEDS_EXPORT = "seeds.parquet"  # `cartomap export`: the seeds experiment's per-example table
+DETECTORS_EXPORT = "detectors.parquet"  # `cartomap export`: every available detector's score per example
 
 
 def cmd_runs(a: argparse.Namespace) -> int:
@@ -97,9 +98,38 @@ def print_seeds(run, cache) -> None:
         print(f"  {line}")
 
 
+def detector_table(run, metrics, seeds_table, cache):
+    """id, label and every registered detector the run can feed (its metrics, its seeds experiment's
+    table, a pruning experiment's out-of-fold logits on its data), one row per example in the run's order."""
+    import pandas as pd
+
+    from cartomap.experiments.pruning import oof_of_run
+    from cartomap.experiments.store import ExperimentStore
+    from cartomap.runs.store import RunStore
+    from cartomap.scores import detectors
+
+    examples = run.examples(columns=("id", "label"))
+    ids = examples["id"].astype(str).tolist()
+
+    def aligned(table):
+        if table is None:
+            return None
+        by_id = table.assign(id=table["id"].astype(str)).drop_duplicates("id").set_index("id")
+        return by_id.loc[ids].reset_index() if set(ids) <= set(by_id.index) else None
+
+    found = oof_of_run(run, ExperimentStore(cache), RunStore(cache))
+    inputs = detectors.DetectorInputs(
+        labels=examples["label"].to_numpy(),
+        metrics=aligned(metrics),
+        oof_logits=found[1] if found is not None else None,
+        seeds=aligned(seeds_table),
+    )
+    return pd.concat([examples.assign(id=ids), detectors.score_all(inputs)], axis=1)
+
+
 def cmd_export(a: argparse.Namespace) -> int:
     """Write a reference model folder: training_dynamics/dynamics_epoch_E.jsonl, td_metrics.jsonl, metrics.csv;
-    and seeds.parquet (every seed's and the mean metrics of each example) when the run has a finished
+    detectors.parquet (every available detector's score per example, higher = more suspect); and seeds.parquet (every seed's and the mean metrics of each example) when the run has a finished
     seeds experiment."""
     from cartomap.experiments.seeds import PER_EXAMPLE, PER_EXAMPLE_EVAL, done_seeds_of
     from cartomap.experiments.store import ExperimentStore
@@ -118,6 +148,7 @@ def cmd_export(a: argparse.Namespace) -> int:
         else:
             seeds_table = seeds_exp.result(PER_EXAMPLE)
         refuse_overwrite([out / SEEDS_EXPORT], a.force)  # before anything is written
+    refuse_overwrite([out / DETECTORS_EXPORT], a.force)
     ids, logits = run.dynamics(run.recorded_source(a.source))
     labels = run.examples()["label"].to_numpy()
     if a.burn_out is None:
@@ -130,6 +161,9 @@ def cmd_export(a: argparse.Namespace) -> int:
         f"wrote {n} epochs to {out / DYNAMICS_DIR}/dynamics_epoch_*.jsonl, and {METRICS_NAME} and "
         f"{METRICS_CSV} to {out} (the reference's model folder: train_dy_filtering.py --model_dir {out})"
     )
+    table = detector_table(run, metrics, seeds_table, a.cache)
+    atomic_write_parquet(out / DETECTORS_EXPORT, table)
+    print(f"wrote {out / DETECTORS_EXPORT}: {', '.join(table.columns[2:])} (higher = more suspect)")
     if seeds_table is not None:
         atomic_write_parquet(out / SEEDS_EXPORT, seeds_table)
         n = seeds_table.attrs.get("n_seeds") or len(seeds_exp.params["seeds"])

@@ -14,6 +14,9 @@ The result is a :class:`TextDataset` whose ``frame`` has the columns
 * ``premise`` and ``hypothesis`` for pairs, or ``text`` for single texts;
 * ``label`` (int64 codes into ``label_names``);
 * ``genre`` / ``group`` when those columns are configured and present;
+* ``votes_<label>`` (int64 per class) when the data has votes or annotator labels, ``is_error`` when
+  it has a known-error column (:mod:`cartomap.data.annotations`; the run store adds the human columns
+  derived from the votes to a run's copy);
 * every other source column, unchanged (renamed ``orig_<name>`` if its name clashes
   with one of the columns above).
 """
@@ -37,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig
+from cartomap.data.annotations import annotation_columns
 from cartomap.errors import DataError
 
 NLI_LABEL_NAMES: tuple[str, ...] = ("entailment", "neutral", "contradiction")
@@ -768,6 +772,16 @@ def _build(
                 [None if _is_missing(v) else str(v) for v in frame[src_col].tolist()], dtype=str
             )
             used_src.add(src_col)
+    annotations, replaced = annotation_columns(
+        frame,
+        names,
+        config.votes_column,
+        config.error_column,
+        where,
+        source,
+    )
+    columns.update(annotations)
+    used_src |= replaced
     for col in frame.columns:
         if col in used_src:
             continue

@@ -36,7 +36,7 @@ from cartomap.data.loading import TextDataset, load_dataset
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json, atomic_write_parquet
 from cartomap.runs.store import RunStore
-from cartomap.scores import consensus, noise
+from cartomap.scores import consensus, detectors, noise
 from cartomap.scores.metrics import softmax
 from cartomap.training.loop import train_or_load
 from cartomap.training.prepare import prepare_run
@@ -51,6 +51,13 @@ CLEANLAB_QUALITY = "cleanlab_quality"
 CLEANLAB_ISSUES = "cleanlab_issues"
 CONSENSUS = "consensus"
 RANKING_METHODS = (KFOLD_MARGIN, DATAMAP_CONFIDENCE, AUM, CLEANLAB_QUALITY)
+#: The registered detector (:mod:`cartomap.scores.detectors`) behind each ranking method.
+DETECTOR_OF = {
+    KFOLD_MARGIN: "oof_margin",
+    DATAMAP_CONFIDENCE: "datamap_confidence",
+    AUM: "aum",
+    CLEANLAB_QUALITY: "cleanlab_self_confidence",
+}
 SET_METHODS = (CLEANLAB_ISSUES, CONSENSUS)
 METHODS = RANKING_METHODS + SET_METHODS
 
@@ -180,12 +187,10 @@ def score_methods(
             field="flipped",
         )
     probs = softmax(z, axis=1)
-    rankings = {
-        KFOLD_MARGIN: noise.margin_scores(z, y),
-        DATAMAP_CONFIDENCE: noise.datamap_scores(confidence),
-        AUM: noise.aum_scores(aum_values),
-        CLEANLAB_QUALITY: noise.cleanlab_scores(probs, y),
-    }
+    inputs = detectors.DetectorInputs(
+        labels=y, metrics={"confidence": confidence, "aum": aum_values}, oof_logits=z
+    )
+    rankings = {method: detectors.score(name, inputs) for method, name in DETECTOR_OF.items()}
     sets = {
         CLEANLAB_ISSUES: noise.cleanlab_issues(probs, y),
         CONSENSUS: consensus.select_suspects(z, y, categories=None, threshold=threshold),

@@ -885,3 +885,34 @@ def export_pruned(
     atomic_write_bytes(data_path, data)
     atomic_write_bytes(ids_path, ids)
     return data_path, ids_path
+
+
+# --------------------------------------------------------------------------- a run's out-of-fold scores
+def oof_of_run(
+    run: Run, exp_store: ExperimentStore, run_store: RunStore
+) -> tuple[Experiment, np.ndarray] | None:
+    """The newest finished pruning experiment whose training data is ``run``'s (Model 0 trained on the same
+    examples: equal training fingerprints) and its out-of-fold logits [N, C] in ``run``'s example order;
+    None when there is none (or its OOF frame does not cover every example of the run)."""
+    try:
+        fingerprint = run.info.get("train_fingerprint")
+        ids = run.examples(columns=("id",))["id"].astype(str).tolist()
+    except (OSError, ValueError, RunError):
+        return None
+    for exp in exp_store.list(KIND):
+        try:
+            if exp.state != "done":
+                continue
+            model0 = exp.run(MODEL0, run_store)
+            if model0 is None or model0.info.get("train_fingerprint") != fingerprint:
+                continue
+            oof = exp.result("oof")
+        except (OSError, ValueError, KeyError, RunError):
+            continue
+        if oof is None:
+            continue
+        by_id = oof.assign(id=oof["id"].astype(str)).drop_duplicates("id").set_index("id")
+        if not set(ids) <= set(by_id.index):
+            continue
+        return exp, logits_of(by_id.loc[ids].reset_index())
+    return None

@@ -634,6 +634,25 @@ class Run(StatusFolder):
                 return 0.0
 
 
+def own_copy(dataset) -> pd.DataFrame:
+    """The frame a run keeps of a loaded dataset: its rows as loaded, plus the human columns
+    (:func:`cartomap.scores.human.human_columns`: human_n, human_majority, human_majority_share,
+    human_entropy in bits, gold_disagrees) after its ``votes_<label>`` columns when it has votes."""
+    from cartomap.data.annotations import votes_matrix
+    from cartomap.scores.human import human_columns
+
+    frame = dataset.frame
+    votes = votes_matrix(frame, dataset.label_names)
+    if votes is None:
+        return frame
+    derived = human_columns(votes, frame["label"].to_numpy(dtype=np.int64))
+    out = frame.drop(columns=[c for c in derived if c in frame.columns])
+    at = max(out.columns.get_loc(c) for c in out.columns if str(c).startswith("votes_")) + 1
+    for offset, (name, values) in enumerate(derived.items()):
+        out.insert(at + offset, name, values)
+    return out
+
+
 def _absolute(path: str) -> str:
     """``path`` made absolute when it names a file or folder here; demo, hub and other names as given."""
     if not path or path.startswith(("demo:", "hf:")):
@@ -738,11 +757,11 @@ class RunStore(FolderStore[Run]):
                 "versions": package_versions(),
                 "created_at": time.time(),
             }
-            atomic_write_parquet(tmp / layout.EXAMPLES, train.frame)
+            atomic_write_parquet(tmp / layout.EXAMPLES, own_copy(train))
             if dev is not None:
-                atomic_write_parquet(tmp / layout.DEV_EXAMPLES, dev.frame)
+                atomic_write_parquet(tmp / layout.DEV_EXAMPLES, own_copy(dev))
             for k, t in enumerate(tests):
-                atomic_write_parquet(tmp / layout.TEST_EXAMPLES.format(k=k), t.frame)
+                atomic_write_parquet(tmp / layout.TEST_EXAMPLES.format(k=k), own_copy(t))
             atomic_write_json(tmp / layout.STATUS, {"state": "queued", "updated_at": time.time()})
             atomic_write_json(tmp / layout.CONFIG, info)  # last: the marker of a complete run
 

@@ -1,0 +1,208 @@
+"""The truth report of a run: how the data map and every detector agree with human judgement.
+
+For a run whose data has votes (or annotator labels) or a known-error column
+(:mod:`cartomap.data.annotations`):
+
+* ``spearman``: Spearman's rho of every data-map metric (confidence, variability, correctness, AUM,
+  EL2N, forgetfulness; and, given a seeds experiment's per-example table, ``<metric>_mean`` and
+  ``<metric>_std``) with the human entropy (bits), with a bootstrap 95 % interval;
+* ``detectors``: AP, AUROC and precision@k (k = 50, 100, 1 % of N) of every registered detector
+  (:mod:`cartomap.scores.detectors`) the run can feed, for each target: ``gold_disagrees`` (gold !=
+  the human majority) and ``is_error`` (the known-error column), with bootstrap 95 % intervals.
+
+The caller passes what analysis cannot find itself: the seeds experiment's table (``seeds``) and a
+pruning experiment's out-of-fold logits in the run's example order (``oof_logits``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cartomap.data.annotations import ERROR_COLUMN, vote_columns
+from cartomap.errors import RunError
+from cartomap.scores import detectors
+from cartomap.scores import truth as stats
+
+#: Data-map metric columns correlated with the human entropy.
+METRICS: tuple[str, ...] = ("confidence", "variability", "correctness", "aum", "el2n", "forgetfulness")
+#: Seed-table metrics whose mean and spread are correlated too.
+SEED_METRICS: tuple[str, ...] = ("confidence", "variability", "correctness", "aum")
+TARGETS = {"gold_disagrees": "gold ≠ human majority", ERROR_COLUMN: "known error"}
+HUMAN_READ = ("id", "label", "human_entropy", "human_majority", "human_majority_share", "gold_disagrees")
+
+
+def has_human_judgement(run) -> bool:
+    """Whether the run's examples carry votes (their human columns) or a known-error column."""
+    try:
+        columns = run.examples(columns=("gold_disagrees", ERROR_COLUMN)).columns
+    except (OSError, ValueError):
+        return False
+    return any(c in columns for c in TARGETS)
+
+
+def human_examples(run) -> pd.DataFrame:
+    """The run's examples' id, label, vote counts, human columns and known errors (those it has)."""
+    names = list(run.label_names)
+    return run.examples(columns=(*HUMAN_READ, *vote_columns(names), ERROR_COLUMN))
+
+
+def _aligned(table: pd.DataFrame | None, ids: list[str], what: str) -> pd.DataFrame | None:
+    if table is None:
+        return None
+    by_id = table.assign(id=table["id"].astype(str)).drop_duplicates("id").set_index("id")
+    missing = [i for i in ids if i not in by_id.index]
+    if missing:
+        raise RunError(f"the {what} lacks {len(missing)} of the run's examples (e.g. {missing[0]!r})")
+    return by_id.loc[ids].reset_index()
+
+
+def truth_report(
+    run,
+    seeds: pd.DataFrame | None = None,
+    oof_logits=None,
+    n_boot: int = stats.N_BOOT,
+    seed: int = 0,
+    ks: Sequence[int] | None = None,
+    sources: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report (JSON-ready dict: ``run``, ``n``, ``targets`` {name: errors}, ``entropy``, ``spearman``
+    rows, ``detectors`` rows, ``n_boot``, ``seed``, ``ks``, ``sources``). RunError when the run's data has
+    neither votes nor a known-error column."""
+    examples = human_examples(run)
+    ids = examples["id"].astype(str).tolist()
+    targets = {t: examples[t].to_numpy(dtype=bool) for t in TARGETS if t in examples.columns}
+    if not targets:
+        raise RunError(
+            f"run {run.id} has no human judgement: its data had no votes, annotator labels or known-error "
+            "column (see --votes-column / --error-column)"
+        )
+    n = len(ids)
+    ks = list(ks) if ks is not None else stats.default_ks(n)
+    metrics = _aligned(run.metrics(), ids, "metrics file")
+    seed_table = _aligned(seeds, ids, "seeds table")
+    labels = examples["label"].to_numpy(dtype=np.int64)
+    report: dict[str, Any] = {
+        "run": run.id,
+        "n": n,
+        "targets": {t: int(v.sum()) for t, v in targets.items()},
+        "n_boot": int(n_boot),
+        "seed": int(seed),
+        "ks": ks,
+        "sources": dict(sources or {}),
+        "spearman": [],
+        "detectors": [],
+    }
+    if "human_entropy" in examples.columns:
+        entropy = examples["human_entropy"].to_numpy(dtype=np.float64)
+        report["entropy"] = {
+            "mean": float(np.nanmean(entropy)),
+            "no_majority": int((examples["human_majority"].to_numpy() == -1).sum()),
+        }
+        columns = [(m, metrics[m]) for m in METRICS if m in metrics.columns]
+        if seed_table is not None:
+            for m in SEED_METRICS:
+                for suffix in ("_mean", "_std"):
+                    if f"{m}{suffix}" in seed_table.columns:
+                        columns.append((f"{m}{suffix} (seeds)", seed_table[f"{m}{suffix}"]))
+        for name, values in columns:
+            row = stats.spearman_row(values.to_numpy(dtype=np.float64), entropy, n_boot, seed)
+            report["spearman"].append({"metric": name, **row})
+    inputs = detectors.DetectorInputs(labels=labels, metrics=metrics, oof_logits=oof_logits, seeds=seed_table)
+    scores = detectors.score_all(inputs)
+    for target, truth in targets.items():
+        for name in scores.columns:
+            row = stats.ranking_row(truth, scores[name].to_numpy(), ks, n_boot, seed)
+            report["detectors"].append({"target": target, "detector": name, **row})
+    return report
+
+
+def _num(value, digits: int = 3) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def _ci(row: dict, key: str) -> str:
+    return f"{_num(row[key])} [{_num(row[key + '_low'])}, {_num(row[key + '_high'])}]"
+
+
+def spearman_frame(report: dict) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "metric": r["metric"],
+                "spearman with entropy": r["spearman"],
+                "low": r["low"],
+                "high": r["high"],
+                "n": r["n"],
+            }
+            for r in report["spearman"]
+        ]
+    )
+
+
+def detector_frame(report: dict, target: str) -> pd.DataFrame:
+    """One row per detector for ``target``: AP, AUROC, P@k and their intervals, best AP first."""
+    rows = [r for r in report["detectors"] if r["target"] == target]
+    frame = pd.DataFrame(rows).drop(columns=["target"], errors="ignore")
+    return (
+        frame.sort_values("ap", ascending=False, kind="stable").reset_index(drop=True)
+        if len(frame)
+        else frame
+    )
+
+
+def truth_markdown(report: dict) -> str:
+    """The report as markdown tables (values with [2.5 %, 97.5 %] bootstrap intervals)."""
+    lines = [f"# Human judgement: run {report['run']} ({report['n']:,} examples)", ""]
+    sources = report.get("sources") or {}
+    if sources:
+        lines += ["Also from: " + ", ".join(f"{k} {v}" for k, v in sources.items()), ""]
+    boot = f"{report['n_boot']:,} bootstrap resamples of the examples (seed {report['seed']}), 95 % intervals"
+    if report.get("spearman"):
+        ent = report["entropy"]
+        lines += [
+            f"## Data-map metrics vs human entropy (bits; mean {_num(ent['mean'])}, {ent['no_majority']} ties)",
+            "",
+            "| metric | Spearman ρ | 95 % interval | n |",
+            "|---|---|---|---|",
+        ]
+        for r in report["spearman"]:
+            lines.append(
+                f"| {r['metric']} | {_num(r['spearman'])} | [{_num(r['low'])}, {_num(r['high'])}] | {r['n']:,} |"
+            )
+        lines += ["", boot, ""]
+    for target, n_err in report["targets"].items():
+        ks = report["ks"]
+        lines += [
+            f"## Detectors for “{TARGETS[target]}” ({n_err:,} of {report['n']:,})",
+            "",
+            "| detector | AP | AUROC | " + " | ".join(f"P@{k}" for k in ks) + " |",
+            "|---|---|---|" + "---|" * len(ks),
+        ]
+        for r in detector_frame(report, target).to_dict(orient="records"):
+            cells = [_ci(r, "ap"), _ci(r, "auroc"), *(_ci(r, f"p@{k}") for k in ks)]
+            lines.append(f"| {r['detector']} | " + " | ".join(cells) + " |")
+        lines += ["", f"Higher = better detector; chance AP = {n_err / max(1, report['n']):.3f}. {boot}.", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def truth_json(report: dict) -> str:
+    """The report as JSON (NaN as null)."""
+
+    def clean(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, (np.integer, np.floating)):
+            return clean(value.item())
+        return value
+
+    return json.dumps(clean(report), indent=2, ensure_ascii=False)

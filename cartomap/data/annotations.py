@@ -1,0 +1,268 @@
+"""Several annotations per example: per-class vote counts, each annotator's label, known errors.
+
+Found by name like the text and label columns (or named with ``DataConfig.votes_column`` /
+``error_column``, ``--votes-column`` / ``--error-column``):
+
+* votes: the first of :data:`VOTES_NAMES` (ChaosNLI's ``votes``: a mapping label -> count), else the
+  first of :data:`ANNOTATOR_NAMES` (SNLI/MNLI's ``annotator_labels``, ChaosNLI's ``original_labels``:
+  a list of label names or indices, one per annotator). A mapping or a list may also be a JSON string
+  (CSV/TSV cells). Votes are preferred to annotator labels when a file has both.
+* known errors: the first of :data:`ERROR_NAMES`, booleans (``true``/``false``, 1/0, yes/no).
+
+A column found by name (not named explicitly) whose first value is no mapping or list (an up-vote
+count called ``votes``, say) is left alone as an ordinary extra column.
+
+A loaded dataset keeps them normalised: one int64 column per class ``votes_<label>``
+(:func:`vote_columns`) and ``is_error`` (bool). The run store adds the derived columns of
+:func:`cartomap.scores.human.human_columns` (``human_n``, ``human_majority`` (-1: tie),
+``human_majority_share``, ``human_entropy`` (bits), ``gold_disagrees``) to the run's own copy
+(examples.parquet). Those columns are found again when a run's copy is loaded (experiments on a run's
+data keep them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cartomap.errors import DataError
+
+VOTES_NAMES: tuple[str, ...] = ("votes", "vote_counts", "label_counts")
+ANNOTATOR_NAMES: tuple[str, ...] = ("annotator_labels", "original_labels", "annotations")
+ERROR_NAMES: tuple[str, ...] = ("is_error", "label_error", "is_label_error", "label_issue")
+#: The normalised known-error column of a run's copy.
+ERROR_COLUMN = "is_error"
+#: The prefix of the per-class vote columns: ``votes_<label name>``.
+VOTES_PREFIX = "votes_"
+#: The columns the run store derives from the votes (:func:`cartomap.scores.human.human_columns`): a
+#: loaded run copy's are dropped, since the store computes them again.
+DERIVED_COLUMNS: tuple[str, ...] = (
+    "human_n",
+    "human_majority",
+    "human_majority_share",
+    "human_entropy",
+    "gold_disagrees",
+)
+_INT = re.compile(r"^[+-]?\d+$")
+_TRUE = {"true", "1", "yes", "y", "t"}
+_FALSE = {"false", "0", "no", "n", "f"}
+
+Where = Callable[[int], str]
+
+
+def vote_columns(label_names) -> list[str]:
+    """The normalised per-class vote columns: ``votes_<label name>`` in class order."""
+    return [f"{VOTES_PREFIX}{name}" for name in label_names]
+
+
+def _missing(value: Any) -> bool:
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
+
+
+def _looks_like_votes(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip()[:1] in ("{", "[")
+    return isinstance(value, (Mapping, list, tuple, np.ndarray))
+
+
+def find_votes_column(frame: pd.DataFrame, option: str | None, label_names: Sequence[str]) -> str | None:
+    """The column holding votes or annotator labels: ``option`` when given ("" = none), the normalised
+    ``votes_<label>`` columns (returns ``"votes_*"``), else the first name of :data:`VOTES_NAMES`, then of
+    :data:`ANNOTATOR_NAMES`, whose first value is a mapping or a list."""
+    if option == "":
+        return None
+    if option is not None:
+        return option
+    if all(c in frame.columns for c in vote_columns(label_names)):
+        return "votes_*"
+    for name in (*VOTES_NAMES, *ANNOTATOR_NAMES):
+        if name in frame.columns:
+            values = frame[name]
+            first = next((v for v in values.tolist() if not _missing(v)), None)
+            if first is not None and _looks_like_votes(first):
+                return name
+    return None
+
+
+def find_error_column(frame: pd.DataFrame, option: str | None) -> str | None:
+    """``option`` when given ("" = none), else the first of :data:`ERROR_NAMES` the frame has."""
+    if option == "":
+        return None
+    if option is not None:
+        return option
+    return next((n for n in ERROR_NAMES if n in frame.columns), None)
+
+
+def _class_of(
+    value: Any, names: Sequence[str], index: dict[str, int], what: str, where: str, field: str
+) -> int:
+    if isinstance(value, str):
+        s = value.strip()
+        if s in index:
+            return index[s]
+        if not _INT.match(s):
+            raise DataError(
+                f"{what} {value!r} is not in the label set {list(names)}", location=where, field=field
+            )
+        k = int(s)
+    elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, np.floating)):
+        raise DataError(
+            f"{what} must be a label name or index, got {type(value).__name__} {value!r}",
+            location=where,
+            field=field,
+        )
+    else:
+        if not float(value).is_integer():
+            raise DataError(f"{what} {value!r} is not a whole class index", location=where, field=field)
+        k = int(value)
+    if not 0 <= k < len(names):
+        raise DataError(
+            f"{what} {k} is not in the label set (indices 0..{len(names) - 1} for {list(names)})",
+            location=where,
+            field=field,
+        )
+    return k
+
+
+def _count(value: Any, label: str, where: str, field: str) -> int:
+    if _missing(value):
+        return 0  # a key absent in this row of a Parquet struct column
+    if isinstance(value, str) and _INT.match(value.strip()):
+        value = int(value.strip())
+    ok = isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not ok or not math.isfinite(float(value)) or not float(value).is_integer():
+        raise DataError(
+            f"the count of {label!r} must be a whole number of votes, got {value!r}",
+            location=where,
+            field=field,
+        )
+    if value < 0:
+        raise DataError(f"the count of {label!r} is negative ({value!r})", location=where, field=field)
+    return int(value)
+
+
+def parse_votes(value: Any, label_names: Sequence[str], where: str, field: str) -> np.ndarray:
+    """One cell as vote counts int64 [C]: a mapping label -> count, a list of labels (names or indices,
+    one per annotator), or either as a JSON string. DataError naming ``where`` and ``field`` otherwise."""
+    names = [str(n) for n in label_names]
+    index = {n: k for k, n in enumerate(names)}
+    expected = "a mapping label -> count or a list of annotator labels"
+    if _missing(value):
+        raise DataError(f"missing votes; expected {expected}", location=where, field=field)
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] not in ("{", "["):
+            raise DataError(f"expected {expected}, got the string {value!r}", location=where, field=field)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(f"malformed JSON in the votes ({e.msg})", location=where, field=field) from None
+    counts = np.zeros(len(names), dtype=np.int64)
+    if isinstance(value, Mapping):
+        if not value:
+            raise DataError(f"empty mapping; expected {expected}", location=where, field=field)
+        for key, n in value.items():
+            k = _class_of(key, names, index, "vote for label", where, field)
+            counts[k] += _count(n, str(key), where, field)
+        if counts.sum() == 0:
+            raise DataError("no votes (every count is 0)", location=where, field=field)
+        return counts
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = list(value)
+        if not items:
+            raise DataError(f"empty list; expected {expected}", location=where, field=field)
+        for item in items:
+            if _missing(item):
+                raise DataError("an annotator label is missing (null)", location=where, field=field)
+            counts[_class_of(item, names, index, "annotator label", where, field)] += 1
+        return counts
+    raise DataError(f"expected {expected}, got {type(value).__name__} {value!r}", location=where, field=field)
+
+
+def parse_error(value: Any, where: str, field: str) -> bool:
+    """One known-error cell as a bool: true/false (any case), 1/0, yes/no; DataError otherwise."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and int(value) in (0, 1):
+        return bool(value)
+    if isinstance(value, (float, np.floating)) and value in (0.0, 1.0):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    what = "missing value (null)" if _missing(value) else f"{type(value).__name__} {value!r}"
+    raise DataError(
+        f"expected a boolean (true/false) marking a known error, got {what}", location=where, field=field
+    )
+
+
+def annotation_columns(
+    frame: pd.DataFrame,
+    label_names: Sequence[str],
+    votes_option: str | None,
+    error_option: str | None,
+    where: Where,
+    source: str,
+) -> tuple[dict[str, Any], set[str]]:
+    """(the normalised columns to add, the source columns they replace) for a loaded frame.
+
+    Validates every row (DataError naming the row and field). Empty when the frame has neither votes
+    nor a known-error column."""
+    out: dict[str, Any] = {}
+    used: set[str] = set()
+    column = find_votes_column(frame, votes_option, label_names)
+    names = [str(n) for n in label_names]
+    if column is not None:
+        if column == "votes_*":
+            cols = vote_columns(names)
+            parts = []
+            for k, c in enumerate(cols):
+                values = frame[c]
+                if pd.api.types.is_integer_dtype(values) and (values >= 0).all():
+                    parts.append(values.to_numpy(dtype=np.int64))
+                else:
+                    parts.append(
+                        np.array([_count(v, names[k], where(i), c) for i, v in enumerate(values.tolist())])
+                    )
+            matrix = np.stack(parts, axis=1).astype(np.int64)
+            used.update(cols)
+        else:
+            if column not in frame.columns:
+                raise DataError(
+                    f"no votes column {column!r}; the data has columns {[str(c) for c in frame.columns]}",
+                    location=source,
+                    field=column,
+                )
+            rows = [parse_votes(v, names, where(i), column) for i, v in enumerate(frame[column].tolist())]
+            matrix = np.stack(rows).astype(np.int64) if rows else np.zeros((0, len(names)), np.int64)
+            used.add(column)
+        for k, name in enumerate(vote_columns(names)):
+            out[name] = pd.Series(matrix[:, k], dtype=np.int64)
+        used.update(c for c in DERIVED_COLUMNS if c in frame.columns)  # the run store derives them again
+    error = find_error_column(frame, error_option)
+    if error is not None:
+        if error not in frame.columns:
+            raise DataError(
+                f"no error column {error!r}; the data has columns {[str(c) for c in frame.columns]}",
+                location=source,
+                field=error,
+            )
+        flags = [parse_error(v, where(i), error) for i, v in enumerate(frame[error].tolist())]
+        out[ERROR_COLUMN] = pd.Series(np.asarray(flags, dtype=bool))
+        used.add(error)
+    return out, used
+
+
+def votes_matrix(examples: pd.DataFrame, label_names: Sequence[str]) -> np.ndarray | None:
+    """The vote counts [N, C] of a run's examples (its normalised ``votes_<label>`` columns), or None."""
+    cols = vote_columns([str(n) for n in label_names])
+    if not all(c in examples.columns for c in cols):
+        return None
+    return examples[cols].to_numpy(dtype=np.int64)

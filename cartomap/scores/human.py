@@ -1,0 +1,109 @@
+"""Human judgement of every example: per-class vote counts and what they say about the gold label.
+
+Pure numerics on a vote matrix ``votes`` [N, C] (non-negative integers: how many annotators chose
+class c for example i; ChaosNLI's 100 votes, or SNLI/MNLI's 5 ``annotator_labels`` counted) and the
+gold labels [N]. :func:`human_columns` gives the derived columns a run keeps next to its examples:
+
+* ``human_n``: n_i = sum_c v_i,c, the number of votes;
+* ``human_majority``: the class with the most votes; -1 (:data:`NO_MAJORITY`) when two or more classes
+  tie for the most (no majority to compare with);
+* ``human_majority_share``: max_c v_i,c / n_i in [1/C, 1], higher = the annotators agree more;
+* ``human_entropy``: H_i = -sum_c p_i,c log2 p_i,c with p = v / n, **in bits** (log base 2, 0 log 0 = 0),
+  in [0, log2 C], higher = the annotators disagree more. Bits are ChaosNLI's convention: its
+  ``entropy`` field for votes {12, 68, 20} is 1.2098 bits (= 0.8386 nats; :func:`entropy_nats`);
+* ``gold_disagrees``: gold != human_majority (False where there is no majority): the gold label is
+  probably an error by the annotators' own account.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cartomap.errors import DataError
+
+NO_MAJORITY = -1
+#: The derived columns of :func:`human_columns`, in order.
+HUMAN_COLUMNS: tuple[str, ...] = (
+    "human_n",
+    "human_majority",
+    "human_majority_share",
+    "human_entropy",
+    "gold_disagrees",
+)
+
+
+def check_votes(votes) -> np.ndarray:
+    """``votes`` as int64 [N, C], or DataError (not 2-d, negative, not whole numbers)."""
+    v = np.asarray(votes)
+    if v.ndim != 2 or v.shape[1] < 2:
+        raise DataError(f"expected vote counts [examples, classes >= 2], got shape {v.shape}", field="votes")
+    if v.size and not np.issubdtype(v.dtype, np.integer):
+        f = v.astype(np.float64)
+        if not np.all(np.isfinite(f)) or not np.all(f == np.round(f)):
+            raise DataError("vote counts must be whole numbers", field="votes")
+    v = v.astype(np.int64)
+    if v.size and v.min() < 0:
+        raise DataError("vote counts must not be negative", field="votes")
+    return v
+
+
+def vote_shares(votes) -> np.ndarray:
+    """p_i,c = v_i,c / n_i, float [N, C]; NaN rows where an example has no votes."""
+    v = check_votes(votes).astype(np.float64)
+    n = v.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, v / np.where(n > 0, n, 1.0), np.nan)
+
+
+def entropy_bits(votes) -> np.ndarray:
+    """H_i = -sum_c p_i,c log2 p_i,c (bits; 0 log 0 = 0), float [N]; NaN without votes.
+
+    0 = every annotator chose the same class; log2 C = the votes are spread evenly (higher = more
+    disagreement). ChaosNLI's ``entropy`` field uses bits."""
+    p = vote_shares(votes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        terms = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
+    out = -terms.sum(axis=1)
+    out[np.isnan(p).any(axis=1)] = np.nan
+    return out + 0.0  # no -0.0
+
+
+def entropy_nats(votes) -> np.ndarray:
+    """The same entropy with the natural log (nats): :func:`entropy_bits` x ln 2."""
+    return entropy_bits(votes) * np.log(2.0)
+
+
+def majority(votes) -> tuple[np.ndarray, np.ndarray]:
+    """(majority class int64 [N], its share float [N]): the class with the most votes, or
+    :data:`NO_MAJORITY` (-1) where several classes tie for the most (or there are no votes); share =
+    most votes / n (NaN without votes)."""
+    v = check_votes(votes)
+    top = v.max(axis=1) if v.size else np.zeros(v.shape[0], dtype=np.int64)
+    n = v.sum(axis=1)
+    ties = (v == top[:, None]).sum(axis=1) > 1
+    cls = np.argmax(v, axis=1).astype(np.int64) if v.size else np.zeros(0, dtype=np.int64)
+    cls[ties | (n == 0)] = NO_MAJORITY
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n > 0, top / np.where(n > 0, n, 1), np.nan)
+    return cls, share.astype(np.float64)
+
+
+def human_columns(votes, gold) -> dict[str, np.ndarray]:
+    """The columns of :data:`HUMAN_COLUMNS` (see the module docstring) for votes [N, C] and gold [N]."""
+    v = check_votes(votes)
+    g = np.asarray(gold, dtype=np.int64)
+    if g.shape != (v.shape[0],):
+        raise DataError(f"expected {v.shape[0]} gold labels, got shape {g.shape}", field="gold")
+    cls, share = majority(v)
+    return {
+        "human_n": v.sum(axis=1).astype(np.int64),
+        "human_majority": cls,
+        "human_majority_share": share,
+        "human_entropy": entropy_bits(v),
+        "gold_disagrees": (cls != NO_MAJORITY) & (cls != g),
+    }
+
+
+def counts_from_labels(labels, n_classes: int) -> np.ndarray:
+    """One example's annotator labels (class indices) as vote counts int64 [C]."""
+    return np.bincount(np.asarray(labels, dtype=np.int64), minlength=n_classes)[:n_classes].astype(np.int64)

@@ -1,0 +1,180 @@
+"""The truth report: its statistics against sklearn and scipy, the report of a run with votes, and
+`cartomap truth` / `cartomap export` on a tiny model trained on a votes fixture."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import spearmanr
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from cartomap.analysis import truth
+from cartomap.cli import main
+from cartomap.errors import RunError
+from cartomap.runs.store import RunStore
+from cartomap.scores import detectors
+from cartomap.scores import truth as stats
+
+NLI = ("entailment", "neutral", "contradiction")
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_ap_and_auroc_equal_sklearn(ties):
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        y = rng.random(200) < 0.15
+        s = rng.normal(size=200) + y
+        if ties:
+            s = np.round(s, 1)
+        assert stats.average_precision(y, s) == pytest.approx(average_precision_score(y, s), abs=1e-12)
+        assert stats.auroc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    assert np.isnan(stats.average_precision(np.zeros(5, bool), np.arange(5)))
+    assert np.isnan(stats.auroc(np.ones(5, bool), np.arange(5)))
+
+
+def test_precision_at_k_and_spearman():
+    y = np.array([1, 0, 1, 0, 0, 1], dtype=bool)
+    s = np.array([0.9, 0.8, 0.7, 0.1, 0.2, 0.3])
+    assert stats.precision_at_k(y, s, 1) == 1.0
+    assert stats.precision_at_k(y, s, 3) == pytest.approx(2 / 3)
+    assert np.isnan(stats.precision_at_k(y, s, 7))
+    assert stats.default_ks(20_000) == [50, 100, 200] and stats.default_ks(60) == [1, 50]
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=50), rng.normal(size=50)
+    b[3] = np.nan  # rows with a NaN are left out
+    ok = np.isfinite(b)
+    assert stats.spearman(a, b) == pytest.approx(spearmanr(a[ok], b[ok]).statistic)
+
+
+def test_bootstrap_is_seeded_and_brackets_the_estimate():
+    rng = np.random.default_rng(1)
+    y = rng.random(300) < 0.2
+    s = rng.normal(size=300) + 1.5 * y
+    row = stats.ranking_row(y, s, [10], n_boot=200, seed=5)
+    assert row == stats.ranking_row(y, s, [10], n_boot=200, seed=5)
+    assert row["ap"] == pytest.approx(average_precision_score(y, s))
+    for key in ("ap", "auroc"):
+        assert row[f"{key}_low"] <= row[key] <= row[f"{key}_high"]
+    assert row["auroc_high"] - row["auroc_low"] < 0.3
+
+
+# --------------------------------------------------------------------------- a run with votes
+
+
+def votes_rows(n: int = 60, seed: int = 0) -> list[dict]:
+    """NLI pairs with 5 votes each; every fourth row's gold label disagrees with the majority."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        gold = NLI[i % 3]
+        majority = NLI[(i + 1) % 3] if i % 4 == 0 else gold
+        others = [NLI[int(k)] for k in rng.integers(0, 3, size=2)]
+        votes: dict[str, int] = {}
+        for name in [majority, majority, majority, *others]:
+            votes[name] = votes.get(name, 0) + 1
+        rows.append(
+            {
+                "id": f"v{i:03d}",
+                "premise": f"A person number {i} walks a dog in the park {'today' if i % 2 else 'now'}.",
+                "hypothesis": f"Someone {['is outside', 'is asleep', 'has a pet'][i % 3]} {i}.",
+                "label": gold,
+                "votes": votes,
+            }
+        )
+    return rows
+
+
+def write_votes(path, rows) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+def synthetic_run(cache, data_path):
+    """A finished run on ``data_path`` with synthetic dynamics (no training)."""
+    from cartomap.config import DataConfig, RunConfig, TrainConfig
+    from cartomap.data.loading import load_dataset
+    from cartomap.io import atomic_write_parquet
+    from cartomap.scores.metrics import compute_metrics
+
+    data = load_dataset(DataConfig(path=data_path))
+    run = RunStore(cache).create(
+        RunConfig(data=DataConfig(path=data_path), dev=None, train=TrainConfig(epochs=3)), data
+    )
+    rng = np.random.default_rng(0)
+    logits = []
+    for e in range(3):
+        z = rng.normal(0, 1.0, size=(len(data), 3))
+        z[np.arange(len(data)), data.labels] += 1.0 + e
+        run.write_epoch("train", e, data.ids, z.astype(np.float32))
+        logits.append(z)
+    atomic_write_parquet(run.metrics_path(), compute_metrics(np.stack(logits), data.labels, data.ids))
+    run.set_status(state="done", progress=1.0)
+    return run
+
+
+def test_report_of_a_run_with_votes(tmp_path):
+    run = synthetic_run(tmp_path / "cache", write_votes(tmp_path / "v.jsonl", votes_rows()))
+    assert truth.has_human_judgement(run)
+    rng = np.random.default_rng(2)
+    oof = rng.normal(size=(60, 3))
+    ids = run.examples(columns=("id",))["id"].tolist()
+    seeds = pd.DataFrame(
+        {"id": ids[::-1], "confidence_mean": rng.random(60), "confidence_std": rng.random(60)}
+    )
+    report = truth.truth_report(run, seeds=seeds, oof_logits=oof, n_boot=50)
+    assert report["targets"] == {"gold_disagrees": 15}
+    metrics = [r["metric"] for r in report["spearman"]]
+    assert metrics[:6] == list(truth.METRICS)
+    assert "confidence_mean (seeds)" in metrics and "confidence_std (seeds)" in metrics
+    assert {r["detector"] for r in report["detectors"]} == set(detectors.NAMES)
+    # every number is the plain statistic of the run's own columns
+    examples = run.examples()
+    m = run.metrics().set_index("id").loc[examples["id"]]
+    conf = next(r for r in report["spearman"] if r["metric"] == "confidence")
+    assert conf["spearman"] == pytest.approx(spearmanr(m["confidence"], examples["human_entropy"]).statistic)
+    row = next(r for r in report["detectors"] if r["detector"] == "datamap_confidence")
+    y = examples["gold_disagrees"].to_numpy()
+    assert row["ap"] == pytest.approx(average_precision_score(y, 1 - m["confidence"]))
+    assert row["auroc"] == pytest.approx(roc_auc_score(y, 1 - m["confidence"]))
+    md = truth.truth_markdown(report)
+    assert "| datamap_confidence |" in md and "Spearman" in md
+    assert json.loads(truth.truth_json(report))["n"] == 60
+
+
+def test_report_refused_without_human_judgement(tmp_path):
+    rows = votes_rows()
+    for r in rows:
+        r.pop("votes")
+    run = synthetic_run(tmp_path / "cache", write_votes(tmp_path / "plain.jsonl", rows))
+    assert not truth.has_human_judgement(run)
+    with pytest.raises(RunError, match="no human judgement"):
+        truth.truth_report(run)
+
+
+def test_cli_truth_and_export_on_a_tiny_model(tiny_model, tmp_path, capsys):
+    data = write_votes(tmp_path / "votes.jsonl", votes_rows())
+    cache = tmp_path / "cache"
+    train = ["--cache", str(cache), "train", "--data", data, "--dev", "none", "--model", tiny_model]
+    train += ["--epochs", "2", "--batch-size", "16", "--max-length", "32", "--quiet", "--name", "votes"]
+    assert main(train) == 0
+    run = RunStore(cache).list()[0]
+    assert "votes_neutral" in run.examples().columns
+    capsys.readouterr()
+    out_json = tmp_path / "truth.json"
+    assert main(["--cache", str(cache), "truth", run.id, "--json", str(out_json), "--bootstrap", "30"]) == 0
+    printed = capsys.readouterr().out
+    assert "Data-map metrics vs human entropy" in printed and "| aum |" in printed
+    report = json.loads(out_json.read_text())
+    assert report["targets"]["gold_disagrees"] == 15 and report["n_boot"] == 30
+    assert main(["--cache", str(cache), "truth", run.id, "--json", str(out_json)]) == 2  # no --force
+    out = tmp_path / "export"
+    assert main(["--cache", str(cache), "export", run.id, "--out", str(out)]) == 0
+    table = pd.read_parquet(out / "detectors.parquet")
+    assert list(table.columns) == ["id", "label", "datamap_confidence", "aum", "el2n", "forgetting"]
+    assert len(table) == 60
