@@ -411,3 +411,37 @@ def test_score_checkpoints_command_errors(tmp_path, capsys):
     assert "--data" in capsys.readouterr().err
     with pytest.raises(CartomapError):
         prepare_scoring([str(tmp_path)], None)
+
+
+def test_callback_records_several_eval_passes_an_epoch_and_skips_epochs(trained, tiny_model, tmp_path):
+    """record_points=3: three eval-mode recordings an epoch, the last equal to the end-of-epoch pass of the
+    same training with one recording; the training itself (train-pass logits) unchanged; skip_epochs=1
+    leaves the first epoch's recordings out of the map."""
+    from transformers import AutoTokenizer
+
+    train = trainer_run.dataset(AutoTokenizer.from_pretrained(tiny_model), 40)
+    callback = DataMapCallback(
+        train, mode="both", store=tmp_path / "cache", record_points=3, skip_epochs=1, name="points"
+    )
+    trainer = trainer_run.trainer(
+        tiny_model, str(tmp_path / "out"), train, [callback], accumulation=2, group_by_length=True
+    )
+    trainer.train()
+    run, once = callback.run, trained["run"]
+    assert run.id != once.id and run.config.train.record_points == 3
+    np.testing.assert_array_equal(run.dynamics("train")[1], once.dynamics("train")[1])
+    _, evals = run.dynamics("eval")
+    _, evals_once = once.dynamics("eval")
+    assert evals.shape[0] == 6
+    np.testing.assert_allclose(evals[[2, 5]], evals_once, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(evals[0], evals[2])
+    labels = run.examples()["label"].to_numpy()
+    expected = compute_metrics(evals[3:], labels, run.dynamics("eval")[0])
+    np.testing.assert_allclose(run.metrics("eval")["variability"], expected["variability"], atol=1e-9)
+
+
+def test_callback_refuses_points_without_an_eval_pass(trained):
+    with pytest.raises(DataError, match="record_points"):
+        DataMapCallback(trained["train"], mode="train", record_points=2)
+    with pytest.raises(DataError, match="record_points"):
+        DataMapCallback(trained["train"], mode="eval", record_points=0)

@@ -233,7 +233,9 @@ class DataMapCallback(TrainerCallback):
     class order (default: the ClassLabel names, else the model's ``id2label``). ``store``: the run
     store or its folder (default ``CARTOMAP_CACHE`` or ``cache/``). ``name``: a label for the run.
     ``save_model``: keep the final weights in the run (embeddings, neighbours and WaNLI stage 1 need
-    them). After training, ``callback.run`` is the run.
+    them). ``record_points`` (modes "eval"/"both"): eval-mode passes per epoch, evenly spaced, the last at
+    the epoch's end (as ``cartomap train --record-points``); ``skip_epochs``: the map's metrics leave out
+    the first epochs' recordings (docs/stability.md). After training, ``callback.run`` is the run.
 
     A done run with the same config and data is returned as it is: the training is not recorded
     again (as ``cartomap train`` loads instead of training).
@@ -252,9 +254,20 @@ class DataMapCallback(TrainerCallback):
         name: str = "",
         data_name: str | None = None,
         save_model: bool = True,
+        record_points: int = 1,
+        skip_epochs: int = 0,
     ):
         if mode not in MODES:
             raise DataError(f"unknown mode {mode!r}: expected one of {tuple(MODES)}", field="mode")
+        TrainConfig(record=mode, record_points=record_points)  # DataError naming a bad value
+        if record_points > 1 and "eval" not in MODES[mode]:
+            raise DataError(
+                "several recordings an epoch are eval-mode passes: use mode='eval' or 'both'",
+                field="record_points",
+            )
+        if isinstance(skip_epochs, bool) or not isinstance(skip_epochs, int) or skip_epochs < 0:
+            raise DataError(f"expected a whole number >= 0, got {skip_epochs!r}", field="skip_epochs")
+        self.record_points, self.skip_epochs = int(record_points), skip_epochs
         self.dataset, self.mode, self.sources = train_dataset, mode, MODES[mode]
         self.id_column, self.label_column, self.text_columns = id_column, label_column, text_columns
         self.label_names = tuple(label_names) if label_names is not None else None
@@ -385,6 +398,8 @@ class DataMapCallback(TrainerCallback):
             group_by_length=getattr(args, "train_sampling_strategy", "") == "group_by_length"
             or bool(getattr(args, "group_by_length", False)),
             record=self.mode,
+            record_points=self.record_points,
+            skip_epochs=min(self.skip_epochs, max(1, epochs) - 1),
             save_checkpoints=False,
             device=str(args.device),
             precision="bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
@@ -422,14 +437,15 @@ class DataMapCallback(TrainerCallback):
             )
         self._lock = run.acquire_lock()  # RunError while another process records into this run
         for source in self.sources:
+            kept = start * (self.record_points if source == "eval" else 1)  # recordings of finished epochs
             have = run.dynamics_epochs(source)
-            if have[:start] != list(range(start)):
+            if have[:kept] != list(range(kept)):
                 self._release()
                 raise RunError(
                     f"run {run.id} has {source} dynamics of epochs {have} but the Trainer resumes after epoch "
                     f"{start}: start the training again without resume_from_checkpoint"
                 )
-            for e in have[start:]:  # from an earlier attempt that did not finish
+            for e in have[kept:]:  # from an earlier attempt that did not finish
                 run.epoch_path(source, e).unlink()
         run.log(
             f"recording {self.mode} dynamics of a transformers Trainer with DataMapCallback "
@@ -479,15 +495,31 @@ class DataMapCallback(TrainerCallback):
         if self.active:
             self.epoch = int(math.floor(state.epoch + 1e-9))
             self._steps = []
+            self._mid: dict[int, np.ndarray] = {}
             self.t_epoch = time.time()
+            self._marks = {}
+            if "eval" in self.sources and self.record_points > 1:
+                from cartomap.training.loop import eval_marks
+
+                epochs = max(1, int(state.num_train_epochs or 1))
+                self._per_epoch = max(1, round(state.max_steps / epochs))
+                self._marks = eval_marks(self._per_epoch, self.record_points)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.active and logs and "loss" in logs:
             self.loss = float(logs["loss"])
 
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.active:
-            self._status(state)
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if not self.active:
+            return
+        step = state.global_step - self.epoch * getattr(self, "_per_epoch", 1)
+        if getattr(self, "_marks", None) and step in self._marks and model is not None:
+            from cartomap.training.loop import preserved_rng
+
+            self._status(state, force=True, phase="eval-pass")
+            with preserved_rng(next(model.parameters()).device):  # the Trainer's dropout masks untouched
+                self._mid[self._marks[step]] = self._eval_pass(model, args)
+        self._status(state)
 
     def _status(self, state, force: bool = False, **fields) -> None:
         if self.rank != 0 or not self.throttle.ready(force):
@@ -536,12 +568,29 @@ class DataMapCallback(TrainerCallback):
             record["train_accuracy"] = float((first.argmax(1) == self.labels).mean())
             record["train_loss"] = self._epoch_loss(state, logits)
             for source, values in logits.items():
-                self.run.write_epoch(source, self.epoch, self.ids, values)
+                if source == "eval" and self.record_points > 1:
+                    self._write_points(values)
+                else:
+                    self.run.write_epoch(source, self.epoch, self.ids, values)
             self.history.append(record)
             _write_history(self.run, self.history)
             self.run.log(" ".join(f"{k}={v}" for k, v in record.items()))
         self._steps = []
         self._status(state, force=True, phase="train")
+
+    def _write_points(self, last: np.ndarray) -> None:
+        """The epoch's eval-mode recordings as recordings epoch * k ... epoch * k + k - 1 (the last one is
+        the end-of-epoch pass)."""
+        k = self.record_points
+        missing = sorted(set(range(k - 1)) - set(self._mid))
+        if missing:
+            raise RunError(
+                f"epoch {self.epoch + 1}: the eval-mode recordings {missing} inside the epoch were not made "
+                f"(the Trainer's steps per epoch did not match the plan of {k} recordings an epoch)"
+            )
+        for j in range(k - 1):
+            self.run.write_epoch("eval", self.epoch * k + j, self.ids, self._mid[j])
+        self.run.write_epoch("eval", self.epoch * k + k - 1, self.ids, last)
 
     def _epoch_loss(self, state, logits: dict[str, np.ndarray]) -> float:
         """Mean training loss of the epoch: from the train-pass logits, else the Trainer's logged losses."""

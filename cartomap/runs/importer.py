@@ -79,13 +79,16 @@ def write_epochs(run: Run, source: str, ids: Sequence[str], logits: np.ndarray, 
 def write_metrics(
     run: Run, dynamics: Mapping[str, np.ndarray], labels: np.ndarray, ids: Sequence[str]
 ) -> str:
-    """Data-map metrics of every source of ``dynamics`` ({source: logits [E, N, C]}); the first source
-    goes to the main metrics file (as in cartomap's loop). Returns that first source."""
+    """Data-map metrics of every source of ``dynamics`` ({source: logits [E, N, C]}), leaving out the
+    recordings of the run's ``skip_epochs``; the first source goes to the main metrics file (as in
+    cartomap's loop). Returns that first source."""
     from cartomap.scores.metrics import compute_metrics
 
     sources = list(dynamics)
+    train = run.config.train
     for source in sources:
-        frame = compute_metrics(dynamics[source], labels, ids)
+        logits = dynamics[source]
+        frame = compute_metrics(logits, labels, ids, burn_in=train.map_burn_in(source, len(logits)))
         atomic_write_parquet(run.metrics_path("train" if source == sources[0] else source), frame)
     return sources[0]
 
