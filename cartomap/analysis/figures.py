@@ -559,23 +559,34 @@ def trajectory_figure(traj: pd.DataFrame, gold: str | None = None, height: int =
                 marker=dict(size=4),
             )
         )
-    name = f"gold ({gold})" if gold else "gold label"
+    _gold_line(fig, traj["epoch"], traj["gold_prob"], f"gold ({gold})" if gold else "gold label")
+    return _probability_layout(fig, height, "probability")
+
+
+def _gold_line(fig, x, y, name: str) -> None:
+    """The thick black line of the gold label's probability (one run's, or the mean of seeds)."""
+    import plotly.graph_objects as go
+
     fig.add_trace(
         go.Scatter(
-            x=traj["epoch"],
-            y=traj["gold_prob"],
+            x=x,
+            y=y,
             mode="lines+markers",
             name=escape_text(name),
             line=dict(width=3, color="black"),
             marker=dict(size=7),
         )
     )
+
+
+def _probability_layout(fig, height: int, y_title: str):
+    """The layout of a probability-by-epoch chart: y from 0 to 1, one tick an epoch, legend below."""
     fig.update_layout(
         template="plotly_white",
         height=height,
         margin=dict(l=50, r=10, t=10, b=40),
         xaxis=dict(title=dict(text="epoch"), dtick=1),
-        yaxis=dict(title=dict(text="probability"), range=[-0.02, 1.02]),
+        yaxis=dict(title=dict(text=y_title), range=[-0.02, 1.02]),
         legend=dict(orientation="h", y=-0.3),
         hovermode="x unified",
     )
@@ -601,24 +612,7 @@ def seed_trajectory_figure(traj: pd.DataFrame, gold: str | None = None, height: 
         )
     if len(traj):
         mean = traj.groupby("epoch", as_index=False)["gold_prob"].mean()
-        name = f"mean, gold ({gold})" if gold else "mean over seeds"
-        fig.add_trace(
-            go.Scatter(
-                x=mean["epoch"],
-                y=mean["gold_prob"],
-                mode="lines+markers",
-                name=escape_text(name),
-                line=dict(width=3, color="black"),
-                marker=dict(size=7),
-            )
+        _gold_line(
+            fig, mean["epoch"], mean["gold_prob"], f"mean, gold ({gold})" if gold else "mean over seeds"
         )
-    fig.update_layout(
-        template="plotly_white",
-        height=height,
-        margin=dict(l=50, r=10, t=10, b=40),
-        xaxis=dict(title=dict(text="epoch"), dtick=1),
-        yaxis=dict(title=dict(text="probability of the gold label"), range=[-0.02, 1.02]),
-        legend=dict(orientation="h", y=-0.3),
-        hovermode="x unified",
-    )
-    return fig
+    return _probability_layout(fig, height, "probability of the gold label")
