@@ -28,7 +28,15 @@ from cartomap.analysis.stability_reference import measured_caption, measured_sta
 from cartomap.analysis.truth import has_human_judgement
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch, registry
-from cartomap.experiments.seeds import SUMMARY, create_seeds, done_seeds_of, seed_runs, seeds_of
+from cartomap.experiments.seeds import (
+    SUMMARY,
+    create_seeds,
+    create_seeds_from_runs,
+    done_seeds_of,
+    seed_runs,
+    seed_siblings,
+    seeds_of,
+)
 from cartomap.experiments.store import ExperimentStore
 from cartomap.experiments.truth import truth_of
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
@@ -420,6 +428,28 @@ def seeds_section(run, estore):
         st.caption(measured_caption(row))
     if pending is not None and pending.state != "done":
         experiment_panel(pending, _seeds_progress, key="dm_seeds_")
+        return None, None
+    siblings = seed_siblings(run, estore.runs)
+    if len(siblings) > 1:
+        left, right = st.columns([1, 3])
+        right.caption(
+            f"{len(siblings)} finished runs are this run with another seed ({', '.join(map(str, siblings))}): "
+            "their mean map needs no training."
+        )
+        if left.button(f"Map these {len(siblings)} seeds", key="dm_sibling_seeds", type="primary"):
+            try:
+                others = [r for r in siblings.values() if r.id != run.id]
+                launch.start_experiment(create_seeds_from_runs(estore, run, others), estore)
+            except CartomapError as err:
+                show_error(err)
+            else:
+                st.rerun()
+    if run.config.origin.kind != "cartomap":
+        st.caption(
+            "This run was recorded outside cartomap's loop, so cartomap cannot train it again: run your "
+            "script with other seeds (same settings), then map them together here or with "
+            "`cartomap seeds RUN --with`."
+        )
         return None, None
     left, right = st.columns([1, 3])
     n_seeds = left.number_input(

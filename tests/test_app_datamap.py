@@ -327,3 +327,21 @@ def test_a_run_without_seeds_says_how_stable_such_maps_are_and_adds_seeds(root, 
     assert exp is not None and exp.params["seeds"] == [42, 43, 44]
     assert spawned == [["experiment", "run", exp.id, "--job"]]
     assert "Add seeds" not in [b.label for b in at.button]  # the job panel follows it instead
+
+
+def test_runs_of_other_seeds_are_offered_as_a_mean_map_without_training(root, spawned):
+    from cartomap.experiments.seeds import seeds_of
+    from cartomap.experiments.store import ExperimentStore
+    from pages.common import RUN_KEY
+
+    runs = make_seed_runs(root, seeds=(42, 43))
+    at = _app()
+    at.session_state[RUN_KEY] = runs[42].id
+    at.run()
+    assert not at.exception, at.exception
+    assert "2 finished runs are this run with another seed (42, 43)" in _captions(at)
+    next(b for b in at.button if b.label == "Map these 2 seeds").click().run()
+    assert not at.exception, at.exception
+    exp = seeds_of(runs[42], ExperimentStore(root))
+    assert exp.run_ids() == {"seed42": runs[42].id, "seed43": runs[43].id}
+    assert spawned == [["experiment", "run", exp.id, "--job"]]

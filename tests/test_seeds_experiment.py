@@ -200,3 +200,49 @@ def test_seed_picking_and_refusals(local):
             create_seeds(store, seed_run)
     finally:
         seed_run.set_status(**{k: v for k, v in seed_run_state.items() if k != "updated_at"})
+
+
+def test_runs_trained_with_other_seeds_make_a_seeds_experiment_without_training(tmp_path, tiny_model):
+    """`cartomap seeds RUN --with`: the runs a user already trained with other seeds (their own script)
+    are compared as they are; a run of another config is refused."""
+    cache = tmp_path / "cache"
+    common = [
+        "--cache", cache, "train", "--data", "demo:dev", "--dev", "none", "--model", tiny_model,
+        "--epochs", "2", "--batch-size", "32", "--lr", "1e-3", "--max-length", "32", "--device", "cpu", "--quiet",
+    ]  # fmt: skip
+    for seed in (5, 6):
+        assert call(*common, "--seed", seed, "--name", f"s{seed}")[0] == 0
+    assert call(*common, "--seed", 7, "--epochs", "3", "--name", "other")[0] == 0
+    store = ExperimentStore(cache)
+    base = store.runs.get("s5")
+    from cartomap.experiments.seeds import create_seeds_from_runs, seed_siblings
+
+    assert list(seed_siblings(base, store.runs)) == [5, 6]  # the 3-epoch run is another config
+    with pytest.raises(DataError, match="not run"):
+        create_seeds_from_runs(store, base, [store.runs.get("other")])
+    runs_before = {r.id for r in store.runs.list()}
+    code, out = call("--cache", cache, "seeds", "s5", "--with")
+    assert code == 0, out
+    assert {r.id for r in store.runs.list()} == runs_before  # nothing trained
+    (exp,) = store.list(KIND)
+    assert exp.run_ids() == {"seed5": base.id, "seed6": store.runs.get("s6").id}
+    frames = {s: with_regions(store.runs.get(f"s{s}").metrics()) for s in (5, 6)}
+    assert exp.result(SUMMARY)["spearman"]["variability"] == pytest.approx(
+        stability_summary(frames)["spearman"]["variability"]
+    )
+
+
+def test_a_trainers_seed_settings_do_not_tell_siblings_apart():
+    from cartomap.config import OriginConfig, RunConfig, TrainConfig
+    from cartomap.experiments.seeds import _without_seed
+
+    class FakeRun:
+        def __init__(self, seed, lr=1e-3):
+            settings = json.dumps({"seed": seed, "data_seed": seed, "learning_rate": lr}, sort_keys=True)
+            self.config = RunConfig(
+                train=TrainConfig(seed=seed), origin=OriginConfig(kind="trainer", settings=settings)
+            )
+            self.info = {"train_fingerprint": "a", "dev_fingerprint": None, "tests": []}
+
+    assert _without_seed(FakeRun(1)) == _without_seed(FakeRun(2))
+    assert _without_seed(FakeRun(1)) != _without_seed(FakeRun(1, lr=2e-3))

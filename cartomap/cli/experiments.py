@@ -185,13 +185,21 @@ def seed_list(text: str) -> tuple[int, ...]:
 
 def cmd_seeds(a: argparse.Namespace) -> int:
     """Train a finished run again with other seeds and say how stable its data map is."""
-    from cartomap.experiments.seeds import create_seeds
+    from cartomap.experiments.seeds import create_seeds, create_seeds_from_runs, seed_siblings
     from cartomap.experiments.store import ExperimentStore
 
     executor = executor_config(a)
     store = ExperimentStore(a.cache)
     run = store.runs.get(a.run)
-    exp = create_seeds(store, run, n_seeds=a.seeds, seeds=a.seed_list, name=a.name)
+    if a.with_runs is not None:  # runs the user already trained with other seeds: nothing to train
+        others = [store.runs.get(r) for r in a.with_runs] if a.with_runs else None
+        if others is None:
+            others = [r for seed, r in seed_siblings(run, store.runs).items() if r.id != run.id]
+            if not others:
+                raise RunError(f"no finished run in the store is run {run.id} with another seed")
+        exp = create_seeds_from_runs(store, run, others, name=a.name)
+    else:
+        exp = create_seeds(store, run, n_seeds=a.seeds, seeds=a.seed_list, name=a.name)
     seeds = ", ".join(str(s) for s in exp.params["seeds"])
     print(f"run {run.id} with seeds {seeds} (seed {exp.params['seeds'][0]} is the run itself)")
     return start_or_run(exp, store, a.background, executor)
@@ -283,6 +291,15 @@ def add_commands(sub) -> None:
     )
     se.add_argument(
         "--seed-list", type=seed_list, default=None, help="the seeds to add to the run's own: 1,2,3"
+    )
+    se.add_argument(
+        "--with",
+        dest="with_runs",
+        nargs="*",
+        default=None,
+        metavar="RUN",
+        help="finished runs of the same config with other seeds (your own Trainer script run with several "
+        "seeds, say) to compare instead of training; without a RUN: every such run in the store",
     )
     se.add_argument("--name", default="", help="a label for the experiment")
     se.add_argument("--background", action="store_true", help="run as a background job and return")

@@ -13,13 +13,14 @@ stable share, Spearman-Brown reliability of the mean map).
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pandas as pd
 
 from cartomap.analysis.datamap import with_regions
 from cartomap.config import RunConfig
-from cartomap.errors import DataError, RunError
+from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores.stability import SUMMARY_METRICS, seed_table, stability_summary
@@ -94,7 +95,19 @@ class SeedsKind:
         if exp.run_ids().get(role(seeds[0])) != base.id:
             exp.record_run(role(seeds[0]), base.id)  # the runner then reuses it ("train or load")
         plan = [(role(seeds[0]), base.config)]  # exactly its config: the same run
-        plan += [(role(s), seed_config(params, s)) for s in seeds[1:]]
+        existing = {int(seed): run_id for seed, run_id in params.get("existing", {}).items()}
+        for seed in seeds[1:]:
+            if seed in existing:  # a finished run of the same config with this seed (any origin)
+                run = store.find_id(existing[seed])
+                if run is None:
+                    raise RunError(
+                        f"run {existing[seed]} (seed {seed}) of experiment {exp.id} is no longer in the store"
+                    )
+                if exp.run_ids().get(role(seed)) != run.id:
+                    exp.record_run(role(seed), run.id)
+                plan.append((role(seed), run.config))
+            else:
+                plan.append((role(seed), seed_config(params, seed)))
         return plan
 
     def finalize(self, exp: Experiment, store: RunStore) -> None:
@@ -269,6 +282,70 @@ def create_seeds(
     exp = store.create(KIND, seeds_params(run, picked), name=name or f"seeds of {run.config.name or run.id}")
     if role(picked[0]) not in exp.run_ids():
         exp.record_run(role(picked[0]), run.id)
+    return exp
+
+
+def _without_seed(run: Run) -> tuple[dict, tuple]:
+    """What makes ``run`` the run it is, but for its seed: the config identity without ``train.seed`` (and
+    a Trainer's ``seed`` / ``data_seed`` among its recorded settings) and the data fingerprints."""
+    identity = run.config.identity()
+    identity["train"].pop("seed", None)
+    origin = identity.get("origin")
+    if origin and origin.get("settings"):
+        settings = json.loads(origin["settings"])
+        for key in ("seed", "data_seed"):
+            settings.pop(key, None)
+        origin["settings"] = json.dumps(settings, sort_keys=True)
+    info = run.info
+    data = (info.get("train_fingerprint"), info.get("dev_fingerprint"))
+    data += tuple(t.get("fingerprint") for t in info.get("tests", []))
+    return identity, data
+
+
+def seed_siblings(run: Run, run_store: RunStore) -> dict[int, Run]:
+    """{seed: run} of the finished runs in the store that are ``run`` but for their seed (same config
+    otherwise, same data), ``run`` itself included: runs a user trained with several seeds (their own
+    Trainer script with DataMapCallback, ``cartomap train --seed``) make a seeds experiment without any
+    training (:func:`create_seeds_from_runs`)."""
+    target = _without_seed(run)
+    out = {}
+    for other in run_store.list():
+        try:
+            if other.id != run.id and (other.state != "done" or _without_seed(other) != target):
+                continue
+        except (CartomapError, OSError, ValueError):
+            continue  # a damaged run is nobody's sibling
+        out.setdefault(int(other.config.train.seed), other)
+    out[int(run.config.train.seed)] = run
+    return dict(sorted(out.items()))
+
+
+def create_seeds_from_runs(store: ExperimentStore, run: Run, others: list[Run], name: str = "") -> Experiment:
+    """A seeds experiment over finished runs that are ``run`` but for their seed (any origin: nothing is
+    trained); DataError when one of ``others`` differs in more than its seed or shares a seed."""
+    if run.state != "done" or not run.has_metrics():
+        raise RunError(
+            f"run {run.id} is {run.state}; a seeds experiment starts from a finished run with a map"
+        )
+    target = _without_seed(run)
+    existing: dict[int, str] = {}
+    for other in others:
+        if other.state != "done" or _without_seed(other) != target:
+            raise DataError(
+                f"run {other.id} is not run {run.id} trained with another seed (its config or data differ, "
+                "or it is not done)",
+                field="runs",
+            )
+        seed = int(other.config.train.seed)
+        if seed == int(run.config.train.seed) or seed in existing:
+            raise DataError(f"two of the runs have seed {seed}", field="runs")
+        existing[seed] = other.id
+    picked = (int(run.config.train.seed), *existing)
+    params = seeds_params(run, picked) | {"existing": {str(k): v for k, v in existing.items()}}
+    exp = store.create(KIND, params, name=name or f"seeds of {run.config.name or run.id}")
+    for seed, run_id in [(picked[0], run.id), *existing.items()]:
+        if role(seed) not in exp.run_ids():
+            exp.record_run(role(seed), run_id)
     return exp
 
 
