@@ -278,6 +278,42 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def timing(n: int) -> int:
+    """The cost of one eval-mode recording pass relative to one training epoch, from cartomap's own loop
+    (history.json's train_seconds and record_seconds), on ``n`` demo pairs; the first epoch is left out
+    (start-up). A view's compute is then 1 + (recordings per epoch) x ratio."""
+    import tempfile
+
+    import pandas as pd
+
+    from cartomap.config import DEMO_TRAIN, DataConfig, RunConfig, TrainConfig
+    from cartomap.data.loading import load_dataset
+    from cartomap.runs.store import RunStore
+    from cartomap.training.loop import train_or_load
+
+    with tempfile.TemporaryDirectory() as tmp:
+        demo = load_dataset(DataConfig(path=DEMO_TRAIN))
+        frame, names = demo.frame.head(n), demo.label_names
+        path = Path(tmp) / "pairs.parquet"
+        pd.DataFrame(
+            {"id": frame["id"], "premise": frame["premise"], "hypothesis": frame["hypothesis"],
+             "label": [names[i] for i in frame["label"]]}
+        ).to_parquet(path)  # fmt: skip
+        config = RunConfig(
+            data=DataConfig(path=str(path)),
+            dev=None,
+            train=TrainConfig(epochs=3, record="eval", save_checkpoints=False),
+        )
+        run = train_or_load(config, RunStore(Path(tmp) / "store"))
+        rows = run.history()[1:]
+        train_s = sum(h["train_seconds"] for h in rows)
+        record_s = sum(h["record_seconds"] for h in rows)
+    print(
+        f"{n} pairs, epochs 2-3: training {train_s:.1f} s, eval-mode passes {record_s:.1f} s, ratio {record_s / train_s:.3f}"
+    )
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--store", default="cache/stability", help="run store of the study's runs")
@@ -295,7 +331,17 @@ def main(argv=None) -> int:
     )
     p.add_argument("--analyse-only", action="store_true", help="report on the runs that exist, train none")
     p.add_argument("--json", default=None, help="also write the rows as JSON here")
+    p.add_argument(
+        "--timing",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only time one eval-mode pass against one training epoch on N demo pairs (cartomap's loop, "
+        "3 epochs, this process's threads) and print their ratio",
+    )
     a = p.parse_args(argv)
+    if a.timing:
+        return timing(a.timing)
 
     from cartomap.config import DEMO_DEV, DEMO_TRAIN
     from cartomap.runs.store import RunStore
