@@ -220,6 +220,17 @@ def view_row(frames: dict[int, pd.DataFrame], human: pd.DataFrame | None) -> dic
         reg = {s: regions(frames[s], rule) for s in seeds}
         row[f"regions_{rule}"] = float(np.mean([(reg[a] == reg[b]).mean() for a, b in pairs]))
         row[f"all_same_{rule}"] = float(np.mean(np.all([reg[s] == reg[seeds[0]] for s in seeds], axis=0)))
+        row[f"ambiguous_{rule}"] = float(np.mean([(reg[s] == "ambiguous").mean() for s in seeds]))
+        # of the examples one seed calls ambiguous, the share the other calls ambiguous too (mean over pairs)
+        row[f"ambiguous_kept_{rule}"] = float(
+            np.mean(
+                [
+                    ((reg[a] == "ambiguous") & (reg[b] == "ambiguous")).sum()
+                    / max((reg[a] == "ambiguous").sum(), 1)
+                    for a, b in pairs
+                ]
+            )
+        )
     rho = row["rho_variability"]
     row["rho_variability_mean_of_seeds"] = len(seeds) * rho / (1 + (len(seeds) - 1) * rho)  # Spearman-Brown
     if human is not None:
@@ -242,7 +253,8 @@ def fmt_ci(value) -> str:
 def markdown(rows: list[dict]) -> str:
     head = (
         "| data | setting | view | dev acc. | compute × | ρ var | ρ conf | ρ corr | regions (rank) | "
-        "regions (threshold) | same in all seeds | ρ(conf, H) | ρ(var, H) | AUROC gold≠maj | AP | "
+        "ambiguous kept (rank) | regions (threshold) | ambiguous share / kept (threshold) | same in all seeds | "
+        "ρ(conf, H) | ρ(var, H) | AUROC gold≠maj | AP | "
         "ρ(conf, BERT×100) | multi-seed: AUROC | AP | ρ(conf, H) |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -258,7 +270,9 @@ def markdown(rows: list[dict]) -> str:
             f"{r['rho_confidence']:.2f}",
             f"{r['rho_correctness']:.2f}",
             f"{r['regions_rank']:.0%}",
+            f"{r['ambiguous_kept_rank']:.0%}",
             f"{r['regions_threshold']:.0%}",
+            f"{r['ambiguous_threshold']:.0%} / {r['ambiguous_kept_threshold']:.0%}",
             f"{r['all_same_rank']:.0%}",
         ]
         if human:
@@ -278,7 +292,7 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def timing(n: int) -> int:
+def timing(n: int, eval_batch_size: int = 128) -> int:
     """The cost of one eval-mode recording pass relative to one training epoch, from cartomap's own loop
     (history.json's train_seconds and record_seconds), on ``n`` demo pairs; the first epoch is left out
     (start-up). A view's compute is then 1 + (recordings per epoch) x ratio."""
@@ -302,7 +316,9 @@ def timing(n: int) -> int:
         config = RunConfig(
             data=DataConfig(path=str(path)),
             dev=None,
-            train=TrainConfig(epochs=3, record="eval", save_checkpoints=False),
+            train=TrainConfig(
+                epochs=3, record="eval", save_checkpoints=False, eval_batch_size=eval_batch_size
+            ),
         )
         run = train_or_load(config, RunStore(Path(tmp) / "store"))
         rows = run.history()[1:]
@@ -339,9 +355,10 @@ def main(argv=None) -> int:
         help="only time one eval-mode pass against one training epoch on N demo pairs (cartomap's loop, "
         "3 epochs, this process's threads) and print their ratio",
     )
+    p.add_argument("--eval-batch-size", type=int, default=128, help="with --timing")
     a = p.parse_args(argv)
     if a.timing:
-        return timing(a.timing)
+        return timing(a.timing, a.eval_batch_size)
 
     from cartomap.config import DEMO_DEV, DEMO_TRAIN
     from cartomap.runs.store import RunStore

@@ -141,12 +141,23 @@ class TrainConfig:
         example once; the eval-mode pass runs ``record_points`` times."""
         return max(1, int(self.record_points)) if source == "eval" else 1
 
-    def map_burn_in(self, source: str, recordings: int) -> int:
-        """How many of ``recordings`` (of ``source``) the map's metrics leave out: those of the first
-        ``skip_epochs`` epochs, fewer when an early stop left fewer epochs (at least one epoch stays)."""
+    def map_burn_in(self, source: str, recordings) -> int:
+        """How many of the recordings of ``source`` present (their indices, in order, or their number when
+        they are 0, 1, ...) the map's metrics leave out: those of the first ``skip_epochs`` epochs, fewer when
+        an early stop left fewer epochs (at least one epoch's recordings stay). cartomap's loop makes no
+        eval-mode pass in a skipped epoch, so its eval recordings start after them (nothing to leave out);
+        recordings made in every epoch (the training pass, the Trainer callback) lose the first ones."""
+        indices = list(range(recordings)) if isinstance(recordings, int) else [int(i) for i in recordings]
+        if not indices:
+            return 0
         per = self.recordings_per_epoch(source)
-        epochs = recordings // per
-        return min(self.skip_epochs, max(epochs - 1, 0)) * per
+        cut = min(self.skip_epochs, indices[-1] // per) * per  # keeps the last recorded epoch
+        return sum(1 for i in indices if i < cut)
+
+    def records_in_epoch(self, source: str, epoch: int) -> bool:
+        """Whether cartomap's loop records ``source`` in 0-based ``epoch``: the training pass always (it costs
+        nothing); the eval-mode passes only in epochs the map uses (after ``skip_epochs``)."""
+        return source == "train" or epoch >= self.skip_epochs
 
 
 #: Training orders (METHODS.md section 4); see cartomap/training/curricula.py.

@@ -301,13 +301,20 @@ def test_skip_epochs_leaves_the_first_recordings_out_of_the_map(tiny_model, cach
     labels, ids = examples["label"].to_numpy(), examples["id"].tolist()
     _, train = run.dynamics("train")
     _, evals = run.dynamics("eval")
-    assert train.shape[0] == 3 and evals.shape[0] == 6
+    # the training pass is kept for every epoch (free); no eval-mode pass is made in the skipped epoch
+    assert train.shape[0] == 3 and evals.shape[0] == 4 and run.dynamics_epochs("eval") == [2, 3, 4, 5]
     np.testing.assert_allclose(
         run.metrics()["confidence"], compute_metrics(train[1:], labels, ids)["confidence"], rtol=1e-6
     )
     np.testing.assert_allclose(
-        run.metrics("eval")["variability"], compute_metrics(evals[2:], labels, ids)["variability"], rtol=1e-6
+        run.metrics("eval")["variability"], compute_metrics(evals, labels, ids)["variability"], rtol=1e-6
     )
+    assert "record_seconds" not in run.history()[0] and run.history()[1]["record_seconds"] > 0
+    # the metrics rebuilt from the dynamics (a damaged metrics file) leave out the same recordings
+    rebuilt = run.recompute_metrics("eval", write=False)
+    np.testing.assert_allclose(rebuilt["variability"], run.metrics("eval")["variability"], rtol=1e-6)
+    rebuilt = run.recompute_metrics("train", write=False)
+    np.testing.assert_allclose(rebuilt["confidence"], run.metrics()["confidence"], rtol=1e-6)
 
 
 def test_eval_marks_spread_the_recordings_over_the_epoch():
@@ -325,3 +332,13 @@ def test_eval_batches_go_longest_first_and_cover_every_row_once():
     batches = list(EpochBatches(lengths, 3, seed=0, shuffle=False))
     assert batches == [[1, 3, 5], [4, 0, 6], [2]]  # ties by row; each batch pads to its own longest
     assert sorted(i for b in batches for i in b) == list(range(7))
+
+
+def test_map_burn_in_counts_the_recordings_of_skipped_epochs():
+    tc = TrainConfig(epochs=4, record="both", record_points=2, skip_epochs=1)
+    assert tc.map_burn_in("train", 4) == 1
+    assert tc.map_burn_in("eval", list(range(8))) == 2  # recorded in every epoch (a Trainer callback)
+    assert tc.map_burn_in("eval", list(range(2, 8))) == 0  # cartomap's loop: none in the skipped epoch
+    assert tc.map_burn_in("train", 1) == 0  # one epoch only (an early stop): it stays
+    assert tc.map_burn_in("eval", []) == 0
+    assert TrainConfig(epochs=4, skip_epochs=2).map_burn_in("train", 2) == 1  # the last epoch stays

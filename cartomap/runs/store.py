@@ -438,7 +438,7 @@ class Run(StatusFolder):
             recorded = self.recorded_source(source)
             ids, logits = self.dynamics(recorded)
             labels = self.examples(columns=("label",))["label"].to_numpy(dtype=np.int64)
-            burn_in = self.config.train.map_burn_in(recorded, len(logits))  # the run's skip_epochs
+            burn_in = self.config.train.map_burn_in(recorded, self.dynamics_epochs(recorded))  # skip_epochs
             frame = compute_metrics(logits, labels, ids, burn_in=burn_in)
         except Exception as err:
             because = f"{reason}, and " if reason else ""

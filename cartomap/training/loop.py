@@ -305,8 +305,10 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         s: np.zeros((tc.epochs * per_epoch[s], len(ids), n_classes), dtype=np.float32) for s in sources
     }
     for s in sources:  # epochs completed before a restart
-        for p in range(start_epoch * per_epoch[s]):
-            recorded[s][p] = run.read_epoch(s, p, ids)
+        for e in range(start_epoch):
+            if tc.records_in_epoch(s, e):
+                for p in range(e * per_epoch[s], (e + 1) * per_epoch[s]):
+                    recorded[s][p] = run.read_epoch(s, p, ids)
     # Steps after which an eval-mode pass records the training set inside an epoch (record_points > 1).
     mid_points = eval_marks(steps_per_epoch, per_epoch.get("eval", 1))
 
@@ -338,6 +340,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         model.train()
         t0, loss_sum, seen, record_s = time.time(), 0.0, 0, 0.0
         recorded_rows = np.zeros(len(ids), dtype=bool)  # each example's first logits of the epoch only
+        eval_now = "eval" in recorded and tc.records_in_epoch("eval", epoch)  # no eval pass in skipped epochs
         for step, batch in enumerate(train_loader):
             batch = to_device(batch, accelerator.device)
             with accelerator.autocast():
@@ -359,7 +362,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                 loss_sum += loss.item() * batch["global_size"] / n_proc
             seen += real
             trainer["global_step"] += 1
-            if step + 1 in mid_points:  # an eval-mode recording inside the epoch; training's RNG untouched
+            if step + 1 in mid_points and eval_now:  # an eval-mode recording inside the epoch; RNG untouched
                 progress.update(force=True, phase="eval-pass")
                 t_pass = time.time()
                 with preserved_rng(accelerator.device):
@@ -390,7 +393,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             "train_loss": loss_sum / max(seen, 1),
             "train_seconds": time.time() - t0 - record_s,
         }
-        if "eval" in recorded:
+        if eval_now:
             progress.update(force=True, phase="eval-pass")
             t_pass = time.time()
             last = (epoch + 1) * per_epoch["eval"] - 1
@@ -407,14 +410,17 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             test_logits.append(predict_logits(model, loader, accelerator, len(y), n_classes))
             record[f"test_{k}_accuracy"] = float((test_logits[-1].argmax(1) == y).mean())
         trainer.update(early_stopping(trainer, record.get("dev_accuracy"), tc.early_stopping_patience))
+        if epoch < tc.skip_epochs:  # the map needs an epoch after the skipped ones: no stop before that
+            trainer["stopped_early"] = False
         trainer["epochs_done"] = epoch + 1
         history.append(record)
 
         if main:
             progress.update(force=True, phase="saving")
             for s in sources:
-                for p in range(epoch * per_epoch[s], (epoch + 1) * per_epoch[s]):
-                    run.write_epoch(s, p, train_ids, recorded[s][p])
+                if tc.records_in_epoch(s, epoch):
+                    for p in range(epoch * per_epoch[s], (epoch + 1) * per_epoch[s]):
+                        run.write_epoch(s, p, train_ids, recorded[s][p])
             if dev_loader is not None:
                 run.write_epoch("dev", epoch, dev_frame["id"].astype(str).tolist(), dev_logits)
             for k, logits_k in enumerate(test_logits):
@@ -432,11 +438,13 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
 
     if main:
         done = trainer["epochs_done"]
-        if tc.skip_epochs and done <= tc.skip_epochs:  # an early stop left fewer epochs than asked
-            run.log(f"the map leaves out {max(done - 1, 0)} epoch(s), not {tc.skip_epochs}: {done} trained")
         for s in sources:
-            logits_s = recorded[s][: done * per_epoch[s]]
-            frame = compute_metrics(logits_s, labels, ids, burn_in=tc.map_burn_in(s, len(logits_s)))
+            kept = [e for e in range(done) if tc.records_in_epoch(s, e)]
+            rows = [p for e in kept for p in range(e * per_epoch[s], (e + 1) * per_epoch[s])]
+            burn_in = tc.map_burn_in(s, rows)
+            if s == "train" and burn_in < tc.skip_epochs:
+                run.log(f"the map leaves out {burn_in} epoch(s), not {tc.skip_epochs}: {done} were trained")
+            frame = compute_metrics(recorded[s][rows], labels, ids, burn_in=burn_in)
             path = run.metrics_path("train" if s == sources[0] else s)  # the first source: the main file
             atomic_write_parquet(path, frame)
         save_pretrained_atomic(accelerator.unwrap_model(model), tokenizer, run.model_dir)
