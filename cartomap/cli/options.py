@@ -9,7 +9,6 @@ from pathlib import Path
 from cartomap.config import (
     DEMO_DEV,
     DEMO_TRAIN,
-    EXECUTORS,
     DataConfig,
     ExecutorConfig,
     ModelConfig,
@@ -355,13 +354,9 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
     """Where an experiment's runs train: --executor and the options of Ray and SLURM."""
     g = p.add_argument_group("where the runs train")
     d = ExecutorConfig()
-    g.add_argument(
-        "--executor",
-        choices=EXECUTORS,
-        default=None,
-        help="local: one run after another in this process (default); ray: one Ray task per run "
-        "(pip install 'cartomap[ray]'); slurm: one SLURM job per run (pip install 'cartomap[slurm]')",
-    )
+    from cartomap.executors import registry
+
+    g.add_argument("--executor", choices=registry.names(), default=None, help=registry.help_text())
     g.add_argument(
         "--ray-address",
         default=None,
@@ -403,7 +398,7 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
 def executor_config(a: argparse.Namespace) -> ExecutorConfig | None:
     """The ExecutorConfig of the options (None when none was given: the experiment's saved one, else
     local). CartomapError when its package is missing, before anything is created."""
-    from cartomap.executors.base import check_available
+    from cartomap.executors.registry import check_available
 
     given = {
         field: getattr(a, option)

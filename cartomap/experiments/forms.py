@@ -31,7 +31,7 @@ from cartomap.config import (
     TrainConfig,
 )
 from cartomap.errors import CartomapError, DataError, RunError
-from cartomap.executors.base import check_available
+from cartomap.executors.registry import check_available
 from cartomap.experiments import registry
 from cartomap.experiments.combination import CombinationParams, TrainingSet, training_set_names
 from cartomap.experiments.curriculum import CurriculumParams

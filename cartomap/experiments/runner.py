@@ -14,7 +14,7 @@ import time
 
 from cartomap.config import ExecutorConfig, RunConfig
 from cartomap.executors.base import Watch
-from cartomap.executors.factory import open_executor
+from cartomap.executors.registry import open_executor
 from cartomap.experiments.registry import kind_of
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.runs.store import Run, RunStore
