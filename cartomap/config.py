@@ -276,7 +276,9 @@ class ExecutorConfig:
 
     kind: str = "local"  # "local": one run after another in the experiment's process (no extra package); "ray": one Ray task per run; "slurm": one SLURM job per run (submitit)
     cpus_per_run: int = 1  # CPUs a run asks for (Ray num_cpus, SLURM cpus-per-task) and its torch threads
-    gpus_per_run: int | None = None  # None = 1 when the Ray cluster has GPUs (SLURM: 0 unless given), else 0
+    gpus_per_run: int | None = (
+        None  # None = Ray: 1 when the cluster has GPUs, else 0; SLURM: no GPU line in the job (none asked for)
+    )
     retries: int = 2  # a run whose worker died is started again this often; it resumes from its last epoch
     ray_address: str = ""  # "" = start a local Ray on this machine (all its GPUs), "auto" = the running cluster, or "ray://host:10001"
     slurm_partition: str = ""  # "" = the cluster's default partition
@@ -284,13 +286,19 @@ class ExecutorConfig:
         240  # time limit of one job (minutes); a run killed at the limit is requeued and resumes
     )
     slurm_options: tuple[str, ...] = ()  # more sbatch options as "key=value", e.g. "account=nlp", "qos=high"
+    slurm_mem_gb: int = (
+        16  # memory of one SLURM job (sbatch --mem, GB); 0 = leave --mem out (the partition's default)
+    )
+    slurm_local: bool = (
+        False  # SLURM's local stand-in: the jobs run as processes of this machine (no cluster)
+    )
 
     def __post_init__(self) -> None:
         from cartomap.errors import DataError
 
         if self.kind not in EXECUTORS:
             raise DataError(f"expected one of {', '.join(EXECUTORS)}, got {self.kind!r}", field="executor")
-        for name, low in (("cpus_per_run", 1), ("retries", 0), ("slurm_time_min", 1)):
+        for name, low in (("cpus_per_run", 1), ("retries", 0), ("slurm_time_min", 1), ("slurm_mem_gb", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise DataError(f"expected an integer >= {low}, got {value!r}", field=name)
@@ -305,6 +313,26 @@ class ExecutorConfig:
                 raise DataError(
                     f"expected a sbatch option as key=value (e.g. account=nlp), got {option!r}",
                     field="slurm_options",
+                )
+        if not isinstance(self.slurm_local, bool):
+            raise DataError(f"expected true or false, got {self.slurm_local!r}", field="slurm_local")
+        if self.slurm_local:
+            if self.kind != "slurm":
+                raise DataError("goes with the slurm executor only", field="slurm_local")
+            ignored = [
+                what
+                for what, given in (
+                    ("a partition", self.slurm_partition),
+                    ("sbatch options", self.slurm_options),
+                    ("GPUs", self.gpus_per_run),
+                )
+                if given
+            ]
+            if ignored:
+                raise DataError(
+                    "the local stand-in runs the jobs as processes of this machine, without SLURM: it would "
+                    f"ignore {' and '.join(ignored)}; leave them out, or run on a SLURM cluster",
+                    field="slurm_local",
                 )
 
     def sbatch_options(self) -> dict[str, str]:

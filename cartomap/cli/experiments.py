@@ -48,6 +48,11 @@ def cmd_experiment(a: argparse.Namespace) -> int:
         print(f"deleted experiment {exp.id} (its runs stay in the run store)")
         return 0
     executor = executor_config(a)
+    saved = executor or exp.executor()
+    if saved is not None:  # the saved executor's package and cluster, before the job starts
+        from cartomap.executors.registry import check_available
+
+        check_available(saved)
     if a.action == "start":
         start_experiment(exp, store, executor)
         print(f"experiment {exp.id} started in the background: {exp.job_log_path}")

@@ -112,6 +112,14 @@ OPTION_OF_FIELD = {
     "skip_epochs": "--skip-epochs",
     "precision": "--precision",
     "max_length": "--max-length",
+    "executor": "--executor",
+    "cpus_per_run": "--cpus-per-run",
+    "gpus_per_run": "--gpus-per-run",
+    "retries": "--retries",
+    "slurm_time_min": "--time-limit",
+    "slurm_options": "--sbatch",
+    "slurm_mem_gb": "--mem-per-run",
+    "slurm_local": "--slurm-local",
 }
 
 
@@ -347,6 +355,8 @@ EXECUTOR_OPTIONS = {
     "partition": "slurm_partition",
     "time_limit": "slurm_time_min",
     "sbatch": "slurm_options",
+    "mem_per_run": "slurm_mem_gb",
+    "slurm_local": "slurm_local",
 }
 
 
@@ -370,7 +380,7 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
         "--gpus-per-run",
         type=int,
         default=None,
-        help="GPUs of one run (default: 1 if the Ray cluster has GPUs)",
+        help="GPUs of one run (default: Ray 1 if the cluster has GPUs; SLURM none: give it on a GPU partition)",
     )
     g.add_argument(
         "--retries",
@@ -393,6 +403,21 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="an extra sbatch option, e.g. --sbatch account=nlp --sbatch qos=high (repeatable)",
     )
+    g.add_argument(
+        "--mem-per-run",
+        type=int,
+        default=None,
+        metavar="GB",
+        help=f"SLURM memory per run, sbatch --mem (default {d.slurm_mem_gb} GB; 0 = the partition's default)",
+    )
+    g.add_argument(
+        "--slurm-local",
+        action="store_const",
+        const=True,
+        default=None,
+        help="without a SLURM cluster: run the SLURM executor's jobs as processes of this machine "
+        "(submitit's local executor; for trying it out). Without this, --executor slurm needs sbatch and srun",
+    )
 
 
 def executor_config(a: argparse.Namespace) -> ExecutorConfig | None:
@@ -413,7 +438,8 @@ def executor_config(a: argparse.Namespace) -> ExecutorConfig | None:
             "ray"
             if "ray_address" in given
             else "slurm"
-            if {"slurm_partition", "slurm_time_min", "slurm_options"} & set(given)
+            if {"slurm_partition", "slurm_time_min", "slurm_options", "slurm_mem_gb", "slurm_local"}
+            & set(given)
             else None
         )
         if kind is None:

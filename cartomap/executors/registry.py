@@ -106,6 +106,12 @@ def _open_slurm(config: ExecutorConfig, root: Path, log_dir: Path) -> Executor:
     return SlurmExecutor(config, root, log_dir)
 
 
+def _check_slurm(config: ExecutorConfig) -> None:
+    from cartomap.executors.slurm import check_slurm
+
+    check_slurm(config)
+
+
 register(ExecutorEntry("local", "one run after another in this process (the default)", _open_local))
 register(
     ExecutorEntry(
@@ -123,5 +129,7 @@ register(
         _open_slurm,
         package="submitit",
         extra="slurm",
+        check=_check_slurm,
+        stand_in=("--slurm-local",),
     )
 )

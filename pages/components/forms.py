@@ -211,6 +211,20 @@ def executor_form(prefix: str) -> dict:
             values["sbatch"] = st.text_input(
                 "Extra sbatch options", placeholder="account=nlp, qos=high", **kept(f"{prefix}_sbatch", "")
             )
+            c1, c2 = st.columns(2)
+            values["slurm_mem_gb"] = c1.number_input(
+                "Memory per run (GB; 0 = the partition's default)",
+                0,
+                4096,
+                step=4,
+                **kept(f"{prefix}_mem", d.slurm_mem_gb),
+            )
+            values["slurm_local"] = c2.checkbox(
+                "No SLURM here: run the jobs on this machine (local stand-in)",
+                help="submitit's local executor, for trying it out; partition, sbatch options and GPUs "
+                "must be left empty",
+                **kept(f"{prefix}_slurm_local", False),
+            )
         st.caption(
             "Every worker must see the run store: on a cluster set CARTOMAP_CACHE to a folder on a shared "
             "filesystem, the same path on every node (checked when the experiment starts)."
