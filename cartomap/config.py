@@ -280,7 +280,10 @@ class ExecutorConfig:
         None  # None = Ray: 1 when the cluster has GPUs, else 0; SLURM: no GPU line in the job (none asked for)
     )
     retries: int = 2  # a run whose worker died is started again this often; it resumes from its last epoch
-    ray_address: str = ""  # "" = start a local Ray on this machine (all its GPUs), "auto" = the running cluster, or "ray://host:10001"
+    ray_address: str = ""  # "" = RAY_ADDRESS when set, else start a local Ray on this machine (all its GPUs); "auto" = the running cluster, "HOST:6379", or "ray://host:10001"
+    connect_timeout_s: int = (
+        20  # how long the Ray cluster's address may take to answer before the experiment stops
+    )
     slurm_partition: str = ""  # "" = the cluster's default partition
     slurm_time_min: int = (
         240  # time limit of one job (minutes); a run killed at the limit is requeued and resumes
@@ -298,7 +301,13 @@ class ExecutorConfig:
 
         if self.kind not in EXECUTORS:
             raise DataError(f"expected one of {', '.join(EXECUTORS)}, got {self.kind!r}", field="executor")
-        for name, low in (("cpus_per_run", 1), ("retries", 0), ("slurm_time_min", 1), ("slurm_mem_gb", 0)):
+        for name, low in (
+            ("cpus_per_run", 1),
+            ("retries", 0),
+            ("slurm_time_min", 1),
+            ("slurm_mem_gb", 0),
+            ("connect_timeout_s", 1),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise DataError(f"expected an integer >= {low}, got {value!r}", field=name)

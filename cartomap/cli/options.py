@@ -120,6 +120,7 @@ OPTION_OF_FIELD = {
     "slurm_options": "--sbatch",
     "slurm_mem_gb": "--mem-per-run",
     "slurm_local": "--slurm-local",
+    "connect_timeout_s": "--connect-timeout",
 }
 
 
@@ -357,6 +358,7 @@ EXECUTOR_OPTIONS = {
     "sbatch": "slurm_options",
     "mem_per_run": "slurm_mem_gb",
     "slurm_local": "slurm_local",
+    "connect_timeout": "connect_timeout_s",
 }
 
 
@@ -370,8 +372,16 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--ray-address",
         default=None,
-        help="Ray cluster to join: auto (the one `ray start` made here) or ray://HOST:10001; "
-        "default: start a local Ray for this experiment (all GPUs of this machine)",
+        help="Ray cluster to join: auto (the one `ray start` made here), HOST:6379 or ray://HOST:10001 "
+        '(Ray Client: pip install "ray[client]"); default: $RAY_ADDRESS when set (its address and size are '
+        "printed), else a local Ray started for this experiment (127.0.0.1, all GPUs of this machine)",
+    )
+    g.add_argument(
+        "--connect-timeout",
+        type=int,
+        default=None,
+        metavar="S",
+        help=f"seconds the Ray cluster's address may take to answer (default {d.connect_timeout_s})",
     )
     g.add_argument(
         "--cpus-per-run", type=int, default=None, help=f"CPUs (threads) of one run (default {d.cpus_per_run})"
@@ -436,7 +446,7 @@ def executor_config(a: argparse.Namespace) -> ExecutorConfig | None:
     if kind is None:
         kind = (
             "ray"
-            if "ray_address" in given
+            if {"ray_address", "connect_timeout_s"} & set(given)
             else "slurm"
             if {"slurm_partition", "slurm_time_min", "slurm_options", "slurm_mem_gb", "slurm_local"}
             & set(given)

@@ -106,6 +106,12 @@ def _open_slurm(config: ExecutorConfig, root: Path, log_dir: Path) -> Executor:
     return SlurmExecutor(config, root, log_dir)
 
 
+def _check_ray(config: ExecutorConfig) -> None:
+    from cartomap.executors.ray_tasks import check_ray
+
+    check_ray(config)
+
+
 def _check_slurm(config: ExecutorConfig) -> None:
     from cartomap.executors.slurm import check_slurm
 
@@ -120,6 +126,7 @@ register(
         _open_ray,
         package="ray",
         extra="ray",
+        check=_check_ray,
     )
 )
 register(
