@@ -277,3 +277,33 @@ def test_the_same_prune_in_two_stores_gives_the_same_run_ids(data, tiny_model, t
         assert all(str(tmp_path / name) in c.data.path for role, c in planned if role != "model0")
         ids.append({role: prepare_run(config, store.runs).id for role, config in planned})
     assert ids[0] == ids[1] and len(ids[0]) == 4
+
+
+# --------------------------------------------------------------------------- following it
+def test_experiment_show_gives_each_roles_run_state_and_epoch(data, tiny_model, tmp_path):
+    """While another process trains (here: one run held by this test at epoch 1 of 2), `experiment
+    show` reads each run's own status."""
+    from cartomap.experiments.pruning import PruningKind
+    from cartomap.training.prepare import prepare_run
+
+    exp, store = pruning(tmp_path / "cache", data, tiny_model)
+    runs = {}
+    for role, config in PruningKind().planned_runs(exp, store.runs):
+        runs[role] = prepare_run(config, store.runs)
+        exp.record_run(role, runs[role].id)
+    busy = runs["fold_1"]
+    with busy.acquire_lock():
+        busy.set_status(
+            state="running", epoch=1, epochs=2, step=3, steps_per_epoch=4, worker_host="node7", worker_pid=42
+        )
+        code, out, _ = run_cli("--cache", str(tmp_path / "cache"), "experiment", "show", exp.id)
+    assert code == 0
+    lines = {
+        " ".join(line.split()[:2]): line for line in out.splitlines() if line.strip().startswith("Model")
+    }
+    assert "running" in lines["Model F1"] and "1/2" in lines["Model F1"] and "3/4" in lines["Model F1"]
+    assert "node7:42" in lines["Model F1"]
+    assert (
+        "queued" in lines["Model F0"] and "running" in out.splitlines()[0] or "queued" in out.splitlines()[0]
+    )
+    assert out.startswith("experiment ") and exp.id in out.splitlines()[0]
