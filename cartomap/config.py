@@ -125,6 +125,7 @@ class TrainConfig:
     precision: str = (
         "auto"  # auto = bf16 (or fp16) autocast on CUDA, fp32 elsewhere; or "fp32", "bf16", "fp16"
     )
+    processes: int = 1  # processes training the run (torchrun / accelerate launch): dropout masks follow how each batch is split, so a run in N > 1 processes is another run (part of the identity when > 1)
 
     def __post_init__(self) -> None:
         """Every value checked before any run exists: a DataError naming the field, the value and the
@@ -143,6 +144,7 @@ class TrainConfig:
         _whole("record_points", self.record_points, 1, 100)
         _whole("skip_epochs", self.skip_epochs, 0, self.epochs - 1)
         _choice("precision", self.precision, PRECISIONS)
+        _whole("processes", self.processes, 1, 100_000)
         for name in ("group_by_length", "save_checkpoints"):
             _choice(name, getattr(self, name), (True, False))
 
@@ -220,7 +222,7 @@ class OriginConfig:
 _NOT_IDENTITY = {"device"}
 # Fields added after the first release: left out of the identity at their default, so runs that do not
 # use them keep their ids.
-_LATER_TRAIN_FIELDS = {"record_points": 1, "skip_epochs": 0}
+_LATER_TRAIN_FIELDS = {"record_points": 1, "skip_epochs": 0, "processes": 1}
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,7 @@ def _config_from_args(a: argparse.Namespace) -> RunConfig:
         save_checkpoints=a.save_checkpoints,
         device=a.device,
         precision=a.precision,
+        processes=launched_processes(),
     )
     tests = tuple(data_config(a, path, None) for path in a.test)
     fractions, steps = stage_options(a)
@@ -205,6 +206,16 @@ def _config_from_args(a: argparse.Namespace) -> RunConfig:
         tests=tests,
         name=a.name,
     )
+
+
+def launched_processes() -> int:
+    """How many processes torchrun / accelerate launch started for this command (WORLD_SIZE; 1 alone)."""
+    import os
+
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
 
 
 def add_schedule_arguments(g) -> None:
