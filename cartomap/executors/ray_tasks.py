@@ -37,15 +37,10 @@ def pin_loopback() -> None:
 
     Ray binds its servers to the node's address; on Linux it takes the loopback address only when it
     believes clusters are off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), read when ``ray`` is first
-    imported: so this must run before that import (RuntimeError if ``ray`` was imported without it)."""
+    imported: so this must run before that import (:class:`RayExecutor` calls it first thing)."""
     if "ray" not in sys.modules:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
-        raise RuntimeError(
-            "ray was imported before cartomap could pin a local Ray to 127.0.0.1; "
-            "set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 before importing ray"
-        )
 
 
 def start_local_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
