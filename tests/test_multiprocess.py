@@ -11,6 +11,7 @@ hand to give the same run (README, "Running on a cluster").
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -173,9 +174,13 @@ def test_two_processes_record_every_example_once_and_match_one_process(setup, ca
     assert "done" in results[0].stdout and results[1].stdout.strip() == ""  # rank 0 reports, alone
 
     (one,) = RunStore(tmp / "one").list()
-    runs = [p.name for p in (tmp / "two" / "runs").iterdir()]
-    assert runs == [one.id]  # one run, the same id, no temporary folder left behind
-    two = RunStore(tmp / "two").get(one.id)
+    (two,) = RunStore(tmp / "two").list()
+    assert [p.name for p in (tmp / "two" / "runs").iterdir()] == [two.id]  # no temporary folder left behind
+    # the process count is part of the run (dropout masks follow the split, see the test below); at 1 it
+    # is left out of the identity, so single-process ids are those of before
+    assert one.config.train.processes == 1 and "processes" not in one.config.identity()["train"]
+    assert two.config == one.config.replace(train=dataclasses.replace(one.config.train, processes=2))
+    assert two.id != one.id
     assert two.state == "done" and "(2 process(es))" in two.log_path.read_text()
 
     ids = two.examples()["id"].astype(str)
@@ -199,3 +204,32 @@ def test_two_processes_record_every_example_once_and_match_one_process(setup, ca
     assert list(m1["id"]) == list(m2["id"]) and list(m1["region"]) == list(m2["region"])
     for column in ("confidence", "variability", "correctness"):
         assert np.abs(m1[column] - m2[column]).max() < tolerance, column
+
+
+def test_with_dropout_two_processes_train_another_run(setup, tiny_model, capsys):
+    """Dropout on (the tiny model's 0.1): each process draws the masks of its share of a batch, so two
+    processes do not compute what one does. Hence a run in two processes has an id of its own, and a
+    run cannot be resumed with another process count."""
+    tmp, args = setup
+    args = [*args]
+    args[args.index("--model") + 1] = tiny_model
+    args[args.index("--epochs") + 1] = "1"
+    assert cli_main(["--cache", str(tmp / "drop-one"), *args]) == 0
+    capsys.readouterr()
+    results = two_processes(tmp / "drop-two", args, tmp / "rendezvous-dropout")
+    assert [r.returncode for r in results] == [0, 0], "\n".join(r.stdout[-3000:] for r in results)
+    (one,) = RunStore(tmp / "drop-one").list()
+    (two,) = RunStore(tmp / "drop-two").list()
+    _, a = one.dynamics("train")
+    _, b = two.dynamics("train")
+    assert np.abs(a - b).max() > 1e-3  # not float rounding: another computation
+    assert one.id != two.id and two.config.train.processes == 2
+    # the 2-process run's config trained in one process: refused, not silently another computation
+    from cartomap.training.loop import train_run
+    from cartomap.training.prepare import prepare_run
+
+    again = prepare_run(two.config, RunStore(tmp / "drop-three"))
+    assert again.id == two.id
+    with pytest.raises(RunError, match=r"trains in 2 process\(es\) and this launch has 1"):
+        train_run(again)
+    assert len(again.history()) == 0

@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
             err = option_error(err)  # a config field's refusal names the option that set it
         print(f"cartomap: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("cartomap: interrupted; run the same command again to resume", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(f"cartomap: {err or 'interrupted; run the same command again to resume'}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return broken_pipe()

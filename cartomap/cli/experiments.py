@@ -37,7 +37,7 @@ def cmd_experiment(a: argparse.Namespace) -> int:
         raise RunError(f"`cartomap experiment {a.action}` needs an experiment id")
     exp = store.get(a.experiment)
     if a.action == "show":
-        print(json.dumps({"spec": exp.spec, "status": exp.status(), "runs": exp.run_ids()}, indent=2))
+        show_experiment(exp, store, as_json=a.json)
         return 0
     if a.action == "cancel":
         exp.request_cancel()
@@ -48,11 +48,47 @@ def cmd_experiment(a: argparse.Namespace) -> int:
         print(f"deleted experiment {exp.id} (its runs stay in the run store)")
         return 0
     executor = executor_config(a)
+    saved = executor or exp.executor()
+    if saved is not None:  # the saved executor's package and cluster, before the job starts
+        from cartomap.executors.registry import check_available
+
+        check_available(saved)
     if a.action == "start":
         start_experiment(exp, store, executor)
         print(f"experiment {exp.id} started in the background: {exp.job_log_path}")
         return 0
     return run_in_foreground(exp, store, as_job=a.job, executor=executor)
+
+
+def show_experiment(exp, store, as_json: bool = False) -> None:
+    """The experiment's state, and each role's run with its state and progress (epoch k/E, step,
+    loss, time left, worker) from the runs' own status: right while another process trains them."""
+    from cartomap.experiments.forms import runs_progress_table
+
+    status = exp.status()
+    table = runs_progress_table(exp, store.runs)
+    if as_json:
+        progress = table.to_dict(orient="records")
+        print(
+            json.dumps(
+                {"spec": exp.spec, "status": status, "runs": exp.run_ids(), "progress": progress}, indent=2
+            )
+        )
+        return
+    executor = exp.executor()
+    print(
+        f"experiment {printable(exp.label)}: {status.get('state')}, {status.get('phase') or ''}".rstrip(", ")
+    )
+    if executor is not None:
+        where = f" ({executor.ray_address})" if executor.kind == "ray" and executor.ray_address else ""
+        print(f"executor: {executor.kind}{where}")
+    if status.get("error"):
+        print(f"error: {printable(status['error'])}")
+    if len(table):
+        table["model"] = table["model"].map(printable)
+        print(table.to_string(index=False))
+    else:
+        print("no runs planned yet")
 
 
 def run_in_foreground(exp, store, as_job: bool = False, executor=None) -> int:
@@ -354,6 +390,7 @@ def add_commands(sub) -> None:
     ex.add_argument("experiment", nargs="?", help="experiment id, id prefix or name")
     ex.add_argument("--job", action="store_true", help=argparse.SUPPRESS)
     add_executor_arguments(ex)
+    ex.add_argument("--json", action="store_true", help="show: spec, status, runs and their progress as JSON")
     ex.set_defaults(func=cmd_experiment)
 
     nb = sub.add_parser(

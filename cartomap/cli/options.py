@@ -9,7 +9,6 @@ from pathlib import Path
 from cartomap.config import (
     DEMO_DEV,
     DEMO_TRAIN,
-    EXECUTORS,
     DataConfig,
     ExecutorConfig,
     ModelConfig,
@@ -133,6 +132,15 @@ OPTION_OF_FIELD = {
     "skip_epochs": "--skip-epochs",
     "precision": "--precision",
     "max_length": "--max-length",
+    "executor": "--executor",
+    "cpus_per_run": "--cpus-per-run",
+    "gpus_per_run": "--gpus-per-run",
+    "retries": "--retries",
+    "slurm_time_min": "--time-limit",
+    "slurm_options": "--sbatch",
+    "slurm_mem_gb": "--mem-per-run",
+    "slurm_local": "--slurm-local",
+    "connect_timeout_s": "--connect-timeout",
 }
 
 
@@ -196,6 +204,7 @@ def _config_from_args(a: argparse.Namespace) -> RunConfig:
         save_checkpoints=a.save_checkpoints,
         device=a.device,
         precision=a.precision,
+        processes=launched_processes(),
     )
     tests = tuple(data_config(a, path, None) for path in a.test)
     fractions, steps = stage_options(a)
@@ -217,6 +226,16 @@ def _config_from_args(a: argparse.Namespace) -> RunConfig:
         tests=tests,
         name=a.name,
     )
+
+
+def launched_processes() -> int:
+    """How many processes torchrun / accelerate launch started for this command (WORLD_SIZE; 1 alone)."""
+    import os
+
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
 
 
 def add_schedule_arguments(g) -> None:
@@ -368,6 +387,9 @@ EXECUTOR_OPTIONS = {
     "partition": "slurm_partition",
     "time_limit": "slurm_time_min",
     "sbatch": "slurm_options",
+    "mem_per_run": "slurm_mem_gb",
+    "slurm_local": "slurm_local",
+    "connect_timeout": "connect_timeout_s",
 }
 
 
@@ -375,18 +397,22 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
     """Where an experiment's runs train: --executor and the options of Ray and SLURM."""
     g = p.add_argument_group("where the runs train")
     d = ExecutorConfig()
-    g.add_argument(
-        "--executor",
-        choices=EXECUTORS,
-        default=None,
-        help="local: one run after another in this process (default); ray: one Ray task per run "
-        "(pip install 'cartomap[ray]'); slurm: one SLURM job per run (pip install 'cartomap[slurm]')",
-    )
+    from cartomap.executors import registry
+
+    g.add_argument("--executor", choices=registry.names(), default=None, help=registry.help_text())
     g.add_argument(
         "--ray-address",
         default=None,
-        help="Ray cluster to join: auto (the one `ray start` made here) or ray://HOST:10001; "
-        "default: start a local Ray for this experiment (all GPUs of this machine)",
+        help="Ray cluster to join: auto (the one `ray start` made here), HOST:6379 or ray://HOST:10001 "
+        '(Ray Client: pip install "ray[client]"); default: $RAY_ADDRESS when set (its address and size are '
+        "printed), else a local Ray started for this experiment (127.0.0.1, all GPUs of this machine)",
+    )
+    g.add_argument(
+        "--connect-timeout",
+        type=int,
+        default=None,
+        metavar="S",
+        help=f"seconds the Ray cluster's address may take to answer (default {d.connect_timeout_s})",
     )
     g.add_argument(
         "--cpus-per-run", type=int, default=None, help=f"CPUs (threads) of one run (default {d.cpus_per_run})"
@@ -395,7 +421,7 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
         "--gpus-per-run",
         type=int,
         default=None,
-        help="GPUs of one run (default: 1 if the Ray cluster has GPUs)",
+        help="GPUs of one run (default: Ray 1 if the cluster has GPUs; SLURM none: give it on a GPU partition)",
     )
     g.add_argument(
         "--retries",
@@ -418,12 +444,27 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="an extra sbatch option, e.g. --sbatch account=nlp --sbatch qos=high (repeatable)",
     )
+    g.add_argument(
+        "--mem-per-run",
+        type=int,
+        default=None,
+        metavar="GB",
+        help=f"SLURM memory per run, sbatch --mem (default {d.slurm_mem_gb} GB; 0 = the partition's default)",
+    )
+    g.add_argument(
+        "--slurm-local",
+        action="store_const",
+        const=True,
+        default=None,
+        help="without a SLURM cluster: run the SLURM executor's jobs as processes of this machine "
+        "(submitit's local executor; for trying it out). Without this, --executor slurm needs sbatch and srun",
+    )
 
 
 def executor_config(a: argparse.Namespace) -> ExecutorConfig | None:
     """The ExecutorConfig of the options (None when none was given: the experiment's saved one, else
     local). CartomapError when its package is missing, before anything is created."""
-    from cartomap.executors.base import check_available
+    from cartomap.executors.registry import check_available
 
     given = {
         field: getattr(a, option)
@@ -436,9 +477,10 @@ def executor_config(a: argparse.Namespace) -> ExecutorConfig | None:
     if kind is None:
         kind = (
             "ray"
-            if "ray_address" in given
+            if {"ray_address", "connect_timeout_s"} & set(given)
             else "slurm"
-            if {"slurm_partition", "slurm_time_min", "slurm_options"} & set(given)
+            if {"slurm_partition", "slurm_time_min", "slurm_options", "slurm_mem_gb", "slurm_local"}
+            & set(given)
             else None
         )
         if kind is None:

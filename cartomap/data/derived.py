@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DataConfig
+from cartomap.config import DERIVED_FOLDER, DataConfig
 from cartomap.data.loading import TextDataset, load_dataset
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_parquet
@@ -28,7 +28,7 @@ def to_frame(dataset: TextDataset) -> pd.DataFrame:
 
 def save_dataset(dataset: TextDataset, cache: str | Path, name: str = "") -> DataConfig:
     """Write ``dataset`` to ``<cache>/datasets/<fingerprint[:16]>.parquet`` (once) and return its DataConfig."""
-    folder = Path(cache) / "datasets"
+    folder = Path(cache) / DERIVED_FOLDER
     path = folder / f"{dataset.fingerprint()[:16]}.parquet"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)

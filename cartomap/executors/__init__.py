@@ -12,5 +12,6 @@ store, so every executor gives the same runs and results; only the place and the
   (``pip install 'cartomap[slurm]'``); without ``srun`` submitit runs the jobs as local processes.
 
 :mod:`.worker` is what a Ray task or SLURM job runs; :mod:`.base` holds the contract and the
-install check; :mod:`.factory` opens the executor of an :class:`cartomap.config.ExecutorConfig`.
+install check; :mod:`.registry` names them (opener, one-line description, package) and opens the executor of an
+:class:`cartomap.config.ExecutorConfig`.
 """

@@ -1,4 +1,4 @@
-"""The executor contract, and the install check of the optional ones (:mod:`.factory` opens one).
+"""The executor contract (:mod:`.registry` lists the executors, checks their packages and opens one).
 
 An executor trains a batch of runs and returns when every one of them has stopped::
 
@@ -14,19 +14,13 @@ A run's own failure is in its status (``run.state``, ``run.status()["error"]``);
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from cartomap.config import ExecutorConfig
-from cartomap.errors import CartomapError
 from cartomap.runs.store import Run
 
 POLL_S = 1.0  # how often a parallel executor looks at its runs and at the experiment's cancel flag
-
-#: The package each optional executor needs, and the extra that installs it.
-PACKAGES = {"ray": ("ray", "ray"), "slurm": ("submitit", "slurm")}
 
 
 @dataclass(frozen=True)
@@ -45,18 +39,6 @@ class Executor(Protocol):
     def train(self, batch: list[tuple[str, Run]], watch: Watch) -> dict[str, str]: ...
 
     def close(self) -> None: ...
-
-
-def check_available(config: ExecutorConfig) -> None:
-    """CartomapError saying how to install the package an executor needs, when it is missing."""
-    if config.kind not in PACKAGES:
-        return
-    package, extra = PACKAGES[config.kind]
-    if importlib.util.find_spec(package) is None:
-        raise CartomapError(
-            f"--executor {config.kind} needs {package}, an optional extra: "
-            f"pip install 'cartomap[{extra}]' (or pip install {package})"
-        )
 
 
 def unfinished(run: Run) -> bool:

@@ -16,12 +16,15 @@ experiment (one machine, all its GPUs; it listens on 127.0.0.1 only) and stopped
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import os
+import socket
 import sys
 from pathlib import Path
 
 from cartomap.config import ExecutorConfig
-from cartomap.errors import RunError
+from cartomap.errors import CartomapError, RunError
 from cartomap.executors.base import POLL_S, Watch
 from cartomap.executors.worker import probe_store, train_in_worker, write_probe
 from cartomap.runs.store import Run
@@ -29,15 +32,21 @@ from cartomap.runs.store import Run
 PROBE_TIMEOUT_S = 300  # a node busy with other work may take a while to run the probe
 
 
-def start_local_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
-    """Start a Ray instance on this machine that listens on 127.0.0.1 only, with no dashboard.
+def pin_loopback() -> None:
+    """Make a Ray started by this process listen on 127.0.0.1 only.
 
     Ray binds its servers to the node's address; on Linux it takes the loopback address only when it
     believes clusters are off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), read when ``ray`` is first
-    imported: so the variable is set here, before that import."""
+    imported: so this must run before that import (:class:`RayExecutor` calls it first thing)."""
     if "ray" not in sys.modules:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+def start_local_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
+    """Start a Ray instance on this machine that listens on 127.0.0.1 only, with no dashboard
+    (:func:`pin_loopback` first: before ``ray`` is imported)."""
+    pin_loopback()
     import ray
 
     ray.init(
@@ -79,17 +88,74 @@ def check_shared_store(root: Path) -> list[str]:
     return sorted({host for host, _ in results})
 
 
+def ray_address(config: ExecutorConfig) -> tuple[str, str]:
+    """(the address Ray will join, where it came from): ``--ray-address``, else ``RAY_ADDRESS`` (which
+    ``ray.init`` would read silently), else "" (a local Ray is started)."""
+    if config.ray_address:
+        return config.ray_address, "--ray-address"
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    return (env, "RAY_ADDRESS") if env else ("", "")
+
+
+def check_ray(config: ExecutorConfig) -> None:
+    """Before anything is created: Ray Client's package, and that the cluster's address answers
+    (a TCP connection within ``connect_timeout_s``; a wrong address would make ``ray.init`` wait)."""
+    address, source = ray_address(config)
+    given = f"--ray-address {address}" if source == "--ray-address" else f"RAY_ADDRESS={address}"
+    if address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
+        raise CartomapError(
+            f'{given}: Ray Client needs ray\'s "client" extra: pip install "ray[client]" '
+            "(or pip install 'cartomap[ray]')"
+        )
+    host_port = address.removeprefix("ray://")
+    if not address or address in ("auto", "local") or ":" not in host_port:
+        return
+    host, _, port = host_port.rpartition(":")
+    if not port.isdigit():
+        raise CartomapError(f"{given}: expected auto, HOST:PORT or ray://HOST:PORT")
+    timeout = config.connect_timeout_s
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        why = "no answer" if isinstance(err, TimeoutError) else (err.strerror or type(err).__name__)
+        raise CartomapError(
+            f"{given}: cannot reach the Ray cluster at {host_port} within {timeout} s ({why}); "
+            "check the address and that `ray start --head` runs there (--connect-timeout to wait longer)"
+        ) from None
+
+
+def check_resources(config: ExecutorConfig, gpus: int) -> None:
+    """CartomapError when no alive node of the cluster can ever hold one run (its tasks would wait
+    forever): the CPUs and GPUs per run against each node's."""
+    import ray
+
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    if any(n.get("CPU", 0) >= config.cpus_per_run and n.get("GPU", 0) >= gpus for n in nodes):
+        return
+    have = ", ".join(f"{n.get('CPU', 0):g} CPUs and {n.get('GPU', 0):g} GPUs" for n in nodes) or "no node"
+    raise CartomapError(
+        f"a run asks for {config.cpus_per_run} CPU(s) and {gpus} GPU(s) (--cpus-per-run, --gpus-per-run), "
+        f"but no node of the Ray cluster has that ({have}): it would wait forever"
+    )
+
+
 class RayExecutor:
     name = "ray"
 
     def __init__(self, config: ExecutorConfig, store_root: Path):
+        address, source = ray_address(config)
+        if not address:
+            pin_loopback()  # before ray is imported: a local Ray listens on 127.0.0.1 only
+        check_ray(config)
         import ray
 
-        self.config, self.root = config, store_root
+        self.root = store_root
+        self.config = dataclasses.replace(config, ray_address=address) if source == "RAY_ADDRESS" else config
         self.started_ray = False
         if not ray.is_initialized():
-            if config.ray_address:
-                ray.init(address=config.ray_address, configure_logging=False)
+            if address:
+                ray.init(address=address, configure_logging=False)
             else:
                 start_local_ray()
             self.started_ray = True
@@ -97,13 +163,19 @@ class RayExecutor:
             resources = ray.cluster_resources()
             gpus = config.gpus_per_run
             self.gpus = gpus if gpus is not None else (1 if resources.get("GPU", 0) >= 1 else 0)
+            check_resources(config, self.gpus)
             self.hosts = check_shared_store(store_root)
         except BaseException:
             self.close()
             raise
+        where = (
+            f"the cluster at {address} (from {source})"
+            if address
+            else "a local Ray on 127.0.0.1 started for this experiment"
+        )
         self.describe = (
             f"Ray: {len(self.hosts)} node(s), {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs; "
-            f"{self.config.cpus_per_run} CPU(s) and {self.gpus} GPU(s) per run"
+            f"{self.config.cpus_per_run} CPU(s) and {self.gpus} GPU(s) per run; {where}"
         )
 
     def train(self, batch: list[tuple[str, Run]], watch: Watch) -> dict[str, str]:

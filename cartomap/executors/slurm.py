@@ -7,8 +7,13 @@ checkpointable) and resumes its run from the last completed epoch; a job that di
 submitted again, ``retries`` times. Cancelling the experiment sets each run's cancel flag (running
 jobs stop after their current step) and cancels jobs that are still waiting in the queue.
 
-Where ``srun`` is absent submitit runs the jobs as local processes (its "local" executor): the same
-code path, without a cluster; the tests use it.
+The job asks for ``--cpus-per-task``, ``--mem`` (``slurm_mem_gb``, 16 GB by default), the time limit,
+and GPUs only when ``gpus_per_run`` is given (``--gpus-per-node``): on a GPU partition, give it.
+:func:`job_text` is the sbatch file a job gets, written without submitting anything.
+
+Without SLURM (no ``sbatch``/``srun`` on the PATH) the executor refuses to start, unless the config
+asks for the local stand-in (``slurm_local``, ``--slurm-local``): submitit's "local" executor runs the
+jobs as processes of this machine, the same code path without a cluster (the tests use it).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 import submitit
 
 from cartomap.config import ExecutorConfig
+from cartomap.errors import CartomapError
 from cartomap.executors.base import POLL_S, Watch, unfinished
 from cartomap.executors.worker import train_in_worker
 from cartomap.runs.store import Run
@@ -34,34 +40,66 @@ class TrainJob(submitit.helpers.Checkpointable):
         return train_in_worker(run_path, threads, cwd)
 
 
-def cluster_name() -> str:
-    """ "slurm" where srun is on the PATH, else "local" (jobs as local processes)."""
-    return "slurm" if shutil.which("srun") else "local"
+def has_slurm() -> bool:
+    """Whether this machine can submit SLURM jobs (``sbatch`` and ``srun`` on the PATH)."""
+    return bool(shutil.which("sbatch") and shutil.which("srun"))
+
+
+def check_slurm(config: ExecutorConfig) -> None:
+    """CartomapError, before anything is created, when SLURM is asked for on a machine without it."""
+    if not config.slurm_local and not has_slurm():
+        raise CartomapError(
+            "--executor slurm: no sbatch/srun on the PATH, this is not a SLURM login node. Run it there, "
+            "or add --slurm-local to run the jobs as processes of this machine (no cluster)"
+        )
+
+
+def job_parameters(config: ExecutorConfig) -> dict:
+    """The sbatch parameters of one job (submitit's names): GPUs only when asked for, memory unless 0."""
+    params = dict(
+        job_name="cartomap",
+        time=config.slurm_time_min,
+        cpus_per_task=config.cpus_per_run,
+        gpus_per_node=config.gpus_per_run or None,
+        mem=f"{config.slurm_mem_gb}GB" if config.slurm_mem_gb else None,
+        partition=config.slurm_partition or None,
+        additional_parameters=config.sbatch_options() or None,
+    )
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def job_text(
+    config: ExecutorConfig, log_dir: Path, command: str = "python -u -m submitit.core._submit"
+) -> str:
+    """The sbatch file a job of ``config`` gets (submitit writes the same text), submitted nowhere."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    return _make_sbatch_string(command=command, folder=Path(log_dir) / "%j", **job_parameters(config))
 
 
 class SlurmExecutor:
     name = "slurm"
 
     def __init__(self, config: ExecutorConfig, store_root: Path, log_dir: Path):
+        check_slurm(config)
         self.config, self.root = config, store_root
-        self.cluster = cluster_name()
-        self.executor = submitit.AutoExecutor(folder=log_dir / "%j", cluster=self.cluster)
+        self.cluster = "local" if config.slurm_local else "slurm"
+        if self.cluster == "slurm":
+            self.executor = submitit.SlurmExecutor(folder=log_dir / "%j")
+            self.executor.update_parameters(**job_parameters(config))
+        else:
+            self.executor = submitit.LocalExecutor(folder=log_dir / "%j")
+            self.executor.update_parameters(timeout_min=config.slurm_time_min)
         gpus = config.gpus_per_run or 0
-        params = dict(
-            name="cartomap",
-            timeout_min=config.slurm_time_min,
-            cpus_per_task=config.cpus_per_run,
-            gpus_per_node=gpus,
-            slurm_additional_parameters=config.sbatch_options() or None,
-            slurm_partition=config.slurm_partition or None,
-        )
-        self.executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
-        where = (
-            "SLURM"
-            if self.cluster == "slurm"
-            else "local processes (no srun here: submitit's local executor)"
-        )
-        self.describe = f"{where}; {config.cpus_per_run} CPU(s) and {gpus} GPU(s) per run, jobs in {log_dir}"
+        if self.cluster == "slurm":
+            memory = f"{config.slurm_mem_gb} GB" if config.slurm_mem_gb else "the partition's default memory"
+            where = f"SLURM; {config.cpus_per_run} CPU(s), {gpus} GPU(s) and {memory} per run"
+        else:
+            where = (
+                "SLURM's local stand-in (--slurm-local): the jobs run as local processes of this machine, "
+                f"no cluster; {config.cpus_per_run} CPU(s) per run, memory not limited"
+            )
+        self.describe = f"{where}, jobs in {log_dir}"
 
     def submit(self, runs: list[tuple[str, Run]]) -> list:
         """One job per run, submitted together as a job array."""

@@ -31,7 +31,7 @@ from cartomap.config import (
     TrainConfig,
 )
 from cartomap.errors import CartomapError, DataError, RunError
-from cartomap.executors.base import check_available
+from cartomap.executors.registry import check_available
 from cartomap.experiments import registry
 from cartomap.experiments.combination import CombinationParams, TrainingSet, training_set_names
 from cartomap.experiments.curriculum import CurriculumParams
@@ -376,6 +376,8 @@ def build_executor_config(
     slurm_partition: str = "",
     slurm_time_min: int = 240,
     sbatch: str = "",
+    slurm_mem_gb: int = 16,
+    slurm_local: bool = False,
 ) -> ExecutorConfig:
     """The executor form's values as a checked ExecutorConfig. ``gpus_per_run`` None or < 0 = automatic;
     ``sbatch``: extra sbatch options separated by commas or spaces ("account=nlp, qos=high" or
@@ -391,6 +393,8 @@ def build_executor_config(
         slurm_options=tuple(re.split(r"[,\s]+", sbatch.strip()))
         if kind == "slurm" and sbatch.strip()
         else (),
+        slurm_mem_gb=int(slurm_mem_gb),
+        slurm_local=bool(slurm_local) and kind == "slurm",
     )
     check_available(config)
     return config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from cartomap.config import ExecutorConfig
-from cartomap.executors.base import check_available
+from cartomap.executors.registry import check_available
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.runs import jobs
 

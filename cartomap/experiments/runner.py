@@ -10,11 +10,14 @@ waited for, so extra workers can share the grid. Kinds: :mod:`cartomap.experimen
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 
 from cartomap.config import ExecutorConfig, RunConfig
 from cartomap.executors.base import Watch
-from cartomap.executors.factory import open_executor
+from cartomap.executors.registry import open_executor
 from cartomap.experiments.registry import kind_of
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.runs.store import Run, RunStore
@@ -34,14 +37,42 @@ def run_experiment(
 
     ``executor``: where the runs train; saved with the experiment, so a resume uses it again. None =
     the one saved with the experiment, else the local executor."""
-    with exp.work():
+    echo = echo or (lambda _msg: None)
+    with exp.work(), interrupt_on_sigterm():
         if not as_job:
             exp.clear_cancel()
         if executor is not None:
             exp.save_executor(executor)
         config = executor or exp.executor() or ExecutorConfig()
-        _run_locked(exp, store, echo or (lambda _msg: None), config)
+        try:
+            _run_locked(exp, store, echo, config)
+        except KeyboardInterrupt:
+            line = f"interrupted; resume with: cartomap experiment run {exp.id}"
+            exp.log(f"{line} (runs in flight resume from their last completed epoch)")
+            raise Interrupted(line) from None
     return exp
+
+
+class Interrupted(KeyboardInterrupt):
+    """The experiment's driver was interrupted (Ctrl-C, SIGTERM); the message says how to resume."""
+
+
+@contextlib.contextmanager
+def interrupt_on_sigterm():
+    """SIGTERM (a job's kill, a scheduler's stop) raises KeyboardInterrupt in the runner, so it stops
+    the way Ctrl-C does (executor closed, the line to resume printed). Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorConfig) -> None:
@@ -54,6 +85,9 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
         exp.log("cancelled")
         return
     executor = open_executor(config, store.root, exp.executor_log_dir)
+    used = getattr(executor, "config", config)
+    if used != config:  # e.g. the RAY_ADDRESS it joined: a resume goes to the same place
+        exp.save_executor(used)
     describe = getattr(executor, "describe", "")
     exp.log(f"executor {config.kind}" + (f": {describe}" if describe else ""))
     echo(f"[{exp.id}] executor {config.kind}" + (f": {describe}" if describe else ""))

@@ -245,6 +245,12 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     tc = cfg.train
     main = accelerator.is_main_process
     n_proc, rank = accelerator.num_processes, accelerator.process_index
+    if n_proc != tc.processes:
+        raise RunError(
+            f"run {run.id} trains in {tc.processes} process(es) and this launch has {n_proc}: dropout masks "
+            f"follow how batches are split, so a run keeps its process count (start it with {tc.processes}, "
+            "or train the options again: another run)"
+        )
     if any_process(accelerator, run.cancel_requested()):  # cancelled while queued
         if main:
             run.log("cancelled before training started")

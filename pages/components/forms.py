@@ -11,10 +11,11 @@ import inspect
 
 import streamlit as st
 
-from cartomap.config import EXECUTORS, ExecutorConfig, ModelConfig, TrainConfig
+from cartomap.config import ExecutorConfig, ModelConfig, TrainConfig
 from cartomap.data.forms import FORMAT_CHOICES
 from cartomap.data.uploads import MAX_UPLOAD_MB, UPLOAD_TYPES, save_upload
 from cartomap.errors import CartomapError
+from cartomap.executors import registry
 from cartomap.training.forms import DEVICES
 from pages.common import get_store, kept, show_error
 
@@ -156,24 +157,17 @@ def source_form(
     ).strip()
 
 
-EXECUTOR_LABELS = {
-    "local": "This machine, one run after another",
-    "ray": "Ray (one task per run)",
-    "slurm": "SLURM (one job per run)",
-}
-
-
 def executor_form(prefix: str) -> dict:
     """Where an experiment's runs train: local, Ray or SLURM with their options, as keyword arguments of
     :func:`cartomap.experiments.forms.build_executor_config` (checked when the experiment starts)."""
     d = ExecutorConfig()
     with st.expander("Where the runs train"):
+        labels = registry.descriptions()
         kind = st.radio(
             "Executor",
-            EXECUTORS,
-            format_func=EXECUTOR_LABELS.get,
-            horizontal=True,
-            **kept(f"{prefix}_executor", d.kind, options=list(EXECUTORS)),
+            list(labels),
+            format_func=lambda name: f"{name}: {labels[name]}",
+            **kept(f"{prefix}_executor", d.kind, options=list(labels)),
         )
         values: dict = {"kind": kind}
         if kind == "local":
@@ -216,6 +210,20 @@ def executor_form(prefix: str) -> dict:
             )
             values["sbatch"] = st.text_input(
                 "Extra sbatch options", placeholder="account=nlp, qos=high", **kept(f"{prefix}_sbatch", "")
+            )
+            c1, c2 = st.columns(2)
+            values["slurm_mem_gb"] = c1.number_input(
+                "Memory per run (GB; 0 = the partition's default)",
+                0,
+                4096,
+                step=4,
+                **kept(f"{prefix}_mem", d.slurm_mem_gb),
+            )
+            values["slurm_local"] = c2.checkbox(
+                "No SLURM here: run the jobs on this machine (local stand-in)",
+                help="submitit's local executor, for trying it out; partition, sbatch options and GPUs "
+                "must be left empty",
+                **kept(f"{prefix}_slurm_local", False),
             )
         st.caption(
             "Every worker must see the run store: on a cluster set CARTOMAP_CACHE to a folder on a shared "
