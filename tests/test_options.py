@@ -103,3 +103,15 @@ def test_edge_values_that_make_sense_are_accepted():
     TrainConfig(warmup_ratio=1.0, epochs=1, seed=0, early_stopping_patience=0, skip_epochs=0)
     ModelConfig(max_length=8)
     assert RunConfig.from_dict(RunConfig().to_dict()) == RunConfig()
+
+
+def test_a_run_folders_config_json_is_read_as_its_config(tmp_path):
+    from cartomap.cli.options import read_config_file
+
+    config = RunConfig(train=TrainConfig(epochs=2, seed=7))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"config": config.to_dict(), "versions": {}, "label_names": []}))
+    assert read_config_file(str(path)) == config
+    path.write_text(json.dumps({"epochs": 2}))
+    with pytest.raises(DataError, match="unknown keys \\['epochs'\\]"):
+        read_config_file(str(path))

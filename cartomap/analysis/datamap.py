@@ -267,7 +267,9 @@ def map_frame(
     if burn_out is not None and burn_out < len(epochs):
         ids, logits = run.dynamics(recorded)
         labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
-        burn_in = run.config.train.map_burn_in(recorded, epochs[:burn_out])  # the run's skip_epochs, if it fits
+        burn_in = run.config.train.map_burn_in(
+            recorded, epochs[:burn_out]
+        )  # the run's skip_epochs, if it fits
         metrics = compute_metrics(logits, labels, ids, regions=regions, burn_out=burn_out, burn_in=burn_in)
     else:
         metrics = with_regions(run.metrics(source, columns=MAP_METRIC_COLUMNS), regions)

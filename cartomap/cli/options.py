@@ -166,6 +166,15 @@ def read_config_file(path: str) -> RunConfig:
         raise DataError(f"not JSON: {err.msg}", location=f"{path}:{err.lineno}:{err.colno}") from None
     if not isinstance(payload, dict):
         raise DataError(f"expected a JSON object, got {type(payload).__name__}", location=path)
+    if isinstance(payload.get("config"), dict) and "versions" in payload:  # a run folder's config.json
+        payload = payload["config"]
+    unknown = sorted(set(payload) - set(RunConfig.__dataclass_fields__))
+    if unknown or not payload:
+        raise DataError(
+            f"not a cartomap run config: unknown keys {unknown} (expected some of "
+            f"{', '.join(RunConfig.__dataclass_fields__)})",
+            location=path,
+        )
     try:
         return RunConfig.from_dict(payload)
     except DataError as err:
