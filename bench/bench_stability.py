@@ -146,13 +146,21 @@ def view_metrics(run, source: str, points: int, used: int, skip: int) -> pd.Data
     return compute_metrics(view_logits(logits, source, points, used, skip), labels, ids).set_index("id")
 
 
-def compute_share(run, source: str, points: int, used: int) -> float:
-    """Seconds of training plus the eval passes the view uses, over seconds of training alone."""
-    history = run.history()
-    train_s = sum(h["train_seconds"] for h in history)
-    record_s = sum(h.get("record_seconds", 0.0) for h in history)
-    extra = record_s * used / points if source == "eval" else 0.0
-    return (train_s + extra) / train_s
+def compute_share(run, source: str, points: int, used: int, skip: int, ratio: float | None) -> float:
+    """Training plus the eval-mode passes the view uses, over training alone, as cartomap runs it now: an
+    eval pass costs ``ratio`` of a training epoch (``--eval-ratio``, from ``--timing``; else this run's
+    history, epochs after the first) and none is made in a skipped epoch."""
+    if source != "eval":
+        return 1.0
+    if ratio is None:
+        history = run.history()[1:] or run.history()
+        ratio = (
+            sum(h.get("record_seconds", 0.0) for h in history)
+            / points
+            / sum(h["train_seconds"] for h in history)
+        )
+    epochs = run.config.train.epochs
+    return 1.0 + used * ratio * (epochs - skip) / epochs
 
 
 # --------------------------------------------------------------------------- statistics
@@ -355,7 +363,14 @@ def main(argv=None) -> int:
         help="only time one eval-mode pass against one training epoch on N demo pairs (cartomap's loop, "
         "3 epochs, this process's threads) and print their ratio",
     )
-    p.add_argument("--eval-batch-size", type=int, default=128, help="with --timing")
+    p.add_argument("--eval-batch-size", type=int, default=32, help="with --timing")
+    p.add_argument(
+        "--eval-ratio",
+        type=float,
+        default=None,
+        help="cost of one eval-mode pass over the training set relative to a training epoch (from --timing); "
+        "default: from the runs' own history",
+    )
     a = p.parse_args(argv)
     if a.timing:
         return timing(a.timing, a.eval_batch_size)
@@ -402,7 +417,9 @@ def main(argv=None) -> int:
         for view, source, used, skip in VIEWS:
             frames = {s: view_metrics(r, source, a.points, used, skip) for s, r in runs.items()}
             row = {"dataset": dname, "setting": setting, "view": view, "dev_accuracy": dev}
-            row["compute"] = float(np.mean([compute_share(r, source, a.points, used) for r in runs.values()]))
+            row["compute"] = float(
+                np.mean([compute_share(r, source, a.points, used, skip, a.eval_ratio) for r in runs.values()])
+            )
             row.update(view_row(frames, human))
             rows.append(row)
     print(markdown(rows))
