@@ -321,10 +321,10 @@ def test_eval_marks_spread_the_recordings_over_the_epoch():
     from cartomap.training.loop import eval_marks
 
     assert eval_marks(100, 1) == {}
-    assert eval_marks(100, 4) == {25: 0, 50: 1, 75: 2}
-    assert eval_marks(3, 3) == {1: 0, 2: 1}
-    with pytest.raises(RunError, match="record_points"):
-        eval_marks(2, 3)
+    assert eval_marks(100, 4) == {25: [0], 50: [1], 75: [2]}
+    assert eval_marks(3, 3) == {1: [0], 2: [1]}
+    assert eval_marks(2, 3) == {1: [0, 1]}  # fewer steps than recordings: two at one step
+    assert eval_marks(1, 4) == {1: [0, 1, 2]}  # (the end-of-epoch pass comes after the same step)
 
 
 def test_eval_batches_go_longest_first_and_cover_every_row_once():

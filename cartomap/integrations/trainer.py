@@ -518,7 +518,9 @@ class DataMapCallback(TrainerCallback):
 
             self._status(state, force=True, phase="eval-pass")
             with preserved_rng(next(model.parameters()).device):  # the Trainer's dropout masks untouched
-                self._mid[self._marks[step]] = self._eval_pass(model, args)
+                logits_now = self._eval_pass(model, args)
+            for j in self._marks[step]:
+                self._mid[j] = logits_now
         self._status(state)
 
     def _status(self, state, force: bool = False, **fields) -> None:

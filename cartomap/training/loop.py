@@ -372,9 +372,9 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                 progress.update(force=True, phase="eval-pass")
                 t_pass = time.time()
                 with preserved_rng(accelerator.device):
-                    recorded["eval"][epoch * per_epoch["eval"] + mid_points[step + 1]] = predict_logits(
-                        model, eval_loader, accelerator, len(ids), n_classes
-                    )
+                    logits_now = predict_logits(model, eval_loader, accelerator, len(ids), n_classes)
+                for j in mid_points[step + 1]:
+                    recorded["eval"][epoch * per_epoch["eval"] + j] = logits_now
                 model.train()
                 record_s += time.time() - t_pass
                 progress.update(force=True, phase="train")
@@ -473,19 +473,22 @@ def recordings_per_epoch(tc) -> dict[str, int]:
     return {s: tc.recordings_per_epoch(s) for s in ("train", "eval")}
 
 
-def eval_marks(steps_per_epoch: int, points: int) -> dict[int, int]:
-    """{step number after which to record (1-based): recording index within the epoch} for the
-    ``points - 1`` eval-mode passes inside an epoch, evenly spaced; the last pass is the epoch's end.
+def eval_marks(steps_per_epoch: int, points: int) -> dict[int, list[int]]:
+    """{step number after which to record (1-based): the recording indices within the epoch made there} for
+    the ``points - 1`` eval-mode passes inside an epoch, evenly spaced; the last pass is the epoch's end.
+    An epoch of fewer steps than recordings makes some at the same step (one pass, the same logits), so
+    a small dataset never fails for it.
 
     >>> eval_marks(100, 4)
-    {25: 0, 50: 1, 75: 2}
+    {25: [0], 50: [1], 75: [2]}
+    >>> eval_marks(1, 2)
+    {1: [0]}
     """
-    if points > max(steps_per_epoch, 1):
-        raise RunError(
-            f"record_points: {points} recordings per epoch need at least {points} training steps per epoch, "
-            f"this run has {steps_per_epoch}; lower record_points or the batch size"
-        )
-    return {round((j + 1) * steps_per_epoch / points): j for j in range(points - 1)}
+    marks: dict[int, list[int]] = {}
+    for j in range(points - 1):
+        step = min(max(1, round((j + 1) * steps_per_epoch / points)), max(steps_per_epoch, 1))
+        marks.setdefault(step, []).append(j)
+    return marks
 
 
 def preserved_rng(device):
