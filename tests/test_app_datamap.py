@@ -23,7 +23,10 @@ def make_run(cache: Path, epochs: int = 3, seed: int = 0) -> Run:
     """A finished run on the bundled demo dev set (400 pairs) with synthetic logits: no training."""
     data = load_dataset(DataConfig(path="demo:dev"))
     config = RunConfig(
-        data=DataConfig(path="demo:dev"), dev=None, train=TrainConfig(epochs=epochs), name="synthetic"
+        data=DataConfig(path="demo:dev"),
+        dev=None,
+        train=TrainConfig(epochs=epochs, record="train"),
+        name="synthetic",
     )
     run = RunStore(cache).create(config, data, None)
     ids = data.ids
@@ -222,7 +225,7 @@ def make_seed_runs(cache: Path, seeds=(42, 43, 44), epochs: int = 3) -> dict[int
         config = RunConfig(
             data=DataConfig(path="demo:dev"),
             dev=None,
-            train=TrainConfig(epochs=epochs, seed=seed),
+            train=TrainConfig(epochs=epochs, seed=seed, record="train"),
             name="base",
         )
         run = RunStore(cache).create(config, data, None)

@@ -98,7 +98,7 @@ def make_data(cache: Path) -> Data:
         dev=configs["dev"],
         tests=(configs["test"],),
         model=ModelConfig("synthetic", max_length=48),
-        train=TrainConfig(epochs=3, batch_size=16),
+        train=TrainConfig(epochs=3, batch_size=16, record="train"),
     )
     return Data(parts["train"], parts["dev"], parts["test"], parts["other"], base, configs)
 

@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def finished_run(cache: Path, seed: int) -> Run:
     """A finished 3-epoch run on the demo dev set with synthetic logits (no training)."""
     data = load_dataset(DataConfig(path="demo:dev"))
-    config = RunConfig(data=DataConfig(path="demo:dev"), dev=None, train=TrainConfig(epochs=3, seed=seed))
+    config = RunConfig(
+        data=DataConfig(path="demo:dev"), dev=None, train=TrainConfig(epochs=3, seed=seed, record="train")
+    )
     run = RunStore(cache).create(config, data)
     rng = np.random.default_rng(seed)
     logits = rng.normal(size=(3, len(data), 3)).astype(np.float32)
@@ -142,7 +144,9 @@ def test_a_lost_config_comes_back_when_the_same_run_is_made_again(tmp_path):
     run = finished_run(cache, seed=3)
     run.config_path.unlink()
     again = RunStore(cache).create(
-        RunConfig(data=DataConfig(path="demo:dev"), dev=None, train=TrainConfig(epochs=3, seed=3)),
+        RunConfig(
+            data=DataConfig(path="demo:dev"), dev=None, train=TrainConfig(epochs=3, seed=3, record="train")
+        ),
         load_dataset(DataConfig(path="demo:dev")),
     )
     assert again.id == run.id and again.config_path.exists() and again.problems() == []

@@ -254,7 +254,7 @@ def make_finished_experiment(cache: Path, demo, with_model1: bool = True):
     train_cfg = derived.save_dataset(data, cache, name="planted")
     test_ds = demo.subset(np.arange(300, 310))
     test_cfg = derived.save_dataset(test_ds, cache, name="held out")
-    base = RunConfig(data=train_cfg, dev=None, tests=(test_cfg,), train=TrainConfig(epochs=2))
+    base = RunConfig(data=train_cfg, dev=None, tests=(test_cfg,), train=TrainConfig(epochs=2, record="train"))
     params = PruningParams(base=base, folds=3, cache=str(cache))
     store = ExperimentStore(cache)
     exp = store.create(KIND, params.to_dict(), name="planted")

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # were computed with them and with the training defaults of that time (batch 32, learning rate 1e-4).
 OLD_DEMO_TRAIN = "5f06afc63feb9bfa9111ca2e35bcd05abced4b84017e964bd201fd9c03ffa36d"
 OLD_DEMO_DEV = "86abc6a4bef62a142bd79e38c8aa99f086312927ecee5928e32d352490a319aa"
-OLD_TRAIN_DEFAULTS = {"batch_size": 32, "learning_rate": 1e-4}
+OLD_TRAIN_DEFAULTS = {"batch_size": 32, "learning_rate": 1e-4, "eval_batch_size": 128, "record": "train"}
 
 
 def test_run_ids_of_existing_runs_do_not_change():

@@ -104,7 +104,8 @@ def synthetic_run(cache, data_path):
 
     data = load_dataset(DataConfig(path=data_path))
     run = RunStore(cache).create(
-        RunConfig(data=DataConfig(path=data_path), dev=None, train=TrainConfig(epochs=3)), data
+        RunConfig(data=DataConfig(path=data_path), dev=None, train=TrainConfig(epochs=3, record="train")),
+        data,
     )
     rng = np.random.default_rng(0)
     logits = []

@@ -184,8 +184,11 @@ def cleanlab_scores(pred_probs, noisy_labels) -> np.ndarray:
 
 
 def cleanlab_issues(pred_probs, noisy_labels) -> np.ndarray:
-    """Bool mask [N]: ``cleanlab.filter.find_label_issues(labels, pred_probs)``; True = likely mislabelled."""
+    """Bool mask [N]: ``cleanlab.filter.find_label_issues(labels, pred_probs)``; True = likely mislabelled.
+
+    One job: cleanlab's default forks a process pool, and a fork of a process with threads (a Ray driver,
+    torch's pools, a dashboard) can hang for ever on a lock another thread held; the work is small."""
     from cleanlab.filter import find_label_issues
 
     p, y = _check_pred_probs(pred_probs, noisy_labels)
-    return np.asarray(find_label_issues(y, p), dtype=bool)
+    return np.asarray(find_label_issues(y, p, n_jobs=1), dtype=bool)
