@@ -119,6 +119,7 @@ def run_config(train_path: str, dev_path: str, setting: str, seed: int, points: 
 
     train = TrainConfig(
         **{**SETTINGS[setting], "seed": seed, "record": "both", "record_points": points},
+        eval_batch_size=128,  # the study's runs were made with it (it changes float rounding only)
         save_checkpoints=False,
     )
     return RunConfig(
@@ -378,7 +379,7 @@ def main(argv=None) -> int:
     from cartomap.config import DEMO_DEV, DEMO_TRAIN
     from cartomap.runs.store import RunStore
     from cartomap.training.loop import train_or_load
-    from cartomap.training.prepare import prepare_run
+    from cartomap.training.prepare import load_data
 
     store = RunStore(a.store)
     seeds = [int(s) for s in a.seeds.split(",")]
@@ -403,8 +404,8 @@ def main(argv=None) -> int:
         for seed in seeds:
             config = run_config(train_path, dev_path, setting, seed, a.points)
             if a.analyse_only:
-                run = prepare_run(config, store)
-                if run.state != "done":
+                run = store.find(config, *load_data(config))
+                if run is None or run.state != "done":
                     continue
             else:
                 t0 = time.time()
