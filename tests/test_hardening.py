@@ -353,8 +353,20 @@ def test_a_name_for_an_existing_config_is_not_dropped_silently(tmp_path, capsys)
     cache = tmp_path / "cache"
     run = finished_run(cache, seed=1)  # demo:dev, no dev set, 3 epochs, seed 1, no name
     store = RunStore(cache)
-    args = ["train", "--data", "demo:dev", "--dev", "none", "--epochs", "3", "--seed", "1", "--quiet"]
-    assert cli(store, *args, "--name", "mine") == 0
+    args = [
+        "train",
+        "--data",
+        "demo:dev",
+        "--dev",
+        "none",
+        "--epochs",
+        "3",
+        "--seed",
+        "1",
+        "--record",
+        "train",
+    ]
+    assert cli(store, *args, "--quiet", "--name", "mine") == 0
     err = capsys.readouterr().err
     assert (
         f"run {run.id} has this config already and keeps its name ''" in err

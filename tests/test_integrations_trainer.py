@@ -221,7 +221,7 @@ def test_clear_errors_for_datasets_it_cannot_map(tiny_model, tmp_path):
     with pytest.raises(DataError, match="trains on 12 rows, the callback's dataset has 10"):
         trainer.train()
     # the training pass never sees examples a dropped last batch holds
-    callback = DataMapCallback(train, store=tmp_path / "cache")
+    callback = DataMapCallback(train, mode="train", store=tmp_path / "cache")
     trainer = trainer_run.trainer(
         tiny_model, str(tmp_path / "out2"), train, [callback], epochs=1, batch=5, dataloader_drop_last=True
     )

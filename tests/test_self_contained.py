@@ -45,7 +45,7 @@ def test_run_ids_of_existing_runs_do_not_change():
         data=DataConfig(path="train.jsonl"),
         dev=None,
         order=OrderConfig(name="cart++", scores="m.parquet"),
-        train=TrainConfig(record="eval", **OLD_TRAIN_DEFAULTS),
+        train=TrainConfig(**{**OLD_TRAIN_DEFAULTS, "record": "eval"}),
     )
     assert run_id_for(curriculum, OLD_DEMO_DEV, None) == "5b31c54f4b0f"
     assert run_id_for(RunConfig(train=old), OLD_DEMO_TRAIN, OLD_DEMO_DEV) == "39e18be0cda2"

@@ -22,7 +22,7 @@ from cartomap.training.prepare import prepare_run
 
 
 def small_config(tiny_model, **train) -> RunConfig:
-    defaults = dict(epochs=3, batch_size=16, learning_rate=1e-3, warmup_ratio=0.0)
+    defaults = dict(epochs=3, batch_size=16, learning_rate=1e-3, warmup_ratio=0.0, record="train")
     defaults.update(train)
     return RunConfig(
         data=DataConfig(path="demo:dev"),
@@ -169,6 +169,8 @@ def crash_args(tiny_model):
         "1e-3",
         "--max-length",
         "64",
+        "--record",
+        "both",
         "--quiet",
     ]
 
@@ -209,10 +211,11 @@ def test_killed_run_resumes_with_identical_dynamics(crash_args, tmp_path):
     uninterrupted = _cli(clean, *crash_args)
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
 
-    a_ids, a = RunStore(crashed).get(run_dir.name).dynamics()
-    b_ids, b = RunStore(clean).get(run_dir.name).dynamics()
-    assert a_ids == b_ids
-    np.testing.assert_array_equal(a, b)
+    for source in ("train", "eval"):
+        a_ids, a = RunStore(crashed).get(run_dir.name).dynamics(source)
+        b_ids, b = RunStore(clean).get(run_dir.name).dynamics(source)
+        assert a_ids == b_ids
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.skipif(os.environ.get("CARTOMAP_SKIP_REAL_MODEL") == "1", reason="real encoder disabled")
