@@ -41,7 +41,7 @@ from cartomap.experiments.store import ExperimentStore
 from cartomap.experiments.truth import truth_of
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.scores.metrics import RegionRule
-from pages.common import current_run, flash, get_store, kept, show_error, show_flashes
+from pages.common import current_run, escape_markdown, flash, get_store, kept, show_error, show_flashes
 from pages.components import maps
 from pages.components.jobs import demo_or_prompt, experiment_panel
 
@@ -315,7 +315,7 @@ def show_trajectory(run, table, table_event, seeds=None) -> None:
                     datamap.gold_trajectory(run, focus, source), gold=str(row["gold"])
                 )
         except CartomapError as err:
-            st.warning(str(err))
+            st.warning(escape_markdown(str(err)))
             return
         st.plotly_chart(fig, key="dm_trajectory", config={"displaylogo": False})
 
@@ -332,9 +332,9 @@ def group_tools(run, table) -> None:
         try:
             save_group(run, name, ids, source="data map", overwrite=replace)
         except CartomapError as err:
-            left.error(str(err))
+            left.error(escape_markdown(str(err)))
         else:
-            left.success(f"Saved group '{name}' ({len(ids):,} examples).")
+            left.success(escape_markdown(f"Saved group '{name}' ({len(ids):,} examples)."))
     with right:
         groups = list_groups(run, include_table=False)  # automatic ones: 100k+ on a full-size run
         st.markdown("**Saved groups**")

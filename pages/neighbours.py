@@ -22,7 +22,7 @@ from cartomap.errors import CartomapError
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.store import Run
 from cartomap.training.embeddings import load_embeddings
-from pages.common import current_run, kept
+from pages.common import current_run, escape_markdown, kept, show_error
 from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
 
 SELECTED = "selected_ids"
@@ -177,7 +177,9 @@ def seed_candidates(
         name = st.selectbox("Group", names, **kept("nb_group_pick", names[0], options=names))
         group = groups[names.index(name)]
         ids = _known([str(i) for i in group.get("ids", [])], index)
-        st.caption(f"Group '{name}': {len(ids):,} examples (source: {group.get('source', '')}).")
+        st.caption(
+            escape_markdown(f"Group '{name}': {len(ids):,} examples (source: {group.get('source', '')}).")
+        )
         return ids
     if _metrics(str(run.path), stamp) is None:
         st.info("This run has no data-map metrics (variability), so no ambiguous seeds: pick another source.")
@@ -218,9 +220,9 @@ def save_tools(run: Run, group: pd.DataFrame, seed: str, k: int) -> None:
                 extra={"seed": seed, "k": k, "order": "increasing similarity, seed last"},
             )
         except CartomapError as err:
-            st.error(str(err))
+            show_error(err)
         else:
-            st.success(f"Saved group '{name}' ({len(ids)} examples).")
+            st.success(escape_markdown(f"Saved group '{name}' ({len(ids)} examples)."))
 
 
 def show_group(run: Run, group: pd.DataFrame, k: int) -> None:
@@ -363,7 +365,7 @@ def main() -> None:
                 str(run.path), emb_stamp + stamp, seed, int(k), exclude, embeddings, examples, metrics
             )
         except CartomapError as err:
-            st.error(str(err))
+            show_error(err)
     if group is not None:
         show_group(run, group, int(k))
         save_tools(run, group, seed, int(k))

@@ -171,7 +171,7 @@ def review_item(db: ReviewDB, annotator: str, labels: tuple[str, ...]) -> None:
     cols = st.columns(len(labels) + 1)
     for col, label in zip(cols, labels, strict=False):
         col.button(
-            f"Save revision as {label}" if revise else label,
+            escape_markdown(f"Save revision as {label}" if revise else label),
             key=f"rv_{'revise' if revise else 'label'}_{label}",
             type="primary",
             width="stretch",

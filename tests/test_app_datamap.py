@@ -349,3 +349,24 @@ def test_runs_of_other_seeds_are_offered_as_a_mean_map_without_training(root, sp
     exp = seeds_of(runs[42], ExperimentStore(root))
     assert exp.run_ids() == {"seed42": runs[42].id, "seed43": runs[43].id}
     assert spawned == [["experiment", "run", exp.id, "--job"]]
+
+
+HOSTILE = "![g](https://example.invalid/g.png) **grp**"
+
+
+def test_group_names_are_not_rendered_as_markdown(run):
+    """A group name from a shared store is shown as written: no remote image, no emphasis."""
+    frame = dm.map_frame(run)
+    at = _app()
+    at.session_state["selected_ids"] = frame["id"].iloc[:3].tolist()
+    at.run()
+    at.text_input(key="dm_group_name").input(HOSTILE)
+    at.button[[b.label for b in at.button].index("Save 3 examples")].click().run()
+    assert not at.exception, at.exception
+    assert [g["name"] for g in list_groups(run)] == [HOSTILE]
+    body = " ".join(s.value for s in at.success)
+    assert "Saved group" in body and "![" not in body and "**grp**" not in body
+    assert "https://example.invalid/g.png" in body  # the text is kept, escaped
+    at.button[[b.label for b in at.button].index("Save 3 examples")].click().run()
+    body = " ".join(e.value for e in at.error)
+    assert "exists already" in body and "![" not in body and "**grp**" not in body

@@ -198,3 +198,19 @@ def test_no_run_offers_demo(tmp_path, monkeypatch):
     at = _app().run()
     assert not at.exception, at.exception
     assert any(b.label == "Train the demo" for b in at.button)
+
+
+def test_group_names_are_not_rendered_as_markdown(env):
+    hostile = "![g](https://example.invalid/g.png) **grp**"
+    run = make_run(env)
+    ids = run.examples()["id"].astype(str).tolist()
+    save_group(run, hostile, [ids[5], ids[6], ids[7]], source="data map")
+    at = _app().run()
+    at.radio(key="_kept_nb_source").set_value("A saved group").run()
+    assert not at.exception, at.exception
+    body = " ".join(c.value for c in at.caption if "examples (source" in c.value)
+    assert "Group" in body and "![" not in body and "**grp**" not in body
+    at.text_input(key="nb_group_name").input(hostile + " 2")
+    at.button[[b.label for b in at.button].index("Save 5 examples")].click().run()
+    body = " ".join(s.value for s in at.success)
+    assert "Saved group" in body and "![" not in body and "**grp**" not in body
