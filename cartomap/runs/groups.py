@@ -8,6 +8,7 @@ file is unchanged. :func:`list_groups` and :func:`load_group` see both kinds.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -20,18 +21,54 @@ from cartomap.io import atomic_save, atomic_write_json, read_json
 from cartomap.runs import layout
 from cartomap.runs.store import Run
 
+_UNSAFE = re.compile(r"[^\w.-]+")  # \w: Unicode letters and digits, and _
+_SLUG_MAX = 80
+
+
+def _legacy_slug(name: str) -> str:
+    """The slug groups were saved under before names got a hash suffix (found when loading)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-.")[:_SLUG_MAX]
+
 
 def _slug(name: str) -> str:
-    """A file-name-safe form of a group name (letters, digits, ``_.-``; at most 80 characters)."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-.")
+    """A file-name-safe form of a group name: Unicode letters and digits, ``_.-~``, at most 80 characters.
+
+    A name that is not file-name-safe as written (``a/b``, ``a?b``, ``a b``, too long) gets a short
+    hash of the whole name appended, so two names that read the same once slugged never share a file;
+    the file keeps the name as written."""
+    slug = _UNSAFE.sub("-", name.strip()).strip("-.")
     if not slug:
         raise CartomapError(f"group name {name!r} has no letters or digits: choose another")
-    return slug[:80]
+    if slug == name and len(slug) <= _SLUG_MAX:
+        return slug
+    digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:10]
+    return f"{slug[: _SLUG_MAX - len(digest) - 1]}~{digest}"
 
 
 def group_path(run: Run, name: str) -> Path:
     """Where group ``name`` of ``run`` is saved (whether or not it exists)."""
     return run.groups_dir / layout.GROUP_FILE.format(slug=_slug(name))
+
+
+def group_file(run: Run, name: str) -> Path | None:
+    """The saved file of group ``name`` (one holding this very name): at :func:`group_path`, or
+    under the slug of older versions; None when there is none."""
+    path = group_path(run, name)
+    if path.exists() and _stored_name(path) == name:
+        return path
+    legacy = _legacy_slug(name)
+    if legacy:
+        old = run.groups_dir / layout.GROUP_FILE.format(slug=legacy)
+        if old.exists() and _stored_name(old) == name:
+            return old
+    return None
+
+
+def _stored_name(path: Path) -> str | None:
+    try:
+        return str(read_json(path).get("name"))
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def group_table_path(run: Run) -> Path:
@@ -57,8 +94,11 @@ def save_group(
     if unknown:
         raise CartomapError(f"{len(unknown)} ids are not examples of run {run.id}, e.g. {unknown[:3]}")
     path = group_path(run, name)
-    if path.exists() and not overwrite:
+    existing = group_file(run, name)
+    if existing is not None and not overwrite:
         raise CartomapError(f"a group named {name!r} exists already: pick another name or replace it")
+    if path.exists() and _stored_name(path) != name:  # no two names share a file, even by chance
+        raise CartomapError(f"group name {name!r} clashes with the saved group {_stored_name(path)!r}")
     group = {
         "name": name,
         "ids": [str(i) for i in ids],
@@ -68,6 +108,8 @@ def save_group(
         **(extra or {}),
     }
     atomic_write_json(path, group)
+    if existing is not None and existing != path:  # saved by an older version under its old slug
+        existing.unlink(missing_ok=True)
     return group
 
 
@@ -146,8 +188,8 @@ def count_table_groups(run: Run) -> int:
 
 
 def load_group(run: Run, name: str) -> dict[str, Any]:
-    path = group_path(run, name)
-    if path.exists():
+    path = group_file(run, name)
+    if path is not None:
         return read_json(path)
     groups, where = _table(run)
     if name in where:
@@ -156,7 +198,9 @@ def load_group(run: Run, name: str) -> dict[str, Any]:
 
 
 def delete_group(run: Run, name: str) -> None:
-    group_path(run, name).unlink(missing_ok=True)
+    path = group_file(run, name)
+    if path is not None:
+        path.unlink(missing_ok=True)
     groups, where = _table(run)
     if name in where:
         save_group_table(run, [g for g in groups if g["name"] != name])

@@ -24,7 +24,7 @@ import pandas as pd
 
 from cartomap.analysis.neighbours import DEFAULT_K, SEED_QUANTILE, same_label_neighbors, seed_examples
 from cartomap.errors import CartomapError, RunError
-from cartomap.runs.groups import group_path, group_table, list_groups, save_group_table
+from cartomap.runs.groups import group_file, group_table, list_groups, save_group_table
 from cartomap.runs.store import Run
 
 AUTO = "auto"  # the ``source`` of automatically collected groups
@@ -154,7 +154,9 @@ def save_auto_groups(
     if replace:  # automatic groups saved one file each, as before the table
         for old in list_groups(run, include_table=False):
             if old.get("source") == AUTO:
-                group_path(run, old["name"]).unlink(missing_ok=True)
+                path = group_file(run, old["name"])
+                if path is not None:
+                    path.unlink(missing_ok=True)
     now = time.time()
     records = []
     for rank, group in enumerate(groups):
