@@ -45,8 +45,11 @@ from pages.common import (
     select_run,
     show_error,
     show_flashes,
+    through_app,
 )
 from pages.components.jobs import progress_bar, run_panel, start_task_button, task_panel
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 SOURCES = {
     "run": "The selected run's training data",

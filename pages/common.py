@@ -21,6 +21,9 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
     hidden: ``st.number_input("Epochs", 1, 100, **kept("train_epochs", 4))``. The value lives in
     ``st.session_state[key]``; ``options`` (for select widgets) resets a value no longer offered;
     a multiselect (a list ``default``) passes its ``max_selections`` too, which cuts a longer stored value.
+``through_app()``
+    Called by every page before it draws: a first visit straight to a page's address runs the
+    page through ``app.py`` (the run picker, the navigation) instead of Streamlit's legacy ``pages/`` mode.
 ``flash(kind, message)`` / ``show_flashes()``
     Queue a message ("success", "info", "warning", "error") to show after an ``st.rerun()``.
 ``show_error(err)``
@@ -34,7 +37,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import runpy
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -48,6 +53,7 @@ _PICKER_KEY = "_run_picker"
 _QP_SEEN = "_run_query_param"
 _QP_ERROR = "_run_query_param_error"
 _FLASH = "_flash_messages"
+APP_SCRIPT = Path(__file__).resolve().parents[1] / "app.py"  # the entry point the pages run under
 
 
 # --------------------------------------------------------------------------- store and run choice
@@ -166,6 +172,24 @@ def sidebar_run_picker() -> Run | None:
         st.session_state[_QP_SEEN] = run_id
         st.query_params["run"] = run_id
     return Run(store.path_for(run_id))
+
+
+def through_app() -> None:
+    """Run the page through ``app.py``. Every page calls it first, before it draws.
+
+    Streamlit takes a ``pages/`` folder next to the entry point for a legacy multipage app until
+    ``st.navigation`` has run once in the process: a server's first visit straight to a page's
+    address (``/data_map?run=ID``) would run the page alone, with every file of ``pages/`` (``common``
+    too) listed as a page and no run picker. This turns that legacy mode off and runs ``app.py`` in
+    its place (its navigation, the run picker, then this page again, with the same widget events
+    and query parameters); the page's own run stops there."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if not PagesManager.uses_pages_directory:
+        return
+    PagesManager.uses_pages_directory = False
+    runpy.run_path(str(APP_SCRIPT), run_name="__main__")
+    st.stop()
 
 
 # --------------------------------------------------------------------------- messages and widget state

@@ -25,8 +25,10 @@ from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.state import derive_state
 from cartomap.runs.store import Run
 from cartomap.scores.reports import OUTCOMES, markdown_table
-from pages.common import escape_markdown, get_store, kept, show_error
+from pages.common import escape_markdown, get_store, kept, show_error, through_app
 from pages.components import maps
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 MAX_MAPS = 4  # data maps drawn side by side at most
 MAP_POINTS = 4_000  # points drawn per small map (above: a density shading plus a sample)

@@ -41,9 +41,20 @@ from cartomap.experiments.store import ExperimentStore
 from cartomap.experiments.truth import truth_of
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.scores.metrics import RegionRule
-from pages.common import current_run, escape_markdown, flash, get_store, kept, show_error, show_flashes
+from pages.common import (
+    current_run,
+    escape_markdown,
+    flash,
+    get_store,
+    kept,
+    show_error,
+    show_flashes,
+    through_app,
+)
 from pages.components import maps
 from pages.components.jobs import demo_or_prompt, experiment_panel
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 SELECTED = "selected_ids"
 TABLE_HEIGHT = 360

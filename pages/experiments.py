@@ -30,9 +30,20 @@ from cartomap.io import file_stamp
 from cartomap.runs.store import RUN_REF
 from cartomap.training.curricula import CURRICULA, DIFFICULTIES
 from cartomap.training.similarity import load_similarity
-from pages.common import current_run, escape_markdown, flash, get_store, kept, show_error, show_flashes
+from pages.common import (
+    current_run,
+    escape_markdown,
+    flash,
+    get_store,
+    kept,
+    show_error,
+    show_flashes,
+    through_app,
+)
 from pages.components.forms import columns_form, executor_form, model_form, source_form
 from pages.components.jobs import experiment_panel
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 TRAIN_SOURCES = {
     "demo": DEMO_DESCRIPTION,

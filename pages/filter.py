@@ -17,8 +17,10 @@ from cartomap.runs.store import Run
 from cartomap.wanli import batches
 from cartomap.wanli.batches import load_filtered
 from cartomap.wanli.filtering import ALL_RULES, RULE_DESCRIPTIONS, RULES, task_name, variability_figure
-from pages.common import current_run, kept
+from pages.common import current_run, kept, through_app
 from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 TABLE_COLUMNS = ["gen_id", "intended_label", "premise", "hypothesis", "max_variability", "group", "seed_id"]
 

@@ -30,8 +30,10 @@ from cartomap.wanli.generation import (
     task_name,
 )
 from cartomap.wanli.prompts import DEFAULT_INSTRUCTION, DEFAULT_LABEL_WORDS, PromptTemplate
-from pages.common import current_run, escape_markdown, get_store, kept, show_error
+from pages.common import current_run, escape_markdown, get_store, kept, show_error, through_app
 from pages.components.jobs import demo_or_prompt, job_panel, task_wording
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 BACKENDS = ("local", "openai")
 CHOICES = ("All automatic groups", "Chosen groups")

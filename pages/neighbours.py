@@ -22,8 +22,10 @@ from cartomap.errors import CartomapError
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.store import Run
 from cartomap.training.embeddings import load_embeddings
-from pages.common import current_run, escape_markdown, kept, show_error
+from pages.common import current_run, escape_markdown, kept, show_error, through_app
 from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 SELECTED = "selected_ids"
 MAX_SEED_OPTIONS = 2000

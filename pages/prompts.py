@@ -40,8 +40,10 @@ from cartomap.wanli.prompts import (
     build_prompt,
     count_tokens,
 )
-from pages.common import current_run, escape_markdown, get_store, kept, show_error
+from pages.common import current_run, escape_markdown, get_store, kept, show_error, through_app
 from pages.components.jobs import demo_or_prompt, task_panel
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 TASK = "auto-groups"
 BACKENDS = ("local", "openai")

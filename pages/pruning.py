@@ -43,9 +43,12 @@ from pages.common import (
     select_run,
     show_error,
     show_flashes,
+    through_app,
 )
 from pages.components.forms import executor_form, model_form
 from pages.components.jobs import experiment_panel
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 EXP_KEY = "prune_exp_id"
 SOURCES = {

@@ -23,8 +23,10 @@ from cartomap.runs import layout
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import list_batches
 from cartomap.wanli.review import ReviewDB, database_problem, export_bytes, export_frame, open_review
-from pages.common import current_run, escape_markdown, flash, kept, show_error, show_flashes
+from pages.common import current_run, escape_markdown, flash, kept, show_error, show_flashes, through_app
 from pages.components.jobs import demo_or_prompt
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 ANNOTATOR = "rv_annotator"
 _PICK = "_kept_rv_annotator"  # the picker widget's key

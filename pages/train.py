@@ -27,9 +27,12 @@ from pages.common import (
     select_run,
     show_error,
     show_flashes,
+    through_app,
 )
 from pages.components.forms import model_form, upload_field
 from pages.components.jobs import run_panel
+
+through_app()  # a first visit straight to this page's address: run it through app.py
 
 SOURCES = {
     "demo": DEMO_DESCRIPTION,

@@ -82,6 +82,29 @@ st.text(f"picked {run.id if run else None}")
 """
 
 
+def test_a_deep_link_as_the_servers_first_visit_goes_through_app_py(root):
+    """/data_map?run=ID before anyone opened /: Streamlit's legacy pages/ mode would run the page
+    alone (every file of pages/ listed as a page, no run picker); it is handed to app.py."""
+    a = make_run(root, "done", seed=1, name="alpha")
+    make_run(root, "done", seed=2, name="beta")
+    at = app()
+    at.switch_page("pages/data_map.py")  # the first script run of the session, on that page
+    at.query_params["run"] = a.id
+    at.run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Data map"]
+    (picker,) = at.sidebar.selectbox
+    assert picker.label == "Run" and picker.value == a.id
+    assert at.session_state["run_id"] == a.id and at.query_params["run"] == a.id
+
+
+def test_every_page_hands_a_first_visit_to_app_py():
+    for page in PAGES:
+        assert "\nthrough_app()" in (REPO / "pages" / page).read_text(), (
+            f"pages/{page} does not call through_app()"
+        )
+
+
 def test_sidebar_picker_lists_runs_and_defaults_to_newest_done(root):
     done = make_run(root, "done", seed=1, name="first")
     newest = make_run(root, "failed", seed=2)
