@@ -5,6 +5,8 @@ Session state: ``selected_ids`` (the current selection, a list of example ids; o
 it, e.g. "find this example on the map"), ``dm_*`` filter values kept with ``pages.common.kept`` (so
 they survive page switches), ``dm_focus`` (the example whose trajectory is shown) and
 ``_dm_event_sig`` (the last map selection event taken, so a stale event is not taken twice).
+The filters that pick examples (labels, regions, ranges, ...) belong to one run (``_dm_filters_run``):
+picking another run resets them; the display settings (colour, points drawn, region rule) stay.
 A selection replaces ``selected_ids`` only when the map reports a new one; "Clear selection" empties it.
 
 When the run has a finished seeds experiment (``cartomap seeds`` or *Add seeds* here) the page draws
@@ -144,10 +146,33 @@ FILTER_KEYS = (
 )
 
 
-def _reset_filters() -> None:
-    for key in FILTER_KEYS:
+#: The filters that pick examples of one run: another run starts without them.
+RUN_FILTER_KEYS = (
+    "dm_labels",
+    "dm_regions",
+    "dm_genres",
+    "dm_conf",
+    "dm_var",
+    "dm_corr",
+    "dm_stable_only",
+    "dm_entropy",
+    "dm_disagree",
+)
+_FILTERS_RUN = "_dm_filters_run"  # the run the filter values in session state were set on
+
+
+def _reset_filters(keys=FILTER_KEYS) -> None:
+    for key in keys:
         st.session_state.pop(key, None)
         st.session_state.pop(f"_kept_{key}", None)
+
+
+def _filters_follow_run(run_id: str) -> None:
+    """Drop the example filters of another run (a region or label filter of run A would hide
+    examples of run B without saying so); the display settings stay."""
+    if st.session_state.get(_FILTERS_RUN) not in (None, run_id):
+        _reset_filters(RUN_FILTER_KEYS)
+    st.session_state[_FILTERS_RUN] = run_id
 
 
 def _clear_selection() -> None:
@@ -538,6 +563,7 @@ def main() -> None:
         show_error(err)
         st.stop()
     seeds = seed_runs(seeds_exp, get_store()) if seeds_exp else None
+    _filters_follow_run(run.id)
     filtered, color_by, max_points = sidebar_filters(frame)
     st.session_state.setdefault(SELECTED, [])
     take_event(filtered, max_points)

@@ -370,3 +370,29 @@ def test_group_names_are_not_rendered_as_markdown(run):
     at.button[[b.label for b in at.button].index("Save 3 examples")].click().run()
     body = " ".join(e.value for e in at.error)
     assert "exists already" in body and "![" not in body and "**grp**" not in body
+
+
+def test_example_filters_do_not_carry_over_to_another_run(run, tmp_path):
+    other = make_run(tmp_path / "cache", epochs=4, seed=1)
+    assert other.id != run.id
+    at = _app()
+    at.session_state["run_id"] = run.id
+    at.run()
+    at.multiselect(key="_kept_dm_regions").set_value(["ambiguous"]).run()
+    at.slider(key="_kept_dm_conf").set_value((0.5, 1.0)).run()
+    at.radio(key="_kept_dm_color").set_value("region").run()
+    assert not at.exception, at.exception
+    assert at.multiselect(key="_kept_dm_regions").value == ["ambiguous"]
+
+    at.session_state["run_id"] = other.id  # another run picked in the sidebar
+    at.run()
+    assert not at.exception, at.exception
+    assert at.multiselect(key="_kept_dm_regions").value == ["easy-to-learn", "ambiguous", "hard-to-learn"]
+    assert tuple(at.slider(key="_kept_dm_conf").value) == (0.0, 1.0)
+    assert at.radio(key="_kept_dm_color").value == "region"  # a display setting stays
+    assert "4 epochs" in " ".join(c.value for c in at.caption)
+
+    # the same run again: its filters are kept
+    at.multiselect(key="_kept_dm_regions").set_value(["hard-to-learn"]).run()
+    at.run()
+    assert at.multiselect(key="_kept_dm_regions").value == ["hard-to-learn"]
