@@ -276,3 +276,25 @@ def test_finished_combination_shows_table_3_with_the_best_marked(root):
     assert table["T1"].tolist() == ["0.500", "0.625 ★"] and table["T2"].tolist() == ["0.750 ★", "0.250"]
     assert at.get("download_button")
     assert os.environ["CARTOMAP_CACHE"] == str(root)
+
+
+def test_one_seed_per_method_is_not_shown_as_a_mann_whitney_result(finished, monkeypatch):
+    from cartomap.experiments.store import Experiment
+
+    cache, exp = finished
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    monkeypatch.syspath_prepend(str(REPO))
+    result = Experiment.result
+
+    def one_seed(self, name, *args, **kwargs):
+        value = result(self, name, *args, **kwargs)
+        if name == "significance" and value:
+            value = {**value, "mann_whitney": {"u": 0.0, "p_value": 1.0, "n_a": 1, "n_b": 1}}
+        return value
+
+    monkeypatch.setattr(Experiment, "result", one_seed)
+    at = page().run()
+    assert not at.exception and not errors(at)
+    words = " ".join(texts(at))
+    assert "needs two or more seeds per method" in words
+    assert "U = 0, p = 1" not in words

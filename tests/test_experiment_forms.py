@@ -278,3 +278,22 @@ def test_marked_matrix_marks_the_best_of_every_column():
     assert text["train_set"].tolist() == ["A", "A + B", "A ◇ B"]
     assert text["T1"].tolist() == ["0.500", "0.750 ★", "0.750 ★"]
     assert text["T2"].tolist() == ["0.900 ★", "–", "0.100"]
+
+
+def test_mann_whitney_with_one_seed_says_it_needs_more_seeds():
+    sig = {
+        "methods": ["oversampled", "cart-stra++"],
+        "a": "oversampled",
+        "b": "cart-stra++",
+        "n_examples": 60,
+        "cochran": {"q": 1.0, "df": 1, "p_value": 0.32, "n_discordant": 4},
+        "mann_whitney": {"u": 0.0, "p_value": 1.0, "n_a": 1, "n_b": 1},
+        "mean_score_a": 0.41,
+        "mean_score_b": 0.43,
+    }
+    mw = forms.significance_sentences(sig)[-1]
+    assert "needs two or more seeds per method" in mw and "n = 1 and 1" in mw
+    assert "U = 0" not in mw and "p = 1" not in mw
+    from cartomap.experiments.curriculum import significance_frame
+
+    assert "Mann-Whitney U" not in significance_frame(sig)["test"].tolist()

@@ -237,6 +237,12 @@ BEST_COLUMNS = ("method", "seed", "dev_accuracy", "accuracy", "micro_f1", "macro
 SCORE_COLUMNS = ("dev_accuracy", "accuracy", "micro_f1", "macro_f1")
 
 
+def has_seeds_to_compare(mann_whitney: dict[str, Any]) -> bool:
+    """Whether a Mann-Whitney result compares two or more seeds of each method (with one seed a
+    method U = 0 and p = 1 say nothing)."""
+    return min(int(mann_whitney.get("n_a") or 0), int(mann_whitney.get("n_b") or 0)) >= 2
+
+
 def curriculum_report(exp: Experiment) -> str:
     """Best run per method, the seeds' spread, F1 per class and the tests, as markdown."""
     from cartomap.scores.reports import markdown_table
@@ -257,7 +263,10 @@ def curriculum_report(exp: Experiment) -> str:
             f"Cochran's Q over {len(sig['methods'])} methods: Q = {q['q']:.3f}, df = {q['df']}, "
             f"p = {q['p_value']:.4g}.",
             f"Mann-Whitney U ({sig['a']} vs {sig['b']}, macro F1 of every seed): U = {mw['u']}, "
-            f"p = {mw['p_value']:.4g} (n = {mw['n_a']}, {mw['n_b']}).",
+            f"p = {mw['p_value']:.4g} (n = {mw['n_a']}, {mw['n_b']})."
+            if has_seeds_to_compare(mw)
+            else f"Mann-Whitney U ({sig['a']} vs {sig['b']}): needs two or more seeds per method "
+            f"(n = {mw['n_a']}, {mw['n_b']}).",
         ]
     return "\n".join(out)
 
@@ -286,7 +295,7 @@ def significance_frame(significance: Mapping[str, Any]) -> pd.DataFrame:
                     "n": r.get("n_examples"),
                 }
             )
-    if "mann_whitney" in significance:
+    if "mann_whitney" in significance and has_seeds_to_compare(significance["mann_whitney"]):
         r = significance["mann_whitney"]
         rows.append(
             {

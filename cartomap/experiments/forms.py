@@ -34,7 +34,7 @@ from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.executors.registry import check_available
 from cartomap.experiments import registry
 from cartomap.experiments.combination import CombinationParams, TrainingSet, training_set_names
-from cartomap.experiments.curriculum import CurriculumParams
+from cartomap.experiments.curriculum import CurriculumParams, has_seeds_to_compare
 from cartomap.runs.progress import describe_progress
 from cartomap.runs.state import derive_state
 from cartomap.runs.store import Run, RunStore
@@ -508,6 +508,12 @@ def significance_sentences(sig: dict[str, Any], alpha: float = ALPHA) -> list[st
             f"{a} vs {b} alone (Cochran's Q with two methods, i.e. McNemar): Q = {pair['q']:.3f}, "
             f"p = {_p(pair['p_value'])}: {_verdict(pair['p_value'], alpha)}."
         )
+    if not has_seeds_to_compare(mw):
+        lines.append(
+            f"Mann-Whitney U between the macro F1 of every seed of {a} and of {b} needs two or more "
+            f"seeds per method (here n = {mw['n_a']} and {mw['n_b']}): start the experiment with more seeds."
+        )
+        return lines
     lines.append(
         f"Mann-Whitney U between the macro F1 of every seed of {a} (mean {sig['mean_score_a']:.3f}, "
         f"n = {mw['n_a']}) and of {b} (mean {sig['mean_score_b']:.3f}, n = {mw['n_b']}): U = {mw['u']:g}, "
