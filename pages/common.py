@@ -24,6 +24,8 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
 ``through_app()``
     Called by every page before it draws: a first visit straight to a page's address runs the
     page through ``app.py`` (the run picker, the navigation) instead of Streamlit's legacy ``pages/`` mode.
+``count(n, noun, plural=None) -> str``
+    "1 group", "2,000 groups": a number and the noun agreeing with it.
 ``flash(kind, message)`` / ``show_flashes()``
     Queue a message ("success", "info", "warning", "error") to show after an ``st.rerun()``.
 ``show_error(err)``
@@ -190,6 +192,12 @@ def through_app() -> None:
     PagesManager.uses_pages_directory = False
     runpy.run_path(str(APP_SCRIPT), run_name="__main__")
     st.stop()
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun agreeing with it: ``count(1, "group")`` = "1 group", ``count(2_000, "group")``
+    = "2,000 groups" (``plural`` for nouns that do not take an s)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 # --------------------------------------------------------------------------- messages and widget state

@@ -44,6 +44,7 @@ from cartomap.experiments.truth import truth_of
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.scores.metrics import RegionRule
 from pages.common import (
+    count,
     current_run,
     escape_markdown,
     flash,
@@ -363,7 +364,7 @@ def group_tools(run, table) -> None:
         st.markdown("**Save the selection as a group**")
         name = st.text_input("Group name", key="dm_group_name", max_chars=80)
         replace = st.checkbox("Replace a group of that name", key="dm_group_replace")
-        submitted = st.form_submit_button(f"Save {len(ids):,} examples", disabled=not ids)
+        submitted = st.form_submit_button(f"Save {count(len(ids), 'example')}", disabled=not ids)
     if submitted:
         try:
             save_group(run, name, ids, source="data map", overwrite=replace)
@@ -376,7 +377,9 @@ def group_tools(run, table) -> None:
         st.markdown("**Saved groups**")
         n_auto = count_table_groups(run)
         if n_auto:
-            st.caption(f"{n_auto:,} automatic groups (WaNLI seeds and neighbours) are on the Prompts page.")
+            st.caption(
+                f"{count(n_auto, 'automatic group')} (WaNLI seeds and neighbours) {'is' if n_auto == 1 else 'are'} on the Prompts page."
+            )
         if not groups:
             st.caption("No groups yet.")
             return
@@ -472,7 +475,7 @@ def seeds_section(run, estore):
             f"{len(siblings)} finished runs are this run with another seed ({', '.join(map(str, siblings))}): "
             "their mean map needs no training."
         )
-        if left.button(f"Map these {len(siblings)} seeds", key="dm_sibling_seeds", type="primary"):
+        if left.button(f"Map these {count(len(siblings), 'seed')}", key="dm_sibling_seeds", type="primary"):
             try:
                 others = [r for r in siblings.values() if r.id != run.id]
                 launch.start_experiment(create_seeds_from_runs(estore, run, others), estore)

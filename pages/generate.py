@@ -30,7 +30,7 @@ from cartomap.wanli.generation import (
     task_name,
 )
 from cartomap.wanli.prompts import DEFAULT_INSTRUCTION, DEFAULT_LABEL_WORDS, PromptTemplate
-from pages.common import current_run, escape_markdown, get_store, kept, show_error, through_app
+from pages.common import count, current_run, escape_markdown, get_store, kept, show_error, through_app
 from pages.components.jobs import demo_or_prompt, job_panel, task_wording
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -89,7 +89,7 @@ def group_choice(run: Run) -> list[str]:
     )
     if limit:
         chosen = chosen[:limit]
-    st.caption(f"{len(chosen):,} groups, one prompt each.")
+    st.caption(f"{count(len(chosen), 'group')}, one prompt each.")
     return chosen
 
 
@@ -212,7 +212,7 @@ def results(run: Run) -> None:
     cfg = info.get("config", {})
     st.caption(
         escape_markdown(
-            f"{info.get('prompts', 0):,} prompts from {len(info.get('groups', [])):,} groups · "
+            f"{count(info.get('prompts', 0), 'prompt')} from {count(len(info.get('groups', [])), 'group')} · "
             f"{cfg.get('backend')} {cfg.get('model')} · n {cfg.get('n')} · top_p {cfg.get('top_p')} · "
             f"temperature {cfg.get('temperature')} · max {cfg.get('max_new_tokens')} new tokens"
         )

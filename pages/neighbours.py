@@ -22,7 +22,7 @@ from cartomap.errors import CartomapError
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.store import Run
 from cartomap.training.embeddings import load_embeddings
-from pages.common import current_run, escape_markdown, kept, show_error, through_app
+from pages.common import count, current_run, escape_markdown, kept, show_error, through_app
 from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -171,7 +171,10 @@ def seed_candidates(
         groups = list_groups(run, include_table=False)  # automatic ones: 100k+ on a full-size run
         n_auto = count_table_groups(run)
         if n_auto:
-            st.caption(f"{n_auto:,} automatic groups are on the Prompts page; their seeds: 'Most ambiguous'.")
+            st.caption(
+                f"{count(n_auto, 'automatic group')} {'is' if n_auto == 1 else 'are'} on the Prompts page; "
+                "their seeds: 'Most ambiguous'."
+            )
         if not groups:
             st.info("No saved groups yet: save one here or on the Data map page.")
             return []

@@ -40,7 +40,7 @@ from cartomap.wanli.prompts import (
     build_prompt,
     count_tokens,
 )
-from pages.common import current_run, escape_markdown, get_store, kept, show_error, through_app
+from pages.common import count, current_run, escape_markdown, get_store, kept, show_error, through_app
 from pages.components.jobs import demo_or_prompt, task_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -165,7 +165,7 @@ def _describe(groups: dict) -> Callable[[str], str]:
     def fmt(name: str) -> str:
         g = groups.get(name, {})
         kind = "auto" if g.get("source") == AUTO else f"hand-made ({g.get('source', '')})"
-        return f"{name} · {kind} · {len(g.get('ids', []))} examples"
+        return f"{name} · {kind} · {count(len(g.get('ids', [])), 'example')}"
 
     return fmt
 

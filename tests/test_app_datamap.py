@@ -396,3 +396,19 @@ def test_example_filters_do_not_carry_over_to_another_run(run, tmp_path):
     at.multiselect(key="_kept_dm_regions").set_value(["hard-to-learn"]).run()
     at.run()
     assert at.multiselect(key="_kept_dm_regions").value == ["hard-to-learn"]
+
+
+def test_counts_of_one_are_singular(run):
+    from cartomap.runs.groups import save_group_table
+
+    frame = dm.map_frame(run)
+    one = frame["id"].iloc[:1].tolist()
+    save_group_table(run, [{"name": "auto-x", "ids": one, "source": "auto", "note": "", "created_at": 0.0}])
+    at = _app()
+    at.session_state["selected_ids"] = one
+    at.run()
+    assert not at.exception, at.exception
+    assert "Save 1 example" in [b.label for b in at.button]
+    captions = " ".join(c.value for c in at.caption)
+    assert "1 automatic group (WaNLI seeds and neighbours) is on the Prompts page" in captions
+    assert "1 automatic groups" not in captions

@@ -38,7 +38,7 @@ def cmd_groups(a: argparse.Namespace) -> int:
     for g in groups:
         counts[g["label_name"]] = counts.get(g["label_name"], 0) + 1
     print(
-        f"{len(groups)} automatic groups of run {run.id} (k={a.k}, quantile {a.quantile}, "
+        f"{len(groups)} automatic group{'' if len(groups) == 1 else 's'} of run {run.id} (k={a.k}, quantile {a.quantile}, "
         f"query {query or 'all'}, genres left out: {', '.join(a.exclude_genres) or 'none'})"
     )
     print("  per label: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "none"))
