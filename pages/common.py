@@ -26,6 +26,8 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
     page through ``app.py`` (the run picker, the navigation) instead of Streamlit's legacy ``pages/`` mode.
 ``count(n, noun, plural=None) -> str``
     "1 group", "2,000 groups": a number and the noun agreeing with it.
+``for_display(table, keep=()) -> DataFrame``
+    A table with its missing cells shown as "–" (not "None"); ``keep`` names columns left as they are.
 ``flash(kind, message)`` / ``show_flashes()``
     Queue a message ("success", "info", "warning", "error") to show after an ``st.rerun()``.
 ``show_error(err)``
@@ -198,6 +200,28 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and the noun agreeing with it: ``count(1, "group")`` = "1 group", ``count(2_000, "group")``
     = "2,000 groups" (``plural`` for nouns that do not take an s)."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+MISSING = "–"  # how a missing value is shown in a table
+
+
+def for_display(table: Any, keep: Sequence[str] = ()) -> Any:
+    """``table`` (a DataFrame) with every missing cell shown as "–" rather than "None" or "NaN":
+    a column with missing cells becomes text (numbers written as ``{:g}``), except the columns in
+    ``keep`` (those given a number format)."""
+    out = table.copy()
+    for column in out.columns:
+        if column in keep:
+            continue
+        missing = out[column].isna()
+        if not missing.any():
+            continue
+        values = out[column].astype(object)
+        out[column] = [
+            MISSING if gone else (f"{v:g}" if isinstance(v, float) else v)
+            for v, gone in zip(values, missing, strict=True)
+        ]
+    return out
 
 
 # --------------------------------------------------------------------------- messages and widget state

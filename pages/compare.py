@@ -25,7 +25,7 @@ from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.state import derive_state
 from cartomap.runs.store import Run
 from cartomap.scores.reports import OUTCOMES, markdown_table
-from pages.common import escape_markdown, get_store, kept, show_error, through_app
+from pages.common import escape_markdown, for_display, get_store, kept, show_error, through_app
 from pages.components import maps
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -297,7 +297,7 @@ def experiment_section(exp) -> None:
         st.caption(f"{exp.kind} experiment: its runs are compared above.")
     for section in sections:
         st.markdown(f"**{escape_markdown(section.title)}**")
-        table = section.table
+        table = for_display(section.table, keep=[*section.formats, *(section.best_columns or ())])
         if section.best_columns:
             table = compare.bold_best(table, [c for c in section.best_columns if c in table.columns])
         config = {c: st.column_config.NumberColumn(format=f) for c, f in section.formats.items()}

@@ -34,6 +34,7 @@ from pages.common import (
     current_run,
     escape_markdown,
     flash,
+    for_display,
     get_store,
     kept,
     show_error,
@@ -129,7 +130,7 @@ def _experiment_table(kind: str, selected_key: str) -> Experiment | None:
     if table.empty:
         st.caption(f"No {kind} experiments yet in {xstore.dir}.")
         return None
-    st.dataframe(table.drop(columns=["kind"]), hide_index=True, key=f"{selected_key}_table")
+    st.dataframe(for_display(table.drop(columns=["kind"])), hide_index=True, key=f"{selected_key}_table")
     ids = table["id"].tolist()
     labels = {i: f"{n} ({i})" if n else i for i, n in zip(ids, table["name"], strict=True)}
     default = ss.get(selected_key) if ss.get(selected_key) in ids else ids[0]
@@ -168,7 +169,7 @@ def _runs_details(exp: Experiment, status: dict) -> None:
     if parallel or status.get("state") in ("failed", "cancelled", "interrupted"):
         table = forms.runs_progress_table(exp, store)
         if not table.empty:
-            st.dataframe(table, hide_index=True, key=f"xp_runs_{exp.id}")
+            st.dataframe(for_display(table), hide_index=True, key=f"xp_runs_{exp.id}")
 
 
 def _progress_and_actions(exp: Experiment) -> str:
@@ -248,7 +249,7 @@ def _curriculum_results(exp: Experiment) -> None:
     else:
         st.caption("One method only: nothing to compare.")
     with st.expander("Every run and test set"):
-        st.dataframe(exp.result("runs"), hide_index=True, key=f"runs_{exp.id}")
+        st.dataframe(for_display(exp.result("runs")), hide_index=True, key=f"runs_{exp.id}")
     _report_download(exp)
 
 
@@ -263,7 +264,7 @@ def _combination_results(exp: Experiment) -> None:
     )
     st.dataframe(forms.marked_matrix(table3), hide_index=True, key=f"t3_{exp.id}")
     st.subheader("Every run")
-    st.dataframe(exp.result("runs"), hide_index=True, key=f"c_runs_{exp.id}")
+    st.dataframe(for_display(exp.result("runs")), hide_index=True, key=f"c_runs_{exp.id}")
     _report_download(exp)
 
 

@@ -163,3 +163,15 @@ def test_combination_experiment(env):
     assert table3["other"].tolist() == pytest.approx(exp.result("table3")["other"].tolist())
     # the two runs evaluated on two test sets: the picker offers both
     assert at.selectbox(key="_kept_cmp_test").options == ["test", "other"]
+
+
+def test_missing_cells_are_shown_as_a_dash(env):
+    at = _app()
+    at.session_state["cmp_exps"] = [env["curriculum"].id]
+    at.run()
+    assert not at.exception, at.exception
+    significance = _frames(at, "p_value")[0]
+    mann_whitney = significance[significance["test"] == "Mann-Whitney U"].iloc[0]
+    assert mann_whitney["df"] == "–"  # a U test has no degrees of freedom: not "None"
+    assert significance[significance["test"] == "Cochran's Q"].iloc[0]["df"] == "1"
+    assert not significance.isna().any().any()
