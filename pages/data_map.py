@@ -448,7 +448,11 @@ def _seeds_progress(exp, status: dict) -> None:
         text=f"Seeds: {status['state']} · {phase} · {done}/{total} runs",
     )
     if status["state"] == "running" and status.get("role"):
-        st.caption(f"Training {registry.role_label(exp, status['role'])} (run {status.get('run_id')}).")
+        st.caption(
+            escape_markdown(
+                f"Training {registry.role_label(exp, status['role'])} (run {status.get('run_id')})."
+            )
+        )
 
 
 def seeds_section(run, estore):

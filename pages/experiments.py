@@ -128,7 +128,7 @@ def _experiment_table(kind: str, selected_key: str) -> Experiment | None:
         st.caption("The experiments cannot be read right now; reload the page.")
         return None
     if table.empty:
-        st.caption(f"No {kind} experiments yet in {xstore.dir}.")
+        st.caption(escape_markdown(f"No {kind} experiments yet in {xstore.dir}."))
         return None
     st.dataframe(for_display(table.drop(columns=["kind"])), hide_index=True, key=f"{selected_key}_table")
     ids = table["id"].tolist()

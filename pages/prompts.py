@@ -176,7 +176,7 @@ def main() -> None:
     if run is None:
         st.stop()
     if "_wanli_collected" in st.session_state:
-        st.success(f"Saved {st.session_state.pop('_wanli_collected')} automatic groups.")
+        st.success(f"Saved {count(st.session_state.pop('_wanli_collected'), 'automatic group')}.")
     examples = _examples(str(run.path), run.stamp(run.examples_path))
     if "premise" not in examples.columns:
         st.info("WaNLI prompts are made of premise/hypothesis pairs; this run has single texts.")

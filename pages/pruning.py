@@ -111,7 +111,11 @@ def _progress_details(exp: Experiment, status: dict) -> None:
         min(1.0, done / total) if total else 0.0, text=f"{state} · {phase} · {done}/{total} runs done"
     )
     if state == "running" and status.get("role"):
-        st.caption(f"Training {registry.role_label(exp, status['role'])} (run {status.get('run_id')}).")
+        st.caption(
+            escape_markdown(
+                f"Training {registry.role_label(exp, status['role'])} (run {status.get('run_id')})."
+            )
+        )
     table = forms.runs_progress_table(exp, runs)
     if not table.empty:
         st.dataframe(table, hide_index=True, key="prune_runs_table")

@@ -348,7 +348,7 @@ if st.button("Score checkpoints", key="score_start"):
 st.header("All runs")
 table = store.table()
 if table.empty:
-    st.caption(f"No runs in {store.runs_dir}.")
+    st.caption(escape_markdown(f"No runs in {store.runs_dir}."))
 else:
     st.dataframe(table, hide_index=True)
     with st.expander("Delete a run"):

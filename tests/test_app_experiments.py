@@ -298,3 +298,13 @@ def test_one_seed_per_method_is_not_shown_as_a_mann_whitney_result(finished, mon
     words = " ".join(texts(at))
     assert "needs two or more seeds per method" in words
     assert "U = 0, p = 1" not in words
+
+
+def test_a_folder_name_with_underscores_is_not_markdown(tmp_path, monkeypatch):
+    cache = tmp_path / "my_cache_of_runs"
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    monkeypatch.syspath_prepend(str(REPO))
+    at = page().run()
+    assert not at.exception
+    caption = next(c for c in texts(at) if "No curriculum experiments yet" in c)
+    assert "my\\_cache\\_of\\_runs" in caption  # shown as written, not in italics
