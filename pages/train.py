@@ -22,6 +22,7 @@ from pages.common import (
     current_run,
     escape_markdown,
     flash,
+    for_display,
     get_store,
     kept,
     select_run,
@@ -350,7 +351,7 @@ table = store.table()
 if table.empty:
     st.caption(escape_markdown(f"No runs in {store.runs_dir}."))
 else:
-    st.dataframe(table, hide_index=True)
+    st.dataframe(for_display(table), hide_index=True)
     with st.expander("Delete a run"):
         ids = table["id"].tolist()
         labels = dict(

@@ -363,3 +363,12 @@ def test_progress_description():
     )
     assert label == "demo (abc) · done · demo:train · 2025-01-01"
     assert "upload 0123abcd….csv" in run_label({"id": "x", "data": "/c/uploads/" + "0123abcd" * 8 + ".csv"})
+
+
+def test_the_runs_table_shows_missing_values_as_a_dash(root):
+    make_run(root, "running", seed=1, epoch=0, epochs=2)  # no epoch done: no dev accuracy yet
+    at = page().run()
+    assert not at.exception
+    table = next(d.value for d in at.dataframe if "dev_accuracy" in d.value.columns)
+    assert table["dev_accuracy"].tolist() == ["–"]
+    assert not table.isna().any().any()
