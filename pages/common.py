@@ -187,9 +187,11 @@ def through_app() -> None:
     too) listed as a page and no run picker. This turns that legacy mode off and runs ``app.py`` in
     its place (its navigation, the run picker, then this page again, with the same widget events
     and query parameters); the page's own run stops there."""
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if not PagesManager.uses_pages_directory:
+    try:  # an internal of Streamlit (1.67): without it there is nothing to turn off
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:
+        return
+    if not getattr(PagesManager, "uses_pages_directory", False):
         return
     PagesManager.uses_pages_directory = False
     runpy.run_path(str(APP_SCRIPT), run_name="__main__")
