@@ -296,8 +296,10 @@ class RunConfig:
 #: The bundled demo's training (``cartomap demo`` and the dashboard's "Train the demo" use it; the Train
 #: page and ``cartomap train`` keep :class:`TrainConfig`'s defaults). Chosen so that the first map
 #: appears within 4 minutes of the click on a 2-core CPU and looks like a data map: 3 epochs at
-#: learning rate 1e-4 end at 0.7775 dev accuracy with 22 % of the examples at confidence >= 0.75;
-#: 4 epochs at 5e-5 end at 0.7525 but take ~280 s to the first map (docs/benchmarks.md).
+#: learning rate 1e-4 end at 0.7775 dev accuracy; 4 epochs at 5e-5 end at 0.7525 but take ~280 s to the
+#: first map (docs/benchmarks.md). It records as every run does (an eval-mode pass after each epoch,
+#: docs/stability.md): `cartomap demo` took 220 s on the quiet 2-core CPU (epochs of 52-57 s training
+#: plus a 13 s eval pass), 67 % of the examples at confidence >= 0.75 (22 % with the training pass).
 DEMO_TRAIN_CONFIG = TrainConfig(epochs=3, learning_rate=1e-4)
 
 
