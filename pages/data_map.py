@@ -129,24 +129,6 @@ def _valid_range(key: str, lo_bound, hi_bound, options=None) -> None:
         st.session_state.pop(key, None)
 
 
-FILTER_KEYS = (
-    "dm_labels",
-    "dm_regions",
-    "dm_genres",
-    "dm_conf",
-    "dm_var",
-    "dm_corr",
-    "dm_color",
-    "dm_max_points",
-    "dm_region_rule",
-    "dm_ambiguous_fraction",
-    "dm_ambiguous_var",
-    "dm_stable_only",
-    "dm_entropy",
-    "dm_disagree",
-)
-
-
 #: The filters that pick examples of one run: another run starts without them.
 RUN_FILTER_KEYS = (
     "dm_labels",
@@ -158,6 +140,14 @@ RUN_FILTER_KEYS = (
     "dm_stable_only",
     "dm_entropy",
     "dm_disagree",
+)
+#: Every filter and display setting the "Reset" clears: the run's filters and how the map is drawn.
+FILTER_KEYS = RUN_FILTER_KEYS + (
+    "dm_color",
+    "dm_max_points",
+    "dm_region_rule",
+    "dm_ambiguous_fraction",
+    "dm_ambiguous_var",
 )
 _FILTERS_RUN = "_dm_filters_run"  # the run the filter values in session state were set on
 
@@ -455,6 +445,22 @@ def _seeds_progress(exp, status: dict) -> None:
         )
 
 
+@st.cache_data(ttl=30, max_entries=32, show_spinner=False)
+def _siblings_of(run_path: str, root: str, folders: tuple[str, ...]) -> dict[int, str]:
+    from pathlib import Path
+
+    from cartomap.runs.store import Run, RunStore
+
+    return {seed: r.id for seed, r in seed_siblings(Run(Path(run_path)), RunStore(root)).items()}
+
+
+def _sibling_ids(run, runs) -> dict[int, str]:
+    """{seed: run id} of the runs that are ``run`` but for their seed: the store's configs are read once
+    per change of its run folders (30 s at most), not on every rerun of the page."""
+    folders = tuple(sorted(p.name for p in runs.dir.iterdir())) if runs.dir.is_dir() else ()
+    return _siblings_of(str(run.path), str(runs.root), folders)
+
+
 def seeds_section(run, estore):
     """Whether the map is the mean over a finished seeds experiment (the toggle), that experiment,
     and what the page says about the map's stability: the seeds' summary, or the measured stability
@@ -472,7 +478,7 @@ def seeds_section(run, estore):
     if pending is not None and pending.state != "done":
         experiment_panel(pending, _seeds_progress, key="dm_seeds_")
         return None, None
-    siblings = seed_siblings(run, estore.runs)
+    siblings = {seed: estore.runs.get(rid) for seed, rid in _sibling_ids(run, estore.runs).items()}
     if len(siblings) > 1:
         left, right = st.columns([1, 3])
         right.caption(
