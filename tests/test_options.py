@@ -115,3 +115,10 @@ def test_a_run_folders_config_json_is_read_as_its_config(tmp_path):
     path.write_text(json.dumps({"epochs": 2}))
     with pytest.raises(DataError, match="unknown keys \\['epochs'\\]"):
         read_config_file(str(path))
+
+
+@pytest.mark.parametrize("option,value", [("--bootstrap", "-1"), ("--seed", "-1")])
+def test_truth_report_options_are_checked_before_any_work(option, value, tmp_path, capsys):
+    assert main(["--cache", str(tmp_path), "truth", "no-such-run", option, value]) == 2
+    err = capsys.readouterr().err
+    assert f"{option}: expected a whole number >= 0" in err and "Traceback" not in err

@@ -33,10 +33,16 @@ def cmd_truth(a: argparse.Namespace) -> int:
     """The truth report: data-map metrics vs human entropy, every detector vs gold != majority (or known
     errors), with bootstrap intervals; markdown on stdout, ``--json`` to a file."""
     from cartomap.analysis.truth import truth_json, truth_markdown
+    from cartomap.errors import DataError
     from cartomap.experiments.truth import truth_of
     from cartomap.io import atomic_write_text
     from cartomap.runs.store import RunStore
 
+    for option, value in (("--bootstrap", a.bootstrap), ("--seed", a.seed)):
+        if value < 0 or (option == "--seed" and value > 2**32 - 1):
+            raise DataError(
+                f"{option}: expected a whole number >= 0 (0 resamples: no intervals), got {value}"
+            )
     run = RunStore(a.cache).get(a.run)
     report = truth_of(run, a.cache, n_boot=a.bootstrap, seed=a.seed)
     print(truth_markdown(report), end="")
