@@ -182,7 +182,6 @@ def test_run_copy_keeps_the_normalised_columns_and_ids_do_not_change(tmp_path):
         (["neutral", "unsure"], "'unsure' is not in the label set"),
         ([0, 5], "5 is not in the label set"),
         ("neutral", "expected a mapping"),
-        (None, "missing votes"),
     ],
 )
 def test_bad_votes_name_file_line_and_field(tmp_path, value, message):

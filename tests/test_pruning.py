@@ -372,8 +372,9 @@ def test_end_to_end_roles_coverage_and_results(e2e, demo):
         trained_on = set(run.examples()["id"].astype(str))
         assert held == set(oof.loc[oof["fold"] == f, "id"]) and not held & trained_on
         assert held | trained_on == set(train_ids)
-        assert run.config.dev is None and run.config.train.record == "none"
-        assert not (run.path / "checkpoints").exists() and not (run.path / "metrics.parquet").exists()
+        assert run.config.dev is None and run.config.train.record == "train"  # in-sample dynamics come free
+        assert not (run.path / "checkpoints").exists()
+        assert set(run.metrics()["id"].astype(str)) == trained_on  # the fold's in-sample data map
         _, logits = run.test_logits(0)
         part = oof[oof["fold"] == f].set_index("id").loc[run.test_examples(0)["id"].astype(str)]
         assert np.allclose(part[["logit_0", "logit_1", "logit_2"]].to_numpy(), logits, atol=1e-5)

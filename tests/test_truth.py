@@ -148,6 +148,31 @@ def test_report_of_a_run_with_votes(tmp_path):
     assert json.loads(truth.truth_json(report))["n"] == 60
 
 
+def test_votes_on_some_examples_only_judge_those(tmp_path):
+    """ChaosNLI relabelled a subset: rows without votes (null) load, and the human statistics use the
+    voted rows only (an unvoted row is neither a hit nor a miss)."""
+    rows = votes_rows()
+    for row in rows[40:]:
+        row["votes"] = None
+    run = synthetic_run(tmp_path / "cache", write_votes(tmp_path / "v.jsonl", rows))
+    examples = run.examples()
+    assert examples["human_n"].tolist()[40:] == [0] * 20
+    report = truth.truth_report(run, n_boot=20)
+    assert report["targets"] == {"gold_disagrees": 10}  # rows 0, 4, ..., 36
+    assert report["judged"] == {"gold_disagrees": 40}
+    voted = examples["human_n"].to_numpy() > 0
+    m = run.metrics().set_index("id").loc[examples["id"]]
+    row = next(r for r in report["detectors"] if r["detector"] == "datamap_confidence")
+    y = examples["gold_disagrees"].to_numpy()[voted]
+    assert row["ap"] == pytest.approx(average_precision_score(y, 1 - m["confidence"].to_numpy()[voted]))
+    conf = next(r for r in report["spearman"] if r["metric"] == "confidence")
+    assert conf["n"] == 40
+    assert conf["spearman"] == pytest.approx(
+        spearmanr(m["confidence"].to_numpy()[voted], examples["human_entropy"].to_numpy()[voted]).statistic
+    )
+    assert "10 of 40 examples with votes, of 60" in truth.truth_markdown(report)
+
+
 def test_report_refused_without_human_judgement(tmp_path):
     rows = votes_rows()
     for r in rows:

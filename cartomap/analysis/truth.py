@@ -34,7 +34,15 @@ METRICS: tuple[str, ...] = ("confidence", "variability", "correctness", "aum", "
 #: Seed-table metrics whose mean and spread are correlated too.
 SEED_METRICS: tuple[str, ...] = ("confidence", "variability", "correctness", "aum")
 TARGETS = {"gold_disagrees": "gold ≠ human majority", ERROR_COLUMN: "known error"}
-HUMAN_READ = ("id", "label", "human_entropy", "human_majority", "human_majority_share", "gold_disagrees")
+HUMAN_READ = (
+    "id",
+    "label",
+    "human_n",
+    "human_entropy",
+    "human_majority",
+    "human_majority_share",
+    "gold_disagrees",
+)
 
 
 def has_human_judgement(run) -> bool:
@@ -83,14 +91,22 @@ def truth_report(
             "column (see --votes-column / --error-column)"
         )
     n = len(ids)
-    ks = list(ks) if ks is not None else stats.default_ks(n)
+    # Votes may cover some examples only: the human target and the entropy are judged on those.
+    voted = (
+        examples["human_n"].to_numpy(dtype=np.int64) > 0
+        if "human_n" in examples.columns
+        else np.ones(n, dtype=bool)
+    )
+    masks = {t: (voted if t == "gold_disagrees" else np.ones(n, dtype=bool)) for t in targets}
+    ks = list(ks) if ks is not None else stats.default_ks(int(max(m.sum() for m in masks.values())))
     metrics = _aligned(run.metrics(), ids, "metrics file")
     seed_table = _aligned(seeds, ids, "seeds table")
     labels = examples["label"].to_numpy(dtype=np.int64)
     report: dict[str, Any] = {
         "run": run.id,
         "n": n,
-        "targets": {t: int(v.sum()) for t, v in targets.items()},
+        "targets": {t: int(v[masks[t]].sum()) for t, v in targets.items()},
+        "judged": {t: int(masks[t].sum()) for t in targets},
         "n_boot": int(n_boot),
         "seed": int(seed),
         "ks": ks,
@@ -101,8 +117,8 @@ def truth_report(
     if "human_entropy" in examples.columns:
         entropy = examples["human_entropy"].to_numpy(dtype=np.float64)
         report["entropy"] = {
-            "mean": float(np.nanmean(entropy)),
-            "no_majority": int((examples["human_majority"].to_numpy() == -1).sum()),
+            "mean": float(np.nanmean(entropy[voted])) if voted.any() else float("nan"),
+            "no_majority": int((examples["human_majority"].to_numpy()[voted] == -1).sum()),
         }
         columns = [(m, metrics[m]) for m in METRICS if m in metrics.columns]
         if seed_table is not None:
@@ -111,13 +127,14 @@ def truth_report(
                     if f"{m}{suffix}" in seed_table.columns:
                         columns.append((f"{m}{suffix} (seeds)", seed_table[f"{m}{suffix}"]))
         for name, values in columns:
-            row = stats.spearman_row(values.to_numpy(dtype=np.float64), entropy, n_boot, seed)
+            row = stats.spearman_row(values.to_numpy(dtype=np.float64)[voted], entropy[voted], n_boot, seed)
             report["spearman"].append({"metric": name, **row})
     inputs = detectors.DetectorInputs(labels=labels, metrics=metrics, oof_logits=oof_logits, seeds=seed_table)
     scores = detectors.score_all(inputs)
     for target, truth in targets.items():
+        mask = masks[target]
         for name in scores.columns:
-            row = stats.ranking_row(truth, scores[name].to_numpy(), ks, n_boot, seed)
+            row = stats.ranking_row(truth[mask], scores[name].to_numpy()[mask], ks, n_boot, seed)
             report["detectors"].append({"target": target, "detector": name, **row})
     return report
 
@@ -178,8 +195,11 @@ def truth_markdown(report: dict) -> str:
         lines += ["", boot, ""]
     for target, n_err in report["targets"].items():
         ks = report["ks"]
+        judged = (report.get("judged") or {}).get(target, report["n"])
         lines += [
-            f"## Detectors for “{TARGETS[target]}” ({n_err:,} of {report['n']:,})",
+            f"## Detectors for “{TARGETS[target]}” ({n_err:,} of {judged:,}"
+            + (f" examples with votes, of {report['n']:,}" if judged != report["n"] else "")
+            + ")",
             "",
             "| detector | AP | AUROC | " + " | ".join(f"P@{k}" for k in ks) + " |",
             "|---|---|---|" + "---|" * len(ks),
@@ -187,7 +207,7 @@ def truth_markdown(report: dict) -> str:
         for r in detector_frame(report, target).to_dict(orient="records"):
             cells = [_ci(r, "ap"), _ci(r, "auroc"), *(_ci(r, f"p@{k}") for k in ks)]
             lines.append(f"| {r['detector']} | " + " | ".join(cells) + " |")
-        lines += ["", f"Higher = better detector; chance AP = {n_err / max(1, report['n']):.3f}. {boot}.", ""]
+        lines += ["", f"Higher = better detector; chance AP = {n_err / max(1, judged):.3f}. {boot}.", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

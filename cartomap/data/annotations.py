@@ -12,6 +12,10 @@ Found by name like the text and label columns (or named with ``DataConfig.votes_
 A column found by name (not named explicitly) whose first value is no mapping or list (an up-vote
 count called ``votes``, say) is left alone as an ordinary extra column.
 
+Votes may cover only some examples (ChaosNLI relabelled a subset of MultiNLI): a null cell means "no
+votes for this example"; its counts are all 0 (``human_n`` 0), its human columns are NaN / -1 and it
+is left out of every human statistic (the truth report evaluates the examples with votes only).
+
 A loaded dataset keeps them normalised: one int64 column per class ``votes_<label>``
 (:func:`vote_columns`) and ``is_error`` (bool). The run store adds the derived columns of
 :func:`cartomap.scores.human.human_columns` (``human_n``, ``human_majority`` (-1: tie),
@@ -156,7 +160,7 @@ def parse_votes(value: Any, label_names: Sequence[str], where: str, field: str) 
     index = {n: k for k, n in enumerate(names)}
     expected = "a mapping label -> count or a list of annotator labels"
     if _missing(value):
-        raise DataError(f"missing votes; expected {expected}", location=where, field=field)
+        return np.zeros(len(names), dtype=np.int64)  # no votes for this example (a null cell)
     if isinstance(value, str):
         text = value.strip()
         if text[:1] not in ("{", "["):

@@ -234,8 +234,12 @@ def model0_config(params: PruningParams) -> RunConfig:
 
 
 def fold_config(params: PruningParams, fold_train: DataConfig, held_out: DataConfig, f: int) -> RunConfig:
-    """Train on ``fold_train``, score ``held_out`` after every epoch; no dev set, no dynamics, no checkpoints."""
-    train = dataclasses.replace(params.base.train, record="none", save_checkpoints=False)
+    """Train on ``fold_train``, score ``held_out`` after every epoch; no dev set, no checkpoints.
+
+    The training pass is recorded (its logits are computed anyway, so it costs no extra passes): every
+    example is in the training part of k - 1 fold models, whose in-sample dynamics averaged over those
+    models are a multi-model signal at the compute of the out-of-fold logits (``fold_in_sample``)."""
+    train = dataclasses.replace(params.base.train, record="train", save_checkpoints=False)
     return params.base.replace(
         data=fold_train, dev=None, tests=(held_out,), train=train, name=f"pruning: fold {f}"
     )
