@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cartomap.errors import DataError
@@ -46,12 +47,21 @@ def planted():
         frames[s] = compute_metrics(d, noisy, [f"x{i}" for i in range(N)])
     seeds = seed_table(frames)
     metrics = compute_metrics(dyn, noisy, [f"x{i}" for i in range(N)])
-    return noisy, flipped, dyn, oof, seeds, metrics
+    # three "fold models", each trained on two thirds of the examples (in-sample dynamics)
+    ids = [f"x{i}" for i in range(N)]
+    fold_of = np.arange(N) % 3
+    fold_frames = []
+    for f in range(3):
+        d = _dynamics(np.random.default_rng(200 + f), true, noisy, flipped, np.full(N, 0.5))
+        part = compute_metrics(d, noisy, ids)
+        fold_frames.append(part[fold_of != f])
+    folds = detectors.fold_table(fold_frames, ids)
+    return noisy, flipped, dyn, oof, seeds, metrics, folds
 
 
 def test_every_detector_ranks_the_planted_flips_first(planted):
-    noisy, flipped, dyn, oof, seeds, _ = planted
-    inputs = detectors.DetectorInputs(labels=noisy, dynamics=dyn, oof_logits=oof, seeds=seeds)
+    noisy, flipped, dyn, oof, seeds, _, folds = planted
+    inputs = detectors.DetectorInputs(labels=noisy, dynamics=dyn, oof_logits=oof, seeds=seeds, folds=folds)
     assert detectors.available(inputs) == list(detectors.NAMES)
     table = detectors.score_all(inputs)
     assert list(table.columns) == list(detectors.NAMES)
@@ -65,7 +75,7 @@ def test_every_detector_ranks_the_planted_flips_first(planted):
 
 
 def test_metric_columns_stand_in_for_the_dynamics(planted):
-    noisy, _, dyn, _, _, metrics = planted
+    noisy, _, dyn, _, _, metrics, _ = planted
     from_dyn = detectors.DetectorInputs(labels=noisy, dynamics=dyn)
     from_metrics = detectors.DetectorInputs(labels=noisy, metrics=metrics)
     assert detectors.available(from_metrics) == ["datamap_confidence", "aum", "el2n", "forgetting"]
@@ -76,13 +86,18 @@ def test_metric_columns_stand_in_for_the_dynamics(planted):
 
 
 def test_availability_follows_the_inputs(planted):
-    noisy, _, dyn, oof, _, _ = planted
+    noisy, _, dyn, oof, _, _, folds = planted
     assert detectors.available(detectors.DetectorInputs(labels=noisy, oof_logits=oof)) == [
         "oof_margin",
         "oof_self_confidence",
         "cleanlab_self_confidence",
         "consensus_p1g0",
     ]
+    both = detectors.DetectorInputs(labels=noisy, oof_logits=oof, folds=folds)
+    assert "rank_oof_folds" in detectors.available(both)
+    assert "rank_oof_dynamics" not in detectors.available(both)  # needs Model 0's dynamics too
+    with pytest.raises(DataError, match="needs oof and folds"):
+        detectors.score("rank_oof_folds", detectors.DetectorInputs(labels=noisy, oof_logits=oof))
     with pytest.raises(DataError, match="needs seeds"):
         detectors.score("seed_spread", detectors.DetectorInputs(labels=noisy, dynamics=dyn))
     with pytest.raises(DataError, match="unknown detector"):
@@ -90,7 +105,7 @@ def test_availability_follows_the_inputs(planted):
 
 
 def test_consensus_score_selects_what_the_rule_selects(planted):
-    noisy, _, _, oof, _, _ = planted
+    noisy, _, _, oof, _, _, _ = planted
     s = detectors.score("consensus_p1g0", detectors.DetectorInputs(labels=noisy, oof_logits=oof))
     for t in (0.0, 0.5, 2.0):
         rule = consensus.select_suspects(oof, noisy, categories=("P1G0",), threshold=t)
@@ -115,5 +130,44 @@ def test_every_detector_documents_formula_and_direction():
     for name, d in detectors.REGISTRY.items():
         assert "s_i" in d.doc or "score" in d.doc, name
         assert "Higher" in d.doc, name
-        assert d.needs in (detectors.DYNAMICS, detectors.OOF, detectors.SEEDS)
+        assert set(d.needs) <= {detectors.DYNAMICS, detectors.OOF, detectors.SEEDS, detectors.FOLDS}
     assert set(detectors.descriptions()) == set(detectors.NAMES)
+
+
+def test_fold_table_by_hand():
+    frames = [
+        pd.DataFrame({"id": ["a", "b"], "confidence": [0.2, 0.6], "aum": [-1.0, 2.0]}),
+        pd.DataFrame({"id": ["b", "c"], "confidence": [0.8, 0.5], "aum": [4.0, 0.0]}),
+    ]
+    table = detectors.fold_table(frames, ["c", "b", "a", "d"])
+    assert table["id"].tolist() == ["c", "b", "a", "d"]
+    assert table["fold_confidence"].tolist()[:3] == pytest.approx([0.5, 0.7, 0.2])
+    assert table["fold_aum"].tolist()[:3] == pytest.approx([0.0, 3.0, -1.0])
+    assert table["fold_models"].tolist() == [1, 2, 1, 0]
+    assert np.isnan(table["fold_confidence"].iloc[3])  # in no fold's training part
+
+
+def test_rank_average_by_hand():
+    a = np.array([0.1, 0.9, 0.5, 0.3])  # ranks 1, 4, 3, 2
+    b = np.array([4.0, 1.0, 3.0, 3.0])  # ranks 4, 1, 2.5, 2.5
+    np.testing.assert_allclose(detectors.rank_average(a, b), [5 / 8, 5 / 8, 5.5 / 8, 4.5 / 8])
+    # a missing score ranks as the least suspect
+    np.testing.assert_allclose(detectors.rank_average(np.array([np.nan, 1.0, 2.0])), [1 / 3, 2 / 3, 1.0])
+    with pytest.raises(DataError):
+        detectors.rank_average(a, b[:3])
+    with pytest.raises(DataError):
+        detectors.rank_average()
+
+
+def test_rank_ensembles_are_the_rank_mean_of_their_parts(planted):
+    noisy, _, dyn, oof, _, _, folds = planted
+    inputs = detectors.DetectorInputs(labels=noisy, dynamics=dyn, oof_logits=oof, folds=folds)
+    margin = detectors.score("oof_margin", inputs)
+    np.testing.assert_allclose(
+        detectors.score("rank_oof_folds", inputs),
+        detectors.rank_average(margin, detectors.score("fold_aum", inputs)),
+    )
+    np.testing.assert_allclose(
+        detectors.score("rank_oof_dynamics", inputs),
+        detectors.rank_average(margin, detectors.score("aum", inputs)),
+    )

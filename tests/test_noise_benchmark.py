@@ -31,9 +31,24 @@ def planted(n: int = 12):
     return y, flipped, logits, confidence, aum
 
 
+def fold_table(n: int = 12):
+    """The fold models' in-sample table: the flipped rows' gold logit stayed below (AUM -1)."""
+    flipped = np.isin(np.arange(n), FLIPS)
+    return pd.DataFrame(
+        {
+            "id": [str(i) for i in range(n)],
+            "fold_confidence": np.where(flipped, 0.3, 0.8),
+            "fold_aum": np.where(flipped, -1.0, 1.5),
+            "fold_models": 2,
+        }
+    )
+
+
 def test_scoring_puts_planted_flips_first():
     y, flipped, logits, confidence, aum = planted()
-    table = nb.score_methods(y, flipped, logits, confidence, aum, threshold=2.0).set_index("method")
+    table = nb.score_methods(
+        y, flipped, logits, confidence, aum, threshold=2.0, folds=fold_table()
+    ).set_index("method")
     assert list(table.index) == list(nb.METHODS)
     assert (table["k"] == 3).all() and (table["n"] == 12).all()
     for method in nb.RANKING_METHODS:
@@ -75,12 +90,13 @@ def test_class_balanced_sample_is_exact():
 
 def test_markdown_marks_not_applicable_cells():
     y, flipped, logits, confidence, aum = planted()
-    rows = nb.score_methods(y, flipped, logits, confidence, aum)
+    rows = nb.score_methods(y, flipped, logits, confidence, aum)  # no fold table: those methods left out
+    assert nb.FOLD_AUM not in set(rows["method"]) and nb.RANK_OOF_MODEL0 in set(rows["method"])
     rows.insert(0, "rate", 0.25)
     rows.insert(0, "setting", "symmetric")
     text = nb.to_markdown(rows)
     lines = text.splitlines()
-    assert lines[0].startswith("| setting | rate | method |") and len(lines) == 2 + len(nb.METHODS)
+    assert lines[0].startswith("| setting | rate | method |") and len(lines) == 2 + len(nb.METHODS) - 2
     assert "| symmetric | 0.25 | kfold_margin | 12 | 3 | 1.000 | 1.000 | 1.000 | – | – | – |" in lines
 
 

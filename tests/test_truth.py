@@ -128,7 +128,10 @@ def test_report_of_a_run_with_votes(tmp_path):
     seeds = pd.DataFrame(
         {"id": ids[::-1], "confidence_mean": rng.random(60), "confidence_std": rng.random(60)}
     )
-    report = truth.truth_report(run, seeds=seeds, oof_logits=oof, n_boot=50)
+    folds = detectors.fold_table(
+        [pd.DataFrame({"id": ids, "confidence": rng.random(60), "aum": rng.normal(size=60)})], ids[::-1]
+    )
+    report = truth.truth_report(run, seeds=seeds, oof_logits=oof, folds=folds, n_boot=50)
     assert report["targets"] == {"gold_disagrees": 15}
     metrics = [r["metric"] for r in report["spearman"]]
     assert metrics[:6] == list(truth.METRICS)

@@ -10,8 +10,9 @@ For a run whose data has votes (or annotator labels) or a known-error column
   (:mod:`cartomap.scores.detectors`) the run can feed, for each target: ``gold_disagrees`` (gold !=
   the human majority) and ``is_error`` (the known-error column), with bootstrap 95 % intervals.
 
-The caller passes what analysis cannot find itself: the seeds experiment's table (``seeds``) and a
-pruning experiment's out-of-fold logits in the run's example order (``oof_logits``).
+The caller passes what analysis cannot find itself: the seeds experiment's table (``seeds``), a
+pruning experiment's out-of-fold logits in the run's example order (``oof_logits``) and its fold
+models' in-sample table (``folds``, :func:`cartomap.scores.detectors.fold_table`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def truth_report(
     run,
     seeds: pd.DataFrame | None = None,
     oof_logits=None,
+    folds: pd.DataFrame | None = None,
     n_boot: int = stats.N_BOOT,
     seed: int = 0,
     ks: Sequence[int] | None = None,
@@ -101,6 +103,7 @@ def truth_report(
     ks = list(ks) if ks is not None else stats.default_ks(int(max(m.sum() for m in masks.values())))
     metrics = _aligned(run.metrics(), ids, "metrics file")
     seed_table = _aligned(seeds, ids, "seeds table")
+    fold_table = _aligned(folds, ids, "fold table")
     labels = examples["label"].to_numpy(dtype=np.int64)
     report: dict[str, Any] = {
         "run": run.id,
@@ -129,7 +132,9 @@ def truth_report(
         for name, values in columns:
             row = stats.spearman_row(values.to_numpy(dtype=np.float64)[voted], entropy[voted], n_boot, seed)
             report["spearman"].append({"metric": name, **row})
-    inputs = detectors.DetectorInputs(labels=labels, metrics=metrics, oof_logits=oof_logits, seeds=seed_table)
+    inputs = detectors.DetectorInputs(
+        labels=labels, metrics=metrics, oof_logits=oof_logits, seeds=seed_table, folds=fold_table
+    )
     scores = detectors.score_all(inputs)
     for target, truth in targets.items():
         mask = masks[target]

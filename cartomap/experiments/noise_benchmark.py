@@ -8,6 +8,11 @@ score ranks the flipped examples first:
 * ``datamap_confidence``: 1 - data-map confidence of Model 0 (trained on the whole noisy set)
 * ``aum``: -AUM of Model 0's training dynamics
 * ``cleanlab_quality``: 1 - cleanlab label-quality score of the out-of-fold probabilities
+* ``fold_aum``: -AUM of the k fold models' own training passes, averaged over the k - 1 that trained
+  on the example (in sample; no extra training)
+* ``rank_oof_folds``: the rank mean of ``kfold_margin`` and ``fold_aum`` (the same k trainings as
+  ``cleanlab_quality``)
+* ``rank_oof_model0``: the rank mean of ``kfold_margin`` and ``aum`` (k + 1 trainings)
 * ``cleanlab_issues``: cleanlab ``find_label_issues`` (a set, not a ranking)
 * ``consensus``: the cleaning paper's rule on the out-of-fold logits: every mismatch category,
   model confidence > threshold (a set)
@@ -48,15 +53,29 @@ KFOLD_MARGIN = "kfold_margin"
 DATAMAP_CONFIDENCE = "datamap_confidence"
 AUM = "aum"
 CLEANLAB_QUALITY = "cleanlab_quality"
+FOLD_AUM = "fold_aum"
+RANK_OOF_FOLDS = "rank_oof_folds"
+RANK_OOF_MODEL0 = "rank_oof_model0"
 CLEANLAB_ISSUES = "cleanlab_issues"
 CONSENSUS = "consensus"
-RANKING_METHODS = (KFOLD_MARGIN, DATAMAP_CONFIDENCE, AUM, CLEANLAB_QUALITY)
+RANKING_METHODS = (
+    KFOLD_MARGIN,
+    DATAMAP_CONFIDENCE,
+    AUM,
+    CLEANLAB_QUALITY,
+    FOLD_AUM,
+    RANK_OOF_FOLDS,
+    RANK_OOF_MODEL0,
+)
 #: The registered detector (:mod:`cartomap.scores.detectors`) behind each ranking method.
 DETECTOR_OF = {
     KFOLD_MARGIN: "oof_margin",
     DATAMAP_CONFIDENCE: "datamap_confidence",
     AUM: "aum",
     CLEANLAB_QUALITY: "cleanlab_self_confidence",
+    FOLD_AUM: "fold_aum",
+    RANK_OOF_FOLDS: "rank_oof_folds",
+    RANK_OOF_MODEL0: "rank_oof_dynamics",
 }
 SET_METHODS = (CLEANLAB_ISSUES, CONSENSUS)
 METHODS = RANKING_METHODS + SET_METHODS
@@ -170,11 +189,14 @@ def score_methods(
     confidence,
     aum_values,
     threshold: float = consensus.DEFAULT_THRESHOLD,
+    folds: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per method (:data:`METHODS`) for one noisy dataset.
 
     ``oof_logits`` [N, C] are out-of-fold raw logits; ``confidence`` and ``aum_values`` [N] come from
-    Model 0's training dynamics. Every input is aligned with ``noisy_labels``. Rankings get
+    Model 0's training dynamics; ``folds`` is the fold models' in-sample table
+    (:func:`cartomap.scores.detectors.fold_table`; without it the methods that need it are left out).
+    Every input is aligned with ``noisy_labels``. Rankings get
     ``precision_at_k``, ``recall_at_k``, ``average_precision`` (:func:`cartomap.scores.noise.ranking_report`,
     k = number flipped); sets get ``n_selected``, ``precision``, ``recall``. Higher = better detector.
     """
@@ -188,9 +210,13 @@ def score_methods(
         )
     probs = softmax(z, axis=1)
     inputs = detectors.DetectorInputs(
-        labels=y, metrics={"confidence": confidence, "aum": aum_values}, oof_logits=z
+        labels=y, metrics={"confidence": confidence, "aum": aum_values}, oof_logits=z, folds=folds
     )
-    rankings = {method: detectors.score(name, inputs) for method, name in DETECTOR_OF.items()}
+    rankings = {
+        method: detectors.score(name, inputs)
+        for method, name in DETECTOR_OF.items()
+        if detectors.get(name).is_available(inputs)
+    }
     sets = {
         CLEANLAB_ISSUES: noise.cleanlab_issues(probs, y),
         CONSENSUS: consensus.select_suspects(z, y, categories=None, threshold=threshold),
@@ -245,25 +271,28 @@ def model0_scores(
 
 def out_of_fold_logits(
     noisy: TextDataset, folds: np.ndarray, cfg: NoiseBenchmarkConfig, cache: Path, store: RunStore, echo: Echo
-) -> np.ndarray:
-    """Logits [N, C] of every example by the model trained on the other folds, at its last epoch."""
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Logits [N, C] of every example by the model trained on the other folds, at its last epoch, and the
+    fold models' in-sample table (their recorded training passes, :func:`detectors.fold_table`)."""
     out = np.full((len(noisy), noisy.num_labels), np.nan, dtype=np.float64)
+    frames = []
     position = {str(i): p for p, i in enumerate(noisy.ids)}
     for f in range(int(folds.max()) + 1):
         train = save_dataset(noisy.subset(folds != f), cache, name=f"{noisy.source} fold {f} train")
         held = save_dataset(noisy.subset(folds == f), cache, name=f"{noisy.source} fold {f} held out")
         run = _train(
-            run_config(cfg, train, record="none", tests=[held]),
+            run_config(cfg, train, record="train", tests=[held]),
             store,
             f"fold {f + 1}/{folds.max() + 1}",
             echo,
         )
+        frames.append(run.metrics(columns=("id", "confidence", "aum")))
         frame, logits = run.test_logits(0, epoch=len(run.history()) - 1)
         rows = [position[str(i)] for i in frame["id"]]
         out[rows] = logits
     if np.isnan(out).any():
         raise RuntimeError("out-of-fold logits are missing for some examples")  # folds must cover every row
-    return out
+    return out, detectors.fold_table(frames, [str(i) for i in noisy.ids])
 
 
 # --------------------------------------------------------------------------- the benchmark
@@ -294,8 +323,10 @@ def benchmark_setting(
     echo(f"{name}: {int(flipped.sum())} of {len(noisy)} labels flipped")
     conf, aum_values = model0_scores(noisy, cfg, cache, store, echo)
     folds = consensus.stratified_folds(noisy_labels, k=cfg.folds, seed=cfg.seed)
-    oof = out_of_fold_logits(noisy, folds, cfg, cache, store, echo)
-    rows = score_methods(noisy_labels, flipped, oof, conf, aum_values, threshold=cfg.threshold)
+    oof, fold_in_sample = out_of_fold_logits(noisy, folds, cfg, cache, store, echo)
+    rows = score_methods(
+        noisy_labels, flipped, oof, conf, aum_values, threshold=cfg.threshold, folds=fold_in_sample
+    )
     rows.insert(0, "rate", float(rate))
     rows.insert(0, "setting", setting)
     pred = oof.argmax(1)

@@ -43,6 +43,7 @@ from cartomap.experiments.launch import start_experiment
 from cartomap.experiments.store import Experiment, ExperimentStore, Section
 from cartomap.io import atomic_write_bytes, file_stamp
 from cartomap.runs.store import Run, RunStore, run_id_for
+from cartomap.scores import detectors
 from cartomap.scores.consensus import (
     DEFAULT_CATEGORIES,
     DEFAULT_SWEEP,
@@ -892,6 +893,31 @@ def export_pruned(
 
 
 # --------------------------------------------------------------------------- a run's out-of-fold scores
+def fold_table_of(exp: Experiment, run_store: RunStore, ids: Sequence[str]) -> pd.DataFrame | None:
+    """The fold models' in-sample signal of ``exp`` (:func:`cartomap.scores.detectors.fold_table`) for
+    ``ids``: the mean confidence and AUM of every example over the fold runs that trained on it. None
+    when no fold run has a data map (folds of experiments made before fold models recorded their
+    training pass)."""
+    frames = []
+    f = 0
+    while True:
+        try:
+            run = exp.run(fold_role(f), run_store)
+        except (OSError, ValueError, KeyError, RunError):
+            run = None
+        if run is None:
+            break
+        try:
+            if run.state == "done" and run.has_metrics():
+                frames.append(run.metrics(columns=("id", "confidence", "aum")))
+        except (OSError, ValueError, RunError):
+            pass
+        f += 1
+    if not frames:
+        return None
+    return detectors.fold_table(frames, ids)
+
+
 def oof_of_run(
     run: Run, exp_store: ExperimentStore, run_store: RunStore
 ) -> tuple[Experiment, np.ndarray] | None:

@@ -9,7 +9,12 @@ detectors a run can have (:func:`available`) and scores them all (:func:`score_a
   data-map metric column the detector reads (``metrics``: the run's metrics file, aligned);
 * ``oof``: out-of-fold raw logits [N, C] (k-fold models that never trained on the example: a pruning
   experiment's folds, the noise benchmark's);
-* ``seeds``: the per-example table of a seeds experiment (``<metric>_mean`` / ``<metric>_std``), aligned.
+* ``seeds``: the per-example table of a seeds experiment (``<metric>_mean`` / ``<metric>_std``), aligned;
+* ``folds``: the k-fold models' own training dynamics (:func:`fold_table`): every example is in the
+  training part of k - 1 of them, so the mean of their in-sample confidence and AUM is a k - 1 model
+  signal that costs no training beyond the out-of-fold logits.
+
+A detector may need several kinds of input (the rank ensembles need two).
 
 The noise benchmark (:mod:`cartomap.experiments.noise_benchmark`), the truth report
 (:mod:`cartomap.analysis.truth`), ``cartomap export`` (detectors.parquet) and the Prune labels page use
@@ -32,6 +37,10 @@ from cartomap.scores.metrics import aum, el2n, forgetfulness, gold_probabilities
 DYNAMICS = "dynamics"
 OOF = "oof"
 SEEDS = "seeds"
+FOLDS = "folds"
+#: Columns of :func:`fold_table`: mean in-sample confidence and AUM over the fold models that trained on
+#: an example, and how many did.
+FOLD_COLUMNS = ("fold_confidence", "fold_aum", "fold_models")
 #: Forgetting's score of a never-learned example (the reference's 1000 forgetting events).
 NEVER_LEARNED_SCORE = 1000.0
 
@@ -45,6 +54,7 @@ class DetectorInputs:
     metrics: Any = None  # data-map metric columns (a DataFrame or {column: [N]}), e.g. the run's metrics
     oof_logits: Any = None  # [N, C] out-of-fold raw logits
     seeds: Any = None  # seeds experiment per-example table (confidence_mean, confidence_std, ...)
+    folds: Any = None  # the fold models' in-sample table (FOLD_COLUMNS, aligned; :func:`fold_table`)
     n_classes: int | None = field(default=None)
 
     def y(self) -> np.ndarray:
@@ -72,16 +82,21 @@ class DetectorInputs:
         z, _ = consensus.check_logits(self.oof_logits, self.labels)
         return z
 
-    def seed_column(self, column: str) -> np.ndarray:
-        table = self.seeds
-        if column not in table:
-            raise DataError(f"the seed table has no column {column!r}", field="seeds")
+    def _column(self, table, column: str, what: str, field_name: str) -> np.ndarray:
+        if table is None or column not in table:
+            raise DataError(f"the {what} has no column {column!r}", field=field_name)
         values = np.asarray(table[column], dtype=np.float64)
         if values.shape != (np.asarray(self.labels).shape[0],):
             raise DataError(
-                f"the seed table has {values.shape[0]} rows, expected one per example", field="seeds"
+                f"the {what} has {values.shape[0]} rows, expected one per example", field=field_name
             )
         return values
+
+    def seed_column(self, column: str) -> np.ndarray:
+        return self._column(self.seeds, column, "seed table", SEEDS)
+
+    def fold_column(self, column: str) -> np.ndarray:
+        return self._column(self.folds, column, "fold table", FOLDS)
 
 
 @dataclass(frozen=True)
@@ -90,17 +105,27 @@ class Detector:
 
     name: str
     fn: Callable[[DetectorInputs], np.ndarray]
-    needs: str  # DYNAMICS, OOF or SEEDS
+    needs: str | tuple[str, ...]  # DYNAMICS, OOF, SEEDS, FOLDS, or several of them (a tuple after init)
     metrics: tuple[str, ...] = ()  # metric columns that stand in for the dynamics (all of them)
     seed_columns: tuple[str, ...] = ()  # seed-table columns it reads
     title: str = ""
+
+    def __post_init__(self) -> None:
+        needs = (self.needs,) if isinstance(self.needs, str) else tuple(self.needs)
+        unknown = [n for n in needs if n not in (DYNAMICS, OOF, SEEDS, FOLDS)]
+        if not needs or unknown:
+            raise ValueError(f"detector {self.name!r}: unknown input kind(s) {unknown or needs}")
+        object.__setattr__(self, "needs", needs)
 
     @property
     def doc(self) -> str:
         return (self.fn.__doc__ or "").strip()
 
     def is_available(self, inputs: DetectorInputs) -> bool:
-        if self.needs == DYNAMICS:
+        return all(self._has(need, inputs) for need in self.needs)
+
+    def _has(self, need: str, inputs: DetectorInputs) -> bool:
+        if need == DYNAMICS:
             if inputs.dynamics is not None:
                 return True
             return (
@@ -108,8 +133,10 @@ class Detector:
                 and inputs.metrics is not None
                 and all(m in inputs.metrics for m in self.metrics)
             )
-        if self.needs == OOF:
+        if need == OOF:
             return inputs.oof_logits is not None
+        if need == FOLDS:
+            return inputs.folds is not None and all(c in inputs.folds for c in FOLD_COLUMNS[:2])
         return inputs.seeds is not None and all(c in inputs.seeds for c in self.seed_columns)
 
     def __call__(self, inputs: DetectorInputs) -> np.ndarray:
@@ -218,6 +245,78 @@ def seed_spread(inputs: DetectorInputs) -> np.ndarray:
     return inputs.seed_column("confidence_std")
 
 
+def fold_confidence(inputs: DetectorInputs) -> np.ndarray:
+    """s_i = 1 - mean_{f: i in train(f)} confidence_f,i: 1 - data-map confidence of the k - 1 fold models
+    that trained on the example (in sample), averaged, in [0, 1]. Higher = models that saw the example
+    still gave its gold label little probability = more suspect."""
+    return 1.0 - inputs.fold_column("fold_confidence")
+
+
+def fold_aum(inputs: DetectorInputs) -> np.ndarray:
+    """s_i = -mean_{f: i in train(f)} AUM_f,i: -AUM (Pleiss et al., 2020) averaged over the k - 1 fold
+    models that trained on the example. Higher = its gold logit stayed below another class's in models
+    that fitted it = more suspect."""
+    return -inputs.fold_column("fold_aum")
+
+
+def rank_average(*scores) -> np.ndarray:
+    """s_i = (1 / M) sum_m rank(s_m)_i / N: the mean of each score's normalised rank (ties averaged), in
+    (0, 1]. Unsupervised: nothing is fitted, so it cannot be tuned to the truth it is judged on.
+    Higher = more suspect by the M scores together."""
+    from scipy.stats import rankdata
+
+    arrays = [np.asarray(s, dtype=np.float64) for s in scores]
+    if not arrays or any(a.ndim != 1 or a.shape != arrays[0].shape for a in arrays):
+        raise DataError("rank_average needs one or more scores of equal length", field="scores")
+    n = arrays[0].size
+    ranks = []
+    for a in arrays:  # a missing score (NaN) ranks as the least suspect
+        filled = np.where(np.isnan(a), -np.inf, a)
+        ranks.append(rankdata(filled, method="average") / max(n, 1))
+    return np.mean(ranks, axis=0)
+
+
+def rank_oof_folds(inputs: DetectorInputs) -> np.ndarray:
+    """s_i = rank_average(oof_margin, fold_aum)_i: the out-of-fold margin (what models that never saw the
+    example predict) and the in-sample AUM of the k - 1 fold models that did, by mean normalised rank.
+    Same training as cleanlab's out-of-fold probabilities (the k fold models, nothing more).
+    Higher = more suspect by both."""
+    return rank_average(oof_margin(inputs), fold_aum(inputs))
+
+
+def rank_oof_dynamics(inputs: DetectorInputs) -> np.ndarray:
+    """s_i = rank_average(oof_margin, aum)_i: the out-of-fold margin and -AUM of the run's own training
+    (Model 0), by mean normalised rank. Needs Model 0 beside the k fold models (k + 1 trainings).
+    Higher = more suspect by both."""
+    return rank_average(oof_margin(inputs), aum_detector(inputs))
+
+
+def fold_table(frames, ids) -> pd.DataFrame:
+    """The fold models' in-sample signal per example: ``id`` and :data:`FOLD_COLUMNS`, rows in ``ids``
+    order. ``frames`` are the fold runs' metrics tables (``id``, ``confidence``, ``aum``), each covering
+    the examples that fold trained on; an example in none of them gets NaN and 0 models."""
+    order = pd.Index([str(i) for i in ids], name="id")
+    parts = []
+    for frame in frames:
+        part = frame[["id", "confidence", "aum"]].copy()
+        part["id"] = part["id"].astype(str)
+        parts.append(part.drop_duplicates("id"))
+    if not parts:
+        stacked = pd.DataFrame(columns=["id", "confidence", "aum"])
+    else:
+        stacked = pd.concat(parts, ignore_index=True)
+    grouped = stacked.groupby("id")
+    out = pd.DataFrame(
+        {
+            "fold_confidence": grouped["confidence"].mean(),
+            "fold_aum": grouped["aum"].mean(),
+            "fold_models": grouped["confidence"].size(),
+        }
+    ).reindex(order)
+    out["fold_models"] = out["fold_models"].fillna(0).astype(np.int64)
+    return out.reset_index()
+
+
 REGISTRY: dict[str, Detector] = {
     d.name: d
     for d in (
@@ -235,6 +334,23 @@ REGISTRY: dict[str, Detector] = {
         Detector("oof_self_confidence", oof_self_confidence, OOF, title="out-of-fold 1 − p(gold)"),
         Detector("cleanlab_self_confidence", cleanlab_self_confidence, OOF, title="cleanlab 1 − quality"),
         Detector("consensus_p1g0", consensus_p1g0, OOF, title="consensus rule (P1G0 confidence)"),
+        Detector(
+            "fold_confidence", fold_confidence, FOLDS, title="1 − in-sample confidence of the fold models"
+        ),
+        Detector("fold_aum", fold_aum, FOLDS, title="−AUM of the fold models (in sample)"),
+        Detector(
+            "rank_oof_folds",
+            rank_oof_folds,
+            (OOF, FOLDS),
+            title="rank mean: out-of-fold −margin + fold models' −AUM",
+        ),
+        Detector(
+            "rank_oof_dynamics",
+            rank_oof_dynamics,
+            (OOF, DYNAMICS),
+            ("aum",),
+            title="rank mean: out-of-fold −margin + Model 0's −AUM",
+        ),
         Detector(
             "seed_mean_confidence",
             seed_mean_confidence,
@@ -271,7 +387,9 @@ def score(name: str, inputs: DetectorInputs) -> np.ndarray:
     lack what it needs."""
     detector = get(name)
     if not detector.is_available(inputs):
-        raise DataError(f"detector {name!r} needs {detector.needs} inputs this data lacks", field="detector")
+        raise DataError(
+            f"detector {name!r} needs {' and '.join(detector.needs)} inputs this data lacks", field="detector"
+        )
     return detector(inputs)
 
 
