@@ -786,7 +786,8 @@ def argilla_decisions(
         item = record.get("id")
         if _missing(item) or isinstance(item, (bool, list, dict)) or str(item).strip() == "":
             raise DataError("no example id", location=where, field="id")
-        responses = record.get("responses") or {}
+        responses = record.get("responses")
+        responses = {} if responses is None else responses
         if not isinstance(responses, Mapping):
             raise DataError(
                 f"expected an object, got {type(responses).__name__}", location=where, field="responses"
