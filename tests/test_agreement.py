@@ -160,6 +160,13 @@ def test_decision_values_rejects_bad_tables():
         A.count_matrix(TABLE, unsure="drop")
 
 
+def test_split_value():
+    assert A.split_value("relabel:neutral") == ("relabel", "neutral")
+    assert A.split_value("relabel") == ("relabel", None)
+    assert A.split_value("keep") == ("keep", None)
+    assert A.split_value(None) == (None, None)
+
+
 def test_count_matrix_and_unsure():
     counts = A.count_matrix(TABLE)
     assert list(counts.columns) == ["keep", "relabel:neutral", "remove"]
@@ -229,6 +236,12 @@ def test_item_consensus():
         c["majority"] is None and c["tie"] and not c["strict_majority"] and c["entropy"] == pytest.approx(1.0)
     )
     assert (d["majority"], d["n_annotators"]) == ("keep", 1)
+    assert [tuple(r) for r in table[["decision", "new_label"]].itertuples(index=False)] == [
+        ("keep", None),
+        ("relabel", "neutral"),
+        (None, None),
+        ("keep", None),
+    ]
     assert A.item_consensus(TABLE, min_annotators=2)["item"].tolist() == ["a", "b", "c"]
     only_unsure = decisions([("e", "x", "unsure", None)])
     assert A.item_consensus(only_unsure).empty
