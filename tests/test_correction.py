@@ -6,6 +6,7 @@ reused, the decisions copied into the experiment, `cartomap report`, the Compare
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -303,6 +304,34 @@ def test_results_equal_a_recomputation_from_the_runs(retrained):
         assert len(mine) == int((before["pred"].to_numpy() != after["pred"].to_numpy()).sum())
     copy = pd.read_parquet(exp.path / DECISIONS_FILE)
     assert copy["decision"].tolist() == ["relabel", "remove", "keep", "unsure"]
+
+
+def test_the_experiment_needs_no_decisions_file_once_made(retrained):
+    from cartomap.experiments import correction
+
+    exp, store = retrained["exp"], retrained["store"]
+    correction._SETS.clear()  # plan from the experiment's copy, not from memory (the source is deleted)
+    plan = dict(registry.kind_of(KIND).planned_runs(exp, store.runs))
+    assert plan["corrected@seed8"] == store.runs.get(exp.run_ids()["corrected@seed8"]).config
+    registry.kind_of(KIND).finalize(exp, store.runs)
+    assert exp.result(SUMMARY)["n_train"]["corrected"] == 59
+
+
+def test_runs_of_the_base_config_with_other_seeds_are_reused(retrained, tiny_model):
+    base = retrained["base"]
+    train = dataclasses.replace(base.config.train, seed=9)
+    sibling = train_or_load(base.config.replace(train=train, name="base seed 9"), retrained["store"].runs)
+    copy = retrained["exp"].path / DECISIONS_FILE
+    exp = create_correction(retrained["store"], base, copy, seeds=[9])
+    try:
+        assert exp.params["seeds"] == [7, 9] and exp.params["existing"] == {"9": sibling.id}
+        assert exp.run_ids() == {"original@seed7": base.id, "original@seed9": sibling.id}
+        plan = dict(registry.kind_of(KIND).planned_runs(exp, retrained["store"].runs))
+        assert plan["original@seed9"] == sibling.config and plan["original@seed7"] == base.config
+        assert plan["pruned@seed9"].train.seed == 9
+    finally:
+        retrained["store"].delete(exp.id)
+        retrained["store"].runs.delete(sibling.id)
 
 
 def test_report_and_compare_sections(retrained):
