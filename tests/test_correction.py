@@ -136,6 +136,9 @@ def test_missing_column_and_unknown_format(tmp_path):
     decisions_frame().drop(columns=["decision"]).to_csv(path, index=False)
     with pytest.raises(DataError, match="missing column 'decision'"):
         read_decisions(path, six())
+    decisions_frame().iloc[:0].to_parquet(tmp_path / "empty.parquet")
+    with pytest.raises(DataError, match=r"empty\.parquet: no rows; expected one row per queued example"):
+        read_decisions(tmp_path / "empty.parquet", six())
     with pytest.raises(DataError, match=r"expected \.parquet, \.jsonl or \.csv"):
         read_decisions(tmp_path / "d.xlsx", six())
 

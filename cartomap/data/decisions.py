@@ -86,6 +86,8 @@ def check_decisions(
             location=source,
             field=missing[0],
         )
+    if len(frame) == 0:
+        raise DataError("no rows; expected one row per queued example", location=source)
     frame = frame.reset_index(drop=True)
     names = [str(n) for n in dataset.label_names]
     label_of = dict(zip(dataset.frame["id"].astype(str), dataset.labels.tolist(), strict=True))
