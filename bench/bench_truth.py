@@ -103,11 +103,11 @@ def ap_differences(report_inputs: dict, names: list[str], n_boot: int, seed: int
 
 
 def human_part(a) -> str:
+    from cartomap.analysis import truth as analysis
     from cartomap.cli import main as cli
     from cartomap.experiments.pruning import KIND, MODEL0, fold_table_of, oof_of_run
     from cartomap.experiments.store import ExperimentStore
     from cartomap.experiments.truth import truth_of
-    from cartomap.analysis import truth as analysis
     from cartomap.runs.store import RunStore
     from cartomap.scores import detectors
 

@@ -1,12 +1,14 @@
-"""Experiments page: training-order curricula (RoNLI, METHODS.md section 4) and dataset combinations
-(WaNLI Table 3), each a grid of runs trained by one background job.
+"""Experiments page: training-order curricula (RoNLI, METHODS.md section 4), dataset combinations
+(WaNLI Table 3) and the retrain after a review of suspected label errors, each a grid of runs trained by
+one background job.
 
 Layout only: parameters are built and checked by ``cartomap.experiments.forms``, experiments are
 ``cartomap.experiments.curriculum`` kinds started with ``cartomap.experiments.launch.start_experiment``
 (one job process that trains the runs, one after another or through Ray or SLURM), and their results are read from the experiment
 folder. A running experiment is polled with ``st.fragment(run_every=...)``.
-Session state: ``xp_*`` (curricula) and ``xc_*`` (combinations) widget values, kept with
-``pages.common.kept``; ``xp_selected`` / ``xc_selected`` hold the experiment shown.
+Session state: ``xp_*`` (curricula), ``xc_*`` (combinations) and ``xr_*`` (retrain after review) widget
+values, kept with ``pages.common.kept``; ``xp_selected`` / ``xc_selected`` / ``xr_selected`` hold the
+experiment shown.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from cartomap.data.loading import TextDataset, load_dataset
 from cartomap.errors import CartomapError
 from cartomap.experiments import forms, launch, registry
 from cartomap.experiments.combination import create_combination
+from cartomap.experiments.correction import KIND as CORRECTION
+from cartomap.experiments.correction import create_correction
 from cartomap.experiments.curriculum import create_curriculum
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.io import file_stamp
@@ -41,7 +45,7 @@ from pages.common import (
     show_flashes,
     through_app,
 )
-from pages.components.forms import columns_form, executor_form, model_form, source_form
+from pages.components.forms import columns_form, executor_form, model_form, source_form, upload_field
 from pages.components.jobs import experiment_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -522,11 +526,96 @@ def combinations_tab() -> None:
         _show_experiment(exp, _combination_results)
 
 
+# --------------------------------------------------------------------------- tab 3: retrain after review
+DECISION_SOURCES = {"upload": "Upload", "path": "A file on this machine"}
+
+
+def _correction_results(exp: Experiment) -> None:
+    sections = registry.sections(exp)
+    if not sections:
+        st.warning("This experiment has no results folder (finished by an older version?).")
+        return
+    for k, section in enumerate(sections):
+        st.markdown(f"**{escape_markdown(section.title)}**")  # the title holds no dataset text
+        st.dataframe(for_display(section.table), hide_index=True, key=f"xr_section_{k}_{exp.id}")
+    _report_download(exp)
+
+
+def corrections_tab() -> None:
+    st.subheader("Retrain after review")
+    st.caption(
+        "The selected run's training set trained again three ways with the same seeds: as it was, pruned "
+        "of every queued example (what blind pruning would do), and corrected by the review's decisions "
+        "(relabel applied, remove dropped, keep / unsure / unreviewed unchanged); all evaluated on the run's "
+        "own dev and test sets. The run's own seed reuses the run itself."
+    )
+    run = current_run()
+    if run is None:
+        st.info("Select a finished run (sidebar) to retrain it after a review.")
+    else:
+        st.markdown(f"Base run: `{run.id}` {escape_markdown(run.config.name or '')}")
+        c1, c2 = st.columns([2, 3])
+        source = c1.radio(
+            "Decisions file (.parquet, .jsonl or .csv)",
+            list(DECISION_SOURCES),
+            format_func=DECISION_SOURCES.get,
+            **kept("xr_source", "upload", options=list(DECISION_SOURCES)),
+        )
+        with c2:
+            if source == "upload":
+                path = upload_field("xr", label="Decisions file")
+            else:
+                path = st.text_input(
+                    "Decisions file path", placeholder="/data/decisions.parquet", **kept("xr_path", "")
+                ).strip()
+        c1, c2, c3 = st.columns([1, 2, 2])
+        n_seeds = c1.number_input(
+            "Seeds in all",
+            1,
+            forms.MAX_SEEDS,
+            step=1,
+            help="the run's own, then own + 1, ...",
+            **kept("xr_n", 3),
+        )
+        extra = c2.text_input(
+            "Or these seeds besides the run's own",
+            placeholder="e.g. 1, 2",
+            help="when given, replaces 'Seeds in all'",
+            **kept("xr_seeds", ""),
+        )
+        name = c3.text_input("Experiment name (optional)", **kept("xr_name", ""))
+        where = executor_form("xr")
+        if st.button("Start the retrain", type="primary", key="xr_start"):
+            try:
+                if not path:
+                    raise CartomapError("no decisions file: upload one or enter its path")
+                seeds = forms.parse_seeds(extra) if extra.strip() else None
+            except CartomapError as err:
+                show_error(err)
+            else:
+
+                def create(_params, experiments, name=""):
+                    return create_correction(
+                        experiments, run, path, n_seeds=int(n_seeds), seeds=seeds, name=name
+                    )
+
+                with st.spinner("Checking the decisions…"):
+                    _start(create, None, name, "xr_selected", where)
+    st.subheader("Retrain experiments")
+    exp = _experiment_table(CORRECTION, "xr_selected")
+    if exp is not None:
+        _show_experiment(exp, _correction_results)
+
+
 # --------------------------------------------------------------------------- page
 st.title("Curricula & combinations")
 show_flashes()
-tab_curricula, tab_combinations = st.tabs(["Curricula", "Dataset combinations (Table 3)"])
+tab_curricula, tab_combinations, tab_corrections = st.tabs(
+    ["Curricula", "Dataset combinations (Table 3)", "Retrain after review"]
+)
 with tab_curricula:
     curricula_tab()
 with tab_combinations:
     combinations_tab()
+with tab_corrections:
+    corrections_tab()

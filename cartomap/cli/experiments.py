@@ -1,5 +1,5 @@
-"""Experiments: ``cartomap prune``, ``curriculum``, ``combine``, ``seeds``, ``experiment``, ``report``,
-``noise-benchmark``."""
+"""Experiments: ``cartomap prune``, ``curriculum``, ``combine``, ``seeds``, ``retrain``, ``experiment``,
+``report``, ``noise-benchmark``."""
 
 from __future__ import annotations
 
@@ -241,6 +241,21 @@ def cmd_seeds(a: argparse.Namespace) -> int:
     return start_or_run(exp, store, a.background, executor)
 
 
+def cmd_retrain(a: argparse.Namespace) -> int:
+    """Retrain a finished run on its training set as it was, pruned of the review queue and corrected by the
+    review's decisions, with the same seeds: what the review changed."""
+    from cartomap.experiments.correction import create_correction
+    from cartomap.experiments.store import ExperimentStore
+
+    executor = executor_config(a)
+    store = ExperimentStore(a.cache)
+    run = store.runs.get(a.run)
+    exp = create_correction(store, run, a.decisions, n_seeds=a.seeds, seeds=a.seed_list, name=a.name)
+    seeds = ", ".join(str(s) for s in exp.params["seeds"])
+    print(f"run {run.id}: original, pruned and corrected with seeds {seeds} (experiment {exp.id})")
+    return start_or_run(exp, store, a.background, executor)
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     from cartomap.experiments import registry
     from cartomap.experiments.store import ExperimentStore
@@ -341,6 +356,30 @@ def add_commands(sub) -> None:
     se.add_argument("--background", action="store_true", help="run as a background job and return")
     add_executor_arguments(se)
     se.set_defaults(func=cmd_seeds)
+
+    rt = sub.add_parser(
+        "retrain",
+        help="retrain a finished run after a review of suspected label errors: original, pruned and "
+        "corrected training sets with the same seeds",
+    )
+    rt.add_argument("run", help="the finished base run (id, id prefix or name)")
+    rt.add_argument(
+        "--decisions",
+        required=True,
+        metavar="FILE",
+        help="the review's decisions (.parquet, .jsonl or .csv): id, decision (keep, relabel, remove, unsure, "
+        "unreviewed), label, original_label, ...; copied into the experiment",
+    )
+    rt.add_argument(
+        "--seeds", type=int, default=3, help="seeds in all, the run's own included (own, own + 1, ...)"
+    )
+    rt.add_argument(
+        "--seed-list", type=seed_list, default=None, help="the seeds to add to the run's own: 1,2,3"
+    )
+    rt.add_argument("--name", default="", help="a label for the experiment")
+    rt.add_argument("--background", action="store_true", help="run as a background job and return")
+    add_executor_arguments(rt)
+    rt.set_defaults(func=cmd_retrain)
 
     rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
     rp.add_argument("experiment")

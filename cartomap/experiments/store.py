@@ -191,13 +191,19 @@ class ExperimentStore(FolderStore[Experiment]):
     def created_at(self, exp: Experiment) -> float:
         return exp.spec.get("created_at", 0)
 
-    def create(self, kind: str, params: dict[str, Any], name: str = "") -> Experiment:
+    def create(
+        self, kind: str, params: dict[str, Any], name: str = "", files: dict[str, pd.DataFrame] | None = None
+    ) -> Experiment:
         """The experiment for (kind, params): the existing one, or a new queued one (made atomically).
 
+        ``files``: Parquet files the experiment keeps of its inputs (file name -> frame), written into
+        the new folder before it appears, so an experiment never exists without them.
         The kind is not checked here: :func:`cartomap.experiments.registry.create` checks it."""
         params = json.loads(json.dumps(params, default=str))  # what will be saved is what is hashed
 
         def write(tmp: Path) -> None:
+            for file_name, frame in (files or {}).items():
+                atomic_write_parquet(tmp / file_name, frame)
             spec = {"kind": kind, "name": name, "params": params, "created_at": time.time()}
             atomic_write_json(tmp / SPEC, spec)
             atomic_write_json(tmp / layout.STATUS, {"state": "queued", "updated_at": time.time()})

@@ -252,6 +252,36 @@ def mann_whitney(a, b, alternative: str = "two-sided") -> dict[str, float]:
     return {"u": float(res.statistic), "p_value": float(res.pvalue), "n_a": int(a.size), "n_b": int(b.size)}
 
 
+def paired_test(a, b) -> dict[str, float | int | None]:
+    """Paired t-test of ``b - a`` over matched pairs (e.g. the test accuracy of seed s without and with
+    a change, one pair per seed).
+
+    With d_i = b_i - a_i over n pairs: mean_diff = mean(d), std_diff = its sample standard deviation
+    (ddof = 1), t = mean_diff / (std_diff / sqrt(n)) with n - 1 degrees of freedom, two-sided p_value
+    (``scipy.stats.ttest_rel``). Positive mean_diff = ``b`` scores higher; lower p = stronger evidence.
+    When every difference is the same, t is undefined: p_value is 1 if they are all 0, else None (a
+    constant shift over so few pairs says nothing about its spread). DataError for fewer than 2 pairs
+    or samples of different lengths.
+
+    Returns ``{"mean_diff", "std_diff", "t", "p_value", "n"}``.
+    """
+    a = _sample(a, "a")
+    b = _sample(b, "b")
+    if a.size != b.size:
+        raise DataError(f"expected one value of b per value of a, got {a.size} and {b.size}", field="b")
+    if a.size < 2:
+        raise DataError(f"a paired test needs at least 2 pairs, got {a.size}", field="a")
+    d = b - a
+    std = float(d.std(ddof=1))
+    out: dict[str, float | int | None] = {"mean_diff": float(d.mean()), "std_diff": std, "n": int(d.size)}
+    if std == 0.0 or not np.isfinite(std) or np.allclose(d, d[0], rtol=0, atol=1e-12):
+        out.update(t=None, p_value=1.0 if np.allclose(d, 0, rtol=0, atol=1e-12) else None)
+        return out
+    res = stats.ttest_rel(b, a)
+    out.update(t=float(res.statistic), p_value=float(res.pvalue))
+    return out
+
+
 def significance_report(
     correct_by_method: Mapping[str, np.ndarray],
     scores_by_method: Mapping[str, Sequence[float]],
