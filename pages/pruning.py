@@ -274,7 +274,8 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
     runs = get_store()
     model0 = exp.run(pruning.MODEL0, runs)
     examples = _examples(str(model0.path)) if model0 is not None else pd.DataFrame({"id": []})
-    options = [RULE, *detector_options(results["oof"], model0)]
+    folds = pruning.fold_table_of(exp, runs, results["oof"]["id"].astype(str).tolist())
+    options = [RULE, *detector_options(results["oof"], model0, folds)]
     by = st.selectbox(
         "Rank suspects by",
         options,
@@ -284,7 +285,7 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
     )
     table = pruning.suspects_table(results["oof"], examples, names, mask=chosen.mask)
     if by != RULE:
-        table = ranked_by(by, results["oof"], model0, examples, names, max(1, len(table)))
+        table = ranked_by(by, results["oof"], model0, examples, names, max(1, len(table)), folds)
         st.caption(
             f"The {len(table):,} examples {by} scores highest (as many as the rule selects). "
             "Select a row to find it on Model 0's data map."
@@ -317,8 +318,9 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
 RULE = "consensus rule"
 
 
-def _inputs(oof: pd.DataFrame, model0) -> detectors.DetectorInputs:
-    """Detector inputs in the OOF frame's order: its out-of-fold logits, and Model 0's metrics."""
+def _inputs(oof: pd.DataFrame, model0, folds: pd.DataFrame | None = None) -> detectors.DetectorInputs:
+    """Detector inputs in the OOF frame's order: its out-of-fold logits, Model 0's metrics and the fold
+    models' in-sample table (``folds``, in the same order)."""
     metrics = None
     if model0 is not None and model0.has_metrics():
         m = model0.metrics().assign(id=lambda f: f["id"].astype(str)).drop_duplicates("id").set_index("id")
@@ -326,19 +328,27 @@ def _inputs(oof: pd.DataFrame, model0) -> detectors.DetectorInputs:
         if set(ids) <= set(m.index):
             metrics = m.loc[ids.tolist()].reset_index()
     return detectors.DetectorInputs(
-        labels=oof["gold"].to_numpy(), oof_logits=pruning.logits_of(oof), metrics=metrics
+        labels=oof["gold"].to_numpy(), oof_logits=pruning.logits_of(oof), metrics=metrics, folds=folds
     )
 
 
-def detector_options(oof: pd.DataFrame, model0) -> list[str]:
-    return detectors.available(_inputs(oof, model0))
+def detector_options(oof: pd.DataFrame, model0, folds: pd.DataFrame | None = None) -> list[str]:
+    return detectors.available(_inputs(oof, model0, folds))
 
 
-def ranked_by(name: str, oof: pd.DataFrame, model0, examples: pd.DataFrame, names: list[str], n: int):
+def ranked_by(
+    name: str,
+    oof: pd.DataFrame,
+    model0,
+    examples: pd.DataFrame,
+    names: list[str],
+    n: int,
+    folds: pd.DataFrame | None = None,
+):
     """The ``n`` examples detector ``name`` scores highest, as the suspects table plus a score column."""
     import numpy as np
 
-    score = detectors.score(name, _inputs(oof, model0))
+    score = detectors.score(name, _inputs(oof, model0, folds))
     top = np.argsort(-score, kind="stable")[:n]
     mask = np.zeros(len(oof), dtype=bool)
     mask[top] = True

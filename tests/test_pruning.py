@@ -29,6 +29,7 @@ from cartomap.experiments.pruning import (
     confidence_histogram,
     export_pruned,
     fold_role,
+    fold_table_of,
     load_results,
     model0_config,
     named_matrix,
@@ -378,6 +379,15 @@ def test_end_to_end_roles_coverage_and_results(e2e, demo):
         _, logits = run.test_logits(0)
         part = oof[oof["fold"] == f].set_index("id").loc[run.test_examples(0)["id"].astype(str)]
         assert np.allclose(part[["logit_0", "logit_1", "logit_2"]].to_numpy(), logits, atol=1e-5)
+    # every example is in the training part of k - 1 = 2 fold models: their in-sample means
+    folds_table = fold_table_of(exp, store.runs, train_ids)
+    assert folds_table["id"].tolist() == list(train_ids) and (folds_table["fold_models"] == 2).all()
+    f0 = runs[fold_role(0)].metrics().set_index("id")["confidence"]
+    f1 = runs[fold_role(1)].metrics().set_index("id")["confidence"]
+    held2 = set(oof.loc[oof["fold"] == 2, "id"])
+    some = next(i for i in train_ids if i in held2)  # trained on by folds 0 and 1
+    row = folds_table.set_index("id").loc[some]
+    assert row["fold_confidence"] == pytest.approx((f0[some] + f1[some]) / 2)
     # Model 0 has a data map; Model 1 trained on train minus the pruned ids (every mismatch of CATEGORIES)
     assert (runs[MODEL0].path / "metrics.parquet").exists() and runs[MODEL0].config.train.record == "train"
     pruned = set(results["pruned_ids"])

@@ -136,6 +136,7 @@ def test_report_of_a_run_with_votes(tmp_path):
     metrics = [r["metric"] for r in report["spearman"]]
     assert metrics[:6] == list(truth.METRICS)
     assert "confidence_mean (seeds)" in metrics and "confidence_std (seeds)" in metrics
+    assert "confidence (fold models)" in metrics and "aum (fold models)" in metrics
     assert {r["detector"] for r in report["detectors"]} == set(detectors.NAMES)
     # every number is the plain statistic of the run's own columns
     examples = run.examples()

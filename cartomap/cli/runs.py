@@ -103,7 +103,7 @@ def detector_table(run, metrics, seeds_table, cache):
     table, a pruning experiment's out-of-fold logits on its data), one row per example in the run's order."""
     import pandas as pd
 
-    from cartomap.experiments.pruning import oof_of_run
+    from cartomap.experiments.pruning import fold_table_of, oof_of_run
     from cartomap.experiments.store import ExperimentStore
     from cartomap.runs.store import RunStore
     from cartomap.scores import detectors
@@ -117,12 +117,14 @@ def detector_table(run, metrics, seeds_table, cache):
         by_id = table.assign(id=table["id"].astype(str)).drop_duplicates("id").set_index("id")
         return by_id.loc[ids].reset_index() if set(ids) <= set(by_id.index) else None
 
-    found = oof_of_run(run, ExperimentStore(cache), RunStore(cache))
+    runs = RunStore(cache)
+    found = oof_of_run(run, ExperimentStore(cache), runs)
     inputs = detectors.DetectorInputs(
         labels=examples["label"].to_numpy(),
         metrics=aligned(metrics),
         oof_logits=found[1] if found is not None else None,
         seeds=aligned(seeds_table),
+        folds=fold_table_of(found[0], runs, ids) if found is not None else None,
     )
     return pd.concat([examples.assign(id=ids), detectors.score_all(inputs)], axis=1)
 
