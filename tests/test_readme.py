@@ -28,7 +28,7 @@ def test_no_tracker_numbers_where_a_user_reads():
     """A user has no issue tracker: CLI help, module docstrings, README and docs name the feature."""
     from cartomap.cli import build_parser
 
-    pattern = re.compile(r"\bissues? ?#?\d", re.IGNORECASE)
+    pattern = re.compile(r"\bissues? ?(#?\d|:)|\(issue", re.IGNORECASE)
     parser = build_parser()
     texts = {"cartomap --help": parser.format_help()}
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
