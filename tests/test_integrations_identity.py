@@ -1,0 +1,150 @@
+"""What a DataMapCallback run is identified by: everything that changes the dynamics makes another run,
+the same training finds the finished run and says so, and the run's data is named after the dataset.
+
+Each training is one epoch of a tiny random BERT on 12 demo pairs (about a second each)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from cartomap.integrations.trainer import DataMapCallback, ReusedRunWarning, qualified_name
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "scripts"))
+import trainer_run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_model, tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    return {
+        "model": tiny_model,
+        "tokenizer": tokenizer,
+        "train": trainer_run.dataset(tokenizer, 12),
+        "cache": tmp_path_factory.mktemp("identity") / "cache",
+        "folder": tmp_path_factory.mktemp("outs"),
+    }
+
+
+def record(setup, *, change=None, train=None, tag="", **args):
+    """Train one epoch with a DataMapCallback; ``change(trainer)`` edits the Trainer before training."""
+    train = setup["train"] if train is None else train
+    callback = DataMapCallback(train, mode="eval", store=setup["cache"], tag=tag, save_model=False)
+    trainer = trainer_run.trainer(
+        setup["model"], str(setup["folder"] / "out"), train, [callback], epochs=1, **args
+    )
+    if change is not None:
+        change(trainer)
+    trainer.train()
+    return callback
+
+
+def test_what_changes_the_dynamics_makes_another_run_and_a_reused_run_is_announced(setup):
+    from transformers import Trainer
+
+    base = record(setup)
+    assert base.run.state == "done"
+    settings = json.loads(base.run.config.origin.settings)
+    assert settings["trainer_class"] == "transformers.trainer.Trainer"
+    assert settings["compute_loss"] == "transformers.trainer.Trainer.compute_loss"
+    assert settings["data_collator"] == "transformers.data.data_collator.DataCollatorWithPadding"
+    assert settings["remove_unused_columns"] is True
+    assert settings["model_config"]["hidden_dropout_prob"] == 0.0
+    assert "_name_or_path" not in settings["model_config"]
+    assert "transformers_version" not in settings["model_config"]
+
+    # the same training again: the finished run, and a warning the user sees naming it and the way out
+    with pytest.warns(ReusedRunWarning, match=f"NOT recorded: run {base.run.id}.*tag="):
+        same = record(setup)
+    assert same.run.id == base.run.id
+
+    class SmoothTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    def more_dropout(trainer):
+        trainer.model.config.hidden_dropout_prob = 0.3
+
+    def other_collator(trainer):
+        pad = trainer.data_collator
+
+        def padded(features):
+            return pad(features)
+
+        trainer.data_collator = padded
+
+    others = {
+        "dropout": record(setup, change=more_dropout),
+        "trainer subclass": record(setup, trainer_class=SmoothTrainer),
+        "collator": record(setup, change=other_collator),
+        "label smoothing": record(setup, label_smoothing_factor=0.1),
+        "tag": record(setup, tag="second attempt"),
+    }
+    ids = {name: cb.run.id for name, cb in others.items()}
+    assert all(cb.run.state == "done" for cb in others.values()), ids
+    assert len(set(ids.values()) | {base.run.id}) == len(ids) + 1, ids
+    subclass = json.loads(others["trainer subclass"].run.config.origin.settings)
+    assert subclass["trainer_class"].endswith("SmoothTrainer")
+    assert subclass["compute_loss"].endswith("SmoothTrainer.compute_loss")
+    collator = json.loads(others["collator"].run.config.origin.settings)["data_collator"]
+    assert collator.endswith("other_collator.<locals>.padded")
+
+
+def test_qualified_names_of_functions_methods_instances_and_partials():
+    import functools
+
+    from transformers import Trainer
+
+    assert qualified_name(None) is None
+    assert qualified_name(Trainer) == "transformers.trainer.Trainer"
+    assert qualified_name(json.dumps) == "json.dumps"
+    assert qualified_name(functools.partial(json.dumps, indent=2)) == "partial(json.dumps)"
+    assert qualified_name(Path("x")).endswith("Path")
+
+
+def test_the_data_is_named_after_the_dataset_its_size_and_content(setup):
+    run = record(setup, tag="names").run
+    path = run.config.data.path
+    assert path == f"trainer:dataset 12 rows #{run.info['train_fingerprint'][:8]}", path
+    smaller = setup["train"].select(range(10))
+    other = record(setup, train=smaller, tag="names").run
+    assert other.config.data.path.startswith("trainer:dataset 10 rows #")
+    assert other.config.data.path != path
+
+
+# --------------------------------------------------------------------------- texts decoded from input_ids
+def test_decoded_pairs_are_split_at_the_separator_without_special_tokens_or_padding(setup):
+    from cartomap.integrations.examples import decoded_texts
+
+    tokenizer = setup["tokenizer"]
+    pairs = tokenizer(
+        ["a dog runs", "the sky"], ["an animal moves", "it is blue"], padding="max_length", max_length=16
+    )
+    frame = decoded_texts(pairs["input_ids"], tokenizer)
+    assert frame.to_dict("list") == {
+        "premise": ["a dog runs", "the sky"],
+        "hypothesis": ["an animal moves", "it is blue"],
+    }
+    single = tokenizer(["a dog runs", "the sky"], padding="max_length", max_length=12)
+    assert decoded_texts(single["input_ids"], tokenizer).to_dict("list") == {
+        "text": ["a dog runs", "the sky"]
+    }
+    # pairs and single texts mixed: one text column, the parts of a pair kept apart by a visible [SEP]
+    mixed = [pairs["input_ids"][0], single["input_ids"][1]]
+    assert decoded_texts(mixed, tokenizer)["text"].tolist() == ["a dog runs [SEP] an animal moves", "the sky"]
+
+
+def test_a_callback_run_of_tokens_only_shows_premise_and_hypothesis(setup):
+    train = setup["train"].remove_columns(["premise", "hypothesis"])
+    run = record(setup, train=train, tag="tokens only").run
+    examples = run.examples()
+    assert {"premise", "hypothesis"} <= set(examples.columns)
+    first = setup["train"][0]
+    assert examples["premise"].iloc[0] == first["premise"].lower().strip()
+    assert "[SEP]" not in examples["hypothesis"].iloc[0] and "[PAD]" not in examples["premise"].iloc[0]
