@@ -6,12 +6,14 @@ Each training is one epoch of a tiny random BERT on 12 demo pairs (about a secon
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from cartomap.integrations.trainer import DataMapCallback, ReusedRunWarning, qualified_name
+from cartomap.runs.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "scripts"))
@@ -148,3 +150,119 @@ def test_a_callback_run_of_tokens_only_shows_premise_and_hypothesis(setup):
     first = setup["train"][0]
     assert examples["premise"].iloc[0] == first["premise"].lower().strip()
     assert "[SEP]" not in examples["hypothesis"].iloc[0] and "[PAD]" not in examples["premise"].iloc[0]
+
+
+# --------------------------------------------------------------------------- `cartomap show`: the real settings
+@pytest.fixture(scope="module")
+def scored(setup, tmp_path_factory):
+    """A Trainer output folder (1 epoch, batch 4 x 2 accumulation, lr 5e-4, seed 0) scored by score-checkpoints,
+    and a copy of its checkpoint without training_args.bin."""
+    import shutil
+
+    from cartomap.cli import main
+
+    folder = tmp_path_factory.mktemp("scored")
+    trainer_run.trainer(setup["model"], str(folder / "out"), setup["train"], epochs=1, accumulation=2).train()
+    (checkpoint,) = (folder / "out").glob("checkpoint-*")
+    bare = folder / "bare" / checkpoint.name
+    shutil.copytree(checkpoint, bare)
+    (bare / "training_args.bin").unlink()
+    data = folder / "train.jsonl"
+    setup["train"].select_columns(["id", "premise", "hypothesis", "label"]).to_json(str(data))
+    cache = folder / "cache"
+    for path in (folder / "out", bare):
+        argv = ["--cache", str(cache), "score-checkpoints", str(path), "--data", str(data), "--quiet"]
+        assert main([*argv, "--max-length", "64", "--label-names", "entailment,neutral,contradiction"]) == 0
+    runs = {Path(r.config.origin.checkpoints[0]).parent.name: r for r in RunStore(cache).list()}
+    return {"cache": cache, "full": runs["out"], "bare": runs["bare"]}
+
+
+def show(cache, run, capsys) -> str:
+    from cartomap.cli import main
+
+    capsys.readouterr()
+    assert main(["--cache", str(cache), "show", run.id]) == 0
+    return capsys.readouterr().out
+
+
+def settings_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.strip().startswith("model "))
+
+
+def test_show_of_scored_checkpoints_prints_the_trainings_settings_not_defaults(scored, capsys):
+    line = settings_line(show(scored["cache"], scored["full"], capsys))
+    assert "epochs 1 " in line and "batch 4 per device x 2 accumulation" in line, line
+    assert "lr 0.0005 " in line and "seed 0 " in line, line
+    out = show(scored["cache"], scored["bare"], capsys)
+    line = settings_line(out)
+    # trainer_state.json alone: the batch per device and the largest logged learning rate; the rest unknown
+    assert "batch 4 per device (accumulation unknown)" in line and "seed unknown" in line, line
+    assert "(largest logged)" in line and "lr 5e-05" not in line and "seed 42" not in line, line
+    assert re.search(r"origin checkpoints \(settings from checkpoint-\d+/trainer_state.json\)", out), out
+
+
+def test_training_args_that_need_more_than_weights_only_are_not_unpickled(tmp_path):
+    import torch
+
+    from cartomap.integrations.checkpoints import training_args
+
+    marker = tmp_path / "executed"
+    torch.save(Evil(str(marker)), tmp_path / "training_args.bin")
+    assert training_args(tmp_path / "training_args.bin") is None
+    assert not marker.exists()
+
+
+class Evil:
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path),))
+
+
+def test_show_of_callback_and_recorder_runs_prints_what_the_user_set(setup, tmp_path, capsys):
+    import numpy as np
+
+    from cartomap.integrations.recorder import DynamicsRecorder
+
+    run = record(setup, tag="show", lr=3e-4, batch=6).run
+    line = settings_line(show(setup["cache"], run, capsys))
+    assert "epochs 1 " in line and "batch 6 " in line and "lr 0.0003 " in line and "seed 0 " in line, line
+
+    recorder = DynamicsRecorder(
+        ["a", "b"], [0, 1], store=tmp_path / "cache", settings={"lr": 0.01, "batch_size": 8}
+    )
+    for epoch in range(2):
+        recorder(epoch, ["a", "b"], np.array([[1.0, 0.0], [0.0, 1.0]]))
+    line = settings_line(show(tmp_path / "cache", recorder.close(), capsys))
+    assert "epochs 2 " in line and "batch 8 " in line and "lr 0.01 " in line, line
+    assert "seed not recorded" in line, line
+
+
+# --------------------------------------------------------------------------- embeddings of runs without weights
+def test_embed_a_callback_run_without_weights_with_a_given_model(setup, capsys):
+
+    from cartomap.cli import main
+    from cartomap.training.embeddings import embedding_problem, load_embeddings
+
+    run = record(setup, tag="embed").run  # save_model=False
+    assert not run.model_dir.exists()
+    problem = embedding_problem(run)
+    assert (
+        "DataMapCallback(save_model=False)" in problem and f"cartomap embed {run.id} --model PATH" in problem
+    )
+    assert main(["--cache", str(setup["cache"]), "embed", run.id, "--quiet"]) == 2
+    assert main(["--cache", str(setup["cache"]), "embed", run.id, "--quiet", "--model", setup["model"]]) == 0
+    ids, array = load_embeddings(run)
+    assert ids == run.examples()["id"].tolist() and array.shape == (12, 32)
+    assert setup["model"] in run.log_path.read_text()
+
+
+def test_a_scored_run_without_its_model_embeds_with_its_last_checkpoint(scored):
+    import shutil
+
+    from cartomap.training.embeddings import embedding_model
+
+    run = scored["full"]
+    shutil.rmtree(run.model_dir)
+    assert str(embedding_model(run)) == run.config.origin.checkpoints[-1]

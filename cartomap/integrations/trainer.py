@@ -454,6 +454,19 @@ class DataMapCallback(TrainerCallback):
             settings=settings,
             name=self.name,
             max_length=_max_length(self.dataset),
+            training={
+                "epochs": train.epochs,
+                "batch_size": train.batch_size,
+                "per_device_batch_size": args.per_device_train_batch_size,
+                "gradient_accumulation_steps": args.gradient_accumulation_steps,
+                "learning_rate": train.learning_rate,
+                "seed": train.seed,
+                "weight_decay": train.weight_decay,
+                "lr_scheduler": _plain(getattr(args, "lr_scheduler_type", None)),
+                "warmup": getattr(args, "warmup_steps", None) or getattr(args, "warmup_ratio", None),
+                "optimizer": _plain(getattr(args, "optim", None)),
+                "source": "TrainingArguments",
+            },
         )
 
     def _open_run(self, args, state, model, trainer=None, optimizer=None) -> dict[str, Any]:
@@ -899,6 +912,11 @@ def _write_history(run: Run, history: list[dict[str, Any]]) -> None:
     from cartomap.io import atomic_write_json
 
     atomic_write_json(run.history_path, history)
+
+
+def _plain(value: Any) -> Any:
+    """An enum's value (SchedulerType.LINEAR -> "linear"), anything else as it is."""
+    return getattr(value, "value", value)
 
 
 def dataset_label(dataset: Any, examples: Any) -> str:
