@@ -20,7 +20,7 @@ import numpy as np
 from cartomap.errors import RunError
 from cartomap.io import atomic_save, atomic_write_json, read_json
 from cartomap.runs.store import Run
-from cartomap.training.models import is_checkpoint
+from cartomap.training.models import HF_CONFIG, is_checkpoint
 
 TASK = "embeddings"
 MAX_LENGTH = 128  # WaNLI: max length 128
@@ -154,7 +154,7 @@ def embedding_model(run: Run, model: str | Path | None = None) -> Path:
     if model is not None and str(model) != "":
         path = Path(model).expanduser()
         if not is_checkpoint(path):
-            raise RunError(f"--model {model}: not a saved model folder (expected a folder with config.json)")
+            raise RunError(f"--model {model}: not a saved model folder (expected a folder with {HF_CONFIG})")
         return path
     if is_checkpoint(run.model_dir):
         return run.model_dir
