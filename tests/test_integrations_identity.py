@@ -266,3 +266,15 @@ def test_a_scored_run_without_its_model_embeds_with_its_last_checkpoint(scored):
     run = scored["full"]
     shutil.rmtree(run.model_dir)
     assert str(embedding_model(run)) == run.config.origin.checkpoints[-1]
+
+
+def test_stable_settings_never_hold_an_objects_address():
+    import enum
+
+    from cartomap.integrations.trainer import stable
+
+    class Kind(enum.Enum):
+        LINEAR = "linear"
+
+    value = {"a": (1, 2.5, None), "b": Kind.LINEAR, "c": object(), 3: [True, "x"]}
+    assert stable(value) == {"a": [1, 2.5, None], "b": "linear", "c": "builtins.object", "3": [True, "x"]}

@@ -848,10 +848,25 @@ def model_settings(model: Any) -> dict[str, Any] | None:
     if config is None or not hasattr(config, "to_dict"):
         return None
     return {
-        str(k): v
+        str(k): stable(v)
         for k, v in sorted(config.to_dict().items())
         if k not in NOT_DYNAMICS_CONFIG and not str(k).startswith("_")
     }
+
+
+def stable(value: Any) -> Any:
+    """``value`` as JSON that is the same in every process: plain values, lists and dicts as they are,
+    an enum as its value, any other object as its class's qualified name (never a repr with an address)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): stable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [stable(v) for v in value]
+    plain = getattr(value, "value", None)
+    if isinstance(plain, (bool, int, float, str)):
+        return plain
+    return qualified_name(type(value))
 
 
 def _unwrapped_collator(collate: Any) -> Any:
