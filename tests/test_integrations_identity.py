@@ -278,3 +278,17 @@ def test_stable_settings_never_hold_an_objects_address():
 
     value = {"a": (1, 2.5, None), "b": Kind.LINEAR, "c": object(), 3: [True, "x"]}
     assert stable(value) == {"a": [1, 2.5, None], "b": "linear", "c": "builtins.object", "3": [True, "x"]}
+
+
+def test_without_the_trainer_the_collator_is_found_inside_its_wrappers(setup):
+    import numpy as np
+    from transformers import DataCollatorWithPadding
+    from transformers.trainer_utils import RemoveColumnsCollator
+
+    from cartomap.integrations.trainer import IndexCollator, trainer_settings
+
+    pad = DataCollatorWithPadding(setup["tokenizer"])
+    wrapped = IndexCollator(RemoveColumnsCollator(pad, ["input_ids"], model_name="m"), np.zeros(3, int))
+    settings = trainer_settings(None, None, wrapped)
+    assert settings["trainer_class"] is None
+    assert settings["data_collator"] == "transformers.data.data_collator.DataCollatorWithPadding"

@@ -870,13 +870,14 @@ def stable(value: Any) -> Any:
 
 
 def _unwrapped_collator(collate: Any) -> Any:
-    """The user's collator inside the Trainer's wrappers (column removal, the callback's own)."""
+    """The user's collator inside the wrappers around it (the callback's, the Trainer's column removal)."""
     for _ in range(5):
-        inner = getattr(collate, "collate", None) if isinstance(collate, IndexCollator) else None
-        inner = inner or getattr(collate, "data_collator", None)
-        if inner is None:
+        if isinstance(collate, IndexCollator):
+            collate = collate.collate
+        elif type(collate).__name__ == "RemoveColumnsCollator" and hasattr(collate, "data_collator"):
+            collate = collate.data_collator
+        else:
             return collate
-        collate = inner
     return collate
 
 
