@@ -292,3 +292,22 @@ def test_without_the_trainer_the_collator_is_found_inside_its_wrappers(setup):
     settings = trainer_settings(None, None, wrapped)
     assert settings["trainer_class"] is None
     assert settings["data_collator"] == "transformers.data.data_collator.DataCollatorWithPadding"
+
+
+def test_shown_settings_never_fill_in_train_config_defaults():
+    from cartomap.config import OriginConfig, RunConfig, TrainConfig
+    from cartomap.integrations.origin import shown_settings
+
+    own = RunConfig(train=TrainConfig(epochs=3, batch_size=32, learning_rate=1e-4, seed=7))
+    assert shown_settings(own) == {"epochs": "3", "batch": "32", "lr": "0.0001", "seed": "7"}
+    imported = RunConfig(train=TrainConfig(epochs=4), origin=OriginConfig(kind="reference"))
+    assert shown_settings(imported) == {"epochs": "4", "batch": "unknown", "lr": "unknown", "seed": "unknown"}
+    # a score-checkpoints run of before: nothing known, whatever its TrainConfig holds
+    old = RunConfig(train=TrainConfig(epochs=2), origin=OriginConfig(kind="checkpoints", settings="{}"))
+    assert set(shown_settings(old).values()) == {"unknown"}
+    # origin.training is a description: not part of the run's identity
+    described = RunConfig(origin=OriginConfig(kind="checkpoints", settings="{}", training='{"seed": 1}'))
+    assert (
+        described.identity() == RunConfig(origin=OriginConfig(kind="checkpoints", settings="{}")).identity()
+    )
+    assert RunConfig(origin=OriginConfig(training='{"seed": 1}')).identity() == RunConfig().identity()

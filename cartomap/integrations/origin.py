@@ -116,8 +116,8 @@ def known_training(config: RunConfig) -> dict[str, Any]:
             "seed": train.seed,
             "source": "TrainingArguments",
         }
-    if kind == "recorder":
-        known.setdefault("epochs", train.epochs)  # the recorded epochs
+    if kind in ("recorder", "reference"):
+        known.setdefault("epochs", train.epochs)  # the recorded (imported) epochs
     return known
 
 
