@@ -233,6 +233,7 @@ class OriginConfig:
     kind: str = "cartomap"  # one of ORIGINS
     checkpoints: tuple[str, ...] = ()  # "checkpoints": the folders or hub ids scored, one per epoch, in order
     settings: str = ""  # canonical JSON of what decides the dynamics and has no field above: a Trainer's arguments, a recorder's settings and dynamics digest, checkpoint file stamps
+    training: str = ""  # JSON of what is known of the training (epochs, batch size, learning rate, seed, ...: the Trainer's arguments, a recorder's settings, a checkpoint's trainer_state.json); `cartomap show` prints it, "unknown" for what is not; not part of the identity (it follows from the fields above)
 
 
 # Fields that do not change what a run computes (up to floating-point noise) and so not its identity.
@@ -281,7 +282,8 @@ class RunConfig:
             d.pop("order")
         if not self.tests:
             d.pop("tests")
-        if self.origin in (OriginConfig(), OriginConfig(kind="reference")):
+        d["origin"].pop("training", None)  # a description of the training, not what decides it
+        if dataclasses.replace(self.origin, training="") in (OriginConfig(), OriginConfig(kind="reference")):
             d.pop("origin")  # runs trained or imported before the field existed keep their ids
         return d
 

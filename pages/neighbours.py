@@ -21,7 +21,7 @@ from cartomap.analysis.projection import load_projection, points_frame, project_
 from cartomap.errors import CartomapError
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.store import Run
-from cartomap.training.embeddings import load_embeddings
+from cartomap.training.embeddings import embedding_problem, load_embeddings
 from pages.common import count, current_run, escape_markdown, kept, show_error, through_app
 from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
 
@@ -309,6 +309,15 @@ def projection_view(run: Run, points: pd.DataFrame, group_ids: list[str], seed: 
     st.plotly_chart(fig, key="nb_map", width="stretch", config={"displaylogo": False})
 
 
+def embed_or_reason(run: Run, command: list[str]) -> None:
+    """The "Compute embeddings" button, or why the run cannot have them (a run without its weights)."""
+    problem = embedding_problem(run)
+    if problem:
+        st.warning(f"No embeddings can be computed here: {problem}.", icon="⚠️")
+        return
+    task_or_button(run, "embeddings", command, "Embeddings", "Compute embeddings")
+
+
 # --------------------------------------------------------------------------- page
 def main() -> None:
     st.title("Nearest neighbours")
@@ -323,7 +332,7 @@ def main() -> None:
             "vector of every training example under this run's model (a background job; on a CPU about "
             "a minute per few thousand pairs with the default encoder)."
         )
-        task_or_button(run, "embeddings", ["embed", run.id, "--quiet"], "Embeddings", "Compute embeddings")
+        embed_or_reason(run, ["embed", run.id, "--quiet"])
         st.stop()
 
     stamp = run.stamp(run.examples_path, run.metrics_path())
@@ -331,9 +340,7 @@ def main() -> None:
     index = _id_index(str(run.path), stamp)
     if len(embeddings[0]) != len(points):
         st.warning("The embeddings do not match the run's examples: compute them again.")
-        task_or_button(
-            run, "embeddings", ["embed", run.id, "--quiet", "--force"], "Embeddings", "Compute embeddings"
-        )
+        embed_or_reason(run, ["embed", run.id, "--quiet", "--force"])
         st.stop()
 
     exclude: tuple = ()

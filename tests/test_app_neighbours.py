@@ -145,6 +145,8 @@ def test_no_embeddings_offers_the_job(env, monkeypatch):
     import cartomap.runs.jobs
 
     run = make_run(env, embeddings=False)
+    run.model_dir.mkdir()
+    (run.model_dir / "config.json").write_text("{}")  # a final model to embed with (never loaded here)
     started = []
     monkeypatch.setattr(
         cartomap.runs.jobs, "spawn", lambda args, log, cache=None: started.append(args) or os.getpid()
@@ -159,6 +161,46 @@ def test_no_embeddings_offers_the_job(env, monkeypatch):
     assert task_status(run, "embeddings")["state"] == "queued"
     assert not any(b.label == "Compute embeddings" for b in at.button)  # progress shown instead
     assert at.get("progress")
+
+
+def test_a_run_recorded_without_its_weights_says_why_instead_of_offering_the_job(env, monkeypatch, capsys):
+    """A recorder run has logits but no model: the page names the reason and the command that embeds it
+    with a model folder; `cartomap embed` refuses with the same line (rc 2) before starting anything."""
+    import cartomap.runs.jobs
+    from cartomap.cli import main
+    from cartomap.integrations.recorder import DynamicsRecorder
+
+    data = load_dataset(DataConfig(path="demo:dev")).frame.head(20)
+    recorder = DynamicsRecorder(
+        data["id"].tolist(),
+        data["label"].tolist(),
+        list(zip(data["premise"], data["hypothesis"], strict=True)),
+        label_names=("entailment", "neutral", "contradiction"),
+        store=env,
+    )
+    rng = np.random.default_rng(0)
+    for epoch in range(2):
+        recorder(epoch, data["id"].tolist(), rng.normal(size=(20, 3)))
+    run = recorder.close()
+    started = []
+    monkeypatch.setattr(
+        cartomap.runs.jobs, "spawn", lambda args, log, cache=None: started.append(args) or os.getpid()
+    )
+    at = _app().run()
+    assert not at.exception, at.exception
+    assert not any(b.label == "Compute embeddings" for b in at.button)
+    (warning,) = [w.value for w in at.warning]
+    assert "recorded outside cartomap by a DynamicsRecorder" in warning
+    assert f"cartomap embed {run.id} --model PATH" in warning
+    assert started == []
+
+    capsys.readouterr()
+    assert main(["--cache", str(env), "embed", run.id, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cartomap embed {run.id} --model PATH" in err
+    assert task_status(run, "embeddings") is None  # nothing started, nothing half-written
+    assert main(["--cache", str(env), "embed", run.id, "--model", str(env / "nowhere")]) == 2
+    assert "not a saved model folder" in capsys.readouterr().err
 
 
 def test_umap_on_request(env, monkeypatch):

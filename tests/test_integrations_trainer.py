@@ -24,7 +24,7 @@ from cartomap.integrations.checkpoints import (
     score_run,
     trainer_checkpoints,
 )
-from cartomap.integrations.trainer import DataMapCallback, first_occurrences
+from cartomap.integrations.trainer import DataMapCallback, ReusedRunWarning, first_occurrences
 from cartomap.runs.store import RunStore
 from cartomap.scores.metrics import compute_metrics
 
@@ -139,7 +139,7 @@ def test_training_pass_logits_belong_to_their_rows_and_the_same_training_is_the_
     runs = []
     for attempt in range(2):
         callback = DataMapCallback(train, mode="both", store=tmp_path / "cache")
-        trainer_run.trainer(
+        trainer = trainer_run.trainer(
             tiny_model,
             str(tmp_path / f"out{attempt}"),
             train,
@@ -149,7 +149,12 @@ def test_training_pass_logits_belong_to_their_rows_and_the_same_training_is_the_
             accumulation=2,
             group_by_length=True,
             dataloader_num_workers=attempt,  # the second time in a worker process
-        ).train()
+        )
+        if attempt:
+            with pytest.warns(ReusedRunWarning, match="NOT recorded"):
+                trainer.train()
+        else:
+            trainer.train()
         runs.append((callback.run, callback.active))
     run = runs[0][0]
     _, train_logits = run.dynamics("train")

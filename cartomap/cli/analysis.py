@@ -13,15 +13,19 @@ from cartomap.io import refuse_overwrite
 
 def cmd_embed(a: argparse.Namespace) -> int:
     """Compute a finished run's [CLS] embeddings (task "embeddings")."""
+    from cartomap.errors import RunError
     from cartomap.runs.store import RunStore
-    from cartomap.training.embeddings import embed_run
+    from cartomap.training.embeddings import embed_run, embedding_problem
 
     run = RunStore(a.cache).get(a.run)
+    problem = embedding_problem(run, a.model)
+    if problem:
+        raise RunError(problem)  # before any task is started: one line, rc 2
     progress = CountBar(a.quiet, "ex", f"embed {run.id}")
 
     try:
         ids, array = embed_run(
-            run, batch_size=a.batch_size, device=a.device, progress=progress, force=a.force
+            run, batch_size=a.batch_size, device=a.device, progress=progress, force=a.force, model=a.model
         )
     finally:
         progress.close()
@@ -168,6 +172,11 @@ def add_commands(sub) -> None:
     em.add_argument("--batch-size", type=int, default=64)
     em.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
     em.add_argument("--force", action="store_true", help="recompute even when saved")
+    em.add_argument(
+        "--model",
+        default=None,
+        help="a saved classifier's folder to embed with (a run recorded outside cartomap without its weights)",
+    )
     em.add_argument("--quiet", action="store_true", help="no progress bar")
     em.set_defaults(func=cmd_embed)
 

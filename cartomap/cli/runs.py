@@ -36,6 +36,7 @@ def cmd_runs(a: argparse.Namespace) -> int:
 
 
 def cmd_show(a: argparse.Namespace) -> int:
+    from cartomap.integrations.origin import known_training, shown_settings
     from cartomap.runs.store import RunStore
 
     run = RunStore(a.cache).get(a.run)
@@ -52,12 +53,19 @@ def cmd_show(a: argparse.Namespace) -> int:
         print(f"  from   {origin['data']} (the run holds its own copy)")
     for warning in run.warnings:
         print(f"  warning: {warning}")
+    shown = shown_settings(cfg)
     print(
-        f"  model  {cfg.model.name_or_path}  epochs {cfg.train.epochs}  batch {cfg.train.batch_size}  "
-        f"lr {cfg.train.learning_rate}  record {cfg.train.record}"
+        f"  model  {cfg.model.name_or_path}  epochs {shown['epochs']}  batch {shown['batch']}  "
+        f"lr {shown['lr']}  seed {shown['seed']}  record {cfg.train.record}"
     )
     if cfg.origin.kind != "cartomap":
-        print(f"  origin {cfg.origin.kind}" + "".join(f"\n    {c}" for c in cfg.origin.checkpoints))
+        source = known_training(cfg).get("source")
+        print(
+            f"  origin {cfg.origin.kind}"
+            + (f" (settings from {source})" if source else "")
+            + (f", {len(cfg.origin.checkpoints)} checkpoint(s) scored" if cfg.origin.checkpoints else "")
+            + "".join(f"\n    {c}" for c in cfg.origin.checkpoints)
+        )
     if status["state"] in ("running", "interrupted", "cancelled", "failed"):
         print(
             f"  progress: epoch {status.get('epoch')}/{status.get('epochs')} step {status.get('global_step')}/"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DataMapCallback", "DynamicsRecorder", "score_checkpoints"]
+__all__ = ["DataMapCallback", "DynamicsRecorder", "ReusedRunWarning", "score_checkpoints"]
 
 
 def __getattr__(name: str) -> Any:
@@ -25,6 +25,10 @@ def __getattr__(name: str) -> Any:
         from cartomap.integrations.trainer import DataMapCallback
 
         return DataMapCallback
+    if name == "ReusedRunWarning":
+        from cartomap.integrations.trainer import ReusedRunWarning
+
+        return ReusedRunWarning
     if name == "DynamicsRecorder":
         from cartomap.integrations.recorder import DynamicsRecorder
 

@@ -101,6 +101,108 @@ def checkpoint_stamp(checkpoint: str) -> Any:
     return [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
 
 
+# --------------------------------------------------------------------------- what the checkpoints tell of the training
+TRAINER_STATE = "trainer_state.json"  # a Trainer checkpoint's state (not a cartomap run file)
+TRAINING_ARGS = "training_args.bin"  # a Trainer checkpoint's pickled TrainingArguments
+#: TrainingArguments read from training_args.bin -> the name cartomap records them under.
+ARGS_READ = {
+    "learning_rate": "learning_rate",
+    "seed": "seed",
+    "per_device_train_batch_size": "per_device_batch_size",
+    "gradient_accumulation_steps": "gradient_accumulation_steps",
+    "weight_decay": "weight_decay",
+    "lr_scheduler_type": "lr_scheduler",
+    "optim": "optimizer",
+    "num_train_epochs": "epochs",
+}
+
+
+def _safe_globals() -> list[Any]:
+    """The classes a TrainingArguments pickle holds (the arguments, their enums, accelerate's state): a
+    fixed list, never names read from the file; whatever else a file asks for fails the load."""
+    import importlib
+
+    names = [
+        "transformers.training_args.TrainingArguments",
+        "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
+        "transformers.training_args.OptimizerNames",
+        "transformers.trainer_utils.IntervalStrategy",
+        "transformers.trainer_utils.SaveStrategy",
+        "transformers.trainer_utils.HubStrategy",
+        "transformers.trainer_utils.SchedulerType",
+        "transformers.trainer_utils.FSDPOption",
+        "transformers.debug_utils.DebugOption",
+        "transformers.trainer_pt_utils.AcceleratorConfig",
+        "accelerate.state.PartialState",
+        "accelerate.utils.dataclasses.DistributedType",
+    ]
+    found = []
+    for name in names:
+        module, _, attr = name.rpartition(".")
+        try:
+            found.append(getattr(importlib.import_module(module), attr))
+        except (ImportError, AttributeError):
+            continue
+    return found
+
+
+def training_args(path: Path) -> dict[str, Any] | None:
+    """The TrainingArguments of a ``training_args.bin`` that loads with ``torch.load(weights_only=True)``
+    (the arguments' own classes allowed, nothing else): {cartomap name: value}; None when it does not load."""
+    import torch
+
+    try:
+        with torch.serialization.safe_globals(_safe_globals()):
+            args = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception:  # noqa: BLE001 - any file that does not load as plain arguments is "unknown"
+        return None
+    out = {}
+    for field, key in ARGS_READ.items():
+        value = getattr(args, field, None)
+        value = getattr(value, "value", value)  # an enum: its value
+        if isinstance(value, (bool, int, float, str)):
+            out[key] = value
+    return out
+
+
+def checkpoint_training(checkpoints: Sequence[str]) -> dict[str, Any]:
+    """What the last local checkpoint's ``trainer_state.json`` (epochs, batch size per device, steps,
+    the largest logged learning rate) and ``training_args.bin`` (learning rate, seed, accumulation, ...)
+    say of the fine-tuning; empty when neither is there (a hub id, a plain saved model)."""
+    folder = next((Path(c) for c in reversed(checkpoints) if Path(c).is_dir()), None)
+    if folder is None:
+        return {}
+    known: dict[str, Any] = {}
+    sources = []
+    try:
+        state = json.loads((folder / TRAINER_STATE).read_text())
+    except (OSError, ValueError):
+        state = None
+    if isinstance(state, dict):
+        sources.append(TRAINER_STATE)
+        for field, key in (
+            ("num_train_epochs", "epochs"),
+            ("train_batch_size", "per_device_batch_size"),
+            ("global_step", "global_step"),
+        ):
+            if isinstance(state.get(field), (int, float)) and not isinstance(state.get(field), bool):
+                known[key] = state[field]
+        rates = [
+            h["learning_rate"]
+            for h in state.get("log_history") or []
+            if isinstance(h, dict) and isinstance(h.get("learning_rate"), (int, float))
+        ]
+        if rates:
+            known["learning_rate_logged_max"] = max(rates)
+    args = training_args(folder / TRAINING_ARGS) if (folder / TRAINING_ARGS).is_file() else None
+    if args:
+        sources.append(TRAINING_ARGS)
+        known.update({k: v for k, v in args.items() if not (k == "epochs" and "epochs" in known)})
+    if known:
+        known["source"] = " + ".join(f"{folder.name}/{s}" for s in sources)
+    return known
+
+
 # --------------------------------------------------------------------------- labels
 def _names(config) -> list[str]:
     id2label = getattr(config, "id2label", None) or {}
@@ -195,6 +297,7 @@ def scoring_config(
         max_length=max_length,
         checkpoints=tuple(checkpoints),
         data=dataclasses.replace(data, label_names=examples.label_names),
+        training=checkpoint_training(checkpoints),
     )
 
 

@@ -3,7 +3,8 @@ as the validated examples of a run: id, texts, label.
 
 Ids come from the id column, or are the row index when there is none (the row a ``Trainer`` or a
 ``DataLoader`` asks for). Texts come from the text columns (found by name when not given), or are
-decoded from ``input_ids`` with the tokenizer when the dataset holds tokens only. A dataset without
+decoded from ``input_ids`` with the tokenizer when the dataset holds tokens only (a pair cut at the
+tokenizer's separator token into premise and hypothesis, special tokens and padding dropped). A dataset without
 labels is an error that says which column was looked for.
 """
 
@@ -80,10 +81,47 @@ def _is_text(values: pd.Series) -> bool:
     return bool(len(values)) and all(isinstance(v, str) for v in values.head(100))
 
 
+def _segments(row: Sequence[int], sep: int | None, special: set[int]) -> list[list[int]]:
+    """A row of token ids cut at the separator token, without special tokens and padding; empty parts
+    (RoBERTa's doubled ``</s></s>``) dropped."""
+    parts: list[list[int]] = [[]]
+    for token in row:
+        if sep is not None and token == sep:
+            parts.append([])
+        elif token not in special:
+            parts[-1].append(token)
+    return [p for p in parts if p]
+
+
+def decoded_texts(rows: Sequence[Sequence[int]], tokenizer) -> pd.DataFrame:
+    """Texts of tokenised rows: ``premise`` and ``hypothesis`` when every row is a pair (two parts
+    between the tokenizer's separator tokens), else one ``text`` whose parts are joined by a visible
+    `` [SEP] ``. Special tokens and padding are dropped."""
+    sep = getattr(tokenizer, "sep_token_id", None)
+    special = {int(t) for t in (getattr(tokenizer, "all_special_ids", None) or [])}
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if pad is not None:
+        special.add(int(pad))
+    cut = [_segments([int(t) for t in row], sep, special) for row in rows]
+    flat = [part for parts in cut for part in parts]
+    texts = (
+        iter(t.strip() for t in tokenizer.batch_decode(flat, skip_special_tokens=True)) if flat else iter(())
+    )
+    decoded = [[next(texts) for _ in parts] for parts in cut]
+    if decoded and all(len(parts) == 2 for parts in decoded):
+        return pd.DataFrame(
+            {
+                "premise": [p[0] or "(empty)" for p in decoded],
+                "hypothesis": [p[1] or "(empty)" for p in decoded],
+            }
+        )
+    mark = f" {getattr(tokenizer, 'sep_token', None) or '[SEP]'} "
+    return pd.DataFrame({DECODED: [mark.join(t for t in parts if t) or "(empty)" for parts in decoded]})
+
+
 def _decoded(dataset: Any, tokenizer, where: str) -> pd.DataFrame:
     ids = read_columns(dataset, ["input_ids"])["input_ids"]
-    texts = tokenizer.batch_decode([list(map(int, row)) for row in ids], skip_special_tokens=True)
-    return pd.DataFrame({DECODED: [t.strip() or "(empty)" for t in texts]})
+    return decoded_texts([list(row) for row in ids], tokenizer)
 
 
 def user_examples(
@@ -129,8 +167,8 @@ def user_examples(
     if not text_columns or not all(_is_text(frame[c]) for c in text_columns):
         if tokenizer is not None and "input_ids" in present:
             decoded = _decoded(dataset, tokenizer, where)
-            frame = frame.drop(columns=list(text_columns)).assign(**{DECODED: decoded[DECODED]})
-            text_columns, texts = (DECODED,), "decoded input_ids"
+            frame = frame.drop(columns=list(text_columns)).assign(**{c: decoded[c] for c in decoded.columns})
+            text_columns, texts = tuple(decoded.columns), "decoded input_ids"
         else:
             raise DataError(
                 f"the {where} has no text columns (looked for premise/hypothesis, sentence1/sentence2, text, "

@@ -39,6 +39,18 @@ from cartomap.integrations.origin import canonical, recorded_config
 from cartomap.runs.importer import dynamics_digest, examples_without_texts, finish_run
 from cartomap.runs.store import Run, RunStore
 
+#: Names a recorder's ``settings`` may give a training setting under (cartomap's name first).
+SETTING_ALIASES = {
+    "batch_size": ("batch", "train_batch_size"),
+    "per_device_batch_size": ("per_device_train_batch_size",),
+    "learning_rate": ("lr",),
+    "seed": ("random_seed",),
+    "weight_decay": (),
+    "optimizer": ("optim",),
+    "lr_scheduler": ("scheduler", "lr_scheduler_type"),
+    "warmup": ("warmup_ratio", "warmup_steps"),
+    "gradient_accumulation_steps": (),
+}
 MODES = ("train", "eval")  # the logits of the training forward pass, or of an eval-mode pass after each epoch
 
 
@@ -325,6 +337,18 @@ class DynamicsRecorder:
         )
         return from_frame(frame, config, source=f"recorder texts ({self.data_name})", label_names=label_names)
 
+    def training(self, epochs: int) -> dict[str, Any]:
+        """What the user told of the training (``settings``, under cartomap's names or common aliases) and
+        the recorded epochs: ``cartomap show`` prints these, "not recorded" for the rest."""
+        known: dict[str, Any] = {"epochs": epochs, "source": "recorder settings"}
+        for key, aliases in SETTING_ALIASES.items():
+            for alias in (key, *aliases):
+                value = self.settings.get(alias)
+                if isinstance(value, (bool, int, float, str)):
+                    known[key] = value
+                    break
+        return known
+
     def close(self) -> Run:
         """Check every epoch and write the run (or return the existing run with identical config,
         data and dynamics). Closing twice returns the same run."""
@@ -350,6 +374,7 @@ class DynamicsRecorder:
             train=train,
             settings={"settings": self.settings, "dynamics": digest},
             name=self.name,
+            training=self.training(len(logits)),
         )
         run = self.store.create(config, examples)
         if run.state != "done":

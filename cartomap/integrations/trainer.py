@@ -37,8 +37,12 @@ writes the run.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,6 +94,33 @@ IDENTITY_ARGS = (
     "gradient_checkpointing",
     "full_determinism",
     "average_tokens_across_devices",
+    "remove_unused_columns",
+    "label_names",
+    "torch_compile",
+    "torch_compile_backend",
+    "torch_compile_mode",
+    "use_liger_kernel",
+    "past_index",
+)
+#: Fields of a model's config that do not change the dynamics (paths, versions, output switches).
+NOT_DYNAMICS_CONFIG = (
+    "_name_or_path",
+    "name_or_path",
+    "transformers_version",
+    "architectures",
+    "output_hidden_states",
+    "output_attentions",
+    "return_dict",
+    "use_cache",
+    "torchscript",
+)
+#: Methods of a Trainer whose override changes the training (their qualified names join the identity).
+TRAINER_METHODS = (
+    "compute_loss",
+    "training_step",
+    "create_optimizer",
+    "create_scheduler",
+    "get_train_dataloader",
 )
 STATUS_EVERY_S = 1.0
 
@@ -238,8 +269,11 @@ class DataMapCallback(TrainerCallback):
     the epoch's end (as ``cartomap train --record-points``); ``skip_epochs``: the map's metrics leave out
     the first epochs' recordings (docs/stability.md). After training, ``callback.run`` is the run.
 
-    A done run with the same config and data is returned as it is: the training is not recorded
-    again (as ``cartomap train`` loads instead of training).
+    The run's identity is the data, the mode, the Trainer's arguments that decide the dynamics, the
+    model's config (dropout, ...), the Trainer's class and overridden methods (``compute_loss`` ...), its
+    ``compute_loss_func``, data collator and optimizer, and ``tag``. A done run of the same identity is
+    returned as it is: the training is not recorded again (a :class:`ReusedRunWarning` names the run;
+    give another ``tag`` to record it as a new run).
     """
 
     def __init__(
@@ -255,6 +289,7 @@ class DataMapCallback(TrainerCallback):
         name: str = "",
         data_name: str | None = None,
         save_model: bool = True,
+        tag: str = "",
         record_points: int = 1,
         skip_epochs: int = 0,
     ):
@@ -273,8 +308,8 @@ class DataMapCallback(TrainerCallback):
         self.id_column, self.label_column, self.text_columns = id_column, label_column, text_columns
         self.label_names = tuple(label_names) if label_names is not None else None
         self.store = store if isinstance(store, RunStore) else RunStore(store)
-        self.name, self.save_model = name, save_model
-        self.data_name = data_name or _dataset_name(train_dataset)
+        self.name, self.save_model, self.tag = name, save_model, str(tag)
+        self.data_name = data_name  # None: named after the dataset and its content (on train begin)
         columns = column_names(train_dataset)  # a DatasetDict or rows without names fail here
         if label_column is None and not set(LABEL_COLUMNS) & set(columns):
             raise DataError(
@@ -319,10 +354,11 @@ class DataMapCallback(TrainerCallback):
         self._check_labels(loader_set)
         if "train" in self.sources:
             self._check_drop_last(args)
+        self.collate = train_dataloader.collate_fn
         decision = None
         if self.rank == 0:
             try:
-                decision = self._open_run(args, state, model)
+                decision = self._open_run(args, state, model, find_trainer(self), kwargs.get("optimizer"))
             except CartomapError as err:
                 broadcast({"error": str(err)})
                 raise
@@ -335,7 +371,6 @@ class DataMapCallback(TrainerCallback):
         if not self.active:
             return
         self.loader_dataset, self.fetch = loader_set, IndexedFetch(loader_set)
-        self.collate = train_dataloader.collate_fn
         if "train" in self.sources:
             self._install(model, train_dataloader)
         self.epoch = self.start_epoch
@@ -374,16 +409,20 @@ class DataMapCallback(TrainerCallback):
                 field="dataloader_drop_last",
             )
 
-    def _config(self, args, state, model):
+    def _config(self, args, state, model, trainer=None, optimizer=None):
         world = self.world
         settings = {k: getattr(args, k) for k in IDENTITY_ARGS if hasattr(args, k)}
         settings.update(
             world_size=world,
             model_class=type(model).__name__,
+            model_config=model_settings(model),
             num_labels=self.n_classes,
             mode=self.mode,
             ids=self.how["ids"],
+            **trainer_settings(trainer, optimizer, getattr(self, "collate", None)),
         )
+        if self.tag:
+            settings["tag"] = self.tag
         epochs = int(state.num_train_epochs or math.ceil(args.num_train_epochs))
         warmup = float(getattr(args, "warmup_steps", 0) or 0)
         train = TrainConfig(
@@ -409,24 +448,35 @@ class DataMapCallback(TrainerCallback):
         return recorded_config(
             "trainer",
             self.examples,
-            data_name=self.data_name,
+            data_name=self.data_name or dataset_label(self.dataset, self.examples),
             model=str(name_or_path),
             train=train,
             settings=settings,
             name=self.name,
             max_length=_max_length(self.dataset),
+            training={
+                "epochs": train.epochs,
+                "batch_size": train.batch_size,
+                "per_device_batch_size": args.per_device_train_batch_size,
+                "gradient_accumulation_steps": args.gradient_accumulation_steps,
+                "learning_rate": train.learning_rate,
+                "seed": train.seed,
+                "weight_decay": train.weight_decay,
+                "lr_scheduler": _plain(getattr(args, "lr_scheduler_type", None)),
+                "warmup": getattr(args, "warmup_steps", None) or getattr(args, "warmup_ratio", None),
+                "optimizer": _plain(getattr(args, "optim", None)),
+                "source": "TrainingArguments",
+            },
         )
 
-    def _open_run(self, args, state, model) -> dict[str, Any]:
+    def _open_run(self, args, state, model, trainer=None, optimizer=None) -> dict[str, Any]:
         """Create or reopen the run (rank 0); what every process needs to know about it."""
-        config = self._config(args, state, model)
+        config = self._config(args, state, model, trainer, optimizer)
         run = self.store.create(config, self.examples)
         self.run = run
         if run.state == "done":
-            print(
-                f"cartomap: run {run.id} already holds this config on this data (done); this training is not "
-                f"recorded again: {run.path}"
-            )
+            warnings.warn(reused_message(run), ReusedRunWarning, stacklevel=2)
+            run.log("a training with this config on this data began: not recorded (the run is done)")
             return {"active": False, "start_epoch": 0, "path": str(run.path)}
         resumed = state.global_step > 0
         start = int(math.floor(state.epoch + 1e-9)) if resumed else 0
@@ -764,6 +814,115 @@ class DataMapCallback(TrainerCallback):
             self._lock = None
 
 
+# --------------------------------------------------------------------------- what the run id is made of
+class ReusedRunWarning(UserWarning):
+    """A training mapped onto a finished run of the same identity: it is not recorded again."""
+
+
+def reused_message(run: Run) -> str:
+    return (
+        f"cartomap: this training is NOT recorded: run {run.id} ({run.config.name or 'unnamed'}, {run.path}) "
+        "already holds a finished data map of the same data, model config, Trainer and arguments. To record "
+        f"this training as a new run, give DataMapCallback(..., tag='...') another tag, or delete the old run "
+        f"(`cartomap delete {run.id} --yes`)."
+    )
+
+
+def qualified_name(obj: Any) -> str | None:
+    """``module.qualname`` of a function, method or class; of any other callable, its class's; None for None."""
+    if obj is None:
+        return None
+    if isinstance(obj, functools.partial):
+        return f"partial({qualified_name(obj.func)})"
+    target = getattr(obj, "__func__", obj)  # a bound method: its function
+    if not (inspect.isfunction(target) or inspect.isclass(target) or inspect.isbuiltin(target)):
+        target = type(target)
+    module = getattr(target, "__module__", None) or "?"
+    return f"{module}.{getattr(target, '__qualname__', getattr(target, '__name__', '?'))}"
+
+
+def model_settings(model: Any) -> dict[str, Any] | None:
+    """The model's config (``to_dict``) without what does not change the dynamics (its path, versions,
+    output switches): another dropout, another run."""
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "to_dict"):
+        return None
+    return {
+        str(k): stable(v)
+        for k, v in sorted(config.to_dict().items())
+        if k not in NOT_DYNAMICS_CONFIG and not str(k).startswith("_")
+    }
+
+
+def stable(value: Any) -> Any:
+    """``value`` as JSON that is the same in every process: plain values, lists and dicts as they are,
+    an enum as its value, any other object as its class's qualified name (never a repr with an address)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): stable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [stable(v) for v in value]
+    plain = getattr(value, "value", None)
+    if isinstance(plain, (bool, int, float, str)):
+        return plain
+    return qualified_name(type(value))
+
+
+def _unwrapped_collator(collate: Any) -> Any:
+    """The user's collator inside the wrappers around it (the callback's, the Trainer's column removal)."""
+    for _ in range(5):
+        if isinstance(collate, IndexCollator):
+            collate = collate.collate
+        elif type(collate).__name__ == "RemoveColumnsCollator" and hasattr(collate, "data_collator"):
+            collate = collate.data_collator
+        else:
+            return collate
+    return collate
+
+
+def trainer_settings(trainer: Any, optimizer: Any = None, collate: Any = None) -> dict[str, Any]:
+    """What of the Trainer decides the dynamics beyond its arguments: its class, the overridden methods
+    (``compute_loss``, ``training_step``, ...) and ``compute_loss_func`` by qualified name, the data
+    collator's class, the optimizer's class and defaults. ``trainer_class`` None: not found."""
+    out: dict[str, Any] = {"trainer_class": None}
+    if trainer is not None:
+        out["trainer_class"] = qualified_name(type(trainer))
+        for method in TRAINER_METHODS:
+            bound = getattr(trainer, method, None)
+            if bound is not None:
+                out[method] = qualified_name(bound)
+        out["compute_loss_func"] = qualified_name(getattr(trainer, "compute_loss_func", None))
+        collate = getattr(trainer, "data_collator", collate)
+        optimizer = getattr(trainer, "optimizer", None) or optimizer
+    out["data_collator"] = qualified_name(_unwrapped_collator(collate))
+    optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper: the torch optimizer
+    if optimizer is not None:
+        out["optimizer"] = qualified_name(type(optimizer))
+        defaults = getattr(optimizer, "defaults", None) or {}
+        out["optimizer_defaults"] = {
+            str(k): v
+            for k, v in sorted(defaults.items())
+            if isinstance(v, (bool, int, float, str, tuple, list))
+        }
+    return out
+
+
+def find_trainer(callback: Any) -> Any:
+    """The Trainer whose callbacks hold ``callback``: a ``self`` on the call stack (``Trainer.train``
+    calls the callbacks through its handler), else None."""
+    frame = sys._getframe(1)
+    for _ in range(40):
+        if frame is None:
+            return None
+        candidate = frame.f_locals.get("self")
+        handler = getattr(candidate, "callback_handler", None)
+        if handler is not None and any(cb is callback for cb in getattr(handler, "callbacks", ())):
+            return candidate
+        frame = frame.f_back
+    return None
+
+
 # --------------------------------------------------------------------------- helpers
 def _write_history(run: Run, history: list[dict[str, Any]]) -> None:
     from cartomap.io import atomic_write_json
@@ -771,13 +930,28 @@ def _write_history(run: Run, history: list[dict[str, Any]]) -> None:
     atomic_write_json(run.history_path, history)
 
 
-def _dataset_name(dataset: Any) -> str:
+def _plain(value: Any) -> Any:
+    """An enum's value (SchedulerType.LINEAR -> "linear"), anything else as it is."""
+    return getattr(value, "value", value)
+
+
+def dataset_label(dataset: Any, examples: Any) -> str:
+    """A name that tells runs of different data apart: the dataset's builder, config and split (a
+    ``datasets.Dataset``'s info) or its type, its size and a short hash of its examples' content
+    (ids, texts, labels), e.g. ``glue/mnli[train] 392702 rows #1a2b3c4d``."""
     info = getattr(dataset, "info", None)
     name = getattr(info, "dataset_name", None) or getattr(info, "builder_name", None)
+    config = getattr(info, "config_name", None)
+    if name and config and config != "default":
+        name = f"{name}/{config}"
+    if not name:
+        name = {"DataFrame": "dataframe", "list": "rows", "tuple": "rows", "dict": "columns"}.get(
+            type(dataset).__name__, "dataset"
+        )
     split = getattr(dataset, "split", None)
-    if name:
-        return f"{name}[{split}]" if split else str(name)
-    return "dataset"
+    if split:
+        name = f"{name}[{split}]"
+    return f"{name} {len(examples)} rows #{examples.fingerprint()[:8]}"
 
 
 def _tokenizer(processing_class: Any):

@@ -20,7 +20,7 @@ import numpy as np
 from cartomap.errors import RunError
 from cartomap.io import atomic_save, atomic_write_json, read_json
 from cartomap.runs.store import Run
-from cartomap.training.models import is_checkpoint
+from cartomap.training.models import HF_CONFIG, is_checkpoint
 
 TASK = "embeddings"
 MAX_LENGTH = 128  # WaNLI: max length 128
@@ -138,6 +138,54 @@ def load_embeddings(run: Run) -> tuple[list[str], np.ndarray] | None:
     return ids, array
 
 
+#: What a run recorded outside cartomap's loop is, in the message that it has no weights.
+RECORDED_BY = {
+    "trainer": "a Trainer with DataMapCallback(save_model=False)",
+    "recorder": "a DynamicsRecorder (it records logits, not weights)",
+    "checkpoints": "score-checkpoints without keeping the last checkpoint",
+    "reference": "imported reference dynamics (logits only)",
+}
+
+
+def embedding_model(run: Run, model: str | Path | None = None) -> Path:
+    """The model folder the run's embeddings are computed with: ``model`` when given (a saved
+    classifier's folder), else the run's final model, else (scored checkpoints) the last checkpoint
+    folder. RunError with the reason and what to do when there is none."""
+    if model is not None and str(model) != "":
+        path = Path(model).expanduser()
+        if not is_checkpoint(path):
+            raise RunError(f"--model {model}: not a saved model folder (expected a folder with {HF_CONFIG})")
+        return path
+    if is_checkpoint(run.model_dir):
+        return run.model_dir
+    origin = run.config.origin
+    if origin.kind == "checkpoints" and origin.checkpoints and is_checkpoint(Path(origin.checkpoints[-1])):
+        return Path(origin.checkpoints[-1])
+    state = run.state
+    if state != "done":
+        raise RunError(
+            f"run {run.id} has no final model yet (state: {state}); embeddings need a finished run"
+        )
+    if origin.kind in RECORDED_BY:
+        raise RunError(
+            f"run {run.id} was recorded outside cartomap by {RECORDED_BY[origin.kind]}, without its weights: "
+            f"compute its embeddings with the fine-tuned model's folder, `cartomap embed {run.id} --model PATH`"
+        )
+    raise RunError(
+        f"run {run.id} has no final model (its model folder is missing): train it again, or give a model "
+        f"folder with `cartomap embed {run.id} --model PATH`"
+    )
+
+
+def embedding_problem(run: Run, model: str | Path | None = None) -> str | None:
+    """Why the run's embeddings cannot be computed (one line), or None when they can."""
+    try:
+        embedding_model(run, model)
+    except RunError as err:
+        return str(err)
+    return None
+
+
 def embed_run(
     run: Run,
     batch_size: int = 64,
@@ -145,16 +193,18 @@ def embed_run(
     max_length: int = MAX_LENGTH,
     progress: ProgressCallback | None = None,
     force: bool = False,
+    model: str | Path | None = None,
 ) -> tuple[list[str], np.ndarray]:
     """Compute and save the run's [CLS] embeddings as task ``embeddings`` (progress in tasks/embeddings.json).
 
-    Needs a finished run (its final model in ``run.model_dir``). Returns the saved embeddings;
-    an existing, consistent set is returned without recomputing unless ``force``.
+    Needs a model (:func:`embedding_model`: ``model``, the run's final model, or a scored run's last
+    checkpoint). Returns the saved embeddings; an existing, consistent set is returned without
+    recomputing unless ``force`` (or another ``model``).
     """
     from cartomap.runs.tasks import task, task_status, task_update, throttled_reporter
     from cartomap.training.models import available_device
 
-    if not force:
+    if not force and not model:
         loaded = load_embeddings(run)
         if loaded is not None and loaded[0] == run.examples()["id"].astype(str).tolist():
             if (task_status(run, TASK) or {}).get("state") == "queued":  # a job started for nothing
@@ -163,17 +213,14 @@ def embed_run(
     examples = run.examples()
     ids = examples["id"].astype(str).tolist()
     with task(run, TASK, total=len(ids), device=device) as update:  # a failure is recorded there
-        if not is_checkpoint(run.model_dir):
-            raise RunError(
-                f"run {run.id} has no final model yet (state: {run.state}); embeddings need a finished run"
-            )
+        model_dir = embedding_model(run, model)
         device = available_device(device)
-        update(device=device)
+        update(device=device, model=str(model_dir))
         report = throttled_reporter(update, progress)
 
         t0 = time.time()
         array = compute_cls_embeddings(
-            run.model_dir,
+            model_dir,
             examples,
             max_length=max_length,
             batch_size=batch_size,
@@ -182,5 +229,5 @@ def embed_run(
         )
         save_embeddings(run, ids, array)
         update(seconds=round(time.time() - t0, 2), dim=int(array.shape[1]))
-    run.log(f"embeddings: {array.shape[0]} x {array.shape[1]} in {time.time() - t0:.1f}s")
+    run.log(f"embeddings: {array.shape[0]} x {array.shape[1]} of {model_dir} in {time.time() - t0:.1f}s")
     return ids, array

@@ -43,6 +43,7 @@ def trainer(
     batch: int = 4,
     accumulation: int = 1,
     group_by_length: bool = False,
+    trainer_class=None,
     **extra,
 ):
     """A Trainer of the model at ``model_path`` (dropout off) on ``train``, one checkpoint per epoch."""
@@ -77,7 +78,7 @@ def trainer(
         seed=0,
         **extra,
     )
-    return Trainer(
+    return (trainer_class or Trainer)(
         model=model,
         args=args,
         train_dataset=train,
