@@ -1,0 +1,316 @@
+"""The decisions of a review queue: one SQLite database per queue (``review/<queue>/review.sqlite``).
+
+The house pattern of :mod:`cartomap.runs.sqlite` (WAL, busy timeout set first, one connection per
+call, ``BEGIN IMMEDIATE`` and a commit per click), so several annotators (tabs, processes, the CLI)
+decide at the same time and nothing is lost when one dies. A write that still meets "database is
+locked" (another writer held the lock past the busy timeout) is tried again
+(:func:`cartomap.runs.sqlite.retry_busy`).
+
+Tables::
+
+    meta(key, value)             label_names (JSON), per_item (k annotators per item)
+    annotators(name, created_at)
+    items(item_id, position, score, gold)
+    decisions(id, item_id, annotator, decision, label, note, origin, created_at)
+
+Decisions are only ever appended: an annotator's latest decision on an item is theirs, so a changed
+mind is a new row and the history stays. ``decision`` is keep, relabel (``label`` the new class),
+remove or unsure; a relabel to the gold label is recorded as keep. ``origin`` says where it came from
+(``app``, ``cli``, ``labelstudio``, ``argilla``).
+
+Assignment: each item wants ``per_item`` (k) annotators. The next item for annotator A is the first
+item in queue order (highest score first) that A has not decided and that fewer than k annotators
+have decided. Two annotators who open the same item at once may both decide it: the extra decision is
+kept and counts (an item may end with more than k).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cartomap.errors import CartomapError
+from cartomap.runs.sqlite import SQLiteStore, clean_name, retry_busy
+
+DECISIONS = ("keep", "relabel", "remove", "unsure")
+ORIGINS = ("app", "cli", "labelstudio", "argilla", "import")
+DEFAULT_PER_ITEM = 2
+MAX_NOTE = 2000
+RELABEL_PREFIX = "relabel:"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS annotators (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+    item_id TEXT PRIMARY KEY,
+    position INTEGER NOT NULL,
+    score REAL,
+    gold TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    item_id TEXT NOT NULL REFERENCES items(item_id),
+    annotator TEXT NOT NULL REFERENCES annotators(name),
+    decision TEXT NOT NULL CHECK (decision IN ('keep', 'relabel', 'remove', 'unsure')),
+    label TEXT,
+    note TEXT NOT NULL DEFAULT '',
+    origin TEXT NOT NULL DEFAULT 'app',
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS decisions_item_annotator ON decisions (item_id, annotator);
+CREATE INDEX IF NOT EXISTS decisions_annotator ON decisions (annotator);
+"""
+
+LATEST_COLUMNS = [
+    "decision_id",
+    "item_id",
+    "annotator",
+    "decision",
+    "label",
+    "note",
+    "origin",
+    "created_at",
+    "first_id",
+]
+
+
+def as_value(decision: str, label: str | None = None) -> str:
+    """A decision in the agreement table's form: keep, remove, unsure or ``relabel:<label>``."""
+    return f"{RELABEL_PREFIX}{label}" if decision == "relabel" else decision
+
+
+def from_value(value: str) -> tuple[str, str | None]:
+    """(decision, label) of a value written by :func:`as_value`."""
+    if value.startswith(RELABEL_PREFIX):
+        return "relabel", value[len(RELABEL_PREFIX) :]
+    return value, None
+
+
+class QueueDB(SQLiteStore):
+    """The decisions of one review queue. Cheap to make; every method opens its own connection."""
+
+    SCHEMA = _SCHEMA
+    TABLES = frozenset({"meta", "annotators", "items", "decisions"})
+
+    def __init__(
+        self, path: str | Path, label_names: Sequence[str] | None = None, per_item: int | None = None
+    ):
+        super().__init__(path)
+        if per_item is not None and (int(per_item) != per_item or int(per_item) < 1):
+            raise CartomapError(f"annotators per item must be a whole number >= 1, got {per_item!r}")
+
+        def ready(con: sqlite3.Connection) -> bool:
+            return (
+                label_names is None
+                or con.execute("SELECT 1 FROM meta WHERE key = 'label_names'").fetchone() is not None
+            )
+
+        def fill(con: sqlite3.Connection) -> None:
+            if label_names is not None:
+                names = json.dumps([str(x) for x in label_names])
+                con.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('label_names', ?)", (names,))
+            con.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('per_item', ?)",
+                (str(int(per_item or DEFAULT_PER_ITEM)),),
+            )
+
+        retry_busy(lambda: self.setup(ready, fill))
+
+    # -- setup -------------------------------------------------------------
+    def _meta(self, key: str) -> str | None:
+        with self.connect() as con:
+            row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row["value"])
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        value = self._meta("label_names")
+        return tuple(json.loads(value)) if value else ()
+
+    @property
+    def per_item(self) -> int:
+        """k: how many annotators each item wants."""
+        return int(self._meta("per_item") or DEFAULT_PER_ITEM)
+
+    def set_per_item(self, k: int) -> None:
+        if int(k) != k or int(k) < 1:
+            raise CartomapError(f"annotators per item must be a whole number >= 1, got {k!r}")
+
+        def write() -> None:
+            with self.connect() as con, self.transaction(con):
+                con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('per_item', ?)", (str(int(k)),))
+
+        retry_busy(write)
+
+    def load_items(self, frame: pd.DataFrame) -> int:
+        """Add the rows of ``frame`` (id, position, score, gold) as items; known items are left as they
+        are. Returns how many are new."""
+        records = [
+            (
+                str(r["id"]),
+                int(r["position"]),
+                None if r.get("score") is None or pd.isna(r.get("score")) else float(r["score"]),
+                str(r["gold"]),
+            )
+            for r in frame.to_dict("records")
+        ]
+
+        def write() -> int:
+            with self.connect() as con, self.transaction(con):
+                before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+                con.executemany(
+                    "INSERT OR IGNORE INTO items (item_id, position, score, gold) VALUES (?, ?, ?, ?)",
+                    records,
+                )
+                return con.execute("SELECT COUNT(*) FROM items").fetchone()[0] - before
+
+        return retry_busy(write)
+
+    # -- items -------------------------------------------------------------
+    def items(self) -> pd.DataFrame:
+        """item_id, position, score, gold: every item in queue order."""
+        return self.frame(
+            "SELECT item_id, position, score, gold FROM items ORDER BY position, item_id",
+            ["item_id", "position", "score", "gold"],
+        )
+
+    def next_items(self, annotator: str, limit: int = 1) -> list[str]:
+        """The ids of the next items for ``annotator``: not decided by them, fewer than k annotators
+        so far, in queue order (see the module docstring)."""
+        name = clean_name(annotator)
+        query = """
+            SELECT i.item_id FROM items i
+            WHERE NOT EXISTS (SELECT 1 FROM decisions d WHERE d.item_id = i.item_id AND d.annotator = :name)
+              AND (SELECT COUNT(DISTINCT d.annotator) FROM decisions d WHERE d.item_id = i.item_id) < :k
+            ORDER BY i.position, i.item_id
+            LIMIT :limit
+        """
+        k = self.per_item
+        with self.connect() as con:
+            return [str(r[0]) for r in con.execute(query, {"name": name, "k": k, "limit": int(limit)})]
+
+    # -- decisions ---------------------------------------------------------
+    def record(
+        self,
+        annotator: str,
+        item_id: str,
+        decision: str,
+        label: str | None = None,
+        note: str = "",
+        origin: str = "app",
+    ) -> int:
+        """Append one decision, committed at once; returns its id. A new annotator name is registered.
+
+        ``relabel`` needs ``label``, one of the queue's label names; a relabel to the item's gold label
+        is recorded as ``keep``. The other decisions take no label.
+        """
+        name = clean_name(annotator)
+        if decision not in DECISIONS:
+            raise CartomapError(f"unknown decision {decision!r}: expected one of {', '.join(DECISIONS)}")
+        if origin not in ORIGINS:
+            raise CartomapError(f"unknown origin {origin!r}: expected one of {', '.join(ORIGINS)}")
+        note = " ".join(str(note or "").split()) if note is not None else ""
+        if len(note) > MAX_NOTE:
+            raise CartomapError(f"a note has at most {MAX_NOTE} characters")
+        if decision == "relabel":
+            if label is None or not str(label).strip():
+                raise CartomapError("a relabel needs the new label")
+            label = str(label).strip()
+            names = self.label_names
+            if names and label not in names:
+                raise CartomapError(f"unknown label {label!r}: expected one of {', '.join(names)}")
+        else:
+            label = None
+        item_id = str(item_id)
+
+        def write() -> int:
+            nonlocal decision, label
+            with self.connect() as con, self.transaction(con):
+                item = con.execute("SELECT gold FROM items WHERE item_id = ?", (item_id,)).fetchone()
+                if item is None:
+                    raise CartomapError(f"no item {item_id!r} in the review queue {self.path.parent.name!r}")
+                if decision == "relabel" and label == item["gold"]:
+                    decision, label = "keep", None
+                now = time.time()
+                con.execute("INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, now))
+                cur = con.execute(
+                    "INSERT INTO decisions (item_id, annotator, decision, label, note, origin, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (item_id, name, decision, label, note, origin, now),
+                )
+                return int(cur.lastrowid)
+
+        return retry_busy(write)
+
+    def history(self) -> pd.DataFrame:
+        """Every decision ever recorded, oldest first."""
+        columns = ["id", "item_id", "annotator", "decision", "label", "note", "origin", "created_at"]
+        return self.frame(f"SELECT {', '.join(columns)} FROM decisions ORDER BY id", columns)
+
+    def latest(self) -> pd.DataFrame:
+        """The latest decision per (item, annotator), ordered by when that annotator first decided the
+        item. Columns: :data:`LATEST_COLUMNS`."""
+        query = """
+            SELECT d.id AS decision_id, d.item_id, d.annotator, d.decision, d.label, d.note, d.origin,
+                   d.created_at, f.first_id
+            FROM decisions d
+            JOIN (SELECT item_id, annotator, MAX(id) AS last_id, MIN(id) AS first_id
+                  FROM decisions GROUP BY item_id, annotator) f ON d.id = f.last_id
+            ORDER BY f.first_id
+        """
+        return self.frame(query, LATEST_COLUMNS)
+
+    def long_table(self) -> pd.DataFrame:
+        """item, annotator, value (keep | remove | unsure | relabel:<label>): the agreement table."""
+        latest = self.latest()
+        values = [as_value(d, lab) for d, lab in zip(latest["decision"], latest["label"], strict=True)]
+        return pd.DataFrame(
+            {"item": latest["item_id"].astype(str), "annotator": latest["annotator"], "value": values},
+            columns=["item", "annotator", "value"],
+        )
+
+    def decision_of(self, annotator: str, item_id: str) -> dict[str, Any] | None:
+        """``annotator``'s latest decision on ``item_id`` (decision, label, note), or None."""
+        with self.connect() as con:
+            row = con.execute(
+                "SELECT decision, label, note FROM decisions WHERE annotator = ? AND item_id = ?"
+                " ORDER BY id DESC LIMIT 1",
+                (clean_name(annotator), str(item_id)),
+            ).fetchone()
+        return None if row is None else dict(row)
+
+    def last_decided(self, annotator: str) -> str | None:
+        """The item ``annotator`` decided most recently (to change it), or None."""
+        with self.connect() as con:
+            row = con.execute(
+                "SELECT item_id FROM decisions WHERE annotator = ? ORDER BY id DESC LIMIT 1",
+                (clean_name(annotator),),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def progress(self) -> dict[str, Any]:
+        """items, complete (k or more annotators), partial (1..k-1), undecided (none), per_item (k),
+        by_annotator ({name: items decided})."""
+        items = self.items()
+        latest = self.latest()
+        per_item = latest.groupby("item_id")["annotator"].nunique() if len(latest) else pd.Series(dtype=int)
+        counts = per_item.reindex(items["item_id"]).fillna(0).astype(int).to_numpy()
+        k = self.per_item
+        return {
+            "items": int(len(items)),
+            "per_item": k,
+            "complete": int((counts >= k).sum()),
+            "partial": int(((counts > 0) & (counts < k)).sum()),
+            "undecided": int((counts == 0).sum()),
+            "by_annotator": {
+                str(a): int(n) for a, n in latest["annotator"].value_counts().sort_index().items()
+            },
+            "fraction": float(np.mean(counts >= k)) if len(counts) else 0.0,
+        }
