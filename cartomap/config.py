@@ -436,3 +436,9 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
+
+
+#: What a reviewer decides about one suspected label error (the review queue, ``cartomap.data.interchange``
+#: and ``cartomap.scores.agreement``): keep the gold label, relabel it (to a named class), remove the
+#: example, or unsure (no decision: left out of agreement statistics by default).
+REVIEW_DECISIONS = ("keep", "relabel", "remove", "unsure")
