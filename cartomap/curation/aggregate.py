@@ -96,25 +96,14 @@ def counts(decisions: pd.DataFrame) -> dict[str, int]:
 
 
 def agreement(long: pd.DataFrame) -> dict[str, Any]:
-    """Fleiss' κ, Krippendorff's α (nominal) and each annotator's agreement, on the long table
-    (item, annotator, value) of the items decided by two or more annotators."""
+    """The annotators' agreement on the long table (item, annotator, value), "unsure" left out as in the
+    rule above: ``summary`` (:func:`cartomap.scores.agreement.agreement_summary`: Fleiss' κ, Krippendorff's
+    α, observed agreement, each with the reason when undefined), ``annotators`` (each against the majority
+    of the others) and ``items`` (each item's consensus)."""
     from cartomap.scores import agreement as stats
 
-    multi = long.groupby("item")["annotator"].transform("nunique") >= 2 if len(long) else []
-    shared = long[multi] if len(long) else long
-    out: dict[str, Any] = {"items": int(shared["item"].nunique()) if len(shared) else 0}
-    out["fleiss_kappa"] = _safe(stats.fleiss_kappa, shared)
-    out["krippendorff_alpha"] = _safe(stats.krippendorff_alpha, shared)
-    try:
-        out["annotators"] = stats.annotator_agreement(shared)
-    except (ValueError, ZeroDivisionError):
-        out["annotators"] = pd.DataFrame()
-    return out
-
-
-def _safe(fn: Any, table: pd.DataFrame) -> float:
-    try:
-        value = fn(table)
-    except (ValueError, ZeroDivisionError):
-        return float("nan")
-    return float(value) if value is not None else float("nan")
+    return {
+        "summary": stats.agreement_summary(long),
+        "annotators": stats.annotator_agreement(long),
+        "items": stats.item_consensus(long),
+    }

@@ -27,6 +27,7 @@ import pandas as pd
 
 from cartomap.curation.aggregate import aggregate
 from cartomap.curation.queue import load_queue, open_queue
+from cartomap.data.annotations import DERIVED_COLUMNS
 from cartomap.errors import CartomapError
 from cartomap.io import atomic_save, atomic_write_bytes, atomic_write_parquet, refuse_overwrite
 from cartomap.runs import layout
@@ -43,7 +44,9 @@ def decisions(run: Run, queue: str) -> pd.DataFrame:
 
 
 def corrected_examples(examples: pd.DataFrame, table: pd.DataFrame, label_names) -> pd.DataFrame:
-    """``examples`` (integer labels) with the relabels of ``table`` applied and its removals dropped."""
+    """``examples`` (integer labels) with the relabels of ``table`` applied and its removals dropped; the
+    columns derived from the votes (human majority, gold disagrees, ...) are left out, since they depend on
+    the label and every load computes them again."""
     names = [str(n) for n in label_names]
     index = {n: k for k, n in enumerate(names)}
     ids = examples["id"].astype(str)
@@ -53,7 +56,9 @@ def corrected_examples(examples: pd.DataFrame, table: pd.DataFrame, label_names)
         raise CartomapError(f"decisions relabel to unknown labels {unknown}: expected one of {names}")
     new = dict(zip(relabel["id"].astype(str), (index[x] for x in relabel["label"]), strict=True))
     removed = set(table.loc[table["decision"] == "remove", "id"].astype(str))
-    out = examples.copy()
+    out = examples.drop(
+        columns=[c for c in DERIVED_COLUMNS if c in examples.columns]
+    )  # stale: recomputed on load
     labels = out["label"].to_numpy().copy()
     hit = ids.isin(new).to_numpy()
     labels[hit] = [new[i] for i in ids[hit]]
@@ -88,8 +93,11 @@ def named(run: Run, corrected: pd.DataFrame, table: pd.DataFrame) -> pd.DataFram
     out = corrected.assign(label=names[corrected["label"].to_numpy(dtype=np.int64)])
     by_id = table.set_index(table["id"].astype(str))
     ids = out["id"].astype(str)
-    out["review_decision"] = by_id["decision"].reindex(ids).fillna("not queued").to_numpy()
-    out["original_label"] = by_id["original_label"].reindex(ids).fillna(out["label"]).to_numpy()
+    decided = by_id["decision"].reindex(ids).to_numpy(dtype=object)
+    original = by_id["original_label"].reindex(ids).to_numpy(dtype=object)
+    queued = ids.isin(by_id.index).to_numpy()
+    out["review_decision"] = np.where(queued, decided, "not queued")
+    out["original_label"] = np.where(queued, original, out["label"].to_numpy(dtype=object))
     return out
 
 

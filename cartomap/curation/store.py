@@ -36,10 +36,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cartomap.config import REVIEW_DECISIONS
 from cartomap.errors import CartomapError
 from cartomap.runs.sqlite import SQLiteStore, clean_name, retry_busy
 
-DECISIONS = ("keep", "relabel", "remove", "unsure")
+DECISIONS = REVIEW_DECISIONS  # keep, relabel, remove, unsure
 ORIGINS = ("app", "cli", "labelstudio", "argilla", "import")
 DEFAULT_PER_ITEM = 2
 MAX_NOTE = 2000
@@ -197,6 +198,29 @@ class QueueDB(SQLiteStore):
             return [str(r[0]) for r in con.execute(query, {"name": name, "k": k, "limit": int(limit)})]
 
     # -- decisions ---------------------------------------------------------
+    def _checked(
+        self, annotator: str, decision: str, label: str | None, note: str | None, origin: str
+    ) -> tuple[str, str, str | None, str, str]:
+        """(annotator, decision, label, note, origin) validated; CartomapError naming what is wrong."""
+        name = clean_name(annotator)
+        if decision not in DECISIONS:
+            raise CartomapError(f"unknown decision {decision!r}: expected one of {', '.join(DECISIONS)}")
+        if origin not in ORIGINS:
+            raise CartomapError(f"unknown origin {origin!r}: expected one of {', '.join(ORIGINS)}")
+        note = " ".join(str(note or "").split())
+        if len(note) > MAX_NOTE:
+            raise CartomapError(f"a note has at most {MAX_NOTE} characters")
+        if decision == "relabel":
+            if label is None or (isinstance(label, float) and np.isnan(label)) or not str(label).strip():
+                raise CartomapError("a relabel needs the new label")
+            label = str(label).strip()
+            names = self.label_names
+            if names and label not in names:
+                raise CartomapError(f"unknown label {label!r}: expected one of {', '.join(names)}")
+        else:
+            label = None
+        return name, decision, label, note, origin
+
     def record(
         self,
         annotator: str,
@@ -211,41 +235,50 @@ class QueueDB(SQLiteStore):
         ``relabel`` needs ``label``, one of the queue's label names; a relabel to the item's gold label
         is recorded as ``keep``. The other decisions take no label.
         """
-        name = clean_name(annotator)
-        if decision not in DECISIONS:
-            raise CartomapError(f"unknown decision {decision!r}: expected one of {', '.join(DECISIONS)}")
-        if origin not in ORIGINS:
-            raise CartomapError(f"unknown origin {origin!r}: expected one of {', '.join(ORIGINS)}")
-        note = " ".join(str(note or "").split()) if note is not None else ""
-        if len(note) > MAX_NOTE:
-            raise CartomapError(f"a note has at most {MAX_NOTE} characters")
-        if decision == "relabel":
-            if label is None or not str(label).strip():
-                raise CartomapError("a relabel needs the new label")
-            label = str(label).strip()
-            names = self.label_names
-            if names and label not in names:
-                raise CartomapError(f"unknown label {label!r}: expected one of {', '.join(names)}")
-        else:
-            label = None
-        item_id = str(item_id)
+        return self.record_many([(annotator, item_id, decision, label, note)], origin=origin)[0]
 
-        def write() -> int:
-            nonlocal decision, label
+    def record_many(self, rows: Sequence[tuple[Any, ...]], origin: str = "import") -> list[int]:
+        """Append decisions ``(annotator, item_id, decision, label, note)`` in one transaction: all of them
+        or, when one is invalid (CartomapError naming it), none. Returns their ids."""
+        checked = []
+        for k, (annotator, item_id, decision, label, note) in enumerate(rows):
+            try:
+                name, decision, label, note, origin = self._checked(annotator, decision, label, note, origin)
+            except CartomapError as err:
+                where = f"decision {k + 1} (item {item_id!r}): " if len(rows) > 1 else ""
+                raise CartomapError(f"{where}{err}") from None
+            checked.append((name, str(item_id), decision, label, note))
+
+        def write() -> list[int]:
+            out = []
             with self.connect() as con, self.transaction(con):
-                item = con.execute("SELECT gold FROM items WHERE item_id = ?", (item_id,)).fetchone()
-                if item is None:
-                    raise CartomapError(f"no item {item_id!r} in the review queue {self.path.parent.name!r}")
-                if decision == "relabel" and label == item["gold"]:
-                    decision, label = "keep", None
-                now = time.time()
-                con.execute("INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, now))
-                cur = con.execute(
-                    "INSERT INTO decisions (item_id, annotator, decision, label, note, origin, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (item_id, name, decision, label, note, origin, now),
+                gold = (
+                    dict(con.execute("SELECT item_id, gold FROM items").fetchall())
+                    if len(checked) > 1
+                    else {}
                 )
-                return int(cur.lastrowid)
+                now = time.time()
+                for name, item_id, decision, label, note in checked:
+                    if len(checked) == 1:
+                        row = con.execute("SELECT gold FROM items WHERE item_id = ?", (item_id,)).fetchone()
+                        if row is not None:
+                            gold[item_id] = row[0]
+                    if item_id not in gold:
+                        raise CartomapError(
+                            f"no item {item_id!r} in the review queue {self.path.parent.name!r}"
+                        )
+                    if decision == "relabel" and label == gold[item_id]:
+                        decision, label = "keep", None
+                    con.execute(
+                        "INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, now)
+                    )
+                    cur = con.execute(
+                        "INSERT INTO decisions (item_id, annotator, decision, label, note, origin, created_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (item_id, name, decision, label, note, origin, now),
+                    )
+                    out.append(int(cur.lastrowid))
+            return out
 
         return retry_busy(write)
 
