@@ -27,6 +27,7 @@ import pandas as pd
 from cartomap.errors import CartomapError
 
 BUSY_TIMEOUT_MS = 30_000
+RETRY_SECONDS = 30.0  # how long a write that met "database is locked" is tried again (retry_busy)
 MAX_NAME = 80  # characters of an annotator's name
 
 T = TypeVar("T")
@@ -68,9 +69,9 @@ def set_wal(con: Any) -> None:
 
 def retry_busy(action: Callable[[], T], seconds: float | None = None) -> T:
     """``action()``, tried again while it fails with "database is locked" (another writer held the lock
-    past the busy timeout), for up to ``seconds`` (default: the busy timeout again) with a growing pause;
+    past the busy timeout), for up to ``seconds`` (default :data:`RETRY_SECONDS`) with a growing pause;
     the last error is raised past that."""
-    deadline = time.monotonic() + (BUSY_TIMEOUT_MS / 1000 if seconds is None else seconds)
+    deadline = time.monotonic() + (RETRY_SECONDS if seconds is None else seconds)
     pause = 0.01
     while True:
         try:
