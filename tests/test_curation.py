@@ -399,3 +399,21 @@ def test_cli_review_queue(run, cache, tmp_path, capsys):
     assert main([*base, "create", run.id, "bad name", "--group", "lasso"]) == 2
     assert main([*base, "list", run.id]) == 0
     assert "cli: 2 examples" in capsys.readouterr().out
+
+
+def test_cartomap_train_on_the_corrected_set(run, cache, tiny_model, capsys):
+    queue.create_queue(run, "fix", sources.from_detector(run, "aum", 2), per_item=1)
+    db = queue.open_queue(run, "fix")
+    db.record("A", "e1", "relabel", "neutral")
+    db.record("A", "n1", "remove")
+    corrected.write_corrected(run, "fix")
+    args = [
+        "--cache", str(cache), "train", "--data", f"run:{run.id}:corrected/fix", "--epochs", "1",
+        "--model", tiny_model, "--max-length", "32", "--batch-size", "8", "--quiet",
+    ]  # fmt: skip
+    assert main(args) == 0
+    (trained,) = [r for r in RunStore(cache).list() if r.id != run.id]
+    assert trained.config.data.path == str(run.corrected_path("fix").resolve())
+    examples = trained.examples()
+    assert "n1" not in set(examples["id"]) and len(examples) == 7
+    assert int(examples.set_index("id").loc["e1", "label"]) == LABELS.index("neutral")
