@@ -27,7 +27,6 @@ kept and counts (an item may end with more than k).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +37,7 @@ import pandas as pd
 
 from cartomap.config import REVIEW_DECISIONS
 from cartomap.errors import CartomapError
-from cartomap.runs.sqlite import SQLiteStore, clean_name, retry_busy
+from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, clean_name, retry_busy
 
 DECISIONS = REVIEW_DECISIONS  # keep, relabel, remove, unsure
 ORIGINS = ("app", "cli", "labelstudio", "argilla", "import")
@@ -47,8 +46,6 @@ MAX_NOTE = 2000
 RELABEL_PREFIX = "relabel:"
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS annotators (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS items (
     item_id TEXT PRIMARY KEY,
     position INTEGER NOT NULL,
@@ -97,7 +94,7 @@ def from_value(value: str) -> tuple[str, str | None]:
 class QueueDB(SQLiteStore):
     """The decisions of one review queue. Cheap to make; every method opens its own connection."""
 
-    SCHEMA = _SCHEMA
+    SCHEMA = BASE_SCHEMA + _SCHEMA
     TABLES = frozenset({"meta", "annotators", "items", "decisions"})
 
     def __init__(
@@ -107,38 +104,22 @@ class QueueDB(SQLiteStore):
         if per_item is not None and (int(per_item) != per_item or int(per_item) < 1):
             raise CartomapError(f"annotators per item must be a whole number >= 1, got {per_item!r}")
 
-        def ready(con: sqlite3.Connection) -> bool:
-            return (
-                label_names is None
-                or con.execute("SELECT 1 FROM meta WHERE key = 'label_names'").fetchone() is not None
-            )
-
-        def fill(con: sqlite3.Connection) -> None:
-            if label_names is not None:
-                names = json.dumps([str(x) for x in label_names])
-                con.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('label_names', ?)", (names,))
-            con.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('per_item', ?)",
-                (str(int(per_item or DEFAULT_PER_ITEM)),),
-            )
-
-        retry_busy(lambda: self.setup(ready, fill))
+        meta: dict[str, Any] = {}
+        if label_names is not None:
+            meta["label_names"] = [str(x) for x in label_names]
+        if per_item is not None:
+            meta["per_item"] = int(per_item)
+        retry_busy(lambda: self.setup(meta))
 
     # -- setup -------------------------------------------------------------
-    def _meta(self, key: str) -> str | None:
-        with self.connect() as con:
-            row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row["value"])
-
     @property
     def label_names(self) -> tuple[str, ...]:
-        value = self._meta("label_names")
-        return tuple(json.loads(value)) if value else ()
+        return tuple(self.meta("label_names") or ())
 
     @property
     def per_item(self) -> int:
         """k: how many annotators each item wants."""
-        return int(self._meta("per_item") or DEFAULT_PER_ITEM)
+        return int(self.meta("per_item") or DEFAULT_PER_ITEM)
 
     def set_per_item(self, k: int) -> None:
         if int(k) != k or int(k) < 1:
@@ -146,7 +127,9 @@ class QueueDB(SQLiteStore):
 
         def write() -> None:
             with self.connect() as con, self.transaction(con):
-                con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('per_item', ?)", (str(int(k)),))
+                con.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('per_item', ?)", (json.dumps(int(k)),)
+                )
 
         retry_busy(write)
 

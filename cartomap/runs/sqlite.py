@@ -14,6 +14,7 @@ full disk into one line for a person.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
@@ -31,6 +32,12 @@ RETRY_SECONDS = 30.0  # how long a write that met "database is locked" is tried 
 MAX_NAME = 80  # characters of an annotator's name
 
 T = TypeVar("T")
+
+#: The tables every review store has: its settings (JSON values) and its annotators.
+BASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS annotators (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
+"""
 
 _OPEN: dict[tuple[int, str], sqlite3.Connection] = {}
 _OPEN_LOCK = threading.Lock()
@@ -112,9 +119,8 @@ def clean_name(name: Any) -> str:
 class SQLiteStore:
     """One SQLite database file. Cheap to make; every method opens its own connection.
 
-    Subclasses set :attr:`SCHEMA` (statements separated by ``;``) and :attr:`TABLES` (the tables
-    that show the schema is there); :meth:`setup` creates them once, in one immediate transaction,
-    and calls ``fill(con)`` inside it (e.g. to write the meta rows)."""
+    Subclasses set :attr:`SCHEMA` (statements separated by ``;``, starting with :data:`BASE_SCHEMA`) and :attr:`TABLES` (the tables that show the schema is there);
+    :meth:`setup` creates them once, in one immediate transaction, with the first meta rows."""
 
     SCHEMA = ""
     TABLES: frozenset[str] = frozenset()
@@ -122,19 +128,31 @@ class SQLiteStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
-    def setup(self, ready: Any = None, fill: Any = None) -> None:
-        """Create the schema unless it is there (``ready(con)``, when given, must say True too)."""
+    def setup(self, meta: dict[str, Any] | None = None) -> None:
+        """Create the schema unless it is there with every key of ``meta``; write the ``meta`` rows a
+        new file lacks (JSON text; a key set already keeps its value)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        meta = dict(meta or {})
         with self.connect() as con:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if tables >= self.TABLES and (ready is None or ready(con)):
+            if tables >= self.TABLES and all(
+                con.execute("SELECT 1 FROM meta WHERE key = ?", (key,)).fetchone() is not None for key in meta
+            ):
                 return  # set up already: opening it writes nothing
             set_wal(con)  # persistent: set once, kept in the file
             with self.transaction(con):
                 for statement in filter(str.strip, self.SCHEMA.split(";")):
                     con.execute(statement)
-                if fill is not None:
-                    fill(con)
+                for key, value in meta.items():
+                    con.execute(
+                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value))
+                    )
+
+    def meta(self, key: str) -> Any:
+        """The value of meta row ``key`` (None when there is none)."""
+        with self.connect() as con:
+            row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row["value"])
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:

@@ -50,7 +50,6 @@ import csv
 import io
 import json
 import random
-import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,7 +61,7 @@ import pandas as pd
 
 from cartomap.errors import CartomapError
 from cartomap.io import atomic_write_bytes
-from cartomap.runs.sqlite import SQLiteStore, clean_name
+from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, clean_name
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import load_filtered, review_path
 from cartomap.wanli.filtering import normalize_text
@@ -84,8 +83,6 @@ EXPORT_COLUMNS = (
 )
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS annotators (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS items (
     gen_id TEXT PRIMARY KEY,
     position INTEGER NOT NULL,
@@ -326,31 +323,18 @@ class ReviewDB(SQLiteStore):
     """The review database of one batch. Cheap to make; every method opens its own connection
     (:class:`cartomap.runs.sqlite.SQLiteStore`: WAL, busy timeout, immediate transactions)."""
 
-    SCHEMA = _SCHEMA
+    SCHEMA = BASE_SCHEMA + _SCHEMA
     TABLES = frozenset({"meta", "annotators", "items", "actions"})
 
     def __init__(self, path: str | Path, label_names: Sequence[str] | None = None):
         super().__init__(path)
-
-        def ready(con: sqlite3.Connection) -> bool:
-            return (
-                label_names is None
-                or con.execute("SELECT 1 FROM meta WHERE key = 'label_names'").fetchone() is not None
-            )
-
-        def fill(con: sqlite3.Connection) -> None:
-            if label_names is not None:
-                names = json.dumps([str(x) for x in label_names])
-                con.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('label_names', ?)", (names,))
-
-        self.setup(ready, fill)
+        self.setup(None if label_names is None else {"label_names": [str(x) for x in label_names]})
 
     # -- setup -------------------------------------------------------------
     @property
     def label_names(self) -> tuple[str, ...] | None:
-        with self.connect() as con:
-            row = con.execute("SELECT value FROM meta WHERE key = 'label_names'").fetchone()
-        return tuple(json.loads(row["value"])) if row else None
+        names = self.meta("label_names")
+        return tuple(names) if names else None
 
     def load_items(self, frame: pd.DataFrame) -> int:
         """Make the rows of ``frame`` (gen_id, premise, hypothesis, ...) the active items; returns how many are new.
