@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from curation_fixture import LABELS, make_run
+from test_pruning import make_finished_experiment
 
 from cartomap.cli import main
 from cartomap.config import DataConfig
@@ -23,6 +24,8 @@ from cartomap.curation import aggregate, corrected, exchange, queue, sources
 from cartomap.curation.store import QueueDB
 from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError, DataError, RunError
+from cartomap.experiments.pruning import pruning_of_run, suspects_of
+from cartomap.experiments.store import ExperimentStore
 from cartomap.runs import sqlite as sqlite_store
 from cartomap.runs.store import RunStore
 
@@ -417,3 +420,26 @@ def test_cartomap_train_on_the_corrected_set(run, cache, tiny_model, capsys):
     examples = trained.examples()
     assert "n1" not in set(examples["id"]) and len(examples) == 7
     assert int(examples.set_index("id").loc["e1", "label"]) == LABELS.index("neutral")
+
+
+def test_pruning_experiment_suspects_queue_on_the_cli(tmp_path, capsys):
+    cache = tmp_path / "pcache"
+    exp, truth = make_finished_experiment(cache, load_dataset(DataConfig(path="demo:dev")))
+    model0 = RunStore(cache).get(exp.run_ids()["model0"])
+    assert [e.id for e in pruning_of_run(model0, ExperimentStore(cache), RunStore(cache))] == [exp.id]
+    args = ["--cache", str(cache), "review-queue", "create", model0.id, "pr", "--pruning", exp.id]
+    assert main(args) == 0
+    items = queue.load_queue(model0, "pr")
+    assert sorted(items["id"]) == sorted(truth["confident"])
+    assert set(items["queued_by"]) == {f"pruning:{exp.id}"}
+    assert items["score"].is_monotonic_decreasing and (items["score"] > 2.0).all()  # confidence > threshold
+    other = make_run(tmp_path / "other")
+    assert (
+        main(
+            ["--cache", str(tmp_path / "other"), "review-queue", "create", other.id, "x", "--pruning", exp.id]
+        )
+        == 2
+    )
+    capsys.readouterr()
+    with pytest.raises(RunError, match="not trained on the examples"):
+        suspects_of(exp, other, RunStore(cache))
