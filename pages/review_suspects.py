@@ -78,21 +78,27 @@ def _cancel_redo() -> None:
 
 
 # --------------------------------------------------------------------------- making a queue
-def _experiment_inputs(run: Run):
-    """(out-of-fold logits, seeds table, pruning experiments) the run's experiments offer."""
-    exp_store, run_store = ExperimentStore(get_store().root), get_store()
-    found = oof_of_run(run, exp_store, run_store)
+def _detector_extras(run: Run):
+    """(out-of-fold logits, seeds table) the run's experiments give the detectors (None when absent)."""
+    exp_store = ExperimentStore(get_store().root)
+    found = oof_of_run(run, exp_store, get_store())
     seeds_exp = done_seeds_of(run, exp_store)
     seeds = seeds_exp.result(PER_EXAMPLE) if seeds_exp is not None else None
-    return (found[1] if found is not None else None), seeds, pruning_of_run(run, exp_store, run_store)
+    return (found[1] if found is not None else None), seeds
 
 
-def new_queue_form(run: Run, expanded: bool) -> None:
-    with st.expander("New review queue", expanded=expanded):
+def new_queue_form(run: Run, first: bool) -> None:
+    """The form of a new queue, behind a toggle (on while the run has no queue): the experiments and
+    detectors it offers are looked up only while it is open."""
+    if not st.toggle("Make a new review queue", **kept("rs_new", first)):
+        return
+    with st.container(border=True):
         source = st.radio("Examples to review", SOURCES, horizontal=True, **kept("rs_source", SOURCES[0]))
-        oof, seeds, prunings = _experiment_inputs(run)
         left, right = st.columns(2)
+        oof = seeds = None
+        prunings = []
         if source == SOURCES[0]:
+            oof, seeds = _detector_extras(run)
             names = sources.available_detectors(run, oof, seeds)
             if not names:
                 st.info("This run has nothing a detector can score (no dynamics or metrics).")
@@ -108,6 +114,7 @@ def new_queue_form(run: Run, expanded: bool) -> None:
             group = left.selectbox("Group", groups, **kept("rs_group", groups[0], options=groups))
             default = f"group-{group}"
         else:
+            prunings = pruning_of_run(run, ExperimentStore(get_store().root), get_store())
             ids = [e.id for e in prunings]
             if not ids:
                 st.info(
@@ -134,6 +141,7 @@ def new_queue_form(run: Run, expanded: bool) -> None:
                 show_error(err)
                 return
             st.session_state[QUEUE] = queue.check_name(name)
+            st.session_state["rs_new"] = False
             flash("success", escape_markdown(f"Queue {name}: {len(items):,} examples to review."))
             st.rerun()
 
@@ -315,7 +323,7 @@ def page() -> None:
     if run is None:
         st.stop()
     names = queue.list_queues(run)
-    new_queue_form(run, expanded=not names)
+    new_queue_form(run, first=not names)
     if not names:
         st.info("No review queue yet: make one above (or `cartomap review-queue create`).")
         st.stop()

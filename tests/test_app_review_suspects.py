@@ -117,5 +117,8 @@ def test_group_queue_and_an_empty_run_of_queues(env):
     at.button(key="rs_create").click().run()
     assert not at.exception, at.exception
     assert queue.list_queues(run) == ["group-lasso"]
+    assert not at.get("radio") or all(r.key != "_kept_rs_source" for r in at.radio)  # the form closed
+    assert "Premise c1 <b>bold</b> *star*" not in [t.value for t in at.text]  # no name yet: no card
+    at.toggle(key="_kept_rs_new").set_value(True).run()
     at.radio(key="_kept_rs_source").set_value("Pruning suspects").run()
     assert any("No finished pruning experiment" in i.value for i in at.info)

@@ -126,7 +126,8 @@ def nearest_neighbours(
 def build_cards(run: Run, candidates: Candidates, neighbours: int = NEIGHBOURS) -> pd.DataFrame:
     """One row per candidate, in their order: id, position, score, queued_by, the text columns, gold,
     gold_index, predicted, p_predicted, p_gold, p_gold_epochs (list), votes (list per label, or None),
-    neighbour_ids / neighbour_labels / neighbour_similarity (lists; empty without embeddings)."""
+    neighbour_ids / neighbour_labels / neighbour_similarity / neighbour_<text column> (lists; empty
+    without embeddings)."""
     examples = run.examples()
     names = list(run.label_names)
     ids = examples["id"].astype(str).tolist()
@@ -172,10 +173,13 @@ def build_cards(run: Run, candidates: Candidates, neighbours: int = NEIGHBOURS) 
         frame["neighbour_ids"] = [[ids[j] for j in r if j >= 0] for r in idx]
         frame["neighbour_labels"] = [[names[labels[j]] for j in r if j >= 0] for r in idx]
         frame["neighbour_similarity"] = [[float(s) for s in r if not math.isnan(s)] for r in sims]
+        for column in TEXT_COLUMNS:
+            if column in examples.columns:
+                texts = examples[column].astype(str).to_numpy()
+                frame[f"neighbour_{column}"] = [[str(texts[j]) for j in r if j >= 0] for r in idx]
     else:
-        frame["neighbour_ids"] = [[] for _ in range(len(rows))]
-        frame["neighbour_labels"] = [[] for _ in range(len(rows))]
-        frame["neighbour_similarity"] = [[] for _ in range(len(rows))]
+        for column in ("ids", "labels", "similarity", *(c for c in TEXT_COLUMNS if c in examples.columns)):
+            frame[f"neighbour_{column}"] = [[] for _ in range(len(rows))]
     return frame
 
 
@@ -229,25 +233,26 @@ def queue_summary(run: Run, name: str) -> dict[str, Any]:
 
 def item_card(run: Run, name: str, item_id: str, items: pd.DataFrame | None = None) -> dict[str, Any]:
     """One item's card as a dict (the queue row), plus ``neighbours``: a frame of id, label,
-    similarity and the neighbour's texts."""
+    similarity and the neighbour's texts (all from the queue file: the run's examples are not read)."""
     items = items if items is not None else load_queue(run, name)
     match = items[items["id"].astype(str) == str(item_id)]
     if match.empty:
         raise CartomapError(f"no item {item_id!r} in review queue {name!r}")
     card = match.iloc[0].to_dict()
-    n_ids = [str(i) for i in (card.get("neighbour_ids") if card.get("neighbour_ids") is not None else [])]
+
+    def listed(key: str) -> list[Any]:
+        value = card.get(key)
+        return [] if value is None or isinstance(value, float) else list(value)
+
     table = pd.DataFrame(
         {
-            "id": n_ids,
-            "label": list(card.get("neighbour_labels") if n_ids else []),
-            "similarity": list(card.get("neighbour_similarity") if n_ids else []),
+            "id": [str(i) for i in listed("neighbour_ids")],
+            "label": listed("neighbour_labels"),
+            "similarity": listed("neighbour_similarity"),
         }
     )
-    if n_ids:
-        examples = run.examples()
-        texts = [c for c in TEXT_COLUMNS if c in examples.columns]
-        by_id = examples.assign(id=examples["id"].astype(str)).set_index("id")
-        for column in texts:
-            table[column] = by_id[column].reindex(n_ids).astype(str).to_numpy()
+    for column in TEXT_COLUMNS:
+        if f"neighbour_{column}" in card:
+            table[column] = listed(f"neighbour_{column}")
     card["neighbours"] = table
     return card

@@ -68,19 +68,31 @@ def _aligned(table: pd.DataFrame | None, ids: list[str]) -> pd.DataFrame | None:
     return by_id.reindex(ids).reset_index() if set(ids) <= set(by_id.index) else None
 
 
-def detector_inputs(run: Run, oof_logits=None, seeds: pd.DataFrame | None = None) -> detectors.DetectorInputs:
-    """What the detectors can score on ``run``: its gold labels, its training dynamics (in example
-    order) and metrics, plus out-of-fold logits [N, C] and a seeds table when given."""
+def has_dynamics(run: Run) -> bool:
+    """Whether the run recorded training dynamics (cheap: lists the epoch files)."""
+    try:
+        return bool(run.dynamics_epochs(run.recorded_source("train")))
+    except (RunError, OSError, ValueError):
+        return False
+
+
+def detector_inputs(
+    run: Run, oof_logits=None, seeds: pd.DataFrame | None = None, with_dynamics: bool = True
+) -> detectors.DetectorInputs:
+    """What the detectors can score on ``run``: its gold labels, its metrics, its training dynamics (in
+    example order; read only ``with_dynamics``: every epoch of every example), plus out-of-fold logits
+    [N, C] and a seeds table when given."""
     examples = run.examples(columns=("id", "label"))
     ids = examples["id"].astype(str).tolist()
     dynamics = None
-    try:
-        dyn_ids, logits = run.dynamics(run.recorded_source("train"))
-        pos = {str(i): k for k, i in enumerate(dyn_ids)}
-        if logits.size and all(i in pos for i in ids):
-            dynamics = logits[:, [pos[i] for i in ids], :]
-    except (RunError, OSError, ValueError, KeyError):
-        dynamics = None
+    if with_dynamics:
+        try:
+            dyn_ids, logits = run.dynamics(run.recorded_source("train"))
+            pos = {str(i): k for k, i in enumerate(dyn_ids)}
+            if logits.size and all(i in pos for i in ids):
+                dynamics = logits[:, [pos[i] for i in ids], :]
+        except (RunError, OSError, ValueError, KeyError):
+            dynamics = None
     try:
         metrics = _aligned(run.metrics(), ids)
     except (RunError, OSError, ValueError):
@@ -95,16 +107,22 @@ def detector_inputs(run: Run, oof_logits=None, seeds: pd.DataFrame | None = None
 
 
 def available_detectors(run: Run, oof_logits=None, seeds: pd.DataFrame | None = None) -> list[str]:
-    """The registered detectors ``run`` has the inputs for (registry order)."""
-    return detectors.available(detector_inputs(run, oof_logits, seeds))
+    """The registered detectors ``run`` has the inputs for (registry order), without reading its dynamics:
+    with recorded dynamics every detector of the dynamics counts as available."""
+    found = set(detectors.available(detector_inputs(run, oof_logits, seeds, with_dynamics=False)))
+    if has_dynamics(run):
+        found |= {n for n in detectors.NAMES if detectors.get(n).needs == detectors.DYNAMICS}
+    return [n for n in detectors.NAMES if n in found]
 
 
 def from_detector(
     run: Run, name: str, top: int, oof_logits=None, seeds: pd.DataFrame | None = None
 ) -> Candidates:
     """The ``top`` examples detector ``name`` finds most suspect on ``run``."""
-    inputs = detector_inputs(run, oof_logits, seeds)
     detector = detectors.get(name)
+    inputs = detector_inputs(run, oof_logits, seeds, with_dynamics=False)  # the metrics may be enough
+    if not detector.is_available(inputs) and detector.needs == detectors.DYNAMICS:
+        inputs = detector_inputs(run, oof_logits, seeds)
     if not detector.is_available(inputs):
         have = ", ".join(detectors.available(inputs)) or "none"
         raise DataError(
