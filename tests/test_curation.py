@@ -443,3 +443,15 @@ def test_pruning_experiment_suspects_queue_on_the_cli(tmp_path, capsys):
     capsys.readouterr()
     with pytest.raises(RunError, match="not trained on the examples"):
         suspects_of(exp, other, RunStore(cache))
+
+
+def test_a_half_made_queue_is_made_again_but_decisions_are_never_dropped(run):
+    queue.create_queue(run, "half", sources.from_group(run, "lasso"))
+    queue.queue_path(run, "half").unlink()  # creation stopped before the queue file
+    assert queue.list_queues(run) == []
+    queue.create_queue(run, "half", sources.from_group(run, "lasso"))
+    queue.open_queue(run, "half").record("A", "c1", "keep")
+    queue.queue_path(run, "half").unlink()  # lost by hand, with a decision in the store
+    with pytest.raises(CartomapError, match="holds decisions"):
+        queue.create_queue(run, "half", sources.from_group(run, "lasso"))
+    assert len(QueueDB(queue.db_path(run, "half")).history()) == 1

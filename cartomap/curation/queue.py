@@ -208,6 +208,10 @@ def create_queue(
     folder = run.review_queue_dir(name)
     if (folder / layout.QUEUE).exists():
         raise CartomapError(f"run {run.id} has a review queue {name!r} already: pick another name")
+    if (folder / layout.REVIEW_DB).exists() and len(QueueDB(folder / layout.REVIEW_DB).history()):
+        raise CartomapError(
+            f"{folder} holds decisions but no {layout.QUEUE}: move it away or pick another queue name"
+        )
     cards = build_cards(run, ordered, neighbours)
     if folder.exists():  # a queue whose creation stopped half-way: nothing was decided in it
         shutil.rmtree(folder)
