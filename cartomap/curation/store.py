@@ -27,6 +27,7 @@ kept and counts (an item may end with more than k).
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -125,13 +126,11 @@ class QueueDB(SQLiteStore):
         if int(k) != k or int(k) < 1:
             raise CartomapError(f"annotators per item must be a whole number >= 1, got {k!r}")
 
-        def write() -> None:
-            with self.connect() as con, self.transaction(con):
-                con.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('per_item', ?)", (json.dumps(int(k)),)
-                )
-
-        retry_busy(write)
+        self.write(
+            lambda con: con.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('per_item', ?)", (json.dumps(int(k)),)
+            )
+        )
 
     def load_items(self, frame: pd.DataFrame) -> int:
         """Add the rows of ``frame`` (id, position, score, gold) as items; known items are left as they
@@ -146,16 +145,14 @@ class QueueDB(SQLiteStore):
             for r in frame.to_dict("records")
         ]
 
-        def write() -> int:
-            with self.connect() as con, self.transaction(con):
-                before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
-                con.executemany(
-                    "INSERT OR IGNORE INTO items (item_id, position, score, gold) VALUES (?, ?, ?, ?)",
-                    records,
-                )
-                return con.execute("SELECT COUNT(*) FROM items").fetchone()[0] - before
+        def write(con: sqlite3.Connection) -> int:
+            before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+            con.executemany(
+                "INSERT OR IGNORE INTO items (item_id, position, score, gold) VALUES (?, ?, ?, ?)", records
+            )
+            return con.execute("SELECT COUNT(*) FROM items").fetchone()[0] - before
 
-        return retry_busy(write)
+        return self.write(write)
 
     # -- items -------------------------------------------------------------
     def items(self) -> pd.DataFrame:
@@ -232,38 +229,30 @@ class QueueDB(SQLiteStore):
                 raise CartomapError(f"{where}{err}") from None
             checked.append((name, str(item_id), decision, label, note))
 
-        def write() -> list[int]:
-            out = []
-            with self.connect() as con, self.transaction(con):
-                gold = (
-                    dict(con.execute("SELECT item_id, gold FROM items").fetchall())
-                    if len(checked) > 1
-                    else {}
+        def write(con: sqlite3.Connection) -> list[int]:
+            wanted = sorted({item_id for _, item_id, *_ in checked})
+            if len(wanted) > 500:  # a whole file of imports: read every item (SQLite caps the ? per query)
+                gold = dict(con.execute("SELECT item_id, gold FROM items").fetchall())
+            else:
+                marks = ", ".join("?" * len(wanted))
+                query = f"SELECT item_id, gold FROM items WHERE item_id IN ({marks})"
+                gold = dict(con.execute(query, wanted).fetchall())
+            now, out = time.time(), []
+            for name, item_id, decision, label, note in checked:
+                if item_id not in gold:
+                    raise CartomapError(f"no item {item_id!r} in the review queue {self.path.parent.name!r}")
+                if decision == "relabel" and label == gold[item_id]:
+                    decision, label = "keep", None
+                con.execute("INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, now))
+                cur = con.execute(
+                    "INSERT INTO decisions (item_id, annotator, decision, label, note, origin, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (item_id, name, decision, label, note, origin, now),
                 )
-                now = time.time()
-                for name, item_id, decision, label, note in checked:
-                    if len(checked) == 1:
-                        row = con.execute("SELECT gold FROM items WHERE item_id = ?", (item_id,)).fetchone()
-                        if row is not None:
-                            gold[item_id] = row[0]
-                    if item_id not in gold:
-                        raise CartomapError(
-                            f"no item {item_id!r} in the review queue {self.path.parent.name!r}"
-                        )
-                    if decision == "relabel" and label == gold[item_id]:
-                        decision, label = "keep", None
-                    con.execute(
-                        "INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, now)
-                    )
-                    cur = con.execute(
-                        "INSERT INTO decisions (item_id, annotator, decision, label, note, origin, created_at)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (item_id, name, decision, label, note, origin, now),
-                    )
-                    out.append(int(cur.lastrowid))
+                out.append(int(cur.lastrowid))
             return out
 
-        return retry_busy(write)
+        return self.write(write) if checked else []
 
     def history(self) -> pd.DataFrame:
         """Every decision ever recorded, oldest first."""

@@ -186,6 +186,16 @@ class SQLiteStore:
             raise
         con.execute("COMMIT")
 
+    def write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """``body(con)`` in one immediate transaction, committed at once; tried again while the database
+        is locked past the busy timeout (:func:`retry_busy`)."""
+
+        def attempt() -> T:
+            with self.connect() as con, self.transaction(con):
+                return body(con)
+
+        return retry_busy(attempt)
+
     def frame(self, query: str, columns: list[str], params: Any = ()) -> pd.DataFrame:
         """The rows of ``query`` as a DataFrame with ``columns`` (kept when there are no rows)."""
         with self.connect() as con:

@@ -50,6 +50,7 @@ import csv
 import io
 import json
 import random
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -448,7 +449,9 @@ class ReviewDB(SQLiteStore):
                 raise CartomapError("a revision needs a premise and a hypothesis")
         elif action == "label":
             premise = hypothesis = None
-        with self.connect() as con, self.transaction(con):
+
+        def write(con: sqlite3.Connection) -> int:
+            kind, new_premise, new_hypothesis = action, premise, hypothesis
             item = con.execute(
                 "SELECT premise, hypothesis FROM items WHERE gen_id = ?", (str(gen_id),)
             ).fetchone()
@@ -457,19 +460,21 @@ class ReviewDB(SQLiteStore):
             known = con.execute("SELECT value FROM meta WHERE key = 'label_names'").fetchone()
             if label is not None and known is not None and label not in json.loads(known["value"]):
                 raise CartomapError(f"unknown label {label!r}: expected one of {json.loads(known['value'])}")
-            if action == "revise" and (premise, hypothesis) == (
+            if kind == "revise" and (new_premise, new_hypothesis) == (
                 item["premise"].strip(),
                 item["hypothesis"].strip(),
             ):
-                action, premise, hypothesis = "label", None, None
+                kind, new_premise, new_hypothesis = "label", None, None
             now = time.time()
             con.execute("INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, now))
             cur = con.execute(
                 "INSERT INTO actions (gen_id, annotator, action, label, premise, hypothesis, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (str(gen_id), name, action, label, premise, hypothesis, now),
+                (str(gen_id), name, kind, label, new_premise, new_hypothesis, now),
             )
             return int(cur.lastrowid)
+
+        return self.write(write)
 
     def actions(self) -> pd.DataFrame:
         """Every action ever recorded, oldest first."""
