@@ -23,9 +23,9 @@ import streamlit as st
 from cartomap.curation import aggregate, corrected, exchange, queue, sources
 from cartomap.data.interchange import label_studio_tasks
 from cartomap.errors import CartomapError
-from cartomap.experiments.pruning import oof_of_run, pruning_of_run, suspects_of
-from cartomap.experiments.seeds import PER_EXAMPLE, done_seeds_of
+from cartomap.experiments.pruning import pruning_of_run, suspects_of
 from cartomap.experiments.store import ExperimentStore
+from cartomap.experiments.truth import detector_extras
 from cartomap.runs.groups import list_groups
 from cartomap.runs.sqlite import database_problem
 from cartomap.runs.store import Run
@@ -78,15 +78,6 @@ def _cancel_redo() -> None:
 
 
 # --------------------------------------------------------------------------- making a queue
-def _detector_extras(run: Run):
-    """(out-of-fold logits, seeds table) the run's experiments give the detectors (None when absent)."""
-    exp_store = ExperimentStore(get_store().root)
-    found = oof_of_run(run, exp_store, get_store())
-    seeds_exp = done_seeds_of(run, exp_store)
-    seeds = seeds_exp.result(PER_EXAMPLE) if seeds_exp is not None else None
-    return (found[1] if found is not None else None), seeds
-
-
 def new_queue_form(run: Run, first: bool) -> None:
     """The form of a new queue, behind a toggle (on while the run has no queue): the experiments and
     detectors it offers are looked up only while it is open."""
@@ -98,7 +89,7 @@ def new_queue_form(run: Run, first: bool) -> None:
         oof = seeds = None
         prunings = []
         if source == SOURCES[0]:
-            oof, seeds = _detector_extras(run)
+            oof, seeds, _ = detector_extras(run, get_store().root)
             names = sources.available_detectors(run, oof, seeds)
             if not names:
                 st.info("This run has nothing a detector can score (no dynamics or metrics).")

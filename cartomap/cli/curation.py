@@ -12,19 +12,6 @@ def _run(a: argparse.Namespace):
     return RunStore(a.cache).get(a.run)
 
 
-def detector_extras(run, cache):
-    """(out-of-fold logits, seeds table) the run's experiments give the detectors, each None when absent."""
-    from cartomap.experiments.pruning import oof_of_run
-    from cartomap.experiments.seeds import PER_EXAMPLE, done_seeds_of
-    from cartomap.experiments.store import ExperimentStore
-    from cartomap.runs.store import RunStore
-
-    found = oof_of_run(run, ExperimentStore(cache), RunStore(cache))
-    seeds_exp = done_seeds_of(run, ExperimentStore(cache))
-    seeds = seeds_exp.result(PER_EXAMPLE) if seeds_exp is not None else None
-    return (found[1] if found is not None else None), seeds
-
-
 def cmd_create(a: argparse.Namespace) -> int:
     """Make a review queue from a detector's top k, a saved group, ids in a file, or pruning suspects."""
     from pathlib import Path
@@ -34,7 +21,9 @@ def cmd_create(a: argparse.Namespace) -> int:
 
     run = _run(a)
     if a.detector:
-        oof, seeds = detector_extras(run, a.cache)
+        from cartomap.experiments.truth import detector_extras
+
+        oof, seeds, _ = detector_extras(run, a.cache)
         candidates = sources.from_detector(run, a.detector, a.top, oof_logits=oof, seeds=seeds)
     elif a.group:
         candidates = sources.from_group(run, a.group)

@@ -1,6 +1,6 @@
 """A run's truth report with what experiments add: its finished seeds experiment's per-example table and
 the out-of-fold logits of a pruning experiment on its data (:mod:`cartomap.analysis.truth` cannot look
-for experiments itself). Used by ``cartomap truth`` and the Data map page."""
+for experiments itself). Used by ``cartomap truth``, the Data map page and review queues (``detector_extras``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.store import RunStore
 
 
-def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
-    """The truth report of ``run`` with its finished seeds experiment's table and the out-of-fold logits
-    of a pruning experiment on its data, when it has them (shared with the Data map page)."""
+def detector_extras(run, cache) -> tuple[object, object, dict[str, str]]:
+    """(out-of-fold logits [N, C] of a pruning experiment on ``run``'s data, its finished seeds
+    experiment's per-example table, {what: experiment id}); each None when absent. What the label-error
+    detectors can score beyond the run's own dynamics (the truth report, review queues)."""
     estore = ExperimentStore(cache)
     sources = {}
     seeds_exp = done_seeds_of(run, estore)
@@ -25,4 +26,11 @@ def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
     if found is not None:
         sources["pruning experiment"] = found[0].id
         oof = found[1]
+    return oof, seeds, sources
+
+
+def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
+    """The truth report of ``run`` with its finished seeds experiment's table and the out-of-fold logits
+    of a pruning experiment on its data, when it has them (shared with the Data map page)."""
+    oof, seeds, sources = detector_extras(run, cache)
     return truth_report(run, seeds=seeds, oof_logits=oof, n_boot=n_boot, seed=seed, sources=sources)
