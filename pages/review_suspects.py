@@ -234,6 +234,7 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
     cols[1].metric(f"With {progress['per_item']} decisions", f"{progress['complete']:,}")
     cols[2].metric("Partly decided", f"{progress['partial']:,}")
     cols[3].metric("Undecided", f"{progress['undecided']:,}")
+    import_form(run, name)
     long = db.long_table()
     if not len(long):
         st.caption("No decisions yet.")
@@ -297,6 +298,21 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
             mime="application/json",
             key="rs_download_labelstudio",
         )
+
+
+def import_form(run: Run, name: str) -> None:
+    with st.expander("Import decisions from Label Studio or Argilla"):
+        tool = st.radio("Tool", exchange.TOOLS, horizontal=True, key="rs_import_tool")
+        upload = st.file_uploader(
+            "Label Studio JSON export, or Argilla records.json", type=["json"], key="rs_import_file"
+        )
+        if upload is not None and st.button("Import", key="rs_import"):
+            try:
+                n = exchange.import_upload(run, name, upload.getvalue(), tool, upload.name)
+            except (CartomapError, OSError) as err:
+                show_error(err)
+            else:
+                st.success(f"Imported {n:,} decisions.")
 
 
 # --------------------------------------------------------------------------- page

@@ -3,6 +3,7 @@ annotators deciding in two sessions, progress, agreement and the corrected set."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -10,7 +11,7 @@ import pytest
 from curation_fixture import make_run
 from streamlit.testing.v1 import AppTest
 
-from cartomap.curation import corrected, queue
+from cartomap.curation import corrected, queue, sources
 from cartomap.runs.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,3 +123,35 @@ def test_group_queue_and_an_empty_run_of_queues(env):
     at.toggle(key="_kept_rs_new").set_value(True).run()
     at.radio(key="_kept_rs_source").set_value("Pruning suspects").run()
     assert any("No finished pruning experiment" in i.value for i in at.info)
+
+
+def test_decisions_imported_from_a_label_studio_upload(env):
+    run = make_run(env)
+    queue.create_queue(run, "up", sources.from_group(run, "lasso"), per_item=1)
+    tasks = [
+        {
+            "data": {"item_id": "n2"},
+            "annotations": [
+                {
+                    "completed_by": "ls-user",
+                    "result": [
+                        {
+                            "from_name": "decision",
+                            "to_name": "premise",
+                            "type": "choices",
+                            "value": {"choices": ["remove"]},
+                        }
+                    ],
+                }
+            ],
+        }
+    ]
+    at = session(run.id).run()
+    at.file_uploader(key="rs_import_file").set_value(
+        ("export.json", json.dumps(tasks).encode(), "application/json")
+    )
+    at.run()
+    at.button(key="rs_import").click().run()
+    assert not at.exception, at.exception
+    assert any("Imported 1 decisions" in s.value for s in at.success)
+    assert queue.open_queue(run, "up").decision_of("ls-user", "n2")["decision"] == "remove"

@@ -365,11 +365,29 @@ def test_label_studio_round_trip(run, tmp_path):
     assert len(db.history()) == 3  # nothing of the bad file recorded
 
 
-def test_argilla_export_writes_a_dataset_folder(run, tmp_path):
-    queue.create_queue(run, "ar", sources.from_group(run, "lasso"))
+def test_argilla_round_trip_and_an_uploaded_export(run, tmp_path):
+    queue.create_queue(run, "ar", sources.from_group(run, "lasso"))  # c1, n2, e0
     (folder,) = exchange.export_queue(run, "ar", tmp_path / "argilla", "argilla")
     records = json.loads((folder / "records.json").read_text())
-    assert len(records) == 3
+    assert [r["id"] for r in records] == ["c1", "n2", "e0"]
+    records[0]["responses"] = {
+        "decision": [
+            {"value": "relabel", "user_id": "u1", "status": "submitted"},
+            {"value": "keep", "user_id": "u2", "status": "draft"},  # not submitted: left out
+        ],
+        "new_label": [{"value": "neutral", "user_id": "u1", "status": "submitted"}],
+    }
+    records[1]["responses"] = {"decision": [{"value": "relabel", "user_id": "u2", "status": "submitted"}]}
+    (folder / "records.json").write_text(json.dumps(records))
+    assert exchange.import_decisions(run, "ar", folder, "argilla") == 2
+    db = queue.open_queue(run, "ar")
+    assert db.decision_of("u1", "c1")["label"] == "neutral" and db.decision_of("u2", "c1") is None
+    assert db.decision_of("u2", "n2")["decision"] == "unsure"  # a relabel without a new label
+    assert "without a new label" in db.decision_of("u2", "n2")["note"]
+    assert exchange.import_upload(run, "ar", json.dumps(records).encode(), "argilla", "records.json") == 2
+    assert len(db.history()) == 4 and db.decision_of("u1", "c1")["label"] == "neutral"  # same outcome
+    with pytest.raises(CartomapError, match="not a JSON file"):
+        exchange.import_upload(run, "ar", b"{nope", "labelstudio", "bad.json")
 
 
 # --------------------------------------------------------------------------- the command line

@@ -12,6 +12,7 @@ latest decision is theirs, so the outcome does not change.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,14 +76,37 @@ def read_decisions(
 def import_decisions(
     run: Any, queue: str, path: str | Path, tool: str, users: Mapping[Any, str] | None = None
 ) -> int:
-    """Append the decisions of a tool's export to the queue's store (all or none); returns how many."""
-    db = open_queue(run, queue)
+    """Append the decisions of a tool's export file or folder to the queue's store (all or none);
+    returns how many."""
     table = read_decisions(path, tool, list(run.label_names), users)
+    return record_table(run, queue, table, tool, str(path))
+
+
+def import_upload(run: Any, queue: str, data: bytes, tool: str, name: str = "upload") -> int:
+    """:func:`import_decisions` for the bytes of an uploaded JSON file (a Label Studio export, or an
+    Argilla ``records.json``)."""
+    _tool(tool)
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CartomapError(f"{name}: not a JSON file ({err})") from None
+    names = list(run.label_names)
+    if tool == "labelstudio":
+        table = interchange.label_studio_decisions(parsed, label_names=names, source=name)
+    else:
+        table = interchange.argilla_decisions(parsed, label_names=names, source=name)
+    return record_table(run, queue, table, tool, name)
+
+
+def record_table(run: Any, queue: str, table: pd.DataFrame, tool: str, source: str) -> int:
+    """Append a decisions table (item, annotator, decision, new_label, note) to the queue's store, in one
+    transaction; CartomapError naming ``source`` when an item is not in the queue."""
+    db = open_queue(run, queue)
     known = set(db.items()["item_id"].astype(str))
     unknown = sorted(set(table["item"].astype(str)) - known)
     if unknown:
         raise CartomapError(
-            f"{path}: {len(unknown)} decisions are about examples not in queue {queue!r}, e.g. {unknown[:3]}"
+            f"{source}: {len(unknown)} decisions are about examples not in queue {queue!r}, e.g. {unknown[:3]}"
         )
     rows = []
     for r in table.to_dict("records"):
@@ -95,5 +119,5 @@ def import_decisions(
     try:
         db.record_many(rows, origin=tool)
     except CartomapError as err:
-        raise CartomapError(f"{path}: {err}") from None
+        raise CartomapError(f"{source}: {err}") from None
     return len(rows)
