@@ -263,14 +263,21 @@ def label_studio_tasks(
 ) -> list[dict[str, Any]]:
     """The queue as Label Studio tasks to import: ``[{"data": {"item_id", <texts>, "gold_label",
     <extras>}}, ...]`` (extras as display strings). The example id travels as ``data.item_id``."""
-    texts, extras, rows = _queue_rows(
-        queue,
-        label_names=label_names,
-        text_columns=text_columns,
-        id_column=id_column,
-        label_column=label_column,
-        extra_columns=extra_columns,
+    return _tasks(
+        *_queue_rows(
+            queue,
+            label_names=label_names,
+            text_columns=text_columns,
+            id_column=id_column,
+            label_column=label_column,
+            extra_columns=extra_columns,
+        )
     )
+
+
+def _tasks(
+    texts: tuple[str, ...], extras: tuple[str, ...], rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     tasks = []
     for row in rows:
         data: dict[str, Any] = {ITEM_KEY: row["item"]}
@@ -294,7 +301,7 @@ def write_label_studio(
     """Write the tasks (:func:`label_studio_tasks`) to ``path`` (JSON) and the labeling config
     (:func:`label_studio_config`) next to it as ``<stem>.config.xml``; returns both paths. Atomic."""
     path = Path(path)
-    tasks = label_studio_tasks(
+    texts, extras, rows = _queue_rows(
         queue,
         label_names=label_names,
         text_columns=text_columns,
@@ -302,11 +309,8 @@ def write_label_studio(
         label_column=label_column,
         extra_columns=extra_columns,
     )
-    texts = queue_text_columns(queue, text_columns)
-    extras = [k for k in (tasks[0]["data"] if tasks else {}) if k not in (ITEM_KEY, GOLD_KEY, *texts)]
-    if not tasks and extra_columns is None:
-        extras = [c for c in EXTRA_COLUMNS if c in queue.columns]
     config = label_studio_config(texts, [str(n) for n in label_names], extra_columns=extras)
+    tasks = _tasks(texts, extras, rows)
     config_path = path.with_name(f"{path.stem}.config.xml")
     atomic_write_text(config_path, config)
     atomic_write_json(path, tasks)
@@ -640,14 +644,21 @@ def argilla_records(
     """The queue as Argilla records (``Record.to_dict``, the ``records.json`` of ``to_disk``): ``id`` =
     the example id, ``fields`` = texts and gold label, ``metadata`` = extras (numbers stay numbers,
     others as text), no responses yet."""
-    texts, extras, rows = _queue_rows(
-        queue,
-        label_names=label_names,
-        text_columns=text_columns,
-        id_column=id_column,
-        label_column=label_column,
-        extra_columns=extra_columns,
+    return _records(
+        *_queue_rows(
+            queue,
+            label_names=label_names,
+            text_columns=text_columns,
+            id_column=id_column,
+            label_column=label_column,
+            extra_columns=extra_columns,
+        )
     )
+
+
+def _records(
+    texts: tuple[str, ...], extras: tuple[str, ...], rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     kinds = _extra_kinds(extras, rows)
     return [
         {
@@ -690,8 +701,7 @@ def write_argilla(
         raise DataError(
             "exists and is not an empty folder; expected a new or empty folder", location=str(folder)
         )
-    texts = queue_text_columns(queue, text_columns)
-    records = argilla_records(
+    texts, extras, rows = _queue_rows(
         queue,
         label_names=label_names,
         text_columns=text_columns,
@@ -699,14 +709,7 @@ def write_argilla(
         label_column=label_column,
         extra_columns=extra_columns,
     )
-    _, extras, rows = _queue_rows(
-        queue,
-        label_names=label_names,
-        text_columns=text_columns,
-        id_column=id_column,
-        label_column=label_column,
-        extra_columns=extra_columns,
-    )
+    records = _records(texts, extras, rows)
     settings = argilla_settings(
         texts,
         [str(n) for n in label_names],
@@ -786,7 +789,8 @@ def argilla_decisions(
         item = record.get("id")
         if _missing(item) or isinstance(item, (bool, list, dict)) or str(item).strip() == "":
             raise DataError("no example id", location=where, field="id")
-        responses = record.get("responses") or {}
+        responses = record.get("responses")
+        responses = {} if responses is None else responses
         if not isinstance(responses, Mapping):
             raise DataError(
                 f"expected an object, got {type(responses).__name__}", location=where, field="responses"

@@ -77,6 +77,8 @@ CONSENSUS_COLUMNS: tuple[str, ...] = (
     "strict_majority",
     "tie",
     "entropy",
+    "decision",
+    "new_label",
 )
 
 
@@ -152,6 +154,17 @@ def decision_values(decisions: pd.DataFrame, *, with_new_label: bool = True) -> 
             field="annotator",
         )
     return table
+
+
+def split_value(value: str | None) -> tuple[str | None, str | None]:
+    """A value back as (decision, new label): ``"relabel:neutral"`` -> ("relabel", "neutral"),
+    ``"keep"`` -> ("keep", None); None (a tie) -> (None, None)."""
+    if value is None:
+        return None, None
+    decision, sep, new_label = str(value).partition(RELABEL_SEPARATOR)
+    if sep and decision == "relabel" and new_label:
+        return decision, new_label
+    return str(value), None
 
 
 def _check_unsure(unsure: str) -> None:
@@ -460,6 +473,9 @@ def item_consensus(
     * ``strict_majority``: the most decisions > n_annotators / 2 (more than half agree on one value);
     * ``entropy``: H = -sum_c p_c log2 p_c over the item's values, in bits; 0 = all agree, higher = more
       disagreement (as :func:`cartomap.scores.human.entropy_bits`).
+    * ``decision``, ``new_label``: the majority split back (:func:`split_value`): "relabel" and its class,
+      or the decision and None; both None on a tie. What a retrain applies: e.g. the rows with
+      ``strict_majority`` and decision "remove" or "relabel".
 
     Items with fewer than ``min_annotators`` counted decisions (>= 1) are left out: with the default 1,
     an item only ever called "unsure" has no row. Items in order of first appearance.
@@ -496,6 +512,8 @@ def item_consensus(
             "strict_majority": 2 * top > n,
             "tie": tie.astype(bool),
             "entropy": _entropy(values),
+            "decision": pd.Series([split_value(v)[0] for v in majority], dtype=object),
+            "new_label": pd.Series([split_value(v)[1] for v in majority], dtype=object),
         },
         columns=list(CONSENSUS_COLUMNS),
     )
