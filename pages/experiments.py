@@ -566,7 +566,7 @@ def corrections_tab() -> None:
                 path = upload_field("xr", label="Decisions file")
             else:
                 path = st.text_input(
-                    "Decisions file path", placeholder="/data/decisions.parquet", **kept("xr_path", "")
+                    "Decisions file path", placeholder="/data/review/fix.decisions.parquet", **kept("xr_path", "")
                 ).strip()
         c1, c2, c3 = st.columns([1, 2, 2])
         n_seeds = c1.number_input(

@@ -20,9 +20,10 @@ import streamlit as st
 
 from cartomap.errors import CartomapError
 from cartomap.runs import layout
+from cartomap.runs.sqlite import database_problem
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import list_batches
-from cartomap.wanli.review import ReviewDB, database_problem, export_bytes, export_frame, open_review
+from cartomap.wanli.review import ReviewDB, export_bytes, export_frame, open_review
 from pages.common import current_run, escape_markdown, flash, kept, show_error, show_flashes, through_app
 from pages.components.jobs import demo_or_prompt
 

@@ -18,7 +18,7 @@ from cartomap import cli
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from cartomap.data import derived
 from cartomap.data.loading import load_dataset
-from cartomap.experiments.correction import KIND
+from cartomap.experiments.correction import DECISIONS_FILE, KIND
 from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.store import RunStore
 from cartomap.training.loop import train_or_load
@@ -133,7 +133,7 @@ def test_start_makes_the_experiment_with_the_run_the_file_and_the_seeds(at_cache
     (exp,) = started
     assert exp.kind == KIND and exp.params["base_run"] == at_cache["run"].id
     assert exp.params["seeds"] == [at_cache["run"].config.train.seed, 5, 9]
-    assert (exp.path / "decisions.parquet").exists()
+    assert (exp.path / DECISIONS_FILE).exists()
     assert at.session_state["xr_selected"] == exp.id
     ExperimentStore(at_cache["cache"]).delete(exp.id)
 

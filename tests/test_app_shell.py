@@ -21,6 +21,7 @@ PAGES = (
     "filter.py",
     "review.py",
     "pruning.py",
+    "review_suspects.py",
     "artifacts.py",
     "compare.py",
     "experiments.py",

@@ -4,7 +4,7 @@ Every module's imports are parsed (module level and inside functions, relative o
 and checked against the layer order of docs/architecture.md:
 
     pages, app, cli                       (shells: one never imports another)
-    experiments, wanli
+    experiments, wanli, curation
     analysis, integrations, executors
     training
     runs
@@ -43,6 +43,7 @@ LAYERS = {
     "cartomap.executors": 4,
     "cartomap.experiments": 5,
     "cartomap.wanli": 5,
+    "cartomap.curation": 5,
     "cartomap.cli": 6,
     "pages": 6,  # with app.py, their entry point
 }

@@ -375,7 +375,7 @@ def test_two_people_opening_new_batches_at_the_same_moment_both_get_in(tmp_path)
 def test_a_locked_or_full_database_is_one_clear_message(tmp_path, monkeypatch):
     import sqlite3
 
-    from cartomap.wanli import review
+    from cartomap.runs import sqlite as review  # the shared SQLite helpers of every review store
 
     db = ReviewDB(tmp_path / "r.sqlite", label_names=LABELS)
     locked, full = (
@@ -393,7 +393,7 @@ def test_a_locked_or_full_database_is_one_clear_message(tmp_path, monkeypatch):
             if len(calls) < 3:
                 raise sqlite3.OperationalError("database is locked")
 
-    review._set_wal(Locked())
+    review.set_wal(Locked())
     assert calls == ["PRAGMA journal_mode=WAL"] * 3
     monkeypatch.setattr(review, "BUSY_TIMEOUT_MS", 50)
     calls.clear()
@@ -404,7 +404,7 @@ def test_a_locked_or_full_database_is_one_clear_message(tmp_path, monkeypatch):
             raise sqlite3.OperationalError("database is locked")
 
     with pytest.raises(sqlite3.OperationalError):
-        review._set_wal(AlwaysLocked())
+        review.set_wal(AlwaysLocked())
     assert len(calls) > 1
 
 

@@ -49,7 +49,7 @@ ROLE_NAMES = {
     PRUNED: "pruned (queue dropped)",
     CORRECTED: "corrected (review applied)",
 }
-DECISIONS_FILE = "decisions.parquet"  # the experiment's copy of the decisions, checked
+DECISIONS_FILE = "review_decisions.parquet"  # the experiment folder's copy of the decisions, checked
 SCORES, ACCURACY, CHANGED, SUMMARY = "scores", "accuracy", "changed", "summary"
 FIXED, BROKEN, STILL_WRONG = "fixed", "broken", "still wrong"
 CHANGES = (FIXED, BROKEN, STILL_WRONG)

@@ -946,3 +946,34 @@ def oof_of_run(
             continue
         return exp, logits_of(by_id.loc[ids].reset_index())
     return None
+
+
+def pruning_of_run(run: Run, exp_store: ExperimentStore, run_store: RunStore) -> list[Experiment]:
+    """The finished pruning experiments whose Model 0 trained on ``run``'s examples (equal training
+    fingerprints), newest first: the ones whose suspects are examples of ``run``."""
+    fingerprint = run.info.get("train_fingerprint")
+    found = []
+    for exp in exp_store.list(KIND):
+        try:
+            if exp.state != "done" or load_results(exp) is None:
+                continue
+            model0 = exp.run(MODEL0, run_store)
+        except (OSError, ValueError, KeyError, RunError):
+            continue
+        if model0 is not None and model0.info.get("train_fingerprint") == fingerprint:
+            found.append(exp)
+    return found
+
+
+def suspects_of(exp: Experiment, run: Run, run_store: RunStore) -> pd.DataFrame:
+    """The OOF frame of pruning experiment ``exp`` (its ``suspect`` and ``confidence`` columns), checked
+    to be about ``run``'s examples; RunError otherwise."""
+    if exp.kind != KIND:
+        raise RunError(f"experiment {exp.id} is a {exp.kind} experiment, not a pruning one")
+    results = load_results(exp)
+    if results is None:
+        raise RunError(f"pruning experiment {exp.id} has no results yet (state: {exp.state})")
+    model0 = exp.run(MODEL0, run_store)
+    if model0 is None or model0.info.get("train_fingerprint") != run.info.get("train_fingerprint"):
+        raise RunError(f"pruning experiment {exp.id} was not trained on the examples of run {run.id}")
+    return results["oof"]

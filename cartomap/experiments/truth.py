@@ -1,8 +1,11 @@
 """A run's truth report with what experiments add: its finished seeds experiment's per-example table and
-the out-of-fold logits and the fold models' in-sample table of a pruning experiment on its data (:mod:`cartomap.analysis.truth` cannot look
-for experiments itself). Used by ``cartomap truth`` and the Data map page."""
+the out-of-fold logits and the fold models' in-sample table of a pruning experiment on its data
+(:mod:`cartomap.analysis.truth` cannot look for experiments itself). Used by ``cartomap truth``, the
+Data map page and review queues (``detector_extras``)."""
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 from cartomap.analysis.truth import truth_report
 from cartomap.experiments.pruning import fold_table_of, oof_of_run
@@ -11,9 +14,17 @@ from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.store import RunStore
 
 
-def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
-    """The truth report of ``run`` with its finished seeds experiment's table and the out-of-fold logits
-    of a pruning experiment on its data, when it has them (shared with the Data map page)."""
+class DetectorExtras(NamedTuple):
+    """What the label-error detectors can score beyond a run's own dynamics; each None when absent."""
+
+    oof: Any  # out-of-fold logits [N, C] of a pruning experiment on the run's data, in example order
+    seeds: Any  # the finished seeds experiment's per-example table
+    folds: Any  # that pruning experiment's fold models' in-sample table (detectors.fold_table)
+    sources: dict[str, str]  # {what: experiment id}
+
+
+def detector_extras(run, cache) -> DetectorExtras:
+    """The extras of ``run`` (the truth report, review queues)."""
     estore = ExperimentStore(cache)
     sources = {}
     seeds_exp = done_seeds_of(run, estore)
@@ -27,6 +38,19 @@ def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
         sources["pruning experiment"] = found[0].id
         oof = found[1]
         folds = fold_table_of(found[0], rstore, run.examples(columns=("id",))["id"].astype(str).tolist())
+    return DetectorExtras(oof, seeds, folds, sources)
+
+
+def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
+    """The truth report of ``run`` with its detector extras, when it has them (shared with the Data map
+    page)."""
+    extra = detector_extras(run, cache)
     return truth_report(
-        run, seeds=seeds, oof_logits=oof, folds=folds, n_boot=n_boot, seed=seed, sources=sources
+        run,
+        seeds=extra.seeds,
+        oof_logits=extra.oof,
+        folds=extra.folds,
+        n_boot=n_boot,
+        seed=seed,
+        sources=extra.sources,
     )

@@ -61,6 +61,10 @@ GENERATION_STOP = "stop"
 FILTERED = "filtered.parquet"
 FILTER_REPORT = "filter.json"
 REVIEW_DB = "review.sqlite"
+REVIEW = "review"
+QUEUE = "queue.parquet"
+CORRECTED = "corrected.parquet"
+DECISIONS = "decisions.parquet"
 
 #: (path inside the run folder, what it holds), in the order a run grows.
 LAYOUT: tuple[tuple[str, str], ...] = (
@@ -112,6 +116,17 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (f"{WANLI}/<batch>/{FILTERED}", "every generated pair with the rule that removed it, or kept"),
     (f"{WANLI}/<batch>/{FILTER_REPORT}", "counts per filtering rule"),
     (f"{WANLI}/<batch>/{REVIEW_DB}", "human review (SQLite, every action committed)"),
+    (
+        f"{REVIEW}/<queue>/{QUEUE}",
+        "a review queue of suspects: ids in score order, texts, gold, prediction, p(gold) over epochs, "
+        "votes, neighbours",
+    ),
+    (
+        f"{REVIEW}/<queue>/{REVIEW_DB}",
+        "the queue's decisions per annotator (SQLite, append-only, every click committed)",
+    ),
+    (f"{REVIEW}/<queue>/{CORRECTED}", "the training set with the queue's relabels applied, removals dropped"),
+    (f"{REVIEW}/<queue>/{DECISIONS}", "the final decision of every queued example (provenance)"),
 )
 
 

@@ -36,6 +36,8 @@ DEFAULT_ROOT = Path(os.environ.get("CARTOMAP_CACHE", "cache"))
 #: How a command or a form names a run's own copy of a data set: ``run:RUN`` (its training set),
 #: ``run:RUN:dev``, ``run:RUN:test_0`` (RUN: an id, an id prefix or a run name).
 RUN_REF = "run:"
+#: The set name of a run's training set corrected by a review queue: ``run:RUN:corrected/<queue>``.
+CORRECTED_REF = "corrected/"
 
 
 def run_id_for(
@@ -267,6 +269,18 @@ class Run(StatusFolder):
     def wanli_dir(self) -> Path:
         return self.path / layout.WANLI
 
+    @property
+    def review_dir(self) -> Path:
+        """The folder of the run's review queues (``review/<queue>/``)."""
+        return self.path / layout.REVIEW
+
+    def review_queue_dir(self, queue: str) -> Path:
+        return self.review_dir / queue
+
+    def corrected_path(self, queue: str) -> Path:
+        """The training set as corrected by review queue ``queue`` (``run:RUN:corrected/<queue>``)."""
+        return self.review_queue_dir(queue) / layout.CORRECTED
+
     @staticmethod
     def stamp(*paths: Path) -> tuple[int | None, ...]:
         """Modification times (ns) of ``paths``, None for a missing one: the cache key of a view that
@@ -285,14 +299,25 @@ class Run(StatusFolder):
 
     # -- data -------------------------------------------------------------
     def data_sets(self) -> list[str]:
-        """The data sets the run holds a copy of: "train", then "dev" and "test_<k>" when it has them."""
+        """The data sets the run holds a copy of: "train", then "dev" and "test_<k>" when it has them, then
+        "corrected/<queue>" for every review queue whose corrected training set was written."""
         names = ["train"] + (["dev"] if self.dev_examples_path.exists() else [])
-        return names + [f"test_{k}" for k in range(len(self.test_names))]
+        names += [f"test_{k}" for k in range(len(self.test_names))]
+        if self.review_dir.is_dir():
+            queues = sorted(p.name for p in self.review_dir.iterdir() if self.corrected_path(p.name).exists())
+            names += [f"{CORRECTED_REF}{q}" for q in queues]
+        return names
 
     def data_path(self, which: str = "train") -> Path:
-        """The run's own copy of data set ``which``: "train", "dev", "test_<k>" (or "test" for test_0)."""
+        """The run's own copy of data set ``which``: "train", "dev", "test_<k>" (or "test" for test_0), or
+        "corrected/<queue>" (the training set corrected by a review queue, :mod:`cartomap.curation`)."""
         if which == "train":
             return self.examples_path
+        if which.startswith(CORRECTED_REF):
+            queue = which[len(CORRECTED_REF) :]
+            if not queue or "/" in queue or queue.startswith("."):
+                raise RunError(f"unknown data set {which!r} of run {self.id}; expected corrected/<queue>")
+            return self.corrected_path(queue)
         if which == "dev":
             return self.dev_examples_path
         if which == "test":
@@ -307,6 +332,11 @@ class Run(StatusFolder):
         work on "the run's data" never depends on the original files, where they were or whether they
         still exist."""
         path = self.data_path(which)
+        if not path.exists() and which.startswith(CORRECTED_REF):
+            raise RunError(
+                f"run {self.id} has no {which} set: write it with `cartomap review-queue export {self.id} "
+                f"{which[len(CORRECTED_REF) :]}`"
+            )
         if not path.exists():
             raise RunError(
                 f"run {self.id} has no {which} examples (its data sets: {', '.join(self.data_sets())})"
@@ -329,6 +359,8 @@ class Run(StatusFolder):
             return config.data.name or f"run {self.id} train"
         if which == "dev":
             return (config.dev.name if config.dev is not None else "") or f"run {self.id} dev"
+        if which.startswith(CORRECTED_REF):
+            return f"{config.data.name or f'run {self.id} train'} ({which})"
         k = int(self.data_path(which).stem.rsplit("_", 1)[1])
         names = self.test_names
         return names[k] if k < len(names) else f"run {self.id} test {k}"
@@ -798,7 +830,8 @@ class RunStore(FolderStore[Run]):
         data set SET ("train" by default, "dev", "test_<k>"), wherever the original files went."""
         if not ref.startswith(RUN_REF):
             raise RunError(
-                f"{ref!r} is not a run's data set; expected run:RUN, run:RUN:dev or run:RUN:test_<k>"
+                f"{ref!r} is not a run's data set; expected run:RUN, run:RUN:dev, run:RUN:test_<k> or "
+                "run:RUN:corrected/<queue>"
             )
         key, _, which = ref[len(RUN_REF) :].partition(":")
         return self.get(key).data_config(which or "train")

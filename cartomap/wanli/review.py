@@ -46,16 +46,13 @@ file loads with ``cartomap train --data out.jsonl``.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
-import os
 import random
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,14 +62,13 @@ import pandas as pd
 
 from cartomap.errors import CartomapError
 from cartomap.io import atomic_write_bytes
+from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, clean_name
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import load_filtered, review_path
 from cartomap.wanli.filtering import normalize_text
 
 ACTIONS = ("label", "revise", "discard")
 REVIEWERS = 2  # WaNLI: two annotators per example
-BUSY_TIMEOUT_MS = 30_000
-MAX_NAME = 80
 EXPORT_FORMATS = ("jsonl", "csv")
 EXPORT_COLUMNS = (
     "id",
@@ -88,8 +84,6 @@ EXPORT_COLUMNS = (
 )
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS annotators (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS items (
     gen_id TEXT PRIMARY KEY,
     position INTEGER NOT NULL,
@@ -320,144 +314,28 @@ def cohen_kappa(reviews: pd.DataFrame) -> float:
 
 
 # --------------------------------------------------------------------------- the database
-def _clean_name(name: Any) -> str:
-    text = " ".join(str(name or "").split())
-    if not text:
-        raise CartomapError("an annotator needs a name")
-    if len(text) > MAX_NAME:
-        raise CartomapError(f"annotator names have at most {MAX_NAME} characters")
-    return text
-
-
 def _optional_str(value: Any) -> str | None:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return None
     return str(value)
 
 
-_OPEN: dict[tuple[int, str], sqlite3.Connection] = {}
-_OPEN_LOCK = threading.Lock()
+class ReviewDB(SQLiteStore):
+    """The review database of one batch. Cheap to make; every method opens its own connection
+    (:class:`cartomap.runs.sqlite.SQLiteStore`: WAL, busy timeout, immediate transactions)."""
 
-
-def _keep_open(path: Path) -> None:
-    """Hold one idle connection to ``path`` for the life of this process (never used for queries)."""
-    key = (os.getpid(), str(Path(path).resolve()))
-    if key in _OPEN:
-        return
-    with _OPEN_LOCK:
-        if key not in _OPEN and Path(path).exists():
-            _OPEN[key] = sqlite3.connect(key[1], timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
-
-
-def _set_wal(con: sqlite3.Connection) -> None:
-    """``PRAGMA journal_mode=WAL``, waiting for a lock as any other statement does: SQLite answers a
-    journal-mode change that meets another connection's lock at once, without its busy handler, so two
-    people opening a new batch at the same moment would get "database is locked"."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            con.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as err:
-            if not _is_busy(err) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _is_busy(err: sqlite3.OperationalError) -> bool:
-    text = str(err).lower()
-    return "locked" in text or "busy" in text
-
-
-def database_problem(err: sqlite3.OperationalError, path: str | Path = "") -> str:
-    """One line for a reviewer about a review database that cannot be used right now."""
-    where = f" ({path})" if path else ""
-    if _is_busy(err):
-        return (
-            f"the review database{where} is busy: another reviewer is writing to it; try again in a moment "
-            "(nothing recorded is lost)"
-        )
-    if "full" in str(err).lower():
-        return (
-            f"the review database{where} cannot grow: the disk is full; free some space and try again "
-            "(what was recorded is kept)"
-        )
-    return f"the review database{where} cannot be used right now ({err})"
-
-
-class ReviewDB:
-    """The review database of one batch. Cheap to make; every method opens its own connection."""
+    SCHEMA = BASE_SCHEMA + _SCHEMA
+    TABLES = frozenset({"meta", "annotators", "items", "actions"})
 
     def __init__(self, path: str | Path, label_names: Sequence[str] | None = None):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.connect() as con:
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if {"meta", "annotators", "items", "actions"} <= tables and (
-                label_names is None
-                or con.execute("SELECT 1 FROM meta WHERE key = 'label_names'").fetchone() is not None
-            ):
-                return  # set up already: opening it writes nothing
-            _set_wal(con)  # persistent: set once, kept in the file
-            with self.transaction(con):
-                for statement in filter(str.strip, _SCHEMA.split(";")):
-                    con.execute(statement)
-                if label_names is not None:
-                    names = json.dumps([str(x) for x in label_names])
-                    con.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('label_names', ?)", (names,))
-
-    # -- connections -------------------------------------------------------
-    @contextlib.contextmanager
-    def connect(self) -> Iterator[sqlite3.Connection]:
-        """A new connection (autocommit; WAL; waits up to 30 s for a lock); closed afterwards.
-
-        ``synchronous=NORMAL`` is SQLite's advice for WAL: a committed action survives the
-        process dying; only a power cut can lose the last few. The file stays open in this
-        process (:func:`_keep_open`), so closing a connection does not checkpoint and delete
-        the WAL each time (that made every action cost an fsync or two).
-        """
-        _keep_open(self.path)
-        con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-        try:
-            con.row_factory = sqlite3.Row
-            con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            con.execute("PRAGMA synchronous=NORMAL")
-            con.execute("PRAGMA foreign_keys=ON")
-            yield con
-        finally:
-            con.close()
-
-    @staticmethod
-    @contextlib.contextmanager
-    def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): the write lock is taken up front."""
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            yield con
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        con.execute("COMMIT")
+        super().__init__(path)
+        self.setup(None if label_names is None else {"label_names": [str(x) for x in label_names]})
 
     # -- setup -------------------------------------------------------------
     @property
     def label_names(self) -> tuple[str, ...] | None:
-        with self.connect() as con:
-            row = con.execute("SELECT value FROM meta WHERE key = 'label_names'").fetchone()
-        return tuple(json.loads(row["value"])) if row else None
-
-    def add_annotator(self, name: str) -> str:
-        """Register an annotator (nothing happens when the name exists); returns the cleaned name."""
-        name = _clean_name(name)
-        with self.connect() as con:
-            con.execute(
-                "INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, time.time())
-            )
-        return name
-
-    def annotators(self) -> list[str]:
-        with self.connect() as con:
-            return [r["name"] for r in con.execute("SELECT name FROM annotators ORDER BY created_at, name")]
+        names = self.meta("label_names")
+        return tuple(names) if names else None
 
     def load_items(self, frame: pd.DataFrame) -> int:
         """Make the rows of ``frame`` (gen_id, premise, hypothesis, ...) the active items; returns how many are new.
@@ -510,13 +388,7 @@ class ReviewDB:
             "group",
             "active",
         ]
-        return self._frame(query + " ORDER BY position, gen_id", columns)
-
-    def _frame(self, query: str, columns: list[str]) -> pd.DataFrame:
-        """The rows of ``query`` as a DataFrame with ``columns`` (kept when there are no rows)."""
-        with self.connect() as con:
-            rows = [dict(r) for r in con.execute(query)]
-        return pd.DataFrame(rows, columns=columns)
+        return self.frame(query + " ORDER BY position, gen_id", columns)
 
     def item(self, gen_id: str) -> dict[str, Any]:
         with self.connect() as con:
@@ -533,7 +405,7 @@ class ReviewDB:
         reviewed already come last. Each dict has the item's columns plus ``others`` (how many
         other annotators reviewed it).
         """
-        name = _clean_name(annotator)
+        name = clean_name(annotator)
         query = """
             SELECT i.*, (SELECT COUNT(DISTINCT a.annotator) FROM actions a
                          WHERE a.gen_id = i.gen_id AND a.annotator != :name) AS others
@@ -561,7 +433,7 @@ class ReviewDB:
         ``label`` needs a label; ``revise`` a label and the revised premise and hypothesis (a
         revision that changes nothing is recorded as ``label``); ``discard`` nothing.
         """
-        name = _clean_name(annotator)
+        name = clean_name(annotator)
         if action not in ACTIONS:
             raise CartomapError(f"unknown action {action!r}: expected one of {', '.join(ACTIONS)}")
         if action == "discard":
@@ -577,7 +449,9 @@ class ReviewDB:
                 raise CartomapError("a revision needs a premise and a hypothesis")
         elif action == "label":
             premise = hypothesis = None
-        with self.connect() as con, self.transaction(con):
+
+        def write(con: sqlite3.Connection) -> int:
+            kind, new_premise, new_hypothesis = action, premise, hypothesis
             item = con.execute(
                 "SELECT premise, hypothesis FROM items WHERE gen_id = ?", (str(gen_id),)
             ).fetchone()
@@ -586,24 +460,26 @@ class ReviewDB:
             known = con.execute("SELECT value FROM meta WHERE key = 'label_names'").fetchone()
             if label is not None and known is not None and label not in json.loads(known["value"]):
                 raise CartomapError(f"unknown label {label!r}: expected one of {json.loads(known['value'])}")
-            if action == "revise" and (premise, hypothesis) == (
+            if kind == "revise" and (new_premise, new_hypothesis) == (
                 item["premise"].strip(),
                 item["hypothesis"].strip(),
             ):
-                action, premise, hypothesis = "label", None, None
+                kind, new_premise, new_hypothesis = "label", None, None
             now = time.time()
             con.execute("INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, now))
             cur = con.execute(
                 "INSERT INTO actions (gen_id, annotator, action, label, premise, hypothesis, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (str(gen_id), name, action, label, premise, hypothesis, now),
+                (str(gen_id), name, kind, label, new_premise, new_hypothesis, now),
             )
             return int(cur.lastrowid)
+
+        return self.write(write)
 
     def actions(self) -> pd.DataFrame:
         """Every action ever recorded, oldest first."""
         columns = ["id", "gen_id", "annotator", "action", "label", "premise", "hypothesis", "created_at"]
-        return self._frame("SELECT * FROM actions ORDER BY id", columns)
+        return self.frame("SELECT * FROM actions ORDER BY id", columns)
 
     def reviews(self, active_only: bool = True) -> pd.DataFrame:
         """The latest action per (gen_id, annotator), ordered by when that annotator first reviewed the item.
@@ -632,12 +508,12 @@ class ReviewDB:
             "created_at",
             "first_action_id",
         ]
-        return self._frame(query + " ORDER BY f.first_id", columns)
+        return self.frame(query + " ORDER BY f.first_id", columns)
 
     def latest(self, annotator: str, limit: int = 1) -> pd.DataFrame:
         """``annotator``'s most recent reviews (latest action per item), newest first."""
         reviews = self.reviews()
-        mine = reviews[reviews["annotator"] == _clean_name(annotator)]
+        mine = reviews[reviews["annotator"] == clean_name(annotator)]
         return mine.sort_values("action_id", ascending=False).head(limit).reset_index(drop=True)
 
     def progress(self) -> dict[str, Any]:

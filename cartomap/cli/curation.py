@@ -1,0 +1,250 @@
+"""Reviewing suspected label errors: ``cartomap review-queue {create,list,show,next,decide,import,export}``."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _run(a: argparse.Namespace):
+    from cartomap.runs.store import RunStore
+
+    return RunStore(a.cache).get(a.run)
+
+
+def cmd_create(a: argparse.Namespace) -> int:
+    """Make a review queue from a detector's top k, a saved group, ids in a file, or pruning suspects."""
+    from pathlib import Path
+
+    from cartomap.curation import queue, sources
+    from cartomap.errors import CartomapError
+
+    run = _run(a)
+    if a.detector:
+        from cartomap.experiments.truth import detector_extras
+
+        extra = detector_extras(run, a.cache)
+        candidates = sources.from_detector(
+            run, a.detector, a.top, oof_logits=extra.oof, seeds=extra.seeds, folds=extra.folds
+        )
+    elif a.group:
+        candidates = sources.from_group(run, a.group)
+    elif a.pruning:
+        from cartomap.experiments.pruning import suspects_of
+        from cartomap.experiments.store import ExperimentStore
+        from cartomap.runs.store import RunStore
+
+        exp = ExperimentStore(a.cache).get(a.pruning)
+        candidates = sources.from_suspects(run, suspects_of(exp, run, RunStore(a.cache)), exp.id)
+    else:
+        path = Path(a.ids)
+        if not path.is_file():
+            raise CartomapError(f"{path}: no such file (expected one example id per line)")
+        ids = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        candidates = sources.from_selection(run, ids)
+    top = a.top if not a.detector else None  # a detector's candidates are its top k already
+    items = queue.create_queue(run, a.name, candidates, top=top, per_item=a.per_item)
+    print(
+        f"review queue {a.name} of run {run.id}: {len(items)} examples ({candidates.queued_by}), "
+        f"{a.per_item} annotator{'s' if a.per_item != 1 else ''} each"
+    )
+    return 0
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    from cartomap.curation.queue import list_queues, queue_summary
+
+    run = _run(a)
+    names = list_queues(run)
+    if not names:
+        print(f"run {run.id} has no review queues (make one with `cartomap review-queue create`)")
+        return 0
+    for name in names:
+        s = queue_summary(run, name)
+        print(
+            f"{name}: {s['items']} examples ({s['queued_by']}), {s['complete']} with {s['per_item']} "
+            f"decisions, {s['undecided']} undecided, created {s['created']}"
+        )
+    return 0
+
+
+def _num(value) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def cmd_show(a: argparse.Namespace) -> int:
+    """Progress, final decisions, agreement (and with --item, one item's card)."""
+    from cartomap.curation.aggregate import agreement, counts
+    from cartomap.curation.corrected import decisions
+    from cartomap.curation.queue import item_card, open_queue
+
+    run = _run(a)
+    db = open_queue(run, a.queue)
+    if a.item:
+        card = item_card(run, a.queue, a.item)
+        for key in ("id", "premise", "hypothesis", "text", "gold", "predicted", "p_predicted", "score"):
+            if key in card and card[key] is not None:
+                print(f"{key}: {card[key]}")
+        epochs = card.get("p_gold_epochs")
+        if epochs is not None and len(epochs):
+            print("p(gold) by epoch: " + " ".join(f"{p:.2f}" for p in epochs))
+        if card.get("votes") is not None:
+            print(
+                "votes: "
+                + ", ".join(f"{n} {v}" for n, v in zip(run.label_names, card["votes"], strict=False))
+            )
+        for row in card["neighbours"].to_dict("records"):
+            print(f"  neighbour {row['id']} ({row['label']}, cosine {row['similarity']:.3f})")
+        for annotator in db.annotators():
+            mine = db.decision_of(annotator, a.item)
+            if mine is not None:
+                label = f" -> {mine['label']}" if mine["label"] else ""
+                print(
+                    f"  {annotator}: {mine['decision']}{label}"
+                    + (f" ({mine['note']})" if mine["note"] else "")
+                )
+        return 0
+    progress = db.progress()
+    print(
+        f"queue {a.queue} of run {run.id}: {progress['items']} examples, {progress['complete']} with "
+        f"{progress['per_item']} decisions, {progress['partial']} partly decided, {progress['undecided']} undecided"
+    )
+    for name, n in progress["by_annotator"].items():
+        print(f"  {name}: {n} decided")
+    table = decisions(run, a.queue)
+    print("final: " + ", ".join(f"{k} {v}" for k, v in counts(table).items()))
+    stats = agreement(db.long_table())["summary"]
+    print(
+        f"agreement: Fleiss' kappa {_num(stats['fleiss_kappa'])}, Krippendorff's alpha "
+        f"{_num(stats['krippendorff_alpha'])}, observed {_num(stats['observed_agreement'])}"
+    )
+    return 0
+
+
+def cmd_next(a: argparse.Namespace) -> int:
+    from cartomap.curation.queue import open_queue
+
+    db = open_queue(_run(a), a.queue)
+    ids = db.next_items(a.annotator, a.n)
+    print("\n".join(ids) if ids else f"nothing left for {a.annotator} in queue {a.queue}")
+    return 0
+
+
+def cmd_decide(a: argparse.Namespace) -> int:
+    from cartomap.curation.queue import open_queue
+    from cartomap.errors import CartomapError
+
+    if a.decision == "relabel" and not a.label:
+        raise CartomapError("--decision relabel needs --label NEW_LABEL")
+    if a.decision != "relabel" and a.label:
+        raise CartomapError("--label goes with --decision relabel only")
+    db = open_queue(_run(a), a.queue)
+    db.record(a.annotator, a.item, a.decision, a.label, a.note or "", origin="cli")
+    mine = db.decision_of(a.annotator, a.item)
+    label = f" -> {mine['label']}" if mine and mine["label"] else ""
+    print(f"recorded: {a.annotator} on {a.item}: {mine['decision'] if mine else a.decision}{label}")
+    return 0
+
+
+def cmd_import(a: argparse.Namespace) -> int:
+    from cartomap.curation.exchange import import_decisions
+
+    run = _run(a)
+    n = import_decisions(run, a.queue, a.path, a.tool)
+    print(f"imported {n} decisions from {a.path} into queue {a.queue} of run {run.id}")
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    """The corrected set (+ decisions file), or the queue for Label Studio / Argilla with --to."""
+    from cartomap.errors import CartomapError
+
+    run = _run(a)
+    if a.to:
+        from cartomap.curation.exchange import export_queue
+
+        if not a.out:
+            raise CartomapError(
+                f"--to {a.to} needs --out (a JSON file for labelstudio, a folder for argilla)"
+            )
+        paths = export_queue(run, a.queue, a.out, a.to, overwrite=a.force)
+        print(f"wrote {', '.join(str(p) for p in paths)}")
+        return 0
+    from cartomap.curation.corrected import export_corrected
+
+    result = export_corrected(run, a.queue, a.out, a.decisions, a.format, overwrite=a.force)
+    print(
+        f"corrected set of queue {a.queue}: {result['corrected']} of {result['examples']} examples "
+        f"({result['relabelled']} relabelled, {result['removed']} removed); train on it with --data {result['ref']}"
+    )
+    for path in (a.out, a.decisions):
+        if path:
+            print(f"wrote {path}")
+    return 0
+
+
+def add_commands(sub) -> None:
+    rq = sub.add_parser(
+        "review-queue", help="review suspected label errors: queues, decisions, the corrected set"
+    )
+    cmds = rq.add_subparsers(dest="review_command", required=True)
+
+    c = cmds.add_parser("create", help="make a review queue of a finished run")
+    c.add_argument("run")
+    c.add_argument("name", help="the queue's name (letters, digits, _ . -)")
+    source = c.add_mutually_exclusive_group(required=True)
+    source.add_argument("--detector", help="a registered detector's most suspect examples (see --top)")
+    source.add_argument("--group", help="a saved group or lasso selection of the run")
+    source.add_argument("--pruning", metavar="EXPERIMENT", help="the suspects of a pruning experiment")
+    source.add_argument("--ids", metavar="FILE", help="a file of example ids, one per line")
+    c.add_argument("--top", type=int, default=50, help="how many examples a detector queues (default 50)")
+    c.add_argument("--per-item", type=int, default=2, help="annotators per example (default 2)")
+    c.set_defaults(func=cmd_create)
+
+    ls = cmds.add_parser("list", help="the run's review queues and their progress")
+    ls.add_argument("run")
+    ls.set_defaults(func=cmd_list)
+
+    sh = cmds.add_parser("show", help="progress, final decisions and agreement (or --item: one card)")
+    sh.add_argument("run")
+    sh.add_argument("queue")
+    sh.add_argument("--item", help="show this example's card and decisions")
+    sh.set_defaults(func=cmd_show)
+
+    nx = cmds.add_parser("next", help="the next examples for an annotator")
+    nx.add_argument("run")
+    nx.add_argument("queue")
+    nx.add_argument("--annotator", required=True)
+    nx.add_argument("--n", type=int, default=1)
+    nx.set_defaults(func=cmd_next)
+
+    de = cmds.add_parser("decide", help="record one annotator's decision on one example")
+    de.add_argument("run")
+    de.add_argument("queue")
+    de.add_argument("--annotator", required=True)
+    de.add_argument("--item", required=True, help="the example id")
+    de.add_argument("--decision", required=True, choices=("keep", "relabel", "remove", "unsure"))
+    de.add_argument("--label", help="the new label (with --decision relabel)")
+    de.add_argument("--note", help="an optional note")
+    de.set_defaults(func=cmd_decide)
+
+    im = cmds.add_parser("import", help="append the decisions of a Label Studio / Argilla export")
+    im.add_argument("run")
+    im.add_argument("queue")
+    im.add_argument("path", help="Label Studio JSON export, or Argilla dataset folder / records.json")
+    im.add_argument("--tool", required=True, choices=("labelstudio", "argilla"))
+    im.set_defaults(func=cmd_import)
+
+    ex = cmds.add_parser(
+        "export",
+        help="write the corrected set (run:RUN:corrected/QUEUE; --out/--decisions files) or, with --to, "
+        "the queue for an annotation tool",
+    )
+    ex.add_argument("run")
+    ex.add_argument("queue")
+    ex.add_argument("--out", help="the corrected set (.jsonl, .csv, .parquet), or the tool's file/folder")
+    ex.add_argument("--decisions", help="the decisions file (.jsonl, .csv, .parquet)")
+    ex.add_argument("--format", default="auto", choices=("auto", "jsonl", "csv", "parquet"))
+    ex.add_argument("--to", choices=("labelstudio", "argilla"), help="export the queue for this tool")
+    ex.add_argument("--force", action="store_true", help="replace existing files")
+    ex.set_defaults(func=cmd_export)

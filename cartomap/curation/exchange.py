@@ -1,0 +1,123 @@
+"""A review queue out to Label Studio / Argilla, and their decisions back into the queue's store.
+
+The files are :mod:`cartomap.data.interchange`'s: a Label Studio tasks JSON (plus its labeling config
+``<stem>.config.xml``) or an Argilla dataset folder (``rg.Dataset.from_disk``). Each task shows the
+texts, the gold label, the model's prediction, the queuing score and what queued it; the reviewers
+answer decision / new label / note. The export of the project (Label Studio JSON) or the dataset folder
+(Argilla, ``to_disk``) comes back with :func:`import_decisions`: every decision is appended to the
+queue's SQLite store (origin ``labelstudio`` / ``argilla``) in one transaction, so a file with one bad
+row records nothing. A relabel without a new label is recorded as unsure, with a note saying so. Importing the same file twice appends the same decisions again: an annotator's
+latest decision is theirs, so the outcome does not change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cartomap.curation.queue import TEXT_COLUMNS, load_queue, open_queue
+from cartomap.data import interchange
+from cartomap.errors import CartomapError
+
+TOOLS = ("labelstudio", "argilla")
+
+
+def _tool(tool: str) -> str:
+    if tool not in TOOLS:
+        raise CartomapError(f"unknown annotation tool {tool!r}: expected {' or '.join(TOOLS)}")
+    return tool
+
+
+def tool_queue(items: pd.DataFrame) -> pd.DataFrame:
+    """The queue in the interchange's columns: id, texts, label (gold name), prediction, score, detector."""
+    texts = [c for c in TEXT_COLUMNS if c in items.columns]
+    frame = items[["id", *texts]].copy()
+    frame["id"] = frame["id"].astype(str)
+    frame["label"] = items["gold"].astype(str).to_numpy()
+    if "predicted" in items.columns and items["predicted"].notna().any():
+        frame["prediction"] = items["predicted"].to_numpy()
+    frame["score"] = items["score"].to_numpy()
+    frame["detector"] = items["queued_by"].astype(str).to_numpy()
+    return frame
+
+
+def export_queue(run: Any, queue: str, out: str | Path, tool: str, overwrite: bool = False) -> list[Path]:
+    """Write queue ``queue`` for ``tool`` at ``out`` (Label Studio: a JSON file and its config next to
+    it; Argilla: a new or empty folder). Returns the paths written."""
+    _tool(tool)
+    items = load_queue(run, queue)
+    frame = tool_queue(items)
+    names = list(run.label_names)
+    out = Path(out)
+    if tool == "labelstudio":
+        config = out.with_name(f"{out.stem}.config.xml")
+        existing = [str(p) for p in (out, config) if p.exists()]
+        if existing and not overwrite:
+            raise CartomapError(f"{', '.join(existing)} exists already: choose another name or pass --force")
+        return list(interchange.write_label_studio(frame, out, label_names=names))
+    name = "".join(c if c.isalnum() or c in "_-" else "-" for c in queue.lower()) or "cartomap-review"
+    return [interchange.write_argilla(frame, out, label_names=names, name=name)]
+
+
+def read_decisions(
+    path: str | Path, tool: str, label_names, users: Mapping[Any, str] | None = None
+) -> pd.DataFrame:
+    """The decisions table (item, annotator, decision, new_label, note) of a tool's export."""
+    _tool(tool)
+    if tool == "labelstudio":
+        return interchange.read_label_studio(path, label_names=label_names, users=users)
+    return interchange.read_argilla(path, label_names=label_names, users=users)
+
+
+def import_decisions(
+    run: Any, queue: str, path: str | Path, tool: str, users: Mapping[Any, str] | None = None
+) -> int:
+    """Append the decisions of a tool's export file or folder to the queue's store (all or none);
+    returns how many."""
+    table = read_decisions(path, tool, list(run.label_names), users)
+    return record_table(run, queue, table, tool, str(path))
+
+
+def import_upload(run: Any, queue: str, data: bytes, tool: str, name: str = "upload") -> int:
+    """:func:`import_decisions` for the bytes of an uploaded JSON file (a Label Studio export, or an
+    Argilla ``records.json``)."""
+    _tool(tool)
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CartomapError(f"{name}: not a JSON file ({err})") from None
+    names = list(run.label_names)
+    if tool == "labelstudio":
+        table = interchange.label_studio_decisions(parsed, label_names=names, source=name)
+    else:
+        table = interchange.argilla_decisions(parsed, label_names=names, source=name)
+    return record_table(run, queue, table, tool, name)
+
+
+def record_table(run: Any, queue: str, table: pd.DataFrame, tool: str, source: str) -> int:
+    """Append a decisions table (item, annotator, decision, new_label, note) to the queue's store, in one
+    transaction; CartomapError naming ``source`` when an item is not in the queue."""
+    db = open_queue(run, queue)
+    known = set(db.items()["item_id"].astype(str))
+    unknown = sorted(set(table["item"].astype(str)) - known)
+    if unknown:
+        raise CartomapError(
+            f"{source}: {len(unknown)} decisions are about examples not in queue {queue!r}, e.g. {unknown[:3]}"
+        )
+    rows = []
+    for r in table.to_dict("records"):
+        decision, label, note = r["decision"], r.get("new_label"), str(r.get("note") or "")
+        if decision == "relabel" and (label is None or pd.isna(label)):  # the tool's form left it empty
+            decision, note = "unsure", f"{note} (relabel without a new label in {tool})".strip()
+        rows.append((r["annotator"], str(r["item"]), decision, label, note))
+    if not rows:
+        return 0
+    try:
+        db.record_many(rows, origin=tool)
+    except CartomapError as err:
+        raise CartomapError(f"{source}: {err}") from None
+    return len(rows)

@@ -1,0 +1,262 @@
+"""A review queue of a finished run: the examples to review, in score order, with their cards.
+
+A queue lives in the run folder, ``review/<queue>/`` (names from :mod:`cartomap.runs.layout`):
+``queue.parquet`` (one row per item, written last: it marks a queue as complete) and
+``review.sqlite`` (the decisions, :class:`cartomap.curation.store.QueueDB`).
+
+Each item's card, computed once when the queue is made: the texts, the gold label, the model's
+prediction and its probability at the final epoch, the probability of the gold label at every epoch
+(the run's recorded dynamics), the human votes when the data has them
+(:mod:`cartomap.data.annotations`) and, when the run has embeddings (``cartomap embed``), its nearest
+neighbours (cosine of [CLS] vectors, any label) with their labels.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cartomap.curation.sources import Candidates
+from cartomap.curation.store import DEFAULT_PER_ITEM, QueueDB
+from cartomap.data.annotations import votes_matrix
+from cartomap.errors import CartomapError, RunError
+from cartomap.io import atomic_write_parquet
+from cartomap.runs import layout
+from cartomap.runs.store import Run
+from cartomap.scores.metrics import softmax
+from cartomap.training.embeddings import load_embeddings
+
+NEIGHBOURS = 5
+MAX_QUEUE = 100_000
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+TEXT_COLUMNS = ("premise", "hypothesis", "text")
+
+
+def check_name(name: str) -> str:
+    """A queue's name: letters, digits, ``_ . -``, up to 80 characters (it names a folder)."""
+    name = str(name or "").strip()
+    if not _NAME.match(name):
+        raise CartomapError(
+            f"queue name {name!r}: use 1-80 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+def queue_path(run: Run, name: str) -> Path:
+    return run.review_queue_dir(check_name(name)) / layout.QUEUE
+
+
+def db_path(run: Run, name: str) -> Path:
+    return run.review_queue_dir(check_name(name)) / layout.REVIEW_DB
+
+
+def list_queues(run: Run) -> list[str]:
+    """The names of the run's complete queues, sorted."""
+    if not run.review_dir.is_dir():
+        return []
+    return sorted(p.name for p in run.review_dir.iterdir() if (p / layout.QUEUE).exists())
+
+
+def open_queue(run: Run, name: str) -> QueueDB:
+    """The decision store of queue ``name``; CartomapError listing the queues when there is none."""
+    if not queue_path(run, name).exists():
+        known = ", ".join(list_queues(run)) or "none yet"
+        raise CartomapError(f"run {run.id} has no review queue {name!r} (its queues: {known})")
+    return QueueDB(db_path(run, name))
+
+
+def load_queue(run: Run, name: str) -> pd.DataFrame:
+    """The queue's items with their cards, in queue order."""
+    path = queue_path(run, name)
+    if not path.exists():
+        open_queue(run, name)  # raises the error listing the queues
+    return pd.read_parquet(path)
+
+
+# --------------------------------------------------------------------------- the cards
+def _probabilities(run: Run, rows: np.ndarray) -> np.ndarray | None:
+    """Softmax probabilities [E, Q, C] of the queued rows over the recorded epochs, or None."""
+    try:
+        _, logits = run.dynamics(run.recorded_source("train"))
+    except (RunError, OSError, ValueError, KeyError):
+        return None
+    if logits.ndim != 3 or logits.shape[0] == 0:
+        return None
+    return softmax(np.asarray(logits[:, rows, :], dtype=np.float64))
+
+
+def nearest_neighbours(
+    vectors: np.ndarray, rows: np.ndarray, k: int = NEIGHBOURS, block: int = 65_536
+) -> tuple[np.ndarray, np.ndarray]:
+    """The k most cosine-similar rows of ``vectors`` [N, H] to each of ``rows`` (itself left out), any
+    label: (indices [Q, k], similarities [Q, k]), most similar first; -1 / NaN where N - 1 < k."""
+    queries = np.asarray(vectors[rows], dtype=np.float32)
+    queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+    n, q = len(vectors), len(rows)
+    best_sim = np.full((q, 0), -np.inf, dtype=np.float32)
+    best_idx = np.zeros((q, 0), dtype=np.int64)
+    for start in range(0, n, block):
+        part = np.asarray(vectors[start : start + block], dtype=np.float32)
+        part = part / np.maximum(np.linalg.norm(part, axis=1, keepdims=True), 1e-12)
+        sims = queries @ part.T
+        idx = np.arange(start, start + len(part))
+        sims[np.asarray(rows)[:, None] == idx[None, :]] = -np.inf  # not itself
+        best_sim = np.concatenate([best_sim, sims], axis=1)
+        best_idx = np.concatenate([best_idx, np.broadcast_to(idx, sims.shape)], axis=1)
+        keep = np.argsort(-best_sim, axis=1, kind="stable")[:, :k]
+        best_sim = np.take_along_axis(best_sim, keep, axis=1)
+        best_idx = np.take_along_axis(best_idx, keep, axis=1)
+    out_idx = np.full((q, k), -1, dtype=np.int64)
+    out_sim = np.full((q, k), np.nan, dtype=np.float64)
+    width = best_idx.shape[1]
+    out_idx[:, :width] = best_idx
+    out_sim[:, :width] = best_sim
+    missing = ~np.isfinite(out_sim)
+    out_idx[missing], out_sim[missing] = -1, np.nan
+    return out_idx, out_sim
+
+
+def build_cards(run: Run, candidates: Candidates, neighbours: int = NEIGHBOURS) -> pd.DataFrame:
+    """One row per candidate, in their order: id, position, score, queued_by, the text columns, gold,
+    gold_index, predicted, p_predicted, p_gold, p_gold_epochs (list), votes (list per label, or None),
+    neighbour_ids / neighbour_labels / neighbour_similarity / neighbour_<text column> (lists; empty
+    without embeddings)."""
+    examples = run.examples()
+    names = list(run.label_names)
+    ids = examples["id"].astype(str).tolist()
+    pos = {i: k for k, i in enumerate(ids)}
+    unknown = [i for i in candidates.ids if i not in pos]
+    if unknown:
+        raise CartomapError(f"{len(unknown)} ids are not examples of run {run.id}, e.g. {unknown[:3]}")
+    rows = np.asarray([pos[i] for i in candidates.ids], dtype=np.int64)
+    picked = examples.iloc[rows].reset_index(drop=True)
+    gold = picked["label"].to_numpy(dtype=np.int64)
+    frame = pd.DataFrame(
+        {
+            "id": list(candidates.ids),
+            "position": np.arange(len(rows), dtype=np.int64),
+            "score": np.asarray(candidates.scores, dtype=np.float64),
+            "queued_by": candidates.queued_by,
+        }
+    )
+    for column in TEXT_COLUMNS:
+        if column in picked.columns:
+            frame[column] = picked[column].astype(str).to_numpy()
+    frame["gold"] = [names[g] for g in gold]
+    frame["gold_index"] = gold
+    probs = _probabilities(run, rows)
+    if probs is not None:
+        final = probs[-1]
+        pred = final.argmax(axis=1)
+        frame["predicted"] = [names[p] for p in pred]
+        frame["p_predicted"] = final[np.arange(len(rows)), pred]
+        frame["p_gold"] = final[np.arange(len(rows)), gold]
+        frame["p_gold_epochs"] = [probs[:, q, gold[q]].tolist() for q in range(len(rows))]
+    else:
+        frame["predicted"] = None
+        frame["p_predicted"] = np.nan
+        frame["p_gold"] = np.nan
+        frame["p_gold_epochs"] = [[] for _ in range(len(rows))]
+    votes = votes_matrix(picked, names)
+    frame["votes"] = [v.tolist() for v in votes] if votes is not None else None
+    embeddings = load_embeddings(run)
+    if embeddings is not None and embeddings[0] == ids and neighbours > 0:
+        idx, sims = nearest_neighbours(embeddings[1], rows, k=neighbours)
+        labels = examples["label"].to_numpy(dtype=np.int64)
+        frame["neighbour_ids"] = [[ids[j] for j in r if j >= 0] for r in idx]
+        frame["neighbour_labels"] = [[names[labels[j]] for j in r if j >= 0] for r in idx]
+        frame["neighbour_similarity"] = [[float(s) for s in r if not math.isnan(s)] for r in sims]
+        for column in TEXT_COLUMNS:
+            if column in examples.columns:
+                texts = examples[column].astype(str).to_numpy()
+                frame[f"neighbour_{column}"] = [[str(texts[j]) for j in r if j >= 0] for r in idx]
+    else:
+        for column in ("ids", "labels", "similarity", *(c for c in TEXT_COLUMNS if c in examples.columns)):
+            frame[f"neighbour_{column}"] = [[] for _ in range(len(rows))]
+    return frame
+
+
+def create_queue(
+    run: Run,
+    name: str,
+    candidates: Candidates,
+    *,
+    top: int | None = None,
+    per_item: int = DEFAULT_PER_ITEM,
+    neighbours: int = NEIGHBOURS,
+) -> pd.DataFrame:
+    """Make review queue ``name`` of ``run`` from ``candidates`` (highest score first, the first ``top``
+    when given), each item wanting ``per_item`` annotators; returns its items. A queue of that name is
+    never replaced (its decisions would be lost): CartomapError."""
+    name = check_name(name)
+    if int(per_item) != per_item or per_item < 1:
+        raise CartomapError(f"annotators per item must be a whole number >= 1, got {per_item!r}")
+    if run.state != "done":
+        raise RunError(
+            f"run {run.id} is not finished (state: {run.state}): review queues need a finished run"
+        )
+    ordered = candidates.ordered(top)
+    if len(ordered.ids) > MAX_QUEUE:
+        raise CartomapError(f"a queue holds at most {MAX_QUEUE:,} examples; pass a smaller top k")
+    folder = run.review_queue_dir(name)
+    if (folder / layout.QUEUE).exists():
+        raise CartomapError(f"run {run.id} has a review queue {name!r} already: pick another name")
+    if (folder / layout.REVIEW_DB).exists() and len(QueueDB(folder / layout.REVIEW_DB).history()):
+        raise CartomapError(
+            f"{folder} holds decisions but no {layout.QUEUE}: move it away or pick another queue name"
+        )
+    cards = build_cards(run, ordered, neighbours)
+    if folder.exists():  # a queue whose creation stopped half-way: nothing was decided in it
+        shutil.rmtree(folder)
+    db = QueueDB(folder / layout.REVIEW_DB, label_names=run.label_names, per_item=int(per_item))
+    db.load_items(cards[["id", "position", "score", "gold"]])
+    atomic_write_parquet(folder / layout.QUEUE, cards)
+    return cards
+
+
+def queue_summary(run: Run, name: str) -> dict[str, Any]:
+    """name, items, queued_by, per_item, progress counts, created (the queue file's time)."""
+    items = load_queue(run, name)
+    db = open_queue(run, name)
+    progress = db.progress()
+    return {
+        "name": name,
+        "items": int(len(items)),
+        "queued_by": str(items["queued_by"].iloc[0]) if len(items) else "",
+        **{k: v for k, v in progress.items() if k != "items"},
+        "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(queue_path(run, name).stat().st_mtime)),
+    }
+
+
+def item_card(run: Run, name: str, item_id: str, items: pd.DataFrame | None = None) -> dict[str, Any]:
+    """One item's card as a dict (the queue row), plus ``neighbours``: a frame of id, label,
+    similarity and the neighbour's texts (all from the queue file: the run's examples are not read)."""
+    items = items if items is not None else load_queue(run, name)
+    match = items[items["id"].astype(str) == str(item_id)]
+    if match.empty:
+        raise CartomapError(f"no item {item_id!r} in review queue {name!r}")
+    card = match.iloc[0].to_dict()
+
+    def listed(key: str) -> list[Any]:
+        value = card.get(key)
+        return [] if value is None or isinstance(value, float) else list(value)
+
+    table = pd.DataFrame(
+        {
+            "id": [str(i) for i in listed("neighbour_ids")],
+            "label": listed("neighbour_labels"),
+            "similarity": listed("neighbour_similarity"),
+        }
+    )
+    for column in TEXT_COLUMNS:
+        if f"neighbour_{column}" in card:
+            table[column] = listed(f"neighbour_{column}")
+    card["neighbours"] = table
+    return card

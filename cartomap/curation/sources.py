@@ -1,0 +1,195 @@
+"""The examples a review queue holds: from a detector's top k, a saved group or selection, or a
+pruning experiment's suspects.
+
+Each source gives :class:`Candidates`: example ids of the run, the score that queued them (higher =
+more suspect; NaN where the source has none) and ``queued_by``, which the decisions file carries:
+``detector:<name>``, ``group:<name>``, ``pruning:<experiment id>`` or ``selection``.
+
+Detectors fed by the run's own dynamics or metrics are scored here; those that need a pruning
+experiment's out-of-fold logits or a seeds experiment's table take them as arguments (experiments
+are a package of the same layer: the CLI and the page find them, e.g. with
+:func:`cartomap.experiments.pruning.oof_of_run`). A pruning experiment's suspects come in as its
+results' ``oof`` frame (:func:`from_suspects`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from cartomap.errors import CartomapError, DataError, RunError
+from cartomap.runs.groups import load_group
+from cartomap.runs.store import Run
+from cartomap.scores import detectors
+
+SELECTION = "selection"
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Examples to review: ``ids`` with their ``scores`` (NaN: none), and who queued them."""
+
+    ids: tuple[str, ...]
+    scores: tuple[float, ...]
+    queued_by: str
+
+    def __post_init__(self) -> None:
+        if len(self.ids) != len(self.scores):
+            raise CartomapError(f"{len(self.ids)} ids but {len(self.scores)} scores")
+        if len(set(self.ids)) != len(self.ids):
+            raise CartomapError("an example is queued twice: the ids of a queue must be unique")
+        if not self.queued_by.strip():
+            raise CartomapError("a queue needs to say what queued its examples")
+
+    def ordered(self, top: int | None = None) -> Candidates:
+        """Highest score first (examples without a score after those with one, in their given order);
+        the first ``top`` only when given."""
+        if top is not None and (int(top) != top or top < 1):
+            raise CartomapError(f"the number of examples to queue must be >= 1, got {top!r}")
+        keys = [(-s if not math.isnan(s) else math.inf, i) for i, s in enumerate(self.scores)]
+        order = [i for _, i in sorted(keys)][: top or None]
+        return Candidates(
+            tuple(self.ids[i] for i in order), tuple(self.scores[i] for i in order), self.queued_by
+        )
+
+
+def _run_ids(run: Run) -> list[str]:
+    return run.examples(columns=("id",))["id"].astype(str).tolist()
+
+
+def _aligned(table: pd.DataFrame | None, ids: list[str]) -> pd.DataFrame | None:
+    if table is None:
+        return None
+    by_id = table.assign(id=table["id"].astype(str)).drop_duplicates("id").set_index("id")
+    return by_id.reindex(ids).reset_index() if set(ids) <= set(by_id.index) else None
+
+
+def has_dynamics(run: Run) -> bool:
+    """Whether the run recorded training dynamics (cheap: lists the epoch files)."""
+    try:
+        return bool(run.dynamics_epochs(run.recorded_source("train")))
+    except (RunError, OSError, ValueError):
+        return False
+
+
+def detector_inputs(
+    run: Run,
+    oof_logits=None,
+    seeds: pd.DataFrame | None = None,
+    with_dynamics: bool = True,
+    folds: pd.DataFrame | None = None,
+) -> detectors.DetectorInputs:
+    """What the detectors can score on ``run``: its gold labels, its metrics, its training dynamics (in
+    example order; read only ``with_dynamics``: every epoch of every example), plus out-of-fold logits
+    [N, C], a seeds table and the fold models' in-sample table when given."""
+    examples = run.examples(columns=("id", "label"))
+    ids = examples["id"].astype(str).tolist()
+    dynamics = None
+    if with_dynamics:
+        try:
+            dyn_ids, logits = run.dynamics(run.recorded_source("train"))
+            pos = {str(i): k for k, i in enumerate(dyn_ids)}
+            if logits.size and all(i in pos for i in ids):
+                dynamics = logits[:, [pos[i] for i in ids], :]
+        except (RunError, OSError, ValueError, KeyError):
+            dynamics = None
+    try:
+        metrics = _aligned(run.metrics(), ids)
+    except (RunError, OSError, ValueError):
+        metrics = None
+    return detectors.DetectorInputs(
+        labels=examples["label"].to_numpy(),
+        dynamics=dynamics,
+        metrics=metrics,
+        oof_logits=oof_logits,
+        seeds=_aligned(seeds, ids),
+        folds=_aligned(folds, ids),
+    )
+
+
+def available_detectors(
+    run: Run, oof_logits=None, seeds: pd.DataFrame | None = None, folds: pd.DataFrame | None = None
+) -> list[str]:
+    """The registered detectors ``run`` has the inputs for (registry order), without reading its dynamics:
+    with recorded dynamics every detector of the dynamics counts as available (when it has its other
+    inputs)."""
+    inputs = detector_inputs(run, oof_logits, seeds, with_dynamics=False, folds=folds)
+    found = set(detectors.available(inputs))
+    if has_dynamics(run):
+        with_dyn = dataclasses.replace(inputs, dynamics=np.zeros((1, len(inputs.labels), 1)))
+        found |= {
+            n
+            for n in detectors.NAMES
+            if detectors.DYNAMICS in detectors.get(n).needs and detectors.get(n).is_available(with_dyn)
+        }
+    return [n for n in detectors.NAMES if n in found]
+
+
+def from_detector(
+    run: Run,
+    name: str,
+    top: int,
+    oof_logits=None,
+    seeds: pd.DataFrame | None = None,
+    folds: pd.DataFrame | None = None,
+) -> Candidates:
+    """The ``top`` examples detector ``name`` finds most suspect on ``run``."""
+    detector = detectors.get(name)
+    inputs = detector_inputs(run, oof_logits, seeds, with_dynamics=False, folds=folds)  # metrics may do
+    if not detector.is_available(inputs) and detectors.DYNAMICS in detector.needs:
+        inputs = detector_inputs(run, oof_logits, seeds, folds=folds)
+    if not detector.is_available(inputs):
+        have = ", ".join(detectors.available(inputs)) or "none"
+        raise DataError(
+            f"run {run.id} has no {' and '.join(detector.needs)} inputs for detector {name!r} "
+            f"(it can use: {have})",
+            field="detector",
+        )
+    values = detector(inputs)
+    ids = _run_ids(run)
+    return Candidates(tuple(ids), tuple(float(v) for v in values), f"detector:{name}").ordered(top)
+
+
+def from_group(run: Run, name: str) -> Candidates:
+    """The examples of saved group ``name`` (a lasso selection, a neighbour group), in its order."""
+    group = load_group(run, name)
+    ids = [str(i) for i in group.get("ids", [])]
+    return from_selection(run, ids, queued_by=f"group:{name}")
+
+
+def from_selection(
+    run: Run, ids: Sequence[str], scores: Sequence[float] | None = None, queued_by: str = SELECTION
+) -> Candidates:
+    """Any examples of ``run`` (with their scores when given); unknown ids are refused."""
+    ids = [str(i) for i in ids]
+    if not ids:
+        raise CartomapError("nothing to queue: the selection is empty")
+    known = set(_run_ids(run))
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise CartomapError(f"{len(unknown)} ids are not examples of run {run.id}, e.g. {unknown[:3]}")
+    ids = list(dict.fromkeys(ids))
+    values = [math.nan] * len(ids) if scores is None else [float(s) for s in scores]
+    return Candidates(tuple(ids), tuple(values), queued_by).ordered()
+
+
+def from_suspects(run: Run, oof: pd.DataFrame, experiment_id: str) -> Candidates:
+    """A pruning experiment's suspects: the ``oof`` rows of its results marked ``suspect``, scored by
+    their confidence |z[pred] - z[gold]| (most confident first)."""
+    for column in ("id", "suspect", "confidence"):
+        if column not in oof.columns:
+            raise DataError(f"the pruning results have no {column!r} column", field=column)
+    picked = oof[oof["suspect"].to_numpy(dtype=bool)]
+    if picked.empty:
+        raise CartomapError(f"pruning experiment {experiment_id} found no suspects")
+    return from_selection(
+        run,
+        picked["id"].astype(str).tolist(),
+        np.asarray(picked["confidence"], dtype=np.float64).tolist(),
+        queued_by=f"pruning:{experiment_id}",
+    )

@@ -1,0 +1,216 @@
+"""SQLite stores in a run folder (the review databases of WaNLI batches and of review queues).
+
+The house pattern, written once: one connection per call (cheap, safe across threads and
+processes), the busy timeout set *before* any statement that may lock, WAL journal (readers never
+block the writer), ``synchronous=NORMAL`` (SQLite's advice for WAL), write transactions that take
+the write lock up front (``BEGIN IMMEDIATE``) and commit at once, and one idle connection held per
+file and process so closing a connection does not checkpoint and delete the WAL every time.
+
+:class:`SQLiteStore` is the base of :class:`cartomap.wanli.review.ReviewDB` and
+:class:`cartomap.curation.store.QueueDB`; :func:`database_problem` turns a locked database or a
+full disk into one line for a person.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from cartomap.errors import CartomapError
+
+BUSY_TIMEOUT_MS = 30_000
+RETRY_SECONDS = 30.0  # how long a write that met "database is locked" is tried again (retry_busy)
+MAX_NAME = 80  # characters of an annotator's name
+
+T = TypeVar("T")
+
+#: The tables every review store has: its settings (JSON values) and its annotators.
+BASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS annotators (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
+"""
+
+_OPEN: dict[tuple[int, str], sqlite3.Connection] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def keep_open(path: str | Path) -> None:
+    """Hold one idle connection to ``path`` for the life of this process (never used for queries)."""
+    key = (os.getpid(), str(Path(path).resolve()))
+    if key in _OPEN:
+        return
+    with _OPEN_LOCK:
+        if key not in _OPEN and Path(path).exists():
+            _OPEN[key] = sqlite3.connect(key[1], timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+
+
+def is_busy(err: sqlite3.OperationalError) -> bool:
+    """Whether an error is another connection's lock ("database is locked", "busy")."""
+    text = str(err).lower()
+    return "locked" in text or "busy" in text
+
+
+def set_wal(con: Any) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting for a lock as any other statement does: SQLite answers a
+    journal-mode change that meets another connection's lock at once, without its busy handler, so two
+    people opening a new database at the same moment would get "database is locked"."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if not is_busy(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def retry_busy(action: Callable[[], T], seconds: float | None = None) -> T:
+    """``action()``, tried again while it fails with "database is locked" (another writer held the lock
+    past the busy timeout), for up to ``seconds`` (default :data:`RETRY_SECONDS`) with a growing pause;
+    the last error is raised past that."""
+    deadline = time.monotonic() + (RETRY_SECONDS if seconds is None else seconds)
+    pause = 0.01
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as err:
+            if not is_busy(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+
+def database_problem(err: sqlite3.OperationalError, path: str | Path = "") -> str:
+    """One line for a reviewer about a review database that cannot be used right now."""
+    where = f" ({path})" if path else ""
+    if is_busy(err):
+        return (
+            f"the review database{where} is busy: another reviewer is writing to it; try again in a moment "
+            "(nothing recorded is lost)"
+        )
+    if "full" in str(err).lower():
+        return (
+            f"the review database{where} cannot grow: the disk is full; free some space and try again "
+            "(what was recorded is kept)"
+        )
+    return f"the review database{where} cannot be used right now ({err})"
+
+
+def clean_name(name: Any) -> str:
+    """An annotator's name with its whitespace collapsed; CartomapError when empty or too long."""
+    text = " ".join(str(name or "").split())
+    if not text:
+        raise CartomapError("an annotator needs a name")
+    if len(text) > MAX_NAME:
+        raise CartomapError(f"annotator names have at most {MAX_NAME} characters")
+    return text
+
+
+class SQLiteStore:
+    """One SQLite database file. Cheap to make; every method opens its own connection.
+
+    Subclasses set :attr:`SCHEMA` (statements separated by ``;``, starting with :data:`BASE_SCHEMA`) and :attr:`TABLES` (the tables that show the schema is there);
+    :meth:`setup` creates them once, in one immediate transaction, with the first meta rows."""
+
+    SCHEMA = ""
+    TABLES: frozenset[str] = frozenset()
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def setup(self, meta: dict[str, Any] | None = None) -> None:
+        """Create the schema unless it is there with every key of ``meta``; write the ``meta`` rows a
+        new file lacks (JSON text; a key set already keeps its value)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        meta = dict(meta or {})
+        with self.connect() as con:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables >= self.TABLES and all(
+                con.execute("SELECT 1 FROM meta WHERE key = ?", (key,)).fetchone() is not None for key in meta
+            ):
+                return  # set up already: opening it writes nothing
+            set_wal(con)  # persistent: set once, kept in the file
+            with self.transaction(con):
+                for statement in filter(str.strip, self.SCHEMA.split(";")):
+                    con.execute(statement)
+                for key, value in meta.items():
+                    con.execute(
+                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value))
+                    )
+
+    def meta(self, key: str) -> Any:
+        """The value of meta row ``key`` (None when there is none)."""
+        with self.connect() as con:
+            row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row["value"])
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """A new connection (autocommit; WAL; waits up to 30 s for a lock); closed afterwards.
+
+        ``synchronous=NORMAL`` is SQLite's advice for WAL: a committed action survives the
+        process dying; only a power cut can lose the last few. The file stays open in this
+        process (:func:`keep_open`), so closing a connection does not checkpoint and delete
+        the WAL each time (that made every action cost an fsync or two).
+        """
+        keep_open(self.path)
+        con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            con.row_factory = sqlite3.Row
+            con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute("PRAGMA foreign_keys=ON")
+            yield con
+        finally:
+            con.close()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): the write lock is taken up front."""
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+
+    def write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """``body(con)`` in one immediate transaction, committed at once; tried again while the database
+        is locked past the busy timeout (:func:`retry_busy`)."""
+
+        def attempt() -> T:
+            with self.connect() as con, self.transaction(con):
+                return body(con)
+
+        return retry_busy(attempt)
+
+    def frame(self, query: str, columns: list[str], params: Any = ()) -> pd.DataFrame:
+        """The rows of ``query`` as a DataFrame with ``columns`` (kept when there are no rows)."""
+        with self.connect() as con:
+            rows = [dict(r) for r in con.execute(query, params)]
+        return pd.DataFrame(rows, columns=columns)
+
+    def add_annotator(self, name: str) -> str:
+        """Register an annotator (nothing happens when the name exists); returns the cleaned name."""
+        name = clean_name(name)
+        with self.connect() as con:
+            con.execute(
+                "INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, time.time())
+            )
+        return name
+
+    def annotators(self) -> list[str]:
+        with self.connect() as con:
+            return [r["name"] for r in con.execute("SELECT name FROM annotators ORDER BY created_at, name")]

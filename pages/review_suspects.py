@@ -1,0 +1,367 @@
+"""Review suspects: several annotators decide keep / relabel / remove / unsure on a review queue of
+suspected label errors; progress, agreement and the corrected set.
+
+Layout only: queues, decisions, aggregation and exports are ``cartomap.curation``. Every click is
+written to the queue's SQLite store at once (in the button's callback, before the page reruns).
+Dataset text is shown with ``st.text`` and in dataframes, never as markdown or HTML. The decision
+buttons have keyboard shortcuts (Streamlit's ``shortcut``): K keep, X remove, U unsure, 1-9 relabel to
+that class (R and C are reserved by Streamlit).
+
+Session state: ``rs_queue``, ``rs_annotator`` (who is deciding), ``rs_redo`` (an item the annotator
+asked to decide again), ``rs_note`` (the note being typed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+
+import pandas as pd
+import streamlit as st
+
+from cartomap.curation import aggregate, corrected, exchange, queue, sources
+from cartomap.data.interchange import label_studio_tasks
+from cartomap.errors import CartomapError
+from cartomap.experiments.pruning import pruning_of_run, suspects_of
+from cartomap.experiments.store import ExperimentStore
+from cartomap.experiments.truth import detector_extras
+from cartomap.runs.groups import list_groups
+from cartomap.runs.sqlite import database_problem
+from cartomap.runs.store import Run
+from pages.common import (
+    current_run,
+    escape_markdown,
+    flash,
+    for_display,
+    get_store,
+    kept,
+    show_error,
+    show_flashes,
+    through_app,
+)
+from pages.components.jobs import demo_or_prompt
+
+through_app()  # a first visit straight to this page's address: run it through app.py
+
+QUEUE = "rs_queue"
+ANNOTATOR = "rs_annotator"
+REDO = "rs_redo"
+NOTE = "rs_note"
+SOURCES = ("Detector top k", "Saved group", "Pruning suspects")
+SHORTCUTS = {"keep": "K", "remove": "X", "unsure": "U"}
+
+
+# --------------------------------------------------------------------------- callbacks (run before the rerun)
+def _record(db_path: str, annotator: str, item_id: str, decision: str, label: str | None) -> None:
+    ss = st.session_state
+    note = str(ss.get(f"_kept_{NOTE}", ss.get(NOTE, "")) or "")
+    try:
+        queue.QueueDB(db_path).record(annotator, item_id, decision, label, note, origin="app")
+    except CartomapError as err:
+        flash("error", escape_markdown(str(err)))
+        return
+    except sqlite3.OperationalError as err:  # locked past every retry, disk full: not saved
+        flash("error", escape_markdown(database_problem(err)))
+        return
+    ss[NOTE] = ""
+    ss.pop(f"_kept_{NOTE}", None)
+    ss.pop(REDO, None)
+
+
+def _redo(item_id: str) -> None:
+    st.session_state[REDO] = item_id
+
+
+def _cancel_redo() -> None:
+    st.session_state.pop(REDO, None)
+
+
+# --------------------------------------------------------------------------- making a queue
+def new_queue_form(run: Run, first: bool) -> None:
+    """The form of a new queue, behind a toggle (on while the run has no queue): the experiments and
+    detectors it offers are looked up only while it is open."""
+    if not st.toggle("Make a new review queue", **kept("rs_new", first)):
+        return
+    with st.container(border=True):
+        source = st.radio("Examples to review", SOURCES, horizontal=True, **kept("rs_source", SOURCES[0]))
+        left, right = st.columns(2)
+        oof = seeds = folds = None
+        prunings = []
+        if source == SOURCES[0]:
+            oof, seeds, folds, _ = detector_extras(run, get_store().root)
+            names = sources.available_detectors(run, oof, seeds, folds)
+            if not names:
+                st.info("This run has nothing a detector can score (no dynamics or metrics).")
+                return
+            detector = left.selectbox("Detector", names, **kept("rs_detector", names[0], options=names))
+            top = right.number_input("Top k", min_value=1, max_value=100_000, step=10, **kept("rs_top", 50))
+            default = f"{detector}-top{int(top)}"
+        elif source == SOURCES[1]:
+            groups = [g["name"] for g in list_groups(run, include_table=False)]
+            if not groups:
+                st.info("This run has no saved groups: save a lasso selection on the Data map page.")
+                return
+            group = left.selectbox("Group", groups, **kept("rs_group", groups[0], options=groups))
+            default = f"group-{group}"
+        else:
+            prunings = pruning_of_run(run, ExperimentStore(get_store().root), get_store())
+            ids = [e.id for e in prunings]
+            if not ids:
+                st.info(
+                    "No finished pruning experiment was trained on this run's examples (Prune labels page)."
+                )
+                return
+            exp_id = left.selectbox("Pruning experiment", ids, **kept("rs_pruning", ids[0], options=ids))
+            default = f"pruning-{exp_id}"
+        name = st.text_input("Queue name", value=default, max_chars=80, key=f"rs_new_name_{default}")
+        per_item = st.number_input(
+            "Annotators per example (k)", min_value=1, max_value=20, **kept("rs_per_item", 2)
+        )
+        if st.button("Create the queue", key="rs_create", type="primary"):
+            try:
+                if source == SOURCES[0]:
+                    cand = sources.from_detector(
+                        run, detector, int(top), oof_logits=oof, seeds=seeds, folds=folds
+                    )
+                elif source == SOURCES[1]:
+                    cand = sources.from_group(run, group)
+                else:
+                    exp = next(e for e in prunings if e.id == exp_id)
+                    cand = sources.from_suspects(run, suspects_of(exp, run, get_store()), exp.id)
+                items = queue.create_queue(run, name, cand, per_item=int(per_item))
+            except (CartomapError, OSError) as err:
+                show_error(err)
+                return
+            st.session_state[QUEUE] = queue.check_name(name)
+            st.session_state["rs_new"] = False
+            flash("success", escape_markdown(f"Queue {name}: {len(items):,} examples to review."))
+            st.rerun()
+
+
+# --------------------------------------------------------------------------- the item card
+def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annotator: str) -> None:
+    redo = st.session_state.get(REDO)
+    if redo is not None and redo not in set(items["id"].astype(str)):
+        st.session_state.pop(REDO, None)
+        redo = None
+    if redo is None:
+        upcoming = db.next_items(annotator, 1)
+        if not upcoming:
+            st.success("Nothing left for you in this queue: every example has its annotators. Thank you!")
+            _last_decision(db, annotator)
+            return
+        item_id = upcoming[0]
+    else:
+        item_id = redo
+        st.info(escape_markdown(f"Deciding {item_id} again: your new decision replaces the earlier one."))
+        st.button("Back to the next example", key="rs_cancel_redo", on_click=_cancel_redo)
+    card = queue.item_card(run, name, item_id, items)
+    score = card.get("score")
+    score_text = "" if score is None or math.isnan(score) else f" · score {score:.3f}"
+    st.caption(
+        escape_markdown(f"Example {item_id} · #{int(card['position']) + 1} of {len(items)}{score_text}")
+    )
+    with st.container(border=True):
+        for column in queue.TEXT_COLUMNS:
+            if column in card and isinstance(card[column], str):
+                st.caption(column.capitalize())
+                st.text(card[column])
+    cols = st.columns(3)
+    cols[0].metric("Gold label", str(card["gold"]))
+    predicted = card.get("predicted")
+    if isinstance(predicted, str):
+        cols[1].metric("Model predicts", predicted, f"p = {card['p_predicted']:.2f}", delta_color="off")
+        cols[2].metric("p(gold), last epoch", f"{card['p_gold']:.2f}")
+    epochs = card.get("p_gold_epochs")
+    if epochs is not None and len(epochs):
+        chart = pd.DataFrame(
+            {"p(gold)": list(epochs)}, index=pd.Index(range(1, len(epochs) + 1), name="epoch")
+        )
+        st.line_chart(chart, height=160, x_label="epoch", y_label="p(gold)")
+    labels = list(db.label_names or run.label_names)
+    votes = card.get("votes")
+    left, right = st.columns([1, 2])
+    if votes is not None and len(votes) == len(labels):
+        left.caption("Human votes")
+        left.dataframe(pd.DataFrame({"label": labels, "votes": list(votes)}), hide_index=True, key="rs_votes")
+    if len(card["neighbours"]):
+        right.caption("Nearest neighbours ([CLS] cosine)")
+        right.dataframe(card["neighbours"], hide_index=True, key="rs_neighbours")
+    st.text_input("Note (optional)", max_chars=2000, **kept(NOTE, ""))
+    db_path = str(db.path)
+    buttons = st.columns(3 + len(labels) - 1)
+    for col, decision in zip(buttons, ("keep", "remove", "unsure"), strict=False):
+        col.button(
+            decision.capitalize(),
+            key=f"rs_{decision}",
+            type="primary" if decision == "keep" else "secondary",
+            shortcut=SHORTCUTS[decision],
+            width="stretch",
+            on_click=_record,
+            args=(db_path, annotator, item_id, decision, None),
+        )
+    others = [(k, lab) for k, lab in enumerate(labels) if lab != card["gold"]]
+    for col, (k, label) in zip(buttons[3:], others, strict=False):
+        col.button(
+            f"Relabel: {label}",
+            key=f"rs_relabel_{k}",
+            shortcut=str(k + 1) if k < 9 else None,
+            width="stretch",
+            on_click=_record,
+            args=(db_path, annotator, item_id, "relabel", label),
+        )
+    st.caption("Keys: K keep · X remove · U unsure · " + " · ".join(f"{k + 1} {lab}" for k, lab in others))
+    if redo is None:
+        _last_decision(db, annotator)
+
+
+def _last_decision(db: queue.QueueDB, annotator: str) -> None:
+    last = db.last_decided(annotator)
+    if last is None:
+        return
+    mine = db.decision_of(annotator, last) or {}
+    what = str(mine.get("decision", "")) + (f" → {mine['label']}" if mine.get("label") else "")
+    left, right = st.columns([3, 1])
+    left.caption(escape_markdown(f"Your last decision: {last} · {what}"))
+    right.button("Change it", key="rs_redo_button", on_click=_redo, args=(last,))
+
+
+# --------------------------------------------------------------------------- progress, agreement, export
+def summary(run: Run, name: str, db: queue.QueueDB) -> None:
+    st.subheader("Progress, agreement and export")
+    progress = db.progress()
+    cols = st.columns(4)
+    cols[0].metric("Examples", f"{progress['items']:,}")
+    cols[1].metric(f"With {progress['per_item']} decisions", f"{progress['complete']:,}")
+    cols[2].metric("Partly decided", f"{progress['partial']:,}")
+    cols[3].metric("Undecided", f"{progress['undecided']:,}")
+    import_form(run, name)
+    long = db.long_table()
+    if not len(long):
+        st.caption("No decisions yet.")
+        return
+    stats = aggregate.agreement(long)
+    s = stats["summary"]
+    agreement_table = pd.DataFrame(
+        {
+            "statistic": ["Fleiss' κ", "Krippendorff's α", "observed agreement"],
+            "value": [s["fleiss_kappa"], s["krippendorff_alpha"], s["observed_agreement"]],
+            "note": [s.get("fleiss_kappa_reason") or "", s.get("krippendorff_alpha_reason") or "", ""],
+        }
+    )
+    st.dataframe(for_display(agreement_table), hide_index=True, key="rs_agreement")
+    st.dataframe(for_display(stats["annotators"]), hide_index=True, key="rs_annotators")
+    table = corrected.decisions(run, name)
+    found = aggregate.counts(table)
+    st.dataframe(
+        pd.DataFrame({"final decision": list(found), "examples": list(found.values())}),
+        hide_index=True,
+        key="rs_final_counts",
+    )
+    st.caption(
+        "Final decision: the most frequent of the annotators' non-unsure decisions (relabels to different "
+        "classes differ); a tie, or only unsure, is unsure; no decision is unreviewed."
+    )
+    st.dataframe(for_display(table), hide_index=True, key="rs_decisions")
+    if st.button("Write the corrected set", key="rs_write", help="relabels applied, removals dropped"):
+        try:
+            result = corrected.write_corrected(run, name)
+        except (CartomapError, OSError) as err:
+            show_error(err)
+        else:
+            st.session_state["rs_written"] = result["ref"]
+    ref = st.session_state.get("rs_written")
+    if ref and ref.endswith(f"/{name}") and run.corrected_path(name).exists():
+        st.caption(f"Train on it with --data {escape_markdown(ref)}")
+        fixed = corrected.named(run, pd.read_parquet(run.corrected_path(name)), table)
+        left, mid, right = st.columns(3)
+        left.download_button(
+            f"Corrected set, {len(fixed):,} examples (JSONL)",
+            corrected.table_bytes(fixed, "jsonl"),
+            file_name=f"{name}_corrected.jsonl",
+            mime="application/jsonl",
+            key="rs_download_corrected",
+        )
+        mid.download_button(
+            "Decisions file (CSV)",
+            corrected.table_bytes(table, "csv"),
+            file_name=f"{name}_decisions.csv",
+            mime="text/csv",
+            key="rs_download_decisions",
+        )
+        tasks = exchange.tool_queue(queue.load_queue(run, name))
+        right.download_button(
+            "Label Studio tasks (JSON)",
+            json.dumps(label_studio_tasks(tasks, label_names=list(run.label_names)), indent=1).encode(
+                "utf-8"
+            ),
+            file_name=f"{name}_labelstudio.json",
+            mime="application/json",
+            key="rs_download_labelstudio",
+        )
+
+
+def import_form(run: Run, name: str) -> None:
+    with st.expander("Import decisions from Label Studio or Argilla"):
+        tool = st.radio("Tool", exchange.TOOLS, horizontal=True, key="rs_import_tool")
+        upload = st.file_uploader(
+            "Label Studio JSON export, or Argilla records.json", type=["json"], key="rs_import_file"
+        )
+        if upload is not None and st.button("Import", key="rs_import"):
+            try:
+                n = exchange.import_upload(run, name, upload.getvalue(), tool, upload.name)
+            except (CartomapError, OSError) as err:
+                show_error(err)
+            else:
+                st.success(f"Imported {n:,} decisions.")
+
+
+# --------------------------------------------------------------------------- page
+def main() -> None:
+    try:
+        page()
+    except sqlite3.OperationalError as err:
+        show_error(database_problem(err))
+
+
+def page() -> None:
+    st.title("Review suspects")
+    show_flashes()
+    run = demo_or_prompt(current_run())
+    if run is None:
+        st.stop()
+    names = queue.list_queues(run)
+    new_queue_form(run, first=not names)
+    if not names:
+        st.info("No review queue yet: make one above (or `cartomap review-queue create`).")
+        st.stop()
+    name = st.selectbox("Queue", names, **kept(QUEUE, names[-1], options=names))
+    try:
+        items = queue.load_queue(run, name)
+        db = queue.open_queue(run, name)
+    except (CartomapError, OSError) as err:
+        show_error(err)
+        st.stop()
+    annotator = st.text_input(
+        "Your name", max_chars=80, placeholder="every decision is recorded under it", **kept(ANNOTATOR, "")
+    )
+    annotator = " ".join(str(annotator or "").split())
+    if not annotator:
+        st.info("Type your name to start reviewing.")
+    else:
+        progress = db.progress()
+        mine = progress["by_annotator"].get(annotator, 0)
+        st.progress(
+            progress["fraction"],
+            text=escape_markdown(
+                f"{progress['complete']:,} of {progress['items']:,} examples have {progress['per_item']} "
+                f"decisions · {annotator}: {mine:,} decided"
+            ),
+        )
+        item_card(run, name, items, db, annotator)
+    st.divider()
+    summary(run, name, db)
+
+
+main()

@@ -1,0 +1,157 @@
+"""The Review suspects page under streamlit.testing (no browser): a queue made on the page, two
+annotators deciding in two sessions, progress, agreement and the corrected set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from curation_fixture import make_run
+from streamlit.testing.v1 import AppTest
+
+from cartomap.curation import corrected, queue, sources
+from cartomap.runs.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "pages" / "review_suspects.py"
+
+
+@pytest.fixture()
+def env(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("CARTOMAP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(ROOT))
+    return tmp_path / "cache"
+
+
+def session(run_id: str) -> AppTest:
+    at = AppTest.from_file(str(PAGE), default_timeout=60)
+    at.session_state["run_id"] = run_id
+    return at
+
+
+def texts(at: AppTest) -> list[str]:
+    return [t.value for t in at.text]
+
+
+def test_two_annotators_review_a_detector_queue_end_to_end(env):
+    run = make_run(env)
+    at = session(run.id).run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Review suspects"]
+    # make a queue: detector aum, top 3, k = 2
+    at.selectbox(key="_kept_rs_detector").set_value("aum").run()
+    at.number_input(key="_kept_rs_top").set_value(3).run()
+    assert at.text_input(key="rs_new_name_aum-top3").value == "aum-top3"
+    at.button(key="rs_create").click().run()
+    assert not at.exception, at.exception
+    assert queue.list_queues(run) == ["aum-top3"]
+    assert any("3 examples to review" in s.value for s in at.success)
+
+    # annotator ann: the first card is e1 (most suspect), its text shown as text, never markdown
+    at.text_input(key="_kept_rs_annotator").set_value("ann").run()
+    assert "Premise e1 <b>bold</b> *star*" in texts(at)
+    assert not any("<b>" in m.value and "bold" in m.value and "\\<b" not in m.value for m in at.markdown)
+    assert at.button(key="rs_keep").proto.shortcut.lower() == "k"
+    relabel_keys = {b.key for b in at.button if b.key and b.key.startswith("rs_relabel_")}
+    assert relabel_keys == {"rs_relabel_1", "rs_relabel_2"}  # not to its gold label (entailment, 0)
+    assert len(at.get("arrow_vega_lite_chart")) >= 1 or len(at.get("vega_lite_chart")) >= 1  # p(gold) chart
+    at.text_input(key="_kept_rs_note").set_value("clearly neutral").run()
+    at.button(key="rs_relabel_1").click().run()  # e1 -> neutral
+    assert "Premise n1 <b>bold</b> *star*" in texts(at)
+    at.button(key="rs_remove").click().run()  # n1
+    at.button(key="rs_unsure").click().run()  # c1
+    assert any("Nothing left for you" in s.value for s in at.success)
+
+    # annotator bob in a second session: the same three items (k = 2), in order
+    bob = session(run.id).run()
+    bob.selectbox(key="_kept_rs_queue").set_value("aum-top3").run()
+    bob.text_input(key="_kept_rs_annotator").set_value("bob").run()
+    assert "Premise e1 <b>bold</b> *star*" in texts(bob)
+    bob.button(key="rs_relabel_1").click().run()  # e1 -> neutral: agrees
+    bob.button(key="rs_keep").click().run()  # n1: disagrees with remove -> unsure
+    bob.button(key="rs_remove").click().run()  # c1: ann unsure -> remove
+    assert not bob.exception, bob.exception
+    db = queue.open_queue(run, "aum-top3")
+    assert db.progress()["complete"] == 3
+    assert db.decision_of("ann", "e1") == {
+        "decision": "relabel",
+        "label": "neutral",
+        "note": "clearly neutral",
+    }
+    assert set(db.history()["origin"]) == {"app"}
+    table = corrected.decisions(run, "aum-top3")
+    assert table["decision"].tolist() == ["relabel", "unsure", "remove"]
+
+    # bob changes his mind on c1 (his last decision)
+    bob.button(key="rs_redo_button").click().run()
+    assert "Premise c1 <b>bold</b> *star*" in texts(bob)
+    bob.button(key="rs_unsure").click().run()
+    assert corrected.decisions(run, "aum-top3")["decision"].tolist() == ["relabel", "unsure", "unsure"]
+
+    # agreement and the corrected set
+    bob.run()
+    final = next(d.value for d in bob.dataframe if "final decision" in d.value.columns)
+    assert dict(zip(final["final decision"], final["examples"], strict=True))["relabel"] == 1
+    assert any("statistic" in d.value.columns for d in bob.dataframe)
+    bob.button(key="rs_write").click().run()
+    assert not bob.exception, bob.exception
+    assert any(f"run:{run.id}:corrected/aum-top3" in c.value for c in bob.caption)
+    labels = dict(
+        zip(
+            pd.read_parquet(run.corrected_path("aum-top3"))["id"],
+            pd.read_parquet(run.corrected_path("aum-top3"))["label"],
+            strict=True,
+        )
+    )
+    assert labels["e1"] == 1 and len(labels) == 8
+    assert RunStore(env).data_ref(f"run:{run.id}:corrected/aum-top3").path.endswith("corrected.parquet")
+    assert bob.get("download_button")
+
+
+def test_group_queue_and_an_empty_run_of_queues(env):
+    run = make_run(env)
+    at = session(run.id).run()
+    assert any("No review queue yet" in i.value for i in at.info)
+    at.radio(key="_kept_rs_source").set_value("Saved group").run()
+    at.button(key="rs_create").click().run()
+    assert not at.exception, at.exception
+    assert queue.list_queues(run) == ["group-lasso"]
+    assert not at.get("radio") or all(r.key != "_kept_rs_source" for r in at.radio)  # the form closed
+    assert "Premise c1 <b>bold</b> *star*" not in [t.value for t in at.text]  # no name yet: no card
+    at.toggle(key="_kept_rs_new").set_value(True).run()
+    at.radio(key="_kept_rs_source").set_value("Pruning suspects").run()
+    assert any("No finished pruning experiment" in i.value for i in at.info)
+
+
+def test_decisions_imported_from_a_label_studio_upload(env):
+    run = make_run(env)
+    queue.create_queue(run, "up", sources.from_group(run, "lasso"), per_item=1)
+    tasks = [
+        {
+            "data": {"item_id": "n2"},
+            "annotations": [
+                {
+                    "completed_by": "ls-user",
+                    "result": [
+                        {
+                            "from_name": "decision",
+                            "to_name": "premise",
+                            "type": "choices",
+                            "value": {"choices": ["remove"]},
+                        }
+                    ],
+                }
+            ],
+        }
+    ]
+    at = session(run.id).run()
+    at.file_uploader(key="rs_import_file").set_value(
+        ("export.json", json.dumps(tasks).encode(), "application/json")
+    )
+    at.run()
+    at.button(key="rs_import").click().run()
+    assert not at.exception, at.exception
+    assert any("Imported 1 decisions" in s.value for s in at.success)
+    assert queue.open_queue(run, "up").decision_of("ls-user", "n2")["decision"] == "remove"

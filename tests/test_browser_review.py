@@ -1,0 +1,69 @@
+"""The Review suspects page in a real browser (`streamlit run app.py` + headless chromium, Selenium):
+the decision buttons' keyboard shortcuts (K keep, X remove, 1-9 relabel) record decisions."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from curation_fixture import make_run  # noqa: E402
+from test_browser import CHROMIUM, _wait, browser, serve  # noqa: E402, F401 - browser is a fixture
+
+from cartomap.curation import queue, sources  # noqa: E402
+
+pytestmark = [
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent"),
+    pytest.mark.timeout(180),
+    pytest.mark.slow,  # a Streamlit server and a browser: about 20 s on 2 cores
+]
+
+
+def _card_text(driver) -> str:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('[data-testid=stText]')].map(e => e.innerText).join('\\n')"
+    )
+
+
+def test_keyboard_shortcuts_decide(tmp_path, browser):  # noqa: F811 - the fixture
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    cache = tmp_path / "cache"
+    run = make_run(cache)
+    queue.create_queue(run, "keys", sources.from_detector(run, "aum", 3), per_item=1)
+    db = queue.open_queue(run, "keys")
+    with serve(cache, tmp_path) as url:
+        browser.get(f"{url}/review_suspects?run={run.id}")
+        name = _wait(
+            lambda: browser.find_elements("css selector", 'input[aria-label="Your name"]'), 60, "the name box"
+        )[0]
+        name.send_keys("kbd" + Keys.ENTER)
+        _wait(lambda: "Premise e1" in _card_text(browser), 30, "the first card")
+        body = browser.find_element("css selector", "h1")
+
+        def idle() -> bool:  # no script run in flight (the status widget shows while one is)
+            return not browser.execute_script(
+                "return document.querySelector('[data-testid=stStatusWidget]') !== null"
+            )
+
+        def press(key: str, before: int, after_text: str | None) -> None:
+            _wait(idle, 20, "the app to finish its run")
+            time.sleep(0.5)
+            body.click()  # focus out of the name box: shortcuts do not fire while typing
+            ActionChains(browser).send_keys(key).perform()
+            _wait(lambda: len(db.history()) > before, 20, f"the decision of key {key!r}")
+            if after_text:
+                _wait(lambda: after_text in _card_text(browser), 20, after_text)
+            time.sleep(0.3)
+
+        press("k", 0, "Premise n1")  # e1: keep
+        press("x", 1, "Premise c1")  # n1: remove
+        press("2", 2, None)  # c1 (gold contradiction): relabel to class 2, neutral
+    decided = {i: (db.decision_of("kbd", i) or {}) for i in ("e1", "n1", "c1")}
+    assert decided["e1"]["decision"] == "keep" and decided["n1"]["decision"] == "remove"
+    assert (decided["c1"]["decision"], decided["c1"]["label"]) == ("relabel", "neutral")
+    assert set(db.history()["annotator"]) == {"kbd"}

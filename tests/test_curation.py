@@ -1,0 +1,475 @@
+"""Review queues of suspects (cartomap.curation) on a tiny hand-made finished run: sources, cards,
+assignment of k annotators, aggregation, the corrected set and its run: reference, concurrency,
+Label Studio round trip and the CLI."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from curation_fixture import LABELS, make_run
+from test_pruning import make_finished_experiment
+
+from cartomap.cli import main
+from cartomap.config import DataConfig
+from cartomap.curation import aggregate, corrected, exchange, queue, sources
+from cartomap.curation.store import QueueDB
+from cartomap.data.loading import load_dataset
+from cartomap.errors import CartomapError, DataError, RunError
+from cartomap.experiments.pruning import pruning_of_run, suspects_of
+from cartomap.experiments.store import ExperimentStore
+from cartomap.runs import sqlite as sqlite_store
+from cartomap.runs.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def run(cache):
+    return make_run(cache)
+
+
+# --------------------------------------------------------------------------- sources and cards
+def test_detector_queue_is_its_top_k_in_score_order_with_cards(run):
+    assert {"aum", "datamap_confidence"} <= set(sources.available_detectors(run))
+    cand = sources.from_detector(run, "aum", 3)
+    # the fixture's belief in gold: e1 -2, n1 -1, c1 -0.5 are the three lowest
+    assert cand.ids == ("e1", "n1", "c1") and cand.queued_by == "detector:aum"
+    assert cand.scores[0] > cand.scores[1] > cand.scores[2]
+    items = queue.create_queue(run, "aum3", cand)
+    assert items["id"].tolist() == ["e1", "n1", "c1"] and items["position"].tolist() == [0, 1, 2]
+    e1 = items.iloc[0]
+    assert e1["gold"] == "entailment" and e1["predicted"] == "neutral"
+    # epoch 1 logits of e1: [-2/3, 0.5, 0] -> p(entailment) = e^(-2/3) / (e^(-2/3) + e^0.5 + 1)
+    p1 = np.exp(-2 / 3) / (np.exp(-2 / 3) + np.exp(0.5) + 1)
+    assert np.isclose(e1["p_gold_epochs"][0], p1) and len(e1["p_gold_epochs"]) == 3
+    assert np.isclose(e1["p_gold"], e1["p_gold_epochs"][-1])
+    assert list(e1["votes"]) == [1, 0, 2]  # contradiction, contradiction, entailment
+    assert set(e1["neighbour_ids"][:2]) == {"e0", "e2"} and e1["neighbour_ids"][2] == "n0"
+    assert list(e1["neighbour_labels"][:3]) == ["entailment", "entailment", "neutral"]
+    assert "<b>bold</b>" in e1["premise"]  # kept as data, never rendered
+    assert queue.list_queues(run) == ["aum3"]
+    card = queue.item_card(run, "aum3", "e1")
+    assert card["neighbours"]["id"].tolist()[2] == "n0" and "premise" in card["neighbours"].columns
+
+
+def test_group_selection_and_pruning_sources(run):
+    group = sources.from_group(run, "lasso")
+    assert group.ids == ("c1", "n2", "e0") and group.queued_by == "group:lasso"  # no score: its own order
+    assert all(np.isnan(s) for s in group.scores)
+    picked = sources.from_selection(run, ["n0", "c0"], scores=[0.1, 0.9])
+    assert picked.ids == ("c0", "n0") and picked.queued_by == "selection"
+    oof = pd.DataFrame(
+        {"id": ["e0", "e1", "n1"], "suspect": [False, True, True], "confidence": [5.0, 2.0, 3.5]}
+    )
+    pruning = sources.from_suspects(run, oof, "exp123")
+    assert pruning.ids == ("n1", "e1") and pruning.queued_by == "pruning:exp123"
+    assert pruning.scores == (3.5, 2.0)
+    for name, cand in (("g", group), ("p", pruning)):
+        assert queue.create_queue(run, name, cand)["queued_by"].unique().tolist() == [cand.queued_by]
+    assert queue.list_queues(run) == ["g", "p"]
+
+
+def test_bad_sources_and_names_are_clear_errors(run, cache):
+    with pytest.raises(DataError, match="no oof inputs for detector 'oof_margin'"):
+        sources.from_detector(run, "oof_margin", 3)
+    with pytest.raises(DataError, match="unknown detector"):
+        sources.from_detector(run, "nope", 3)
+    with pytest.raises(CartomapError, match="not examples of run"):
+        sources.from_selection(run, ["e0", "zz"])
+    with pytest.raises(CartomapError, match="no group named"):
+        sources.from_group(run, "missing")
+    with pytest.raises(CartomapError, match="queue name"):
+        queue.create_queue(run, "../x", sources.from_group(run, "lasso"))
+    queue.create_queue(run, "q", sources.from_group(run, "lasso"))
+    with pytest.raises(CartomapError, match="already"):
+        queue.create_queue(run, "q", sources.from_group(run, "lasso"))
+    with pytest.raises(CartomapError, match="its queues: q"):
+        queue.open_queue(run, "other")
+    run.set_status(state="running")
+    with pytest.raises(RunError, match="not finished"):
+        queue.create_queue(run, "q2", sources.from_group(run, "lasso"))
+
+
+def test_a_run_without_dynamics_or_embeddings_still_queues(cache):
+    run = make_run(cache, embeddings=False)
+    for path in (run.path / "dynamics").rglob("*.parquet"):
+        path.unlink()
+    items = queue.create_queue(run, "plain", sources.from_group(run, "lasso"))
+    assert items["predicted"].isna().all() and all(len(x) == 0 for x in items["neighbour_ids"])
+
+
+# --------------------------------------------------------------------------- assignment and aggregation
+def test_assignment_gives_each_item_k_annotators(run):
+    queue.create_queue(run, "k2", sources.from_detector(run, "aum", 3), per_item=2)
+    db = queue.open_queue(run, "k2")
+    assert db.per_item == 2 and db.next_items("A", 5) == ["e1", "n1", "c1"]
+    db.record("A", "e1", "keep")
+    assert db.next_items("A") == ["n1"]  # A decided e1
+    assert db.next_items("B") == ["e1"]  # e1 has 1 < k decisions
+    db.record("B", "e1", "remove")
+    assert db.next_items("C") == ["n1"]  # e1 is full (k = 2)
+    db.record("C", "n1", "unsure")
+    p = db.progress()
+    assert (p["items"], p["complete"], p["partial"], p["undecided"]) == (3, 1, 1, 1)
+    assert p["by_annotator"] == {"A": 1, "B": 1, "C": 1}
+    db.set_per_item(1)
+    assert db.progress()["complete"] == 2 and db.next_items("D", 5) == ["c1"]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([], ("unreviewed", None)),
+        (["unsure"], ("unsure", None)),
+        (["unsure", "unsure"], ("unsure", None)),
+        (["keep", "keep", "remove"], ("keep", None)),
+        (["keep", "remove"], ("unsure", None)),  # a tie
+        (["unsure", "remove"], ("remove", None)),  # unsure is no vote
+        (["relabel:neutral", "relabel:neutral", "keep"], ("relabel", "neutral")),
+        (["relabel:neutral", "relabel:contradiction"], ("unsure", None)),  # different classes disagree
+        (["keep", "remove", "remove", "relabel:neutral"], ("remove", None)),  # a plurality
+    ],
+)
+def test_final_decision_rule(values, expected):
+    assert aggregate.final_decision(values) == expected
+
+
+def test_latest_decision_counts_relabel_to_gold_is_keep_and_validation(run):
+    queue.create_queue(run, "q", sources.from_detector(run, "aum", 2))
+    db = queue.open_queue(run, "q")
+    db.record("A", "e1", "remove")
+    db.record("A", "e1", "relabel", "neutral", note="  clearly   neutral ")  # a changed mind
+    db.record("B", "e1", "relabel", "neutral")
+    db.record("A", "n1", "relabel", "neutral")  # gold is neutral: a keep
+    assert db.decision_of("A", "n1")["decision"] == "keep"
+    assert db.decision_of("A", "e1") == {"decision": "relabel", "label": "neutral", "note": "clearly neutral"}
+    assert len(db.history()) == 4  # append-only
+    table = corrected.decisions(run, "q")
+    assert tuple(table.columns) == aggregate.DECISION_COLUMNS
+    e1, n1 = table.iloc[0], table.iloc[1]
+    assert (e1["decision"], e1["label"], e1["original_label"], e1["decided_by"], e1["n_annotators"]) == (
+        "relabel",
+        "neutral",
+        "entailment",
+        "A,B",
+        2,
+    )
+    assert (n1["decision"], n1["label"], n1["n_annotators"]) == ("keep", "neutral", 1)
+    for bad, match in (
+        (("A", "e1", "relabel"), "needs the new label"),
+        (("A", "e1", "relabel", "happy"), "unknown label"),
+        (("A", "e1", "maybe"), "unknown decision"),
+        (("", "e1", "keep"), "needs a name"),
+        (("A", "zz", "keep"), "no item 'zz'"),
+    ):
+        with pytest.raises(CartomapError, match=match):
+            db.record(*bad)
+    assert len(db.history()) == 4
+
+
+def test_agreement_statistics(run):
+    queue.create_queue(run, "q", sources.from_detector(run, "aum", 4))
+    db = queue.open_queue(run, "q")
+    for item, a, b in (("e1", "keep", "keep"), ("n1", "remove", "remove"), ("c1", "keep", "remove")):
+        db.record("A", item, a)
+        db.record("B", item, b)
+    stats = aggregate.agreement(db.long_table())
+    # Fleiss by hand: P = (1 + 1 + 0) / 3; p_keep = p_remove = 1/2 -> Pe = 1/2; kappa = (2/3 - 1/2) / (1/2)
+    assert np.isclose(stats["summary"]["fleiss_kappa"], 1 / 3)
+    assert set(stats["annotators"]["annotator"]) == {"A", "B"}
+    assert aggregate.counts(corrected.decisions(run, "q")) == {
+        "keep": 1,
+        "relabel": 0,
+        "remove": 1,
+        "unsure": 1,
+        "unreviewed": 1,
+    }
+
+
+# --------------------------------------------------------------------------- the corrected set
+def test_corrected_set_and_its_run_reference(run, cache, tmp_path):
+    queue.create_queue(run, "fix", sources.from_detector(run, "aum", 3), per_item=1)
+    db = queue.open_queue(run, "fix")
+    db.record("A", "e1", "relabel", "contradiction")
+    db.record("A", "n1", "remove")
+    db.record("A", "c1", "unsure")
+    with pytest.raises(RunError, match="review-queue export"):
+        RunStore(cache).data_ref(f"run:{run.id}:corrected/fix")
+    result = corrected.export_corrected(
+        run, "fix", tmp_path / "fixed.jsonl", tmp_path / "decisions.parquet", overwrite=False
+    )
+    assert result["ref"] == f"run:{run.id}:corrected/fix"
+    assert (result["examples"], result["corrected"], result["relabelled"], result["removed"]) == (8, 7, 1, 1)
+    config = RunStore(cache).data_ref(result["ref"])
+    data = load_dataset(config)
+    labels = dict(zip(data.ids, (LABELS[k] for k in data.labels), strict=True))
+    assert "n1" not in labels and labels["e1"] == "contradiction" and labels["c1"] == "contradiction"
+    assert labels["e0"] == "entailment" and len(labels) == 7
+    assert "corrected/fix" in RunStore(cache).get(run.id).data_sets()
+    exported = load_dataset(DataConfig(path=str(tmp_path / "fixed.jsonl"), label_names=LABELS))
+    assert exported.ids == data.ids and list(exported.labels) == list(data.labels)
+    rows = [json.loads(line) for line in (tmp_path / "fixed.jsonl").read_text().splitlines()]
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["e1"]["review_decision"] == "relabel" and by_id["e1"]["original_label"] == "entailment"
+    assert by_id["e0"]["review_decision"] == "not queued" and by_id["e0"]["original_label"] == "entailment"
+    table = pd.read_parquet(tmp_path / "decisions.parquet")
+    assert list(table.columns) == list(aggregate.DECISION_COLUMNS)
+    assert table["decision"].tolist() == ["relabel", "remove", "unsure"]
+    assert table["queued_by"].unique().tolist() == ["detector:aum"]
+    with pytest.raises(CartomapError, match="exists"):
+        corrected.export_corrected(run, "fix", tmp_path / "fixed.jsonl")
+    with pytest.raises(CartomapError, match="cannot tell the format"):
+        corrected.export_corrected(run, "fix", tmp_path / "fixed.txt")
+
+
+# --------------------------------------------------------------------------- concurrency
+DECIDE = """
+import sys, time
+from pathlib import Path
+from cartomap.curation.store import QueueDB
+path, who, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+while not go.exists():
+    time.sleep(0.001)
+db = QueueDB(path)
+for k in range(n):
+    db.record(who, f"i{k:03d}", "relabel" if k % 2 else "keep", "neutral" if k % 2 else None)
+"""
+
+
+def _items(n: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"id": [f"i{k:03d}" for k in range(n)], "position": range(n), "score": 1.0, "gold": "entailment"}
+    )
+
+
+def test_processes_deciding_at_once_lose_nothing(tmp_path):
+    path = tmp_path / "review.sqlite"
+    QueueDB(path, label_names=LABELS, per_item=3).load_items(_items(60))
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", DECIDE, str(path), f"ann{k}", "60", str(go)])
+        for k in range(3)
+    ]
+    time.sleep(1.0)
+    go.touch()
+    assert [p.wait(120) for p in procs] == [0, 0, 0]
+    db = QueueDB(path)
+    history = db.history()
+    assert len(history) == 180 and history["id"].is_unique
+    assert history.groupby("annotator").size().to_dict() == {"ann0": 60, "ann1": 60, "ann2": 60}
+    assert db.progress()["complete"] == 60
+
+
+def test_threads_deciding_at_once_lose_nothing(tmp_path):
+    path = tmp_path / "review.sqlite"
+    QueueDB(path, label_names=LABELS, per_item=4).load_items(_items(25))
+    errors = []
+
+    def work(who: str) -> None:
+        try:
+            for k in range(25):
+                QueueDB(path).record(who, f"i{k:03d}", "remove")
+        except Exception as err:  # noqa: BLE001 - any failure fails the test below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(f"t{k}",)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and len(QueueDB(path).history()) == 100
+
+
+def test_a_locked_database_is_retried_until_the_lock_goes(tmp_path, monkeypatch):
+    path = tmp_path / "review.sqlite"
+    QueueDB(path, label_names=LABELS).load_items(_items(2))
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 50)  # give up waiting quickly: retry instead
+    holder = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock past the busy timeout
+    timer = threading.Timer(0.6, lambda: holder.execute("COMMIT"))
+    start = time.monotonic()
+    timer.start()
+    try:
+        ids = QueueDB(path).record_many([("A", "i000", "keep", None, "")], origin="cli")
+    finally:
+        timer.join()
+        holder.close()
+    assert time.monotonic() - start >= 0.5 and len(ids) == 1
+    assert QueueDB(path).history()["origin"].tolist() == ["cli"]
+    calls = []
+
+    def always_locked():
+        calls.append(1)
+        raise sqlite3.OperationalError("database is locked")
+
+    with pytest.raises(sqlite3.OperationalError):
+        sqlite_store.retry_busy(always_locked, seconds=0.05)
+    assert len(calls) > 1
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):  # other errors: no retry
+        sqlite_store.retry_busy(lambda: (_ for _ in ()).throw(sqlite3.OperationalError("no such table")))
+
+
+# --------------------------------------------------------------------------- interchange
+def test_label_studio_round_trip(run, tmp_path):
+    queue.create_queue(run, "ls", sources.from_detector(run, "aum", 2))
+    tasks_path, config_path = exchange.export_queue(run, "ls", tmp_path / "tasks.json", "labelstudio")
+    tasks = json.loads(tasks_path.read_text())
+    assert [t["data"]["item_id"] for t in tasks] == ["e1", "n1"] and config_path.exists()
+    assert tasks[0]["data"]["gold_label"] == "entailment" and tasks[0]["data"]["prediction"] == "neutral"
+
+    def annotation(user, decision, new_label=None):
+        result = [
+            {
+                "from_name": "decision",
+                "to_name": "premise",
+                "type": "choices",
+                "value": {"choices": [decision]},
+            }
+        ]
+        if new_label:
+            result.append(
+                {
+                    "from_name": "new_label",
+                    "to_name": "premise",
+                    "type": "choices",
+                    "value": {"choices": [new_label]},
+                }
+            )
+        return {"completed_by": user, "result": result}
+
+    tasks[0]["annotations"] = [
+        annotation("ann", "relabel", "neutral"),
+        annotation("bob", "relabel", "neutral"),
+    ]
+    tasks[1]["annotations"] = [annotation("ann", "remove")]
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(tasks))
+    assert exchange.import_decisions(run, "ls", export, "labelstudio") == 3
+    db = queue.open_queue(run, "ls")
+    assert set(db.history()["origin"]) == {"labelstudio"}
+    table = corrected.decisions(run, "ls")
+    assert table["decision"].tolist() == ["relabel", "remove"] and table["label"].tolist()[0] == "neutral"
+    tasks[1]["data"]["item_id"] = "zz"
+    export.write_text(json.dumps(tasks))
+    with pytest.raises(CartomapError, match="not in queue"):
+        exchange.import_decisions(run, "ls", export, "labelstudio")
+    assert len(db.history()) == 3  # nothing of the bad file recorded
+
+
+def test_argilla_round_trip_and_an_uploaded_export(run, tmp_path):
+    queue.create_queue(run, "ar", sources.from_group(run, "lasso"))  # c1, n2, e0
+    (folder,) = exchange.export_queue(run, "ar", tmp_path / "argilla", "argilla")
+    records = json.loads((folder / "records.json").read_text())
+    assert [r["id"] for r in records] == ["c1", "n2", "e0"]
+    records[0]["responses"] = {
+        "decision": [
+            {"value": "relabel", "user_id": "u1", "status": "submitted"},
+            {"value": "keep", "user_id": "u2", "status": "draft"},  # not submitted: left out
+        ],
+        "new_label": [{"value": "neutral", "user_id": "u1", "status": "submitted"}],
+    }
+    records[1]["responses"] = {"decision": [{"value": "relabel", "user_id": "u2", "status": "submitted"}]}
+    (folder / "records.json").write_text(json.dumps(records))
+    assert exchange.import_decisions(run, "ar", folder, "argilla") == 2
+    db = queue.open_queue(run, "ar")
+    assert db.decision_of("u1", "c1")["label"] == "neutral" and db.decision_of("u2", "c1") is None
+    assert db.decision_of("u2", "n2")["decision"] == "unsure"  # a relabel without a new label
+    assert "without a new label" in db.decision_of("u2", "n2")["note"]
+    assert exchange.import_upload(run, "ar", json.dumps(records).encode(), "argilla", "records.json") == 2
+    assert len(db.history()) == 4 and db.decision_of("u1", "c1")["label"] == "neutral"  # same outcome
+    with pytest.raises(CartomapError, match="not a JSON file"):
+        exchange.import_upload(run, "ar", b"{nope", "labelstudio", "bad.json")
+
+
+# --------------------------------------------------------------------------- the command line
+def test_cli_review_queue(run, cache, tmp_path, capsys):
+    base = ["--cache", str(cache), "review-queue"]
+    assert main([*base, "create", run.id, "cli", "--detector", "aum", "--top", "2", "--per-item", "1"]) == 0
+    assert "2 examples (detector:aum)" in capsys.readouterr().out
+    assert main([*base, "next", run.id, "cli", "--annotator", "ann", "--n", "5"]) == 0
+    assert capsys.readouterr().out.split() == ["e1", "n1"]
+    assert (
+        main([*base, "decide", run.id, "cli", "--annotator", "ann", "--item", "e1", "--decision", "remove"])
+        == 0
+    )
+    assert (
+        main([*base, "decide", run.id, "cli", "--annotator", "ann", "--item", "e1", "--decision", "relabel"])
+        == 2
+    )
+    assert "--decision relabel needs --label" in capsys.readouterr().err
+    assert main([*base, "show", run.id, "cli"]) == 0
+    assert "remove 1" in capsys.readouterr().out
+    out = tmp_path / "fixed.csv"
+    assert (
+        main([*base, "export", run.id, "cli", "--out", str(out), "--decisions", str(tmp_path / "d.jsonl")])
+        == 0
+    )
+    assert f"--data run:{run.id}:corrected/cli" in capsys.readouterr().out
+    assert len(pd.read_csv(out)) == 7
+    assert main([*base, "export", run.id, "cli", "--out", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert main([*base, "create", run.id, "bad name", "--group", "lasso"]) == 2
+    assert main([*base, "list", run.id]) == 0
+    assert "cli: 2 examples" in capsys.readouterr().out
+
+
+def test_cartomap_train_on_the_corrected_set(run, cache, tiny_model, capsys):
+    queue.create_queue(run, "fix", sources.from_detector(run, "aum", 2), per_item=1)
+    db = queue.open_queue(run, "fix")
+    db.record("A", "e1", "relabel", "neutral")
+    db.record("A", "n1", "remove")
+    corrected.write_corrected(run, "fix")
+    args = [
+        "--cache", str(cache), "train", "--data", f"run:{run.id}:corrected/fix", "--epochs", "1",
+        "--model", tiny_model, "--max-length", "32", "--batch-size", "8", "--quiet",
+    ]  # fmt: skip
+    assert main(args) == 0
+    (trained,) = [r for r in RunStore(cache).list() if r.id != run.id]
+    assert trained.config.data.path == str(run.corrected_path("fix").resolve())
+    examples = trained.examples()
+    assert "n1" not in set(examples["id"]) and len(examples) == 7
+    assert int(examples.set_index("id").loc["e1", "label"]) == LABELS.index("neutral")
+
+
+def test_pruning_experiment_suspects_queue_on_the_cli(tmp_path, capsys):
+    cache = tmp_path / "pcache"
+    exp, truth = make_finished_experiment(cache, load_dataset(DataConfig(path="demo:dev")))
+    model0 = RunStore(cache).get(exp.run_ids()["model0"])
+    assert [e.id for e in pruning_of_run(model0, ExperimentStore(cache), RunStore(cache))] == [exp.id]
+    args = ["--cache", str(cache), "review-queue", "create", model0.id, "pr", "--pruning", exp.id]
+    assert main(args) == 0
+    items = queue.load_queue(model0, "pr")
+    assert sorted(items["id"]) == sorted(truth["confident"])
+    assert set(items["queued_by"]) == {f"pruning:{exp.id}"}
+    assert items["score"].is_monotonic_decreasing and (items["score"] > 2.0).all()  # confidence > threshold
+    other = make_run(tmp_path / "other")
+    assert (
+        main(
+            ["--cache", str(tmp_path / "other"), "review-queue", "create", other.id, "x", "--pruning", exp.id]
+        )
+        == 2
+    )
+    capsys.readouterr()
+    with pytest.raises(RunError, match="not trained on the examples"):
+        suspects_of(exp, other, RunStore(cache))
+
+
+def test_a_half_made_queue_is_made_again_but_decisions_are_never_dropped(run):
+    queue.create_queue(run, "half", sources.from_group(run, "lasso"))
+    queue.queue_path(run, "half").unlink()  # creation stopped before the queue file
+    assert queue.list_queues(run) == []
+    queue.create_queue(run, "half", sources.from_group(run, "lasso"))
+    queue.open_queue(run, "half").record("A", "c1", "keep")
+    queue.queue_path(run, "half").unlink()  # lost by hand, with a decision in the store
+    with pytest.raises(CartomapError, match="holds decisions"):
+        queue.create_queue(run, "half", sources.from_group(run, "lasso"))
+    assert len(QueueDB(queue.db_path(run, "half")).history()) == 1
