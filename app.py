@@ -11,10 +11,22 @@ import streamlit as st
 from pages.common import sidebar_run_picker
 
 st.set_page_config(page_title="cartomap", page_icon="🗺️", layout="wide")  # an emoji: no font fetched offline
+DATA_MAP = st.Page("pages/data_map.py", title="Data map", icon=":material/scatter_plot:")
+
+
+def landing() -> None:
+    """The app's root address opens the Data map at its own address, the query (?run=) kept.
+
+    Streamlit gives the default page the root address only, so a default Data map would have no
+    /data_map: a link to it would show "Page not found". The default is this hidden page instead."""
+    st.switch_page(DATA_MAP, query_params=st.query_params.to_dict())
+
+
 page = st.navigation(
     [
+        st.Page(landing, title="cartomap", default=True, visibility="hidden"),
         st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
-        st.Page("pages/data_map.py", title="Data map", icon=":material/scatter_plot:", default=True),
+        DATA_MAP,
         st.Page("pages/neighbours.py", title="Neighbours", icon=":material/hub:"),
         st.Page("pages/prompts.py", title="Prompts", icon=":material/edit_note:"),
         st.Page("pages/generate.py", title="Generate", icon=":material/auto_awesome:"),

@@ -24,6 +24,8 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
 ``through_app()``
     Called by every page before it draws: a first visit straight to a page's address runs the
     page through ``app.py`` (the run picker, the navigation) instead of Streamlit's legacy ``pages/`` mode.
+    ``cartomap dashboard`` (``dashboard.py``) turns that mode off before the server starts; this covers
+    a plain ``streamlit run app.py``.
 ``count(n, noun, plural=None) -> str``
     "1 group", "2,000 groups": a number and the noun agreeing with it.
 ``for_display(table, keep=()) -> DataFrame``
