@@ -260,3 +260,29 @@ def test_picker_keeps_the_choice_when_the_runs_state_changes(root):
     at.run()
     assert f"picked {chosen.id}" in texts(at)
     assert at.session_state["run_id"] == chosen.id and at.query_params["run"] == chosen.id
+
+
+LIVE_PANEL = """
+run = sidebar_run_picker()
+n = st.session_state.get("n", 0)
+st.session_state["n"] = n + 1
+from pages.components.jobs import TRAINING, _live
+drawn = "queued" if n == 0 else run_state(run)  # the first page was drawn while the job was queued
+_live(run, TRAINING, lambda job, status: st.text(f"panel {status['state']}"), drawn)
+"""
+
+
+def test_the_job_panel_reruns_the_app_when_the_job_starts_so_the_sidebar_agrees(root):
+    """The page was drawn while the run was queued; the panel's poll sees it running: the whole app
+    runs again, so the sidebar's picker says "running" as the panel does (not "queued" until the end)."""
+    run = make_run(root, "running", epoch=1, epochs=2, global_step=1, total_steps=26)
+    lock = run.acquire_lock()
+    try:
+        at = script(LIVE_PANEL).run()
+        assert not at.exception, at.exception
+        assert at.session_state["n"] == 2  # the app ran again after the poll
+        assert "panel running" in texts(at)
+        (picker,) = at.sidebar.selectbox
+        assert " · running · " in picker.options[0]
+    finally:
+        lock.close()

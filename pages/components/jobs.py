@@ -4,8 +4,8 @@ Cancel / Resume / Start buttons.
 A job is a run being trained, an experiment, or a task of a run (embeddings, similarity, filtering,
 ...): all three keep their state in the run store (:mod:`cartomap.runs.state`), so one panel
 reads them. While a job is queued or running, the panel polls its status every :data:`POLL_S`
-seconds in a fragment and reruns the whole app once the job ends, so the page then draws its
-results. Buttons only write flags and start processes; no widget ever kills a process.
+seconds in a fragment and reruns the whole app once the state changes (queued -> running, or the
+job ends), so the sidebar shows the same state and the page then draws its results. Buttons only write flags and start processes; no widget ever kills a process.
 
 * :func:`job_panel`: status, messages and Cancel / Resume of any job; :func:`run_panel` and
   :func:`experiment_panel` for training runs and experiments;
@@ -128,10 +128,13 @@ Details = Callable[[StatusFolder, dict[str, Any]], None]
 
 
 @st.fragment(run_every=POLL_S)
-def _live(job: StatusFolder, words: Wording, details: Details) -> None:
+def _live(job: StatusFolder, words: Wording, details: Details, drawn: str) -> None:
+    """Poll the job; rerun the whole app once its state is no longer ``drawn`` (the state the page
+    was drawn with): a finished job's page draws its results, and on queued -> running the sidebar's
+    run picker and the buttons (Cancel) follow the same state as the panel."""
     status = _read(job)
-    if status is None or status["state"] not in ACTIVE_STATES:
-        st.rerun()  # the whole app: a finished job's page draws its results
+    if status is None or status["state"] != drawn or status["state"] not in ACTIVE_STATES:
+        st.rerun()  # the whole app
         return
     details(job, status)
     _messages(job, status, words)
@@ -156,7 +159,7 @@ def job_panel(
         return "none"
     state = status["state"]
     if state in ACTIVE_STATES:
-        _live(job, words, details)
+        _live(job, words, details, state)
     else:
         details(job, status)
         _messages(job, status, words)
