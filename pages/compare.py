@@ -66,6 +66,11 @@ def _table(keys, test):
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
+def _chance(keys, test):
+    return compare.chance_warnings(_runs(keys), _table(keys, test))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
 def _class_f1(keys, test):
     return compare.class_f1_frame(_runs(keys), test)
 
@@ -178,6 +183,8 @@ def scores_section(keys, test) -> pd.DataFrame:
         key="cmp_table",
         height=min(420, 38 + 35 * len(shown)),
     )
+    for warning in _chance(keys, test):
+        st.warning(escape_markdown(warning))
     missing = table["run"][table["accuracy"].isna()].tolist() if "accuracy" in table.columns else []
     if missing:
         st.caption(f"No scores on this test set for: {escape_markdown(', '.join(missing))}.")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.config import (
     DEMO_DESCRIPTION,
     DEMO_DEV,
@@ -136,6 +137,15 @@ def _results(path: str, stamp: tuple):
 @st.cache_data(max_entries=4, show_spinner=False)
 def _examples(run_path: str) -> pd.DataFrame:
     return Run(Path(run_path)).examples()
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _chance(run_path: str, accuracy: float | None) -> str | None:
+    """Near chance? Model 0's test accuracy (its first test set), else its own dev / train-pass accuracy."""
+    run = Run(Path(run_path))
+    if accuracy is None:
+        return run_chance_warning(run)
+    return run_chance_warning(run, accuracy, "test_0")
 
 
 def _pct(value) -> str:
@@ -391,6 +401,10 @@ def show_results(exp: Experiment, estore: ExperimentStore) -> None:
     s = results["summary"]
     names = list(s["label_names"])
     headline(s)
+    model0 = exp.run(pruning.MODEL0, estore.runs)
+    warning = _chance(str(model0.path), s.get("model0_test_accuracy")) if model0 is not None else None
+    if warning:
+        st.warning(f"Model 0: {escape_markdown(warning)}")
     mismatches(results, names, s["threshold"])
     chosen = threshold_tools(exp, estore, results, names)
     model_comparison(results, names)
