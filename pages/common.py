@@ -30,8 +30,9 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
     a plain ``streamlit run app.py``.
 ``count(n, noun, plural=None) -> str``
     "1 group", "2,000 groups": a number and the noun agreeing with it.
-``for_display(table, keep=()) -> DataFrame``
-    A table with its missing cells shown as "–" (not "None"); ``keep`` names columns left as they are.
+``for_display(table, keep=(), formats=None) -> DataFrame``
+    A table with its missing cells shown as "–" (not "None"); ``keep`` names columns left as they are,
+    ``formats`` (column -> printf format) how the numbers of a column made text are written.
 ``flash(kind, message)`` / ``show_flashes()``
     Queue a message ("success", "info", "warning", "error") to show after an ``st.rerun()``.
 ``show_error(err)``
@@ -50,6 +51,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import streamlit as st
 
 from cartomap.errors import CartomapError
@@ -212,11 +214,12 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 MISSING = "–"  # how a missing value is shown in a table
 
 
-def for_display(table: Any, keep: Sequence[str] = ()) -> Any:
+def for_display(table: Any, keep: Sequence[str] = (), formats: dict[str, str] | None = None) -> Any:
     """``table`` (a DataFrame) with every missing cell shown as "–" rather than "None" or "NaN":
-    a column with missing cells becomes text (numbers written as ``{:g}``), except the columns in
-    ``keep`` (those given a number format)."""
+    a column with missing cells becomes text (numbers written with its printf format in ``formats``,
+    else as ``{:g}``), except the columns in ``keep``. Columns without missing cells stay as they are."""
     out = table.copy()
+    formats = formats or {}
     for column in out.columns:
         if column in keep:
             continue
@@ -224,8 +227,11 @@ def for_display(table: Any, keep: Sequence[str] = ()) -> Any:
         if not missing.any():
             continue
         values = out[column].astype(object)
+        fmt = formats.get(column)
         out[column] = [
-            MISSING if gone else (f"{v:g}" if isinstance(v, float) else v)
+            MISSING
+            if gone
+            else ((fmt % v if fmt else f"{v:g}") if isinstance(v, (float, np.floating)) else v)
             for v, gone in zip(values, missing, strict=True)
         ]
     return out

@@ -44,6 +44,7 @@ from cartomap.experiments.seeds import (
 from cartomap.experiments.store import ExperimentStore
 from cartomap.experiments.truth import truth_of
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
+from cartomap.runs.progress import state_text
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
 from pages.common import (
@@ -364,7 +365,7 @@ def group_tools(run, table) -> None:
         except CartomapError as err:
             left.error(escape_markdown(str(err)))
         else:
-            left.success(escape_markdown(f"Saved group '{name}' ({len(ids):,} examples)."))
+            left.success(escape_markdown(f"Saved group '{name}' ({count(len(ids), 'example')})."))
     with right:
         groups = list_groups(run, include_table=False)  # automatic ones: 100k+ on a full-size run
         st.markdown("**Saved groups**")
@@ -435,10 +436,9 @@ def downloads(run, filtered, table, fig) -> None:
 
 def _seeds_progress(exp, status: dict) -> None:
     done, total = int(status.get("runs_done") or 0), len(exp.params.get("seeds", []))
-    phase = status.get("phase") or status["state"]
     st.progress(
         min(1.0, done / total) if total else 0.0,
-        text=f"Seeds: {status['state']} · {phase} · {done}/{total} runs",
+        text=f"Seeds: {state_text(status['state'], status.get('phase'))} · {done}/{total} runs",
     )
     if status["state"] == "running" and status.get("role"):
         st.caption(

@@ -27,6 +27,7 @@ from cartomap.experiments.combination import create_combination
 from cartomap.experiments.curriculum import create_curriculum
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.io import file_stamp
+from cartomap.runs.progress import state_text
 from cartomap.runs.store import RUN_REF
 from cartomap.training.curricula import CURRICULA, DIFFICULTIES
 from cartomap.training.similarity import load_similarity
@@ -152,7 +153,8 @@ def _run_status(run_id: str) -> dict | None:
 def _progress_details(exp: Experiment, status: dict) -> None:
     view = forms.experiment_progress(status, _run_status(status.get("run_id")))
     st.progress(
-        view["fraction"], text=f"Experiment {exp.id}: {view['state']} · {view['phase']} · runs {view['runs']}"
+        view["fraction"],
+        text=f"Experiment {exp.id}: {state_text(view['state'], view['phase'])} · runs {view['runs']}",
     )
     c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
     c1.metric("Training", view["role"])

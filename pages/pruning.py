@@ -32,6 +32,7 @@ from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
 from cartomap.experiments import forms, pruning, registry
 from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.runs.progress import state_text
 from cartomap.runs.store import RUN_REF, Run
 from cartomap.scores import detectors
 from cartomap.training.forms import check_device, check_model
@@ -107,9 +108,9 @@ def _progress_details(exp: Experiment, status: dict) -> None:
     state = status["state"]
     done = int(status.get("runs_done") or 0)
     total = max(int(status.get("runs_planned") or 0), _expected_runs(exp))
-    phase = status.get("phase") or state
     st.progress(
-        min(1.0, done / total) if total else 0.0, text=f"{state} · {phase} · {done}/{total} runs done"
+        min(1.0, done / total) if total else 0.0,
+        text=f"{state_text(state, status.get('phase'))} · {done}/{total} runs done",
     )
     if state == "running" and status.get("role"):
         st.caption(
@@ -156,7 +157,9 @@ def headline(s: dict) -> None:
     cols = st.columns(4)
     cols[0].metric("Training examples", f"{s['n_train']:,}")
     share = s["n_pruned"] / s["n_train"] if s["n_train"] else 0
-    cols[1].metric("Pruned", f"{s['n_pruned']:,}", f"{share:.1%} of the training set", delta_color="off")
+    cols[1].metric(
+        "Pruned", f"{s['n_pruned']:,}", help=f"{share:.1%} of the training set"
+    )  # no delta: not a change
     cols[2].metric("Model 0 test accuracy", _pct(s.get("model0_test_accuracy")))
     acc1 = s.get("model1_test_accuracy")
     delta = None if acc1 is None else f"{acc1 - s['model0_test_accuracy']:+.2%}"

@@ -393,3 +393,10 @@ def test_the_runs_table_shows_missing_values_as_a_dash(root):
     table = next(d.value for d in at.dataframe if "dev_accuracy" in d.value.columns)
     assert table["dev_accuracy"].tolist() == ["–"]
     assert not table.isna().any().any()
+
+
+def test_a_state_and_its_phase_are_said_once():
+    from cartomap.runs.progress import state_text
+
+    assert state_text("done", "done") == "done" and state_text("running", "dev") == "running · dev"
+    assert state_text("queued", None) == "queued" and state_text("running", "") == "running"

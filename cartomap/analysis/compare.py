@@ -250,6 +250,7 @@ def curves_figure(frame: pd.DataFrame, metric: str = "dev_accuracy", height: int
         margin=dict(l=50, r=10, t=30, b=40),
         xaxis=dict(title=dict(text="epoch"), dtick=1),
         yaxis=dict(title=dict(text=name)),
+        showlegend=True,
         legend=dict(orientation="h", y=-0.25),
         hovermode="x unified",
     )
@@ -277,6 +278,7 @@ def class_f1_figure(frame: pd.DataFrame, height: int = 360):
         height=height,
         margin=dict(l=50, r=10, t=30, b=40),
         yaxis=dict(title=dict(text="F1"), range=[0, 1]),
+        showlegend=True,  # which run a colour is, even with one run scored (plotly hides a lone legend)
         legend=dict(orientation="h", y=-0.25),
     )
     return fig

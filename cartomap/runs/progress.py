@@ -64,6 +64,12 @@ def time_left(status: dict[str, Any], state: str) -> str:
     return format_duration(eta)
 
 
+def state_text(state: str, phase: Any = None) -> str:
+    """The state, then the phase when it says more: "running · dev"; "done" (never "done · done")."""
+    phase = str(phase or "").strip()
+    return f"{state} · {phase}" if phase and phase != state else str(state)
+
+
 def describe_progress(status: dict[str, Any]) -> dict[str, Any]:
     """What a progress widget shows: state, fraction done (0..1), and display strings."""
     state = derive_state(status)

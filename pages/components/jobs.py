@@ -28,7 +28,7 @@ from cartomap.experiments import launch
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.integrations.checkpoints import restart_scoring
 from cartomap.runs.jobs import start_task, tail
-from cartomap.runs.progress import describe_progress
+from cartomap.runs.progress import describe_progress, state_text
 from cartomap.runs.state import ACTIVE_STATES, RESUMABLE_STATES, StatusFolder
 from cartomap.runs.store import Run
 from cartomap.training.launch import start_run_job, start_training
@@ -185,7 +185,7 @@ def progress_bar(label: str, unit: str = "examples") -> Details:
         done, total = status.get("done"), status.get("total")
         count = f" · {done:,} / {total:,} {status.get('unit', unit)}" if done is not None and total else ""
         phase = status.get("phase")
-        text = f"{label}: {status['state']}" + (f" · {phase}" if phase else "") + count
+        text = f"{label}: {state_text(status['state'], phase)}{count}"
         st.progress(1.0 if status["state"] == "done" else fraction, text=text)
 
     return draw
@@ -217,7 +217,7 @@ def start_task_button(run: Run, name: str, cli_args: list[str], button: str, key
 def _training_details(run: StatusFolder, status: dict[str, Any]) -> None:
     view = describe_progress(status)
     state = view["state"]
-    text = f"{state} · {view['phase']}" if state == "running" and view["phase"] != state else state
+    text = state_text(state, view["phase"]) if state == "running" else state
     st.progress(view["fraction"], text=f"Run {run.id}: {text}")
     cols = st.columns(5)
     cols[0].metric("Epoch", view["epoch"])
