@@ -309,6 +309,7 @@ def test_a_deep_link_is_the_servers_first_visit(tmp_path, browser):
     """`cartomap dashboard` just started, and the first thing it serves is /data_map?run=ID: the Data
     map of that run with the dashboard's own navigation and run picker, no "Page not found" dialog and
     no page list made from the pages/ folder (no "common"). Then / opens the Data map at its address."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -317,16 +318,24 @@ def test_a_deep_link_is_the_servers_first_visit(tmp_path, browser):
     cache = tmp_path / "cache"
     run = make_run(cache)
     body = lambda: browser.find_element(By.TAG_NAME, "body").text  # noqa: E731
-    nav = lambda: [  # noqa: E731 - each link's title (its first line is the icon's name)
-        a.text.splitlines()[-1]
-        for a in browser.find_elements(By.CSS_SELECTOR, "[data-testid=stSidebarNavLink]")
-    ]
+
+    def nav() -> list[str]:  # each link's title (its first line is the icon's name)
+        try:
+            links = browser.find_elements(By.CSS_SELECTOR, "[data-testid=stSidebarNavLink]")
+            return [a.text.splitlines()[-1] for a in links if a.text]
+        except StaleElementReferenceException:  # the navigation was drawn again meanwhile
+            return []
+
     picker = "//*[@data-testid='stSelectbox'][.//label[contains(., 'Run')]]"
     with serve(cache, tmp_path, cli=True) as url:
         browser.get(f"{url}/data_map?run={run.id}")
-        _wait(lambda: browser.find_elements(By.XPATH, picker), 60, "the run picker")
-        _wait(lambda: _map_geometry(browser), 60, "the data map")
-        seen = set()
+        seen: set[str] = set()
+
+        def loaded() -> bool:  # every navigation drawn on the way is looked at, the first one too
+            seen.update(nav())
+            return bool(browser.find_elements(By.XPATH, picker) and _map_geometry(browser))
+
+        _wait(loaded, 60, "the run picker and the data map")
         for _ in range(8):  # a dialog or a second navigation would come within the first seconds
             seen.update(nav())
             assert "Page not found" not in body()
