@@ -1,5 +1,7 @@
-"""The cartomap dashboard: ``cartomap dashboard`` (or ``streamlit run app.py``; env CARTOMAP_CACHE
-names the run store, default ./cache).
+"""The cartomap dashboard: ``cartomap dashboard`` (``python dashboard.py [streamlit options]`` is the same
+server; env CARTOMAP_CACHE names the run store, default ./cache). A plain ``streamlit run app.py`` works
+too, but a server's first visit to a page's address then briefly shows Streamlit's listing of pages/
+(see dashboard.py).
 
 Eleven pages, Data map first: training and the map, the WaNLI pipeline (neighbours to review),
 then the experiments (label pruning, artifacts, curricula and combinations, comparing runs). The sidebar's run picker (pages/common.py) is drawn here, once,
