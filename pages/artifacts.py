@@ -294,7 +294,8 @@ def transformer_section(data: TextDataset, key: str, base: RunConfig) -> None:
             f"{which}-only dev accuracy",
             f"{accuracy:.3f}",
             delta=f"{accuracy - 1 / data.num_labels:+.3f} vs chance",
-            delta_color="inverse",
+            delta_color="off",  # a difference from chance, not a change: no green/red arrow
+            delta_arrow="off",
         )
     if st.button("Open this run", key="af_open_partial", help="Select it in the sidebar (Data map, ...)"):
         select_run(run.id)

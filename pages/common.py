@@ -5,15 +5,17 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
 ``get_store() -> RunStore``
     The run store; its root is env ``CARTOMAP_CACHE`` (set by ``cartomap dashboard``), default "cache".
 ``sidebar_run_picker() -> Run | None``
-    The run selectbox in the sidebar (name (id) · state · data · created). ``app.py`` draws it
+    The run selectbox in the sidebar (name (id) · state · data · created): standalone runs first, then
+    each experiment's runs under its name ("pruning 'x' › Model F2 · ..."; ``cartomap.experiments.picker``);
+    by default the newest with a data map. ``app.py`` draws it
     once per script run, before the page; pages need not call it. The choice is kept in
     ``st.session_state["run_id"]``; ``?run=ID`` in the URL (an id, a unique id prefix or a run
     name) selects a run, and the URL follows the selection.
 ``run_state(run) -> str``
     The run's state ("unknown" while its folder cannot be read).
 ``current_run() -> Run | None``
-    The selected run: the one in ``st.session_state["run_id"]``, else the newest finished run,
-    else the newest run, else None. Draws nothing.
+    The selected run: the one in ``st.session_state["run_id"]``, else the picker's default (the first
+    listed run with a data map, else finished, else healthy), else None. Draws nothing.
 ``select_run(run_id)``
     Make ``run_id`` the selected run (call ``st.rerun()`` after it for the sidebar to show it).
 ``kept(key, default, *, options=None, on_change=None, max_selections=None) -> dict``
@@ -24,10 +26,13 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
 ``through_app()``
     Called by every page before it draws: a first visit straight to a page's address runs the
     page through ``app.py`` (the run picker, the navigation) instead of Streamlit's legacy ``pages/`` mode.
+    ``cartomap dashboard`` (``dashboard.py``) turns that mode off before the server starts; this covers
+    a plain ``streamlit run app.py``.
 ``count(n, noun, plural=None) -> str``
     "1 group", "2,000 groups": a number and the noun agreeing with it.
-``for_display(table, keep=()) -> DataFrame``
-    A table with its missing cells shown as "–" (not "None"); ``keep`` names columns left as they are.
+``for_display(table, keep=(), formats=None) -> DataFrame``
+    A table with its missing cells shown as "–" (not "None"); ``keep`` names columns left as they are,
+    ``formats`` (column -> printf format) how the numbers of a column made text are written.
 ``flash(kind, message)`` / ``show_flashes()``
     Queue a message ("success", "info", "warning", "error") to show after an ``st.rerun()``.
 ``show_error(err)``
@@ -46,10 +51,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import streamlit as st
 
 from cartomap.errors import CartomapError
-from cartomap.runs.progress import run_label
+from cartomap.experiments.picker import PickerRun, default_run, picker_runs
+from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.store import Run, RunStore
 
 RUN_KEY = "run_id"  # st.session_state key of the selected run id
@@ -73,7 +80,16 @@ def _runs(store: RunStore) -> list[Run]:
         return []
 
 
-def _resolve_run_id(store: RunStore, runs: list[Run]) -> str | None:
+def _entries(store: RunStore, runs: list[Run]) -> list[PickerRun]:
+    """The picker's runs in order with their labels (experiment sub-runs grouped after standalone runs)."""
+    try:
+        experiments = ExperimentStore(store.root).list()
+    except (OSError, ValueError):  # an experiment folder being written or deleted right now
+        experiments = []
+    return picker_runs(runs, experiments)
+
+
+def _resolve_run_id(store: RunStore, entries: list[PickerRun]) -> str | None:
     """Apply a new ?run= query parameter, then return a selected id that exists (or a default)."""
     ss = st.session_state
     wanted = st.query_params.get("run")
@@ -84,13 +100,10 @@ def _resolve_run_id(store: RunStore, runs: list[Run]) -> str | None:
             ss.pop(_QP_ERROR, None)
         except CartomapError as err:
             ss[_QP_ERROR] = str(err)
-    ids = [r.id for r in runs]
+    ids = [e.run.id for e in entries]
     if ss.get(RUN_KEY) in ids:
         return ss[RUN_KEY]
-    healthy = [r for r in runs if not r.problems()]  # a damaged run is not picked for the user
-    done = [r for r in healthy if run_state(r) == "done"]
-    candidates = done or healthy or runs
-    default = candidates[0].id if candidates else None
+    default = default_run(entries)  # the newest with a data map; never a damaged run while others exist
     if default is None:
         ss.pop(RUN_KEY, None)
     else:
@@ -106,17 +119,10 @@ def run_state(run: Run) -> str:
         return "unknown"
 
 
-def _label(run: Run) -> str:
-    try:
-        return run_label(run.summary())
-    except (OSError, ValueError, KeyError):
-        return f"{run.id} · unreadable"
-
-
 def current_run() -> Run | None:
     """The selected run (see the module docstring); draws nothing."""
     store = get_store()
-    run_id = _resolve_run_id(store, _runs(store))
+    run_id = _resolve_run_id(store, _entries(store, _runs(store)))
     return Run(store.path_for(run_id)) if run_id else None
 
 
@@ -149,14 +155,15 @@ def sidebar_run_picker() -> Run | None:
     """Draw the run selectbox in the sidebar and return the selected run (None when there are none)."""
     store = get_store()
     runs = _runs(store)
-    run_id = _resolve_run_id(store, runs)
+    entries = _entries(store, runs)
+    run_id = _resolve_run_id(store, entries)
     with st.sidebar:
         if st.session_state.get(_QP_ERROR):
             st.warning(escape_markdown(f"?run= in the address: {st.session_state.pop(_QP_ERROR)}"))
         if not runs:
             st.caption("No runs yet: train the demo or start a run on the Train page.")
             return None
-        labels = {r.id: _label(r) for r in runs}
+        labels = {e.run.id: e.label for e in entries}
         ids = list(labels)
         # The browser keeps showing the label it has, so a changed label (a run's state moved on)
         # or a selection made elsewhere gets a fresh widget: the key follows both.
@@ -207,11 +214,12 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 MISSING = "–"  # how a missing value is shown in a table
 
 
-def for_display(table: Any, keep: Sequence[str] = ()) -> Any:
+def for_display(table: Any, keep: Sequence[str] = (), formats: dict[str, str] | None = None) -> Any:
     """``table`` (a DataFrame) with every missing cell shown as "–" rather than "None" or "NaN":
-    a column with missing cells becomes text (numbers written as ``{:g}``), except the columns in
-    ``keep`` (those given a number format)."""
+    a column with missing cells becomes text (numbers written with its printf format in ``formats``,
+    else as ``{:g}``), except the columns in ``keep``. Columns without missing cells stay as they are."""
     out = table.copy()
+    formats = formats or {}
     for column in out.columns:
         if column in keep:
             continue
@@ -219,8 +227,11 @@ def for_display(table: Any, keep: Sequence[str] = ()) -> Any:
         if not missing.any():
             continue
         values = out[column].astype(object)
+        fmt = formats.get(column)
         out[column] = [
-            MISSING if gone else (f"{v:g}" if isinstance(v, float) else v)
+            MISSING
+            if gone
+            else ((fmt % v if fmt else f"{v:g}") if isinstance(v, (float, np.floating)) else v)
             for v, gone in zip(values, missing, strict=True)
         ]
     return out

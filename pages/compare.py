@@ -25,7 +25,7 @@ from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.state import derive_state
 from cartomap.runs.store import Run
 from cartomap.scores.reports import OUTCOMES, markdown_table
-from pages.common import escape_markdown, for_display, get_store, kept, show_error, through_app
+from pages.common import count, escape_markdown, for_display, get_store, kept, show_error, through_app
 from pages.components import maps
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -63,6 +63,11 @@ def _runs(keys) -> dict[str, Run]:
 @st.cache_data(max_entries=64, show_spinner="Scoring the runs…")
 def _table(keys, test):
     return compare.comparison_table(_runs(keys), test)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _chance(keys, test):
+    return compare.chance_warnings(_runs(keys), _table(keys, test))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -178,6 +183,8 @@ def scores_section(keys, test) -> pd.DataFrame:
         key="cmp_table",
         height=min(420, 38 + 35 * len(shown)),
     )
+    for warning in _chance(keys, test):
+        st.warning(escape_markdown(warning))
     missing = table["run"][table["accuracy"].isna()].tolist() if "accuracy" in table.columns else []
     if missing:
         st.caption(f"No scores on this test set for: {escape_markdown(', '.join(missing))}.")
@@ -206,6 +213,9 @@ def class_section(keys, test) -> None:
         st.caption("No run has scores on this test set yet.")
         return
     st.plotly_chart(compare.class_f1_figure(frame), key="cmp_class_f1", config={"displaylogo": False})
+    unscored = [label for label, _, _ in keys if label not in set(frame["run"])]
+    if unscored:
+        st.caption(escape_markdown(f"No per-class scores on this test set for: {', '.join(unscored)}."))
 
 
 def maps_section(runs: dict[str, Run]) -> None:
@@ -277,7 +287,7 @@ def diff_section(runs: dict[str, Run], keys, test) -> None:
         **kept("cmp_outcomes", [OUTCOMES[1], OUTCOMES[2]], options=list(OUTCOMES)),
     )
     shown = diff[diff["outcome"].isin(outcomes)].astype({"outcome": str})
-    st.caption(escape_markdown(f"{len(shown):,} of {len(diff):,} examples · A = {a} · B = {b}"))
+    st.caption(escape_markdown(f"{len(shown):,} of {count(len(diff), 'example')} · A = {a} · B = {b}"))
     st.dataframe(
         shown.head(DIFF_ROWS),
         hide_index=True,
@@ -297,10 +307,11 @@ def experiment_section(exp) -> None:
         st.caption(f"{exp.kind} experiment: its runs are compared above.")
     for section in sections:
         st.markdown(f"**{escape_markdown(section.title)}**")
-        table = for_display(section.table, keep=[*section.formats, *(section.best_columns or ())])
+        table = for_display(section.table, keep=section.best_columns or (), formats=section.formats)
+        numeric = [c for c in section.formats if c in table.columns and table[c].dtype.kind in "iuf"]
         if section.best_columns:
             table = compare.bold_best(table, [c for c in section.best_columns if c in table.columns])
-        config = {c: st.column_config.NumberColumn(format=f) for c, f in section.formats.items()}
+        config = {c: st.column_config.NumberColumn(format=section.formats[c]) for c in numeric}
         st.dataframe(table, hide_index=True, column_config=config or None)
 
 

@@ -22,10 +22,12 @@ rendered as markdown) and "Human judgement" shows the truth report (``cartomap t
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import streamlit as st
 
 from cartomap.analysis import datamap, figures, truth
+from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.analysis.truth import has_human_judgement
 from cartomap.errors import CartomapError
@@ -42,6 +44,8 @@ from cartomap.experiments.seeds import (
 from cartomap.experiments.store import ExperimentStore
 from cartomap.experiments.truth import truth_of
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
+from cartomap.runs.progress import state_text
+from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
 from pages.common import (
     count,
@@ -361,7 +365,7 @@ def group_tools(run, table) -> None:
         except CartomapError as err:
             left.error(escape_markdown(str(err)))
         else:
-            left.success(escape_markdown(f"Saved group '{name}' ({len(ids):,} examples)."))
+            left.success(escape_markdown(f"Saved group '{name}' ({count(len(ids), 'example')})."))
     with right:
         groups = list_groups(run, include_table=False)  # automatic ones: 100k+ on a full-size run
         st.markdown("**Saved groups**")
@@ -432,10 +436,9 @@ def downloads(run, filtered, table, fig) -> None:
 
 def _seeds_progress(exp, status: dict) -> None:
     done, total = int(status.get("runs_done") or 0), len(exp.params.get("seeds", []))
-    phase = status.get("phase") or status["state"]
     st.progress(
         min(1.0, done / total) if total else 0.0,
-        text=f"Seeds: {status['state']} · {phase} · {done}/{total} runs",
+        text=f"Seeds: {state_text(status['state'], status.get('phase'))} · {done}/{total} runs",
     )
     if status["state"] == "running" and status.get("role"):
         st.caption(
@@ -555,6 +558,12 @@ def human_section(run) -> None:
             st.dataframe(truth.detector_frame(report, target), hide_index=True, key=f"dm_truth_{target}")
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def _chance(run_path: str, stamp: tuple) -> str | None:
+    """Near chance? The run's dev accuracy, else its final train-pass accuracy (stamp: history.json)."""
+    return run_chance_warning(Run(Path(run_path)))
+
+
 def main() -> None:
     st.title("Data map")
     show_flashes()
@@ -565,6 +574,9 @@ def main() -> None:
         st.warning(f"Run {run.id} is done but has no data-map metrics (trained with record=none?).")
         st.stop()
 
+    warning = _chance(str(run.path), run.stamp(run.history_path))
+    if warning:
+        st.warning(escape_markdown(warning))
     rule, burn_out = map_settings(run)
     estore = ExperimentStore(get_store().root)
     seeds_exp, _ = seeds_section(run, estore)

@@ -31,6 +31,7 @@ from cartomap.experiments.correction import create_correction
 from cartomap.experiments.curriculum import create_curriculum
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.io import file_stamp
+from cartomap.runs.progress import state_text
 from cartomap.runs.store import RUN_REF
 from cartomap.training.curricula import CURRICULA, DIFFICULTIES
 from cartomap.training.similarity import load_similarity
@@ -156,7 +157,8 @@ def _run_status(run_id: str) -> dict | None:
 def _progress_details(exp: Experiment, status: dict) -> None:
     view = forms.experiment_progress(status, _run_status(status.get("run_id")))
     st.progress(
-        view["fraction"], text=f"Experiment {exp.id}: {view['state']} · {view['phase']} · runs {view['runs']}"
+        view["fraction"],
+        text=f"Experiment {exp.id}: {state_text(view['state'], view['phase'])} · runs {view['runs']}",
     )
     c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
     c1.metric("Training", view["role"])
@@ -566,7 +568,9 @@ def corrections_tab() -> None:
                 path = upload_field("xr", label="Decisions file")
             else:
                 path = st.text_input(
-                    "Decisions file path", placeholder="/data/review/fix.decisions.parquet", **kept("xr_path", "")
+                    "Decisions file path",
+                    placeholder="/data/review/fix.decisions.parquet",
+                    **kept("xr_path", ""),
                 ).strip()
         c1, c2, c3 = st.columns([1, 2, 2])
         n_seeds = c1.number_input(

@@ -165,7 +165,7 @@ def seed_candidates(
         if not ids:
             st.info("Nothing selected: select examples on the Data map page, or pick another source.")
         else:
-            st.caption(f"{len(ids):,} examples selected on the Data map page.")
+            st.caption(f"{count(len(ids), 'example')} selected on the Data map page.")
         return ids
     if source == SOURCES[1]:
         groups = list_groups(run, include_table=False)  # automatic ones: 100k+ on a full-size run
@@ -183,7 +183,9 @@ def seed_candidates(
         group = groups[names.index(name)]
         ids = _known([str(i) for i in group.get("ids", [])], index)
         st.caption(
-            escape_markdown(f"Group '{name}': {len(ids):,} examples (source: {group.get('source', '')}).")
+            escape_markdown(
+                f"Group '{name}': {count(len(ids), 'example')} (source: {group.get('source', '')})."
+            )
         )
         return ids
     if _metrics(str(run.path), stamp) is None:
@@ -212,7 +214,7 @@ def save_tools(run: Run, group: pd.DataFrame, seed: str, k: int) -> None:
             "Group name", key="nb_group_name", max_chars=80, placeholder=f"neighbours of {seed}"
         )
         replace = st.checkbox("Replace a group of that name", key="nb_group_replace")
-        submitted = st.form_submit_button(f"Save {len(ids)} examples")
+        submitted = st.form_submit_button(f"Save {count(len(ids), 'example')}")
     if submitted:
         name = name.strip() or f"neighbours of {seed}"
         try:
@@ -227,7 +229,7 @@ def save_tools(run: Run, group: pd.DataFrame, seed: str, k: int) -> None:
         except CartomapError as err:
             show_error(err)
         else:
-            st.success(escape_markdown(f"Saved group '{name}' ({len(ids)} examples)."))
+            st.success(escape_markdown(f"Saved group '{name}' ({count(len(ids), 'example')})."))
 
 
 def show_group(run: Run, group: pd.DataFrame, k: int) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.config import (
     DEMO_DESCRIPTION,
     DEMO_DEV,
@@ -31,6 +32,7 @@ from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
 from cartomap.experiments import forms, pruning, registry
 from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.runs.progress import state_text
 from cartomap.runs.store import RUN_REF, Run
 from cartomap.scores import detectors
 from cartomap.training.forms import check_device, check_model
@@ -106,9 +108,9 @@ def _progress_details(exp: Experiment, status: dict) -> None:
     state = status["state"]
     done = int(status.get("runs_done") or 0)
     total = max(int(status.get("runs_planned") or 0), _expected_runs(exp))
-    phase = status.get("phase") or state
     st.progress(
-        min(1.0, done / total) if total else 0.0, text=f"{state} · {phase} · {done}/{total} runs done"
+        min(1.0, done / total) if total else 0.0,
+        text=f"{state_text(state, status.get('phase'))} · {done}/{total} runs done",
     )
     if state == "running" and status.get("role"):
         st.caption(
@@ -138,6 +140,15 @@ def _examples(run_path: str) -> pd.DataFrame:
     return Run(Path(run_path)).examples()
 
 
+@st.cache_data(max_entries=8, show_spinner=False)
+def _chance(run_path: str, accuracy: float | None) -> str | None:
+    """Near chance? Model 0's test accuracy (its first test set), else its own dev / train-pass accuracy."""
+    run = Run(Path(run_path))
+    if accuracy is None:
+        return run_chance_warning(run)
+    return run_chance_warning(run, accuracy, "test_0")
+
+
 def _pct(value) -> str:
     return f"{value:.2%}" if isinstance(value, (int, float)) else "–"
 
@@ -146,7 +157,9 @@ def headline(s: dict) -> None:
     cols = st.columns(4)
     cols[0].metric("Training examples", f"{s['n_train']:,}")
     share = s["n_pruned"] / s["n_train"] if s["n_train"] else 0
-    cols[1].metric("Pruned", f"{s['n_pruned']:,}", f"{share:.1%} of the training set", delta_color="off")
+    cols[1].metric(
+        "Pruned", f"{s['n_pruned']:,}", help=f"{share:.1%} of the training set"
+    )  # no delta: not a change
     cols[2].metric("Model 0 test accuracy", _pct(s.get("model0_test_accuracy")))
     acc1 = s.get("model1_test_accuracy")
     delta = None if acc1 is None else f"{acc1 - s['model0_test_accuracy']:+.2%}"
@@ -401,6 +414,10 @@ def show_results(exp: Experiment, estore: ExperimentStore) -> None:
     s = results["summary"]
     names = list(s["label_names"])
     headline(s)
+    model0 = exp.run(pruning.MODEL0, estore.runs)
+    warning = _chance(str(model0.path), s.get("model0_test_accuracy")) if model0 is not None else None
+    if warning:
+        st.warning(f"Model 0: {escape_markdown(warning)}")
     mismatches(results, names, s["threshold"])
     chosen = threshold_tools(exp, estore, results, names)
     model_comparison(results, names)

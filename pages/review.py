@@ -23,7 +23,7 @@ from cartomap.runs import layout
 from cartomap.runs.sqlite import database_problem
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import list_batches
-from cartomap.wanli.review import ReviewDB, export_bytes, export_frame, open_review
+from cartomap.wanli.review import ReviewDB, export_bytes, export_frame, name_to_add, open_review
 from pages.common import current_run, escape_markdown, flash, kept, show_error, show_flashes, through_app
 from pages.components.jobs import demo_or_prompt
 
@@ -79,8 +79,11 @@ def _record(db_path: str, annotator: str, gen_id: str, action: str, label: str |
 
 def _add_annotator(db_path: str) -> None:
     ss = st.session_state
-    try:
-        name = ReviewDB(db_path).add_annotator(ss.get("rv_new_name", ""))
+    try:  # Enter in the field and the button do the same, once: a second press with the field cleared is a no-op
+        name = name_to_add(ss.get("rv_new_name", ""), ss.get(ANNOTATOR))
+        if name is None:
+            return
+        name = ReviewDB(db_path).add_annotator(name)
     except CartomapError as err:
         flash("error", escape_markdown(str(err)))
         return

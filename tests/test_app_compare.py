@@ -175,3 +175,39 @@ def test_missing_cells_are_shown_as_a_dash(env):
     assert mann_whitney["df"] == "–"  # a U test has no degrees of freedom: not "None"
     assert significance[significance["test"] == "Cochran's Q"].iloc[0]["df"] == "1"
     assert not significance.isna().any().any()
+
+
+def test_the_f1_chart_has_a_legend_and_names_the_runs_without_scores(env):
+    """One series per scored run, always with a legend (plotly hides a lone one); a run without the
+    test set is named under the chart instead of silently missing."""
+    import json
+
+    a, d = env["runs"]["a"], env["runs"]["d"]
+    at = _app()
+    at.session_state["cmp_runs"] = [a.id, d.id]
+    at.run()
+    assert not at.exception, at.exception
+    (chart,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith("cmp_class_f1")]
+    figure = json.loads(chart.proto.spec)
+    assert figure["layout"]["showlegend"] is True
+    assert [t["name"] for t in figure["data"]] == [cmp.run_label(a)]
+    assert any(c.value.startswith("No per-class scores on this test set for: D") for c in at.caption)
+    curves = json.loads(
+        next(c for c in at.get("plotly_chart") if c.proto.id.endswith("cmp_curves")).proto.spec
+    )
+    assert curves["layout"]["showlegend"] is True
+
+
+def test_tables_show_a_dash_for_missing_values_in_formatted_columns(env):
+    import numpy as np
+    import pandas as pd
+
+    from pages.common import for_display
+
+    table = pd.DataFrame({"test": ["Q", "U"], "statistic": [15.38461, np.nan], "n": [60, 4]})
+    shown = for_display(table, formats={"statistic": "%.4f"})
+    assert shown["statistic"].tolist() == ["15.3846", "–"] and shown["n"].tolist() == [60, 4]
+    assert (
+        "None"
+        not in cmp.bold_best(cmp.comparison_table([env["runs"]["a"], env["runs"]["d"]], "test")).to_string()
+    )

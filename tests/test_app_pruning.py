@@ -44,6 +44,8 @@ def test_finished_experiment_shows_matrix_sweep_plots_and_suspects(root, demo):
     m = metrics(at)
     assert m["Training examples"] == "60" and m["Pruned"] == "8"
     assert m["Model 0 test accuracy"] == "60.00%" and m["Model 1 test accuracy"] == "60.00%"
+    pruned = next(x for x in at.metric if x.label == "Pruned")
+    assert not pruned.proto.delta  # a share of the training set is not a change: no delta arrow
     assert m["Would be pruned"] == "8"
     assert m["Type 1: only Model 0"] == "2" and m["Type 3: both"] == "1"  # chosen categories (P1G0)
     matrix = frame_with(at, "G0 entailment")

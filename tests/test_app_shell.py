@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -97,6 +99,41 @@ def test_a_deep_link_as_the_servers_first_visit_goes_through_app_py(root):
     (picker,) = at.sidebar.selectbox
     assert picker.label == "Run" and picker.value == a.id
     assert at.session_state["run_id"] == a.id and at.query_params["run"] == a.id
+
+
+LAUNCHER_CHECK = """
+import sys
+sys.path.insert(0, {root!r})
+import dashboard
+from streamlit.runtime.pages_manager import PagesManager
+print(dashboard.without_legacy_pages())
+PagesManager({app!r})  # what the server's first session makes
+print(PagesManager.uses_pages_directory, dashboard.without_legacy_pages())
+"""
+
+
+def test_the_launcher_turns_streamlits_legacy_pages_mode_off():
+    """`cartomap dashboard` serves app.py through dashboard.py, which tells Streamlit before the first
+    session that the pages/ folder is not a legacy multipage app (else a first visit to /data_map runs
+    the page alone); once decided it leaves the setting alone."""
+    code = LAUNCHER_CHECK.format(root=str(REPO), app=str(REPO / "app.py"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False", "False"]
+
+
+def test_cartomap_dashboard_starts_streamlit_through_the_launcher(tmp_path, monkeypatch):
+    from cartomap.cli import main
+
+    started = []
+    monkeypatch.setattr("os.execvpe", lambda path, cmd, env: started.append((cmd, env)))
+    main(["--cache", str(tmp_path), "dashboard", "--port", "8765", "--headless"])
+    ((cmd, env),) = started
+    assert cmd[:2] == [sys.executable, str(REPO / "dashboard.py")]
+    assert (
+        cmd[cmd.index("--server.port") + 1] == "8765"
+        and cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
+    )
+    assert env["CARTOMAP_CACHE"] == str(tmp_path.resolve())
 
 
 def test_every_page_hands_a_first_visit_to_app_py():
@@ -224,3 +261,29 @@ def test_picker_keeps_the_choice_when_the_runs_state_changes(root):
     at.run()
     assert f"picked {chosen.id}" in texts(at)
     assert at.session_state["run_id"] == chosen.id and at.query_params["run"] == chosen.id
+
+
+LIVE_PANEL = """
+run = sidebar_run_picker()
+n = st.session_state.get("n", 0)
+st.session_state["n"] = n + 1
+from pages.components.jobs import TRAINING, _live
+drawn = "queued" if n == 0 else run_state(run)  # the first page was drawn while the job was queued
+_live(run, TRAINING, lambda job, status: st.text(f"panel {status['state']}"), drawn)
+"""
+
+
+def test_the_job_panel_reruns_the_app_when_the_job_starts_so_the_sidebar_agrees(root):
+    """The page was drawn while the run was queued; the panel's poll sees it running: the whole app
+    runs again, so the sidebar's picker says "running" as the panel does (not "queued" until the end)."""
+    run = make_run(root, "running", epoch=1, epochs=2, global_step=1, total_steps=26)
+    lock = run.acquire_lock()
+    try:
+        at = script(LIVE_PANEL).run()
+        assert not at.exception, at.exception
+        assert at.session_state["n"] == 2  # the app ran again after the poll
+        assert "panel running" in texts(at)
+        (picker,) = at.sidebar.selectbox
+        assert " · running · " in picker.options[0]
+    finally:
+        lock.close()

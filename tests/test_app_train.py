@@ -15,7 +15,7 @@ from cartomap.config import DataConfig, RunConfig, TrainConfig
 from cartomap.data.loading import load_dataset
 from cartomap.data.uploads import save_upload
 from cartomap.errors import CartomapError, DataError
-from cartomap.runs.progress import describe_progress, format_duration, run_label
+from cartomap.runs.progress import MIN_ETA_STEPS, StepClock, describe_progress, format_duration, run_label
 from cartomap.runs.state import derive_state
 from cartomap.runs.store import RunStore
 from cartomap.training.forms import build_run_config
@@ -356,6 +356,9 @@ def test_progress_description():
     assert (view["fraction"], view["epoch"], view["step"], view["loss"]) == (0.5, "2/3", "5/10", "0.5123")
     assert view["dev_accuracy"] == "80.0%" and view["time_left"] == "2 h 1 min"
     assert format_duration(None) == "–" and format_duration(59.6) == "1 min 0 s"
+    assert describe_progress({**status, "eta_s": None})["time_left"] == "estimating…"
+    assert describe_progress({"state": "queued"})["time_left"] == "estimating…"
+    assert describe_progress({"state": "failed"})["time_left"] == "–"
     assert derive_state({"state": "queued", "pid": os.getpid()}) == "queued"
     assert derive_state({"state": "queued", "pid": 2**22 + 12345}) == "exited"
     label = run_label(
@@ -365,6 +368,24 @@ def test_progress_description():
     assert "upload 0123abcd….csv" in run_label({"id": "x", "data": "/c/uploads/" + "0123abcd" * 8 + ".csv"})
 
 
+def test_time_left_is_estimated_from_measured_steps_only():
+    """Start-up and the first step (warm-up) are not counted; no estimate before MIN_ETA_STEPS steps."""
+    now = [0.0]
+    clock = StepClock(total_steps=100, now=lambda: now[0])
+    now[0] = 60.0  # libraries, data, model and a slow first step: 60 s
+    assert clock.eta_s(1) is None
+    for step in range(2, 2 + MIN_ETA_STEPS - 1):
+        now[0] += 2.0
+        assert clock.eta_s(step) is None, step
+    now[0] += 2.0
+    step = 1 + MIN_ETA_STEPS
+    assert clock.eta_s(step) == 2.0 * (100 - step)  # 2 s a step, the 60 s not counted
+    now[0] += 30.0  # an eval pass inside the work: counted, spread over the steps measured
+    assert clock.eta_s(step + 1) == round(
+        (2.0 * MIN_ETA_STEPS + 30.0) / (MIN_ETA_STEPS + 1) * (100 - step - 1), 1
+    )
+
+
 def test_the_runs_table_shows_missing_values_as_a_dash(root):
     make_run(root, "running", seed=1, epoch=0, epochs=2)  # no epoch done: no dev accuracy yet
     at = page().run()
@@ -372,3 +393,10 @@ def test_the_runs_table_shows_missing_values_as_a_dash(root):
     table = next(d.value for d in at.dataframe if "dev_accuracy" in d.value.columns)
     assert table["dev_accuracy"].tolist() == ["–"]
     assert not table.isna().any().any()
+
+
+def test_a_state_and_its_phase_are_said_once():
+    from cartomap.runs.progress import state_text
+
+    assert state_text("done", "done") == "done" and state_text("running", "dev") == "running · dev"
+    assert state_text("queued", None) == "queued" and state_text("running", "") == "running"

@@ -267,6 +267,36 @@ def test_review_page_asks_who_is_reviewing(env):
     assert texts(at) == [kept.loc[0, "premise"], kept.loc[0, "hypothesis"]]
 
 
+def test_review_page_enter_then_the_add_button_adds_the_annotator_once_without_an_error(env):
+    """Enter in the name field submits the form (adds Ada, clears the field); a click on "Add annotator"
+    after it does nothing more, and says nothing is wrong."""
+    run = make_run(env, n=40)
+    filtered_batch(run)
+    at = page("review.py").run()
+    at.text_input(key="rv_new_name").input("Ada")
+    button(at, "Add annotator").click().run()  # the form's submit: what Enter does
+    assert at.session_state["rv_annotator"] == "Ada" and at.session_state["rv_new_name"] == ""
+    button(at, "Add annotator").click().run()  # then the button
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert at.session_state["rv_annotator"] == "Ada"
+    assert ReviewDB(review_path(run, "b1")).annotators() == ["Ada"]
+    at.text_input(key="rv_new_name").input("Ada")  # the same name typed again: picked, not an error
+    button(at, "Add annotator").click().run()
+    assert not at.error and ReviewDB(review_path(run, "b1")).annotators() == ["Ada"]
+
+
+def test_the_name_to_add():
+    from cartomap.errors import CartomapError
+    from cartomap.wanli.review import name_to_add
+
+    assert name_to_add("  Ada  Lovelace ") == "Ada Lovelace"
+    assert name_to_add("", "Ada") is None and name_to_add("  ", "Ada") is None
+    assert name_to_add("Bob", "Ada") == "Bob"
+    with pytest.raises(CartomapError, match="needs a name"):
+        name_to_add("", None)
+
+
 def test_review_page_a_locked_or_full_database_is_one_message(env, monkeypatch):
     import sqlite3
 

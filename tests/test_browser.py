@@ -57,13 +57,20 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(cache: Path, tmp_path: Path):
-    """`streamlit run app.py` on ``cache``; yields its URL once healthy, stops it afterwards."""
+def serve(cache: Path, tmp_path: Path, *, cli: bool = False):
+    """`streamlit run app.py` (``cli``: `cartomap dashboard`, as a user starts it) on ``cache``; yields
+    its URL once healthy, stops it afterwards."""
     port = _free_port()
     env = dict(os.environ, CARTOMAP_CACHE=str(cache), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    if cli:
+        env.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+        command = [sys.executable, "-m", "cartomap.cli", "--cache", str(cache), "dashboard"]
+        command += ["--port", str(port), "--headless"]
     log = open(tmp_path / "streamlit.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [
+        command
+        if cli
+        else [
             sys.executable,
             "-m",
             "streamlit",
@@ -295,6 +302,55 @@ def test_lasso_selects_points_in_browser(server, browser):
     band = [(0.05, 0.3), (0.45, 0.3), (0.45, 0.9), (0.05, 0.9)]
     _lasso_and_check(browser, frame, band, sampled=True, shot="browser_datamap_sampled.png")
     assert time.monotonic() - started < 120
+
+
+# --------------------------------------------------------------------------- a deep link as the first visit
+def test_a_deep_link_is_the_servers_first_visit(tmp_path, browser):
+    """`cartomap dashboard` just started, and the first thing it serves is /data_map?run=ID: the Data
+    map of that run with the dashboard's own navigation and run picker, no "Page not found" dialog and
+    no page list made from the pages/ folder (no "common"). Then / opens the Data map at its address."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_app_datamap import make_run
+
+    cache = tmp_path / "cache"
+    run = make_run(cache)
+    body = lambda: browser.find_element(By.TAG_NAME, "body").text  # noqa: E731
+
+    def nav() -> list[str]:  # each link's title (its first line is the icon's name)
+        try:
+            links = browser.find_elements(By.CSS_SELECTOR, "[data-testid=stSidebarNavLink]")
+            return [a.text.splitlines()[-1] for a in links if a.text]
+        except StaleElementReferenceException:  # the navigation was drawn again meanwhile
+            return []
+
+    picker = "//*[@data-testid='stSelectbox'][.//label[contains(., 'Run')]]"
+    with serve(cache, tmp_path, cli=True) as url:
+        browser.get(f"{url}/data_map?run={run.id}")
+        seen: set[str] = set()
+
+        def loaded() -> bool:  # every navigation drawn on the way is looked at, the first one too
+            seen.update(nav())
+            return bool(browser.find_elements(By.XPATH, picker) and _map_geometry(browser))
+
+        _wait(loaded, 60, "the run picker and the data map")
+        for _ in range(8):  # a dialog or a second navigation would come within the first seconds
+            seen.update(nav())
+            assert "Page not found" not in body()
+            time.sleep(0.25)
+        ARTIFACTS.mkdir(exist_ok=True)
+        browser.save_screenshot(str(ARTIFACTS / "browser_deep_link.png"))
+        assert not browser.find_elements(By.CSS_SELECTOR, '[role="dialog"]')
+        assert "Data map" in seen and "Compare" in seen and not any("common" in t.lower() for t in seen), seen
+        assert run.id in browser.find_element(By.XPATH, picker).get_attribute("innerHTML")  # the picked run
+        assert browser.current_url.startswith(f"{url}/data_map?") and f"run={run.id}" in browser.current_url
+
+        browser.get(f"{url}/?run={run.id}")  # the root address: the Data map at its own address
+        _wait(lambda: "/data_map?" in browser.current_url, 30, "the Data map's address")
+        _wait(lambda: _map_geometry(browser), 60, "the data map")
+        assert f"run={run.id}" in browser.current_url and "Page not found" not in body()
 
 
 # --------------------------------------------------------------------------- compare two experiments

@@ -26,7 +26,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.analysis.evaluation import predictions_on_test, run_class_table, run_scores, test_position
+from cartomap.analysis.evaluation import (
+    predictions_on_test,
+    run_chance_warning,
+    run_class_table,
+    run_scores,
+    test_position,
+)
 from cartomap.analysis.figures import escape_text, palette_color
 from cartomap.errors import DataError, RunError
 from cartomap.runs.store import Run
@@ -118,6 +124,28 @@ def comparison_table(runs: Mapping[str, Run] | Sequence[Run], test: int | str | 
     table = pd.DataFrame(rows, columns=columns)
     table["dev_accuracy"] = pd.to_numeric(table["dev_accuracy"], errors="coerce").astype(float)
     return table
+
+
+def chance_warnings(runs: Mapping[str, Run] | Sequence[Run], table: pd.DataFrame) -> list[str]:
+    """ "label: near chance ..." for each run of :func:`comparison_table` ``table`` whose score is near
+    chance (:func:`cartomap.analysis.evaluation.run_chance_warning`): its test accuracy when the table
+    has one, else its dev accuracy at the best epoch, else its final train-pass accuracy."""
+    out = []
+    by_label = labelled(runs)
+    for row in table.to_dict("records"):
+        run = by_label.get(row["run"])
+        if run is None:
+            continue
+        accuracy, source = None, None
+        test_set = row.get("test_set")
+        if isinstance(test_set, str) and test_set in run.test_names and pd.notna(row.get("accuracy")):
+            accuracy, source = float(row["accuracy"]), f"test_{run.test_names.index(test_set)}"
+        elif pd.notna(row.get("dev_accuracy")):
+            accuracy, source = float(row["dev_accuracy"]), "dev"
+        warning = run_chance_warning(run, accuracy, source)
+        if warning:
+            out.append(f"{row['run']}: {warning}")
+    return out
 
 
 def best_marks(table: pd.DataFrame, columns: Sequence[str] = SCORE_COLUMNS) -> pd.DataFrame:
@@ -222,6 +250,7 @@ def curves_figure(frame: pd.DataFrame, metric: str = "dev_accuracy", height: int
         margin=dict(l=50, r=10, t=30, b=40),
         xaxis=dict(title=dict(text="epoch"), dtick=1),
         yaxis=dict(title=dict(text=name)),
+        showlegend=True,
         legend=dict(orientation="h", y=-0.25),
         hovermode="x unified",
     )
@@ -249,6 +278,7 @@ def class_f1_figure(frame: pd.DataFrame, height: int = 360):
         height=height,
         margin=dict(l=50, r=10, t=30, b=40),
         yaxis=dict(title=dict(text="F1"), range=[0, 1]),
+        showlegend=True,  # which run a colour is, even with one run scored (plotly hides a lone legend)
         legend=dict(orientation="h", y=-0.25),
     )
     return fig

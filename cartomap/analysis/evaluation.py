@@ -12,6 +12,7 @@ import pandas as pd
 
 from cartomap.errors import RunError
 from cartomap.runs.store import Run
+from cartomap.scores.chance import chance_warning
 from cartomap.scores.reports import classification_table, summary_scores
 
 
@@ -77,3 +78,51 @@ def epoch_curves(run: Run) -> pd.DataFrame:
                 name = f"test accuracy: {run.test_names[k]}" if k < len(run.test_names) else key
             rows.append({"epoch": epoch, "metric": name, "value": float(value)})
     return pd.DataFrame(rows, columns=["epoch", "metric", "value"])
+
+
+def _labels_of(run: Run, source: str) -> np.ndarray | None:
+    """Gold label ids of a run's set ("train", "dev", "test_<k>"); None when it cannot be read."""
+    try:
+        if source == "dev":
+            frame = run.dev_examples()
+        elif source.startswith("test_"):
+            frame = run.test_examples(int(source.split("_", 1)[1]))
+        else:
+            frame = run.examples(columns=["label"])
+    except (OSError, ValueError, KeyError, RunError):
+        return None
+    return None if frame is None else frame["label"].to_numpy(dtype=np.int64)
+
+
+def final_accuracy(run: Run) -> tuple[float, str] | None:
+    """The run's model accuracy and which: its last dev accuracy ("dev accuracy"), else the accuracy of
+    its last recorded pass over the training set ("final train-pass accuracy"); None before either."""
+    history = run.history()
+    dev = history[-1].get("dev_accuracy") if history else None
+    if isinstance(dev, (int, float)):
+        return float(dev), "dev accuracy"
+    source = run.recorded_source()
+    epochs = run.dynamics_epochs(source)
+    if not epochs:
+        return None
+    try:
+        frame = run.examples(columns=["id", "label"])
+        logits = run.read_epoch(source, epochs[-1], frame["id"].astype(str).tolist())
+    except (OSError, ValueError, KeyError, RunError):
+        return None
+    return float((logits.argmax(1) == frame["label"].to_numpy()).mean()), "final train-pass accuracy"
+
+
+def run_chance_warning(run: Run, accuracy: float | None = None, source: str | None = None) -> str | None:
+    """:func:`cartomap.scores.chance.chance_warning` for ``run``'s model: ``accuracy`` on ``source``
+    ("dev", "test_<k>", "train") when given, else :func:`final_accuracy` (dev, else the train pass)."""
+    if accuracy is None:
+        found = final_accuracy(run)
+        if found is None:
+            return None
+        accuracy, what = found
+        source = "dev" if what == "dev accuracy" else "train"
+    else:
+        source = source or "dev"
+        what = "test accuracy" if source.startswith("test_") else f"{source} accuracy"
+    return chance_warning(accuracy, len(run.label_names), _labels_of(run, source), what=what)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cartomap.cli.options import add_data_arguments, data_config, print_run_summary, printable
 from cartomap.errors import CartomapError
+from cartomap.runs.progress import time_left
 
 SEEDS_EXPORT = "seeds.parquet"  # `cartomap export`: the seeds experiment's per-example table
 DETECTORS_EXPORT = "detectors.parquet"  # `cartomap export`: every available detector's score per example
@@ -69,7 +70,7 @@ def cmd_show(a: argparse.Namespace) -> int:
     if status["state"] in ("running", "interrupted", "cancelled", "failed"):
         print(
             f"  progress: epoch {status.get('epoch')}/{status.get('epochs')} step {status.get('global_step')}/"
-            f"{status.get('total_steps')} eta {status.get('eta_s')}s"
+            f"{status.get('total_steps')} time left {time_left(status, status['state'])}"
             + (f"  error: {status['error']}" if status.get("error") else "")
         )
     for h in run.history():

@@ -117,17 +117,17 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 def cmd_dashboard(a: argparse.Namespace) -> int:
     """Open the Streamlit dashboard, bound to 127.0.0.1 unless --address says otherwise."""
-    app = Path(__file__).resolve().parents[2] / "app.py"  # the source checkout
-    if not app.exists():
-        print(f"cartomap: error: the dashboard needs a source checkout (no {app})", file=sys.stderr)
-        return 2
+    root = Path(__file__).resolve().parents[2]  # the source checkout
+    app, launcher = root / "app.py", root / "dashboard.py"
+    for needed in (app, launcher):
+        if not needed.exists():
+            print(f"cartomap: error: the dashboard needs a source checkout (no {needed})", file=sys.stderr)
+            return 2
     env = dict(os.environ, CARTOMAP_CACHE=str(Path(a.cache).resolve()))
+    # dashboard.py: `streamlit run app.py` in the server process, Streamlit's legacy pages/ mode off
     cmd = [
         sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(app),
+        str(launcher),
         "--server.address",
         a.address,
         "--server.port",

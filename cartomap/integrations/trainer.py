@@ -55,6 +55,7 @@ from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.integrations.examples import LABEL_COLUMNS, class_names, column_names, user_examples
 from cartomap.integrations.origin import recorded_config
 from cartomap.runs.importer import finish_run
+from cartomap.runs.progress import StepClock
 from cartomap.runs.state import Throttle
 from cartomap.runs.store import Run, RunStore
 
@@ -377,6 +378,7 @@ class DataMapCallback(TrainerCallback):
         self.history = self.run.history()[: self.start_epoch] if self.rank == 0 else []
         self.throttle, self.loss, self.t_start = Throttle(STATUS_EVERY_S), None, time.time()
         self.start_step = state.global_step
+        self.clock = StepClock(state.max_steps or 0)  # time left from measured steps only
         self._status(state, force=True, phase="train")
 
     def _check_labels(self, loader_set) -> None:
@@ -580,8 +582,7 @@ class DataMapCallback(TrainerCallback):
         epochs = max(1, int(state.num_train_epochs or 1))
         per_epoch = max(1, round(state.max_steps / epochs)) if state.max_steps else None
         done = state.global_step - self.start_step
-        left = state.max_steps - state.global_step if state.max_steps else None
-        eta = (time.time() - self.t_start) / done * left if done > 0 and left is not None else None
+        eta = self.clock.eta_s(state.global_step) if done > 0 and state.max_steps else None
         self.run.set_status(
             state="running",
             epoch=min(self.epoch + 1, epochs),

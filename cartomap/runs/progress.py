@@ -6,6 +6,7 @@ Pure functions of a status dict (``status.json``; see :mod:`cartomap.runs.state`
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,51 @@ def format_duration(seconds: Any) -> str:
     if s < 3600:
         return f"{s // 60} min {s % 60} s"
     return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+ESTIMATING = "estimating…"  # what time-left says before enough steps were measured
+MIN_ETA_STEPS = 5  # steps timed (after the first) before time left is estimated
+
+
+class StepClock:
+    """Time left of a training job from its measured steps only.
+
+    The clock starts when the first step of this process ends: start-up (libraries, data, model) and
+    the first step's warm-up are not work that repeats, and counting them made the first estimates
+    several times too long. Until :data:`MIN_ETA_STEPS` steps were timed there is no estimate (None).
+    Steps are global steps; ``total_steps`` the job's last one."""
+
+    def __init__(self, total_steps: int, now: Callable[[], float] = time.monotonic):
+        self.total_steps, self.now = int(total_steps), now
+        self.first: tuple[int, float] | None = None  # (global step, time) when the first step ended
+
+    def eta_s(self, global_step: int) -> float | None:
+        """Seconds left after ``global_step`` steps (None while too few steps were measured)."""
+        t = self.now()
+        if self.first is None:
+            self.first = (int(global_step), t)
+            return None
+        timed = int(global_step) - self.first[0]
+        if timed < MIN_ETA_STEPS:
+            return None
+        left = max(self.total_steps - int(global_step), 0)
+        return round((t - self.first[1]) / timed * left, 1)
+
+
+def time_left(status: dict[str, Any], state: str) -> str:
+    """Time left as shown: "0 s" when done, the estimate, "estimating…" while an active job has none."""
+    if state == "done":
+        return "0 s"
+    eta = status.get("eta_s")
+    if eta is None:
+        return ESTIMATING if state in ("queued", "running") else "–"
+    return format_duration(eta)
+
+
+def state_text(state: str, phase: Any = None) -> str:
+    """The state, then the phase when it says more: "running · dev"; "done" (never "done · done")."""
+    phase = str(phase or "").strip()
+    return f"{state} · {phase}" if phase and phase != state else str(state)
 
 
 def describe_progress(status: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +88,7 @@ def describe_progress(status: dict[str, Any]) -> dict[str, Any]:
         "step": f"{step}/{per_epoch}" if step is not None and per_epoch else "–",
         "loss": f"{loss:.4f}" if isinstance(loss, (int, float)) else "–",
         "dev_accuracy": f"{acc:.1%}" if isinstance(acc, (int, float)) else "–",
-        "time_left": "0 s" if state == "done" else format_duration(status.get("eta_s")),
+        "time_left": time_left(status, state),
         "device": status.get("device") or "",
         "error": status.get("error"),
         "updated": time.strftime("%H:%M:%S", time.localtime(status["updated_at"]))

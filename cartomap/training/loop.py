@@ -28,6 +28,7 @@ from cartomap.config import RunConfig
 from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
+from cartomap.runs.progress import StepClock
 from cartomap.runs.state import Throttle
 from cartomap.runs.store import Run, RunStore, arrow_ids
 from cartomap.training.batching import (
@@ -177,18 +178,17 @@ class Progress:
 
     def __init__(self, run: Run, on_step: StepCallback | None, total_steps: int, start_step: int):
         self.run, self.on_step, self.total_steps = run, on_step, total_steps
-        self.start_step, self.start_time = start_step, time.time()
+        self.start_step = start_step
+        self.clock = StepClock(total_steps)  # time left from measured steps only
         self.throttle = Throttle(STATUS_EVERY_S)
-        self.fields: dict[str, Any] = {}
+        self.fields: dict[str, Any] = {"eta_s": None}  # no estimate (of an earlier attempt) until measured
         self.writes = process_rank() == 0
 
     def update(self, force: bool = False, **fields) -> None:
         self.fields.update(fields)
-        done = self.fields.get("global_step", self.start_step) - self.start_step
-        elapsed = time.time() - self.start_time
-        if done > 0:
-            rate = elapsed / done
-            self.fields["eta_s"] = round(rate * (self.total_steps - self.start_step - done), 1)
+        step = self.fields.get("global_step", self.start_step)
+        if step > self.start_step and "global_step" in fields:  # a step just ended
+            self.fields["eta_s"] = self.clock.eta_s(step)
         if self.on_step is not None:
             self.on_step(dict(self.fields))
         if self.writes and self.throttle.ready(force):

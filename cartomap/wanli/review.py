@@ -314,6 +314,16 @@ def cohen_kappa(reviews: pd.DataFrame) -> float:
 
 
 # --------------------------------------------------------------------------- the database
+def name_to_add(typed: Any, current: str | None = None) -> str | None:
+    """What "Add annotator" adds: the typed name cleaned (adding is idempotent: a name that exists is
+    picked again), or None when the field is empty and ``current`` is chosen: the name was just added
+    (Enter in the field, then the button) and there is nothing left to do. CartomapError for an empty
+    field with nobody chosen, or a name that is too long."""
+    if not " ".join(str(typed or "").split()) and current:
+        return None
+    return clean_name(typed)
+
+
 def _optional_str(value: Any) -> str | None:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return None

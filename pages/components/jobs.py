@@ -4,8 +4,8 @@ Cancel / Resume / Start buttons.
 A job is a run being trained, an experiment, or a task of a run (embeddings, similarity, filtering,
 ...): all three keep their state in the run store (:mod:`cartomap.runs.state`), so one panel
 reads them. While a job is queued or running, the panel polls its status every :data:`POLL_S`
-seconds in a fragment and reruns the whole app once the job ends, so the page then draws its
-results. Buttons only write flags and start processes; no widget ever kills a process.
+seconds in a fragment and reruns the whole app once the state changes (queued -> running, or the
+job ends), so the sidebar shows the same state and the page then draws its results. Buttons only write flags and start processes; no widget ever kills a process.
 
 * :func:`job_panel`: status, messages and Cancel / Resume of any job; :func:`run_panel` and
   :func:`experiment_panel` for training runs and experiments;
@@ -28,7 +28,7 @@ from cartomap.experiments import launch
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.integrations.checkpoints import restart_scoring
 from cartomap.runs.jobs import start_task, tail
-from cartomap.runs.progress import describe_progress
+from cartomap.runs.progress import describe_progress, state_text
 from cartomap.runs.state import ACTIVE_STATES, RESUMABLE_STATES, StatusFolder
 from cartomap.runs.store import Run
 from cartomap.training.launch import start_run_job, start_training
@@ -128,10 +128,13 @@ Details = Callable[[StatusFolder, dict[str, Any]], None]
 
 
 @st.fragment(run_every=POLL_S)
-def _live(job: StatusFolder, words: Wording, details: Details) -> None:
+def _live(job: StatusFolder, words: Wording, details: Details, drawn: str) -> None:
+    """Poll the job; rerun the whole app once its state is no longer ``drawn`` (the state the page
+    was drawn with): a finished job's page draws its results, and on queued -> running the sidebar's
+    run picker and the buttons (Cancel) follow the same state as the panel."""
     status = _read(job)
-    if status is None or status["state"] not in ACTIVE_STATES:
-        st.rerun()  # the whole app: a finished job's page draws its results
+    if status is None or status["state"] != drawn or status["state"] not in ACTIVE_STATES:
+        st.rerun()  # the whole app
         return
     details(job, status)
     _messages(job, status, words)
@@ -156,7 +159,7 @@ def job_panel(
         return "none"
     state = status["state"]
     if state in ACTIVE_STATES:
-        _live(job, words, details)
+        _live(job, words, details, state)
     else:
         details(job, status)
         _messages(job, status, words)
@@ -182,7 +185,7 @@ def progress_bar(label: str, unit: str = "examples") -> Details:
         done, total = status.get("done"), status.get("total")
         count = f" · {done:,} / {total:,} {status.get('unit', unit)}" if done is not None and total else ""
         phase = status.get("phase")
-        text = f"{label}: {status['state']}" + (f" · {phase}" if phase else "") + count
+        text = f"{label}: {state_text(status['state'], phase)}{count}"
         st.progress(1.0 if status["state"] == "done" else fraction, text=text)
 
     return draw
@@ -214,7 +217,7 @@ def start_task_button(run: Run, name: str, cli_args: list[str], button: str, key
 def _training_details(run: StatusFolder, status: dict[str, Any]) -> None:
     view = describe_progress(status)
     state = view["state"]
-    text = f"{state} · {view['phase']}" if state == "running" and view["phase"] != state else state
+    text = state_text(state, view["phase"]) if state == "running" else state
     st.progress(view["fraction"], text=f"Run {run.id}: {text}")
     cols = st.columns(5)
     cols[0].metric("Epoch", view["epoch"])
