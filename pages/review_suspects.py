@@ -23,6 +23,8 @@ import streamlit as st
 from cartomap.curation import aggregate, corrected, exchange, queue, sources
 from cartomap.data.interchange import label_studio_tasks
 from cartomap.errors import CartomapError
+from cartomap.experiments import launch
+from cartomap.experiments.correction import create_correction
 from cartomap.experiments.pruning import pruning_of_run, suspects_of
 from cartomap.experiments.store import ExperimentStore
 from cartomap.experiments.truth import detector_extras
@@ -300,6 +302,33 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
             mime="application/json",
             key="rs_download_labelstudio",
         )
+    retrain_form(run, name)
+
+
+def retrain_form(run: Run, name: str) -> None:
+    """The loop's last step: retrain the run on its data as it was, pruned of the queue and corrected by
+    the decisions (the retrain-after-review experiment, a background job)."""
+    st.markdown("**Retrain with these decisions**")
+    st.caption(
+        "Trains the run's config on its training set as it was, pruned of every queued example, and "
+        "corrected by the final decisions, with the same seeds; evaluated on the run's dev and test sets. "
+        "Results: Compare, and the 'Retrain after review' tab of Curricula & combinations."
+    )
+    left, right = st.columns([1, 2])
+    seeds = left.number_input("Seeds", min_value=1, max_value=10, step=1, **kept("rs_retrain_seeds", 3))
+    if right.button("Retrain original, pruned and corrected", key="rs_retrain"):
+        try:
+            written = corrected.write_corrected(run, name)
+            xstore = ExperimentStore(get_store().root)
+            exp = create_correction(
+                xstore, run, written["decisions_path"], n_seeds=int(seeds), name=f"review {name}"
+            )
+            launch.start_experiment(exp, xstore)
+        except (CartomapError, OSError) as err:
+            show_error(err)
+            return
+        flash("success", f"Retrain experiment {exp.id} started ({exp.state}); its results appear on Compare.")
+        st.rerun()
 
 
 def import_form(run: Run, name: str) -> None:

@@ -372,6 +372,27 @@ def test_the_same_retrain_is_the_same_experiment_and_bad_input_creates_nothing(r
     assert create_correction(store, base, again, n_seeds=2).id == retrained["exp"].id
 
 
+def test_retrain_from_a_review_queue_is_the_same_experiment(retrained):
+    """``--queue NAME`` takes the decisions of the run's review queue: the same decisions as the file's
+    are the same experiment."""
+    from cartomap.curation import queue, sources
+
+    base, ids = retrained["base"], retrained["ids"]
+    names = base.label_names
+    labels = [names[i] for i in base.examples()["label"]]
+    queue.create_queue(base, "fix", sources.from_selection(base, ids[:4]), per_item=1)
+    db = queue.open_queue(base, "fix")
+    db.record("ann", ids[0], "relabel", names[(names.index(labels[0]) + 1) % 3])
+    db.record("ann", ids[1], "remove")
+    db.record("ann", ids[2], "keep")
+    db.record("ann", ids[3], "unsure")
+    code, out = call("--cache", retrained["cache"], "retrain", "base", "--queue", "fix", "--seeds", "2")
+    assert code == 0, out
+    assert retrained["exp"].id in out
+    code, out = call("--cache", retrained["cache"], "retrain", "base", "--queue", "nope")
+    assert code == 2 and "nope" in out
+
+
 def test_a_run_that_is_not_done_is_refused(retrained, tmp_path):
     run = retrained["base"]
     run.set_status(state="failed")

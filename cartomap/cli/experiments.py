@@ -250,7 +250,12 @@ def cmd_retrain(a: argparse.Namespace) -> int:
     executor = executor_config(a)
     store = ExperimentStore(a.cache)
     run = store.runs.get(a.run)
-    exp = create_correction(store, run, a.decisions, n_seeds=a.seeds, seeds=a.seed_list, name=a.name)
+    decisions = a.decisions
+    if a.queue:
+        from cartomap.curation.corrected import write_corrected
+
+        decisions = write_corrected(run, a.queue)["decisions_path"]
+    exp = create_correction(store, run, decisions, n_seeds=a.seeds, seeds=a.seed_list, name=a.name)
     seeds = ", ".join(str(s) for s in exp.params["seeds"])
     print(f"run {run.id}: original, pruned and corrected with seeds {seeds} (experiment {exp.id})")
     return start_or_run(exp, store, a.background, executor)
@@ -363,12 +368,17 @@ def add_commands(sub) -> None:
         "corrected training sets with the same seeds",
     )
     rt.add_argument("run", help="the finished base run (id, id prefix or name)")
-    rt.add_argument(
+    given = rt.add_mutually_exclusive_group(required=True)
+    given.add_argument(
         "--decisions",
-        required=True,
         metavar="FILE",
         help="the review's decisions (.parquet, .jsonl or .csv): id, decision (keep, relabel, remove, unsure, "
         "unreviewed), label, original_label, ...; copied into the experiment",
+    )
+    given.add_argument(
+        "--queue",
+        metavar="NAME",
+        help="the decisions of the run's review queue NAME (cartomap review-queue), as they stand now",
     )
     rt.add_argument(
         "--seeds", type=int, default=3, help="seeds in all, the run's own included (own, own + 1, ...)"

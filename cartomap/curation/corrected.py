@@ -83,6 +83,7 @@ def write_corrected(run: Run, queue: str) -> dict[str, Any]:
         "relabelled": int(found.get("relabel", 0)),
         "removed": int(found.get("remove", 0)),
         "decisions": table,
+        "decisions_path": folder / layout.DECISIONS,
         "frame": corrected,
     }
 

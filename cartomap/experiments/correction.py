@@ -112,7 +112,19 @@ def check_sets(train: TextDataset, decisions: pd.DataFrame) -> None:
 
 
 def decisions_hash(decisions: pd.DataFrame) -> str:
-    return hashlib.sha256(decisions.to_json(orient="records").encode("utf-8")).hexdigest()
+    """sha256 of what the decisions do to the training set: the queued ids (pruned drops them all), the
+    removed ones and each relabel's new label. Provenance columns (who decided, the queue's scores, notes)
+    and the row order do not change it: the same correction is the same experiment."""
+    changes = {"remove", "relabel"}
+    decision = decisions["decision"].astype(str)
+    effect = pd.DataFrame(
+        {
+            "id": decisions["id"].astype(str),
+            "change": decision.where(decision.isin(changes), "queued"),
+            "label": decisions["label"].astype(str).where(decision == "relabel", ""),
+        }
+    ).sort_values("id", kind="stable")
+    return hashlib.sha256(effect.to_json(orient="records").encode("utf-8")).hexdigest()
 
 
 def decisions_of(exp: Experiment) -> pd.DataFrame:
