@@ -25,7 +25,7 @@ import hashlib
 
 import streamlit as st
 
-from cartomap.analysis import datamap, figures, truth
+from cartomap.analysis import colourings, datamap, figures, truth
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.analysis.truth import has_human_judgement
 from cartomap.errors import CartomapError
@@ -144,6 +144,7 @@ RUN_FILTER_KEYS = (
 #: Every filter and display setting the "Reset" clears: the run's filters and how the map is drawn.
 FILTER_KEYS = RUN_FILTER_KEYS + (
     "dm_color",
+    "dm_facet",
     "dm_max_points",
     "dm_region_rule",
     "dm_ambiguous_fraction",
@@ -171,6 +172,76 @@ def _clear_selection() -> None:
     st.session_state.pop("dm_focus", None)
 
 
+# --------------------------------------------------------------------------- colour and facets
+
+
+def colour_picker(frame) -> str:
+    """Sidebar: what the map is coloured by, among every colouring this map offers
+    (:func:`cartomap.analysis.colourings.available`: scores with a colour bar, categories with a palette)."""
+    offered = colourings.available(frame)
+    options = list(offered)
+    return st.sidebar.selectbox(
+        "Colour by",
+        options,
+        help="Categories (label, region, correctness in k of E epochs, ...) get a palette; scores (AUM, EL2N, "
+        "forgetting, seeds, annotators, label-error detectors: higher = more suspect) a colour scale.",
+        **kept("dm_color", "correctness", options=options),
+    )
+
+
+def split_by_label() -> bool:
+    """Sidebar: whether the map is drawn as small multiples, one panel per gold label."""
+    return st.sidebar.checkbox(
+        "Split by gold label",
+        help="One map per class on the same axes and colour scale (a lasso selects in its own panel).",
+        **kept("dm_facet", False),
+    )
+
+
+FACET_CHART = "datamap_facets"
+
+
+def take_facet_event(filtered, max_points: int) -> None:
+    """:func:`take_event` for the map split by gold label: a box or lasso selects in its own panel."""
+    event = st.session_state.get(FACET_CHART)
+    if event is None or datamap.is_empty_event(event):
+        st.session_state.pop("_dm_facet_sig", None)
+        return
+    sig = datamap.event_signature(event)
+    if sig == st.session_state.get("_dm_facet_sig"):
+        return
+    st.session_state["_dm_facet_sig"] = sig
+    facets = st.session_state.get("_dm_facets") or figures.facet_levels(filtered)
+    st.session_state[SELECTED] = datamap.resolve_facet_selection(
+        filtered, event, facets, max_points=max_points
+    )
+    st.session_state.pop("dm_focus", None)
+
+
+def draw_map(filtered, color_by: str, max_points: int, selected, split: bool):
+    """The map (or one map per gold label) with its selection events; returns the figure drawn."""
+    if split:
+        fig = figures.facet_map_figure(
+            filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
+        )
+        st.session_state["_dm_facets"] = list(fig.layout.meta["facets"])
+        key = FACET_CHART
+    else:
+        fig = figures.data_map_figure(
+            filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
+        )
+        key = "datamap"
+    st.plotly_chart(
+        fig,
+        key=key,
+        on_select="rerun",
+        selection_mode=("points", "box", "lasso"),
+        width="stretch",
+        config={"displaylogo": False},
+    )
+    return fig
+
+
 def sidebar_filters(frame):
     """Filter widgets in the sidebar; returns (filtered frame, colour-by, max points drawn)."""
     sb = st.sidebar
@@ -186,13 +257,9 @@ def sidebar_filters(frame):
     _valid_range("dm_conf", 0.0, 1.0)
     _valid_range("dm_var", 0.0, var_hi)
     _valid_range("dm_corr", None, None, options=corr_options)
-    color_options = list(figures.COLOR_BY if genres else figures.COLOR_BY[:3])
     over_seeds = "stable" in frame.columns
-    if over_seeds:
-        color_options.append(figures.AGREEMENT)
     votes = "human_entropy" in frame.columns and "agreement" in frame.columns
     if votes:
-        color_options += list(figures.HUMAN_COLOR_BY)
         h_hi = round(max(0.01, datamap.metric_bounds(frame, "human_entropy")[1]) + 0.005, 3)
         _valid_range("dm_entropy", 0.0, h_hi)
 
@@ -218,9 +285,7 @@ def sidebar_filters(frame):
         "them; a lasso or box still selects every example inside it.",
         **kept("dm_max_points", datamap.DEFAULT_MAX_POINTS),
     )
-    color_by = sb.radio(
-        "Colour by", color_options, horizontal=True, **kept("dm_color", "correctness", options=color_options)
-    )
+    color_by = colour_picker(frame)
     entropy = disagree = None
     if votes:
         entropy = sb.slider(
@@ -578,8 +643,12 @@ def main() -> None:
     seeds = seed_runs(seeds_exp, get_store()) if seeds_exp else None
     _filters_follow_run(run.id)
     filtered, color_by, max_points = sidebar_filters(frame)
+    split = split_by_label()
     st.session_state.setdefault(SELECTED, [])
-    take_event(filtered, max_points)
+    if split:
+        take_facet_event(filtered, max_points)
+    else:
+        take_event(filtered, max_points)
     selected = [str(i) for i in st.session_state.get(SELECTED) or []]
     st.session_state[SELECTED] = selected
 
@@ -600,17 +669,7 @@ def main() -> None:
     st.caption(f"Regions: {rule.describe(frame['variability'].to_numpy())}. Metrics {over}.")
     if filtered.empty:
         st.warning("No example matches the filters.")
-    fig = figures.data_map_figure(
-        filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
-    )
-    st.plotly_chart(
-        fig,
-        key="datamap",
-        on_select="rerun",
-        selection_mode=("points", "box", "lasso"),
-        width="stretch",
-        config={"displaylogo": False},
-    )
+    fig = draw_map(filtered, color_by, max_points, selected, split)
 
     table = datamap.selection_table(filtered, selected)
     known = len(datamap.selection_table(frame, selected)) if selected else 0

@@ -171,6 +171,51 @@ def test_injected_selection_fills_table_and_filters_change_it(run):
     assert len(at.get("plotly_chart")) == 2, "no trajectory chart"
 
 
+def _spec(at, k: int = 0) -> dict:
+    import json
+
+    return json.loads(at.get("plotly_chart")[k].proto.spec)
+
+
+def test_every_colouring_renders_and_a_run_without_votes_offers_no_human_agreement(run):
+    at = _app().run()
+    colour = at.selectbox(key="_kept_dm_color")
+    options = list(colour.options)
+    assert options[:3] == ["correctness", "label", "region"]
+    assert {"AUM", "EL2N", "forgetfulness", "detector: forgetting events"} <= set(options)
+    assert not {"human entropy", "gold vs majority", "seed spread", "region agreement"} & set(options)
+    for name in options:
+        at.selectbox(key="_kept_dm_color").set_value(name).run()
+        assert not at.exception, (name, at.exception)
+        spec = _spec(at)
+        assert spec["layout"]["meta"]["color_by"] == name
+        scales = [t for t in spec["data"] if t.get("type") == "scattergl" and t["marker"].get("showscale")]
+        assert bool(scales) == (name not in ("correctness", "label", "region", "genre")), name
+
+
+def test_split_by_gold_label(run):
+    at = _app().run()
+    at.checkbox(key="_kept_dm_facet").check().run()
+    assert not at.exception, at.exception
+    spec = _spec(at)
+    assert spec["layout"]["meta"]["facets"] == ["entailment", "neutral", "contradiction"]
+    frame = dm.map_frame(run)
+    drawn = {t["xaxis"]: set(t["customdata"]) for t in spec["data"] if t.get("type") == "scattergl"}
+    assert drawn["x2"] <= set(frame.loc[frame["gold"] == "neutral", "id"])
+    # a box on the neutral panel selects neutral examples only
+    at.session_state["datamap_facets"] = {
+        "selection": {
+            "points": [],
+            "box": [{"xref": "x2", "yref": "y2", "x": [0, 1], "y": [0, 1]}],
+            "lasso": [],
+        }
+    }
+    at.run()
+    assert not at.exception, at.exception
+    chosen = set(at.session_state["selected_ids"])
+    assert chosen and chosen <= set(frame.loc[frame["gold"] == "neutral", "id"])
+
+
 def test_save_group(run):
     frame = dm.map_frame(run)
     picked = frame["id"].iloc[10:25].tolist()
@@ -304,7 +349,7 @@ def test_a_run_with_seeds_shows_the_mean_map(seeded):
     stable = int(table["stable"].sum())
     assert 0 < stable < 400 and _count(at) == stable
     # colour by region agreement
-    at.radio(key="_kept_dm_color").set_value("region agreement").run()
+    at.selectbox(key="_kept_dm_color").set_value("region agreement").run()
     assert not at.exception, at.exception
     # the toggle off: the run's own map again (every example)
     at.checkbox(key="_kept_dm_stable_only").uncheck().run()
@@ -380,7 +425,7 @@ def test_example_filters_do_not_carry_over_to_another_run(run, tmp_path):
     at.run()
     at.multiselect(key="_kept_dm_regions").set_value(["ambiguous"]).run()
     at.slider(key="_kept_dm_conf").set_value((0.5, 1.0)).run()
-    at.radio(key="_kept_dm_color").set_value("region").run()
+    at.selectbox(key="_kept_dm_color").set_value("region").run()
     assert not at.exception, at.exception
     assert at.multiselect(key="_kept_dm_regions").value == ["ambiguous"]
 
@@ -389,7 +434,7 @@ def test_example_filters_do_not_carry_over_to_another_run(run, tmp_path):
     assert not at.exception, at.exception
     assert at.multiselect(key="_kept_dm_regions").value == ["easy-to-learn", "ambiguous", "hard-to-learn"]
     assert tuple(at.slider(key="_kept_dm_conf").value) == (0.0, 1.0)
-    assert at.radio(key="_kept_dm_color").value == "region"  # a display setting stays
+    assert at.selectbox(key="_kept_dm_color").value == "region"  # a display setting stays
     assert "4 epochs" in " ".join(c.value for c in at.caption)
 
     # the same run again: its filters are kept
