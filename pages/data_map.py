@@ -25,7 +25,7 @@ import hashlib
 
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap, figures, truth
+from cartomap.analysis import colourings, datamap, figures, summary, truth
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.analysis.truth import has_human_judgement
 from cartomap.errors import CartomapError
@@ -585,6 +585,40 @@ def seeds_section(run, estore):
     return None, None
 
 
+# --------------------------------------------------------------------------- run summary
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _dev_confusion(run_path: str, stamp: tuple):
+    from pathlib import Path
+
+    from cartomap.runs.store import Run
+
+    return summary.dev_confusion(Run(Path(run_path)))
+
+
+def summary_section(run, rule_text: str, n_seeds: int) -> None:
+    """ "Run summary": dev/test accuracy (last and best epoch), epochs, seeds, recording, regions, and the
+    dev set's confusion matrix at the final epoch."""
+    with st.expander("Run summary", expanded=True):
+        try:
+            facts = summary.run_summary(run, n_seeds=n_seeds, region_rule=rule_text)
+            dev_epochs = run.dynamics_epochs("dev")
+            stamp = run.stamp(*(run.epoch_path("dev", e) for e in dev_epochs[-1:]))
+            confusion = _dev_confusion(str(run.path), stamp) if dev_epochs else None
+        except CartomapError as err:
+            show_error(err)
+            return
+        left, right = st.columns([3, 2])
+        left.dataframe(summary.summary_rows(facts), hide_index=True, key="dm_summary", width="stretch")
+        with right:
+            if confusion is None:
+                st.caption("No dev set: no confusion matrix.")
+            else:
+                st.caption(f"Dev set at the final epoch ({dev_epochs[-1] + 1}): gold label by prediction.")
+                st.dataframe(confusion, key="dm_confusion")
+
+
 @st.cache_data(max_entries=4, show_spinner="Computing the truth report…")
 def _truth(run_path: str, cache: str, stamp: tuple, n_boot: int) -> dict:
     from pathlib import Path
@@ -632,7 +666,7 @@ def main() -> None:
 
     rule, burn_out = map_settings(run)
     estore = ExperimentStore(get_store().root)
-    seeds_exp, _ = seeds_section(run, estore)
+    seeds_exp, seeds_done = seeds_section(run, estore)
     try:
         frame = (
             maps.seed_map_frame(seeds_exp, run, rule) if seeds_exp else maps.map_frame(run, rule, burn_out)
@@ -667,6 +701,11 @@ def main() -> None:
     if seeds_exp:
         over = f"over {epochs_used} epochs, the mean of {len(seeds or {})} seeds (burn-out applies to one run's map)"
     st.caption(f"Regions: {rule.describe(frame['variability'].to_numpy())}. Metrics {over}.")
+    summary_section(
+        run,
+        rule.describe(frame["variability"].to_numpy()),
+        n_seeds=len(seeds_done.params["seeds"]) if seeds_done else 1,
+    )
     if filtered.empty:
         st.warning("No example matches the filters.")
     fig = draw_map(filtered, color_by, max_points, selected, split)

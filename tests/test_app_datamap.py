@@ -19,16 +19,28 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "pages" / "data_map.py"
 
 
-def make_run(cache: Path, epochs: int = 3, seed: int = 0) -> Run:
-    """A finished run on the bundled demo dev set (400 pairs) with synthetic logits: no training."""
+def make_run(cache: Path, epochs: int = 3, seed: int = 0, dev: bool = False) -> Run:
+    """A finished run on the bundled demo dev set (400 pairs) with synthetic logits: no training. With
+    ``dev``, the same pairs are its dev set, every one predicted right but the first 10 (the next class)."""
     data = load_dataset(DataConfig(path="demo:dev"))
     config = RunConfig(
         data=DataConfig(path="demo:dev"),
-        dev=None,
+        dev=DataConfig(path="demo:dev") if dev else None,
         train=TrainConfig(epochs=epochs, record="train"),
         name="synthetic",
     )
-    run = RunStore(cache).create(config, data, None)
+    run = RunStore(cache).create(config, data, data if dev else None)
+    if dev:
+        from cartomap.io import atomic_write_json
+
+        right = np.eye(data.num_labels, dtype=np.float32)[data.labels]
+        right[:10] = np.eye(data.num_labels, dtype=np.float32)[(data.labels[:10] + 1) % data.num_labels]
+        for e in range(epochs):
+            run.write_epoch("dev", e, data.ids, right)
+        history = [
+            {"epoch": e + 1, "train_loss": 1.0 / (e + 1), "dev_accuracy": 0.975} for e in range(epochs)
+        ]
+        atomic_write_json(run.history_path, history)
     ids = data.ids
     labels = data.labels
     rng = np.random.default_rng(seed)
@@ -214,6 +226,28 @@ def test_split_by_gold_label(run):
     assert not at.exception, at.exception
     chosen = set(at.session_state["selected_ids"])
     assert chosen and chosen <= set(frame.loc[frame["gold"] == "neutral", "id"])
+
+
+def test_run_summary_with_the_dev_confusion_matrix(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARTOMAP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(ROOT))
+    run = make_run(tmp_path / "cache", dev=True)
+    at = _app().run()
+    assert not at.exception, at.exception
+    facts = dict(next(d.value for d in at.dataframe if list(d.value.columns) == ["what", "value"]).to_numpy())
+    assert facts["epochs"] == "3 of 3" and facts["seeds"] == "1" and facts["recording"] == "train"
+    assert facts["dev accuracy, last epoch"] == "97.5%" and facts["dev accuracy, best epoch (1)"] == "97.5%"
+    assert facts["regions"].startswith("ambiguous = the 33% of examples")
+    confusion = next(d.value for d in at.dataframe if "predicted neutral" in d.value.columns)
+    labels = np.asarray(run.dev_examples()["label"])
+    assert int(np.trace(confusion.to_numpy())) == len(labels) - 10
+    assert int(confusion.to_numpy().sum()) == len(labels)
+
+
+def test_run_summary_without_a_dev_set(run):
+    at = _app().run()
+    assert not at.exception, at.exception
+    assert "No dev set: no confusion matrix." in " ".join(c.value for c in at.caption)
 
 
 def test_save_group(run):
