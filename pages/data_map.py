@@ -585,6 +585,61 @@ def seeds_section(run, estore):
     return None, None
 
 
+# --------------------------------------------------------------------------- the selection table
+
+
+def selection_dataframe(shown, key: str):
+    """The selection as a table, one row clickable (it focuses that example below): label, prediction,
+    confidence, variability and region first, then the texts (shown in full in the example's panel)."""
+    return st.dataframe(
+        shown[datamap.display_columns(shown)],
+        key=key,
+        on_select="rerun",
+        selection_mode="single-row",
+        hide_index=True,
+        height=min(TABLE_HEIGHT, 38 + 35 * len(shown)),
+        column_config={
+            "gold": st.column_config.TextColumn("label"),
+            "predicted": st.column_config.TextColumn("prediction"),
+            "confidence": st.column_config.NumberColumn(format="%.3f"),
+            "variability": st.column_config.NumberColumn(format="%.3f"),
+            "correctness": st.column_config.NumberColumn(format="%.2f"),
+            "aum": st.column_config.NumberColumn(format="%.3f"),
+            "el2n": st.column_config.NumberColumn(format="%.3f"),
+        },
+    )
+
+
+@st.cache_resource(max_entries=2, show_spinner="Loading the embeddings…")
+def _embeddings(run_path: str, stamp: tuple):
+    from pathlib import Path
+
+    from cartomap.runs.store import Run
+    from cartomap.training.embeddings import load_embeddings
+
+    return load_embeddings(Run(Path(run_path)))
+
+
+def focus_neighbours(run, table) -> None:
+    """The focused example's nearest same-label neighbours, when the run's embeddings are computed
+    (``cartomap embed RUN`` or the Neighbours page); a table (the texts are data)."""
+    focus = st.session_state.get("dm_focus")
+    if len(table) == 1:
+        focus = str(table["id"].iloc[0])
+    if not focus or focus not in set(table["id"]) or not run.embeddings_path.exists():
+        return
+    from cartomap.analysis.neighbours import neighbour_group
+
+    try:
+        embeddings = _embeddings(str(run.path), run.stamp(run.embeddings_path, run.embedding_ids_path))
+        group = neighbour_group(run, focus, embeddings=embeddings)
+    except CartomapError as err:
+        show_error(err)
+        return
+    st.markdown("**Nearest neighbours with the same label**")
+    st.dataframe(group, hide_index=True, key="dm_neighbours")
+
+
 # --------------------------------------------------------------------------- run summary
 
 
@@ -727,21 +782,9 @@ def main() -> None:
                 f"The table lists the first {len(shown):,} of {len(table):,}; "
                 "saving and downloading take all of them."
             )
-        table_event = st.dataframe(
-            shown,
-            key=f"dm_table_{_digest(table['id'].tolist())}",
-            on_select="rerun",
-            selection_mode="single-row",
-            hide_index=True,
-            height=min(TABLE_HEIGHT, 38 + 35 * len(shown)),
-            column_config={
-                "confidence": st.column_config.NumberColumn(format="%.3f"),
-                "variability": st.column_config.NumberColumn(format="%.3f"),
-                "correctness": st.column_config.NumberColumn(format="%.2f"),
-                "aum": st.column_config.NumberColumn(format="%.3f"),
-            },
-        )
+        table_event = selection_dataframe(shown, key=f"dm_table_{_digest(table['id'].tolist())}")
         show_trajectory(run, shown, table_event, seeds)
+        focus_neighbours(run, shown)
     human_section(run)
     st.divider()
     group_tools(run, table)

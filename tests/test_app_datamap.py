@@ -151,7 +151,16 @@ def test_injected_selection_fills_table_and_filters_change_it(run):
     assert not at.exception, at.exception
     table = _table(at)
     assert table is not None and sorted(table["id"]) == sorted(picked)
-    assert list(table.columns[:5]) == ["id", "premise", "hypothesis", "gold", "predicted"]
+    assert list(table.columns[:8]) == [
+        "gold",
+        "predicted",
+        "confidence",
+        "variability",
+        "region",
+        "premise",
+        "hypothesis",
+        "id",
+    ]
     assert _selected_caption(at).startswith("**40 selected**")
 
     # a label filter shrinks the table; the selection itself is kept
@@ -248,6 +257,49 @@ def test_run_summary_without_a_dev_set(run):
     at = _app().run()
     assert not at.exception, at.exception
     assert "No dev set: no confusion matrix." in " ".join(c.value for c in at.caption)
+
+
+def test_a_row_click_opens_that_example(run):
+    frame = dm.map_frame(run)
+    picked = frame["id"].iloc[:12].tolist()
+    at = _app()
+    at.session_state["selected_ids"] = picked
+    at.run()
+    assert not at.exception, at.exception
+    assert any("Click a row" in c.value for c in at.caption)
+    table = _table(at)
+    import hashlib
+
+    key = "dm_table_" + hashlib.sha1("\n".join(table["id"]).encode("utf-8")).hexdigest()[:10]  # the page's
+    at.session_state[key] = {"selection": {"rows": [3], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, at.exception
+    chosen = table["id"].iloc[3]
+    assert at.session_state["dm_focus"] == chosen
+    panel = [t.value for t in at.text]
+    assert any(v.startswith(f"id: {chosen}\n") for v in panel)
+    row = frame.set_index("id").loc[chosen]
+    assert f"premise: {row['premise']}" in panel  # the whole text, as text
+    assert len(at.get("plotly_chart")) == 2, "no probability-by-epoch chart"
+
+
+def test_the_focused_example_shows_its_neighbours_when_embeddings_exist(run):
+    from cartomap.training.embeddings import save_embeddings
+
+    frame = dm.map_frame(run)
+    at = _app()
+    at.session_state["selected_ids"] = frame["id"].iloc[:1].tolist()
+    at.run()
+    assert not any("Nearest neighbours" in m.value for m in at.markdown)  # none computed
+    ids = run.examples(columns=["id"])["id"].astype(str).tolist()
+    vectors = np.random.default_rng(0).normal(size=(len(ids), 8))
+    save_embeddings(run, ids, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    at.run()
+    assert not at.exception, at.exception
+    assert any("Nearest neighbours" in m.value for m in at.markdown)
+    group = next(d.value for d in at.dataframe if "similarity" in d.value.columns)
+    assert group["id"].iloc[-1] == frame["id"].iloc[0] and len(group) == 5
+    assert set(group["label_name"]) == {frame["gold"].iloc[0]}
 
 
 def test_save_group(run):

@@ -556,6 +556,19 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str]) -> pd.DataFrame:
     return frame.iloc[positions_of(frame, wanted)][cols].reset_index(drop=True)
 
 
+#: What a person reads first in the selection table: the label, the model's prediction and where the
+#: example sits on the map; then its texts and everything else (:func:`display_columns`).
+LEADING_COLUMNS = ("gold", "predicted", "confidence", "variability", "region")
+TEXT_COLUMNS = ("premise", "hypothesis", "text")
+
+
+def display_columns(table: pd.DataFrame) -> list[str]:
+    """The columns of a :func:`selection_table` in the order the page shows them: :data:`LEADING_COLUMNS`,
+    the texts, the id, then the rest as they come (downloads keep the table's own order)."""
+    first = [c for c in (*LEADING_COLUMNS, *TEXT_COLUMNS, "id") if c in table.columns]
+    return first + [c for c in table.columns if c not in first]
+
+
 def to_csv_bytes(table: pd.DataFrame) -> bytes:
     """UTF-8 CSV with a header row, no index."""
     return table.to_csv(index=False).encode("utf-8")
