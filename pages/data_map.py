@@ -14,6 +14,13 @@ the map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region a
 "Stable only" as a filter and one trajectory per seed; without one it says how stable such maps were
 measured to be (``cartomap.analysis.stability_reference``) and offers *Add seeds* (a background job).
 
+The map can be coloured by anything the run's frame holds (``cartomap.analysis.colourings``: categories with
+a palette, scores such as AUM, EL2N or a label-error detector with a colour scale; ``dm_color``) and split
+into one map per gold label (``dm_facet``; its selection events are ``datamap_facets``). "Run summary" shows
+accuracy, recording settings and the dev confusion matrix (``cartomap.analysis.summary``). A click on a
+row of the selection table focuses that example: its texts, probability by epoch, votes and, when the run
+has embeddings, its nearest same-label neighbours.
+
 When the run's data has votes, the map can be coloured by human entropy or gold vs majority, filtered by
 entropy and "gold ≠ human majority", the focused example shows its votes (a table: data is never
 rendered as markdown) and "Human judgement" shows the truth report (``cartomap truth``).

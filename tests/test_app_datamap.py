@@ -437,6 +437,10 @@ def test_a_run_with_seeds_shows_the_mean_map(seeded):
     # colour by region agreement
     at.selectbox(key="_kept_dm_color").set_value("region agreement").run()
     assert not at.exception, at.exception
+    for name in ("seed agreement", "seed spread", "detector: spread of confidence over seeds"):
+        at.selectbox(key="_kept_dm_color").set_value(name).run()
+        assert not at.exception, (name, at.exception)
+        assert _spec(at)["layout"]["meta"]["color_by"] == name
     # the toggle off: the run's own map again (every example)
     at.checkbox(key="_kept_dm_stable_only").uncheck().run()
     at.toggle(key=f"_kept_dm_seeds_mean_{runs[42].id}").set_value(False).run()

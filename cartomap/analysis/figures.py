@@ -362,6 +362,8 @@ def point_traces(
     showlegend: bool = True,
     colour_range: tuple[float, float] | None = None,
     counts: pd.Series | None = None,
+    colorbar_x: float = 0.415,
+    colorbar_y: float = -0.13,
 ) -> tuple[list, str]:
     """The Scattergl traces of the points of ``shown`` (a sample of ``frame``) coloured by ``color_by``,
     and the legend title. Categorical: one trace per level, named "<level> (<count in frame>)".
@@ -405,9 +407,9 @@ def point_traces(
                         colorbar=dict(
                             title=dict(text=title, side="top"),
                             orientation="h",
-                            x=0.415,
+                            x=colorbar_x,
                             xanchor="center",
-                            y=-0.1,
+                            y=colorbar_y,
                             yanchor="top",
                             len=0.6,
                             thickness=12,
@@ -595,7 +597,7 @@ def data_map_figure(
         ),
         template="plotly_white",
         height=height,
-        margin=dict(l=60, r=20, t=70, b=110 if colouring is not None and colouring.continuous else 50),
+        margin=dict(l=60, r=20, t=70, b=130 if colouring.continuous else 50),
         dragmode="lasso",
         hovermode="closest",
         bargap=0,
@@ -694,6 +696,8 @@ def facet_map_figure(
             showlegend=k == 0,
             colour_range=colour_range,
             counts=counts,
+            colorbar_x=0.5,
+            colorbar_y=-70 / max(100, height_per_row * n_rows + 120 - 220),  # below the axis titles
         )
         for trace in traces:
             fig.add_trace(trace, row=row, col=col)
@@ -718,10 +722,15 @@ def facet_map_figure(
         fig.update_xaxes(title_text="variability", row=n_rows, col=c)
     note = f"{len(shown):,} of {len(frame):,} examples drawn" if sampled else f"{len(frame):,} examples"
     fig.update_layout(
-        title=dict(text=escape_text(f"{title} data map by {facet} · {note}".strip(" ·")), font=dict(size=14)),
+        title=dict(
+            text=escape_text(
+                f"{title} data map by {'gold label' if facet == 'gold' else facet} · {note}".strip(" ·")
+            ),
+            font=dict(size=14),
+        ),
         template="plotly_white",
         height=height_per_row * n_rows + 120,
-        margin=dict(l=60, r=20, t=90, b=110 if colouring.continuous else 50),
+        margin=dict(l=60, r=20, t=90, b=130 if colouring.continuous else 50),
         dragmode="lasso",
         hovermode="closest",
         legend=dict(
