@@ -606,6 +606,7 @@ def selection_dataframe(shown, key: str):
         hide_index=True,
         height=min(TABLE_HEIGHT, 38 + 35 * len(shown)),
         column_config={
+            "id": st.column_config.TextColumn("id", pinned=True),  # stays in sight beside long texts
             "gold": st.column_config.TextColumn("label"),
             "predicted": st.column_config.TextColumn("prediction"),
             "confidence": st.column_config.NumberColumn(format="%.3f"),
@@ -662,15 +663,16 @@ def _dev_confusion(run_path: str, stamp: tuple):
 def summary_section(run, rule_text: str, n_seeds: int) -> None:
     """ "Run summary": dev/test accuracy (last and best epoch), epochs, seeds, recording, regions, and the
     dev set's confusion matrix at the final epoch."""
-    with st.expander("Run summary", expanded=True):
-        try:
-            facts = summary.run_summary(run, n_seeds=n_seeds, region_rule=rule_text)
-            dev_epochs = run.dynamics_epochs("dev")
-            stamp = run.stamp(*(run.epoch_path("dev", e) for e in dev_epochs[-1:]))
-            confusion = _dev_confusion(str(run.path), stamp) if dev_epochs else None
-        except CartomapError as err:
-            show_error(err)
-            return
+    try:
+        facts = summary.run_summary(run, n_seeds=n_seeds, region_rule=rule_text)
+        dev_epochs = run.dynamics_epochs("dev")
+        stamp = run.stamp(*(run.epoch_path("dev", e) for e in dev_epochs[-1:]))
+        confusion = _dev_confusion(str(run.path), stamp) if dev_epochs else None
+    except CartomapError as err:
+        show_error(err)
+        return
+    st.caption(escape_markdown(f"Run: {summary.summary_line(facts)}."))
+    with st.expander("Run summary and dev confusion matrix", expanded=False):
         left, right = st.columns([3, 2])
         left.dataframe(summary.summary_rows(facts), hide_index=True, key="dm_summary", width="stretch")
         with right:

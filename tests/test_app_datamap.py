@@ -247,6 +247,8 @@ def test_run_summary_with_the_dev_confusion_matrix(tmp_path, monkeypatch):
     assert facts["epochs"] == "3 of 3" and facts["seeds"] == "1" and facts["recording"] == "train"
     assert facts["dev accuracy, last epoch"] == "97.5%" and facts["dev accuracy, best epoch (1)"] == "97.5%"
     assert facts["regions"].startswith("ambiguous = the 33% of examples")
+    line = "Run: 3/3 epochs · dev accuracy 97.5% last, 97.5% best (epoch 1) · 1 seed · recorded: train."
+    assert line in [c.value for c in at.caption]
     confusion = next(d.value for d in at.dataframe if "predicted neutral" in d.value.columns)
     labels = np.asarray(run.dev_examples()["label"])
     assert int(np.trace(confusion.to_numpy())) == len(labels) - 10

@@ -37,6 +37,9 @@ def test_summarise_reports_last_and_best_epoch():
         rows["dev accuracy, best epoch (2)"] == "80.0%" and rows["test: hans accuracy, last epoch"] == "75.0%"
     )
     assert rows["recording"] == "eval, 2 recordings an epoch, map skips the first 1 epoch(s)"
+    assert summary.summary_line(s) == (
+        "3/4 epochs · dev accuracy 70.0% last, 80.0% best (epoch 2) · 3 seeds · recorded: eval"
+    )
 
 
 def test_summarise_without_dev_or_history():
@@ -44,6 +47,7 @@ def test_summarise_without_dev_or_history():
         [{"epoch": 1, "train_loss": 1.0}, {"epoch": 2, "train_loss": 0.9}], epochs_planned=2, record="train"
     )
     assert s["best_epoch"] == 2 and s["accuracy"] == {}
+    assert summary.summary_line(s) == "2/2 epochs · 1 seed · recorded: train"
     empty = summary.summarise([], epochs_planned=3, record="train")
     assert empty["best_epoch"] is None and empty["epochs_done"] == 0
     assert dict(summary.summary_rows(empty).to_numpy())["epochs"] == "0 of 3"

@@ -95,6 +95,19 @@ def summary_rows(summary: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["what", "value"])
 
 
+def summary_line(summary: Mapping[str, Any]) -> str:
+    """The summary in one line: epochs, the dev accuracy at the last and best epoch, seeds, recording."""
+    parts = [f"{summary['epochs_done']}/{summary['epochs_planned']} epochs"]
+    dev = summary["accuracy"].get("dev")
+    if dev is not None:
+        parts.append(
+            f"dev accuracy {_pct(dev['last'])} last, {_pct(dev['best'])} best (epoch {summary['best_epoch']})"
+        )
+    parts.append(f"{summary['n_seeds']} seed{'s' if summary['n_seeds'] != 1 else ''}")
+    parts.append(f"recorded: {summary['record']}")
+    return " · ".join(parts)
+
+
 def confusion_matrix(labels, logits, label_names: Sequence[str]) -> pd.DataFrame:
     """Counts of gold class (rows, "gold <name>") by predicted class (columns, "predicted <name>"),
     the prediction the argmax of ``logits`` [N, C]; every class of ``label_names`` has its row and column."""
