@@ -14,6 +14,13 @@ the map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region a
 "Stable only" as a filter and one trajectory per seed; without one it says how stable such maps were
 measured to be (``cartomap.analysis.stability_reference``) and offers *Add seeds* (a background job).
 
+The map can be coloured by anything the run's frame holds (``cartomap.analysis.colourings``: categories with
+a palette, scores such as AUM, EL2N or a label-error detector with a colour scale; ``dm_color``) and split
+into one map per gold label (``dm_facet``; its selection events are ``datamap_facets``). "Run summary" shows
+accuracy, recording settings and the dev confusion matrix (``cartomap.analysis.summary``). A click on a
+row of the selection table focuses that example: its texts, probability by epoch, votes and, when the run
+has embeddings, its nearest same-label neighbours.
+
 When the run's data has votes, the map can be coloured by human entropy or gold vs majority, filtered by
 entropy and "gold ≠ human majority", the focused example shows its votes (a table: data is never
 rendered as markdown) and "Human judgement" shows the truth report (``cartomap truth``).
@@ -26,7 +33,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from cartomap.analysis import datamap, figures, truth
+from cartomap.analysis import colourings, datamap, figures, summary, truth
 from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.analysis.truth import has_human_judgement
@@ -148,6 +155,7 @@ RUN_FILTER_KEYS = (
 #: Every filter and display setting the "Reset" clears: the run's filters and how the map is drawn.
 FILTER_KEYS = RUN_FILTER_KEYS + (
     "dm_color",
+    "dm_facet",
     "dm_max_points",
     "dm_region_rule",
     "dm_ambiguous_fraction",
@@ -175,6 +183,76 @@ def _clear_selection() -> None:
     st.session_state.pop("dm_focus", None)
 
 
+# --------------------------------------------------------------------------- colour and facets
+
+
+def colour_picker(frame) -> str:
+    """Sidebar: what the map is coloured by, among every colouring this map offers
+    (:func:`cartomap.analysis.colourings.available`: scores with a colour bar, categories with a palette)."""
+    offered = colourings.available(frame)
+    options = list(offered)
+    return st.sidebar.selectbox(
+        "Colour by",
+        options,
+        help="Categories (label, region, correctness in k of E epochs, ...) get a palette; scores (AUM, EL2N, "
+        "forgetting, seeds, annotators, label-error detectors: higher = more suspect) a colour scale.",
+        **kept("dm_color", "correctness", options=options),
+    )
+
+
+def split_by_label() -> bool:
+    """Sidebar: whether the map is drawn as small multiples, one panel per gold label."""
+    return st.sidebar.checkbox(
+        "Split by gold label",
+        help="One map per class on the same axes and colour scale (a lasso selects in its own panel).",
+        **kept("dm_facet", False),
+    )
+
+
+FACET_CHART = "datamap_facets"
+
+
+def take_facet_event(filtered, max_points: int) -> None:
+    """:func:`take_event` for the map split by gold label: a box or lasso selects in its own panel."""
+    event = st.session_state.get(FACET_CHART)
+    if event is None or datamap.is_empty_event(event):
+        st.session_state.pop("_dm_facet_sig", None)
+        return
+    sig = datamap.event_signature(event)
+    if sig == st.session_state.get("_dm_facet_sig"):
+        return
+    st.session_state["_dm_facet_sig"] = sig
+    facets = st.session_state.get("_dm_facets") or figures.facet_levels(filtered)
+    st.session_state[SELECTED] = datamap.resolve_facet_selection(
+        filtered, event, facets, max_points=max_points
+    )
+    st.session_state.pop("dm_focus", None)
+
+
+def draw_map(filtered, color_by: str, max_points: int, selected, split: bool):
+    """The map (or one map per gold label) with its selection events; returns the figure drawn."""
+    if split:
+        fig = figures.facet_map_figure(
+            filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
+        )
+        st.session_state["_dm_facets"] = list(fig.layout.meta["facets"])
+        key = FACET_CHART
+    else:
+        fig = figures.data_map_figure(
+            filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
+        )
+        key = "datamap"
+    st.plotly_chart(
+        fig,
+        key=key,
+        on_select="rerun",
+        selection_mode=("points", "box", "lasso"),
+        width="stretch",
+        config={"displaylogo": False},
+    )
+    return fig
+
+
 def sidebar_filters(frame):
     """Filter widgets in the sidebar; returns (filtered frame, colour-by, max points drawn)."""
     sb = st.sidebar
@@ -190,13 +268,9 @@ def sidebar_filters(frame):
     _valid_range("dm_conf", 0.0, 1.0)
     _valid_range("dm_var", 0.0, var_hi)
     _valid_range("dm_corr", None, None, options=corr_options)
-    color_options = list(figures.COLOR_BY if genres else figures.COLOR_BY[:3])
     over_seeds = "stable" in frame.columns
-    if over_seeds:
-        color_options.append(figures.AGREEMENT)
     votes = "human_entropy" in frame.columns and "agreement" in frame.columns
     if votes:
-        color_options += list(figures.HUMAN_COLOR_BY)
         h_hi = round(max(0.01, datamap.metric_bounds(frame, "human_entropy")[1]) + 0.005, 3)
         _valid_range("dm_entropy", 0.0, h_hi)
 
@@ -222,9 +296,7 @@ def sidebar_filters(frame):
         "them; a lasso or box still selects every example inside it.",
         **kept("dm_max_points", datamap.DEFAULT_MAX_POINTS),
     )
-    color_by = sb.radio(
-        "Colour by", color_options, horizontal=True, **kept("dm_color", "correctness", options=color_options)
-    )
+    color_by = colour_picker(frame)
     entropy = disagree = None
     if votes:
         entropy = sb.slider(
@@ -523,6 +595,97 @@ def seeds_section(run, estore):
     return None, None
 
 
+# --------------------------------------------------------------------------- the selection table
+
+
+def selection_dataframe(shown, key: str):
+    """The selection as a table, one row clickable (it focuses that example below): label, prediction,
+    confidence, variability and region first, then the texts (shown in full in the example's panel)."""
+    return st.dataframe(
+        shown[datamap.display_columns(shown)],
+        key=key,
+        on_select="rerun",
+        selection_mode="single-row",
+        hide_index=True,
+        height=min(TABLE_HEIGHT, 38 + 35 * len(shown)),
+        column_config={
+            "id": st.column_config.TextColumn("id", pinned=True),  # stays in sight beside long texts
+            "gold": st.column_config.TextColumn("label"),
+            "predicted": st.column_config.TextColumn("prediction"),
+            "confidence": st.column_config.NumberColumn(format="%.3f"),
+            "variability": st.column_config.NumberColumn(format="%.3f"),
+            "correctness": st.column_config.NumberColumn(format="%.2f"),
+            "aum": st.column_config.NumberColumn(format="%.3f"),
+            "el2n": st.column_config.NumberColumn(format="%.3f"),
+        },
+    )
+
+
+@st.cache_resource(max_entries=2, show_spinner="Loading the embeddings…")
+def _embeddings(run_path: str, stamp: tuple):
+    from pathlib import Path
+
+    from cartomap.runs.store import Run
+    from cartomap.training.embeddings import load_embeddings
+
+    return load_embeddings(Run(Path(run_path)))
+
+
+def focus_neighbours(run, table) -> None:
+    """The focused example's nearest same-label neighbours, when the run's embeddings are computed
+    (``cartomap embed RUN`` or the Neighbours page); a table (the texts are data)."""
+    focus = st.session_state.get("dm_focus")
+    if len(table) == 1:
+        focus = str(table["id"].iloc[0])
+    if not focus or focus not in set(table["id"]) or not run.embeddings_path.exists():
+        return
+    from cartomap.analysis.neighbours import neighbour_group
+
+    try:
+        embeddings = _embeddings(str(run.path), run.stamp(run.embeddings_path, run.embedding_ids_path))
+        group = neighbour_group(run, focus, embeddings=embeddings)
+    except CartomapError as err:
+        show_error(err)
+        return
+    st.markdown("**Nearest neighbours with the same label**")
+    st.dataframe(group, hide_index=True, key="dm_neighbours")
+
+
+# --------------------------------------------------------------------------- run summary
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _dev_confusion(run_path: str, stamp: tuple):
+    from pathlib import Path
+
+    from cartomap.runs.store import Run
+
+    return summary.dev_confusion(Run(Path(run_path)))
+
+
+def summary_section(run, rule_text: str, n_seeds: int) -> None:
+    """ "Run summary": dev/test accuracy (last and best epoch), epochs, seeds, recording, regions, and the
+    dev set's confusion matrix at the final epoch."""
+    try:
+        facts = summary.run_summary(run, n_seeds=n_seeds, region_rule=rule_text)
+        dev_epochs = run.dynamics_epochs("dev")
+        stamp = run.stamp(*(run.epoch_path("dev", e) for e in dev_epochs[-1:]))
+        confusion = _dev_confusion(str(run.path), stamp) if dev_epochs else None
+    except CartomapError as err:
+        show_error(err)
+        return
+    st.caption(escape_markdown(f"Run: {summary.summary_line(facts)}."))
+    with st.expander("Run summary and dev confusion matrix", expanded=False):
+        left, right = st.columns([3, 2])
+        left.dataframe(summary.summary_rows(facts), hide_index=True, key="dm_summary", width="stretch")
+        with right:
+            if confusion is None:
+                st.caption("No dev set: no confusion matrix.")
+            else:
+                st.caption(f"Dev set at the final epoch ({dev_epochs[-1] + 1}): gold label by prediction.")
+                st.dataframe(confusion, key="dm_confusion")
+
+
 @st.cache_data(max_entries=4, show_spinner="Computing the truth report…")
 def _truth(run_path: str, cache: str, stamp: tuple, n_boot: int) -> dict:
     from pathlib import Path
@@ -579,7 +742,7 @@ def main() -> None:
         st.warning(escape_markdown(warning))
     rule, burn_out = map_settings(run)
     estore = ExperimentStore(get_store().root)
-    seeds_exp, _ = seeds_section(run, estore)
+    seeds_exp, seeds_done = seeds_section(run, estore)
     try:
         frame = (
             maps.seed_map_frame(seeds_exp, run, rule) if seeds_exp else maps.map_frame(run, rule, burn_out)
@@ -590,8 +753,12 @@ def main() -> None:
     seeds = seed_runs(seeds_exp, get_store()) if seeds_exp else None
     _filters_follow_run(run.id)
     filtered, color_by, max_points = sidebar_filters(frame)
+    split = split_by_label()
     st.session_state.setdefault(SELECTED, [])
-    take_event(filtered, max_points)
+    if split:
+        take_facet_event(filtered, max_points)
+    else:
+        take_event(filtered, max_points)
     selected = [str(i) for i in st.session_state.get(SELECTED) or []]
     st.session_state[SELECTED] = selected
 
@@ -610,19 +777,14 @@ def main() -> None:
     if seeds_exp:
         over = f"over {epochs_used} epochs, the mean of {len(seeds or {})} seeds (burn-out applies to one run's map)"
     st.caption(f"Regions: {rule.describe(frame['variability'].to_numpy())}. Metrics {over}.")
+    summary_section(
+        run,
+        rule.describe(frame["variability"].to_numpy()),
+        n_seeds=len(seeds_done.params["seeds"]) if seeds_done else 1,
+    )
     if filtered.empty:
         st.warning("No example matches the filters.")
-    fig = figures.data_map_figure(
-        filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
-    )
-    st.plotly_chart(
-        fig,
-        key="datamap",
-        on_select="rerun",
-        selection_mode=("points", "box", "lasso"),
-        width="stretch",
-        config={"displaylogo": False},
-    )
+    fig = draw_map(filtered, color_by, max_points, selected, split)
 
     table = datamap.selection_table(filtered, selected)
     known = len(datamap.selection_table(frame, selected)) if selected else 0
@@ -641,21 +803,9 @@ def main() -> None:
                 f"The table lists the first {len(shown):,} of {len(table):,}; "
                 "saving and downloading take all of them."
             )
-        table_event = st.dataframe(
-            shown,
-            key=f"dm_table_{_digest(table['id'].tolist())}",
-            on_select="rerun",
-            selection_mode="single-row",
-            hide_index=True,
-            height=min(TABLE_HEIGHT, 38 + 35 * len(shown)),
-            column_config={
-                "confidence": st.column_config.NumberColumn(format="%.3f"),
-                "variability": st.column_config.NumberColumn(format="%.3f"),
-                "correctness": st.column_config.NumberColumn(format="%.2f"),
-                "aum": st.column_config.NumberColumn(format="%.3f"),
-            },
-        )
+        table_event = selection_dataframe(shown, key=f"dm_table_{_digest(table['id'].tolist())}")
         show_trajectory(run, shown, table_event, seeds)
+        focus_neighbours(run, shown)
     human_section(run)
     st.divider()
     group_tools(run, table)

@@ -19,16 +19,28 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "pages" / "data_map.py"
 
 
-def make_run(cache: Path, epochs: int = 3, seed: int = 0) -> Run:
-    """A finished run on the bundled demo dev set (400 pairs) with synthetic logits: no training."""
+def make_run(cache: Path, epochs: int = 3, seed: int = 0, dev: bool = False) -> Run:
+    """A finished run on the bundled demo dev set (400 pairs) with synthetic logits: no training. With
+    ``dev``, the same pairs are its dev set, every one predicted right but the first 10 (the next class)."""
     data = load_dataset(DataConfig(path="demo:dev"))
     config = RunConfig(
         data=DataConfig(path="demo:dev"),
-        dev=None,
+        dev=DataConfig(path="demo:dev") if dev else None,
         train=TrainConfig(epochs=epochs, record="train"),
         name="synthetic",
     )
-    run = RunStore(cache).create(config, data, None)
+    run = RunStore(cache).create(config, data, data if dev else None)
+    if dev:
+        from cartomap.io import atomic_write_json
+
+        right = np.eye(data.num_labels, dtype=np.float32)[data.labels]
+        right[:10] = np.eye(data.num_labels, dtype=np.float32)[(data.labels[:10] + 1) % data.num_labels]
+        for e in range(epochs):
+            run.write_epoch("dev", e, data.ids, right)
+        history = [
+            {"epoch": e + 1, "train_loss": 1.0 / (e + 1), "dev_accuracy": 0.975} for e in range(epochs)
+        ]
+        atomic_write_json(run.history_path, history)
     ids = data.ids
     labels = data.labels
     rng = np.random.default_rng(seed)
@@ -139,7 +151,16 @@ def test_injected_selection_fills_table_and_filters_change_it(run):
     assert not at.exception, at.exception
     table = _table(at)
     assert table is not None and sorted(table["id"]) == sorted(picked)
-    assert list(table.columns[:5]) == ["id", "premise", "hypothesis", "gold", "predicted"]
+    assert list(table.columns[:8]) == [
+        "gold",
+        "predicted",
+        "confidence",
+        "variability",
+        "region",
+        "premise",
+        "hypothesis",
+        "id",
+    ]
     assert _selected_caption(at).startswith("**40 selected**")
 
     # a label filter shrinks the table; the selection itself is kept
@@ -169,6 +190,118 @@ def test_injected_selection_fills_table_and_filters_change_it(run):
     assert not at.exception, at.exception
     assert any(picked[0] in t.value for t in at.text)
     assert len(at.get("plotly_chart")) == 2, "no trajectory chart"
+
+
+def _spec(at, k: int = 0) -> dict:
+    import json
+
+    return json.loads(at.get("plotly_chart")[k].proto.spec)
+
+
+def test_every_colouring_renders_and_a_run_without_votes_offers_no_human_agreement(run):
+    at = _app().run()
+    colour = at.selectbox(key="_kept_dm_color")
+    options = list(colour.options)
+    assert options[:3] == ["correctness", "label", "region"]
+    assert {"AUM", "EL2N", "forgetfulness", "detector: forgetting events"} <= set(options)
+    assert not {"human entropy", "gold vs majority", "seed spread", "region agreement"} & set(options)
+    for name in options:
+        at.selectbox(key="_kept_dm_color").set_value(name).run()
+        assert not at.exception, (name, at.exception)
+        spec = _spec(at)
+        assert spec["layout"]["meta"]["color_by"] == name
+        scales = [t for t in spec["data"] if t.get("type") == "scattergl" and t["marker"].get("showscale")]
+        assert bool(scales) == (name not in ("correctness", "label", "region", "genre")), name
+
+
+def test_split_by_gold_label(run):
+    at = _app().run()
+    at.checkbox(key="_kept_dm_facet").check().run()
+    assert not at.exception, at.exception
+    spec = _spec(at)
+    assert spec["layout"]["meta"]["facets"] == ["entailment", "neutral", "contradiction"]
+    frame = dm.map_frame(run)
+    drawn = {t["xaxis"]: set(t["customdata"]) for t in spec["data"] if t.get("type") == "scattergl"}
+    assert drawn["x2"] <= set(frame.loc[frame["gold"] == "neutral", "id"])
+    # a box on the neutral panel selects neutral examples only
+    at.session_state["datamap_facets"] = {
+        "selection": {
+            "points": [],
+            "box": [{"xref": "x2", "yref": "y2", "x": [0, 1], "y": [0, 1]}],
+            "lasso": [],
+        }
+    }
+    at.run()
+    assert not at.exception, at.exception
+    chosen = set(at.session_state["selected_ids"])
+    assert chosen and chosen <= set(frame.loc[frame["gold"] == "neutral", "id"])
+
+
+def test_run_summary_with_the_dev_confusion_matrix(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARTOMAP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(ROOT))
+    run = make_run(tmp_path / "cache", dev=True)
+    at = _app().run()
+    assert not at.exception, at.exception
+    facts = dict(next(d.value for d in at.dataframe if list(d.value.columns) == ["what", "value"]).to_numpy())
+    assert facts["epochs"] == "3 of 3" and facts["seeds"] == "1" and facts["recording"] == "train"
+    assert facts["dev accuracy, last epoch"] == "97.5%" and facts["dev accuracy, best epoch (1)"] == "97.5%"
+    assert facts["regions"].startswith("ambiguous = the 33% of examples")
+    line = "Run: 3/3 epochs · dev accuracy 97.5% last, 97.5% best (epoch 1) · 1 seed · recorded: train."
+    assert line in [c.value for c in at.caption]
+    confusion = next(d.value for d in at.dataframe if "predicted neutral" in d.value.columns)
+    labels = np.asarray(run.dev_examples()["label"])
+    assert int(np.trace(confusion.to_numpy())) == len(labels) - 10
+    assert int(confusion.to_numpy().sum()) == len(labels)
+
+
+def test_run_summary_without_a_dev_set(run):
+    at = _app().run()
+    assert not at.exception, at.exception
+    assert "No dev set: no confusion matrix." in " ".join(c.value for c in at.caption)
+
+
+def test_a_row_click_opens_that_example(run):
+    frame = dm.map_frame(run)
+    picked = frame["id"].iloc[:12].tolist()
+    at = _app()
+    at.session_state["selected_ids"] = picked
+    at.run()
+    assert not at.exception, at.exception
+    assert any("Click a row" in c.value for c in at.caption)
+    table = _table(at)
+    import hashlib
+
+    key = "dm_table_" + hashlib.sha1("\n".join(table["id"]).encode("utf-8")).hexdigest()[:10]  # the page's
+    at.session_state[key] = {"selection": {"rows": [3], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, at.exception
+    chosen = table["id"].iloc[3]
+    assert at.session_state["dm_focus"] == chosen
+    panel = [t.value for t in at.text]
+    assert any(v.startswith(f"id: {chosen}\n") for v in panel)
+    row = frame.set_index("id").loc[chosen]
+    assert f"premise: {row['premise']}" in panel  # the whole text, as text
+    assert len(at.get("plotly_chart")) == 2, "no probability-by-epoch chart"
+
+
+def test_the_focused_example_shows_its_neighbours_when_embeddings_exist(run):
+    from cartomap.training.embeddings import save_embeddings
+
+    frame = dm.map_frame(run)
+    at = _app()
+    at.session_state["selected_ids"] = frame["id"].iloc[:1].tolist()
+    at.run()
+    assert not any("Nearest neighbours" in m.value for m in at.markdown)  # none computed
+    ids = run.examples(columns=["id"])["id"].astype(str).tolist()
+    vectors = np.random.default_rng(0).normal(size=(len(ids), 8))
+    save_embeddings(run, ids, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    at.run()
+    assert not at.exception, at.exception
+    assert any("Nearest neighbours" in m.value for m in at.markdown)
+    group = next(d.value for d in at.dataframe if "similarity" in d.value.columns)
+    assert group["id"].iloc[-1] == frame["id"].iloc[0] and len(group) == 5
+    assert set(group["label_name"]) == {frame["gold"].iloc[0]}
 
 
 def test_save_group(run):
@@ -304,8 +437,12 @@ def test_a_run_with_seeds_shows_the_mean_map(seeded):
     stable = int(table["stable"].sum())
     assert 0 < stable < 400 and _count(at) == stable
     # colour by region agreement
-    at.radio(key="_kept_dm_color").set_value("region agreement").run()
+    at.selectbox(key="_kept_dm_color").set_value("region agreement").run()
     assert not at.exception, at.exception
+    for name in ("seed agreement", "seed spread", "detector: spread of confidence over seeds"):
+        at.selectbox(key="_kept_dm_color").set_value(name).run()
+        assert not at.exception, (name, at.exception)
+        assert _spec(at)["layout"]["meta"]["color_by"] == name
     # the toggle off: the run's own map again (every example)
     at.checkbox(key="_kept_dm_stable_only").uncheck().run()
     at.toggle(key=f"_kept_dm_seeds_mean_{runs[42].id}").set_value(False).run()
@@ -380,7 +517,7 @@ def test_example_filters_do_not_carry_over_to_another_run(run, tmp_path):
     at.run()
     at.multiselect(key="_kept_dm_regions").set_value(["ambiguous"]).run()
     at.slider(key="_kept_dm_conf").set_value((0.5, 1.0)).run()
-    at.radio(key="_kept_dm_color").set_value("region").run()
+    at.selectbox(key="_kept_dm_color").set_value("region").run()
     assert not at.exception, at.exception
     assert at.multiselect(key="_kept_dm_regions").value == ["ambiguous"]
 
@@ -389,7 +526,7 @@ def test_example_filters_do_not_carry_over_to_another_run(run, tmp_path):
     assert not at.exception, at.exception
     assert at.multiselect(key="_kept_dm_regions").value == ["easy-to-learn", "ambiguous", "hard-to-learn"]
     assert tuple(at.slider(key="_kept_dm_conf").value) == (0.0, 1.0)
-    assert at.radio(key="_kept_dm_color").value == "region"  # a display setting stays
+    assert at.selectbox(key="_kept_dm_color").value == "region"  # a display setting stays
     assert "4 epochs" in " ".join(c.value for c in at.caption)
 
     # the same run again: its filters are kept

@@ -40,20 +40,33 @@ def test_map_frame_carries_the_human_columns(run):
 def test_page_colours_and_filters_by_agreement(run):
     at = _app().run()
     assert not at.exception, at.exception
-    colour = at.radio(key="_kept_dm_color")
+    colour = at.selectbox(key="_kept_dm_color")
     assert "human entropy" in colour.options and "gold vs majority" in colour.options
     colour.set_value("gold vs majority").run()
     assert not at.exception, at.exception
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     names = [t["name"].split(" (")[0] for t in spec["data"] if t.get("type") == "scattergl"]
     assert "gold ≠ majority" in names and "gold = majority" in names
-    at.radio(key="_kept_dm_color").set_value("human entropy").run()
+    at.selectbox(key="_kept_dm_color").set_value("human entropy").run()
     assert not at.exception, at.exception
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert any("bits" in t["name"] for t in spec["data"] if t.get("type") == "scattergl")
+    bars = [t["marker"]["colorbar"]["title"]["text"] for t in spec["data"] if t["marker"].get("showscale")]
+    assert bars == ["human entropy (bits)"]  # a score: a colour scale with its bar
     at.checkbox(key="_kept_dm_disagree").check().run()
     assert not at.exception
     assert any("15 match the filters" in c.value for c in at.caption)
+
+
+def test_every_colouring_of_a_run_with_votes_renders(run):
+    at = _app().run()
+    colour = at.selectbox(key="_kept_dm_color")
+    assert {"human entropy", "human majority share", "gold vs majority", "AUM", "EL2N"} <= set(colour.options)
+    assert "seed spread" not in colour.options  # no seeds experiment
+    for name in colour.options:
+        at.selectbox(key="_kept_dm_color").set_value(name).run()
+        assert not at.exception, (name, at.exception)
+        spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+        assert spec["layout"]["meta"]["color_by"] == name
 
 
 def test_focused_example_shows_its_votes_as_data(run):

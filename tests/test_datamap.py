@@ -301,6 +301,26 @@ def test_selection_table_and_files(frame):
     assert dm.selection_table(frame, []).empty
 
 
+def test_display_columns_put_label_prediction_and_place_first(frame):
+    table = dm.selection_table(frame, frame["id"].iloc[:3])
+    shown = dm.display_columns(table)
+    assert shown[:8] == [
+        "gold",
+        "predicted",
+        "confidence",
+        "variability",
+        "region",
+        "premise",
+        "hypothesis",
+        "id",
+    ]
+    assert sorted(shown) == sorted(table.columns)
+    assert (
+        dm.display_columns(table[["id", "text"]] if "text" in table else table[["id", "region"]])[0]
+        == "region"
+    )
+
+
 def test_map_files(frame):
     png = figures.map_png_bytes(frame, title="t")
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

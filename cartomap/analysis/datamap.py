@@ -30,7 +30,7 @@ DEFAULT_MAX_POINTS = 20_000
 #: Axes of the main scatter in :func:`figure`; selection geometry on other axes (histograms) is ignored.
 MAIN_XREF, MAIN_YREF = "x", "y"
 #: Metric columns of :func:`map_frame`, in display order.
-METRIC_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum", "region")
+METRIC_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum", "el2n", "region")
 RANGE_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum")
 #: At most this many selected points get a ring (a larger selection is sampled for drawing only).
 
@@ -155,6 +155,8 @@ def build_map_frame(
     if "never_learned" in metrics.columns:
         out["never_learned"] = metrics["never_learned"].to_numpy(dtype=bool)
     out["aum"] = metrics["aum"].to_numpy(dtype=np.float64) if "aum" in metrics.columns else np.nan
+    if "el2n" in metrics.columns:
+        out["el2n"] = metrics["el2n"].to_numpy(dtype=np.float64)
     out["region"] = metrics["region"].astype(str).astype("category").array
     out["bucket"] = _bucket_categories(out["correctness"].to_numpy(), n_epochs)
     out["label"] = label.to_numpy()
@@ -245,6 +247,7 @@ MAP_METRIC_COLUMNS = (
     "forgetfulness",
     "never_learned",
     "aum",
+    "el2n",
     "region",
 )
 #: The human columns of a run with votes (cartomap.data.annotations) the map carries along.
@@ -477,6 +480,49 @@ def resolve_selection(
     return ids[mask].tolist()
 
 
+def resolve_facet_selection(
+    frame: pd.DataFrame,
+    event: Any,
+    facets: Sequence[str],
+    column: str = "gold",
+    *,
+    max_points: int = DEFAULT_MAX_POINTS,
+) -> list[str]:
+    """Example ids selected on a map split into panels (:func:`cartomap.analysis.figures.facet_map_figure`),
+    in frame order. ``facets``: the panels' values of ``column`` in subplot order (its ``layout.meta``).
+
+    A box or lasso drawn on panel k (axes ``x{k+1}``, ``x`` for the first) selects the rows of that
+    panel inside it, tested on the server against every row (exact on a sampled map too); clicked points
+    (no geometry, or a map that draws every point) are taken by their ids."""
+    sel = event_selection(event)
+    ids = pd.Series(id_array(frame["id"]), dtype=object)
+    clicked = {i for i in (_point_id(p) for p in sel.get("points") or []) if i is not None}
+    sampled = len(frame) > max_points
+    mask = None
+    if sampled or not clicked:
+        x = frame["variability"].to_numpy(dtype=np.float64)
+        y = frame["confidence"].to_numpy(dtype=np.float64)
+        panel = str_array(frame[column]) if column in frame.columns else np.full(len(frame), "", dtype=object)
+        for kind in ("box", "lasso"):
+            for shape in sel.get(kind) or []:
+                xref = str(shape.get("xref") or MAIN_XREF)
+                k = int(xref[1:] or 1) - 1 if xref[1:].isdigit() or xref == MAIN_XREF else -1
+                xs, ys = list(shape.get("x") or []), list(shape.get("y") or [])
+                if not 0 <= k < len(facets) or not xs or len(xs) != len(ys):
+                    continue
+                inside = (
+                    points_in_box(x, y, (min(xs), max(xs)), (min(ys), max(ys)))
+                    if kind == "box"
+                    else points_in_polygon(x, y, xs, ys)
+                )
+                mask = (np.zeros(len(frame), dtype=bool) if mask is None else mask) | (
+                    inside & (panel == str(facets[k]))
+                )
+    if mask is None:
+        mask = ids.isin(list(clicked)).to_numpy()
+    return ids[mask].tolist()
+
+
 # --------------------------------------------------------------------------- figure
 
 
@@ -508,6 +554,19 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str]) -> pd.DataFrame:
     cols += [c for c in human if c in frame.columns]  # data with votes
     cols += [c for c in frame.columns if str(c).startswith("votes_") and c not in cols]
     return frame.iloc[positions_of(frame, wanted)][cols].reset_index(drop=True)
+
+
+#: What a person reads first in the selection table: the label, the model's prediction and where the
+#: example sits on the map; then its texts and everything else (:func:`display_columns`).
+LEADING_COLUMNS = ("gold", "predicted", "confidence", "variability", "region")
+TEXT_COLUMNS = ("premise", "hypothesis", "text")
+
+
+def display_columns(table: pd.DataFrame) -> list[str]:
+    """The columns of a :func:`selection_table` in the order the page shows them: :data:`LEADING_COLUMNS`,
+    the texts, the id, then the rest as they come (downloads keep the table's own order)."""
+    first = [c for c in (*LEADING_COLUMNS, *TEXT_COLUMNS, "id") if c in table.columns]
+    return first + [c for c in table.columns if c not in first]
 
 
 def to_csv_bytes(table: pd.DataFrame) -> bytes:
@@ -559,7 +618,14 @@ def gold_trajectory(run, example_id: str, source: str = "train") -> pd.DataFrame
 
 #: Columns of a seeds experiment's per-example table (:func:`cartomap.scores.stability.seed_table`) a
 #: map over seeds keeps beside the usual ones.
-SEED_COLUMNS = ("region_majority", "region_agreement", "region_votes", "stable")
+SEED_COLUMNS = (
+    "region_majority",
+    "region_agreement",
+    "region_votes",
+    "stable",
+    "confidence_std",
+    "variability_std",
+)
 
 
 def seed_map_frame(

@@ -29,6 +29,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from cartomap.analysis import colourings
 from cartomap.analysis.datamap import (
     DEFAULT_MAX_POINTS,
     MAIN_XREF,
@@ -299,23 +300,6 @@ def _groups(frame: pd.DataFrame, color_by: str) -> tuple[np.ndarray, list[str], 
             for lvl, v in zip(levels, values, strict=True)
         }
         return groups, levels, palette, "seeds agreeing on the region"
-    elif color_by == HUMAN_ENTROPY:
-        if "human_entropy" not in frame.columns:
-            raise ValueError("only a map of data with votes can be coloured by human entropy")
-        n_classes = len(frame.attrs.get("label_names") or []) or 3
-        edges = np.linspace(0.0, np.log2(n_classes), 5)
-        names = [f"{lo:.2f}–{hi:.2f} bits" for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
-        values = frame["human_entropy"].to_numpy(dtype=np.float64)
-        bins = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, 3)
-        groups = np.where(np.isfinite(values), np.asarray(names, dtype=object)[bins], "no votes")
-        levels = [n for n in names if n in set(groups)] + (["no votes"] if "no votes" in set(groups) else [])
-        cmap = colormaps["RdYlGn"]
-        palette = {
-            name: "rgb({:.0f},{:.0f},{:.0f})".format(*(255 * np.asarray(cmap(0.9 - 0.8 * i / 3)[:3])))
-            for i, name in enumerate(names)
-        }
-        palette["no votes"] = "rgb(160,160,160)"
-        return groups.astype(str), levels, palette, "human entropy (annotators disagree →)"
     elif color_by == GOLD_VS_MAJORITY:
         if "agreement" not in frame.columns:
             raise ValueError("only a map of data with votes can be coloured by gold vs majority")
@@ -332,6 +316,144 @@ def _groups(frame: pd.DataFrame, color_by: str) -> tuple[np.ndarray, list[str], 
         raise ValueError(f"color_by must be one of {COLOR_BY}, got {color_by!r}")
     palette = {lvl: palette_color(i) for i, lvl in enumerate(levels)}
     return groups, levels, palette, color_by
+
+
+def _check_color_by(color_by: str) -> None:
+    if color_by not in colourings.BUILT_IN and not str(color_by).startswith(colourings.DETECTOR_PREFIX):
+        raise ValueError(
+            f"color_by must be one of {(*colourings.BUILT_IN, colourings.DETECTOR_PREFIX + '<title>')}, "
+            f"got {color_by!r}"
+        )
+
+
+def _colouring_of(frame: pd.DataFrame, color_by: str) -> colourings.Colouring:
+    """The colouring ``color_by`` of ``frame``: a categorical one as it is (its levels say what is
+    missing), a continuous one only when the frame holds it (ValueError otherwise)."""
+    _check_color_by(color_by)
+    built_in = colourings.BUILT_IN.get(color_by)
+    if built_in is not None and not built_in.continuous:
+        return built_in
+    return colourings.get(frame, color_by)
+
+
+def _finite_range(values: np.ndarray) -> tuple[float, float]:
+    """The colour range of a continuous score: its 1st to 99th percentile (one far outlier, such as the
+    forgetting detector's 1000 for a never-learned example, does not flatten every other colour)."""
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return 0.0, 1.0
+    lo, hi = (float(v) for v in np.percentile(finite, [1, 99]))
+    if hi <= lo:
+        lo, hi = float(finite.min()), float(finite.max())
+    return (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
+
+
+NO_VALUE_COLOR = "rgb(170,170,170)"
+
+
+def point_traces(
+    frame: pd.DataFrame,
+    shown: pd.DataFrame,
+    color_by: str,
+    marker_size: int,
+    *,
+    xaxis: str = MAIN_XREF,
+    yaxis: str = MAIN_YREF,
+    showlegend: bool = True,
+    colour_range: tuple[float, float] | None = None,
+    counts: pd.Series | None = None,
+    colorbar_x: float = 0.415,
+    colorbar_y: float = -0.13,
+) -> tuple[list, str]:
+    """The Scattergl traces of the points of ``shown`` (a sample of ``frame``) coloured by ``color_by``,
+    and the legend title. Categorical: one trace per level, named "<level> (<count in frame>)".
+    Continuous: one trace with a colour scale over ``colour_range`` (default: the score's 1st to 99th
+    percentile over ``frame``) and its colour bar (shown with ``showlegend``), plus a grey trace of the
+    rows without a value. Each point's ``customdata`` is its example id, its hover text escaped."""
+    import plotly.graph_objects as go
+
+    colouring = _colouring_of(frame, color_by)
+    x = shown["variability"].to_numpy(dtype=np.float64)
+    y = shown["confidence"].to_numpy(dtype=np.float64)
+    ids = id_array(shown["id"])
+    hover = hover_text(shown)
+    common = dict(mode="markers", xaxis=xaxis, yaxis=yaxis, hovertemplate=HOVER_TEMPLATE)
+    traces = []
+    if colouring.continuous:
+        values = colourings.values(shown, colouring)
+        lo, hi = colour_range or _finite_range(colourings.values(frame, colouring))
+        ok = np.isfinite(values)
+        title = escape_text(colouring.title)
+        if ok.any():
+            traces.append(
+                go.Scattergl(
+                    x=x[ok],
+                    y=y[ok],
+                    name=escape_text(colouring.name),
+                    legendgroup="scored",
+                    showlegend=False,
+                    customdata=ids[ok],
+                    hovertext=hover[ok]
+                    + f"<br>{title}: "
+                    + pd.Series(values[ok]).map("{:.3f}".format).to_numpy(),
+                    marker=dict(
+                        size=marker_size,
+                        color=values[ok],
+                        colorscale=colouring.scale,
+                        cmin=lo,
+                        cmax=hi,
+                        opacity=0.85,
+                        showscale=showlegend,
+                        colorbar=dict(
+                            title=dict(text=title, side="top"),
+                            orientation="h",
+                            x=colorbar_x,
+                            xanchor="center",
+                            y=colorbar_y,
+                            yanchor="top",
+                            len=0.6,
+                            thickness=12,
+                        ),
+                    ),
+                    **common,
+                )
+            )
+        if (~ok).any():
+            traces.append(
+                go.Scattergl(
+                    x=x[~ok],
+                    y=y[~ok],
+                    name=f"no value ({int((~ok).sum()):,})",
+                    legendgroup="no value",
+                    showlegend=showlegend,
+                    customdata=ids[~ok],
+                    hovertext=hover[~ok],
+                    marker=dict(size=marker_size, color=NO_VALUE_COLOR, opacity=0.6),
+                    **common,
+                )
+            )
+        return traces, colouring.title
+    groups, levels, palette, legend_title = _groups(shown, color_by)
+    if counts is None:
+        counts = pd.Series(_groups(frame, color_by)[0] if len(shown) < len(frame) else groups).value_counts()
+    for level in levels:
+        sel = groups == level
+        if not np.any(sel):
+            continue
+        traces.append(
+            go.Scattergl(
+                x=x[sel],
+                y=y[sel],
+                name=escape_text(f"{level} ({int(counts.get(level, 0)):,})"),
+                legendgroup=escape_text(str(level)),
+                showlegend=showlegend,
+                customdata=ids[sel],
+                hovertext=hover[sel],
+                marker=dict(size=marker_size, color=palette.get(level), opacity=0.8),
+                **common,
+            )
+        )
+    return traces, legend_title
 
 
 def data_map_figure(
@@ -357,22 +479,13 @@ def data_map_figure(
     """
     import plotly.graph_objects as go
 
-    if color_by not in (*COLOR_BY, AGREEMENT, *HUMAN_COLOR_BY):
-        raise ValueError(
-            f"color_by must be one of {(*COLOR_BY, AGREEMENT, *HUMAN_COLOR_BY)}, got {color_by!r}"
-        )
+    _check_color_by(color_by)
     _check_frame(frame)
     frame = as_map_frame(frame)
     n_total = len(frame)
     shown = sample_rows(frame, max_points, seed)
     sampled = len(shown) < n_total
-    groups, levels, palette, legend_title = _groups(shown, color_by)
-    all_groups = _groups(frame, color_by)[0] if sampled else groups
-    counts = pd.Series(all_groups).value_counts()
-    x = shown["variability"].to_numpy(dtype=np.float64)
-    y = shown["confidence"].to_numpy(dtype=np.float64)
-    ids = id_array(shown["id"])
-    hover = hover_text(shown)
+    colouring = _colouring_of(frame, color_by)
 
     fig = go.Figure()
     all_x = frame["variability"].to_numpy(dtype=np.float64)
@@ -398,25 +511,9 @@ def data_map_figure(
             )
         )
     marker_size = 7 if len(shown) < 5_000 else 4
-    for level in levels:
-        sel = groups == level
-        if not np.any(sel):
-            continue
-        fig.add_trace(
-            go.Scattergl(
-                x=x[sel],
-                y=y[sel],
-                mode="markers",
-                name=escape_text(f"{level} ({int(counts.get(level, 0)):,})"),
-                legendgroup=escape_text(str(level)),
-                customdata=ids[sel],
-                hovertext=hover[sel],
-                hovertemplate=HOVER_TEMPLATE,
-                marker=dict(size=marker_size, color=palette.get(level), opacity=0.8),
-                xaxis=MAIN_XREF,
-                yaxis=MAIN_YREF,
-            )
-        )
+    traces, legend_title = point_traces(frame, shown, color_by, marker_size)
+    for trace in traces:
+        fig.add_trace(trace)
     if highlight_ids is not None:
         wanted = pd.unique(np.asarray([str(i) for i in highlight_ids], dtype=object))
         high = frame.iloc[positions_of(frame, wanted)]
@@ -500,7 +597,7 @@ def data_map_figure(
         ),
         template="plotly_white",
         height=height,
-        margin=dict(l=60, r=20, t=70, b=50),
+        margin=dict(l=60, r=20, t=70, b=130 if colouring.continuous else 50),
         dragmode="lasso",
         hovermode="closest",
         bargap=0,
@@ -520,6 +617,152 @@ def data_map_figure(
         meta={"n_total": n_total, "n_shown": len(shown), "sampled": sampled, "color_by": color_by},
     )
     return fig
+
+
+#: Facets of :func:`facet_map_figure` in one row at most.
+FACET_COLUMNS = 3
+
+
+def facet_levels(frame: pd.DataFrame, column: str = "gold") -> list[str]:
+    """The facets of :func:`facet_map_figure`: the classes present, in class order (gold label), else
+    the distinct values sorted."""
+    if column == "gold" and "label" in frame.columns:
+        order = frame[["label", "gold"]].drop_duplicates("gold").sort_values("label")
+        return [str(v) for v in order["gold"]]
+    return sorted({str(v) for v in str_array(frame[column])})
+
+
+def facet_map_figure(
+    frame: pd.DataFrame,
+    color_by: str = "correctness",
+    max_points: int = DEFAULT_MAX_POINTS,
+    seed: int = 0,
+    *,
+    highlight_ids: Iterable[str] | None = None,
+    title: str = "",
+    facet: str = "gold",
+    height_per_row: int = 380,
+):
+    """Small multiples of the data map: one panel per value of ``facet`` (default the gold label), in
+    rows of :data:`FACET_COLUMNS`, every panel on the same axes (x = variability, y = confidence) and
+    colour scale. Subplot k (0-based, row-major) is on axes ``x{k+1}``/``y{k+1}`` (``x``/``y`` for the
+    first); ``layout.meta["facets"]`` lists the panels' values in that order, so a box or lasso drawn on
+    one panel is resolved against that panel's rows (:func:`cartomap.analysis.datamap.resolve_facet_selection`).
+    Above ``max_points`` rows a random sample is drawn (``layout.meta["sampled"]``)."""
+    from plotly.subplots import make_subplots
+
+    _check_color_by(color_by)
+    _check_frame(frame)
+    frame = as_map_frame(frame)
+    if facet not in frame.columns:
+        raise ValueError(f"cannot split the map by {facet!r}: the frame has no such column")
+    levels = facet_levels(frame, facet)
+    n_cols = max(1, min(FACET_COLUMNS, len(levels)))
+    n_rows = max(1, -(-len(levels) // n_cols))
+    fig = make_subplots(
+        rows=n_rows,
+        cols=n_cols,
+        shared_xaxes="all",
+        shared_yaxes="all",
+        subplot_titles=[escape_text(f"{facet}: {v}") for v in levels] or None,
+        horizontal_spacing=0.04,
+        vertical_spacing=0.12 if n_rows > 1 else 0.08,
+    )
+    colouring = _colouring_of(frame, color_by)
+    shown = sample_rows(frame, max_points, seed)
+    sampled = len(shown) < len(frame)
+    colour_range = _finite_range(colourings.values(frame, colouring)) if colouring.continuous else None
+    counts = None if colouring.continuous else pd.Series(_groups(frame, color_by)[0]).value_counts()
+    facet_all, facet_shown = str_array(frame[facet]), str_array(shown[facet])
+    marker_size = 6 if len(shown) < 5_000 else 3
+    wanted = (
+        None
+        if highlight_ids is None
+        else set(pd.unique(np.asarray([str(i) for i in highlight_ids], dtype=object)).tolist())
+    )
+    legend_title = ""
+    for k, level in enumerate(levels):
+        row, col = k // n_cols + 1, k % n_cols + 1
+        part = shown[facet_shown == level]
+        whole = frame[facet_all == level]
+        axis = "" if k == 0 else str(k + 1)
+        traces, legend_title = point_traces(
+            whole,
+            part,
+            color_by,
+            marker_size,
+            xaxis=f"x{axis}",
+            yaxis=f"y{axis}",
+            showlegend=k == 0,
+            colour_range=colour_range,
+            counts=counts,
+            colorbar_x=0.5,
+            colorbar_y=-70 / max(100, height_per_row * n_rows + 120 - 220),  # below the axis titles
+        )
+        for trace in traces:
+            fig.add_trace(trace, row=row, col=col)
+        if wanted:
+            high = part[np.asarray([i in wanted for i in id_array(part["id"])], dtype=bool)]
+            if len(high):
+                fig.add_trace(
+                    go_scatter_rings(high, marker_size, showlegend=k == 0),
+                    row=row,
+                    col=col,
+                )
+    x_hi = (
+        max(0.05, float(np.nanmax(frame["variability"].to_numpy(dtype=np.float64))) * 1.05)
+        if len(frame)
+        else 0.5
+    )
+    fig.update_xaxes(range=[-0.01, x_hi], zeroline=False)
+    fig.update_yaxes(range=[-0.03, 1.03], zeroline=False)
+    for r in range(1, n_rows + 1):
+        fig.update_yaxes(title_text="confidence", row=r, col=1)
+    for c in range(1, n_cols + 1):
+        fig.update_xaxes(title_text="variability", row=n_rows, col=c)
+    note = f"{len(shown):,} of {len(frame):,} examples drawn" if sampled else f"{len(frame):,} examples"
+    fig.update_layout(
+        title=dict(
+            text=escape_text(
+                f"{title} data map by {'gold label' if facet == 'gold' else facet} · {note}".strip(" ·")
+            ),
+            font=dict(size=14),
+        ),
+        template="plotly_white",
+        height=height_per_row * n_rows + 120,
+        margin=dict(l=60, r=20, t=90, b=130 if colouring.continuous else 50),
+        dragmode="lasso",
+        hovermode="closest",
+        legend=dict(
+            title=dict(text=legend_title), orientation="h", yanchor="bottom", y=1.04, x=1, xanchor="right"
+        ),
+        meta={
+            "n_total": len(frame),
+            "n_shown": len(shown),
+            "sampled": sampled,
+            "color_by": color_by,
+            "facet": facet,
+            "facets": levels,
+        },
+    )
+    return fig
+
+
+def go_scatter_rings(high: pd.DataFrame, marker_size: int, showlegend: bool = True):
+    """Black rings around the selected points ``high`` (hover off: the points under them have it)."""
+    import plotly.graph_objects as go
+
+    return go.Scattergl(
+        x=high["variability"].to_numpy(dtype=np.float64),
+        y=high["confidence"].to_numpy(dtype=np.float64),
+        mode="markers",
+        name="selected",
+        legendgroup="selected",
+        showlegend=showlegend,
+        customdata=id_array(high["id"]),
+        hoverinfo="skip",
+        marker=dict(size=marker_size + 4, color="rgba(0,0,0,0)", line=dict(color="black", width=1.5)),
+    )
 
 
 def figure_ids(fig) -> list[str]:

@@ -10,7 +10,8 @@ job ends), so the sidebar shows the same state and the page then draws its resul
 * :func:`job_panel`: status, messages and Cancel / Resume of any job; :func:`run_panel` and
   :func:`experiment_panel` for training runs and experiments;
 * :func:`task_panel`: a task's status (live while active); :func:`start_task_button` starts it;
-* :func:`demo_or_prompt`: the run a results page shows, or what to do until there is one.
+* :func:`demo_or_prompt`: the run a results page shows, or what to do until there is one;
+* :func:`training_curves`: a running run's loss and accuracy by epoch and its current loss, in its panel.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import streamlit as st
 
+from cartomap.analysis import curves
 from cartomap.config import demo_run_config
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch
@@ -225,6 +227,23 @@ def _training_details(run: StatusFolder, status: dict[str, Any]) -> None:
     cols[2].metric("Loss", view["loss"])
     cols[3].metric("Dev accuracy", view["dev_accuracy"])
     cols[4].metric("Time left", view["time_left"] if state in ("running", "done") else "–")
+    if state == "running":
+        training_curves(run, status)
+
+
+def training_curves(run: Run, status: dict[str, Any]) -> None:
+    """Loss and dev/test accuracy of every completed epoch and the current epoch's loss so far, redrawn
+    on each poll of the live panel (``history.json`` is one small record an epoch)."""
+    try:
+        frame = curves.training_curves(run.history(), status, run.test_names)
+    except (CartomapError, OSError, ValueError):  # being replaced right now, or damaged: the panel says so
+        return
+    if frame.empty:
+        st.caption("The curves appear after the first steps.")
+        return
+    st.plotly_chart(
+        curves.training_curves_figure(frame), key=f"curves_{run.id}", config={"displaylogo": False}
+    )
 
 
 def resume_training(run: Run) -> Run | None:
