@@ -26,6 +26,7 @@ from cartomap.errors import CartomapError
 from cartomap.experiments import launch
 from cartomap.experiments.correction import create_correction
 from cartomap.experiments.pruning import pruning_of_run, suspects_of
+from cartomap.experiments.seeds import seed_siblings
 from cartomap.experiments.store import ExperimentStore
 from cartomap.experiments.truth import detector_extras
 from cartomap.runs.groups import list_groups
@@ -131,7 +132,8 @@ def new_queue_form(run: Run, first: bool) -> None:
                 else:
                     exp = next(e for e in prunings if e.id == exp_id)
                     cand = sources.from_suspects(run, suspects_of(exp, run, get_store()), exp.id)
-                items = queue.create_queue(run, name, cand, per_item=int(per_item))
+                others = {s: r for s, r in seed_siblings(run, get_store()).items() if r.id != run.id}
+                items = queue.create_queue(run, name, cand, per_item=int(per_item), seed_runs=others)
             except (CartomapError, OSError) as err:
                 show_error(err)
                 return
@@ -177,9 +179,7 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
         cols[2].metric("p(gold), last epoch", f"{card['p_gold']:.2f}")
     epochs = card.get("p_gold_epochs")
     if epochs is not None and len(epochs):
-        chart = pd.DataFrame(
-            {"p(gold)": list(epochs)}, index=pd.Index(range(1, len(epochs) + 1), name="epoch")
-        )
+        chart = queue.gold_curves(card)
         st.line_chart(chart, height=160, x_label="epoch", y_label="p(gold)")
     labels = list(db.label_names or run.label_names)
     votes = card.get("votes")

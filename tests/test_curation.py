@@ -473,3 +473,40 @@ def test_a_half_made_queue_is_made_again_but_decisions_are_never_dropped(run):
     with pytest.raises(CartomapError, match="holds decisions"):
         queue.create_queue(run, "half", sources.from_group(run, "lasso"))
     assert len(QueueDB(queue.db_path(run, "half")).history()) == 1
+
+
+def test_cards_carry_p_gold_of_the_runs_other_seeds(run, cache, capsys):
+    """A run trained again with another seed (same data and config): the CLI's queue finds it and every
+    card has its p(gold) curve next to the run's own; the page's chart has one column per seed."""
+    import dataclasses
+
+    from cartomap.io import atomic_write_parquet
+    from cartomap.scores.metrics import compute_metrics, softmax
+
+    data = load_dataset(run.config.data)
+    config = run.config.replace(train=dataclasses.replace(run.config.train, seed=7))
+    other = RunStore(cache).create(config, data, None)
+    labels = np.asarray(data.labels)
+    logits = []
+    for e in range(3):
+        z = np.zeros((len(labels), 3), dtype=np.float32)
+        z[np.arange(len(labels)), labels] = 1.0 + e  # this seed learns every gold label
+        other.write_epoch("train", e, data.ids, z)
+        logits.append(z)
+    atomic_write_parquet(other.metrics_path(), compute_metrics(np.stack(logits), labels, data.ids))
+    other.set_status(state="done", progress=1.0)
+
+    assert main(["--cache", str(cache), "review-queue", "create", run.id, "seeded", "--detector", "aum"]) == 0
+    capsys.readouterr()
+    card = queue.item_card(run, "seeded", "e1")
+    assert list(card["seed_list"]) == [7]
+    k = list(data.ids).index("e1")
+    expected = [float(softmax(z[k : k + 1], axis=1)[0, labels[k]]) for z in logits]
+    np.testing.assert_allclose(list(card["p_gold_seeds"][0]), expected, rtol=1e-5)
+    chart = queue.gold_curves(card)
+    assert list(chart.columns) == ["this run", "seed 7"] and list(chart.index) == [1, 2, 3]
+    np.testing.assert_allclose(chart["this run"], list(card["p_gold_epochs"]))
+    # without other seeds: one column
+    plain = queue.create_queue(run, "plain", sources.from_group(run, "lasso"))
+    assert "p_gold_seeds" not in plain.columns
+    assert list(queue.gold_curves(queue.item_card(run, "plain", "c1")).columns) == ["this run"]

@@ -43,7 +43,11 @@ def cmd_create(a: argparse.Namespace) -> int:
         ids = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         candidates = sources.from_selection(run, ids)
     top = a.top if not a.detector else None  # a detector's candidates are its top k already
-    items = queue.create_queue(run, a.name, candidates, top=top, per_item=a.per_item)
+    from cartomap.experiments.seeds import seed_siblings
+    from cartomap.runs.store import RunStore
+
+    others = {s: r for s, r in seed_siblings(run, RunStore(a.cache)).items() if r.id != run.id}
+    items = queue.create_queue(run, a.name, candidates, top=top, per_item=a.per_item, seed_runs=others)
     print(
         f"review queue {a.name} of run {run.id}: {len(items)} examples ({candidates.queued_by}), "
         f"{a.per_item} annotator{'s' if a.per_item != 1 else ''} each"

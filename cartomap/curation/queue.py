@@ -17,6 +17,7 @@ import math
 import re
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,11 +124,36 @@ def nearest_neighbours(
     return out_idx, out_sim
 
 
-def build_cards(run: Run, candidates: Candidates, neighbours: int = NEIGHBOURS) -> pd.DataFrame:
+def seed_curves(seed_runs, ids: Sequence[str], gold: np.ndarray) -> tuple[list[int], list[list[list[float]]]]:
+    """(seeds, curves): for each candidate, p(gold) over the recorded epochs of every run of ``seed_runs``
+    ({seed: run}, the same data trained with other seeds), looked up by example id; a seed whose run lacks
+    dynamics or an example is left out."""
+    seeds: list[int] = []
+    per_seed: list[np.ndarray] = []
+    for seed, other in sorted((seed_runs or {}).items()):
+        try:
+            pos = {str(i): k for k, i in enumerate(other.examples(columns=("id",))["id"].astype(str))}
+        except (RunError, OSError, ValueError):
+            continue
+        if not all(i in pos for i in ids):
+            continue
+        probs = _probabilities(other, np.asarray([pos[i] for i in ids], dtype=np.int64))
+        if probs is None:
+            continue
+        seeds.append(int(seed))
+        per_seed.append(probs[:, np.arange(len(ids)), gold])  # [E, Q]
+    curves = [[p[:, q].tolist() for p in per_seed] for q in range(len(ids))]
+    return seeds, curves
+
+
+def build_cards(
+    run: Run, candidates: Candidates, neighbours: int = NEIGHBOURS, seed_runs=None
+) -> pd.DataFrame:
     """One row per candidate, in their order: id, position, score, queued_by, the text columns, gold,
     gold_index, predicted, p_predicted, p_gold, p_gold_epochs (list), votes (list per label, or None),
     neighbour_ids / neighbour_labels / neighbour_similarity / neighbour_<text column> (lists; empty
-    without embeddings)."""
+    without embeddings); with ``seed_runs`` ({seed: run} of the same data with other seeds),
+    ``seed_list`` and ``p_gold_seeds`` (per candidate, one p(gold)-over-epochs list per seed)."""
     examples = run.examples()
     names = list(run.label_names)
     ids = examples["id"].astype(str).tolist()
@@ -164,6 +190,11 @@ def build_cards(run: Run, candidates: Candidates, neighbours: int = NEIGHBOURS) 
         frame["p_predicted"] = np.nan
         frame["p_gold"] = np.nan
         frame["p_gold_epochs"] = [[] for _ in range(len(rows))]
+    if seed_runs:
+        seeds, curves = seed_curves(seed_runs, list(candidates.ids), gold)
+        if seeds:
+            frame["seed_list"] = [seeds] * len(rows)
+            frame["p_gold_seeds"] = curves
     votes = votes_matrix(picked, names)
     frame["votes"] = [v.tolist() for v in votes] if votes is not None else None
     embeddings = load_embeddings(run)
@@ -191,10 +222,12 @@ def create_queue(
     top: int | None = None,
     per_item: int = DEFAULT_PER_ITEM,
     neighbours: int = NEIGHBOURS,
+    seed_runs=None,
 ) -> pd.DataFrame:
     """Make review queue ``name`` of ``run`` from ``candidates`` (highest score first, the first ``top``
-    when given), each item wanting ``per_item`` annotators; returns its items. A queue of that name is
-    never replaced (its decisions would be lost): CartomapError."""
+    when given), each item wanting ``per_item`` annotators; returns its items. ``seed_runs`` ({seed: run},
+    the run's data trained with other seeds) add each item's p(gold) curve per seed. A queue of that name
+    is never replaced (its decisions would be lost): CartomapError."""
     name = check_name(name)
     if int(per_item) != per_item or per_item < 1:
         raise CartomapError(f"annotators per item must be a whole number >= 1, got {per_item!r}")
@@ -212,13 +245,29 @@ def create_queue(
         raise CartomapError(
             f"{folder} holds decisions but no {layout.QUEUE}: move it away or pick another queue name"
         )
-    cards = build_cards(run, ordered, neighbours)
+    cards = build_cards(run, ordered, neighbours, seed_runs)
     if folder.exists():  # a queue whose creation stopped half-way: nothing was decided in it
         shutil.rmtree(folder)
     db = QueueDB(folder / layout.REVIEW_DB, label_names=run.label_names, per_item=int(per_item))
     db.load_items(cards[["id", "position", "score", "gold"]])
     atomic_write_parquet(folder / layout.QUEUE, cards)
     return cards
+
+
+def gold_curves(card: dict[str, Any]) -> pd.DataFrame:
+    """A card's p(gold) over the recorded epochs, one column per run: ``this run`` and ``seed <s>`` for
+    each other seed the queue recorded (index: epoch, from 1)."""
+    found = card.get("p_gold_epochs")
+    own = [] if found is None or isinstance(found, float) else list(found)
+    columns = {"this run": own}
+    seeds = card.get("seed_list")
+    curves = card.get("p_gold_seeds")
+    if seeds is not None and curves is not None and not isinstance(seeds, float):
+        for seed, curve in zip(list(seeds), list(curves), strict=False):
+            values = list(curve)
+            if len(values) == len(own):
+                columns[f"seed {int(seed)}"] = values
+    return pd.DataFrame(columns, index=pd.Index(range(1, len(own) + 1), name="epoch"))
 
 
 def queue_summary(run: Run, name: str) -> dict[str, Any]:
