@@ -155,3 +155,41 @@ def test_decisions_imported_from_a_label_studio_upload(env):
     assert not at.exception, at.exception
     assert any("Imported 1 decisions" in s.value for s in at.success)
     assert queue.open_queue(run, "up").decision_of("ls-user", "n2")["decision"] == "remove"
+
+
+def test_retrain_with_these_decisions_starts_the_retrain_after_review(env, monkeypatch):
+    """The loop's last step on the page: the decisions file is written and handed to the retrain
+    experiment, which starts as a background job; a run the retrain refuses (no dev or test set here) is
+    one clear error, not a traceback."""
+    from cartomap.curation import queue as queue_mod
+    from cartomap.experiments import correction, launch
+
+    run = make_run(env)
+    queue_mod.create_queue(run, "fix", sources.from_group(run, "lasso"), per_item=1)
+    queue_mod.open_queue(run, "fix").record("ann", "c1", "remove")
+    at = session(run.id)
+    at.session_state["_kept_rs_queue"] = "fix"
+    at.run()
+    assert not at.exception, at.exception
+    at.button(key="rs_retrain").click().run()
+    assert not at.exception, at.exception
+    assert any("dev" in e.value or "test" in e.value for e in at.error)  # the fixture run has neither
+
+    seen = {}
+
+    class Started:
+        id, state = "abc123", "queued"
+
+    def fake_create(store, base, path, n_seeds=3, seeds=None, name=""):
+        seen.update(run=base.id, path=Path(path), n_seeds=n_seeds, name=name)
+        return Started()
+
+    monkeypatch.setattr(correction, "create_correction", fake_create)
+    monkeypatch.setattr(launch, "start_experiment", lambda exp, store, executor=None: exp)
+    at.number_input(key="_kept_rs_retrain_seeds").set_value(2).run()
+    at.button(key="rs_retrain").click().run()
+    assert not at.exception, at.exception
+    assert seen["run"] == run.id and seen["n_seeds"] == 2 and seen["name"] == "review fix"
+    table = pd.read_parquet(seen["path"])
+    assert table.set_index("id").loc["c1", "decision"] == "remove"
+    assert any("abc123" in s.value for s in at.success)
