@@ -36,14 +36,13 @@ def test_keyboard_shortcuts_decide(tmp_path, browser):  # noqa: F811 - the fixtu
     run = make_run(cache)
     queue.create_queue(run, "keys", sources.from_detector(run, "aum", 3), per_item=1)
     db = queue.open_queue(run, "keys")
-    with serve(cache, tmp_path) as url:
+    with serve(cache, tmp_path, cli=True) as url:  # as a user starts it: `cartomap dashboard`
         browser.get(f"{url}/review_suspects?run={run.id}")
         name = _wait(
             lambda: browser.find_elements("css selector", 'input[aria-label="Your name"]'), 60, "the name box"
         )[0]
         name.send_keys("kbd" + Keys.ENTER)
         _wait(lambda: "Premise e1" in _card_text(browser), 30, "the first card")
-        body = browser.find_element("css selector", "h1")
 
         def idle() -> bool:  # no script run in flight (the status widget shows while one is)
             return not browser.execute_script(
@@ -51,11 +50,20 @@ def test_keyboard_shortcuts_decide(tmp_path, browser):  # noqa: F811 - the fixtu
             )
 
         def press(key: str, before: int, after_text: str | None) -> None:
-            _wait(idle, 20, "the app to finish its run")
-            time.sleep(0.5)
-            body.click()  # focus out of the name box: shortcuts do not fire while typing
-            ActionChains(browser).send_keys(key).perform()
-            _wait(lambda: len(db.history()) > before, 20, f"the decision of key {key!r}")
+            # A key pressed while the page is still wiring its shortcuts (just after a run, on a loaded
+            # machine) is not seen; a person presses again, and so does this test, only while no
+            # decision was recorded (so one key never records two).
+            for attempt in range(3):
+                _wait(idle, 20, "the app to finish its run")
+                time.sleep(0.5 + attempt)
+                browser.find_element("css selector", "h1").click()  # focus out of the name box
+                ActionChains(browser).send_keys(key).perform()
+                try:
+                    _wait(lambda: len(db.history()) > before, 8, f"the decision of key {key!r}")
+                    break
+                except AssertionError:
+                    if attempt == 2:
+                        raise
             if after_text:
                 _wait(lambda: after_text in _card_text(browser), 20, after_text)
             time.sleep(0.3)
