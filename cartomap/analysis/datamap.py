@@ -258,18 +258,27 @@ GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY = "gold = majority", "gold ≠ 
 
 
 def map_frame(
-    run, source: str = "train", regions: RegionRule | None = None, burn_out: int | None = None
+    run,
+    source: str = "train",
+    regions: RegionRule | None = None,
+    burn_out: int | None = None,
+    *,
+    dynamics: tuple[Sequence[str], np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Metrics of every training example of ``run`` joined with its texts (see :func:`build_map_frame`).
 
     ``regions``: the rule of the region column (default by rank). ``burn_out``: metrics over the first
-    that many epochs only (computed from the dynamics; the reference's ``--burn_out``). Reads only the
-    Parquet columns the map shows."""
+    that many epochs only (computed from the dynamics; the reference's ``--burn_out``), from ``dynamics``
+    ((ids, logits [E, N, C], labels) of the recorded source, read once by the caller) when given, else
+    read here. Reads only the Parquet columns the map shows."""
     recorded = run.recorded_source(source)
     epochs = run.dynamics_epochs(recorded)
     if burn_out is not None and burn_out < len(epochs):
-        ids, logits = run.dynamics(recorded)
-        labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
+        if dynamics is None:
+            ids, logits = run.dynamics(recorded)
+            labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
+        else:
+            ids, logits, labels = dynamics
         burn_in = run.config.train.map_burn_in(
             recorded, epochs[:burn_out]
         )  # the run's skip_epochs, if it fits
