@@ -143,12 +143,7 @@ def build_map_frame(
         if col != "genre":
             out[col] = joined[col].to_numpy()
     if "gold_disagrees" in extra and "human_majority" in extra:
-        tie = joined["human_majority"].to_numpy() < 0
-        wrong = joined["gold_disagrees"].to_numpy(dtype=bool)
-        agreement = np.where(tie, NO_MAJORITY, np.where(wrong, GOLD_NOT_MAJORITY, GOLD_IS_MAJORITY))
-        out["agreement"] = pd.Categorical(
-            agreement, categories=[GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY]
-        )
+        out["agreement"] = agreement_of(joined["human_majority"], joined["gold_disagrees"])
     for col in ("confidence", "variability", "correctness"):
         out[col] = metrics[col].to_numpy(dtype=np.float64)
     out["forgetfulness"] = metrics["forgetfulness"].to_numpy(dtype=np.int64)
@@ -255,6 +250,15 @@ HUMAN_MAP_COLUMNS = ("human_n", "human_majority", "human_majority_share", "human
 MAP_EXAMPLE_COLUMNS = ("id", "premise", "hypothesis", "text", "genre", *HUMAN_MAP_COLUMNS)
 #: ``agreement`` values of a map frame with votes.
 GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY = "gold = majority", "gold ≠ majority", "no majority (tie)"
+
+
+def agreement_of(human_majority, gold_disagrees) -> pd.Categorical:
+    """The ``agreement`` column of a run with votes: gold = majority, gold ≠ majority, or no majority
+    (a tie, ``human_majority`` < 0)."""
+    tie = np.asarray(human_majority) < 0
+    wrong = np.asarray(gold_disagrees, dtype=bool)
+    agreement = np.where(tie, NO_MAJORITY, np.where(wrong, GOLD_NOT_MAJORITY, GOLD_IS_MAJORITY))
+    return pd.Categorical(agreement, categories=[GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY])
 
 
 def map_frame(
