@@ -197,3 +197,22 @@ def test_a_box_on_the_2d_view_becomes_the_data_maps_selection(run):
     table = next(d.value for d in at.dataframe if "premise" in d.value.columns)
     assert sorted(table["id"]) == sorted(chosen)
     assert any(m.value.startswith(f"**{len(chosen)} selected**") for m in at.markdown)
+
+
+def test_with_votes_the_2d_view_colours_by_human_agreement(run):
+    from cartomap.io import atomic_write_parquet
+
+    examples = run.examples()
+    n = len(examples)
+    examples["human_entropy"] = np.linspace(0, 1, n)
+    examples["human_majority"] = examples["label"]
+    examples["gold_disagrees"] = np.arange(n) < 5
+    atomic_write_parquet(run.examples_path, examples)
+    at = _app()
+    at.switch_page("pages/neighbours.py").run()
+    colours = at.radio(key="_kept_nb_color")
+    assert colours.options[-2:] == ["human entropy", "gold vs majority"]
+    colours.set_value("gold vs majority").run()
+    assert not at.exception, at.exception
+    names = [t["name"] for t in _view(at)["data"] if t.get("type") == "scattergl"]
+    assert f"{GOLD_NOT_MAJORITY} (5)" in names and f"{GOLD_IS_MAJORITY} ({n - 5})" in names

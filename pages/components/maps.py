@@ -19,10 +19,11 @@ from cartomap.scores.metrics import RegionRule
 
 
 @st.cache_resource(max_entries=2, show_spinner="Reading the recorded dynamics…")
-def _dynamics(run_path: str, source: str, stamp: tuple) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _dynamics(run_path: str, source: str, stamp: tuple) -> tuple[pd.Index, np.ndarray, np.ndarray]:
     # stamp: mtimes of every epoch file and the examples, so a new recording is read again
     run = Run(Path(run_path))
     ids, logits = run.dynamics(source)
+    ids = pd.Index(np.asarray(ids, dtype=object))  # looked up by the selection's paths
     labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
     logits.setflags(write=False)  # shared by every session: read-only
     labels.setflags(write=False)
@@ -35,8 +36,8 @@ def dynamics_stamp(run: Run, source: str) -> tuple:
     return (len(epochs), *run.stamp(*(run.epoch_path(source, e) for e in epochs), run.examples_path))
 
 
-def dynamics(run: Run, source: str) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(ids, logits [E, N, C], labels) of the recorded ``source`` of ``run``, read once per server and
+def dynamics(run: Run, source: str) -> tuple[pd.Index, np.ndarray, np.ndarray]:
+    """(ids as an index, logits [E, N, C], labels) of the recorded ``source`` of ``run``, read once per server and
     recording (every epoch file at 550k examples takes seconds): a page slices them for the map after
     k recordings and the selection's paths instead of reading again. Treat the arrays as read-only."""
     return _dynamics(str(run.path), source, dynamics_stamp(run, source))
