@@ -129,6 +129,9 @@ def epoch_slider(run) -> tuple[int | None, int]:
     recorded = len(run.dynamics_epochs(run.recorded_source()))
     if recorded < 2:
         return None, recorded
+    key = f"dm_burn_out_{run.id}"
+    if not isinstance(st.session_state.get(key), int) or not 1 <= st.session_state[key] <= recorded:
+        st.session_state.pop(key, None)  # recordings lost since (a repaired run): every one again
     used = st.slider(
         "Map after recording",
         1,
@@ -136,7 +139,7 @@ def epoch_slider(run) -> tuple[int | None, int]:
         step=1,
         help="Metrics from the first k recordings (epochs) only: watch the map form as training goes on "
         "(the reference's --burn_out). The paths of the selection end at the last recording.",
-        **kept(f"dm_burn_out_{run.id}", recorded),
+        **kept(key, recorded),
     )
     return (int(used) if int(used) < recorded else None), recorded
 

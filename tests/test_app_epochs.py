@@ -141,3 +141,13 @@ def test_paths_are_capped(cache):
     (paths,) = _paths(_map(at))
     assert paths["name"] == f"{figures.TRAJECTORY_TRACE} ({epochs.MAX_TRAJECTORIES})"
     assert any(f"{epochs.MAX_TRAJECTORIES} of 120 drawn" in c.label for c in at.checkbox)
+
+
+def test_a_stored_k_beyond_the_recordings_falls_back_to_every_recording(cache):
+    run = make_run(cache, epochs=3)
+    at = _app()
+    at.session_state[f"dm_burn_out_{run.id}"] = 7  # kept from before recordings were lost
+    at.run()
+    assert not at.exception, at.exception
+    assert at.slider(key=f"_kept_dm_burn_out_{run.id}").value == 3
+    assert "Metrics over 3 epochs" in " ".join(c.value for c in at.caption)
