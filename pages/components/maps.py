@@ -43,7 +43,7 @@ def dynamics(run: Run, source: str) -> tuple[pd.Index, np.ndarray, np.ndarray]:
     return _dynamics(str(run.path), source, dynamics_stamp(run, source))
 
 
-@st.cache_resource(max_entries=8, show_spinner="Loading the data map…")
+@st.cache_resource(max_entries=6, show_spinner="Loading the data map…")
 def _frame(run_path: str, stamp: tuple, rule_json: str, burn_out: int | None) -> pd.DataFrame:
     # stamp: mtimes, so a rewritten run is reloaded; one frame per (run, rule, k): moving the epoch
     # slider back and forth draws from here
