@@ -23,6 +23,9 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
     hidden: ``st.number_input("Epochs", 1, 100, **kept("train_epochs", 4))``. The value lives in
     ``st.session_state[key]``; ``options`` (for select widgets) resets a value no longer offered;
     a multiselect (a list ``default``) passes its ``max_selections`` too, which cuts a longer stored value.
+``show_on_map(run_id, ids, focus=None)``
+    Select ``run_id`` and the examples ``ids`` (``st.session_state["selected_ids"]``, the Data map
+    page's selection, shared with the Neighbours page's 2-D view), focus ``focus``, go to the Data map.
 ``through_app()``
     Called by every page before it draws: a first visit straight to a page's address runs the
     page through ``app.py`` (the run picker, the navigation) instead of Streamlit's legacy ``pages/`` mode.
@@ -124,6 +127,23 @@ def current_run() -> Run | None:
     store = get_store()
     run_id = _resolve_run_id(store, _entries(store, _runs(store)))
     return Run(store.path_for(run_id)) if run_id else None
+
+
+#: The Data map page: the one other pages send a selection to (:func:`show_on_map`).
+DATA_MAP_PAGE = "pages/data_map.py"
+#: The session-state key of the selection (example ids) the Data map page and the 2-D view share.
+SELECTED = "selected_ids"
+
+
+def show_on_map(run_id: str, ids: list[str], focus: str | None = None) -> None:
+    """Select ``run_id`` and these examples on the Data map page (focus ``focus``), then go there."""
+    select_run(run_id)
+    st.session_state[SELECTED] = [str(i) for i in ids]
+    if focus is None:
+        st.session_state.pop("dm_focus", None)
+    else:
+        st.session_state["dm_focus"] = str(focus)
+    st.switch_page(DATA_MAP_PAGE)
 
 
 def select_run(run_id: str | None) -> None:

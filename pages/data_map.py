@@ -14,6 +14,12 @@ the map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region a
 "Stable only" as a filter and one trajectory per seed; without one it says how stable such maps were
 measured to be (``cartomap.analysis.stability_reference``) and offers *Add seeds* (a background job).
 
+A run with two or more recordings gets a slider "Map after recording" (``dm_burn_out_<run>``, the reference's
+burn-out): the map from the first k recordings, computed from the dynamics read once per run and recording
+(``pages.components.maps.dynamics``) and sliced. Over the single map the selected examples' paths are drawn
+(``dm_paths``; :func:`cartomap.analysis.epochs.trajectories`, the first 50): their point on the map of the
+first 2, 3, ..., E recordings, the point of the map shown ringed.
+
 The map can be coloured by anything the run's frame holds (``cartomap.analysis.colourings``: categories with
 a palette, scores such as AUM, EL2N or a label-error detector with a colour scale; ``dm_color``) and split
 into one map per gold label (``dm_facet``; its selection events are ``datamap_facets``). "Run summary" shows
@@ -33,7 +39,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap, figures, summary, truth
+from cartomap.analysis import colourings, datamap, epochs, figures, summary, truth
 from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.analysis.truth import has_human_judgement
@@ -81,10 +87,10 @@ REGION_LABELS = {
 }
 
 
-def map_settings(run) -> tuple[RegionRule, int | None]:
-    """Sidebar: how regions are drawn and how many epochs the metrics use (burn-out)."""
+def map_settings(run) -> RegionRule:
+    """Sidebar: how regions are drawn."""
     sb = st.sidebar
-    sb.subheader("Regions and epochs")
+    sb.subheader("Regions")
     default = RegionRule()
     methods = list(REGION_LABELS)
     method = sb.radio(
@@ -112,19 +118,61 @@ def map_settings(run) -> tuple[RegionRule, int | None]:
             **kept("dm_ambiguous_var", default.ambiguous_var),
         )
         rule = RegionRule(method="threshold", ambiguous_var=float(cut))
-    epochs = len(run.dynamics_epochs(run.recorded_source()))
-    burn_out = None
-    if epochs > 1:
-        used = sb.number_input(
-            "Epochs used (burn-out)",
-            1,
-            epochs,
-            step=1,
-            help="Metrics over the first N epochs only, as the reference's --burn_out.",
-            **kept(f"dm_burn_out_{run.id}", epochs),
-        )
-        burn_out = int(used) if int(used) < epochs else None
-    return rule, burn_out
+    return rule
+
+
+def epoch_slider(run) -> tuple[int | None, int]:
+    """The map over epochs: a slider "Map after recording k of E" (a run with 2 or more recordings) that
+    redraws the map from the first k recordings only (the reference's ``--burn_out k``; the dynamics are
+    read once per run and sliced, ``pages.components.maps.dynamics``). Returns (burn_out, E): burn_out
+    None when the map uses every recording."""
+    recorded = len(run.dynamics_epochs(run.recorded_source()))
+    if recorded < 2:
+        return None, recorded
+    key = f"dm_burn_out_{run.id}"
+    if not isinstance(st.session_state.get(key), int) or not 1 <= st.session_state[key] <= recorded:
+        st.session_state.pop(key, None)  # recordings lost since (a repaired run): every one again
+    used = st.slider(
+        "Map after recording",
+        1,
+        recorded,
+        step=1,
+        help="Metrics from the first k recordings (epochs) only: watch the map form as training goes on "
+        "(the reference's --burn_out). The paths of the selection end at the last recording.",
+        **kept(key, recorded),
+    )
+    return (int(used) if int(used) < recorded else None), recorded
+
+
+def selection_paths(run, table, current_k: int):
+    """The paths through the map of the selected examples shown (the first
+    :data:`cartomap.analysis.epochs.MAX_TRAJECTORIES`): their point on the map of the first 2, 3, ..., E
+    recordings (:func:`cartomap.analysis.epochs.trajectories`), when "Paths of the selection" is on;
+    None otherwise."""
+    if table.empty:
+        return None
+    n = len(table)
+    shown = min(n, epochs.MAX_TRAJECTORIES)
+    label = (
+        f"Paths of the selection over the recordings ({shown:,} of {n:,} drawn)"
+        if n > shown
+        else (f"Paths of the selection over the recordings ({count(n, 'example')})")
+    )
+    if not st.checkbox(
+        label,
+        help="Each selected example's point on the map of the first 2, 3, ... "
+        "recordings, joined by a line; small marker first, the red ring = the map shown.",
+        **kept("dm_paths", True),
+    ):
+        return None
+    source = run.recorded_source()
+    try:
+        ids, logits, labels = maps.dynamics(run, source)
+        burn_in = epochs.burn_ins(run.config.train, source, run.dynamics_epochs(source))
+        return epochs.trajectories(logits, labels, ids, table["id"].astype(str).tolist(), burn_in=burn_in)
+    except CartomapError as err:
+        show_error(err)
+        return None
 
 
 def _valid_range(key: str, lo_bound, hi_bound, options=None) -> None:
@@ -229,8 +277,10 @@ def take_facet_event(filtered, max_points: int) -> None:
     st.session_state.pop("dm_focus", None)
 
 
-def draw_map(filtered, color_by: str, max_points: int, selected, split: bool):
-    """The map (or one map per gold label) with its selection events; returns the figure drawn."""
+def draw_map(filtered, color_by: str, max_points: int, selected, split: bool, paths=None, current_k=None):
+    """The map (or one map per gold label) with its selection events and, on the single map, the
+    selection's ``paths`` (:func:`selection_paths`, the map after ``current_k`` recordings ringed);
+    returns the figure drawn."""
     if split:
         fig = figures.facet_map_figure(
             filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
@@ -241,6 +291,8 @@ def draw_map(filtered, color_by: str, max_points: int, selected, split: bool):
         fig = figures.data_map_figure(
             filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
         )
+        if paths is not None:
+            figures.add_trajectories(fig, paths, current_k)
         key = "datamap"
     st.plotly_chart(
         fig,
@@ -740,9 +792,10 @@ def main() -> None:
     warning = _chance(str(run.path), run.stamp(run.history_path))
     if warning:
         st.warning(escape_markdown(warning))
-    rule, burn_out = map_settings(run)
+    rule = map_settings(run)
     estore = ExperimentStore(get_store().root)
     seeds_exp, seeds_done = seeds_section(run, estore)
+    burn_out, n_recorded = (None, 0) if seeds_exp else epoch_slider(run)
     try:
         frame = (
             maps.seed_map_frame(seeds_exp, run, rule) if seeds_exp else maps.map_frame(run, rule, burn_out)
@@ -784,9 +837,12 @@ def main() -> None:
     )
     if filtered.empty:
         st.warning("No example matches the filters.")
-    fig = draw_map(filtered, color_by, max_points, selected, split)
-
     table = datamap.selection_table(filtered, selected)
+    paths = None
+    if not seeds_exp and not split and n_recorded >= 2:
+        paths = selection_paths(run, table, burn_out or n_recorded)
+    fig = draw_map(filtered, color_by, max_points, selected, split, paths, burn_out or n_recorded)
+
     known = len(datamap.selection_table(frame, selected)) if selected else 0
     head, clear = st.columns([4, 1])
     head.markdown(f"**{len(selected):,} selected** · {len(table):,} shown under the current filters")

@@ -5,6 +5,13 @@ Layout only: embeddings, neighbours, seeds and projections come from ``cartomap.
 job (``cartomap embed`` / ``cartomap project``) and this page polls its task status.
 Session state: ``selected_ids`` (the Data map page's selection, one source of seeds) and ``nb_*``
 widget keys (with ``_kept_nb_*`` shadows, so choices survive page switches).
+
+The 2-D view is linked with the Data map: it rings the Data map's selection, and a box, lasso or click
+on it (``nb_map``'s selection event, resolved exactly on the server by
+``cartomap.analysis.projection.selection_ids``) replaces that same selection (``selected_ids``;
+``_nb_event_sig`` is the last event taken, so a stale one is not taken twice); "Show on the data map"
+goes there (``pages.common.show_on_map``). It can be coloured by label, region, confidence, variability
+and, with votes in the data, the annotators' agreement (``cartomap.analysis.colourings.for_projection``).
 """
 
 from __future__ import annotations
@@ -15,19 +22,27 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import projection
+from cartomap.analysis import colourings, datamap, projection
 from cartomap.analysis.neighbours import DEFAULT_K, neighbour_group, seed_examples
 from cartomap.analysis.projection import load_projection, points_frame, project_run, projection_figure
 from cartomap.errors import CartomapError
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.store import Run
 from cartomap.training.embeddings import embedding_problem, load_embeddings
-from pages.common import count, current_run, escape_markdown, kept, show_error, through_app
+from pages.common import (
+    SELECTED,
+    count,
+    current_run,
+    escape_markdown,
+    kept,
+    show_error,
+    show_on_map,
+    through_app,
+)
 from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
 
-SELECTED = "selected_ids"
 MAX_SEED_OPTIONS = 2000
 SOURCES = ("Current selection", "A saved group", "Most ambiguous per label")
 TEXT_CHARS = 70
@@ -274,15 +289,57 @@ def umap_note(n: int) -> str:
     )
 
 
+MAP_CHART = "nb_map"
+
+
+def take_event(coords: np.ndarray, points: pd.DataFrame) -> None:
+    """Turn a new selection event of the 2-D view into the Data map's selection (``selected_ids``) and
+    rerun, so the seeds from "Current selection" and the rings follow. An empty event is no deselection
+    (the chart is drawn anew when its rings change, which empties its event): "Clear selection" is."""
+    event = st.session_state.get(MAP_CHART)
+    if event is None or datamap.is_empty_event(event):
+        st.session_state.pop("_nb_event_sig", None)
+        return
+    sig = datamap.event_signature(event)
+    if sig == st.session_state.get("_nb_event_sig"):
+        return
+    st.session_state["_nb_event_sig"] = sig
+    sampled = len(points) > projection.MAX_POINTS
+    chosen = projection.selection_ids(coords, points["id"], event, sampled=sampled)
+    if chosen == [str(i) for i in st.session_state.get(SELECTED) or []]:
+        return
+    st.session_state[SELECTED] = chosen
+    st.session_state.pop("dm_focus", None)
+    st.rerun()
+
+
+def _clear_selection() -> None:
+    st.session_state[SELECTED] = []
+    st.session_state.pop("dm_focus", None)
+
+
+def selection_tools(run: Run, selected: list[str]) -> None:
+    """The shared selection under the 2-D view: its size, "Show on the data map" and "Clear selection"."""
+    left, mid, right = st.columns([3, 1, 1])
+    left.caption(
+        f"{count(len(selected), 'example')} selected (the Data map page's selection). Drag a box or a lasso "
+        "over the view (or click a point) to select examples there instead."
+    )
+    if mid.button("Show on the data map", key="nb_show_on_map", disabled=not selected):
+        show_on_map(run.id, selected)
+    right.button("Clear selection", key="nb_clear", on_click=_clear_selection, disabled=not selected)
+
+
 def projection_view(run: Run, points: pd.DataFrame, group_ids: list[str], seed: str | None) -> None:
     st.subheader("The whole dataset in 2-D")
     stamp = run.stamp(run.embeddings_path)
     left, right = st.columns(2)
     methods = ["PCA", "UMAP"]
     method = left.radio("Projection", methods, horizontal=True, **kept("nb_proj", "PCA", options=methods))
-    colours = ["region", "label"] if "region" in points.columns else ["label"]
+    colours = list(colourings.for_projection(points))
+    default = "region" if "region" in colours else colours[0]
     color_by = right.radio(
-        "Colour by", colours, horizontal=True, **kept("nb_color", colours[0], options=colours)
+        "Colour by", colours, horizontal=True, **kept("nb_color", default, options=colours)
     )
     coords = None
     if method == "UMAP":
@@ -300,6 +357,9 @@ def projection_view(run: Run, points: pd.DataFrame, group_ids: list[str], seed: 
         coords = _pca(str(run.path), stamp)
     if method == "UMAP":
         st.caption(umap_note(len(points)))
+    take_event(coords, points)
+    index = _id_index(str(run.path), run.stamp(run.examples_path, run.metrics_path()))
+    selected = _known([str(i) for i in st.session_state.get(SELECTED) or []], index)
     fig = projection_figure(
         coords,
         points,
@@ -307,8 +367,17 @@ def projection_view(run: Run, points: pd.DataFrame, group_ids: list[str], seed: 
         group_ids=group_ids,
         seed_id=seed,
         title=f"{method} of the [CLS] embeddings",
+        highlight_ids=selected,
     )
-    st.plotly_chart(fig, key="nb_map", width="stretch", config={"displaylogo": False})
+    st.plotly_chart(
+        fig,
+        key=MAP_CHART,
+        on_select="rerun",
+        selection_mode=("points", "box", "lasso"),
+        width="stretch",
+        config={"displaylogo": False},
+    )
+    selection_tools(run, selected)
 
 
 def embed_or_reason(run: Run, command: list[str]) -> None:

@@ -5,7 +5,7 @@ Layout only: the experiment, its analysis and its figures are ``cartomap.experim
 background job (``cartomap.experiments.launch.start_experiment``) that this page polls. Session state:
 ``prune_exp_id`` (the experiment shown), ``prune_*`` form values kept with ``pages.common.kept``,
 and for "find a suspect on the data map" the Data map page's own keys: ``run_id`` (via
-``select_run``), ``selected_ids`` and ``dm_focus``.
+``pages.common.show_on_map``), ``selected_ids`` and ``dm_focus``.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from pages.common import (
     flash,
     get_store,
     kept,
-    select_run,
     show_error,
     show_flashes,
+    show_on_map,
     through_app,
 )
 from pages.components.forms import executor_form, model_form
@@ -59,7 +59,6 @@ SOURCES = {
     "path": "A file on this machine",
 }
 SUSPECTS_MAX_ROWS = 5_000
-DATA_MAP_PAGE = "pages/data_map.py"
 ss = st.session_state
 
 
@@ -369,17 +368,6 @@ def ranked_by(
     by_id = dict(zip(oof["id"].astype(str), score, strict=True))
     table.insert(len(table.columns), "score", [by_id[i] for i in table["id"].astype(str)])
     return table.sort_values("score", ascending=False, kind="stable").reset_index(drop=True)
-
-
-def show_on_map(run_id: str, ids: list[str], focus: str | None) -> None:
-    """Select Model 0's run and these examples on the Data map page, then go there."""
-    select_run(run_id)
-    ss["selected_ids"] = ids
-    if focus is None:
-        ss.pop("dm_focus", None)
-    else:
-        ss["dm_focus"] = focus
-    st.switch_page(DATA_MAP_PAGE)
 
 
 def downloads(exp: Experiment) -> None:

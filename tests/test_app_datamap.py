@@ -132,7 +132,7 @@ def test_region_rule_and_burn_out_are_shown_and_applied(run):
     assert not at.exception
     captions = " ".join(c.value for c in at.caption)
     assert "Regions: ambiguous = variability ≥ 0.2" in captions
-    at.number_input(key=f"_kept_dm_burn_out_{run.id}").set_value(2).run()
+    at.slider(key=f"_kept_dm_burn_out_{run.id}").set_value(2).run()
     assert not at.exception
     assert "Metrics over the first 2 of 3 epochs" in " ".join(c.value for c in at.caption)
     import json

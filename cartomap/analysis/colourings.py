@@ -156,3 +156,23 @@ def values(frame: pd.DataFrame, colouring: Colouring) -> np.ndarray:
     if colouring.detector is not None:
         return detectors.score(colouring.detector, detector_inputs(frame))
     return frame[colouring.column].to_numpy(dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- other views of the examples
+
+#: What the 2-D projection of the embeddings (:func:`cartomap.analysis.projection.points_frame`: label
+#: names in ``label``) can be coloured by, in display order: the data map's categories and axes, and the
+#: annotators' agreement when the data has votes.
+PROJECTION_COLOURINGS = (
+    Colouring("label", CATEGORICAL, "label", "gold label"),
+    Colouring("region", CATEGORICAL, "region", "region"),
+    Colouring("confidence", CONTINUOUS_KIND, "confidence", "confidence (data map)", scale="RdYlGn"),
+    Colouring("variability", CONTINUOUS_KIND, "variability", "variability (data map)", scale="Viridis"),
+    BUILT_IN["human entropy"],
+    BUILT_IN["gold vs majority"],
+)
+
+
+def for_projection(frame: pd.DataFrame) -> dict[str, Colouring]:
+    """{name: colouring} of :data:`PROJECTION_COLOURINGS` whose column ``frame`` holds a value of."""
+    return {c.name: c for c in PROJECTION_COLOURINGS if _has_values(frame, c.column)}

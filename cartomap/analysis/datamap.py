@@ -143,12 +143,7 @@ def build_map_frame(
         if col != "genre":
             out[col] = joined[col].to_numpy()
     if "gold_disagrees" in extra and "human_majority" in extra:
-        tie = joined["human_majority"].to_numpy() < 0
-        wrong = joined["gold_disagrees"].to_numpy(dtype=bool)
-        agreement = np.where(tie, NO_MAJORITY, np.where(wrong, GOLD_NOT_MAJORITY, GOLD_IS_MAJORITY))
-        out["agreement"] = pd.Categorical(
-            agreement, categories=[GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY]
-        )
+        out["agreement"] = agreement_of(joined["human_majority"], joined["gold_disagrees"])
     for col in ("confidence", "variability", "correctness"):
         out[col] = metrics[col].to_numpy(dtype=np.float64)
     out["forgetfulness"] = metrics["forgetfulness"].to_numpy(dtype=np.int64)
@@ -257,19 +252,37 @@ MAP_EXAMPLE_COLUMNS = ("id", "premise", "hypothesis", "text", "genre", *HUMAN_MA
 GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY = "gold = majority", "gold ≠ majority", "no majority (tie)"
 
 
+def agreement_of(human_majority, gold_disagrees) -> pd.Categorical:
+    """The ``agreement`` column of a run with votes: gold = majority, gold ≠ majority, or no majority
+    (a tie, ``human_majority`` < 0)."""
+    tie = np.asarray(human_majority) < 0
+    wrong = np.asarray(gold_disagrees, dtype=bool)
+    agreement = np.where(tie, NO_MAJORITY, np.where(wrong, GOLD_NOT_MAJORITY, GOLD_IS_MAJORITY))
+    return pd.Categorical(agreement, categories=[GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY])
+
+
 def map_frame(
-    run, source: str = "train", regions: RegionRule | None = None, burn_out: int | None = None
+    run,
+    source: str = "train",
+    regions: RegionRule | None = None,
+    burn_out: int | None = None,
+    *,
+    dynamics: tuple[Sequence[str], np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Metrics of every training example of ``run`` joined with its texts (see :func:`build_map_frame`).
 
     ``regions``: the rule of the region column (default by rank). ``burn_out``: metrics over the first
-    that many epochs only (computed from the dynamics; the reference's ``--burn_out``). Reads only the
-    Parquet columns the map shows."""
+    that many epochs only (computed from the dynamics; the reference's ``--burn_out``), from ``dynamics``
+    ((ids, logits [E, N, C], labels) of the recorded source, read once by the caller) when given, else
+    read here. Reads only the Parquet columns the map shows."""
     recorded = run.recorded_source(source)
     epochs = run.dynamics_epochs(recorded)
     if burn_out is not None and burn_out < len(epochs):
-        ids, logits = run.dynamics(recorded)
-        labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
+        if dynamics is None:
+            ids, logits = run.dynamics(recorded)
+            labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
+        else:
+            ids, logits, labels = dynamics
         burn_in = run.config.train.map_burn_in(
             recorded, epochs[:burn_out]
         )  # the run's skip_epochs, if it fits

@@ -765,6 +765,75 @@ def go_scatter_rings(high: pd.DataFrame, marker_size: int, showlegend: bool = Tr
     )
 
 
+#: Name of the trace :func:`add_trajectories` draws (tests and checks find it by this).
+TRAJECTORY_TRACE = "paths of the selection"
+
+
+def add_trajectories(fig, traj: pd.DataFrame, current_k: int | None = None):
+    """Draw :func:`cartomap.analysis.epochs.trajectories` (id, k, confidence, variability) over a data map
+    ``fig`` on its main axes: one dark line with markers per example (markers grow with k, so a path
+    reads from its small first point to its large last one), the point of the map after ``current_k``
+    recordings ringed in red. One Scattergl trace (paths split by gaps) without ``customdata``: a lasso
+    over a path selects no example by it. Hover: the escaped id, k and the point. Returns ``fig``."""
+    import plotly.graph_objects as go
+
+    if traj.empty:
+        return fig
+    xs, ys, sizes, hover = [], [], [], []
+    k_hi = max(int(traj["k"].max()), 1)
+    for example_id, path in traj.groupby("id", sort=False):
+        path = path.sort_values("k")
+        label = escape_text(example_id)
+        for k, conf, var in zip(path["k"], path["confidence"], path["variability"], strict=True):
+            xs.append(float(var))
+            ys.append(float(conf))
+            sizes.append(4 + 6 * int(k) / k_hi)
+            hover.append(
+                f"id: {label}<br>after {int(k)} recordings<br>confidence {conf:.3f} · variability {var:.3f}"
+            )
+        xs.append(None)
+        ys.append(None)
+        sizes.append(0)
+        hover.append("")
+    fig.add_trace(
+        go.Scattergl(
+            x=xs,
+            y=ys,
+            mode="lines+markers",
+            name=f"{TRAJECTORY_TRACE} ({traj['id'].nunique():,})",
+            legendgroup="paths",
+            connectgaps=False,
+            line=dict(color="rgba(20,20,20,0.55)", width=1.2),
+            marker=dict(size=sizes, color="rgba(20,20,20,0.8)"),
+            hovertext=hover,
+            hoverinfo="text",
+            xaxis=MAIN_XREF,
+            yaxis=MAIN_YREF,
+        )
+    )
+    if current_k is not None:
+        now = traj[traj["k"] == int(current_k)]
+        if len(now):
+            fig.add_trace(
+                go.Scattergl(
+                    x=now["variability"].to_numpy(dtype=np.float64),
+                    y=now["confidence"].to_numpy(dtype=np.float64),
+                    mode="markers",
+                    name=f"after {int(current_k)} recordings",
+                    legendgroup="paths",
+                    hoverinfo="skip",
+                    marker=dict(size=12, color="rgba(0,0,0,0)", line=dict(color="crimson", width=2)),
+                    xaxis=MAIN_XREF,
+                    yaxis=MAIN_YREF,
+                )
+            )
+    x_hi = float(np.nanmax(traj["variability"].to_numpy(dtype=np.float64))) * 1.05
+    shown = fig.layout.xaxis.range
+    if shown is not None and x_hi > shown[1]:
+        fig.update_layout(xaxis=dict(range=[shown[0], x_hi]))
+    return fig
+
+
 def figure_ids(fig) -> list[str]:
     """Every id drawn as a point of the map's scatter traces (for tests and checks)."""
     return [

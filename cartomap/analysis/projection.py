@@ -24,8 +24,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cartomap.analysis.datamap import with_regions
-from cartomap.analysis.figures import REGION_COLORS, escape, escape_text, palette_color
+from cartomap.analysis import colourings
+from cartomap.analysis.datamap import (
+    agreement_of,
+    event_selection,
+    points_in_box,
+    points_in_polygon,
+    with_regions,
+)
+from cartomap.analysis.figures import NO_VALUE_COLOR, REGION_COLORS, escape, escape_text, palette_color
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save
 from cartomap.runs.store import Run
@@ -244,12 +251,17 @@ def project_run(run: Run, method: str = "umap", seed: int = 0, force: bool = Fal
 
 # --------------------------------------------------------------------------- the 2-D figure
 HOVER_CHARS = 90
+#: Name of the trace of the rings around the Data map's selection on :func:`projection_figure`.
+SELECTED_TRACE = "selected on the data map"
 MAX_POINTS = 20_000  # more points than this are sampled (the group always shown), as on the data map
 
 
 def points_frame(run: Run) -> pd.DataFrame:
-    """One row per example, in examples order: id, label (name), region (when the run has metrics), texts, genre."""
-    examples = run.examples(columns=("id", "label", "premise", "hypothesis", "text", "genre"))
+    """One row per example, in examples order: id, label (name), texts, genre; with data-map metrics
+    region (the default rule, by rank), confidence and variability; with votes in the data human_entropy
+    and agreement (gold vs the annotators' majority, :func:`cartomap.analysis.datamap.agreement_of`)."""
+    human = ("human_entropy", "human_majority", "gold_disagrees")
+    examples = run.examples(columns=("id", "label", "premise", "hypothesis", "text", "genre", *human))
     names = np.asarray([*run.label_names, ""], dtype=object)
     codes = examples["label"].to_numpy(dtype=np.int64)
     frame = pd.DataFrame({"id": examples["id"].astype(str).to_numpy()})
@@ -260,15 +272,23 @@ def points_frame(run: Run) -> pd.DataFrame:
         if len(metrics) == len(frame) and np.array_equal(
             metrics["id"].astype(str).to_numpy(dtype=object), frame["id"].to_numpy(dtype=object)
         ):
-            region = metrics["region"].astype(object).fillna("")  # examples order already: no join
+            aligned = metrics.reset_index(drop=True)  # examples order already: no join
         else:
-            region = metrics.set_index(metrics["id"].astype(str))["region"].reindex(frame["id"]).fillna("")
-        frame["region"] = region.to_numpy()
+            aligned = metrics.set_index(metrics["id"].astype(str)).reindex(frame["id"]).reset_index(drop=True)
+        frame["region"] = aligned["region"].astype(object).fillna("").to_numpy()
+        for col in ("confidence", "variability"):
+            frame[col] = aligned[col].to_numpy(dtype=np.float64)
     except (RunError, KeyError):
         pass
     for col in ("premise", "hypothesis", "text", "genre"):
         if col in examples.columns:
             frame[col] = examples[col].astype(str).to_numpy()
+    if "human_entropy" in examples.columns:
+        frame["human_entropy"] = examples["human_entropy"].to_numpy(dtype=np.float64)
+        if "human_majority" in examples.columns and "gold_disagrees" in examples.columns:
+            frame["agreement"] = agreement_of(
+                examples["human_majority"].to_numpy(), examples["gold_disagrees"].to_numpy(dtype=bool)
+            )
     return frame
 
 
@@ -277,6 +297,9 @@ def _hover(frame: pd.DataFrame) -> list[str]:
     parts.append("label: " + escape(frame["label"]).set_axis(frame.index))
     if "region" in frame.columns:
         parts.append("region: " + escape(frame["region"]).set_axis(frame.index))
+    for col in ("confidence", "variability"):
+        if col in frame.columns:
+            parts.append(f"{col}: " + frame[col].map("{:.3f}".format).set_axis(frame.index))
     for col in ("premise", "hypothesis", "text"):
         if col in frame.columns:
             short = frame[col].map(lambda s: s if len(s) <= HOVER_CHARS else s[: HOVER_CHARS - 1] + "…")
@@ -287,6 +310,17 @@ def _hover(frame: pd.DataFrame) -> list[str]:
     return text.tolist()
 
 
+def shown_rows(n: int, keep: np.ndarray, max_points: int = MAX_POINTS) -> np.ndarray:
+    """Bool mask of the rows :func:`projection_figure` draws: all of ``n`` up to ``max_points``, else a
+    fixed random sample of ``max_points`` plus the rows of ``keep`` (the group, the selection)."""
+    if n <= max_points:
+        return np.ones(n, dtype=bool)
+    rng = np.random.default_rng(0)
+    shown = np.zeros(n, dtype=bool)
+    shown[rng.choice(n, size=max_points, replace=False)] = True
+    return shown | np.asarray(keep, dtype=bool)
+
+
 def projection_figure(
     coords: np.ndarray,
     points: pd.DataFrame,
@@ -295,45 +329,100 @@ def projection_figure(
     seed_id: str | None = None,
     title: str = "",
     max_points: int = MAX_POINTS,
+    *,
+    highlight_ids: Sequence[str] = (),
 ):
-    """Plotly figure of the 2-D projection: one Scattergl trace per colour group, the group on top.
+    """Plotly figure of the 2-D projection, selectable by box and lasso (``dragmode`` lasso).
 
-    ``points`` from :func:`points_frame` (same row order as ``coords``); ``color_by`` "label" or
-    "region"; the group's points are drawn larger with a dark outline, the seed as a star.
+    ``points`` from :func:`points_frame` (same row order as ``coords``); ``color_by`` one of
+    :func:`cartomap.analysis.colourings.for_projection` (label, region, confidence, variability, human
+    entropy, gold vs majority; label when ``points`` cannot be coloured so): one Scattergl trace per
+    category, or one with a colour scale (grey: no value). ``highlight_ids`` (the Data map's selection)
+    are ringed in black; the group's points are drawn larger with a dark outline, the seed as a star.
+    Above ``max_points`` rows a sample is drawn (:func:`shown_rows`; the selection and group always).
     Every point's ``customdata`` is its example id; dataset text is HTML-escaped.
     """
     import plotly.graph_objects as go
 
     if len(coords) != len(points):
         raise ValueError(f"{len(coords)} coordinates for {len(points)} examples")
-    if color_by not in points.columns:
-        color_by = "label"
+    offered = colourings.for_projection(points)
+    colouring = offered.get(color_by) or offered["label"]
     frame = points.copy()
     frame["x"], frame["y"] = coords[:, 0], coords[:, 1]
     group_ids = [str(i) for i in group_ids]
     in_group = frame["id"].isin(group_ids).to_numpy()
-    shown = frame
-    if len(frame) > max_points:
-        rng = np.random.default_rng(0)
-        keep = np.zeros(len(frame), dtype=bool)
-        keep[rng.choice(len(frame), size=max_points, replace=False)] = True
-        shown = frame[keep | in_group]
+    highlighted = frame["id"].isin([str(i) for i in highlight_ids]).to_numpy()
+    shown = frame[shown_rows(len(frame), in_group | highlighted, max_points)]
     fig = go.Figure()
-    levels = [lv for lv in REGION_COLORS if lv in set(shown[color_by])] if color_by == "region" else []
-    levels += sorted(set(shown[color_by]) - set(levels))
-    for n, level in enumerate(levels):
-        part = shown[shown[color_by] == level]
-        color = REGION_COLORS.get(level) if color_by == "region" else None
+    common = dict(mode="markers", hoverinfo="text")
+    if colouring.continuous:
+        values = shown[colouring.column].to_numpy(dtype=np.float64)
+        ok = np.isfinite(values)
+        title_text = escape_text(colouring.title)
+        if ok.any():
+            fig.add_trace(
+                go.Scattergl(
+                    x=shown["x"][ok],
+                    y=shown["y"][ok],
+                    name=escape_text(colouring.name),
+                    showlegend=False,
+                    marker=dict(
+                        size=4,
+                        opacity=0.6,
+                        color=values[ok],
+                        colorscale=colouring.scale,
+                        showscale=True,
+                        colorbar=dict(title=dict(text=title_text), thickness=12, len=0.6),
+                    ),
+                    customdata=shown["id"][ok].to_numpy(dtype=object),
+                    hovertext=_hover(shown[ok]),
+                    **common,
+                )
+            )
+        if (~ok).any():
+            fig.add_trace(
+                go.Scattergl(
+                    x=shown["x"][~ok],
+                    y=shown["y"][~ok],
+                    name=f"no value ({int((~ok).sum()):,})",
+                    marker=dict(size=4, opacity=0.45, color=NO_VALUE_COLOR),
+                    customdata=shown["id"][~ok].to_numpy(dtype=object),
+                    hovertext=_hover(shown[~ok]),
+                    **common,
+                )
+            )
+    else:
+        column = colouring.column
+        present = {str(v) for v in shown[column].astype(object)}
+        levels = [lv for lv in REGION_COLORS if lv in present] if column == "region" else []
+        levels += sorted(present - set(levels))
+        values = shown[column].astype(object).astype(str).to_numpy()
+        for n, level in enumerate(levels):
+            part = shown[values == level]
+            color = REGION_COLORS.get(level) if column == "region" else None
+            fig.add_trace(
+                go.Scattergl(
+                    x=part["x"],
+                    y=part["y"],
+                    name=escape_text(f"{level or 'none'} ({len(part):,})"),
+                    marker=dict(size=4, opacity=0.45, color=color or palette_color(n)),
+                    customdata=part["id"].to_numpy(dtype=object),
+                    hovertext=_hover(part),
+                    **common,
+                )
+            )
+    high = frame[highlighted]
+    if len(high):
         fig.add_trace(
             go.Scattergl(
-                x=part["x"],
-                y=part["y"],
+                x=high["x"],
+                y=high["y"],
                 mode="markers",
-                name=escape_text(f"{level or 'none'} ({len(part):,})"),
-                marker=dict(size=4, opacity=0.45, color=color or palette_color(n)),
-                customdata=part["id"].to_numpy(dtype=object),
-                hovertext=_hover(part),
-                hoverinfo="text",
+                name=f"{SELECTED_TRACE} ({len(high):,})",
+                marker=dict(size=9, color="rgba(0,0,0,0)", line=dict(width=1.5, color="black")),
+                customdata=high["id"].to_numpy(dtype=object),
+                hoverinfo="skip",
             )
         )
     group = frame[in_group]
@@ -373,5 +462,43 @@ def projection_figure(
         height=560,
         margin=dict(l=10, r=10, t=50, b=10),
         hovermode="closest",
+        dragmode="lasso",
+        meta={"n_total": len(frame), "n_shown": len(shown), "color_by": colouring.name},
     )
     return fig
+
+
+def selection_ids(coords: np.ndarray, ids: Sequence[str], event, *, sampled: bool) -> list[str]:
+    """Example ids a Streamlit plotly selection event on :func:`projection_figure` selects, in ``ids``
+    order (the rows of ``coords``). A box or lasso is tested on the server against every row (exact when
+    the figure draws a sample: ``sampled``); without one, or on a figure of every point, the clicked
+    points are taken by their ``customdata`` ids. Ids not in ``ids`` are dropped; [] for an empty event."""
+    sel = event_selection(event)
+    ids = np.asarray([str(i) for i in ids], dtype=object)
+    coords = np.asarray(coords, dtype=np.float64)
+    if len(coords) != len(ids):
+        raise ValueError(f"{len(coords)} coordinates for {len(ids)} examples")
+    clicked = set()
+    for point in sel.get("points") or []:
+        custom = point.get("customdata")
+        if isinstance(custom, list | tuple):
+            custom = custom[0] if custom else None
+        if custom is not None:
+            clicked.add(str(custom))
+    mask = None
+    if sampled or not clicked:
+        x, y = coords[:, 0], coords[:, 1]
+        for kind in ("box", "lasso"):
+            for shape in sel.get(kind) or []:
+                xs, ys = list(shape.get("x") or []), list(shape.get("y") or [])
+                if not xs or len(xs) != len(ys):
+                    continue
+                inside = (
+                    points_in_box(x, y, (min(xs), max(xs)), (min(ys), max(ys)))
+                    if kind == "box"
+                    else points_in_polygon(x, y, xs, ys)
+                )
+                mask = inside if mask is None else mask | inside
+    if mask is None:
+        mask = pd.Index(ids).isin(list(clicked))
+    return ids[mask].tolist()

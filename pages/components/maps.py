@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -17,18 +18,52 @@ from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the data map…")
+@st.cache_resource(max_entries=2, show_spinner="Reading the recorded dynamics…")
+def _dynamics(run_path: str, source: str, stamp: tuple) -> tuple[pd.Index, np.ndarray, np.ndarray]:
+    # stamp: mtimes of every epoch file and the examples, so a new recording is read again
+    run = Run(Path(run_path))
+    ids, logits = run.dynamics(source)
+    ids = pd.Index(np.asarray(ids, dtype=object))  # looked up by the selection's paths
+    labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
+    logits.setflags(write=False)  # shared by every session: read-only
+    labels.setflags(write=False)
+    return ids, logits, labels
+
+
+def dynamics_stamp(run: Run, source: str) -> tuple:
+    """The cache key of ``source``'s dynamics: the mtimes of its epoch files and of the examples."""
+    epochs = run.dynamics_epochs(source)
+    return (len(epochs), *run.stamp(*(run.epoch_path(source, e) for e in epochs), run.examples_path))
+
+
+def dynamics(run: Run, source: str) -> tuple[pd.Index, np.ndarray, np.ndarray]:
+    """(ids as an index, logits [E, N, C], labels) of the recorded ``source`` of ``run``, read once per server and
+    recording (every epoch file at 550k examples takes seconds): a page slices them for the map after
+    k recordings and the selection's paths instead of reading again. Treat the arrays as read-only."""
+    return _dynamics(str(run.path), source, dynamics_stamp(run, source))
+
+
+@st.cache_resource(max_entries=6, show_spinner="Loading the data map…")
 def _frame(run_path: str, stamp: tuple, rule_json: str, burn_out: int | None) -> pd.DataFrame:
-    # stamp: mtimes, so a rewritten run is reloaded
+    # stamp: mtimes, so a rewritten run is reloaded; one frame per (run, rule, k): moving the epoch
+    # slider back and forth draws from here
     rule = RegionRule(**json.loads(rule_json))
-    return datamap.map_frame(Run(Path(run_path)), regions=rule, burn_out=burn_out)
+    run = Run(Path(run_path))
+    if burn_out is None:
+        return datamap.map_frame(run, regions=rule)
+    source = run.recorded_source()
+    return datamap.map_frame(run, regions=rule, burn_out=burn_out, dynamics=dynamics(run, source))
 
 
 def map_frame(run: Run, rule: RegionRule | None = None, burn_out: int | None = None) -> pd.DataFrame:
     """:func:`cartomap.analysis.datamap.map_frame` of ``run`` (regions by ``rule``, default by rank;
-    metrics over the first ``burn_out`` epochs), cached until its metrics or examples change."""
+    metrics over the first ``burn_out`` epochs, from the dynamics :func:`dynamics` read once), cached
+    until its metrics, examples or dynamics change."""
     rule_json = json.dumps((rule or RegionRule()).to_dict(), sort_keys=True)
-    return _frame(str(run.path), run.stamp(run.metrics_path(), run.examples_path), rule_json, burn_out)
+    stamp = run.stamp(run.metrics_path(), run.examples_path)
+    if burn_out is not None:
+        stamp += dynamics_stamp(run, run.recorded_source())
+    return _frame(str(run.path), stamp, rule_json, burn_out)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the map over seeds…")

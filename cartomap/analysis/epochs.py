@@ -1,0 +1,125 @@
+"""The data map over epochs, as pure functions on a run's recorded dynamics (no streamlit here).
+
+* :func:`map_at`: the metrics of every example from the first ``k`` recordings only (what the map looked
+  like after recording k; :func:`cartomap.scores.metrics.compute_metrics` on a slice, so the same numbers
+  as the reference's ``--burn_out k``).
+* :func:`trajectories`: the path of a few examples through (variability, confidence) as recordings are
+  added: the point each has on the map of the first 2, 3, ..., E recordings, as a tidy frame.
+* :func:`burn_ins`: how many early recordings each of those maps leaves out (the run's ``skip_epochs``).
+
+Shapes: ``logits`` [E, N, C] (recordings, examples, classes), ``labels`` [N], ``ids`` [N].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from cartomap.errors import DataError
+from cartomap.scores.metrics import RegionRule, compute_metrics, gold_probabilities, softmax
+
+#: Columns of :func:`trajectories`.
+TRAJECTORY_COLUMNS = ("id", "k", "confidence", "variability")
+#: The selection's paths drawn over the map at most (a path per example; more is a tangle).
+MAX_TRAJECTORIES = 50
+
+
+def _check_k(k: int, n_recorded: int) -> int:
+    if not 1 <= int(k) <= n_recorded:
+        raise DataError(f"must be between 1 and {n_recorded} (the recordings), got {k}", field="k")
+    return int(k)
+
+
+def map_at(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    k: int,
+    ids: Sequence | None = None,
+    *,
+    regions: RegionRule | None = None,
+    burn_in: int = 0,
+) -> pd.DataFrame:
+    """:func:`~cartomap.scores.metrics.compute_metrics` over the first ``k`` recordings of ``logits``
+    (``burn_in`` of them left out first); ``attrs["n_epochs"]`` is the recordings used,
+    ``attrs["epochs_recorded"]`` all of them. DataError for a ``k`` outside [1, E]."""
+    logits = np.asarray(logits)
+    if logits.ndim != 3:
+        raise DataError(
+            f"expected a 3-d array [epochs, examples, classes], got shape {logits.shape}", field="logits"
+        )
+    k = _check_k(k, logits.shape[0])
+    return compute_metrics(logits, labels, ids, regions=regions, burn_out=k, burn_in=burn_in)
+
+
+def burn_ins(train_config, source: str, epochs: Sequence[int]) -> dict[int, int]:
+    """{k: recordings the map of the first k leaves out} for k = 1..len(epochs): the run's
+    ``skip_epochs`` as :meth:`cartomap.config.TrainConfig.map_burn_in` counts them."""
+    epochs = [int(e) for e in epochs]
+    return {k: int(train_config.map_burn_in(source, epochs[:k])) for k in range(1, len(epochs) + 1)}
+
+
+def trajectories(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    ids: Sequence,
+    selected: Iterable,
+    *,
+    burn_in: Mapping[int, int] | None = None,
+    start: int = 2,
+    limit: int | None = MAX_TRAJECTORIES,
+) -> pd.DataFrame:
+    """The path of each ``selected`` example through the map: one row per (example, k) for
+    k = ``start``..E with the confidence and variability it has on the map of the first k recordings
+    (mean and population std of its gold-label probability over recordings ``burn_in[k]``..k-1).
+
+    ``ids`` (str) may be a ``pd.Index`` made once (550k ids take a tenth of a second to index).
+    Columns id, k, confidence, variability; examples in selection order (repeats and ids not in ``ids``
+    dropped, the first ``limit`` kept), k ascending. The last point of a path is the example's point on
+    the map of every recording. Empty (with those columns) when nothing is left or E < ``start``."""
+    logits = np.asarray(logits)
+    if logits.ndim != 3:
+        raise DataError(
+            f"expected a 3-d array [epochs, examples, classes], got shape {logits.shape}", field="logits"
+        )
+    n_recorded, n_examples, _ = logits.shape
+    labels = np.asarray(labels, dtype=np.int64)
+    index = ids if isinstance(ids, pd.Index) else pd.Index(np.asarray([str(i) for i in ids], dtype=object))
+    if len(index) != n_examples or len(labels) != n_examples:
+        raise DataError(
+            f"expected {n_examples} ids and labels, got {len(index)} and {len(labels)}", field="ids"
+        )
+    wanted = list(dict.fromkeys(str(i) for i in selected))
+    positions = index.get_indexer(wanted) if wanted else np.zeros(0, dtype=np.int64)
+    keep = positions >= 0
+    chosen = [i for i, ok in zip(wanted, keep.tolist(), strict=True) if ok]
+    positions = positions[keep]
+    if limit is not None:
+        chosen, positions = chosen[:limit], positions[:limit]
+    ks = list(range(max(1, int(start)), n_recorded + 1))
+    if not chosen or not ks:
+        return pd.DataFrame({c: [] for c in TRAJECTORY_COLUMNS}).astype(
+            {"id": object, "k": np.int64, "confidence": np.float64, "variability": np.float64}
+        )
+    part = logits[:, positions, :].astype(np.float64)
+    gold = gold_probabilities(softmax(part), labels[positions])  # [E, n]
+    burn_in = burn_in or {}
+    conf = np.empty((len(chosen), len(ks)))
+    var = np.empty_like(conf)
+    for j, k in enumerate(ks):
+        b = int(burn_in.get(k, 0))
+        if not 0 <= b < k:
+            raise DataError(f"the map of the first {k} recordings cannot leave out {b}", field="burn_in")
+        window = gold[b:k]
+        conf[:, j] = window.mean(axis=0)
+        var[:, j] = window.std(axis=0, ddof=0)
+    return pd.DataFrame(
+        {
+            "id": np.repeat(np.asarray(chosen, dtype=object), len(ks)),
+            "k": np.tile(np.asarray(ks, dtype=np.int64), len(chosen)),
+            "confidence": conf.ravel(),
+            "variability": var.ravel(),
+        },
+        columns=list(TRAJECTORY_COLUMNS),
+    )
