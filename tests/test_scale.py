@@ -293,6 +293,8 @@ def reference_build_map_frame(metrics, examples, label_names, n_epochs=None):
     if "never_learned" in joined.columns:
         out["never_learned"] = joined["never_learned"].astype(bool)
     out["aum"] = joined["aum"].astype(np.float64) if "aum" in joined.columns else np.nan
+    if "el2n" in joined.columns:  # offered as a colouring
+        out["el2n"] = joined["el2n"].astype(np.float64)
     out["region"] = joined["region"].astype(str).astype("category")
     out["bucket"] = pd.Categorical(correctness_bucket(out["correctness"].to_numpy(), n_epochs))
     out["label"] = joined["label"].astype(np.int64)
