@@ -39,7 +39,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap, epochs, figures, summary, truth
+from cartomap.analysis import colourings, datamap, epochs, figures, overlays, summary, truth
 from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.analysis.truth import has_human_judgement
@@ -56,10 +56,12 @@ from cartomap.experiments.seeds import (
 )
 from cartomap.experiments.store import ExperimentStore
 from cartomap.experiments.truth import truth_of
+from cartomap.runs import layout
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.progress import state_text
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
+from cartomap.wanli.batches import filtered_path, list_batches, load_filtered
 from pages.common import (
     count,
     current_run,
@@ -277,10 +279,21 @@ def take_facet_event(filtered, max_points: int) -> None:
     st.session_state.pop("dm_focus", None)
 
 
-def draw_map(filtered, color_by: str, max_points: int, selected, split: bool, paths=None, current_k=None):
+def draw_map(
+    filtered,
+    color_by: str,
+    max_points: int,
+    selected,
+    split: bool,
+    paths=None,
+    current_k=None,
+    neighbours=None,
+    generated=None,
+):
     """The map (or one map per gold label) with its selection events and, on the single map, the
-    selection's ``paths`` (:func:`selection_paths`, the map after ``current_k`` recordings ringed);
-    returns the figure drawn."""
+    selection's ``paths`` (:func:`selection_paths`, the map after ``current_k`` recordings ringed), the
+    focused example's ``neighbours`` (:func:`neighbour_layer`) and a batch's ``generated`` pairs
+    (:func:`generated_layer`); returns the figure drawn."""
     if split:
         fig = figures.facet_map_figure(
             filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
@@ -293,6 +306,10 @@ def draw_map(filtered, color_by: str, max_points: int, selected, split: bool, pa
         )
         if paths is not None:
             figures.add_trajectories(fig, paths, current_k)
+        if generated is not None:
+            figures.add_generated_overlay(fig, generated)
+        if neighbours is not None:
+            figures.add_neighbour_overlay(fig, neighbours)
         key = "datamap"
     st.plotly_chart(
         fig,
@@ -647,6 +664,123 @@ def seeds_section(run, estore):
     return None, None
 
 
+# --------------------------------------------------------------------------- layers over the map
+
+
+def focused_id(table) -> str | None:
+    """The example the panel under the table focuses (:func:`show_trajectory`), known before the map is
+    drawn: the row just clicked in the selection table (its event is in session state before the table is
+    drawn again), else the kept focus, or the only row of a one-row table; None when none is shown."""
+    shown = table.head(TABLE_MAX_ROWS)
+    if shown.empty:
+        return None
+    event = st.session_state.get(f"dm_table_{_digest(table['id'].tolist())}")
+    selection = (event.get("selection") if hasattr(event, "get") else getattr(event, "selection", None)) or {}
+    rows = list(selection.get("rows") or []) if hasattr(selection, "get") else []
+    focus = (
+        str(shown["id"].iloc[rows[0]]) if rows and rows[0] < len(shown) else st.session_state.get("dm_focus")
+    )
+    if len(shown) == 1:
+        focus = str(shown["id"].iloc[0])
+    return focus if focus and focus in set(shown["id"]) else None
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _neighbour_ids(run_path: str, stamp: tuple, focus: str, k: int) -> dict[str, list[str]]:
+    run = Run(Path(run_path))
+    return overlays.focus_neighbour_ids(run, focus, k=k, embeddings=_embeddings(run_path, stamp))
+
+
+def neighbour_layer(run, frame, focus: str | None):
+    """The focused example and its nearest neighbours on the map (a checkbox, ``dm_show_neighbours``): the k
+    nearest of any label and the k nearest of its own label, the two searches of a WaNLI exemplar group.
+    Offered when an example is focused and the run has embeddings; returns the overlay frame or None."""
+    if focus is None or not run.embeddings_path.exists():
+        return None
+    k = overlays.DEFAULT_K
+    if not st.checkbox(
+        f"Show the focused example and its {k} nearest neighbours on the map",
+        help="Nearest by cosine similarity of the model's [CLS] vectors: the nearest of any label and the "
+        "nearest with the focused example's label (a WaNLI exemplar group is the seed and the latter).",
+        **kept("dm_show_neighbours", True),
+    ):
+        return None
+    try:
+        stamp = run.stamp(run.embeddings_path, run.embedding_ids_path)
+        found = _neighbour_ids(str(run.path), stamp, focus, k)
+    except CartomapError as err:
+        show_error(err)
+        return None
+    overlay = overlays.neighbour_overlay(frame, focus, found["any label"] + found["same label"])
+    missing = overlay.attrs.get("missing", 0)
+    st.caption(
+        "★ the focused example · ◆ a neighbour with its label · ◇ a neighbour with another label"
+        + (f" ({count(missing, 'neighbour')} not on this map)" if missing else "")
+        + "."
+    )
+    return overlay
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _generated(run_path: str, batch: str, stamp: tuple):
+    frame = load_filtered(Run(Path(run_path)), batch)
+    if frame is None:
+        return None, {}
+    overlay = overlays.generated_overlay(frame, f"{batch}/filtered.parquet")
+    return overlay, dict(overlay.attrs)
+
+
+NO_BATCH = ""
+
+
+def generated_layer(run):
+    """ "Generated pairs: <batch>" over the map (``dm_generated_<run>``), offered when the run has filtered
+    WaNLI batches: each pair the filter scored at its estimated max variability, kept or removed. The
+    filter estimates no confidence, so they go on a strip above the map (the caption says so). Returns the
+    overlay frame or None."""
+    names = list_batches(run, having=layout.FILTERED)
+    if not names:
+        return None
+    options = [NO_BATCH, *names]
+    batch = st.selectbox(
+        "Generated pairs",
+        options,
+        format_func=lambda n: "none drawn" if n == NO_BATCH else f"Generated pairs: {n}",
+        help="Pairs generated and filtered from this run (WaNLI): where the filter placed them.",
+        **kept(f"dm_generated_{run.id}", NO_BATCH, options=options),
+    )
+    if batch == NO_BATCH:
+        return None
+    try:
+        overlay, attrs = _generated(str(run.path), batch, run.stamp(filtered_path(run, batch)))
+    except CartomapError as err:
+        show_error(err)
+        return None
+    if overlay is None:
+        return None
+    n_kept = int((overlay["status"] == overlays.KEPT).sum())
+    drawn = min(len(overlay), figures.GENERATED_MAX_POINTS)
+    where = (
+        "y = the confidence the filter estimated"
+        if attrs.get("has_y")
+        else "a generated pair has no gold label, so the filter estimates no confidence: they lie on a strip "
+        "above the map, kept (▲) in its upper row, removed (▼) in its lower one, their height within the row "
+        "meaning nothing"
+    )
+    st.caption(
+        escape_markdown(
+            f"Batch {batch}: {n_kept:,} kept and {len(overlay) - n_kept:,} removed for low max variability "
+            f"of {attrs.get('n_total', len(overlay)):,} generated"
+            + (f" ({drawn:,} drawn at random)" if drawn < len(overlay) else "")
+            + f"; {attrs.get('n_unscored', 0):,} removed by a heuristic before scoring are not drawn. "
+            "x = the estimated max variability: the largest, over the labels, of the std over the run's "
+            "checkpoints of p(label). That is at least the std of any one label's probability, so it is not "
+            f"the map's variability (the std of p(gold)) and reads larger; {where}."
+        )
+    )
+    return overlay
+
+
 # --------------------------------------------------------------------------- the selection table
 
 
@@ -838,10 +972,23 @@ def main() -> None:
     if filtered.empty:
         st.warning("No example matches the filters.")
     table = datamap.selection_table(filtered, selected)
-    paths = None
+    paths = neighbours = generated = None
     if not seeds_exp and not split and n_recorded >= 2:
         paths = selection_paths(run, table, burn_out or n_recorded)
-    fig = draw_map(filtered, color_by, max_points, selected, split, paths, burn_out or n_recorded)
+    if not split:
+        neighbours = neighbour_layer(run, frame, focused_id(table))
+        generated = generated_layer(run)
+    fig = draw_map(
+        filtered,
+        color_by,
+        max_points,
+        selected,
+        split,
+        paths,
+        burn_out or n_recorded,
+        neighbours=neighbours,
+        generated=generated,
+    )
 
     known = len(datamap.selection_table(frame, selected)) if selected else 0
     head, clear = st.columns([4, 1])
