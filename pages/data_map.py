@@ -27,6 +27,12 @@ accuracy, recording settings and the dev confusion matrix (``cartomap.analysis.s
 row of the selection table focuses that example: its texts, probability by epoch, votes and, when the run
 has embeddings, its nearest same-label neighbours.
 
+Over the single map (``cartomap.analysis.overlays``, drawn by ``figures.add_*_overlay``): the focused example
+(★) and its 4 nearest neighbours of any label and of its own (◆ same label, ◇ another; ``dm_show_neighbours``)
+when the run has embeddings, and, when the run has filtered WaNLI batches, "Generated pairs: <batch>"
+(``dm_generated_<run>``): every pair the filter scored at its estimated max variability, kept or removed, on a
+strip above the map (the filter estimates no confidence; the caption says how x differs from the map's).
+
 When the run's data has votes, the map can be coloured by human entropy or gold vs majority, filtered by
 entropy and "gold ≠ human majority", the focused example shows its votes (a table: data is never
 rendered as markdown) and "Human judgement" shows the truth report (``cartomap truth``).
@@ -726,7 +732,7 @@ def _generated(run_path: str, batch: str, stamp: tuple):
     frame = load_filtered(Run(Path(run_path)), batch)
     if frame is None:
         return None, {}
-    overlay = overlays.generated_overlay(frame, f"{batch}/filtered.parquet")
+    overlay = overlays.generated_overlay(frame, str(filtered_path(Run(Path(run_path)), batch)))
     return overlay, dict(overlay.attrs)
 
 

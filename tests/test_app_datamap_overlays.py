@@ -163,3 +163,14 @@ def test_generated_pairs_of_a_batch_are_drawn_on_a_strip_and_hidden(run):
     next(s for s in at.selectbox if s.label == "Generated pairs").select("").run()
     assert not at.exception, at.exception
     assert not _traces(at, figures.GENERATED_TRACE)
+
+
+def test_a_filtered_table_without_its_scores_is_one_error_naming_the_file(run):
+    atomic_write_parquet(filtered_path(run, "b1"), write_filtered(run).drop(columns="max_variability"))
+    at = _app()
+    at.session_state["dm_generated_" + run.id] = "b1"
+    at.run()
+    assert not at.exception, at.exception
+    (error,) = at.error
+    assert "b1/filtered.parquet: missing column(s) max\\_variability" in error.value  # markdown-escaped
+    assert not _traces(at, figures.GENERATED_TRACE) and at.get("plotly_chart")  # the map is still drawn

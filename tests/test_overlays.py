@@ -92,8 +92,10 @@ def test_generated_overlay_uses_a_confidence_when_the_table_has_one():
 
 
 def test_generated_overlay_names_the_missing_column():
-    with pytest.raises(DataError, match=r"b1/filtered.parquet: missing column\(s\) max_variability"):
-        overlays.generated_overlay(filtered_frame().drop(columns="max_variability"), "b1/filtered.parquet")
+    with pytest.raises(DataError, match=r"the filtered table of b1: missing column\(s\) max_variability"):
+        overlays.generated_overlay(
+            filtered_frame().drop(columns="max_variability"), "the filtered table of b1"
+        )
 
 
 def test_generated_pairs_without_confidence_go_on_a_strip_above_the_map():

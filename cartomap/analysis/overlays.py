@@ -97,7 +97,7 @@ def neighbour_overlay(frame: pd.DataFrame, focus_id: str, neighbour_ids: Sequenc
     return out
 
 
-def generated_overlay(filtered: pd.DataFrame, source: str = "filtered.parquet") -> pd.DataFrame:
+def generated_overlay(filtered: pd.DataFrame, source: str = "the filtered table") -> pd.DataFrame:
     """The generated pairs of a filtered batch that have an estimated max variability: columns gen_id,
     label (intended), status ("kept" or the rule that removed it), x = max_variability, y = the table's
     ``confidence`` when it has one, else NaN (Stage 3 estimates no confidence). ``attrs``: n_total (rows of
