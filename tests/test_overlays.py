@@ -143,3 +143,11 @@ def test_focus_neighbour_ids_any_label_and_same_label(tmp_path):
     assert found["same label"] == [ids[same[0]], ids[same[1]]]
     with pytest.raises(CartomapError, match="not an example"):
         overlays.focus_neighbour_ids(run, "nope", k=2)
+
+
+def test_a_neighbour_filtered_out_of_the_map_is_still_in_sight():
+    frame = map_frame()
+    fig = figures.data_map_figure(frame[frame["variability"] < 0.25])  # d (variability 0.4) filtered out
+    assert fig.layout.xaxis.range[1] < 0.4
+    figures.add_neighbour_overlay(fig, overlays.neighbour_overlay(frame, "a", ["d"]))
+    assert fig.layout.xaxis.range[1] >= 0.4

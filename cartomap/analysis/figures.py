@@ -888,6 +888,10 @@ def add_neighbour_overlay(fig, overlay: pd.DataFrame):
             yaxis=MAIN_YREF,
         )
     )
+    x_hi = float(np.nanmax(overlay["x"].to_numpy(dtype=np.float64))) * 1.05
+    shown_range = fig.layout.xaxis.range
+    if shown_range is not None and x_hi > shown_range[1]:  # a neighbour filtered out of the map's range
+        fig.update_layout(xaxis=dict(range=[shown_range[0], x_hi]))
     return fig
 
 
