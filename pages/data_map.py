@@ -780,8 +780,8 @@ def generated_layer(run):
             + (f" ({drawn:,} drawn at random)" if drawn < len(overlay) else "")
             + f"; {attrs.get('n_unscored', 0):,} removed by a heuristic before scoring are not drawn. "
             "x = the estimated max variability: the largest, over the labels, of the std over the run's "
-            "checkpoints of p(label). That is at least the std of any one label's probability, so it is not "
-            f"the map's variability (the std of p(gold)) and reads larger; {where}."
+            "checkpoints of p(label). It is not the map's variability (the std over the recorded epochs of "
+            f"p(gold)): for one pair it is never smaller than that; {where}."
         )
     )
     return overlay
