@@ -105,6 +105,8 @@ def ap_differences(report_inputs: dict, names: list[str], n_boot: int, seed: int
 def human_part(a) -> str:
     from cartomap.analysis import truth as analysis
     from cartomap.cli import main as cli
+    from cartomap.config import DataConfig
+    from cartomap.data.loading import load_dataset
     from cartomap.experiments.pruning import KIND, MODEL0, fold_table_of, oof_of_run
     from cartomap.experiments.store import ExperimentStore
     from cartomap.experiments.truth import truth_of
@@ -132,7 +134,15 @@ def human_part(a) -> str:
         raise SystemExit("the pruning experiment failed (see above)")
     wall = time.time() - t0
     estore, rstore = ExperimentStore(a.cache), RunStore(a.cache)
-    exp = next(e for e in estore.list(KIND) if e.name == name and e.state == "done")
+    fingerprint = load_dataset(DataConfig(path=train)).fingerprint()
+    exp = next(  # the experiment of these params (it may have been made earlier under another name)
+        e
+        for e in estore.list(KIND)
+        if e.state == "done"
+        and e.params.get("folds") == a.folds
+        and (m0 := e.run(MODEL0, rstore)) is not None
+        and m0.info.get("train_fingerprint") == fingerprint
+    )
     run = exp.run(MODEL0, rstore)
     report = truth_of(run, a.cache, n_boot=a.bootstrap)
     # the paired AP differences, on the voted items
