@@ -6,7 +6,8 @@ Two parts, both printed as markdown for docs/benchmarks.md:
    MultiNLI items): a training set of MultiNLI pairs holding every ChaosNLI item (their 100 votes as the
    ``votes`` column; the other pairs have none) plus others drawn with seed 0, a dev set of further
    pairs; a k-fold pruning experiment on it (Model 0 + k fold models, no Model 1); then the truth
-   report of Model 0 (:func:`cartomap.experiments.truth.truth_of`): AP, AUROC and P@k of every
+   report of Model 0 (:func:`cartomap.experiments.truth.truth_of`; Model 0's [CLS] embeddings computed
+   first, for the neighbour detector): AP, AUROC and P@k of every
    registered detector for "gold != majority of the 100 votes" on the voted items, with bootstrap
    intervals, and the paired bootstrap of each detector's AP minus cleanlab's (same resamples).
 2. **Synthetic noise** (always; the bundled demo by default): the label-noise benchmark
@@ -144,6 +145,9 @@ def human_part(a) -> str:
         and m0.info.get("train_fingerprint") == fingerprint
     )
     run = exp.run(MODEL0, rstore)
+    # the neighbour detector's [CLS] vectors (about 30 s at 3,000 pairs)
+    if not run.embeddings_path.exists() and cli(["--cache", a.cache, "embed", run.id]) != 0:
+        raise SystemExit("computing Model 0's embeddings failed (see above)")
     report = truth_of(run, a.cache, n_boot=a.bootstrap)
     # the paired AP differences, on the voted items
     examples = analysis.human_examples(run)
@@ -156,6 +160,7 @@ def human_part(a) -> str:
         metrics=metrics,
         oof_logits=found[1],
         folds=fold_table_of(found[0], rstore, ids),
+        embeddings=analysis.run_embeddings(run, ids),
     )
     table = detectors.score_all(inputs)
     names = [n for n in table.columns if n != REFERENCE]

@@ -12,6 +12,7 @@ from cartomap.scores.metrics import compute_metrics
 from cartomap.scores.stability import seed_table
 
 N, C, E = 300, 3, 4
+EMBEDDINGS = None  # set by the planted fixture
 
 
 def _dynamics(rng, true, noisy, flipped, memorise: np.ndarray) -> np.ndarray:
@@ -56,12 +57,19 @@ def planted():
         part = compute_metrics(d, noisy, ids)
         fold_frames.append(part[fold_of != f])
     folds = detectors.fold_table(fold_frames, ids)
+    # [CLS]-like vectors clustered by the TRUE class: a flipped example sits among examples of its true
+    # class, so its neighbours are labelled otherwise
+    vectors = np.eye(C)[true] * 3.0 + rng.normal(0, 0.5, size=(N, C))
+    global EMBEDDINGS
+    EMBEDDINGS = vectors
     return noisy, flipped, dyn, oof, seeds, metrics, folds
 
 
 def test_every_detector_ranks_the_planted_flips_first(planted):
     noisy, flipped, dyn, oof, seeds, _, folds = planted
-    inputs = detectors.DetectorInputs(labels=noisy, dynamics=dyn, oof_logits=oof, seeds=seeds, folds=folds)
+    inputs = detectors.DetectorInputs(
+        labels=noisy, dynamics=dyn, oof_logits=oof, seeds=seeds, folds=folds, embeddings=EMBEDDINGS
+    )
     assert detectors.available(inputs) == list(detectors.NAMES)
     table = detectors.score_all(inputs)
     assert list(table.columns) == list(detectors.NAMES)
@@ -130,7 +138,13 @@ def test_every_detector_documents_formula_and_direction():
     for name, d in detectors.REGISTRY.items():
         assert "s_i" in d.doc or "score" in d.doc, name
         assert "Higher" in d.doc, name
-        assert set(d.needs) <= {detectors.DYNAMICS, detectors.OOF, detectors.SEEDS, detectors.FOLDS}
+        assert set(d.needs) <= {
+            detectors.DYNAMICS,
+            detectors.OOF,
+            detectors.SEEDS,
+            detectors.FOLDS,
+            detectors.EMBEDDINGS,
+        }
     assert set(detectors.descriptions()) == set(detectors.NAMES)
 
 
@@ -171,3 +185,22 @@ def test_rank_ensembles_are_the_rank_mean_of_their_parts(planted):
         detectors.score("rank_oof_dynamics", inputs),
         detectors.rank_average(margin, detectors.score("aum", inputs)),
     )
+
+
+def test_neighbour_disagreement_by_hand():
+    """Four points on a line (cosine on 2-D vectors): with k = 10 > N - 1 every other example counts."""
+    vectors = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])
+    labels = np.array([0, 0, 1, 0])
+    s = detectors.score("neighbour_disagreement", detectors.DetectorInputs(labels=labels, embeddings=vectors))
+    # each has 3 neighbours; labels of the others: 0 -> {0, 1, 0}, 1 -> {0, 1, 0}, 2 -> {0, 0, 0}, 3 -> {0, 0, 1}
+    np.testing.assert_allclose(s, [1 / 3, 1 / 3, 1.0, 1 / 3])
+    from cartomap.scores.knn import cosine_top_k
+
+    idx, sims = cosine_top_k(vectors, np.array([0, 2]), k=2, block=1)  # blocks of one: the same answer
+    assert idx.tolist() == [[1, 3], [3, 1]] and sims[0, 0] == pytest.approx(1 / np.sqrt(1.01))
+    idx, _ = cosine_top_k(vectors, np.array([0]), k=5)
+    assert idx.tolist() == [[1, 3, 2, -1, -1]]  # N - 1 < k: -1 beyond
+    with pytest.raises(DataError, match="embeddings must be"):
+        detectors.score(
+            "neighbour_disagreement", detectors.DetectorInputs(labels=labels, embeddings=vectors[:3])
+        )

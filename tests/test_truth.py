@@ -131,6 +131,9 @@ def test_report_of_a_run_with_votes(tmp_path):
     folds = detectors.fold_table(
         [pd.DataFrame({"id": ids, "confidence": rng.random(60), "aum": rng.normal(size=60)})], ids[::-1]
     )
+    from cartomap.training.embeddings import save_embeddings
+
+    save_embeddings(run, ids[::-1], rng.normal(size=(60, 4)).astype(np.float32))  # any order: aligned by id
     report = truth.truth_report(run, seeds=seeds, oof_logits=oof, folds=folds, n_boot=50)
     assert report["targets"] == {"gold_disagrees": 15}
     metrics = [r["metric"] for r in report["spearman"]]

@@ -71,6 +71,27 @@ def _aligned(table: pd.DataFrame | None, ids: list[str], what: str) -> pd.DataFr
     return by_id.loc[ids].reset_index()
 
 
+def run_embeddings(run, ids: list[str]):
+    """The run's [CLS] embeddings in ``ids`` order (for the neighbour detector), or None: when it has none,
+    they do not cover every example, or the run is larger than
+    :data:`cartomap.scores.detectors.MAX_KNN_EXAMPLES` (the exact k-NN would take too long)."""
+    from cartomap.training.embeddings import load_embeddings
+
+    if len(ids) > detectors.MAX_KNN_EXAMPLES:
+        return None
+    try:
+        found = load_embeddings(run)
+    except (OSError, ValueError):
+        return None
+    if found is None:
+        return None
+    emb_ids, vectors = found
+    pos = {str(i): k for k, i in enumerate(emb_ids)}
+    if not all(i in pos for i in ids):
+        return None
+    return np.asarray(vectors)[[pos[i] for i in ids]]
+
+
 def truth_report(
     run,
     seeds: pd.DataFrame | None = None,
@@ -136,7 +157,12 @@ def truth_report(
             row = stats.spearman_row(values.to_numpy(dtype=np.float64)[voted], entropy[voted], n_boot, seed)
             report["spearman"].append({"metric": name, **row})
     inputs = detectors.DetectorInputs(
-        labels=labels, metrics=metrics, oof_logits=oof_logits, seeds=seed_table, folds=fold_table
+        labels=labels,
+        metrics=metrics,
+        oof_logits=oof_logits,
+        seeds=seed_table,
+        folds=fold_table,
+        embeddings=run_embeddings(run, ids),
     )
     scores = detectors.score_all(inputs)
     for target, truth in targets.items():

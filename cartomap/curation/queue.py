@@ -31,6 +31,7 @@ from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_write_parquet
 from cartomap.runs import layout
 from cartomap.runs.store import Run
+from cartomap.scores.knn import cosine_top_k
 from cartomap.scores.metrics import softmax
 from cartomap.training.embeddings import load_embeddings
 
@@ -94,34 +95,12 @@ def _probabilities(run: Run, rows: np.ndarray) -> np.ndarray | None:
 
 
 def nearest_neighbours(
-    vectors: np.ndarray, rows: np.ndarray, k: int = NEIGHBOURS, block: int = 65_536
+    vectors: np.ndarray, rows: np.ndarray, k: int = NEIGHBOURS, block: int = 4096
 ) -> tuple[np.ndarray, np.ndarray]:
     """The k most cosine-similar rows of ``vectors`` [N, H] to each of ``rows`` (itself left out), any
-    label: (indices [Q, k], similarities [Q, k]), most similar first; -1 / NaN where N - 1 < k."""
-    queries = np.asarray(vectors[rows], dtype=np.float32)
-    queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
-    n, q = len(vectors), len(rows)
-    best_sim = np.full((q, 0), -np.inf, dtype=np.float32)
-    best_idx = np.zeros((q, 0), dtype=np.int64)
-    for start in range(0, n, block):
-        part = np.asarray(vectors[start : start + block], dtype=np.float32)
-        part = part / np.maximum(np.linalg.norm(part, axis=1, keepdims=True), 1e-12)
-        sims = queries @ part.T
-        idx = np.arange(start, start + len(part))
-        sims[np.asarray(rows)[:, None] == idx[None, :]] = -np.inf  # not itself
-        best_sim = np.concatenate([best_sim, sims], axis=1)
-        best_idx = np.concatenate([best_idx, np.broadcast_to(idx, sims.shape)], axis=1)
-        keep = np.argsort(-best_sim, axis=1, kind="stable")[:, :k]
-        best_sim = np.take_along_axis(best_sim, keep, axis=1)
-        best_idx = np.take_along_axis(best_idx, keep, axis=1)
-    out_idx = np.full((q, k), -1, dtype=np.int64)
-    out_sim = np.full((q, k), np.nan, dtype=np.float64)
-    width = best_idx.shape[1]
-    out_idx[:, :width] = best_idx
-    out_sim[:, :width] = best_sim
-    missing = ~np.isfinite(out_sim)
-    out_idx[missing], out_sim[missing] = -1, np.nan
-    return out_idx, out_sim
+    label: (indices [Q, k], similarities [Q, k]), most similar first; -1 / NaN where N - 1 < k
+    (:func:`cartomap.scores.knn.cosine_top_k`)."""
+    return cosine_top_k(vectors, rows, k, block)
 
 
 def seed_curves(seed_runs, ids: Sequence[str], gold: np.ndarray) -> tuple[list[int], list[list[list[float]]]]:

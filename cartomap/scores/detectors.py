@@ -14,6 +14,10 @@ detectors a run can have (:func:`available`) and scores them all (:func:`score_a
   training part of k - 1 of them, so the mean of their in-sample confidence and AUM is a k - 1 model
   signal that costs no training beyond the out-of-fold logits.
 
+* ``embeddings``: one vector per example ([CLS] of the trained model, aligned), for the label
+  disagreement of its nearest neighbours (exact cosine: O(N^2 H), so callers pass them for runs of a
+  size where that is quick, :data:`MAX_KNN_EXAMPLES`).
+
 A detector may need several kinds of input (the rank ensembles need two).
 
 The noise benchmark (:mod:`cartomap.experiments.noise_benchmark`), the truth report
@@ -38,6 +42,11 @@ DYNAMICS = "dynamics"
 OOF = "oof"
 SEEDS = "seeds"
 FOLDS = "folds"
+EMBEDDINGS = "embeddings"
+#: k of the neighbour-label detector (SimiFeat's default, Zhu et al., 2022).
+KNN_K = 10
+#: Callers pass embeddings to the detectors up to this many examples (exact k-NN over all pairs).
+MAX_KNN_EXAMPLES = 100_000
 #: Columns of :func:`fold_table`: mean in-sample confidence and AUM over the fold models that trained on
 #: an example, and how many did.
 FOLD_COLUMNS = ("fold_confidence", "fold_aum", "fold_models")
@@ -55,6 +64,7 @@ class DetectorInputs:
     oof_logits: Any = None  # [N, C] out-of-fold raw logits
     seeds: Any = None  # seeds experiment per-example table (confidence_mean, confidence_std, ...)
     folds: Any = None  # the fold models' in-sample table (FOLD_COLUMNS, aligned; :func:`fold_table`)
+    embeddings: Any = None  # [N, H] one vector per example ([CLS] of the trained model), aligned
     n_classes: int | None = field(default=None)
 
     def y(self) -> np.ndarray:
@@ -105,14 +115,14 @@ class Detector:
 
     name: str
     fn: Callable[[DetectorInputs], np.ndarray]
-    needs: str | tuple[str, ...]  # DYNAMICS, OOF, SEEDS, FOLDS, or several of them (a tuple after init)
+    needs: str | tuple[str, ...]  # DYNAMICS, OOF, SEEDS, FOLDS, EMBEDDINGS or several (a tuple after init)
     metrics: tuple[str, ...] = ()  # metric columns that stand in for the dynamics (all of them)
     seed_columns: tuple[str, ...] = ()  # seed-table columns it reads
     title: str = ""
 
     def __post_init__(self) -> None:
         needs = (self.needs,) if isinstance(self.needs, str) else tuple(self.needs)
-        unknown = [n for n in needs if n not in (DYNAMICS, OOF, SEEDS, FOLDS)]
+        unknown = [n for n in needs if n not in (DYNAMICS, OOF, SEEDS, FOLDS, EMBEDDINGS)]
         if not needs or unknown:
             raise ValueError(f"detector {self.name!r}: unknown input kind(s) {unknown or needs}")
         object.__setattr__(self, "needs", needs)
@@ -137,6 +147,8 @@ class Detector:
             return inputs.oof_logits is not None
         if need == FOLDS:
             return inputs.folds is not None and all(c in inputs.folds for c in FOLD_COLUMNS[:2])
+        if need == EMBEDDINGS:
+            return inputs.embeddings is not None
         return inputs.seeds is not None and all(c in inputs.seeds for c in self.seed_columns)
 
     def __call__(self, inputs: DetectorInputs) -> np.ndarray:
@@ -259,6 +271,25 @@ def fold_aum(inputs: DetectorInputs) -> np.ndarray:
     return -inputs.fold_column("fold_aum")
 
 
+def neighbour_disagreement(inputs: DetectorInputs) -> np.ndarray:
+    """s_i = 1 - (1/k) sum_{j in kNN(i)} [y_j = y_i]: the share of the example's k = 10 nearest neighbours
+    (cosine of the [CLS] embeddings, the example itself left out) whose label is not its label, in [0, 1]
+    (the neighbour vote of SimiFeat, Zhu et al., 2022). Higher = its neighbourhood is labelled otherwise
+    = more suspect."""
+    from cartomap.scores.knn import cosine_top_k
+
+    vectors = np.asarray(inputs.embeddings)
+    y = inputs.y()
+    if vectors.ndim != 2 or vectors.shape[0] != y.size:
+        raise DataError(f"embeddings must be [{y.size}, hidden], got {vectors.shape}", field="embeddings")
+    idx, _ = cosine_top_k(vectors, np.arange(y.size), KNN_K)
+    valid = idx >= 0
+    same = np.where(valid, y[np.where(valid, idx, 0)] == y[:, None], False)
+    counted = valid.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counted > 0, 1.0 - same.sum(axis=1) / np.maximum(counted, 1), 0.0)
+
+
 def rank_average(*scores) -> np.ndarray:
     """s_i = (1 / M) sum_m rank(s_m)_i / N: the mean of each score's normalised rank (ties averaged), in
     (0, 1]. Unsupervised: nothing is fitted, so it cannot be tuned to the truth it is judged on.
@@ -338,6 +369,12 @@ REGISTRY: dict[str, Detector] = {
             "fold_confidence", fold_confidence, FOLDS, title="1 − in-sample confidence of the fold models"
         ),
         Detector("fold_aum", fold_aum, FOLDS, title="−AUM of the fold models (in sample)"),
+        Detector(
+            "neighbour_disagreement",
+            neighbour_disagreement,
+            EMBEDDINGS,
+            title="share of the 10 nearest neighbours labelled otherwise",
+        ),
         Detector(
             "rank_oof_folds",
             rank_oof_folds,
