@@ -36,6 +36,9 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
 ``for_display(table, keep=(), formats=None) -> DataFrame``
     A table with its missing cells shown as "–" (not "None"); ``keep`` names columns left as they are,
     ``formats`` (column -> printf format) how the numbers of a column made text are written.
+``new_chart_event(chart_key, seen_key) -> event | None``
+    A chart's selection event the first time it is seen (``seen_key`` keeps its signature), else None;
+    an empty event is not taken (a redrawn chart empties its event: deselecting is a button's job).
 ``flash(kind, message)`` / ``show_flashes()``
     Queue a message ("success", "info", "warning", "error") to show after an ``st.rerun()``.
 ``show_error(err)``
@@ -269,6 +272,21 @@ def escape_markdown(text: str) -> str:
 def show_error(err: BaseException | str) -> None:
     """Report bad input: the library's message (markdown escaped: it may quote the data), never a traceback."""
     st.error(escape_markdown(str(err)))
+
+
+def new_chart_event(chart_key: str, seen_key: str):
+    """The selection event of chart ``chart_key`` when it is new (see the module docstring), else None."""
+    from cartomap.analysis import datamap
+
+    event = st.session_state.get(chart_key)
+    if event is None or datamap.is_empty_event(event):
+        st.session_state.pop(seen_key, None)
+        return None
+    sig = datamap.event_signature(event)
+    if sig == st.session_state.get(seen_key):
+        return None
+    st.session_state[seen_key] = sig
+    return event
 
 
 def flash(kind: str, message: str) -> None:

@@ -75,6 +75,7 @@ from pages.common import (
     flash,
     get_store,
     kept,
+    new_chart_event,
     show_error,
     show_flashes,
     through_app,
@@ -270,14 +271,9 @@ FACET_CHART = "datamap_facets"
 
 def take_facet_event(filtered, max_points: int) -> None:
     """:func:`take_event` for the map split by gold label: a box or lasso selects in its own panel."""
-    event = st.session_state.get(FACET_CHART)
-    if event is None or datamap.is_empty_event(event):
-        st.session_state.pop("_dm_facet_sig", None)
+    event = new_chart_event(FACET_CHART, "_dm_facet_sig")
+    if event is None:
         return
-    sig = datamap.event_signature(event)
-    if sig == st.session_state.get("_dm_facet_sig"):
-        return
-    st.session_state["_dm_facet_sig"] = sig
     facets = st.session_state.get("_dm_facets") or figures.facet_levels(filtered)
     st.session_state[SELECTED] = datamap.resolve_facet_selection(
         filtered, event, facets, max_points=max_points
@@ -420,14 +416,9 @@ def take_event(filtered, max_points: int) -> None:
     An empty event is not a deselection: the chart is replaced whenever the highlighted selection
     changes, which resets its event; use "Clear selection" instead.
     """
-    event = st.session_state.get("datamap")
-    if event is None or datamap.is_empty_event(event):
-        st.session_state.pop("_dm_event_sig", None)
+    event = new_chart_event("datamap", "_dm_event_sig")
+    if event is None:
         return
-    sig = datamap.event_signature(event)
-    if sig == st.session_state.get("_dm_event_sig"):
-        return
-    st.session_state["_dm_event_sig"] = sig
     st.session_state[SELECTED] = datamap.resolve_selection(filtered, event, max_points=max_points)
     st.session_state.pop("dm_focus", None)
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap, projection
+from cartomap.analysis import colourings, projection
 from cartomap.analysis.neighbours import DEFAULT_K, neighbour_group, seed_examples
 from cartomap.analysis.projection import load_projection, points_frame, project_run, projection_figure
 from cartomap.errors import CartomapError
@@ -35,6 +35,7 @@ from pages.common import (
     current_run,
     escape_markdown,
     kept,
+    new_chart_event,
     show_error,
     show_on_map,
     through_app,
@@ -296,14 +297,9 @@ def take_event(coords: np.ndarray, points: pd.DataFrame) -> None:
     """Turn a new selection event of the 2-D view into the Data map's selection (``selected_ids``) and
     rerun, so the seeds from "Current selection" and the rings follow. An empty event is no deselection
     (the chart is drawn anew when its rings change, which empties its event): "Clear selection" is."""
-    event = st.session_state.get(MAP_CHART)
-    if event is None or datamap.is_empty_event(event):
-        st.session_state.pop("_nb_event_sig", None)
+    event = new_chart_event(MAP_CHART, "_nb_event_sig")
+    if event is None:
         return
-    sig = datamap.event_signature(event)
-    if sig == st.session_state.get("_nb_event_sig"):
-        return
-    st.session_state["_nb_event_sig"] = sig
     sampled = len(points) > projection.MAX_POINTS
     chosen = projection.selection_ids(coords, points["id"], event, sampled=sampled)
     if chosen == [str(i) for i in st.session_state.get(SELECTED) or []]:

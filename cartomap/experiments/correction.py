@@ -36,7 +36,7 @@ from cartomap.data.decisions import apply_decisions, decision_counts, read_decis
 from cartomap.data.loading import TextDataset, load_dataset
 from cartomap.errors import DataError, RunError
 from cartomap.experiments.seeds import seed_siblings
-from cartomap.experiments.store import Experiment, ExperimentStore, Section, grid_role, method_of
+from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run, grid_role, method_of
 from cartomap.io import file_stamp
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores.reports import markdown_table, paired_test
@@ -82,7 +82,7 @@ def role_config(params: dict[str, Any], role: str, seed: int, data: DataConfig |
     return base.replace(data=data or base.data, train=train, name=f"{name} {role} seed {seed}")
 
 
-def check_base_run(run: Run) -> None:
+def checkbase_run(run: Run) -> None:
     """RunError unless ``run`` can be retrained and has a set to be evaluated on."""
     if run.state != "done":
         raise RunError(f"run {run.id} is {run.state}; a retrain after review starts from a finished run")
@@ -247,15 +247,6 @@ def predictions(run: Run, which: str) -> pd.DataFrame:
     return predictions_on_test(run, int(which.removeprefix("test_")))
 
 
-def _base_run(exp: Experiment, store: RunStore) -> Run:
-    run = store.find_id(exp.params["base_run"])
-    if run is None:
-        raise RunError(
-            f"the base run {exp.params['base_run']} of experiment {exp.id} is no longer in the store"
-        )
-    return run
-
-
 class CorrectionKind:
     """original, pruned and corrected training sets x the same seeds, compared on the base run's sets."""
 
@@ -265,7 +256,7 @@ class CorrectionKind:
     def planned_runs(self, exp: Experiment, store: RunStore) -> list[tuple[str, RunConfig]]:
         params = exp.params
         seeds = [int(s) for s in params["seeds"]]
-        base = _base_run(exp, store)
+        base = base_run(exp, store)
         first = grid_role(ORIGINAL, seeds[0])
         if exp.run_ids().get(first) != base.id:
             exp.record_run(first, base.id)  # the runner reuses it ("train or load")
@@ -309,7 +300,7 @@ def correction_results(exp: Experiment, store: RunStore) -> dict[str, Any]:
     """scores, accuracy, changed and summary (in that order) from the experiment's finished runs."""
     params = exp.params
     seeds = [int(s) for s in params["seeds"]]
-    base = _base_run(exp, store)
+    base = base_run(exp, store)
     sets = eval_sets(base)
     label_names = list(base.label_names)
     rows, preds = [], {}
@@ -488,7 +479,7 @@ def create_correction(
     in all, the run's own first, or the run's own and ``seeds``. Finished runs that are ``run`` but for
     their seed are reused for ``original``. RunError for a run that cannot be retrained, DataError (naming
     the file, row and column) for bad decisions; nothing is written then."""
-    check_base_run(run)
+    checkbase_run(run)
     train = load_dataset(run.data_config("train"))
     decisions = read_decisions(decisions_path, train)
     check_sets(train, decisions)

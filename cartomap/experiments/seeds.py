@@ -21,7 +21,7 @@ import pandas as pd
 from cartomap.analysis.datamap import with_regions
 from cartomap.config import RunConfig
 from cartomap.errors import CartomapError, DataError, RunError
-from cartomap.experiments.store import Experiment, ExperimentStore, Section
+from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores.stability import SUMMARY_METRICS, seed_table, stability_summary
 
@@ -76,22 +76,13 @@ def seed_config(params: dict[str, Any], seed: int) -> RunConfig:
     return base.replace(train=train, name=f"{name} seed {seed}")
 
 
-def _base_run(exp: Experiment, store: RunStore) -> Run:
-    run = store.find_id(exp.params["base_run"])
-    if run is None:
-        raise RunError(
-            f"the base run {exp.params['base_run']} of experiment {exp.id} is no longer in the store"
-        )
-    return run
-
-
 class SeedsKind:
     name = KIND
 
     def planned_runs(self, exp: Experiment, store: RunStore) -> list[tuple[str, RunConfig]]:
         params = exp.params
         seeds = [int(s) for s in params["seeds"]]
-        base = _base_run(exp, store)
+        base = base_run(exp, store)
         if exp.run_ids().get(role(seeds[0])) != base.id:
             exp.record_run(role(seeds[0]), base.id)  # the runner then reuses it ("train or load")
         plan = [(role(seeds[0]), base.config)]  # exactly its config: the same run

@@ -227,3 +227,14 @@ class Section:
     table: pd.DataFrame
     best_columns: tuple[str, ...] | None = None
     formats: dict[str, str] = field(default_factory=dict)  # column -> printf format for display
+
+
+def base_run(exp: Experiment, runs) -> Any:
+    """The run ``exp`` started from (``params["base_run"]``: the seeds and retrain-after-review kinds);
+    RunError when it is no longer in the run store ``runs``."""
+    run = runs.find_id(exp.params["base_run"])
+    if run is None:
+        raise RunError(
+            f"the base run {exp.params['base_run']} of experiment {exp.id} is no longer in the store"
+        )
+    return run
