@@ -45,7 +45,7 @@ import pandas as pd
 
 from cartomap.config import REVIEW_DECISIONS
 from cartomap.errors import DataError
-from cartomap.scores.human import entropy_bits
+from cartomap.scores.human import check_counts, entropy_bits
 
 #: The long table the statistics read: one row per (item, annotator).
 VALUE_COLUMNS: tuple[str, ...] = ("item", "annotator", "value")
@@ -266,16 +266,7 @@ def fleiss_kappa(counts, *, with_reason: bool = False):
     ``with_reason=True`` returns ``(kappa, reason)``, reason None when defined.
     """
     names = list(counts.columns) if isinstance(counts, pd.DataFrame) else None
-    table = np.asarray(counts)
-    if table.ndim != 2:
-        raise DataError(f"expected counts [items, categories], got shape {table.shape}", field="counts")
-    if table.size and not np.issubdtype(table.dtype, np.integer):
-        f = table.astype(np.float64)
-        if not np.all(np.isfinite(f)) or not np.all(f == np.round(f)):
-            raise DataError("counts must be whole numbers", field="counts")
-    table = table.astype(np.int64)
-    if table.size and table.min() < 0:
-        raise DataError("counts must not be negative", field="counts")
+    table = check_counts(counts, "counts", "[items, categories]", "counts", min_columns=0)
     if table.shape[0] == 0:
         return _result(np.nan, "no items", with_reason)
     raters = table.sum(axis=1)

@@ -32,19 +32,26 @@ HUMAN_COLUMNS: tuple[str, ...] = (
 )
 
 
-def check_votes(votes) -> np.ndarray:
-    """``votes`` as int64 [N, C], or DataError (not 2-d, negative, not whole numbers)."""
-    v = np.asarray(votes)
-    if v.ndim != 2 or v.shape[1] < 2:
-        raise DataError(f"expected vote counts [examples, classes >= 2], got shape {v.shape}", field="votes")
+def check_counts(values, noun: str, shape: str, field: str, min_columns: int = 1) -> np.ndarray:
+    """``values`` as an int64 count matrix, or DataError naming ``field``: not 2-d (``shape`` says what
+    was expected, e.g. "[examples, classes >= 2]"), fewer than ``min_columns`` columns, negative or not
+    whole numbers. Shared by vote counts and the reviewers' category counts (:mod:`.agreement`)."""
+    v = np.asarray(values)
+    if v.ndim != 2 or v.shape[1] < min_columns:
+        raise DataError(f"expected {noun} {shape}, got shape {v.shape}", field=field)
     if v.size and not np.issubdtype(v.dtype, np.integer):
         f = v.astype(np.float64)
         if not np.all(np.isfinite(f)) or not np.all(f == np.round(f)):
-            raise DataError("vote counts must be whole numbers", field="votes")
+            raise DataError(f"{noun} must be whole numbers", field=field)
     v = v.astype(np.int64)
     if v.size and v.min() < 0:
-        raise DataError("vote counts must not be negative", field="votes")
+        raise DataError(f"{noun} must not be negative", field=field)
     return v
+
+
+def check_votes(votes) -> np.ndarray:
+    """``votes`` as int64 [N, C], or DataError (not 2-d, negative, not whole numbers)."""
+    return check_counts(votes, "vote counts", "[examples, classes >= 2]", "votes", min_columns=2)
 
 
 def vote_shares(votes) -> np.ndarray:
