@@ -372,9 +372,12 @@ def test_two_finished_experiments_compared_in_the_browser(tmp_path, browser):
         link = "//a[@data-testid='stSidebarNavLink'][contains(., 'Compare')]"
         _wait(lambda: browser.find_elements(By.XPATH, link), what="the dashboard's navigation")
         browser.find_element(By.XPATH, link).click()
-        _wait(lambda: len(browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')) >= 2)
+        # the Compare page's own "Experiments" box: the Data map it came from has multiselects too
+        # (Gold label, Region), so counting multiselects can pick one of those before Compare renders
+        experiments = "//div[@data-testid='stMultiSelect'][.//*[contains(., 'Experiments')]]//input"
+        _wait(lambda: browser.find_elements(By.XPATH, experiments), 60, "the Compare page's Experiments box")
         for name in ("tiny curricula", "tiny combination"):
-            box = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')[1]
+            box = browser.find_element(By.XPATH, experiments)
             box.click()
             box.send_keys(name)
             time.sleep(0.5)
@@ -512,13 +515,10 @@ def test_full_size_run_in_the_browser(tmp_path, browser):
 
         # 6. Compare: the trained 550k run and the trained first tenth side by side
         _nav(browser, "Compare")
-        _wait(
-            lambda: browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input'),
-            60,
-            "Compare",
-        )
+        runs_box = "//div[@data-testid='stMultiSelect'][.//*[contains(., 'Runs')]]//input"
+        _wait(lambda: browser.find_elements(By.XPATH, runs_box), 60, "Compare's Runs box")
         for run in (trained, small):
-            box = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')[0]
+            box = browser.find_element(By.XPATH, runs_box)
             box.click()
             box.send_keys(run.id)
             time.sleep(0.5)
