@@ -15,6 +15,9 @@ from dataclasses import dataclass, field, fields
 from importlib import metadata
 from typing import Any
 
+from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.base import TaskKind
+
 #: How a run records its dynamics (TrainConfig.record).
 RECORD_CHOICES = ("train", "eval", "both", "none")
 #: TrainConfig.precision.
@@ -48,7 +51,9 @@ class DataConfig:
 
     path: str = DEMO_TRAIN  # a file or folder, "hf:NAME" for a hub dataset, or "demo:train"/"demo:dev"
     format: str = "auto"  # jsonl, csv, tsv, parquet, hf (saved to disk or hub), or auto from the suffix
-    text_columns: tuple[str, ...] = ("premise", "hypothesis")  # a pair, or one column for single texts
+    text_columns: tuple[str, ...] = (
+        task_kinds.DEFAULT.text_fields
+    )  # the file's columns read as the task's text fields, in order: a pair, or one column for single texts
     label_column: str = "label"
     id_column: str = "id"  # ids are generated from the content when this column is absent
     label_names: tuple[str, ...] | None = None  # order of classes; required for integer labels
@@ -62,6 +67,16 @@ class DataConfig:
     error_column: str | None = (
         None  # booleans marking known label errors: None = found by name (is_error, label_error), "" = none; not in the identity at None
     )
+    task: str = ""  # task kind (cartomap.tasks): "" = the kind the number of text_columns implies (2: pair, 1: single; every run saved before the field existed); not in the identity when it is that kind
+
+    def __post_init__(self) -> None:
+        if self.task:
+            task_kinds.kind(self.task)  # a DataError naming the field for an unknown kind
+
+    @property
+    def task_kind(self) -> TaskKind:
+        """The task kind of this data: ``task`` when named, else the one ``text_columns`` implies."""
+        return task_kinds.for_columns(self.task, self.text_columns)
 
 
 def _whole(name: str, value, low: int, high: int | None = None) -> None:
@@ -187,7 +202,7 @@ ORDERS = (
     "h2l",  # only the hard-to-learn group
     "e2l+ambiguous",  # easy-to-learn and ambiguous together
     "length",  # Length-CL: shorter texts first
-    "sts",  # STS-CL: most similar premise-hypothesis pairs first
+    "sts",  # STS-CL: most similar pairs first (the two texts of a pair by a sentence encoder)
     "cart",  # Cart-CL: easy, then ambiguous, then hard
     "cart++",  # Cart-CL++: sorted by the Cart-CL++ difficulty score
     "cart-stra++",  # Cart-Stra-CL++: the Cart-CL++ score, stages stratified by class
@@ -245,6 +260,11 @@ _LATER_TRAIN_FIELDS = {"record_points": 1, "skip_epochs": 0, "processes": 1}
 _LATER_DATA_FIELDS = ("votes_column", "error_column")
 
 
+def _implied_task(text_columns) -> str:
+    """The kind a config without ``task`` has (None when its columns fit none)."""
+    return task_kinds.BY_COLUMN_COUNT.get(len(tuple(text_columns)), "")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
@@ -270,6 +290,8 @@ class RunConfig:
                 for key in _LATER_DATA_FIELDS:  # added later: absent at the default, so ids stay
                     if part.get(key) is None:
                         part.pop(key, None)
+                if part.get("task") in ("", _implied_task(part.get("text_columns", ()))):
+                    part.pop("task", None)  # the kind every run had before the field: ids stay
                 part["path"] = portable_path(part["path"])
         for key in _NOT_IDENTITY:
             d["train"].pop(key, None)
@@ -293,6 +315,11 @@ class RunConfig:
 
     def replace(self, **changes) -> RunConfig:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def task_kind(self) -> TaskKind:
+        """The run's task kind: its training data's (dev and test sets must have the same)."""
+        return self.data.task_kind
 
 
 #: The bundled demo's training (``cartomap demo`` and the dashboard's "Train the demo" use it; the Train

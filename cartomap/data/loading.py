@@ -11,7 +11,7 @@ The result is a :class:`TextDataset` whose ``frame`` has the columns
 * ``id`` (str, unique): from ``DataConfig.id_column``, or generated from the content
   (``"ex-" + sha1(texts + label)[:12]``, ``-2``, ``-3`` … for repeated identical rows),
   so generated ids do not change when rows are reordered;
-* ``premise`` and ``hypothesis`` for pairs, or ``text`` for single texts;
+* the text fields of the config's task kind (:mod:`cartomap.tasks`: a pair's two texts, or one text);
 * ``label`` (int64 codes into ``label_names``);
 * ``genre`` / ``group`` when those columns are configured and present;
 * ``votes_<label>`` (int64 per class) when the data has votes or annotator labels, ``is_error`` when
@@ -42,6 +42,8 @@ import pandas as pd
 from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig
 from cartomap.data.annotations import annotation_columns
 from cartomap.errors import DataError
+from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.base import TaskKind
 
 NLI_LABEL_NAMES: tuple[str, ...] = ("entailment", "neutral", "contradiction")
 DEMO_LABEL_NAMES: tuple[str, ...] = NLI_LABEL_NAMES
@@ -76,12 +78,21 @@ class TextDataset:
     source: str
 
     @property
+    def task(self) -> TaskKind:
+        """The task kind of the rows, from the frame's columns (loading writes its text fields)."""
+        cached = self.__dict__.get("_task")
+        if cached is None:
+            cached = task_kinds.of_columns(self.frame.columns)
+            object.__setattr__(self, "_task", cached)
+        return cached
+
+    @property
     def is_pair(self) -> bool:
-        return "premise" in self.frame.columns
+        return self.task.is_pair
 
     @property
     def text_columns(self) -> tuple[str, ...]:
-        return ("premise", "hypothesis") if self.is_pair else ("text",)
+        return self.task.text_fields
 
     @property
     def num_labels(self) -> int:
@@ -140,8 +151,9 @@ class TextDataset:
         return TextDataset(frame=frame, label_names=self.label_names, source=self.source)
 
     def __repr__(self) -> str:
-        kind = "pairs" if self.is_pair else "texts"
-        return f"TextDataset({self.source!r}, {len(self)} {kind}, labels={list(self.label_names)})"
+        return (
+            f"TextDataset({self.source!r}, {len(self)} {self.task.plural()}, labels={list(self.label_names)})"
+        )
 
 
 #: Characters ``json.dumps(..., ensure_ascii=False)`` escapes in a string: quote, backslash, controls.
@@ -669,11 +681,10 @@ def _build(
     if not isinstance(frame, pd.DataFrame):
         raise DataError(f"expected a pandas DataFrame, got {type(frame).__name__}", location=source)
     text_cols = tuple(config.text_columns)
-    if len(text_cols) not in (1, 2):
-        raise DataError(
-            f"DataConfig.text_columns must name 1 column (single text) or 2 (a pair), got {list(text_cols)}",
-            location=source,
-        )
+    try:
+        task = config.task_kind
+    except DataError as err:
+        raise DataError(f"DataConfig: {err}", location=source) from None
     if lines is not None and len(lines) != len(frame):
         raise ValueError("lines must give one line number per row")
     present = [str(c) for c in frame.columns]
@@ -690,7 +701,7 @@ def _build(
         raise DataError("no rows; expected at least one example", location=source)
     frame = frame.reset_index(drop=True)
     n = len(frame)
-    out_text = ("premise", "hypothesis") if len(text_cols) == 2 else ("text",)
+    out_text = task.text_fields
 
     # texts
     texts: dict[str, list[str]] = {}
@@ -786,8 +797,9 @@ def _build(
         if col in used_src:
             continue
         name = str(col)
-        # An unused "premise" column of a single-text mapping must not make the rows look like pairs.
-        while name in columns or name in ("premise", "hypothesis", "text"):
+        # An unused column named as another kind's text field (a pair's first text in a single-text
+        # mapping) must not make the rows look like that kind.
+        while name in columns or name in task_kinds.text_fields():
             name = f"orig_{name}"
         columns[name] = frame[col]
     out = pd.DataFrame(columns)

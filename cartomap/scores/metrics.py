@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
+from cartomap.tasks.base import softmax
 
 EASY = "easy-to-learn"
 AMBIGUOUS = "ambiguous"
@@ -94,19 +95,6 @@ def _check_dynamics(values: np.ndarray, labels: np.ndarray, name: str) -> tuple[
 
 
 # --------------------------------------------------------------------------- basics
-
-
-def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
-    """softmax(z)_k = exp(z_k - max z) / sum_j exp(z_j - max z); numerically stable.
-
-    Integer input is computed in float64; float input keeps its dtype.
-    """
-    z = np.asarray(logits)
-    if not np.issubdtype(z.dtype, np.floating):
-        z = z.astype(np.float64)
-    shifted = z - np.max(z, axis=axis, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / np.sum(exp, axis=axis, keepdims=True)
 
 
 def gold_probabilities(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:

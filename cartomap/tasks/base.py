@@ -1,0 +1,141 @@
+"""What a task kind is: a frozen description of a task's shape, and how its logits become probabilities.
+
+A kind is data, not a class hierarchy: every field below is read by the library (loading maps a
+file's columns onto ``text_fields``/``label_field``, batching asks :meth:`TaskKind.inputs`, models
+build the ``head``, the recorder keys dynamics by ``unit_columns`` and turns logits into
+probabilities with :meth:`TaskKind.probabilities`). A new kind (token classification, multi-label)
+is a new :class:`TaskKind` registered in :mod:`cartomap.tasks.registry`; what it needs beyond these
+fields is an extension point named below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: What one row of a run's dynamics is about. "example": one row of logits per example (sequence
+#: classification); "word": one per word of an example, keyed by (id, word) (token classification:
+#: the first sub-word of each word); "label": one per label of an example, keyed by (id, label)
+#: (multi-label: each label a yes/no question).
+UNITS = ("example", "word", "label")
+#: The extra key column of a unit beside the example id (:attr:`TaskKind.unit_columns`).
+UNIT_KEYS = {"example": (), "word": ("word",), "label": ("label",)}
+#: Which model head predicts a kind: "sequence" (AutoModelForSequenceClassification: one row of logits
+#: per example) or "token" (AutoModelForTokenClassification: one row per sub-word).
+HEADS = ("sequence", "token")
+#: How logits become probabilities: "softmax" (one class among C per unit, rows sum to 1) or
+#: "sigmoid" (each class on its own: multi-label).
+OUTPUTS = ("softmax", "sigmoid")
+
+
+def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
+    """softmax(z)_k = exp(z_k - max z) / sum_j exp(z_j - max z); numerically stable.
+
+    Integer input is computed in float64; float input keeps its dtype.
+    """
+    z = np.asarray(logits)
+    if not np.issubdtype(z.dtype, np.floating):
+        z = z.astype(np.float64)
+    shifted = z - np.max(z, axis=axis, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / np.sum(exp, axis=axis, keepdims=True)
+
+
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    """sigmoid(z) = 1 / (1 + exp(-z)), element-wise and numerically stable (no overflow for large |z|).
+
+    Integer input is computed in float64; float input keeps its dtype.
+    """
+    z = np.asarray(logits)
+    if not np.issubdtype(z.dtype, np.floating):
+        z = z.astype(np.float64)
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(z.dtype, copy=False)
+
+
+_OUTPUT_FUNCTIONS = {"softmax": softmax, "sigmoid": sigmoid}
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """The shape of one kind of task. Frozen; validated when made.
+
+    ``name``: the registry key, saved in a run's config (``DataConfig.task``): "single", "pair".
+    ``description``: one line for forms and ``--help``.
+    ``text_fields``: the columns holding an example's inputs in a loaded dataset, a run's
+    ``examples.parquet`` and every table of examples, in the order the tokenizer reads them (a pair's
+    first and second text). A user's file maps its own columns onto these (``DataConfig.text_columns``).
+    ``noun``: what one example is called in messages ("pair", "text"); plural by adding "s".
+    ``label_field``: the column of the gold label (int codes into the label names).
+    ``unit``: what one row of dynamics is about, one of :data:`UNITS`.
+    ``head``: the model head that predicts it, one of :data:`HEADS`.
+    ``output``: how logits become probabilities, one of :data:`OUTPUTS`.
+    """
+
+    name: str
+    description: str
+    text_fields: tuple[str, ...]
+    noun: str
+    label_field: str = "label"
+    unit: str = "example"
+    head: str = "sequence"
+    output: str = "softmax"
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.text_fields or len(set(self.text_fields)) != len(self.text_fields):
+            raise ValueError(f"task kind {self.name!r}: a name and distinct text fields are required")
+        if self.label_field in self.text_fields:
+            raise ValueError(f"task kind {self.name!r}: the label field is one of the text fields")
+        for field, value, choices in (
+            ("unit", self.unit, UNITS),
+            ("head", self.head, HEADS),
+            ("output", self.output, OUTPUTS),
+        ):
+            if value not in choices:
+                raise ValueError(
+                    f"task kind {self.name!r}: {field} {value!r} is not one of {', '.join(choices)}"
+                )
+
+    # ------------------------------------------------------------------ inputs
+    @property
+    def is_pair(self) -> bool:
+        """Whether an example is two texts read together (the tokenizer's text pair)."""
+        return len(self.text_fields) == 2
+
+    @property
+    def fields_label(self) -> str:
+        """The text fields for messages: "premise/hypothesis", "text"."""
+        return "/".join(self.text_fields)
+
+    def plural(self, count: int | None = None) -> str:
+        """The noun for ``count`` examples ("1 pair", "3 pairs"); without a count, the plural alone."""
+        if count is None:
+            return f"{self.noun}s"
+        return f"{count:,} {self.noun}{'' if count == 1 else 's'}"
+
+    def inputs(self, frame: Any) -> tuple[list[str], list[str] | None]:
+        """The tokenizer's inputs of every row of an examples frame: the first texts and, for a pair,
+        the second texts (None for one text). Values are read as strings."""
+        first = frame[self.text_fields[0]].astype(str).tolist()
+        second = frame[self.text_fields[1]].astype(str).tolist() if self.is_pair else None
+        return first, second
+
+    def texts_frame(self, texts: Sequence[Any]) -> dict[str, list[str]]:
+        """Columns of an examples frame from raw inputs: a list of strings (one text) or of
+        (first, second) tuples (a pair), as :meth:`inputs` reads them back."""
+        if self.is_pair:
+            return {f: [str(t[i]) for t in texts] for i, f in enumerate(self.text_fields)}
+        return {self.text_fields[0]: [str(t) for t in texts]}
+
+    # ------------------------------------------------------------------ outputs
+    @property
+    def unit_columns(self) -> tuple[str, ...]:
+        """The key of one row of dynamics: ("id",) per example; ("id", "word") per word; ("id", "label")."""
+        return ("id", *UNIT_KEYS[self.unit])
+
+    def probabilities(self, logits: np.ndarray) -> np.ndarray:
+        """Per-unit probabilities of logits ``[..., C]`` (any leading shape: [N, C], [E, N, C]), same shape."""
+        return _OUTPUT_FUNCTIONS[self.output](logits)

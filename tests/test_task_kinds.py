@@ -1,0 +1,104 @@
+"""Task kinds (cartomap.tasks): the shape of a task in one place, and configs that name it or not."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cartomap.config import DataConfig, RunConfig
+from cartomap.errors import DataError
+from cartomap.tasks import registry
+from cartomap.tasks.base import TaskKind, sigmoid, softmax
+from cartomap.tasks.sequence import PAIR, SINGLE
+
+
+def test_the_built_in_kinds_are_registered_pair_first():
+    assert registry.names()[:2] == ("pair", "single")
+    assert registry.kind("pair") is PAIR and registry.kind("single") is SINGLE
+    assert PAIR.is_pair and not SINGLE.is_pair
+    assert registry.text_fields()[: len(PAIR.text_fields) + 1] == (*PAIR.text_fields, *SINGLE.text_fields)
+
+
+def test_an_unknown_kind_is_a_data_error_naming_the_field():
+    with pytest.raises(DataError, match="unknown task 'nerr'; expected one of pair, single") as err:
+        registry.kind("nerr")
+    assert err.value.field == "task"
+
+
+def test_a_config_without_a_task_has_the_kind_its_columns_imply():
+    assert registry.for_columns("", ("a", "b")) is PAIR
+    assert registry.for_columns("", ("a",)) is SINGLE
+    assert registry.for_columns("single", ("review",)) is SINGLE
+    with pytest.raises(DataError, match="1 text column.*or 2"):
+        registry.for_columns("", ("a", "b", "c"))
+    with pytest.raises(DataError, match="task 'single' reads 1 text column"):
+        registry.for_columns("single", ("a", "b"))
+
+
+def test_the_kind_of_a_table_comes_from_its_columns():
+    first, second = PAIR.text_fields
+    (only,) = SINGLE.text_fields
+    assert registry.of_columns(["id", first, second, "label"]) is PAIR
+    assert registry.of_columns(["id", only, "label"]) is SINGLE
+    # A table with both kinds' fields (a review queue's export) reads as the kind with more fields.
+    assert registry.of_columns(["id", first, second, only]) is PAIR
+    assert registry.text_fields_in(["label", second, only, first]) == (first, second, only)
+    with pytest.raises(DataError, match="no text columns of a known task"):
+        registry.of_columns(["id", "label", first])
+
+
+def test_rows_become_tokenizer_inputs():
+    first, second = PAIR.text_fields
+    pairs = pd.DataFrame({"id": ["a", "b"], first: ["p1", "p2"], second: ["h1", 7]})
+    assert PAIR.inputs(pairs) == (["p1", "p2"], ["h1", "7"])
+    texts = pd.DataFrame(SINGLE.texts_frame(["x", "y"]))
+    assert SINGLE.inputs(texts) == (["x", "y"], None)
+    assert PAIR.inputs(pd.DataFrame(PAIR.texts_frame([("p", "h")]))) == (["p"], ["h"])
+
+
+def test_logits_become_probabilities_per_unit():
+    # softmax of [0, ln 3] is [1/4, 3/4]; any leading shape ([E, N, C] here).
+    logits = np.array([[[0.0, math.log(3.0)], [5.0, 5.0]]])
+    probs = PAIR.probabilities(logits)
+    assert probs.shape == (1, 2, 2)
+    np.testing.assert_allclose(probs[0], [[0.25, 0.75], [0.5, 0.5]])
+    np.testing.assert_allclose(softmax(np.array([1000, 1000])), [0.5, 0.5])  # integers, no overflow
+    # sigmoid: each label on its own (the multi-label output); stable at large |z|.
+    np.testing.assert_allclose(sigmoid(np.array([0.0, math.log(3.0), -math.log(3.0)])), [0.5, 0.75, 0.25])
+    assert np.all(np.isfinite(sigmoid(np.array([-1000.0, 1000.0]))))
+    assert PAIR.unit_columns == ("id",)
+
+
+def test_a_kind_is_checked_when_made():
+    with pytest.raises(ValueError, match="unit 'sentence' is not one of example, word, label"):
+        TaskKind(name="x", description="", text_fields=("t",), noun="t", unit="sentence")
+    with pytest.raises(ValueError, match="distinct text fields"):
+        TaskKind(name="x", description="", text_fields=("t", "t"), noun="t")
+    word = TaskKind(
+        name="w", description="", text_fields=("tokens",), noun="sentence", unit="word", head="token"
+    )
+    assert (
+        word.unit_columns == ("id", "word")
+        and word.plural(1) == "1 sentence"
+        and word.plural(3) == "3 sentences"
+    )
+
+
+def test_the_task_keeps_the_run_ids_of_configs_saved_before_it():
+    old = RunConfig()
+    assert "task" not in old.identity()["data"]
+    # Naming the kind the columns imply is the same run; a config dict saved without the field loads.
+    named = RunConfig(data=DataConfig(task="pair"))
+    assert named.identity() == old.identity()
+    saved = old.to_dict()
+    for part in (saved["data"], saved["dev"]):
+        part.pop("task")
+    assert RunConfig.from_dict(saved) == old and RunConfig.from_dict(saved).task_kind is PAIR
+    single = DataConfig(text_columns=("sentence",))
+    assert single.task_kind is SINGLE and "task" not in RunConfig(data=single, dev=None).identity()["data"]
+    with pytest.raises(DataError, match="unknown task 'nli'") as err:
+        DataConfig(task="nli")
+    assert err.value.field == "task"
