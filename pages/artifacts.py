@@ -105,8 +105,8 @@ def _partial_config(key: str, which: str, base_json: str, cache_root: str, _data
 
 @st.cache_data(max_entries=4, show_spinner="Encoding the sentences (all-MiniLM-L6-v2)…")
 def _inline_similarity(key: str, _data: TextDataset) -> np.ndarray:
-    frame = _data.frame
-    return pair_similarity(frame["premise"].tolist(), frame["hypothesis"].tolist(), device="auto")
+    first, second = _data.task_kind.inputs(_data.frame)
+    return pair_similarity(first, second, device="auto")
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -177,7 +177,7 @@ def pick_dataset():
 # --------------------------------------------------------------------------- (a) lexical correlations
 def lexical_section(data: TextDataset, key: str, balanced: bool) -> None:
     st.header("Lexical correlations")
-    fields = ["hypothesis", "premise"] if data.is_pair else ["text"]
+    fields = list(artifacts.WHICH) if data.is_pair else list(data.text_columns)
     c1, c2, c3 = st.columns([2, 1, 1])
     field = c1.radio("Words of the", fields, horizontal=True, **kept("af_field", fields[0], options=fields))
     min_count = int(c2.number_input("Min. examples per word", 1, 100_000, **kept("af_min_count", 20)))
@@ -256,7 +256,7 @@ def transformer_section(data: TextDataset, key: str, base: RunConfig) -> None:
         artifacts.WHICH,
         horizontal=True,
         format_func=lambda w: f"{w} only",
-        **kept("af_which", "hypothesis", options=list(artifacts.WHICH)),
+        **kept("af_which", artifacts.WHICH[0], options=list(artifacts.WHICH)),
     )
     store = get_store()
     try:

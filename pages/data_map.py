@@ -444,7 +444,7 @@ def show_trajectory(run, table, table_event, seeds=None) -> None:
     with left:
         st.markdown("**The focused example**")
         st.text(f"id: {focus}\ngold: {row['gold']} · predicted: {row['predicted']}")
-        for col in ("premise", "hypothesis", "text"):
+        for col in datamap.TEXT_COLUMNS:
             if col in table.columns:
                 st.text(f"{col}: {row[col]}")
         st.text(

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import colourings, projection
+from cartomap.analysis import colourings, datamap, projection
 from cartomap.analysis.neighbours import DEFAULT_K, neighbour_group, seed_examples
 from cartomap.analysis.projection import load_projection, points_frame, project_run, projection_figure
 from cartomap.errors import CartomapError
@@ -70,7 +70,7 @@ def _id_index(run_path: str, stamp: tuple) -> pd.Index:
 
 @st.cache_resource(max_entries=2, show_spinner=False)
 def _examples(run_path: str, stamp: tuple) -> pd.DataFrame:
-    return Run(Path(run_path)).examples(columns=("id", "label", "premise", "hypothesis", "text", "genre"))
+    return Run(Path(run_path)).examples(columns=("id", "label", *datamap.TEXT_COLUMNS, "genre"))
 
 
 @st.cache_resource(max_entries=4, show_spinner="Finding the most ambiguous examples…")
@@ -141,7 +141,7 @@ def _group(
 def _describe(points: pd.DataFrame, index: pd.Index, options: list[str]):
     """format_func for the seed picker: id · label · start of the texts (plain text, never HTML),
     made for the offered ids only."""
-    cols = [c for c in ("premise", "hypothesis", "text") if c in points.columns]
+    cols = [c for c in datamap.TEXT_COLUMNS if c in points.columns]
 
     def short(s: str) -> str:
         return s if len(s) <= TEXT_CHARS else s[: TEXT_CHARS - 1] + "…"

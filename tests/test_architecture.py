@@ -297,3 +297,69 @@ def test_the_command_line_starts_without_the_heavy_libraries():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+#: The text columns every task kind names (cartomap.tasks): spelled only there and in the WaNLI
+#: pipeline, which is about premise-hypothesis pairs by nature.
+TASK_COLUMN_OWNERS = ("cartomap.tasks", "cartomap.wanli")
+#: Strings that equal a text column's name but are another format's own word: (module, text) -> how
+#: many times the module may spell it (each once, as a named constant).
+FOREIGN_WORDS = {("cartomap.data.interchange", "text"): 1}  # Label Studio's and Argilla's key (TEXT_KEY)
+#: Keyword arguments whose value is a plotting library's own word ("text": plotly's hover content).
+FOREIGN_KEYWORDS = {"hoverinfo", "textinfo", "textposition"}
+
+
+def _task_column_spellings(path: Path, columns: set[str]) -> list[tuple[str, int]]:
+    """(text, line) of every string constant of a file (docstrings aside) that is a text column's name,
+    or holds a pair's column name as a word ("premise/hypothesis pairs"); plotting keywords aside."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = getattr(node, "body", [])
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                skip.add(id(body[0].value))
+        if isinstance(node, ast.keyword) and node.arg in FOREIGN_KEYWORDS:
+            skip.add(id(node.value))
+    words = {c for c in columns if len(c) > 4}  # "premise", "hypothesis": never an ordinary word here
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            text = node.value
+            if text in columns or any(re.search(rf"\b{re.escape(w)}\b", text) for w in words):
+                found.append((text, node.lineno))
+    return found
+
+
+def test_text_columns_are_spelled_only_by_the_task_kinds():
+    """Which columns hold an example's texts is the task kinds' to say: a module that needs them asks
+    cartomap.tasks (a kind's text_fields, registry.text_fields_in, ...), never spells them."""
+    from cartomap.tasks import registry
+
+    columns = set(registry.text_fields())
+    assert {"premise", "hypothesis", "text"} <= columns
+    bad = []
+    for module, path in MODULES.items():
+        if not module.startswith("cartomap") or module.startswith(TASK_COLUMN_OWNERS):
+            continue
+        counts: dict[str, int] = {}
+        for text, line in _task_column_spellings(path, columns):
+            counts[text] = counts.get(text, 0) + 1
+            if counts[text] > FOREIGN_WORDS.get((module, text), 0):
+                bad.append(f"{path.relative_to(ROOT)}:{line} spells {text!r}")
+    assert not bad, "text column names outside cartomap.tasks (ask the task kind):\n" + "\n".join(bad)
+
+
+def test_the_column_check_catches_spellings(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        '"""premise is fine in a docstring."""\n'
+        'A = "premise"\n'
+        'B = f"needs premise/hypothesis pairs {1}"\n'
+        'C = dict(hoverinfo="text")\n'
+        'D = "texts"\n'
+        'E = frame["text"]\n',
+        encoding="utf-8",
+    )
+    found = _task_column_spellings(source, {"premise", "hypothesis", "text"})
+    assert [line for _, line in found] == [2, 3, 6]

@@ -102,3 +102,30 @@ def test_the_task_keeps_the_run_ids_of_configs_saved_before_it():
     with pytest.raises(DataError, match="unknown task 'nli'") as err:
         DataConfig(task="nli")
     assert err.value.field == "task"
+
+
+def test_the_kind_picks_the_model_head(tmp_path):
+    """A sequence kind gets one row of logits per example; a token kind one per sub-word; a sigmoid
+    kind is a multi-label problem (binary cross-entropy per label)."""
+    import torch
+
+    from cartomap.training.batching import tokenize
+    from cartomap.training.models import load_classifier, load_tokenizer, save_random_classifier
+
+    folder = save_random_classifier(tmp_path / "m", hidden=16, layers=1, num_labels=3)
+    first, second = PAIR.text_fields
+    frame = pd.DataFrame({first: ["a cat sat"], second: ["it sat"]})
+    ids = tokenize(load_tokenizer(folder), frame, 32, PAIR)["input_ids"][0]
+    batch = torch.tensor(np.asarray(ids, dtype=np.int64))[None, :]
+    names = ("x", "y", "z")
+    with torch.no_grad():
+        assert load_classifier(folder, names, PAIR)(input_ids=batch).logits.shape == (1, 3)
+        word = TaskKind(
+            name="w", description="", text_fields=("tokens",), noun="sentence", unit="word", head="token"
+        )
+        assert load_classifier(folder, names, word)(input_ids=batch).logits.shape == (1, len(ids), 3)
+    many = TaskKind(
+        name="m", description="", text_fields=("text",), noun="text", unit="label", output="sigmoid"
+    )
+    assert load_classifier(folder, names, many).config.problem_type == "multi_label_classification"
+    assert load_classifier(folder, names).config.problem_type in (None, "single_label_classification")

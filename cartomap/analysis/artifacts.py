@@ -30,6 +30,8 @@ from cartomap.analysis.figures import escape, palette_color
 from cartomap.config import OrderConfig, RunConfig
 from cartomap.data.loading import TextDataset
 from cartomap.errors import DataError, RunError
+from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.sequence import PAIR, SINGLE
 
 #: A word: a run of letters, digits or underscores, with inner apostrophes kept ("don't", "man's").
 #: Punctuation is dropped. The same pattern tokenizes the TF-IDF baselines.
@@ -41,8 +43,10 @@ DEFAULT_MIN_COUNT = 20  # words in fewer examples are left out (too rare to test
 DEFAULT_ALPHA = 0.01  # family-wise significance level, Bonferroni-corrected over all (word, label) tests
 SAGA_FROM = 5_000  # training rows from which the baselines' logistic regression uses the saga solver
 TEST_FRACTION = 0.2  # held-out share when no test set is given (stratified; pairs split by premise)
-PARTIAL_INPUTS = (("hypothesis only", ("hypothesis",)), ("premise only", ("premise",)))
-BOTH_INPUTS = ("premise + hypothesis", ("premise", "hypothesis"))
+#: A pair's two texts (NLI's premise and hypothesis), as the pair kind names them.
+FIRST, SECOND = PAIR.text_fields
+PARTIAL_INPUTS = ((f"{SECOND} only", (SECOND,)), (f"{FIRST} only", (FIRST,)))
+BOTH_INPUTS = (f"{FIRST} + {SECOND}", PAIR.text_fields)
 BASELINE_COLUMNS = (
     "input",
     "train_examples",
@@ -52,7 +56,7 @@ BASELINE_COLUMNS = (
     "majority_accuracy",
     "chance",
 )
-WHICH = ("hypothesis", "premise")
+WHICH = (SECOND, FIRST)
 
 
 # --------------------------------------------------------------------------- words
@@ -270,7 +274,7 @@ def split_train_test(
     if dataset.is_pair:
         # A premise written with one hypothesis per label (MultiNLI, SNLI) must not be on both sides:
         # a premise-only model would learn "seen with A and B, so C" and score far below chance.
-        groups = pd.factorize(dataset.frame["premise"])[0]
+        groups = pd.factorize(dataset.frame[dataset.text_columns[0]])[0]
         n_splits = max(2, int(round(1 / test_fraction)))
         if len(np.unique(groups)) < len(groups) and len(np.unique(groups)) >= n_splits:
             from sklearn.model_selection import StratifiedGroupKFold
@@ -307,7 +311,11 @@ def partial_input_baselines(
     data = balanced_sample(train, seed=seed) if balanced else train
     if test is None:
         data, test = split_train_test(data, seed=seed)
-    inputs = [*PARTIAL_INPUTS, BOTH_INPUTS] if train.is_pair else [("text", ("text",))]
+    inputs = (
+        [*PARTIAL_INPUTS, BOTH_INPUTS]
+        if train.is_pair
+        else [(train.task_kind.fields_label, train.text_columns)]
+    )
     rows = []
     for name, columns in inputs:
         cols = list(columns)
@@ -321,21 +329,21 @@ def partial_input_baselines(
 # --------------------------------------------------------------------------- transformer baseline
 def one_side(dataset: TextDataset, which: str) -> TextDataset:
     """The single-text dataset of the premises or the hypotheses of ``dataset`` (ids, labels and extra
-    columns kept). The other text is dropped, not merely unmapped: a ``premise`` column left in a
+    columns kept). The other text is dropped, not merely unmapped: a pair's text column left in a
     frame would make the rows read as pairs again (``TextDataset.is_pair``)."""
     if which not in WHICH:
         raise ValueError(f"which must be one of {WHICH}, got {which!r}")
     if not dataset.is_pair:
-        raise DataError(f"{dataset.source}: a {which}-only baseline needs premise/hypothesis pairs")
-    frame = dataset.frame.drop(columns=[c for c in ("premise", "hypothesis", "text") if c in dataset.frame])
-    frame.insert(1, "text", dataset.frame[which].to_numpy())
+        raise DataError(f"{dataset.source}: a {which}-only baseline needs {PAIR.fields_label} pairs")
+    frame = dataset.frame.drop(columns=list(task_kinds.text_fields_in(dataset.frame.columns)))
+    frame.insert(1, SINGLE.text_fields[0], dataset.frame[which].to_numpy())
     return TextDataset(
         frame=frame, label_names=dataset.label_names, source=f"{dataset.source} ({which} only)"
     )
 
 
 def hypothesis_only_config(
-    base: RunConfig, dataset: TextDataset, cache: str | Path, which: str = "hypothesis"
+    base: RunConfig, dataset: TextDataset, cache: str | Path, which: str = SECOND
 ) -> RunConfig:
     """A RunConfig that fine-tunes ``base``'s transformer on the hypothesis alone (``which="premise"``:
     the premise alone) of a label-balanced sample of ``dataset`` (WaNLI §4.1).
@@ -353,7 +361,7 @@ def hypothesis_only_config(
     if which not in WHICH:
         raise ValueError(f"which must be one of {WHICH}, got {which!r}")
     if not dataset.is_pair:
-        raise DataError(f"{dataset.source}: a {which}-only baseline needs premise/hypothesis pairs")
+        raise DataError(f"{dataset.source}: a {which}-only baseline needs {PAIR.fields_label} pairs")
     names = tuple(dataset.label_names)
 
     def saved(part: TextDataset):
@@ -486,7 +494,7 @@ def similarity_figure(frame: pd.DataFrame, label_names: Sequence[str], title: st
         )
     fig.update_layout(
         title=title or None,
-        yaxis={"title": "cosine similarity (premise, hypothesis)"},
+        yaxis={"title": f"cosine similarity ({FIRST}, {SECOND})"},
         xaxis={"title": "gold label"},
         showlegend=False,
         margin={"t": 40 if title else 10},

@@ -37,6 +37,7 @@ from cartomap.analysis.figures import escape_text, palette_color
 from cartomap.errors import DataError, RunError
 from cartomap.runs.store import Run
 from cartomap.scores.reports import OUTCOMES, mark_best, per_example_diff
+from cartomap.tasks import registry as task_kinds
 
 #: Score columns of :func:`comparison_table` (higher = better): the ones whose best is marked.
 SCORE_COLUMNS = ("dev_accuracy", "accuracy", "micro_f1", "macro_f1")
@@ -309,7 +310,7 @@ def _join(pred_a: pd.DataFrame, pred_b: pd.DataFrame, label_names, what: str) ->
         )
     diff = per_example_diff(joined["id"], joined["gold"], joined["pred_a"], joined["pred_b"])
     names = dict(enumerate(label_names))
-    out = joined[["id", *[c for c in ("premise", "hypothesis", "text") if c in joined.columns]]].copy()
+    out = joined[["id", *task_kinds.text_fields_in(joined.columns)]].copy()
     for column in ("gold", "pred_a", "pred_b"):
         out[column] = diff[column].map(names).to_numpy()
     out["outcome"] = diff["outcome"].to_numpy()
@@ -324,8 +325,8 @@ def example_diff(run_a: Run, run_b: Run, test: int | str = 0) -> pd.DataFrame:
     """The two runs' predictions on a shared test set at their epochs best on validation.
 
     ``test``: a name, or a position in ``run_a``'s test sets (the same name is looked up in
-    ``run_b``). Joined by example id (examples of both runs only). Columns: id, premise and
-    hypothesis (or text), gold, pred_a, pred_b (label names), outcome (one of
+    ``run_b``). Joined by example id (examples of both runs only). Columns: id, the texts (the task
+    kind's text fields), gold, pred_a, pred_b (label names), outcome (one of
     :data:`cartomap.scores.reports.OUTCOMES`, an ordered categorical). A test set missing from either
     run, different classes or different gold labels for one id raise DataError.
     """
@@ -349,9 +350,8 @@ def dev_predictions(run: Run, epoch: int | None = None) -> pd.DataFrame:
         raise RunError(f"run {run.id} has no recorded dev predictions")
     logits = run.read_epoch("dev", epoch, frame["id"].astype(str).tolist())
     out = frame[["id"]].astype(str).copy()
-    for column in ("premise", "hypothesis", "text"):
-        if column in frame.columns:
-            out[column] = frame[column]
+    for column in task_kinds.text_fields_in(frame.columns):
+        out[column] = frame[column]
     out["gold"] = frame["label"].to_numpy(dtype=np.int64)
     out["pred"] = logits.argmax(1)
     return out

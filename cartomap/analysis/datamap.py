@@ -25,6 +25,7 @@ import pandas as pd
 
 from cartomap.errors import RunError
 from cartomap.scores.metrics import RegionRule, compute_metrics, correctness_bucket, region_partition, softmax
+from cartomap.tasks import registry as task_kinds
 
 DEFAULT_MAX_POINTS = 20_000
 #: Axes of the main scatter in :func:`figure`; selection geometry on other axes (histograms) is ignored.
@@ -106,16 +107,14 @@ def build_map_frame(
 ) -> pd.DataFrame:
     """:func:`map_frame` on already loaded tables (metrics from compute_metrics, examples of the run).
 
-    Columns: id, premise and hypothesis (or text), gold, predicted (label names), genre (when the
+    Columns: id, the text fields of the run's task kind (a pair's two texts, or the text), gold, predicted (label names), genre (when the
     examples have one), confidence, variability, correctness, forgetfulness, never_learned, aum,
     region, bucket (correctness bucket "0.0" ... "1.0"), label and predicted_label (class indices).
     Rows follow ``metrics``; texts are joined by id (positionally when both tables list the same ids
     in the same order, as a run's do: no hash join of 550k strings).
     """
     ids = metrics["id"].astype(str)
-    text_cols = [
-        c for c in ("premise", "hypothesis", "text") if examples is not None and c in examples.columns
-    ]
+    text_cols = list(task_kinds.text_fields_in(examples.columns)) if examples is not None else []
     extra = [c for c in ("genre",) if examples is not None and c in examples.columns]
     if examples is not None:
         extra += [c for c in examples.columns if c in HUMAN_MAP_COLUMNS or str(c).startswith("votes_")]
@@ -247,7 +246,7 @@ MAP_METRIC_COLUMNS = (
 )
 #: The human columns of a run with votes (cartomap.data.annotations) the map carries along.
 HUMAN_MAP_COLUMNS = ("human_n", "human_majority", "human_majority_share", "human_entropy", "gold_disagrees")
-MAP_EXAMPLE_COLUMNS = ("id", "premise", "hypothesis", "text", "genre", *HUMAN_MAP_COLUMNS)
+MAP_EXAMPLE_COLUMNS = ("id", *task_kinds.text_fields(), "genre", *HUMAN_MAP_COLUMNS)
 #: ``agreement`` values of a map frame with votes.
 GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY = "gold = majority", "gold ≠ majority", "no majority (tie)"
 
@@ -558,9 +557,7 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str]) -> pd.DataFrame:
     """Rows of ``frame`` for ``ids`` (in the order given, unknown or filtered-out ids skipped),
     with the columns a person reads: id, texts, gold, predicted, genre, metrics."""
     wanted = pd.unique(np.asarray([str(i) for i in ids], dtype=object))
-    cols = [
-        c for c in ("id", "premise", "hypothesis", "text", "gold", "predicted", "genre") if c in frame.columns
-    ]
+    cols = [c for c in ("id", *task_kinds.text_fields(), "gold", "predicted", "genre") if c in frame.columns]
     cols += [c for c in METRIC_COLUMNS if c in frame.columns and c not in cols]
     cols += [c for c in SEED_COLUMNS if c in frame.columns and c not in cols]  # a map over seeds
     human = ("agreement", "human_entropy", "human_majority_share", "human_n", "gold_disagrees")
@@ -572,7 +569,8 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str]) -> pd.DataFrame:
 #: What a person reads first in the selection table: the label, the model's prediction and where the
 #: example sits on the map; then its texts and everything else (:func:`display_columns`).
 LEADING_COLUMNS = ("gold", "predicted", "confidence", "variability", "region")
-TEXT_COLUMNS = ("premise", "hypothesis", "text")
+#: Every task kind's text fields (:func:`cartomap.tasks.registry.text_fields`).
+TEXT_COLUMNS = task_kinds.text_fields()
 
 
 def display_columns(table: pd.DataFrame) -> list[str]:

@@ -14,6 +14,7 @@ from cartomap.errors import RunError
 from cartomap.runs.store import Run
 from cartomap.scores.chance import chance_warning
 from cartomap.scores.reports import classification_table, summary_scores
+from cartomap.tasks import registry as task_kinds
 
 
 def test_position(run: Run, test: int | str = 0) -> int:
@@ -31,9 +32,8 @@ def predictions_on_test(run: Run, test: int | str = 0, epoch: int | None = None)
     """id, gold, pred, correct and the logits of one test set at ``epoch`` (default: best on dev)."""
     frame, logits = run.test_logits(test_position(run, test), epoch)
     out = frame[["id"]].astype(str).copy()
-    for col in ("premise", "hypothesis", "text"):
-        if col in frame.columns:
-            out[col] = frame[col]
+    for col in task_kinds.text_fields_in(frame.columns):
+        out[col] = frame[col]
     out["gold"] = frame["label"].to_numpy(dtype=np.int64)
     out["pred"] = logits.argmax(1)
     out["correct"] = out["gold"] == out["pred"]

@@ -44,6 +44,7 @@ from cartomap.analysis.datamap import (
 from cartomap.errors import DataError
 from cartomap.io import atomic_save
 from cartomap.scores.metrics import AMBIGUOUS, EASY, HARD, bucket_order, bucket_value, correctness_bucket
+from cartomap.tasks import registry as task_kinds
 
 #: The qualitative colours of every figure (labels, genres, runs), in order.
 PALETTE = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880")
@@ -255,9 +256,8 @@ def hover_text(shown: pd.DataFrame) -> np.ndarray:
     if "bucket" in shown.columns:
         buckets = shown["bucket"].astype(str)
         text = text + np.where(buckets.str.contains("/"), " (" + buckets + " epochs)", "")
-    for col, label in (("premise", "P"), ("hypothesis", "H"), ("text", "T")):
-        if col in shown.columns:
-            text = text + f"<br>{label}: " + escape(_shorten(shown[col])).set_axis(idx)
+    for col in task_kinds.text_fields_in(shown.columns):  # each text by its initial: P, H; T
+        text = text + f"<br>{col[0].upper()}: " + escape(_shorten(shown[col])).set_axis(idx)
     return text.to_numpy(dtype=object)
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 from cartomap.analysis.datamap import with_regions
 from cartomap.errors import CartomapError, RunError
 from cartomap.runs.store import Run
+from cartomap.tasks import registry as task_kinds
 
 DEFAULT_K = 4  # WaNLI: the seed plus its 4 nearest same-label neighbours
 SEED_QUANTILE = 0.75  # WaNLI: above the per-label 0.75 quantile of variability
@@ -267,7 +268,7 @@ def seed_examples(
 
 
 def _text_columns(frame: pd.DataFrame) -> list[str]:
-    return ["premise", "hypothesis"] if "premise" in frame.columns else ["text"]
+    return list(task_kinds.of_columns(frame.columns).text_fields)
 
 
 def neighbour_group(

@@ -36,6 +36,7 @@ from cartomap.analysis.figures import NO_VALUE_COLOR, REGION_COLORS, escape, esc
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save
 from cartomap.runs.store import Run
+from cartomap.tasks import registry as task_kinds
 
 METHODS = ("pca", "umap")
 UMAP_N_NEIGHBORS = 15
@@ -261,7 +262,7 @@ def points_frame(run: Run) -> pd.DataFrame:
     region (the default rule, by rank), confidence and variability; with votes in the data human_entropy
     and agreement (gold vs the annotators' majority, :func:`cartomap.analysis.datamap.agreement_of`)."""
     human = ("human_entropy", "human_majority", "gold_disagrees")
-    examples = run.examples(columns=("id", "label", "premise", "hypothesis", "text", "genre", *human))
+    examples = run.examples(columns=("id", "label", *task_kinds.text_fields(), "genre", *human))
     names = np.asarray([*run.label_names, ""], dtype=object)
     codes = examples["label"].to_numpy(dtype=np.int64)
     frame = pd.DataFrame({"id": examples["id"].astype(str).to_numpy()})
@@ -280,7 +281,7 @@ def points_frame(run: Run) -> pd.DataFrame:
             frame[col] = aligned[col].to_numpy(dtype=np.float64)
     except (RunError, KeyError):
         pass
-    for col in ("premise", "hypothesis", "text", "genre"):
+    for col in (*task_kinds.text_fields_in(examples.columns), "genre"):
         if col in examples.columns:
             frame[col] = examples[col].astype(str).to_numpy()
     if "human_entropy" in examples.columns:
@@ -300,7 +301,7 @@ def _hover(frame: pd.DataFrame) -> list[str]:
     for col in ("confidence", "variability"):
         if col in frame.columns:
             parts.append(f"{col}: " + frame[col].map("{:.3f}".format).set_axis(frame.index))
-    for col in ("premise", "hypothesis", "text"):
+    for col in task_kinds.text_fields_in(frame.columns):
         if col in frame.columns:
             short = frame[col].map(lambda s: s if len(s) <= HOVER_CHARS else s[: HOVER_CHARS - 1] + "…")
             parts.append(f"{col}: " + escape(short).set_axis(frame.index))

@@ -9,6 +9,10 @@ from pathlib import Path
 from cartomap.cli.options import CountBar, add_column_arguments, add_data_arguments, data_config
 from cartomap.errors import CartomapError
 from cartomap.io import refuse_overwrite
+from cartomap.tasks.sequence import PAIR
+
+#: What the similarity commands compare, in their help: "premise-hypothesis".
+_PAIR_TEXTS = "-".join(PAIR.text_fields)
 
 
 def cmd_embed(a: argparse.Namespace) -> int:
@@ -71,7 +75,7 @@ def cmd_project(a: argparse.Namespace) -> int:
 
 
 def cmd_similarity(a: argparse.Namespace) -> int:
-    """Premise-hypothesis similarity of a run's training pairs (task "similarity", similarity.parquet)."""
+    """The similarity of the two texts of a run's training pairs (task "similarity", similarity.parquet)."""
 
     from cartomap.runs.store import RunStore
     from cartomap.training.similarity import similarity_path, similarity_run
@@ -103,7 +107,7 @@ def cmd_artifacts(a: argparse.Namespace) -> int:
 
     dataset = load_dataset(data_config(a, a.dataset, a.split))
     test = load_dataset(data_config(a, a.test, None), label_names=dataset.label_names) if a.test else None
-    field = a.field if dataset.is_pair else "text"
+    field = a.field if dataset.is_pair else dataset.text_columns[0]
     if field not in dataset.text_columns:
         raise CartomapError(f"--field {field}: the data has {', '.join(dataset.text_columns)}")
     out = Path(a.out)
@@ -133,9 +137,10 @@ def cmd_artifacts(a: argparse.Namespace) -> int:
     if dataset.is_pair and a.similarity:
         from cartomap.training.similarity import pair_similarity, similarity_by_label
 
+        first, second = dataset.task_kind.inputs(dataset.frame)
         sim = pair_similarity(
-            dataset.frame["premise"].tolist(),
-            dataset.frame["hypothesis"].tolist(),
+            first,
+            second,
             model=a.model,
             batch_size=a.batch_size,
             device=a.device,
@@ -146,7 +151,7 @@ def cmd_artifacts(a: argparse.Namespace) -> int:
         frame.to_csv(out / "similarity.csv", index=False)
         summary = similarity_by_label(sim, dataset.labels, dataset.label_names)
         summary.to_csv(out / "similarity_by_label.csv", index=False)
-        print(f"premise-hypothesis similarity ({a.model}) -> {out / 'similarity_by_label.csv'}")
+        print(f"{_PAIR_TEXTS} similarity ({a.model}) -> {out / 'similarity_by_label.csv'}")
         print(summary.round(4).to_string(index=False))
     return 0
 
@@ -187,9 +192,7 @@ def add_commands(sub) -> None:
     pj.add_argument("--force", action="store_true", help="recompute even when cached")
     pj.set_defaults(func=cmd_project)
 
-    si = sub.add_parser(
-        "similarity", help="premise-hypothesis similarity of a run's pairs (sentence encoder)"
-    )
+    si = sub.add_parser("similarity", help=f"{_PAIR_TEXTS} similarity of a run's pairs (sentence encoder)")
     si.add_argument("run")
     si.add_argument(
         "--model", default="default", help="sentence encoder: default (all-MiniLM-L6-v2), a folder or hub id"
@@ -210,7 +213,10 @@ def add_commands(sub) -> None:
         "--test", default=None, help="test set of the baselines (default: a stratified 20%% split)"
     )
     ar.add_argument(
-        "--field", choices=("hypothesis", "premise"), default="hypothesis", help="lexical correlations of"
+        "--field",
+        choices=PAIR.text_fields[::-1],
+        default=PAIR.text_fields[1],
+        help="lexical correlations of (a pair's texts; data of single texts: the text)",
     )
     ar.add_argument("--min-count", type=int, default=20, help="leave out words in fewer examples")
     ar.add_argument("--alpha", type=float, default=0.01, help="significance level (Bonferroni-corrected)")

@@ -81,12 +81,13 @@ def cmd_show(a: argparse.Namespace) -> int:
     from cartomap.curation.aggregate import agreement, counts
     from cartomap.curation.corrected import decisions
     from cartomap.curation.queue import item_card, open_queue
+    from cartomap.tasks import registry as task_kinds
 
     run = _run(a)
     db = open_queue(run, a.queue)
     if a.item:
         card = item_card(run, a.queue, a.item)
-        for key in ("id", "premise", "hypothesis", "text", "gold", "predicted", "p_predicted", "score"):
+        for key in ("id", *task_kinds.text_fields(), "gold", "predicted", "p_predicted", "score"):
             if key in card and card[key] is not None:
                 print(f"{key}: {card[key]}")
         epochs = card.get("p_gold_epochs")

@@ -17,6 +17,7 @@ from cartomap.config import (
     TrainConfig,
 )
 from cartomap.errors import DataError, RunError
+from cartomap.tasks import registry as task_kinds
 
 
 def printable(text: object) -> str:
@@ -31,7 +32,9 @@ def printable(text: object) -> str:
 def column_list(text: str) -> tuple[str, ...]:
     cols = tuple(c.strip() for c in text.split(",") if c.strip())
     if len(cols) not in (1, 2):
-        raise argparse.ArgumentTypeError("expected one column (single text) or two (premise,hypothesis)")
+        raise argparse.ArgumentTypeError(
+            f"expected one column (single text) or two ({','.join(task_kinds.DEFAULT.text_fields)})"
+        )
     return cols
 
 
@@ -60,10 +63,19 @@ def add_column_arguments(g) -> None:
     """How a file's columns map onto cartomap's fields (one definition for every command that reads data)."""
     g.add_argument("--format", default="auto", help="jsonl, csv, tsv, parquet, hf (default: from the suffix)")
     g.add_argument(
+        "--task",
+        choices=task_kinds.names(),
+        default="",
+        help="the task kind: "
+        + "; ".join(f"{name}: {text}" for name, text in task_kinds.descriptions().items())
+        + " (default: from the number of text columns, two a pair, one a single text)",
+    )
+    g.add_argument(
         "--text-columns",
         type=column_list,
-        default=("premise", "hypothesis"),
-        help="e.g. premise,hypothesis or text",
+        default=None,
+        help="the file's text columns, comma-separated, in order (default: the task's own names, "
+        f"{' or '.join(','.join(k.text_fields) for k in task_kinds.KINDS.values())})",
     )
     g.add_argument("--label-column", default="label")
     g.add_argument("--id-column", default="id", help="generated from the content when absent")
@@ -105,7 +117,9 @@ def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConf
     return DataConfig(
         path=path,
         format=a.format,
-        text_columns=a.text_columns,
+        text_columns=a.text_columns
+        or (task_kinds.kind(a.task) if a.task else task_kinds.DEFAULT).text_fields,
+        task=a.task,
         label_column=a.label_column,
         id_column=a.id_column,
         label_names=a.label_names,

@@ -33,12 +33,14 @@ from cartomap.runs import layout
 from cartomap.runs.store import Run
 from cartomap.scores.knn import cosine_top_k
 from cartomap.scores.metrics import softmax
+from cartomap.tasks import registry as task_kinds
 from cartomap.training.embeddings import load_embeddings
 
 NEIGHBOURS = 5
 MAX_QUEUE = 100_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
-TEXT_COLUMNS = ("premise", "hypothesis", "text")
+#: Every task kind's text fields (:func:`cartomap.tasks.registry.text_fields`).
+TEXT_COLUMNS = task_kinds.text_fields()
 
 
 def check_name(name: str) -> str:

@@ -13,13 +13,10 @@ import pandas as pd
 from cartomap.config import DEMO_DEV, DEMO_TRAIN
 from cartomap.data.loading import FORMATS, demo_path, read_table
 from cartomap.errors import DataError
+from cartomap.tasks import registry as task_kinds
 
 #: The format choices of a form: "auto" (from the file's suffix) or one of the readers.
 FORMAT_CHOICES = ("auto", *FORMATS)
-
-_TEXT_PAIRS = (("premise", "hypothesis"), ("sentence1", "sentence2"), ("question", "sentence"))
-
-_TEXT_SINGLE = ("text", "sentence", "review", "content")
 
 _LABELS = ("label", "gold_label", "labels", "class", "target")
 
@@ -47,13 +44,16 @@ def preview_table(path: str, format: str = "auto", split: str | None = None, row
 
 
 def guess_columns(columns: list[str], frame: pd.DataFrame | None = None) -> dict[str, Any]:
-    """A first mapping for ``columns``: text_columns (1 or 2), label, id ('' = generate), genre (or None)."""
+    """A first mapping for ``columns``: text_columns (1 or 2: the first names a task kind knows, else the
+    first column of strings), label, id ('' = generate), genre (or None)."""
     cols = [str(c) for c in columns]
     present = set(cols)
-    text = next((list(pair) for pair in _TEXT_PAIRS if set(pair) <= present), None)
-    if text is None:
-        single = next((c for c in _TEXT_SINGLE if c in present), None)
-        if single is None and frame is not None:  # first column holding strings
+    known = task_kinds.guess_text_columns(cols)
+    if known is not None:
+        text = list(known)
+    else:
+        single = None
+        if frame is not None:  # first column holding strings
             single = next((c for c in cols if frame[c].map(lambda v: isinstance(v, str)).all()), None)
         text = [single or (cols[0] if cols else "")]
     label = next((c for c in _LABELS if c in present), None)

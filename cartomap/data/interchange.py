@@ -1,7 +1,7 @@
 """A review queue out to the annotation tools teams already run, and their decisions back (files only).
 
 The **queue** is a DataFrame, one row per example to review: an id column (``id``), its text columns
-(``premise``/``hypothesis``, ``text``, or any named with ``text_columns``), the gold label (``label``: a
+(the text fields of its task kind, :mod:`cartomap.tasks`, or any named with ``text_columns``), the gold label (``label``: a
 class name, or a class index with ``label_names``), and optionally :data:`EXTRA_COLUMNS` (a model's
 ``prediction``, the detector's ``score``, the ``detector``'s name), shown to the reviewers.
 
@@ -51,6 +51,7 @@ import pandas as pd
 from cartomap.config import REVIEW_DECISIONS
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json, atomic_write_text
+from cartomap.tasks import registry as task_kinds
 
 #: The decisions table: one row per (item, annotator).
 DECISION_COLUMNS: tuple[str, ...] = ("item", "annotator", "decision", "new_label", "note")
@@ -70,8 +71,9 @@ ARGILLA_SETTINGS = ".argilla/settings.json"
 ARGILLA_DATASET = ".argilla/dataset.json"
 _ARGILLA_NAME = re.compile(r"^(?=.*[a-z0-9])[a-z0-9_-]+$")
 _LS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-_PAIR = ("premise", "hypothesis")
-_SINGLE = ("text",)
+#: Label Studio's and Argilla's own key for a text (a choice's caption, a note's value, a text field's
+#: type): their format's name, not a column of a queue.
+TEXT_KEY = "text"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -86,8 +88,8 @@ def _missing(value: Any) -> bool:
 
 
 def queue_text_columns(queue: pd.DataFrame, text_columns: Sequence[str] | None = None) -> tuple[str, ...]:
-    """The queue's text columns: ``text_columns`` when given (each must exist), else premise and
-    hypothesis, else text."""
+    """The queue's text columns: ``text_columns`` when given (each must exist), else the text fields of
+    the task kind its columns show (a pair's two, else one text)."""
     if text_columns is not None:
         cols = tuple(str(c) for c in text_columns)
         if not cols:
@@ -98,14 +100,14 @@ def queue_text_columns(queue: pd.DataFrame, text_columns: Sequence[str] | None =
                 f"the queue has no column(s) {missing} (columns: {list(queue.columns)})", field="text_columns"
             )
         return cols
-    for cols in (_PAIR, _SINGLE):
-        if all(c in queue.columns for c in cols):
-            return cols
-    raise DataError(
-        f"the queue has no premise/hypothesis or text column (columns: {list(queue.columns)}); name them with "
-        "text_columns",
-        field="text_columns",
-    )
+    try:
+        return task_kinds.of_columns(queue.columns).text_fields
+    except DataError:
+        raise DataError(
+            f"the queue has no {task_kinds.fields_label()} column (columns: {list(queue.columns)}); name them "
+            "with text_columns",
+            field="text_columns",
+        ) from None
 
 
 def _label_name(value: Any, label_names: Sequence[str] | None, row: int, column: str) -> str:
@@ -483,11 +485,11 @@ def label_studio_decisions(
                     value = region.get("value")
                     if not isinstance(value, Mapping):
                         raise DataError(
-                            f"expected an object with 'text', got {value!r}",
+                            f"expected an object with {TEXT_KEY!r}, got {value!r}",
                             location=where,
                             field=f"{rf}.value",
                         )
-                    found["note"] = _note(value.get("text"), where, f"{rf}.value.text")
+                    found["note"] = _note(value.get(TEXT_KEY), where, f"{rf}.value.{TEXT_KEY}")
             if "decision" not in found:
                 raise DataError(
                     f"no {DECISION_QUESTION!r} choice in the result", location=where, field=f"{at}.result"
@@ -542,7 +544,7 @@ def _question(
 
 
 def _options(values: Sequence[str]) -> list[dict[str, Any]]:
-    return [{"value": v, "text": v, "description": None} for v in values]
+    return [{"value": v, TEXT_KEY: v, "description": None} for v in values]
 
 
 def argilla_settings(
@@ -568,7 +570,7 @@ def argilla_settings(
             "name": _argilla_name(str(c), "text_columns"),
             "title": "gold label" if c == GOLD_KEY else str(c),
             "required": True,
-            "settings": {"type": "text", "use_markdown": False},
+            "settings": {"type": TEXT_KEY, "use_markdown": False},
             "inserted_at": None,
             "updated_at": None,
         }
@@ -593,7 +595,7 @@ def argilla_settings(
             },
             required=False,
         ),
-        _question(NOTE_QUESTION, "Note", {"type": "text", "use_markdown": False}, required=False),
+        _question(NOTE_QUESTION, "Note", {"type": TEXT_KEY, "use_markdown": False}, required=False),
     ]
     metadata = []
     for name, kind in (extra_columns or {}).items():

@@ -78,21 +78,21 @@ class TextDataset:
     source: str
 
     @property
-    def task(self) -> TaskKind:
+    def task_kind(self) -> TaskKind:
         """The task kind of the rows, from the frame's columns (loading writes its text fields)."""
-        cached = self.__dict__.get("_task")
+        cached = self.__dict__.get("_task_kind")
         if cached is None:
             cached = task_kinds.of_columns(self.frame.columns)
-            object.__setattr__(self, "_task", cached)
+            object.__setattr__(self, "_task_kind", cached)
         return cached
 
     @property
     def is_pair(self) -> bool:
-        return self.task.is_pair
+        return self.task_kind.is_pair
 
     @property
     def text_columns(self) -> tuple[str, ...]:
-        return self.task.text_fields
+        return self.task_kind.text_fields
 
     @property
     def num_labels(self) -> int:
@@ -151,9 +151,7 @@ class TextDataset:
         return TextDataset(frame=frame, label_names=self.label_names, source=self.source)
 
     def __repr__(self) -> str:
-        return (
-            f"TextDataset({self.source!r}, {len(self)} {self.task.plural()}, labels={list(self.label_names)})"
-        )
+        return f"TextDataset({self.source!r}, {len(self)} {self.task_kind.plural()}, labels={list(self.label_names)})"
 
 
 #: Characters ``json.dumps(..., ensure_ascii=False)`` escapes in a string: quote, backslash, controls.

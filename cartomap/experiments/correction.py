@@ -40,6 +40,7 @@ from cartomap.experiments.store import Experiment, ExperimentStore, Section, bas
 from cartomap.io import file_stamp
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores.reports import markdown_table, paired_test
+from cartomap.tasks import registry as task_kinds
 
 KIND = "correction"
 ORIGINAL, PRUNED, CORRECTED = "original", "pruned", "corrected"
@@ -178,7 +179,7 @@ def changed_predictions(
         raise DataError(f"{set_name or 'the set'}: the two models' gold labels differ")
     gold, pred0, pred1 = (x.to_numpy(dtype=np.int64) for x in (b["gold"], b["pred"], a["pred"]))
     moved = pred0 != pred1
-    texts = [c for c in ("premise", "hypothesis", "text") if c in b.columns]
+    texts = task_kinds.text_fields_in(b.columns)
     names = np.asarray([str(n) for n in label_names], dtype=object)
     out = pd.DataFrame({"set": set_name, "seed": seed, "id": b.index[moved].to_numpy()})
     for column in texts:

@@ -38,6 +38,7 @@ from cartomap.experiments.curriculum import CurriculumParams, has_seeds_to_compa
 from cartomap.runs.progress import describe_progress
 from cartomap.runs.state import derive_state
 from cartomap.runs.store import Run, RunStore
+from cartomap.tasks import registry as task_kinds
 from cartomap.training.forms import check_device, check_model, check_training_numbers
 
 #: One line per training order (config.ORDERS), for the method picker.
@@ -49,7 +50,7 @@ ORDER_DESCRIPTIONS: dict[str, str] = {
     "h2l": "only the hard-to-learn group",
     "e2l+ambiguous": "easy-to-learn and ambiguous together",
     "length": "Length-CL: shorter texts first, then all data",
-    "sts": "STS-CL: most similar premise-hypothesis pairs first, then all data",
+    "sts": "STS-CL: most similar pairs first (the two texts by a sentence encoder), then all data",
     "cart": "Cart-CL: easy, then ambiguous, then hard, then all data",
     "cart++": "Cart-CL++: sorted by the Cart-CL++ difficulty score, then all data",
     "cart-stra++": "Cart-Stra-CL++: the Cart-CL++ score, every stage stratified by class",
@@ -113,7 +114,7 @@ def parse_test_sets(text: str) -> list[tuple[str, str]]:
 def data_config(
     path: str,
     *,
-    text_columns: Sequence[str] = ("premise", "hypothesis"),
+    text_columns: Sequence[str] = task_kinds.DEFAULT.text_fields,
     label_column: str = "label",
     id_column: str = "id",
     label_names: Sequence[str] | None = None,

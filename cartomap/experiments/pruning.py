@@ -60,6 +60,7 @@ from cartomap.scores.consensus import (
     stratified_folds,
     threshold_sweep,
 )
+from cartomap.tasks import registry as task_kinds
 
 KIND = "pruning"
 MODEL0, MODEL1 = "model0", "model1"
@@ -705,7 +706,7 @@ def suspects_table(
     id, texts, gold, predicted, category, confidence, fold."""
     mask = oof["suspect"].to_numpy(dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     picked = oof.loc[mask]
-    texts = [c for c in ("premise", "hypothesis", "text") if c in examples.columns]
+    texts = task_kinds.text_fields_in(examples.columns)
     by_id = examples.assign(id=examples["id"].astype(str)).set_index("id")
     table = pd.DataFrame({"id": picked["id"].astype(str).to_numpy()})
     for col in texts:

@@ -4,7 +4,7 @@ as the validated examples of a run: id, texts, label.
 Ids come from the id column, or are the row index when there is none (the row a ``Trainer`` or a
 ``DataLoader`` asks for). Texts come from the text columns (found by name when not given), or are
 decoded from ``input_ids`` with the tokenizer when the dataset holds tokens only (a pair cut at the
-tokenizer's separator token into premise and hypothesis, special tokens and padding dropped). A dataset without
+tokenizer's separator token into a pair's two texts, special tokens and padding dropped). A dataset without
 labels is an error that says which column was looked for.
 """
 
@@ -20,11 +20,13 @@ from cartomap.config import DataConfig
 from cartomap.data.forms import guess_columns
 from cartomap.data.loading import TextDataset, from_frame
 from cartomap.errors import DataError
+from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.sequence import PAIR, SINGLE
 
 #: Label columns looked for, in order, when none is named.
 LABEL_COLUMNS = ("label", "labels", "label_ids", "gold_label")
-#: The name of the texts decoded from token ids (datasets without text columns).
-DECODED = "text"
+#: The name of the texts decoded from token ids (datasets without text columns): the single text's field.
+DECODED = SINGLE.text_fields[0]
 
 
 def column_names(dataset: Any) -> list[str]:
@@ -94,9 +96,9 @@ def _segments(row: Sequence[int], sep: int | None, special: set[int]) -> list[li
 
 
 def decoded_texts(rows: Sequence[Sequence[int]], tokenizer) -> pd.DataFrame:
-    """Texts of tokenised rows: ``premise`` and ``hypothesis`` when every row is a pair (two parts
-    between the tokenizer's separator tokens), else one ``text`` whose parts are joined by a visible
-    `` [SEP] ``. Special tokens and padding are dropped."""
+    """Texts of tokenised rows: the pair kind's two text fields when every row is a pair (two parts
+    between the tokenizer's separator tokens), else the single text (:data:`DECODED`) whose parts are
+    joined by a visible `` [SEP] ``. Special tokens and padding are dropped."""
     sep = getattr(tokenizer, "sep_token_id", None)
     special = {int(t) for t in (getattr(tokenizer, "all_special_ids", None) or [])}
     pad = getattr(tokenizer, "pad_token_id", None)
@@ -109,12 +111,7 @@ def decoded_texts(rows: Sequence[Sequence[int]], tokenizer) -> pd.DataFrame:
     )
     decoded = [[next(texts) for _ in parts] for parts in cut]
     if decoded and all(len(parts) == 2 for parts in decoded):
-        return pd.DataFrame(
-            {
-                "premise": [p[0] or "(empty)" for p in decoded],
-                "hypothesis": [p[1] or "(empty)" for p in decoded],
-            }
-        )
+        return pd.DataFrame(PAIR.texts_frame([(p[0] or "(empty)", p[1] or "(empty)") for p in decoded]))
     mark = f" {getattr(tokenizer, 'sep_token', None) or '[SEP]'} "
     return pd.DataFrame({DECODED: [mark.join(t for t in parts if t) or "(empty)" for parts in decoded]})
 
@@ -171,8 +168,8 @@ def user_examples(
             text_columns, texts = tuple(decoded.columns), "decoded input_ids"
         else:
             raise DataError(
-                f"the {where} has no text columns (looked for premise/hypothesis, sentence1/sentence2, text, "
-                f"sentence, ...; columns: {columns}): name them with text_columns=..., or give the tokenizer so "
+                f"the {where} has no text columns (looked for {task_kinds.known_columns_label()}; "
+                f"columns: {columns}): name them with text_columns=..., or give the tokenizer so "
                 "cartomap decodes input_ids",
                 location=where,
             )

@@ -38,6 +38,8 @@ from cartomap.errors import DataError, RunError
 from cartomap.integrations.origin import canonical, recorded_config
 from cartomap.runs.importer import dynamics_digest, examples_without_texts, finish_run
 from cartomap.runs.store import Run, RunStore
+from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.sequence import PAIR, SINGLE
 
 #: Names a recorder's ``settings`` may give a training setting under (cartomap's name first).
 SETTING_ALIASES = {
@@ -85,7 +87,7 @@ class DynamicsRecorder:
 
     ``ids``: the N example ids (unique; strings or integers). ``labels``: N gold labels, class
     indices (or class names when ``label_names`` are given). ``texts``: optional, N strings or N
-    (premise, hypothesis) pairs, shown on the data map. ``label_names``: the class order (default
+    (first, second) pairs (an NLI premise and hypothesis), shown on the data map. ``label_names``: the class order (default
     ``class_0`` ... from the width of the logits). ``epochs``: how many epochs to expect (then a
     missing one is an error at close; default: as many as were recorded). ``mode``: ``"train"``
     (logits of the training forward pass, as Cartography) or ``"eval"`` (an eval-mode pass after
@@ -185,10 +187,11 @@ class DynamicsRecorder:
         if texts and isinstance(texts[0], (tuple, list)):
             if not all(isinstance(t, (tuple, list)) and len(t) == 2 for t in texts):
                 raise DataError(
-                    "texts mix pairs and single texts; give all (premise, hypothesis)", field="texts"
+                    f"texts mix pairs and single texts; give all ({', '.join(PAIR.text_fields)})",
+                    field="texts",
                 )
-            return pd.DataFrame({"premise": [t[0] for t in texts], "hypothesis": [t[1] for t in texts]})
-        return pd.DataFrame({"text": texts})
+            return pd.DataFrame(PAIR.texts_frame(texts))
+        return pd.DataFrame(SINGLE.texts_frame(texts))
 
     def rows_of(self, ids: Any, epoch: int) -> np.ndarray:
         """Row positions of ``ids`` (DataError for an id the recorder does not know)."""
@@ -331,9 +334,9 @@ class DynamicsRecorder:
             )
             return examples_without_texts(self.ids, self.labels, label_names, digest.hexdigest())
         frame = self.texts.assign(id=self.ids, label=self.labels)
-        text_columns = tuple(c for c in ("premise", "hypothesis", "text") if c in frame.columns)
+        task = task_kinds.of_columns(frame.columns)
         config = DataConfig(
-            path=self.data_name, text_columns=text_columns, label_names=label_names, genre_column=None
+            path=self.data_name, text_columns=task.text_fields, label_names=label_names, genre_column=None
         )
         return from_frame(frame, config, source=f"recorder texts ({self.data_name})", label_names=label_names)
 

@@ -24,6 +24,8 @@ from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, Tr
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json, atomic_write_parquet
 from cartomap.runs.store import Run, RunStore
+from cartomap.tasks.base import TaskKind
+from cartomap.tasks.sequence import SINGLE
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,29 +37,36 @@ class RecordedExamples:
     frame: pd.DataFrame
     label_names: tuple[str, ...]
     digest: str
-    is_pair: bool
+    task_kind: TaskKind  # the task kind of the rows (their text fields are the frame's)
 
     def fingerprint(self) -> str:
         return self.digest
 
     @property
+    def is_pair(self) -> bool:
+        return self.task_kind.is_pair
+
+    @property
     def text_columns(self) -> tuple[str, ...]:
-        return ("premise", "hypothesis") if self.is_pair else ("text",)
+        return self.task_kind.text_fields
 
     def __len__(self) -> int:
         return len(self.frame)
 
 
 def examples_without_texts(ids: Sequence[str], labels: np.ndarray, label_names: Sequence[str], digest: str):
-    """Examples with an empty ``text``: the data map shows ids and labels only."""
-    frame = pd.DataFrame(
+    """Examples of one empty text each (the single-text kind): the data map shows ids and labels only."""
+    return RecordedExamples(_textless_frame(ids, labels), tuple(label_names), digest, SINGLE)
+
+
+def _textless_frame(ids: Sequence[str], labels: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(
         {
             "id": pd.Series([str(i) for i in ids], dtype=str),
-            "text": [""] * len(ids),
-            "label": np.asarray(labels, dtype=np.int64),
+            **SINGLE.texts_frame([""] * len(ids)),
+            SINGLE.label_field: np.asarray(labels, dtype=np.int64),
         }
     )
-    return RecordedExamples(frame, tuple(label_names), digest, False)
 
 
 def dynamics_digest(ids: Sequence[str], labels: np.ndarray, logits: np.ndarray) -> str:
@@ -118,7 +127,7 @@ def finish_run(
 # --------------------------------------------------------------------------- the reference code
 def _examples_frame(ids, gold, label_names, data: DataConfig | None, folder: Path):
     if data is None:
-        return pd.DataFrame({"id": ids, "text": [""] * len(ids), "label": gold.astype(np.int64)}), False
+        return _textless_frame(ids, gold), SINGLE
     from cartomap.data.loading import load_dataset
 
     dataset = load_dataset(data, label_names=label_names)
@@ -139,7 +148,7 @@ def _examples_frame(ids, gold, label_names, data: DataConfig | None, folder: Pat
             location=str(folder),
             field="gold",
         )
-    return frame, dataset.is_pair
+    return frame, dataset.task_kind
 
 
 def import_reference_run(
@@ -165,9 +174,9 @@ def import_reference_run(
             location=str(folder),
             field="label_names",
         )
-    frame, is_pair = _examples_frame(ref.ids, ref.gold, tuple(label_names), data, folder)
+    frame, task = _examples_frame(ref.ids, ref.gold, tuple(label_names), data, folder)
     digest = dynamics_digest(ref.ids, ref.gold, ref.logits)
-    examples = RecordedExamples(frame, tuple(label_names), digest, is_pair)
+    examples = RecordedExamples(frame, tuple(label_names), digest, task)
 
     config = RunConfig(
         data=data or DataConfig(path=str(folder.resolve()), format="reference-dynamics"),

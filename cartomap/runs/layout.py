@@ -10,6 +10,8 @@ Names with ``{...}`` are templates: fill them with :func:`str.format`.
 
 from __future__ import annotations
 
+from cartomap.tasks.sequence import PAIR
+
 # --- what the run is ------------------------------------------------------------------------------
 CONFIG = "config.json"
 STATUS = "status.json"
@@ -109,7 +111,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (EMBEDDINGS, "[CLS] vectors [N, H] of the trained model, rows in examples order"),
     (EMBEDDING_IDS, "the example ids of those rows"),
     (PROJECTION, "2-D coordinates (pca, umap) of the embeddings"),
-    (SIMILARITY, "premise-hypothesis similarity of every pair (STS-CL, artifacts)"),
+    (SIMILARITY, f"{'-'.join(PAIR.text_fields)} similarity of every pair (STS-CL, artifacts)"),
     (f"{WANLI}/<batch>/{GENERATION_INFO}", "a generation batch's config, groups, template and label words"),
     (f"{WANLI}/<batch>/{GENERATED}", "generated pairs with their intended label and group"),
     (f"{WANLI}/<batch>/{GENERATION_STOP}", "present when a stop of the generation was asked for"),

@@ -31,6 +31,8 @@ from cartomap.runs import layout
 from cartomap.runs.folders import FolderStore
 from cartomap.runs.state import DAMAGED, StatusFolder
 from cartomap.runs.tasks import Task
+from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.base import TaskKind
 
 DEFAULT_ROOT = Path(os.environ.get("CARTOMAP_CACHE", "cache"))
 #: How a command or a form names a run's own copy of a data set: ``run:RUN`` (its training set),
@@ -151,6 +153,16 @@ class Run(StatusFolder):
     @property
     def label_names(self) -> tuple[str, ...]:
         return tuple(self.info["label_names"])
+
+    @property
+    def task_kind(self) -> TaskKind:
+        """The run's task kind (:mod:`cartomap.tasks`), saved with the run; a run saved before it was
+        has a pair or a single text, as its saved ``is_pair`` says (its examples' kind: an imported run's
+        config may name a pair where the examples hold empty single texts)."""
+        name = self.info.get("task_kind")
+        if not name and isinstance(self.info.get("is_pair"), bool):
+            name = task_kinds.BY_COLUMN_COUNT[2 if self.info["is_pair"] else 1]
+        return task_kinds.kind(name) if name else self.config.task_kind
 
     @property
     def warnings(self) -> list[str]:
@@ -342,10 +354,12 @@ class Run(StatusFolder):
                 f"run {self.id} has no {which} examples (its data sets: {', '.join(self.data_sets())})"
             )
         columns = _parquet_columns(path)
+        kind = task_kinds.of_columns(columns)
         return DataConfig(
             path=str(path.resolve()),
             format="parquet",
-            text_columns=("premise", "hypothesis") if "premise" in columns else ("text",),
+            text_columns=kind.text_fields,
+            task=kind.name,
             label_column="label",
             id_column="id",
             label_names=self.label_names,
@@ -780,6 +794,7 @@ class RunStore(FolderStore[Run]):
                 "n_train": len(train),
                 "n_dev": len(dev) if dev is not None else 0,
                 "is_pair": train.is_pair,
+                "task_kind": train.task_kind.name,
                 "tests": [
                     {"name": name, "n": len(t), "fingerprint": t.fingerprint()}
                     for name, t in zip(dataset_names(config.tests), tests, strict=True)

@@ -73,6 +73,8 @@ class TaskKind:
     ``unit``: what one row of dynamics is about, one of :data:`UNITS`.
     ``head``: the model head that predicts it, one of :data:`HEADS`.
     ``output``: how logits become probabilities, one of :data:`OUTPUTS`.
+    ``source_columns``: other names files commonly give the text fields (("sentence1", "sentence2") for
+    a pair), tried in order after the fields themselves when a form guesses a file's mapping.
     """
 
     name: str
@@ -83,10 +85,13 @@ class TaskKind:
     unit: str = "example"
     head: str = "sequence"
     output: str = "softmax"
+    source_columns: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not self.text_fields or len(set(self.text_fields)) != len(self.text_fields):
             raise ValueError(f"task kind {self.name!r}: a name and distinct text fields are required")
+        if any(len(names) != len(self.text_fields) for names in self.source_columns):
+            raise ValueError(f"task kind {self.name!r}: every set of source columns names each text field")
         if self.label_field in self.text_fields:
             raise ValueError(f"task kind {self.name!r}: the label field is one of the text fields")
         for field, value, choices in (
@@ -109,6 +114,11 @@ class TaskKind:
     def fields_label(self) -> str:
         """The text fields for messages: "premise/hypothesis", "text"."""
         return "/".join(self.text_fields)
+
+    @property
+    def known_columns(self) -> tuple[tuple[str, ...], ...]:
+        """The column names a file may give the text fields, in the order a guess tries them."""
+        return (self.text_fields, *self.source_columns)
 
     def plural(self, count: int | None = None) -> str:
         """The noun for ``count`` examples ("1 pair", "3 pairs"); without a count, the plural alone."""

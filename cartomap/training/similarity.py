@@ -26,6 +26,8 @@ from cartomap.config import DEFAULT_MODEL
 from cartomap.errors import DataError, RunError
 from cartomap.io import atomic_write_parquet
 from cartomap.runs.store import Run
+from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.sequence import PAIR
 
 TASK = "similarity"
 MAX_LENGTH = 128  # tokens per sentence
@@ -199,15 +201,18 @@ def similarity_run(
     progress: ProgressCallback | None = None,
     force: bool = False,
 ) -> pd.DataFrame:
-    """Compute and save the premise-hypothesis similarity of every training example of ``run`` as task
+    """Compute and save the similarity of the two texts of every training pair of ``run`` as task
     ``similarity`` (progress in tasks/similarity.json). A saved result for the same examples and encoder
     is returned without recomputing unless ``force``."""
     from cartomap.runs.tasks import task, task_status, task_update, throttled_reporter
     from cartomap.training.models import available_device
 
     examples = run.examples()
-    if "premise" not in examples.columns:
-        raise DataError(f"run {run.id}: similarity needs premise/hypothesis pairs, the data has single texts")
+    kind = task_kinds.of_columns(examples.columns)
+    if not kind.is_pair:
+        raise DataError(
+            f"run {run.id}: similarity needs pairs ({PAIR.fields_label}), the data has {kind.plural()}"
+        )
     ids = examples["id"].astype(str).tolist()
     status = task_status(run, TASK) or {}
     saved = load_similarity(run)
@@ -235,9 +240,10 @@ def similarity_run(
         )
 
         t0 = time.time()
+        first, second = kind.inputs(examples)
         sim = pair_similarity(
-            examples["premise"].tolist(),
-            examples["hypothesis"].tolist(),
+            first,
+            second,
             model=model,
             batch_size=batch_size,
             max_length=max_length,
