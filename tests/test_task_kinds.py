@@ -129,3 +129,72 @@ def test_the_kind_picks_the_model_head(tmp_path):
     )
     assert load_classifier(folder, names, many).config.problem_type == "multi_label_classification"
     assert load_classifier(folder, names).config.problem_type in (None, "single_label_classification")
+
+
+def _write_jsonl(path, rows):
+    import json
+
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_the_command_line_reads_the_task(tmp_path, capsys):
+    """``--task single`` reads a file of single texts by the kind's own column; naming no task keeps the
+    old default (a pair); a task that does not fit the text columns is one line, rc 2."""
+    import json
+
+    from cartomap.cli import main
+
+    (only,) = SINGLE.text_fields
+    data = _write_jsonl(tmp_path / "s.jsonl", [{only: f"t {i}", "label": "ab"[i % 2]} for i in range(6)])
+    out = tmp_path / "o.jsonl"
+    assert main(["subset", "--data", str(data), "--task", "single", "--n", "2", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 and all(only in r and PAIR.text_fields[0] not in r for r in rows)
+    capsys.readouterr()
+    assert main(["subset", "--data", str(data), "--n", "2", "--out", str(tmp_path / "p.jsonl")]) == 2
+    assert f"missing columns {PAIR.text_fields[0]!r}" in capsys.readouterr().err
+    rc = main(
+        [
+            "subset",
+            "--data",
+            str(data),
+            "--task",
+            "pair",
+            "--text-columns",
+            only,
+            "--n",
+            "2",
+            "--out",
+            str(out),
+            "--force",
+        ]
+    )
+    assert rc == 2 and "task 'pair' reads 2 text column(s)" in capsys.readouterr().err
+
+
+def test_a_run_keeps_its_task_kind_and_old_runs_have_theirs(tmp_path):
+    import json
+
+    from cartomap.data.loading import from_frame
+    from cartomap.runs.store import RunStore
+
+    (only,) = SINGLE.text_fields
+    frame = pd.DataFrame({"review": ["good", "bad", "fine", "awful"], "label": ["pos", "neg", "pos", "neg"]})
+    config = DataConfig(path="mem", text_columns=("review",), task="single")
+    data = from_frame(frame, config, label_names=("neg", "pos"))
+    assert data.task_kind is SINGLE and data.text_columns == (only,)
+    run = RunStore(tmp_path / "cache").create(RunConfig(data=config, dev=None), data)
+    assert run.task_kind is SINGLE
+    assert run.data_config("train").task_kind is SINGLE and run.data_config("train").text_columns == (only,)
+    # A run saved before the kind was kept: its saved is_pair says it, then its config.
+    path = run.path / "config.json"
+    info = json.loads(path.read_text())
+    assert info["task_kind"] == "single"
+    del info["task_kind"], info["config"]["data"]["task"]
+    path.write_text(json.dumps(info))
+    fresh = RunStore(tmp_path / "cache").get(run.id)
+    assert fresh.task_kind is SINGLE
+    del info["is_pair"]
+    path.write_text(json.dumps(info))
+    assert RunStore(tmp_path / "cache").get(run.id).task_kind is SINGLE  # one text column in its config
