@@ -338,3 +338,12 @@ def test_jsonl_missing_id_and_integer_tag_outside_the_names(tmp_path):
 def test_parse_conll_from_text_names_the_source():
     with pytest.raises(DataError, match=r"^<upload>: line 2: "):
         parse_conll("a O\nb\n", "<upload>")
+
+
+def test_comments_off_reads_hash_lines_as_tokens(tmp_path):
+    path = write(tmp_path / "a.conll", "# O\nis O\n\n# sent_id = 3\n")
+    assert read_tagged(path).frame["tokens"].tolist() == [["is"]]  # before any token line: a comment
+    with pytest.raises(DataError, match="expected 2 columns"):
+        read_tagged(path, comments=False)  # "# sent_id = 3" is then a token line of 4 columns
+    path = write(tmp_path / "b.conll", "# O\nis O\n")
+    assert read_tagged(path, comments=False).frame["tokens"].tolist() == [["#", "is"]]

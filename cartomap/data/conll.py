@@ -111,13 +111,15 @@ def read_tagged(
     tags_field: str = "tags",
     id_field: str | None = None,
     tag_names: Sequence[str] | None = None,
+    comments: bool = True,
     source: str | None = None,
 ) -> TaggedSentences:
     """Read a token-classification file, CoNLL columns or JSONL by its suffix (see the module text).
 
-    CoNLL: ``token_column`` (default 0, or 1 for ``.conllu``) and ``tag_column`` (default -1, the
-    last) are 0-based column indices, negative ones counting from the end; ``id_field`` names a
-    ``# key = value`` comment. JSONL: ``tokens_field`` and ``tags_field`` name the two lists and
+    CoNLL (:func:`parse_conll`): ``token_column`` (default: 1 when the first column numbers the words,
+    else 0) and ``tag_column`` (default -1, the last) are 0-based column indices, negative ones
+    counting from the end; ``id_field`` names a ``# key = value`` comment; ``comments=False`` reads
+    ``#`` lines as tokens. JSONL: ``tokens_field`` and ``tags_field`` name the two lists and
     ``id_field`` the id. ``tag_names`` is the tag set: a tag outside it is an error (and in JSONL an
     integer tag is a position in it); otherwise the tag set is what the file has, sorted.
     """
@@ -144,6 +146,7 @@ def read_tagged(
             id_field=id_field,
             conllu=suffix == ".conllu",
             tag_names=tag_names,
+            comments=comments,
         )
     known = ", ".join((*CONLL_SUFFIXES, *JSONL_SUFFIXES))
     raise DataError(
@@ -214,6 +217,7 @@ def parse_conll(
     id_field: str | None = None,
     conllu: bool = False,
     tag_names: Sequence[str] | None = None,
+    comments: bool = True,
 ) -> TaggedSentences:
     """Sentences from text in CoNLL columns (see the module text).
 
@@ -222,8 +226,8 @@ def parse_conll(
     Universal NER files), else column 0. ``conllu`` skips word ranges and empty nodes, and reads every
     ``#`` line before a sentence as a comment. Otherwise a ``#`` line before a sentence's first token
     is a comment unless it has the shape of a token line (a tab in a tab-separated file, as many
-    columns in a whitespace-separated one) and is not ``# key = value``, so a hashtag token can open a
-    sentence.
+    columns in a whitespace-separated one; before the first token line, a tab) and is not
+    ``# key = value``, so a hashtag token can open a sentence. ``comments=False``: no line is a comment.
     """
     ids: list[str | None] = []
     id_lines: list[int | None] = []
@@ -255,7 +259,8 @@ def parse_conll(
         where = f"{source}: line {lineno}"
         fields = [f.strip() for f in line.split("\t")] if "\t" in line else line.split()
         if (
-            line.startswith("#")
+            comments
+            and line.startswith("#")
             and not rows
             and _is_comment(line, fields, width and width[0], tabbed, conllu)
         ):
