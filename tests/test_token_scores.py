@@ -215,6 +215,10 @@ def test_sentence_metrics_put_a_sentence_where_its_worst_word_is():
     assert table["variability"].tolist() == pytest.approx([0.2, 0.3, 0.1])
     assert table["correctness"].tolist() == pytest.approx([0.5, 0.5, 0.5])
     assert table["forgetfulness"].tolist() == [0, 1, 1]
+    padded = sentence_metrics(hand_words(), n_sentences=4)  # sentence 3 has no words
+    assert (
+        padded["worst_word"].tolist() == [0, 0, 0, -1] and padded.iloc[3].drop("sentence").isna().sum() == 5
+    )
     mean = sentence_metrics(hand_words(), method="mean")
     assert mean["confidence"].tolist() == pytest.approx([0.75, 0.6, 1.25 / 3])
     assert mean["worst_word"].tolist() == [0, 0, 0]

@@ -51,7 +51,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _CONLLU_SKIP = re.compile(r"^\d+(-\d+|\.\d+)$")  # multiword token ranges and empty nodes
 _COMMENT_FIELD = re.compile(r"^#\s*([^=\s]+)\s*=\s*(.*?)\s*$")
 _BIO_TAG = re.compile(r"^([BIESLU])-(.+)$")
-#: Values of an unused CoNLL column: a tag column full of them is the wrong column.
+#: Values of an unused CoNLL column: a tag column of mostly these is the wrong column.
 _PLACEHOLDERS = ("_", "-")
 
 
@@ -300,10 +300,11 @@ def parse_conll(
         raise DataError(
             f"the token column and the tag column are the same (column {token_at})", location=first
         )
-    if all(fields[tag_at] in _PLACEHOLDERS for s in sentences for _, fields in s):
+    values = [fields[tag_at] for s in sentences for _, fields in s]
+    if sum(value in _PLACEHOLDERS for value in values) > len(values) / 2:
         raise DataError(
-            f"column {tag_column} holds only placeholders ({'/'.join(_PLACEHOLDERS)}), no tags: choose the "
-            "tag column (0-based; negative counts from the end)",
+            f"column {tag_column} holds mostly placeholders ({'/'.join(_PLACEHOLDERS)}), not tags: choose "
+            "the tag column (0-based; negative counts from the end)",
             location=first,
             field="tag",
         )

@@ -381,9 +381,8 @@ def sentence_metrics(
         n_sentences=n_sentences,
         **options,
     )
-    keyed = words.set_index(["sentence", "word"])
-    has = table["worst_word"].to_numpy() >= 0
-    picked = keyed.loc[list(zip(table["sentence"][has], table["worst_word"][has], strict=True))]
+    worst = table[["sentence", "worst_word"]].rename(columns={"worst_word": "word"})
+    picked = worst.merge(words, on=["sentence", "word"], how="left")
     out = pd.DataFrame(
         {
             "sentence": table["sentence"],
@@ -394,7 +393,5 @@ def sentence_metrics(
         }
     )
     for column in ("variability", "correctness", "forgetfulness"):
-        values = np.full(len(out), np.nan)
-        values[has] = picked[column].to_numpy(dtype=np.float64)
-        out[column] = values
+        out[column] = picked[column].to_numpy(dtype=np.float64)
     return out
