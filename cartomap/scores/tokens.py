@@ -14,8 +14,10 @@ the sentence lengths). Shapes used throughout:
 
 A word is scored by its first sub-token (the Hugging Face convention for token classification: the
 other sub-tokens get the label -100, which the loss ignores). Word metrics are the sequence-level
-data-map metrics of :mod:`cartomap.scores.metrics` applied to each word as if it were an example; a
-sentence is then scored from its words' scores by an aggregation picked by name
+data-map metrics of :mod:`cartomap.scores.metrics` applied to each word as if it were an example
+(with word logits ``[E, M, C]`` at hand, :func:`cartomap.scores.metrics.compute_metrics` on them gives
+every metric of that module per word, AUM and EL2N included, rows in flat order); a sentence is then
+scored from its words' scores by an aggregation picked by name
 (:data:`SENTENCE_METHODS`: ``min``, ``mean``, ``softmin``), as cleanlab's token-classification
 ``get_label_quality_scores`` does (there a sentence's label quality is the min over its tokens by
 default). Each docstring gives the formula and the direction of the score.
