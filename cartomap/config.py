@@ -75,7 +75,12 @@ class DataConfig:
 
     @property
     def task_kind(self) -> TaskKind:
-        """The task kind of this data: ``task`` when named, else the one ``text_columns`` implies."""
+        """The task kind of this data: ``task`` when named, else the one the file's suffix says (``.conll``:
+        token classification), else the one the number of ``text_columns`` implies."""
+        if not self.task:
+            by_suffix = task_kinds.for_path(self.path)
+            if by_suffix is not None:
+                return by_suffix
         return task_kinds.for_columns(self.task, self.text_columns)
 
 

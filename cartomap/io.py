@@ -1,6 +1,7 @@
 """Atomic file writes: write to a temporary file in the same folder, then rename.
 
-A reader never sees a half-written file, and a crash leaves the old file intact.
+A reader never sees a half-written file, and a crash leaves the old file intact. Also the one gzip
+reader every data reader shares (:func:`gunzip`: every member, output capped before it is produced).
 """
 
 from __future__ import annotations
@@ -9,13 +10,15 @@ import errno
 import fcntl
 import json
 import os
+import re
 import struct
 import tempfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cartomap.errors import CartomapError
+from cartomap.errors import CartomapError, DataError
 
 
 def _umask() -> int:
@@ -148,3 +151,58 @@ def refuse_overwrite(paths, force: bool = False, flag: str = "--force") -> None:
     if existing:
         shown = ", ".join(existing[:5]) + (f" and {len(existing) - 5} more" if len(existing) > 5 else "")
         raise CartomapError(f"{shown} exist{'s' if len(existing) == 1 else ''}; pass {flag} to replace")
+
+
+# --------------------------------------------------------------------------- gzip
+_GZIP_MAGIC = b"\x1f\x8b"
+#: The most bytes a compressed file may expand to (a small .gz can hold gigabytes of zeros): 2 GiB,
+#: raised with the environment variable ``CARTOMAP_MAX_DECOMPRESSED`` (bytes, or e.g. ``8G``, ``500M``).
+MAX_DECOMPRESSED = 2 * 1024**3
+MAX_DECOMPRESSED_ENV = "CARTOMAP_MAX_DECOMPRESSED"
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def max_decompressed() -> int:
+    """The decompressed-size cap in bytes: ``CARTOMAP_MAX_DECOMPRESSED`` or :data:`MAX_DECOMPRESSED`."""
+    text = os.environ.get(MAX_DECOMPRESSED_ENV, "").strip().upper().removesuffix("B").removesuffix("I")
+    if not text:
+        return MAX_DECOMPRESSED
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)", text)
+    if not match:
+        raise DataError(
+            f"{MAX_DECOMPRESSED_ENV}={os.environ[MAX_DECOMPRESSED_ENV]!r}: expected a size such as 4G, 500M "
+            "or a number of bytes"
+        )
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024**3:.1f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
+
+
+def gunzip(data: bytes, source: str, limit: int | None = None) -> bytes:
+    """Decompress gzip ``data`` (every member), refusing output past ``limit`` bytes (default
+    :func:`max_decompressed`) before it is produced: DataError naming the cap and how to raise it."""
+    limit = max_decompressed() if limit is None else limit
+    compressed, parts, size = len(data), [], 0
+    while data:
+        if data[:2] != _GZIP_MAGIC:
+            raise DataError("not a valid gzip file (data after the last gzip member)", location=source)
+        inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            part = inflate.decompress(data, limit + 1 - size)
+        except zlib.error as e:
+            raise DataError(f"not a valid gzip file ({e})", location=source) from None
+        parts.append(part)
+        size += len(part)
+        if size > limit:
+            raise DataError(
+                f"the file expands to more than {_size(limit)} when decompressed ({compressed:,} bytes "
+                f"compressed): refused before memory runs out; set {MAX_DECOMPRESSED_ENV} (e.g. 8G) to "
+                "allow more",
+                location=source,
+            )
+        if not inflate.eof:
+            raise DataError("not a valid gzip file (it ends before its last member does)", location=source)
+        data = inflate.unused_data
+    return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -77,7 +77,9 @@ def add_column_arguments(g) -> None:
         help="the file's text columns, comma-separated, in order (default: the task's own names, "
         f"{' or '.join(','.join(k.text_fields) for k in task_kinds.KINDS.values())})",
     )
-    g.add_argument("--label-column", default="label")
+    g.add_argument(
+        "--label-column", default=None, help="default: the task's own (label; tags for token classification)"
+    )
     g.add_argument("--id-column", default="id", help="generated from the content when absent")
     g.add_argument(
         "--label-names",
@@ -114,13 +116,15 @@ def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConf
 
     if path.startswith(RUN_REF):
         return RunStore(a.cache).data_ref(path)
+    # The task named, else the one the file's suffix says (.conll), else the default: its own names are
+    # the default columns.
+    kind = task_kinds.kind(a.task) if a.task else (task_kinds.for_path(path) or task_kinds.DEFAULT)
     return DataConfig(
         path=path,
         format=a.format,
-        text_columns=a.text_columns
-        or (task_kinds.kind(a.task) if a.task else task_kinds.DEFAULT).text_fields,
+        text_columns=a.text_columns or kind.text_fields,
         task=a.task,
-        label_column=a.label_column,
+        label_column=a.label_column or kind.label_field,
         id_column=a.id_column,
         label_names=a.label_names,
         genre_column=a.genre_column,
@@ -368,9 +372,13 @@ class CountBar:
 def print_run_summary(run) -> None:
     history = run.history()
     acc = history[-1].get("dev_accuracy") if history else None
+    kind = run.task_kind
+    count = run.info.get("n_train")
+    per_unit = "" if kind.unit == "example" else f" (per {kind.unit})"
     print(
-        f"  {run.info.get('n_train')} examples, {len(history)} epochs"
-        + (f", dev accuracy {acc:.4f}" if acc is not None else "")
+        (f"  {count} examples" if kind.unit == "example" else f"  {kind.plural(int(count or 0))}")
+        + f", {len(history)} epochs"
+        + (f", dev accuracy{per_unit} {acc:.4f}" if acc is not None else "")
     )
     best = run.best_epoch()
     for k, name in enumerate(run.test_names):

@@ -35,8 +35,9 @@ from typing import Any
 
 import pandas as pd
 
-from cartomap.data.loading import gunzip
 from cartomap.errors import DataError
+from cartomap.io import gunzip
+from cartomap.tasks.token import TOKEN
 
 #: Suffixes of files in CoNLL columns (each also with ``.gz``).
 CONLL_SUFFIXES: tuple[str, ...] = (".conll", ".conllu", ".bio", ".iob", ".iob2")
@@ -47,6 +48,8 @@ DOCSTART = "-DOCSTART-"
 #: Tag of a word outside every entity in the BIO schemes.
 OUTSIDE = "O"
 ID_PREFIX = "sent-"
+#: The columns of a read file: the token kind's words and tags (:mod:`cartomap.tasks.token`).
+WORDS, TAGS = TOKEN.text_fields[0], TOKEN.label_field
 _GZIP_MAGIC = b"\x1f\x8b"
 _CONLLU_SKIP = re.compile(r"^\d+(-\d+|\.\d+)$")  # multiword token ranges and empty nodes
 _COMMENT_FIELD = re.compile(r"^#\s*([^=\s]+)\s*=\s*(.*?)\s*$")
@@ -73,7 +76,7 @@ class TaggedSentences:
 
     @property
     def num_words(self) -> int:
-        return int(self.frame["tokens"].map(len).sum())
+        return int(self.frame[WORDS].map(len).sum())
 
     def __repr__(self) -> str:
         return (
@@ -107,8 +110,8 @@ def read_tagged(
     *,
     token_column: int | None = None,
     tag_column: int = -1,
-    tokens_field: str = "tokens",
-    tags_field: str = "tags",
+    tokens_field: str = WORDS,
+    tags_field: str = TAGS,
     id_field: str | None = None,
     tag_names: Sequence[str] | None = None,
     comments: bool = True,
@@ -330,8 +333,8 @@ def parse_token_jsonl(
     text: str,
     source: str = "<text>",
     *,
-    tokens_field: str = "tokens",
-    tags_field: str = "tags",
+    tokens_field: str = WORDS,
+    tags_field: str = TAGS,
     id_field: str | None = None,
     tag_names: Sequence[str] | None = None,
 ) -> TaggedSentences:
@@ -464,7 +467,7 @@ def _finish(
         names = tuple(tag_names)
     else:
         names = tag_set(tag_lists)
-    frame = pd.DataFrame({"id": final_ids, "tokens": [tokens for tokens, _ in sentences], "tags": tag_lists})
+    frame = pd.DataFrame({"id": final_ids, WORDS: [tokens for tokens, _ in sentences], TAGS: tag_lists})
     return TaggedSentences(
         frame=frame,
         tag_names=names,
@@ -543,8 +546,8 @@ def to_iob2(tags: Sequence[str]) -> list[str]:
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """The sentences as JSON-ready dicts (id, tokens, tags), e.g. to write token JSONL."""
     return [
-        {"id": sid, "tokens": list(tokens), "tags": list(tags)}
-        for sid, tokens, tags in zip(frame["id"], frame["tokens"], frame["tags"], strict=True)
+        {"id": sid, WORDS: list(tokens), TAGS: list(tags)}
+        for sid, tokens, tags in zip(frame["id"], frame[WORDS], frame[TAGS], strict=True)
     ]
 
 
@@ -553,7 +556,7 @@ def to_conll(frame: pd.DataFrame, *, id_comments: bool = False) -> str:
     with ``id_comments`` each sentence is preceded by ``# sent_id = <id>`` (read back with
     ``id_field="sent_id"``). A token or tag holding a tab or a line break cannot be written."""
     parts = []
-    for i, (sid, tokens, tags) in enumerate(zip(frame["id"], frame["tokens"], frame["tags"], strict=True)):
+    for i, (sid, tokens, tags) in enumerate(zip(frame["id"], frame[WORDS], frame[TAGS], strict=True)):
         for k, value in enumerate([*tokens, *tags]):
             if re.search(r"[\t\r\n]", value) or not value.strip():
                 what = "token" if k < len(tokens) else "tag"

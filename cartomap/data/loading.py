@@ -28,9 +28,7 @@ import hashlib
 import io
 import json
 import math
-import os
 import re
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +38,10 @@ import numpy as np
 import pandas as pd
 
 from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig
+from cartomap.data import conll
 from cartomap.data.annotations import annotation_columns
 from cartomap.errors import DataError
+from cartomap.io import MAX_DECOMPRESSED, MAX_DECOMPRESSED_ENV, gunzip, max_decompressed  # noqa: F401 (re-exported)
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import TaskKind
 
@@ -104,7 +104,11 @@ class TextDataset:
 
     @property
     def labels(self) -> np.ndarray:
-        return self.frame["label"].to_numpy(dtype=np.int64)
+        """The gold label of every unit (:meth:`cartomap.tasks.base.TaskKind.units`): of every example, or
+        of every word of every sentence in order (token classification)."""
+        if self.task_kind.unit == "example":
+            return self.frame[self.task_kind.label_field].to_numpy(dtype=np.int64)
+        return self.task_kind.units(self.frame)[1]
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -122,9 +126,24 @@ class TextDataset:
         h.update(json.dumps(header, ensure_ascii=False, sort_keys=True).encode("utf-8"))
         h.update(b"\n")
         columns = ("id", *self.text_columns)
-        fed = _hash_rows_arrow(h.copy(), self.frame, columns, self.label_names)
+        kind = self.task_kind
+        fed = (
+            _hash_rows_arrow(h.copy(), self.frame, columns, self.label_names)
+            if kind.unit == "example"
+            else None
+        )
         if fed is not None:
             h = fed
+        elif kind.unit != "example":  # lists per row: words and the name of each word's tag
+            names = self.label_names
+            for row in zip(
+                *(self.frame[c].tolist() for c in columns), self.frame[kind.label_field], strict=True
+            ):
+                out = [list(v) if not isinstance(v, str) else v for v in row[:-1]]
+                h.update(
+                    json.dumps([*out, [names[int(t)] for t in row[-1]]], ensure_ascii=False).encode("utf-8")
+                )
+                h.update(b"\n")
         else:
             cols = [self.frame[c].tolist() for c in columns]
             names = self.label_names
@@ -239,6 +258,9 @@ def load_dataset(config: DataConfig, label_names: tuple[str, ...] | None = None)
     path = str(config.path)
     source = path
     fmt = config.format
+    kind = config.task_kind
+    if kind.unit == "word":
+        return _load_tagged(config, kind, label_names if label_names is not None else config.label_names)
     if path in (DEMO_TRAIN, DEMO_DEV):
         file = demo_path(path.split(":", 1)[1])
         if label_names is None and config.label_names is None:
@@ -252,6 +274,99 @@ def load_dataset(config: DataConfig, label_names: tuple[str, ...] | None = None)
     if names is None and class_names is not None:
         names = class_names.get(config.label_column)
     return _build(frame, config, source, names, lines, names_given=label_names is not None)
+
+
+def _load_tagged(config: DataConfig, kind: TaskKind, names: Sequence[str] | None) -> TextDataset:
+    """A token-classification dataset: CoNLL columns or JSONL of token and tag lists
+    (:mod:`cartomap.data.conll`), or a table with the kind's columns (a run's own copy in Parquet)."""
+    path, source = Path(str(config.path)).expanduser(), str(config.path)
+    words, tags = config.text_columns[0], config.label_column
+    if config.format == "parquet" or (config.format == "auto" and path.suffix.lower() in (".parquet", ".pq")):
+        frame, _ = read_table(path, "parquet")
+        missing = [c for c in ("id", words, tags) if c not in frame.columns]
+        if missing:
+            raise DataError(
+                f"missing column(s) {missing}; the table has {list(frame.columns)}", location=source
+            )
+        frame = frame[["id", words, tags]].rename(
+            columns={words: kind.text_fields[0], tags: kind.label_field}
+        )
+    elif conll.is_token_data(path):
+        read = conll.read_tagged(path, tag_names=names, source=source)
+        frame, names = read.frame, read.tag_names
+    else:
+        text = conll.read_text(path, source)
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        try:
+            has_id = bool(config.id_column) and config.id_column in json.loads(first)
+        except (ValueError, TypeError):
+            has_id = False
+        read = conll.parse_token_jsonl(
+            text,
+            source,
+            tokens_field=words,
+            tags_field=tags,
+            id_field=config.id_column if has_id else None,
+            tag_names=names,
+        )
+        frame, names = read.frame, read.tag_names
+        frame = frame.rename(columns={words: kind.text_fields[0], tags: kind.label_field})
+    return tagged_dataset(frame, kind, names, source)
+
+
+def tagged_dataset(
+    frame: pd.DataFrame, kind: TaskKind, names: Sequence[str] | None, source: str
+) -> TextDataset:
+    """A validated dataset of a word-unit kind from a frame of id, word lists and tag lists (tag names,
+    or codes into ``names``): tags become int codes; every sentence has a word and one tag per word."""
+    words_field, tags_field = kind.text_fields[0], kind.label_field
+    if names is None:
+        found = {t for row in frame[tags_field] for t in row}
+        if any(not isinstance(t, str) for t in found):
+            raise DataError(
+                "integer tags but no tag names: give the tag names (--label-names)", location=source
+            )
+        names = tuple(sorted(found))
+    names = tuple(str(n) for n in names)
+    index = {n: k for k, n in enumerate(names)}
+    codes = []
+    for i, (sid, row_words, row_tags) in enumerate(
+        zip(frame["id"], frame[words_field], frame[tags_field], strict=True)
+    ):
+        row_tags = list(row_tags)
+        if len(row_words) == 0 or len(row_words) != len(row_tags):
+            raise DataError(
+                f"sentence {sid!r} has {len(row_words)} words and {len(row_tags)} tags; expected one tag per word",
+                location=f"{source}: row {i}",
+                field=tags_field,
+            )
+        row = []
+        for t in row_tags:
+            k = index.get(t) if isinstance(t, str) else (int(t) if 0 <= int(t) < len(names) else None)
+            if k is None:
+                raise DataError(
+                    f"sentence {sid!r}: tag {t!r} is not one of {list(names)}",
+                    location=source,
+                    field=tags_field,
+                )
+            row.append(k)
+        codes.append(np.asarray(row, dtype=np.int64))
+    if len(names) < 2:
+        raise DataError(
+            f"fewer than two tags ({list(names)}); a classifier needs at least two", location=source
+        )
+    out = pd.DataFrame(
+        {
+            "id": pd.Series([str(i) for i in frame["id"]], dtype=str),
+            words_field: [[str(w) for w in row] for row in frame[words_field]],
+            tags_field: codes,
+        }
+    )
+    if out["id"].duplicated().any():
+        raise DataError(
+            f"duplicate sentence id {out['id'][out['id'].duplicated()].iloc[0]!r}", location=source
+        )
+    return TextDataset(frame=out, label_names=names, source=source)
 
 
 def from_frame(
@@ -334,59 +449,6 @@ def _read(path: Path, fmt: str, split: str | None, source: str):
     else:
         frame, lines = _parse_delimited(data, source, "," if fmt == "csv" else "\t")
     return frame, lines, None
-
-
-#: The most bytes a compressed file may expand to (a small .gz can hold gigabytes of zeros): 2 GiB,
-#: raised with the environment variable ``CARTOMAP_MAX_DECOMPRESSED`` (bytes, or e.g. ``8G``, ``500M``).
-MAX_DECOMPRESSED = 2 * 1024**3
-MAX_DECOMPRESSED_ENV = "CARTOMAP_MAX_DECOMPRESSED"
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-
-
-def max_decompressed() -> int:
-    """The decompressed-size cap in bytes: ``CARTOMAP_MAX_DECOMPRESSED`` or :data:`MAX_DECOMPRESSED`."""
-    text = os.environ.get(MAX_DECOMPRESSED_ENV, "").strip().upper().removesuffix("B").removesuffix("I")
-    if not text:
-        return MAX_DECOMPRESSED
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)", text)
-    if not match:
-        raise DataError(
-            f"{MAX_DECOMPRESSED_ENV}={os.environ[MAX_DECOMPRESSED_ENV]!r}: expected a size such as 4G, 500M "
-            "or a number of bytes"
-        )
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
-
-
-def _size(n: int) -> str:
-    return f"{n / 1024**3:.1f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
-
-
-def gunzip(data: bytes, source: str, limit: int | None = None) -> bytes:
-    """Decompress gzip ``data`` (every member), refusing output past ``limit`` bytes (default
-    :func:`max_decompressed`) before it is produced: DataError naming the cap and how to raise it."""
-    limit = max_decompressed() if limit is None else limit
-    compressed, parts, size = len(data), [], 0
-    while data:
-        if data[:2] != _GZIP_MAGIC:
-            raise DataError("not a valid gzip file (data after the last gzip member)", location=source)
-        inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            part = inflate.decompress(data, limit + 1 - size)
-        except zlib.error as e:
-            raise DataError(f"not a valid gzip file ({e})", location=source) from None
-        parts.append(part)
-        size += len(part)
-        if size > limit:
-            raise DataError(
-                f"the file expands to more than {_size(limit)} when decompressed ({compressed:,} bytes "
-                f"compressed): refused before memory runs out; set {MAX_DECOMPRESSED_ENV} (e.g. 8G) to "
-                "allow more",
-                location=source,
-            )
-        if not inflate.eof:
-            raise DataError("not a valid gzip file (it ends before its last member does)", location=source)
-        data = inflate.unused_data
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _read_bytes(path: Path, source: str) -> bytes:

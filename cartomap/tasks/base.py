@@ -23,6 +23,8 @@ import numpy as np
 UNITS = ("example", "word", "label")
 #: The extra key column of a unit beside the example id (:attr:`TaskKind.unit_columns`).
 UNIT_KEYS = {"example": (), "word": ("word",), "label": ("label",)}
+#: Between an example's id and a unit's position in the unit's own id ("sent-3#0": word 0 of sent-3).
+UNIT_SEPARATOR = "#"
 #: Which model head predicts a kind: "sequence" (AutoModelForSequenceClassification: one row of logits
 #: per example) or "token" (AutoModelForTokenClassification: one row per sub-word).
 HEADS = ("sequence", "token")
@@ -75,6 +77,8 @@ class TaskKind:
     ``output``: how logits become probabilities, one of :data:`OUTPUTS`.
     ``source_columns``: other names files commonly give the text fields (("sentence1", "sentence2") for
     a pair), tried in order after the fields themselves when a form guesses a file's mapping.
+    ``suffixes``: file suffixes that mean this kind whatever the config says of its columns (".conll":
+    token classification), a final ".gz" looked through.
     """
 
     name: str
@@ -86,6 +90,7 @@ class TaskKind:
     head: str = "sequence"
     output: str = "softmax"
     source_columns: tuple[tuple[str, ...], ...] = ()
+    suffixes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not self.text_fields or len(set(self.text_fields)) != len(self.text_fields):
@@ -128,7 +133,10 @@ class TaskKind:
 
     def inputs(self, frame: Any) -> tuple[list[str], list[str] | None]:
         """The tokenizer's inputs of every row of an examples frame: the first texts and, for a pair,
-        the second texts (None for one text). Values are read as strings."""
+        the second texts (None for one text). Values are read as strings; a word-unit kind's rows are
+        lists of words (the tokenizer's ``is_split_into_words``)."""
+        if self.unit == "word":
+            return [[str(w) for w in row] for row in frame[self.text_fields[0]]], None
         first = frame[self.text_fields[0]].astype(str).tolist()
         second = frame[self.text_fields[1]].astype(str).tolist() if self.is_pair else None
         return first, second
@@ -145,6 +153,23 @@ class TaskKind:
     def unit_columns(self) -> tuple[str, ...]:
         """The key of one row of dynamics: ("id",) per example; ("id", "word") per word; ("id", "label")."""
         return ("id", *UNIT_KEYS[self.unit])
+
+    def units(self, frame: Any) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The units of an examples frame, in row order: (unit ids, gold label of each unit as int64,
+        units per row). One unit per example: its id and label. One per word: ids ``"<id>#<k>"``
+        (:data:`UNIT_SEPARATOR`; word k of example id), the labels of the words in order."""
+        ids = frame["id"].astype(str).tolist()
+        if self.unit == "example":
+            return ids, frame[self.label_field].to_numpy(dtype=np.int64), np.ones(len(ids), dtype=np.int64)
+        if self.unit != "word":
+            raise NotImplementedError(f"task kind {self.name!r}: units per {self.unit} are not recorded yet")
+        rows = [np.asarray(tags, dtype=np.int64).reshape(-1) for tags in frame[self.label_field]]
+        counts = np.asarray([len(r) for r in rows], dtype=np.int64)
+        unit_ids = [
+            f"{i}{UNIT_SEPARATOR}{k}" for i, n in zip(ids, counts.tolist(), strict=True) for k in range(n)
+        ]
+        labels = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        return unit_ids, labels, counts
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Per-unit probabilities of logits ``[..., C]`` (any leading shape: [N, C], [E, N, C]), same shape."""

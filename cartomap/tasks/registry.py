@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from cartomap.errors import DataError
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.sequence import PAIR, SINGLE
+from cartomap.tasks.token import TOKEN
 
 KINDS: dict[str, TaskKind] = {}
 
@@ -23,7 +24,7 @@ def register(kind: TaskKind) -> TaskKind:
     return kind
 
 
-for _kind in (PAIR, SINGLE):
+for _kind in (PAIR, SINGLE, TOKEN):
     register(_kind)
 
 #: The kind of a config that names none, by its number of text columns: the kinds every run had before
@@ -31,6 +32,16 @@ for _kind in (PAIR, SINGLE):
 BY_COLUMN_COUNT = {2: PAIR.name, 1: SINGLE.name}
 #: The kind of the bundled demo, and of a config that says nothing.
 DEFAULT = PAIR
+
+
+def for_path(path: str) -> TaskKind | None:
+    """The kind a file's suffix says (a final ".gz" looked through): ``.conll`` is token data; None
+    when the suffix says nothing of the task (JSONL, CSV, Parquet, ...)."""
+    parts = [s.lower() for s in str(path).replace("\\", "/").rpartition("/")[2].split(".")[1:]]
+    if parts and parts[-1] == "gz":
+        parts = parts[:-1]
+    suffix = f".{parts[-1]}" if parts else ""
+    return next((k for k in KINDS.values() if suffix and suffix in k.suffixes), None)
 
 
 def names() -> tuple[str, ...]:

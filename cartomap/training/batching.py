@@ -73,7 +73,11 @@ TOKENIZE_CHUNK = 8192  # rows per tokenizer call: bounds the tokenizer's own per
 def tokenize(tokenizer, frame, max_length: int, task: TaskKind | None = None) -> dict[str, Ragged]:
     """Token ids of every row, unpadded (padding happens per batch): ``input_ids`` and, where the
     tokenizer makes them, ``token_type_ids``, each a :class:`Ragged` (row i = example i). The rows
-    are read as ``task``'s inputs (by default the kind the frame's columns show)."""
+    are read as ``task``'s inputs (by default the kind the frame's columns show). A word-unit kind
+    (token classification) also gets ``word_units`` and ``word_labels`` (:func:`tokenize_words`)."""
+    task = task or task_kinds.of_columns(frame.columns)
+    if task.unit == "word":
+        return tokenize_words(tokenizer, frame, max_length, task)
     first, second = texts_of(frame, task)
     parts: dict[str, list[Ragged]] = {}
     for start in range(0, len(first), TOKENIZE_CHUNK):
@@ -93,8 +97,63 @@ def tokenize(tokenizer, frame, max_length: int, task: TaskKind | None = None) ->
     return {key: Ragged.concat(chunks) for key, chunks in parts.items()}
 
 
+def tokenize_words(tokenizer, frame, max_length: int, task: TaskKind) -> dict[str, Ragged]:
+    """Token ids of sentences given as word lists (``is_split_into_words``), with per sub-token the unit
+    (word) it records, ``word_units`` (the word's position among all the frame's words, in
+    :meth:`TaskKind.units` order, at the word's first sub-token; -1 elsewhere), and its gold tag,
+    ``word_labels`` (-100 elsewhere: the loss leaves those out). A sentence cut by ``max_length`` is a
+    DataError naming it: every word is recorded."""
+    from cartomap.errors import DataError
+    from cartomap.scores.tokens import IGNORE_INDEX, align_labels, first_subword_alignment
+
+    words, _ = task.inputs(frame)
+    _, labels, counts = task.units(frame)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if len(counts) else counts
+    ids = frame["id"].astype(str).tolist()
+    parts: dict[str, list[Ragged]] = {}
+    for start in range(0, len(words), TOKENIZE_CHUNK):
+        stop = start + TOKENIZE_CHUNK
+        encoded = tokenizer(
+            words[start:stop],
+            is_split_into_words=True,
+            truncation=True,
+            max_length=max_length,
+            return_attention_mask=False,
+        )
+        units, tags = [], []
+        for j in range(len(encoded["input_ids"])):
+            row = start + j
+            word_ids = encoded.word_ids(j)
+            n = int(counts[row])
+            first = first_subword_alignment(word_ids, n_words=n)
+            if (first < 0).any():
+                raise DataError(
+                    f"sentence {ids[row]!r}: word {int(np.flatnonzero(first < 0)[0])} of {n} is past "
+                    f"max_length {max_length} sub-words; raise --max-length (every word is recorded)",
+                    field="max_length",
+                )
+            own = np.arange(starts[row], starts[row] + n, dtype=np.int64)
+            unit = align_labels(word_ids, own)
+            units.append(np.where(unit == IGNORE_INDEX, -1, unit))
+            tags.append(align_labels(word_ids, labels[starts[row] : starts[row] + n]))
+        for key, dtype in (("input_ids", np.int32), ("token_type_ids", np.int8)):
+            if key in encoded:
+                parts.setdefault(key, []).append(Ragged.from_rows(encoded[key], dtype))
+        parts.setdefault("word_units", []).append(Ragged.from_rows(units, np.int64))
+        parts.setdefault("word_labels", []).append(Ragged.from_rows(tags, np.int64))
+    if not parts:
+        return {"input_ids": Ragged.concat([])}
+    return {key: Ragged.concat(chunks) for key, chunks in parts.items()}
+
+
+#: The per sub-token recording keys of a word-unit kind's items (:func:`tokenize_words`).
+WORD_KEYS = ("word_units", "word_labels")
+
+
 class TokenizedExamples:
-    """A map-style dataset of token ids; each item carries its row index for recording."""
+    """A map-style dataset of token ids; each item carries its row index for recording (``index``) and
+    its label (``labels``): per example, or for a word-unit kind per sub-token (the unit index and
+    tag at each word's first sub-token, -1 and -100 elsewhere)."""
 
     def __init__(self, encoded: dict[str, Ragged | list[list[int]]], labels: np.ndarray):
         self.encoded = encoded
@@ -103,12 +162,16 @@ class TokenizedExamples:
         self.lengths = ids.lengths if isinstance(ids, Ragged) else np.array([len(row) for row in ids])
 
     def __len__(self) -> int:
-        return len(self.labels)
+        return len(self.lengths)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        item = {k: v[i] for k, v in self.encoded.items()}
-        item["labels"] = int(self.labels[i])
-        item["index"] = i
+        item = {k: v[i] for k, v in self.encoded.items() if k not in WORD_KEYS}
+        if WORD_KEYS[0] in self.encoded:
+            item["labels"] = self.encoded["word_labels"][i]
+            item["index"] = self.encoded["word_units"][i]
+        else:
+            item["labels"] = int(self.labels[i])
+            item["index"] = i
         return item
 
 
@@ -135,6 +198,13 @@ class DynamicPadding:
         for row, it in enumerate(items):
             mask[row, : len(it["input_ids"])] = 1
         batch["attention_mask"] = torch.from_numpy(mask)
+        if np.ndim(items[0]["labels"]):  # per sub-token (a word-unit kind): padded with "record nothing"
+            for key, fill in (("labels", -100), ("index", -1)):
+                arr = np.full((len(items), width), fill, dtype=np.int64)
+                for row, it in enumerate(items):
+                    arr[row, : len(it[key])] = it[key]
+                batch[key] = torch.from_numpy(arr)
+            return batch
         batch["labels"] = torch.tensor([it["labels"] for it in items])
         batch["index"] = torch.tensor([it["index"] for it in items])
         return batch
@@ -197,8 +267,10 @@ class PlannedBatches:
 
 
 def eval_batches_for(frame, tokenizer, cfg: RunConfig):
-    """The tokenized rows of ``frame`` (dev or test set), their batches in order, and the labels."""
-    labels = frame["label"].to_numpy(dtype=np.int64)
-    dataset = TokenizedExamples(tokenize(tokenizer, frame, cfg.model.max_length), labels)
+    """The tokenized rows of ``frame`` (dev or test set), their batches in order, and the labels of its
+    units (:meth:`TaskKind.units`: per example, or per word)."""
+    task = task_kinds.of_columns(frame.columns)
+    labels = task.units(frame)[1]
+    dataset = TokenizedExamples(tokenize(tokenizer, frame, cfg.model.max_length, task), labels)
     batches = EpochBatches(dataset.lengths, cfg.train.eval_batch_size, cfg.train.seed, shuffle=False)
     return dataset, batches, labels

@@ -74,8 +74,15 @@ def gather_rows(accelerator, index, logits):
     return index[keep].cpu().numpy(), logits[keep].cpu().numpy()
 
 
+def flat_units(logits, batch):
+    """(logits [U, C], labels [U], index [U]) of a batch, one row per unit: a sequence classifier's
+    rows as they are; a token classifier's sub-tokens flattened (those that record no unit carry
+    index -1 and label -100, which the loss and the recording leave out)."""
+    return logits.reshape(-1, logits.shape[-1]), batch["labels"].reshape(-1), batch["index"].reshape(-1)
+
+
 def predict_logits(model, loader, accelerator, n_rows: int, n_classes: int) -> np.ndarray:
-    """Eval-mode logits [n_rows, n_classes] for every row the loader yields."""
+    """Eval-mode logits [n_rows, n_classes] for every row (unit) the loader yields."""
     import torch
 
     out = np.zeros((n_rows, n_classes), dtype=np.float32)
@@ -85,7 +92,8 @@ def predict_logits(model, loader, accelerator, n_rows: int, n_classes: int) -> n
             batch = to_device(batch, accelerator.device)
             with accelerator.autocast():
                 logits = model(**model_inputs(batch)).logits
-            index, values = gather_rows(accelerator, batch["index"], logits)
+            logits, _, index = flat_units(logits, batch)
+            index, values = gather_rows(accelerator, index, logits)
             out[index] = values
     return out
 
@@ -260,12 +268,17 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     n_classes = len(label_names)
 
     examples = run.examples()
-    ids = examples["id"].astype(str).tolist()
+    task = run.task_kind
+    if task.unit != "example" and n_proc > 1:
+        raise RunError(
+            f"run {run.id}: a {task.name} run trains in one process (its units are per {task.unit})"
+        )
+    # One recorded row per unit: an example, or a word of a sentence ("<id>#<k>", TaskKind.units).
+    ids, labels, unit_counts = task.units(examples)
+    example_ids = examples["id"].astype(str).to_numpy()
     train_ids = arrow_ids(ids)  # converted once, written with every epoch's logits
-    labels = examples["label"].to_numpy(dtype=np.int64)
     base_model = run.resolve_path(cfg.model.name_or_path)  # a relative folder works from any folder
     tokenizer = load_tokenizer(base_model)
-    task = run.task_kind
     train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length, task), labels)
     collate = DynamicPadding(tokenizer.pad_token_id or 0)
     batches = training_batches(run, examples, labels, train_set.lengths)
@@ -336,7 +349,9 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     if main:
         run.log(
             f"training on {accelerator.device} ({n_proc} process(es)), "
-            f"{len(ids)} examples, {tc.epochs} epochs, {steps_per_epoch} steps/epoch"
+            f"{task.plural(len(example_ids))}"
+            + (f" ({len(ids)} {task.unit}s)" if task.unit != "example" else "")
+            + f", {tc.epochs} epochs, {steps_per_epoch} steps/epoch"
         )
 
     for epoch in range(start_epoch, tc.epochs):
@@ -352,7 +367,8 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             batch = to_device(batch, accelerator.device)
             with accelerator.autocast():
                 logits = model(**model_inputs(batch)).logits
-            loss = training_loss(logits, batch["labels"], batch["index"], batch.get("global_size"), n_proc)
+            logits, unit_labels, unit_index = flat_units(logits, batch)
+            loss = training_loss(logits, unit_labels, unit_index, batch.get("global_size"), n_proc)
             accelerator.backward(loss)
             if tc.max_grad_norm:
                 accelerator.clip_grad_norm_(model.parameters(), tc.max_grad_norm)
@@ -360,9 +376,9 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             if "train" in recorded:
-                index, values = gather_rows(accelerator, batch["index"], logits.detach())
+                index, values = gather_rows(accelerator, unit_index, logits.detach())
                 record_once(recorded["train"][epoch], recorded_rows, index, values)
-            real = int((batch["index"] >= 0).sum())
+            real = int((unit_index >= 0).sum())
             if n_proc == 1:
                 loss_sum += loss.item() * real
             else:  # this process's real rows: the loss without the n / global_size scaling
@@ -429,9 +445,9 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                     for p in range(epoch * per_epoch[s], (epoch + 1) * per_epoch[s]):
                         run.write_epoch(s, p, train_ids, recorded[s][p])
             if dev_loader is not None:
-                run.write_epoch("dev", epoch, dev_frame["id"].astype(str).tolist(), dev_logits)
+                run.write_epoch("dev", epoch, task.units(dev_frame)[0], dev_logits)
             for k, logits_k in enumerate(test_logits):
-                run.write_epoch(f"test_{k}", epoch, test_frames[k]["id"].astype(str).tolist(), logits_k)
+                run.write_epoch(f"test_{k}", epoch, task.units(test_frames[k])[0], logits_k)
             unwrapped = accelerator.unwrap_model(model)
             if tc.save_checkpoints:
                 save_pretrained_atomic(unwrapped, None, run.checkpoint_dir(epoch + 1))
@@ -452,6 +468,9 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             if s == "train" and burn_in < tc.skip_epochs:
                 run.log(f"the map leaves out {burn_in} epoch(s), not {tc.skip_epochs}: {done} were trained")
             frame = compute_metrics(recorded[s][rows], labels, ids, burn_in=burn_in)
+            if task.unit == "word":  # each word's unit keyed by (sentence id, word index) too
+                frame.insert(1, "example_id", np.repeat(example_ids, unit_counts))
+                frame.insert(2, "word", np.concatenate([np.arange(n) for n in unit_counts]))
             path = run.metrics_path("train" if s == sources[0] else s)  # the first source: the main file
             atomic_write_parquet(path, frame)
         save_pretrained_atomic(accelerator.unwrap_model(model), tokenizer, run.model_dir)

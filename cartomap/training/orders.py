@@ -32,6 +32,10 @@ def check_order(config: RunConfig, train) -> None:
         return
     from cartomap.errors import DataError
 
+    kind = train.task_kind
+    if kind.unit != "example":
+        raise DataError(f"order {order.name!r}: a {kind.name} run trains in the shuffled order only")
+
     if order.name not in ("shuffled",) and config.train.record in ("train", "both"):
         raise DataError(
             f"order {order.name!r}: recording the training pass needs every example in every epoch; "

@@ -1,0 +1,24 @@
+"""The token-classification kind: a sentence of words, one tag per word (named entities, parts of speech).
+
+An example is a sentence: its words in ``tokens`` (a list of strings) and a tag per word in ``tags``
+(codes into the tag names, as a sequence kind's label). The model is a token classifier (one row of
+logits per sub-word); the dynamics are kept per word, at the word's first sub-word, as units keyed by
+(sentence id, word index). Files in CoNLL columns (``.conll``, ``.conllu``, ``.bio``, ``.iob``,
+``.iob2``) are of this kind by their suffix; JSONL of token and tag lists needs ``--task token``.
+"""
+
+from __future__ import annotations
+
+from cartomap.tasks.base import TaskKind
+
+TOKEN = TaskKind(
+    name="token",
+    description="a sentence of words, one tag per word (named entities: CoNLL files), dynamics per word",
+    text_fields=("tokens",),
+    noun="sentence",
+    label_field="tags",
+    unit="word",
+    head="token",
+    source_columns=(("words",),),
+    suffixes=(".conll", ".conllu", ".bio", ".iob", ".iob2"),
+)

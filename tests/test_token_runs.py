@@ -1,0 +1,165 @@
+"""Token classification end to end: a CoNLL file trains a token run whose dynamics are per word (the
+word's first sub-word), keyed by (sentence id, word index), on a tiny random BERT."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cartomap.config import DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
+from cartomap.data.loading import load_dataset
+from cartomap.errors import DataError
+from cartomap.runs.store import RunStore
+from cartomap.tasks.token import TOKEN
+from cartomap.training.loop import train_or_load
+
+# "Schwarzenegger" is several sub-words in the default encoder's vocabulary: its first one is recorded.
+TRAIN = """\
+Arnold B-PER
+Schwarzenegger I-PER
+lives O
+in O
+Paris B-LOC
+
+Mary B-PER
+visited O
+Berlin B-LOC
+
+The O
+cat O
+sat O
+"""
+DEV = """\
+Paris B-LOC
+is O
+big O
+"""
+
+
+@pytest.fixture()
+def ner_files(tmp_path):
+    train, dev = tmp_path / "train.conll", tmp_path / "dev.conll"
+    train.write_text(TRAIN, encoding="utf-8")
+    dev.write_text(DEV, encoding="utf-8")
+    return train, dev
+
+
+def token_config(tiny_model, train, dev, **changes) -> RunConfig:
+    settings = dict(epochs=2, batch_size=2, learning_rate=0.0, warmup_ratio=0.0, record="eval")
+    settings.update(changes)
+    return RunConfig(
+        data=DataConfig(path=str(train)),
+        dev=DataConfig(path=str(dev)),
+        model=ModelConfig(tiny_model, max_length=32),
+        train=TrainConfig(**settings),
+    )
+
+
+def test_a_conll_file_is_token_data_by_its_suffix(ner_files):
+    train, _ = ner_files
+    data = load_dataset(DataConfig(path=str(train)))
+    assert data.task_kind is TOKEN and len(data) == 3
+    assert data.label_names == ("B-LOC", "B-PER", "I-PER", "O")
+    # Units: every word of every sentence in order, "<id>#<k>", and its tag.
+    ids, labels, counts = TOKEN.units(data.frame)
+    assert counts.tolist() == [5, 3, 3] and ids[:2] == ["sent-0#0", "sent-0#1"] and ids[-1] == "sent-2#2"
+    assert labels.tolist() == [1, 2, 3, 3, 0, 1, 3, 0, 3, 3, 3]
+    assert data.labels.tolist() == labels.tolist()
+
+
+def test_jsonl_of_tokens_and_tags_is_token_data_when_the_task_says_so(tmp_path, ner_files):
+    train, _ = ner_files
+    path = tmp_path / "ner.jsonl"
+    rows = [
+        {
+            "words": ["Arnold", "Schwarzenegger", "lives", "in", "Paris"],
+            "ner": ["B-PER", "I-PER", "O", "O", "B-LOC"],
+        },
+        {"words": ["Mary", "visited", "Berlin"], "ner": ["B-PER", "O", "B-LOC"]},
+        {"words": ["The", "cat", "sat"], "ner": ["O", "O", "O"]},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    config = DataConfig(path=str(path), task="token", text_columns=("words",), label_column="ner")
+    data = load_dataset(config)
+    conll = load_dataset(DataConfig(path=str(train)))
+    assert data.task_kind is TOKEN and data.fingerprint() == conll.fingerprint()  # the same sentences and ids
+
+
+def test_a_token_run_records_each_words_first_sub_word(tiny_model, ner_files, cache):
+    """With learning rate 0 the model never changes: each recorded word's logits are the saved model's
+    logits at that word's first sub-word, and the dev accuracy is per word."""
+    import torch
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    train, dev = ner_files
+    run = train_or_load(token_config(tiny_model, train, dev), RunStore(cache))
+    assert run.state == "done" and run.task_kind is TOKEN
+    metrics = run.metrics()
+    assert len(metrics) == 11 and metrics["id"].iloc[1] == "sent-0#1"
+    assert metrics[["example_id", "word"]].iloc[1].tolist() == ["sent-0", 1]
+    assert metrics["label"].tolist() == [1, 2, 3, 3, 0, 1, 3, 0, 3, 3, 3]
+
+    examples = run.examples()
+    unit_ids = TOKEN.units(examples)[0]
+    recorded = run.read_epoch("eval", 1, unit_ids)
+    tokenizer = AutoTokenizer.from_pretrained(run.model_dir)
+    model = AutoModelForTokenClassification.from_pretrained(run.model_dir).eval()
+    expected, split = [], False
+    for words in examples["tokens"]:
+        enc = tokenizer(list(words), is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            logits = model(**enc).logits[0].numpy()
+        word_ids = enc.word_ids(0)
+        firsts = [word_ids.index(w) for w in range(len(words))]
+        split |= len([w for w in word_ids if w == 1]) > 1 and word_ids[0] is None
+        expected.append(logits[firsts])
+    assert split, "the fixture must hold a word of several sub-words"
+    np.testing.assert_allclose(recorded, np.concatenate(expected), atol=1e-5)
+
+    dev_logits = run.read_epoch("dev", 1, ["sent-0#0", "sent-0#1", "sent-0#2"])
+    gold = np.array([0, 3, 3])  # B-LOC O O in the training set's tag order
+    assert run.history()[-1]["dev_accuracy"] == pytest.approx(float((dev_logits.argmax(1) == gold).mean()))
+
+
+def test_the_command_line_trains_a_token_run_from_a_conll_file(tiny_model, ner_files, tmp_path, capsys):
+    from cartomap.cli import main
+
+    train, dev = ner_files
+    argv = [
+        "--cache",
+        str(tmp_path / "c"),
+        "train",
+        "--data",
+        str(train),
+        "--dev",
+        str(dev),
+        "--model",
+        tiny_model,
+    ]
+    assert main([*argv, "--epochs", "1", "--batch-size", "4", "--max-length", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "3 sentences, 1 epochs, dev accuracy (per word)" in out
+
+
+def test_what_a_token_run_cannot_do_is_refused_saying_what_to_change(tiny_model, ner_files, cache):
+    train, dev = ner_files
+    with pytest.raises(DataError, match="word 4 of 5 is past max_length 8 sub-words"):
+        train_or_load(
+            token_config(tiny_model, train, dev, epochs=1).replace(
+                model=ModelConfig(tiny_model, max_length=8)
+            ),
+            RunStore(cache),
+        )
+    curriculum = token_config(tiny_model, train, dev).replace(order=OrderConfig(name="length"))
+    with pytest.raises(DataError, match="order 'length': a token run trains in the shuffled order only"):
+        train_or_load(curriculum, RunStore(cache))
+
+
+def test_tags_outside_the_training_set_are_refused_in_the_dev_set(tiny_model, ner_files, tmp_path, cache):
+    train, _ = ner_files
+    dev = tmp_path / "odd.conll"
+    dev.write_text("Paris B-MISC\n", encoding="utf-8")
+    with pytest.raises(DataError, match="B-MISC"):
+        train_or_load(token_config(tiny_model, train, dev), RunStore(cache))
