@@ -118,6 +118,22 @@ def test_a_token_run_records_each_words_first_sub_word(tiny_model, ner_files, ca
     assert split, "the fixture must hold a word of several sub-words"
     np.testing.assert_allclose(recorded, np.concatenate(expected), atol=1e-5)
 
+    # The word-level map shows each word with its sentence; the sentence-level map puts a sentence
+    # at its worst word.
+    from cartomap.analysis.datamap import map_frame, sentence_map
+
+    words = map_frame(run)
+    assert words[["id", "tokens", "context"]].iloc[1].tolist() == [
+        "sent-0#1",
+        "Schwarzenegger",
+        "Arnold Schwarzenegger lives in Paris",
+    ]
+    sentences = sentence_map(run)
+    assert sentences["id"].tolist() == ["sent-0", "sent-1", "sent-2"]
+    assert sentences["tokens"].iloc[1] == "Mary visited Berlin"
+    worst = metrics.groupby("example_id")["confidence"].min()
+    np.testing.assert_allclose(sentences["confidence"], worst.loc[sentences["id"]].to_numpy())
+
     dev_logits = run.read_epoch("dev", 1, ["sent-0#0", "sent-0#1", "sent-0#2"])
     gold = np.array([0, 3, 3])  # B-LOC O O in the training set's tag order
     assert run.history()[-1]["dev_accuracy"] == pytest.approx(float((dev_logits.argmax(1) == gold).mean()))

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.errors import RunError
+from cartomap.errors import DataError, RunError
 from cartomap.scores.metrics import RegionRule, compute_metrics, correctness_bucket, region_partition, softmax
 from cartomap.tasks import registry as task_kinds
 
@@ -99,6 +99,56 @@ def as_map_frame(frame: pd.DataFrame, label_names: Sequence[str] | None = None) 
     return build_map_frame(frame, None, names)
 
 
+#: The column of a word's sentence (its words joined by spaces) on a word-level map.
+SENTENCE = "context"
+
+
+def unit_rows(examples: pd.DataFrame) -> pd.DataFrame:
+    """A run's examples as one row per unit of its task kind (the rows its dynamics and metrics have):
+    as they are for a sequence kind; per word for token classification, with the unit's id
+    (``<id>#<k>``), the word as the text field and its sentence (:data:`SENTENCE`)."""
+    try:
+        kind = task_kinds.of_columns(examples.columns)
+    except DataError:
+        return examples
+    if kind.unit != "word":
+        return examples
+    unit_ids, counts = kind.unit_ids(examples)
+    words = [[str(w) for w in row] for row in examples[kind.text_fields[0]]]
+    return pd.DataFrame(
+        {
+            "id": unit_ids,
+            kind.text_fields[0]: [w for row in words for w in row],
+            SENTENCE: np.repeat(np.asarray([" ".join(row) for row in words], dtype=object), counts),
+        }
+    )
+
+
+def sentence_map(run, method: str = "min") -> pd.DataFrame:
+    """A token run's data map at sentence level: each sentence scored over its words' confidences by
+    ``method`` ("min": at its worst word, where the word-level map has it;
+    :func:`cartomap.scores.tokens.sentence_metrics`), with its id and its words joined. RunError for a
+    run whose task has no words."""
+    from cartomap.scores.tokens import sentence_metrics
+
+    kind = run.task_kind
+    if kind.unit != "word":
+        raise RunError(
+            f"run {run.id}: a sentence-level map is for token runs; this run's task is {kind.name}"
+        )
+    examples = run.examples(columns=("id", kind.text_fields[0]))
+    ids = examples["id"].astype(str).to_numpy()
+    metrics = run.metrics()
+    position = pd.Series(np.arange(len(ids)), index=ids)
+    words = metrics.assign(sentence=position.reindex(metrics["example_id"].astype(str)).to_numpy())
+    out = sentence_metrics(words, method=method, n_sentences=len(ids))
+    rows = out["sentence"].to_numpy(dtype=np.int64)
+    out.insert(0, "id", ids[rows])
+    words_field = kind.text_fields[0]  # the sentence's words, joined
+    out.insert(1, words_field, [" ".join(str(w) for w in examples[words_field].iloc[r]) for r in rows])
+    return out
+
+
 def build_map_frame(
     metrics: pd.DataFrame,
     examples: pd.DataFrame | None,
@@ -114,8 +164,10 @@ def build_map_frame(
     in the same order, as a run's do: no hash join of 550k strings).
     """
     ids = metrics["id"].astype(str)
+    if examples is not None:
+        examples = unit_rows(examples)
     text_cols = list(task_kinds.text_fields_in(examples.columns)) if examples is not None else []
-    extra = [c for c in ("genre",) if examples is not None and c in examples.columns]
+    extra = [c for c in ("genre", SENTENCE) if examples is not None and c in examples.columns]
     if examples is not None:
         extra += [c for c in examples.columns if c in HUMAN_MAP_COLUMNS or str(c).startswith("votes_")]
     joined = pd.DataFrame({"id": ids.to_numpy()}, index=metrics.index)
@@ -557,7 +609,8 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str]) -> pd.DataFrame:
     """Rows of ``frame`` for ``ids`` (in the order given, unknown or filtered-out ids skipped),
     with the columns a person reads: id, texts, gold, predicted, genre, metrics."""
     wanted = pd.unique(np.asarray([str(i) for i in ids], dtype=object))
-    cols = [c for c in ("id", *task_kinds.text_fields(), "gold", "predicted", "genre") if c in frame.columns]
+    shown = ("id", *task_kinds.text_fields(), SENTENCE, "gold", "predicted", "genre")
+    cols = [c for c in shown if c in frame.columns]
     cols += [c for c in METRIC_COLUMNS if c in frame.columns and c not in cols]
     cols += [c for c in SEED_COLUMNS if c in frame.columns and c not in cols]  # a map over seeds
     human = ("agreement", "human_entropy", "human_majority_share", "human_n", "gold_disagrees")

@@ -158,18 +158,28 @@ class TaskKind:
         """The units of an examples frame, in row order: (unit ids, gold label of each unit as int64,
         units per row). One unit per example: its id and label. One per word: ids ``"<id>#<k>"``
         (:data:`UNIT_SEPARATOR`; word k of example id), the labels of the words in order."""
+        unit_ids, counts = self.unit_ids(frame)
+        if self.unit == "example":
+            return unit_ids, frame[self.label_field].to_numpy(dtype=np.int64), counts
+        rows = [np.asarray(tags, dtype=np.int64).reshape(-1) for tags in frame[self.label_field]]
+        labels = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        if len(labels) != len(unit_ids):
+            raise ValueError(f"task kind {self.name!r}: {len(labels)} tags for {len(unit_ids)} words")
+        return unit_ids, labels, counts
+
+    def unit_ids(self, frame: Any) -> tuple[list[str], np.ndarray]:
+        """(unit ids, units per row) of an examples frame: its ids and, per word, its words (no labels
+        needed), in :meth:`units` order."""
         ids = frame["id"].astype(str).tolist()
         if self.unit == "example":
-            return ids, frame[self.label_field].to_numpy(dtype=np.int64), np.ones(len(ids), dtype=np.int64)
+            return ids, np.ones(len(ids), dtype=np.int64)
         if self.unit != "word":
             raise NotImplementedError(f"task kind {self.name!r}: units per {self.unit} are not recorded yet")
-        rows = [np.asarray(tags, dtype=np.int64).reshape(-1) for tags in frame[self.label_field]]
-        counts = np.asarray([len(r) for r in rows], dtype=np.int64)
+        counts = np.asarray([len(row) for row in frame[self.text_fields[0]]], dtype=np.int64)
         unit_ids = [
             f"{i}{UNIT_SEPARATOR}{k}" for i, n in zip(ids, counts.tolist(), strict=True) for k in range(n)
         ]
-        labels = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-        return unit_ids, labels, counts
+        return unit_ids, counts
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Per-unit probabilities of logits ``[..., C]`` (any leading shape: [N, C], [E, N, C]), same shape."""
