@@ -411,7 +411,10 @@ def test_argilla_folder_is_complete_or_absent(queue, tmp_path):
             lambda q: q.assign(label=["entailment", 5, "neutral"]),
             r"field 'label': row 1: class index 5 outside 0\.\.2",
         ),
-        (lambda q: q.drop(columns=["premise", "hypothesis"]), r"no premise/hypothesis or text column"),
+        (
+            lambda q: q.drop(columns=["premise", "hypothesis"]),
+            r"no premise/hypothesis, text or tokens column",
+        ),
         (lambda q: q.assign(hypothesis=["h", None, "h"]), r"field 'hypothesis': row 1: no text"),
         (lambda q: q.rename(columns={"detector": "gold_label"}).assign(detector="x"), None),
     ],

@@ -111,8 +111,9 @@ def known_columns_label() -> str:
 
 
 def fields_label() -> str:
-    """Every kind's text fields for messages: "premise/hypothesis or text"."""
-    return " or ".join(k.fields_label for k in KINDS.values())
+    """Every kind's text fields for messages: "premise/hypothesis, text or tokens"."""
+    labels = [k.fields_label for k in KINDS.values()]
+    return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} or {labels[-1]}"
 
 
 def text_fields() -> tuple[str, ...]:
