@@ -37,6 +37,7 @@ from cartomap.training.similarity import (
     similarity_by_label,
 )
 from pages.common import (
+    applies_per_example,
     current_run,
     escape_markdown,
     flash,
@@ -133,6 +134,8 @@ def _config_json(config: DataConfig) -> str:
 def pick_dataset():
     """The source widgets; returns (dataset, key, test set or None, base RunConfig, run or None)."""
     run = current_run()
+    if run is not None and not applies_per_example(run, "The artifact analysis of the selected run's data"):
+        run = None  # the demo or a file still can be analysed
     options = list(SOURCES) if run is not None else ["demo", "path"]
     source = st.radio(
         "Data",

@@ -228,6 +228,21 @@ def through_app() -> None:
     st.stop()
 
 
+def applies_per_example(run: Run | None, what: str) -> bool:
+    """Whether ``what`` (a page's work on one label per example) applies to ``run``'s task kind; for a run
+    whose dynamics are per word (token classification) it says so plainly and returns False."""
+    if run is None:
+        return True
+    kind = run.task_kind
+    if kind.unit == "example":
+        return True
+    st.info(
+        f"{what} works on examples with one label each. Run {run.id} is a {kind.name} run ({kind.description}): "
+        "this does not apply to it."
+    )
+    return False
+
+
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and the noun agreeing with it: ``count(1, "group")`` = "1 group", ``count(2_000, "group")``
     = "2,000 groups" (``plural`` for nouns that do not take an s)."""

@@ -37,6 +37,7 @@ from cartomap.runs.store import RUN_REF, Run
 from cartomap.scores import detectors
 from cartomap.training.forms import check_device, check_model
 from pages.common import (
+    applies_per_example,
     current_run,
     escape_markdown,
     flash,
@@ -452,6 +453,8 @@ def data_set(text: str, like: DataConfig) -> DataConfig:
 def training_data() -> tuple[DataConfig | None, str]:
     """The training set chosen, and where it comes from (a key of SOURCES)."""
     run = current_run()
+    if run is not None and not applies_per_example(run, "Pruning the selected run's training set"):
+        run = None  # the demo or a file still can be pruned
     sources = [k for k in SOURCES if k != "run" or run is not None]
     source = st.radio(
         "Training set",

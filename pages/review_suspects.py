@@ -33,6 +33,7 @@ from cartomap.runs.groups import list_groups
 from cartomap.runs.sqlite import database_problem
 from cartomap.runs.store import Run
 from pages.common import (
+    applies_per_example,
     current_run,
     escape_markdown,
     flash,
@@ -358,7 +359,7 @@ def page() -> None:
     st.title("Review suspects")
     show_flashes()
     run = demo_or_prompt(current_run())
-    if run is None:
+    if run is None or not applies_per_example(run, "Reviewing suspected label errors"):
         st.stop()
     names = queue.list_queues(run)
     new_queue_form(run, first=not names)

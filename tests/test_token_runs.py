@@ -179,3 +179,32 @@ def test_tags_outside_the_training_set_are_refused_in_the_dev_set(tiny_model, ne
     dev.write_text("Paris B-MISC\n", encoding="utf-8")
     with pytest.raises(DataError, match="B-MISC"):
         train_or_load(token_config(tiny_model, train, dev), RunStore(cache))
+
+
+@pytest.mark.parametrize(
+    "page,what",
+    [
+        ("review_suspects", "Reviewing suspected label errors"),
+        ("pruning", "Pruning the selected run's training set"),
+        ("artifacts", "The artifact analysis of the selected run's data"),
+    ],
+)
+def test_pages_of_one_label_per_example_say_they_do_not_apply_to_a_token_run(
+    tiny_model, ner_files, cache, monkeypatch, page, what
+):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    train, dev = ner_files
+    run = train_or_load(token_config(tiny_model, train, dev, epochs=1), RunStore(cache))
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parents[1] / "pages" / f"{page}.py"), default_timeout=60
+    )
+    at.run()
+    assert not at.exception
+    notes = [i.value for i in at.info]
+    assert any(what in n and f"Run {run.id} is a token run" in n and "does not apply" in n for n in notes), (
+        notes
+    )

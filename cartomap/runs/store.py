@@ -360,7 +360,7 @@ class Run(StatusFolder):
             format="parquet",
             text_columns=kind.text_fields,
             task=kind.name,
-            label_column="label",
+            label_column=kind.label_field,
             id_column="id",
             label_names=self.label_names,
             genre_column="genre" if "genre" in columns else None,
