@@ -208,3 +208,18 @@ def test_pages_of_one_label_per_example_say_they_do_not_apply_to_a_token_run(
     assert any(what in n and f"Run {run.id} is a token run" in n and "does not apply" in n for n in notes), (
         notes
     )
+
+
+def test_experiments_of_one_label_per_example_refuse_token_data(tiny_model, ner_files, tmp_path, capsys):
+    from cartomap.cli import main
+
+    train, dev = ner_files
+    common = ["--model", tiny_model, "--epochs", "2", "--test", str(dev)]
+    cache = ["--cache", str(tmp_path / "c")]
+    assert main([*cache, "prune", "--data", str(train), *common]) == 2
+    assert "pruning suspected label errors works on examples with one label each" in capsys.readouterr().err
+    assert main([*cache, "curriculum", "--data", str(train), "--dev", str(dev), *common]) == 2
+    assert "a curriculum of training orders works on examples with one label each" in capsys.readouterr().err
+    assert not (tmp_path / "c" / "experiments").exists() or not any(
+        (tmp_path / "c" / "experiments").iterdir()
+    )

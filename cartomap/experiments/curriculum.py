@@ -28,6 +28,7 @@ from cartomap.scores.reports import (
     classification_table,
     significance_report,
 )
+from cartomap.tasks import registry as task_kinds
 from cartomap.training.curricula import needs_columns
 
 KIND = "curriculum"
@@ -229,6 +230,9 @@ def _jsonable(obj):
 # --------------------------------------------------------------------------- entry points
 def create_curriculum(params: CurriculumParams, store: ExperimentStore, name: str = "") -> Experiment:
     params.validate()
+    task_kinds.require_per_example(
+        params.base.data.task_kind, "a curriculum of training orders", params.base.data.path
+    )
     return store.create(KIND, params.to_params(), name=name)
 
 

@@ -813,6 +813,7 @@ def change_scatter(test: pd.DataFrame, column: str = "type"):
 def check_data(params: PruningParams) -> TextDataset:
     """Load the training and test sets and check the folds and categories fit them (DataError if not)."""
     train = load_training_set(params)
+    task_kinds.require_per_example(train.task_kind, "pruning suspected label errors", train.source)
     for t in params.base.tests:
         load_dataset(t, label_names=train.label_names)
     if params.base.dev is not None:

@@ -56,6 +56,17 @@ def kind(name: str) -> TaskKind:
         raise DataError(f"unknown task {name!r}; expected one of {', '.join(KINDS)}", field="task") from None
 
 
+def require_per_example(task: TaskKind, what: str, location: str | None = None) -> None:
+    """DataError when ``what`` (work on one label per example: pruning, curricula, review queues) meets a
+    kind whose units are not examples (token classification: per word)."""
+    if task.unit != "example":
+        raise DataError(
+            f"{what} works on examples with one label each; this is {task.name} data ({task.description})",
+            location=location,
+            field="task",
+        )
+
+
 def descriptions() -> dict[str, str]:
     return {name: k.description for name, k in KINDS.items()}
 
