@@ -216,6 +216,23 @@ def test_jsonl_line_problems(tmp_path):
     assert "no examples" in str(error_of(read_multilabel, path))
 
 
+def test_text_columns_are_checked_when_named(tmp_path):
+    rows = [{"text": "fine", "labels": ["a"]}, {"text": "  ", "labels": ["b"]}]
+    error = error_of(read_multilabel, write_jsonl(tmp_path / "t.jsonl", rows), text_columns=["text"])
+    assert (
+        error.location.endswith("line 2")
+        and error.field == "text"
+        and "empty text (only whitespace)" in str(error)
+    )
+    rows = [{"text": "fine", "labels": ["a"]}, {"labels": ["b"]}]
+    error = error_of(read_multilabel, write_jsonl(tmp_path / "t.jsonl", rows), text_columns=["text"])
+    assert error.location.endswith("line 2") and "missing; the line has fields ['labels']" in str(error)
+    frame = pd.DataFrame({"text": ["a", 5], "labels": [["x"], []]})
+    assert "expected a text string, got int 5" in str(error_of(from_frame, frame, text_columns=["text"]))
+    assert "missing text column" in str(error_of(from_frame, frame, text_columns=["premise"]))
+    assert from_frame(frame).frame["text"].tolist() == ["a", 5]  # not named: kept as it is
+
+
 def test_ids_missing_or_repeated(tmp_path):
     rows = [{"id": 1, "labels": ["a"]}, {"id": 1.0, "labels": ["b"]}]
     error = error_of(read_multilabel, write_jsonl(tmp_path / "t.jsonl", rows), id_column="id")

@@ -293,6 +293,7 @@ def from_frame(
     separator: str | None = None,
     label_names: Sequence[str] | None = None,
     id_column: str | None = None,
+    text_columns: Sequence[str] | None = None,
     source: str = "<frame>",
     lines: Sequence[int] | None = None,
 ) -> MultiLabelData:
@@ -300,8 +301,10 @@ def from_frame(
 
     Give either ``labels_column`` (default ``labels``; ``separator`` splits delimited strings,
     ``label_names`` fixes the label space) or ``label_columns`` (one 0/1 column per label, the label
-    space in their order). ``id_column`` names unique ids; otherwise ids are ``ex-<row>``. ``lines``
-    gives each row's physical line in its file, for messages; otherwise rows are named by position.
+    space in their order). ``id_column`` names unique ids; otherwise ids are ``ex-<row>``.
+    ``text_columns``, when given, must exist and hold a non-empty string in every row (they are
+    checked, not changed). ``lines`` gives each row's physical line in its file, for messages;
+    otherwise rows are named by position.
     """
     if not isinstance(frame, pd.DataFrame):
         raise DataError(f"expected a pandas DataFrame, got {_type_name(frame)}", location=source)
@@ -372,6 +375,10 @@ def from_frame(
         label_lists = from_indicator(indicator, names)
         used = {column}
 
+    for column in text_columns if text_columns is not None else ():
+        require(column, "text")
+        for i, value in enumerate(frame[column].tolist()):
+            _check_text(value, where(i), str(column))
     ids = _ids(frame, id_column, where, source)
     if id_column is not None:
         used.add(id_column)
@@ -395,6 +402,22 @@ def from_frame(
         lines=tuple(int(x) for x in lines) if lines is not None else None,
         warnings=tuple(label_warnings(indicator, names, source=source)),
     )
+
+
+def _check_text(value: Any, where: str, field: str) -> None:
+    if isinstance(value, str):
+        if not value.strip():
+            raise DataError(
+                "empty text" + (" (only whitespace)" if value else "") + "; expected a non-empty string",
+                location=where,
+                field=field,
+            )
+    elif _is_missing(value):
+        raise DataError("missing text (null); expected a non-empty string", location=where, field=field)
+    else:
+        raise DataError(
+            f"expected a text string, got {_type_name(value)} {value!r}", location=where, field=field
+        )
 
 
 def _ids(frame: pd.DataFrame, id_column: str | None, where: Callable[[int], str], source: str) -> list[str]:
@@ -461,16 +484,18 @@ def parse_multilabel_jsonl(
     separator: str | None = None,
     label_names: Sequence[str] | None = None,
     id_field: str | None = None,
+    text_fields: Sequence[str] | None = None,
 ) -> MultiLabelData:
     """Multi-label examples from JSON lines, one object per line (blank lines skipped): the fields
     become columns and :func:`from_frame` reads them, each row named by its physical line. A line
-    without the labels field (or one of ``label_fields``, or ``id_field``) is refused here, so that a
-    missing field is not read as null."""
+    without the labels field (or one of ``label_fields``, ``id_field`` or ``text_fields``) is refused
+    here, so that a missing field is not read as null."""
     records: list[dict] = []
     lines: list[int] = []
     needed = [*(label_fields if label_fields is not None else [labels_field or LABELS])]
     if id_field is not None:
         needed.append(id_field)
+    needed.extend(text_fields or ())
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -501,6 +526,7 @@ def parse_multilabel_jsonl(
         separator=separator,
         label_names=label_names,
         id_column=id_field,
+        text_columns=text_fields,
         source=source,
         lines=lines,
     )
@@ -514,6 +540,7 @@ def read_multilabel(
     separator: str | None = None,
     label_names: Sequence[str] | None = None,
     id_column: str | None = None,
+    text_columns: Sequence[str] | None = None,
     format: str = "auto",
     source: str | None = None,
 ) -> MultiLabelData:
@@ -539,6 +566,7 @@ def read_multilabel(
             separator=separator,
             label_names=label_names,
             id_field=id_column,
+            text_fields=text_columns,
         )
     frame, lines = read_table(path, format)
     return from_frame(
@@ -548,6 +576,7 @@ def read_multilabel(
         separator=separator,
         label_names=label_names,
         id_column=id_column,
+        text_columns=text_columns,
         source=source,
         lines=lines,
     )
