@@ -14,6 +14,8 @@ from cartomap.scores.multilabel import (
     EXAMPLE_METHODS,
     PAIR_COLUMNS,
     correct_from_probs,
+    dynamics_array,
+    dynamics_long,
     example_metrics,
     example_scores,
     flat_keys,
@@ -336,3 +338,26 @@ def test_bad_inputs_name_the_field(call, field):
     with pytest.raises(DataError) as caught:
         call()
     assert caught.value.field == field
+
+
+def test_recorded_dynamics_round_trip_through_long_tables():
+    logits = np.log(PROBS / (1.0 - PROBS))  # the fixture's probabilities as logits
+    tables = [dynamics_long(logits[e], IDS) for e in range(2)]
+    assert tables[0].columns.tolist() == ["id", "label", "logit"]
+    assert (
+        tables[0]["id"].tolist() == ["a", "a", "b", "b", "c", "c"]
+        and tables[0]["label"].tolist() == [0, 1] * 3
+    )
+    shuffled = [t.sample(frac=1.0, random_state=e) for e, t in enumerate(tables)]
+    back = dynamics_array(shuffled, IDS, 2)
+    np.testing.assert_allclose(back, logits)
+    pairs = label_metrics_from_logits(back, GOLD, ids=IDS, label_names=NAMES)
+    np.testing.assert_allclose(pairs["confidence"], CONF)
+    with pytest.raises(DataError, match=r"epoch index 1: key \(id 'b', label 1\) is missing"):
+        dynamics_array([tables[0], tables[1].drop(index=3)], IDS, 2)
+    with pytest.raises(DataError, match=r"epoch index 0: key \(id 'a', label 0\) is 2 rows"):
+        dynamics_array([pd.concat([tables[0], tables[0].iloc[:1]])], IDS, 2)
+    with pytest.raises(DataError, match="unknown id 'a'"):
+        dynamics_array(tables, ["b", "c"], 2)
+    with pytest.raises(DataError, match=r"label indices must be in \[0, 1\)"):
+        dynamics_array(tables, IDS, 1)

@@ -22,6 +22,9 @@ name (:data:`EXAMPLE_METHODS`: ``min``, the default, as a sentence is as good as
 :mod:`cartomap.scores.tokens`; ``mean``; ``present_only``, the mean over the example's gold labels;
 cleanlab's ``softmin`` and ``ema``), and placed on a combined map (:func:`example_metrics`). Each
 docstring gives the formula and the direction of the score.
+
+A run can keep each epoch's outputs as a long table keyed by (id, label) (:func:`dynamics_long`) and
+read them back as ``[E, N, L]`` in its examples' order (:func:`dynamics_array`).
 """
 
 from __future__ import annotations
@@ -164,6 +167,62 @@ def correct_from_probs(
     probs = _check_probs(probs)
     gold = _check_gold(gold, probs.shape[1:])
     return predicted_present(probs, threshold) == gold[None]
+
+
+# --------------------------------------------------------------------------- recorded dynamics
+
+
+def dynamics_long(values: np.ndarray, ids: Sequence, *, column: str = "logit") -> pd.DataFrame:
+    """One epoch's per-label outputs ``values`` [N, L] (logits, or probabilities) as a long table, one
+    row per (example, label) in :func:`flat_keys` order: ``id`` (of the example), ``label`` (the
+    0-based label index) and ``column``; the shape a run can store an epoch of multi-label dynamics
+    in, keyed by (id, label) as word dynamics are by (id, word)."""
+    values = np.asarray(values)
+    if values.ndim != 2:
+        raise DataError(f"expected a matrix [examples, labels], got shape {values.shape}", field=column)
+    n, n_labels = values.shape
+    id_arr = _ids(ids, n, "ids")
+    example, label = flat_keys(n, n_labels)
+    return pd.DataFrame({"id": id_arr[example], "label": label, column: values.reshape(n * n_labels)})
+
+
+def dynamics_array(
+    tables: Sequence[pd.DataFrame], ids: Sequence, n_labels: int, *, column: str = "logit"
+) -> np.ndarray:
+    """[E, N, L] float64 from one long table per epoch (:func:`dynamics_long`'s shape, rows in any
+    order): entry [e, i, j] = ``column`` of the row (ids[i], j) of table e. Every table must hold every
+    (id, label) of ``ids`` x 0 .. L - 1 exactly once; a missing, repeated or unknown key raises
+    DataError naming the epoch index and the key."""
+    id_list = [str(x) for x in ids]
+    position = pd.Index(id_list)
+    if not position.is_unique:
+        raise DataError("expected unique ids", field="ids")
+    n, n_labels = len(id_list), int(n_labels)
+    out = np.empty((len(tables), n, n_labels), dtype=np.float64)
+    for e, table in enumerate(tables):
+        for name in ("id", "label", column):
+            if name not in table.columns:
+                raise DataError(
+                    f"epoch index {e}: missing; the table has columns {list(table.columns)}", field=name
+                )
+        rows = position.get_indexer(table["id"].astype(str))
+        labels = table["label"].to_numpy()
+        if (rows < 0).any():
+            k = int(np.flatnonzero(rows < 0)[0])
+            raise DataError(f"epoch index {e}: unknown id {table['id'].iloc[k]!r}", field="id")
+        if len(labels) and (labels.min() < 0 or labels.max() >= n_labels):
+            raise DataError(f"epoch index {e}: label indices must be in [0, {n_labels})", field="label")
+        seen = np.zeros((n, n_labels), dtype=np.int64)
+        np.add.at(seen, (rows, labels.astype(np.int64)), 1)
+        if not (seen == 1).all():
+            i, j = np.argwhere(seen != 1)[0]
+            what = "missing" if seen[i, j] == 0 else f"{int(seen[i, j])} rows"
+            raise DataError(
+                f"epoch index {e}: key (id {id_list[i]!r}, label {int(j)}) is {what}; expected one row each",
+                field="label",
+            )
+        out[e, rows, labels.astype(np.int64)] = table[column].to_numpy(dtype=np.float64)
+    return out
 
 
 # --------------------------------------------------------------------------- per (example, label)
