@@ -174,7 +174,7 @@ def correct_from_probs(
 
 def dynamics_long(values: np.ndarray, ids: Sequence, *, column: str = "logit") -> pd.DataFrame:
     """One epoch's per-label outputs ``values`` [N, L] (logits, or probabilities) as a long table, one
-    row per (example, label) in :func:`flat_keys` order: ``id`` (of the example), ``label`` (the
+    row per (example, label) in :func:`flat_keys` order: ``id`` (of the example, a string), ``label`` (the
     0-based label index) and ``column``; the shape a run can store an epoch of multi-label dynamics
     in, keyed by (id, label) as word dynamics are by (id, word)."""
     values = np.asarray(values)
@@ -183,7 +183,9 @@ def dynamics_long(values: np.ndarray, ids: Sequence, *, column: str = "logit") -
     n, n_labels = values.shape
     id_arr = _ids(ids, n, "ids")
     example, label = flat_keys(n, n_labels)
-    return pd.DataFrame({"id": id_arr[example], "label": label, column: values.reshape(n * n_labels)})
+    return pd.DataFrame(
+        {"id": _repeat_strings(id_arr, example), "label": label, column: values.reshape(n * n_labels)}
+    )
 
 
 def dynamics_array(
@@ -205,15 +207,16 @@ def dynamics_array(
                 raise DataError(
                     f"epoch index {e}: missing; the table has columns {list(table.columns)}", field=name
                 )
-        rows = position.get_indexer(table["id"].astype(str))
+        codes, found = pd.factorize(table["id"].astype(str))  # hash each distinct id once
+        rows = position.get_indexer(found)[codes]
         labels = table["label"].to_numpy()
         if (rows < 0).any():
             k = int(np.flatnonzero(rows < 0)[0])
             raise DataError(f"epoch index {e}: unknown id {table['id'].iloc[k]!r}", field="id")
         if len(labels) and (labels.min() < 0 or labels.max() >= n_labels):
             raise DataError(f"epoch index {e}: label indices must be in [0, {n_labels})", field="label")
-        seen = np.zeros((n, n_labels), dtype=np.int64)
-        np.add.at(seen, (rows, labels.astype(np.int64)), 1)
+        seen = np.bincount(rows * n_labels + labels.astype(np.int64), minlength=n * n_labels)
+        seen = seen.reshape(n, n_labels)
         if not (seen == 1).all():
             i, j = np.argwhere(seen != 1)[0]
             what = "missing" if seen[i, j] == 0 else f"{int(seen[i, j])} rows"
@@ -237,6 +240,12 @@ def _ids(ids: Sequence | None, n: int, field: str) -> np.ndarray:
     return out
 
 
+def _repeat_strings(values: np.ndarray, index: np.ndarray) -> pd.Series:
+    """``values[index]`` as a string Series; taken after the conversion to strings, so each distinct
+    value is converted once (the long table repeats every id L times)."""
+    return pd.Series(values).astype(str).take(index).reset_index(drop=True)
+
+
 def label_metrics(
     gold_probs: np.ndarray,
     correct: np.ndarray,
@@ -257,8 +266,8 @@ def label_metrics(
     less stable); never_learned = no epoch correct. present = gold; predicted = the predicted state
     after the last epoch. region = :func:`cartomap.scores.metrics.region_partition` by ``regions``
     (default by rank), ranked inside each label (``regions_by="label"``) or over all pairs (``"all"``).
-    ``ids`` (one per example) default to the example index as a string, ``label_names`` to the label
-    index as a string.
+    ``ids`` (one per example) and ``label_names`` are written as strings; they default to the example
+    index and the label index.
     """
     gold_p = _check_probs(gold_probs, "gold_probs")
     hits = np.asarray(correct)
@@ -294,8 +303,8 @@ def label_metrics(
         {
             "example": example,
             "label": label,
-            "id": id_arr[example],
-            "label_name": name_arr[label],
+            "id": _repeat_strings(id_arr, example),
+            "label_name": _repeat_strings(name_arr, label),
             "present": gold_flat,
             "predicted": np.where(hits[-1], gold_flat, ~gold_flat),
             "confidence": conf,
@@ -362,8 +371,7 @@ def _grid(pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, int]:
     if example.min() < 0 or label.min() < 0:
         raise DataError("expected indices >= 0", field="example")
     n, n_labels = int(example.max()) + 1, int(label.max()) + 1
-    seen = np.zeros((n, n_labels), dtype=np.int64)
-    np.add.at(seen, (example, label), 1)
+    seen = np.bincount(example * n_labels + label, minlength=n * n_labels).reshape(n, n_labels)
     if not (seen == 1).all():
         i, j = np.argwhere(seen != 1)[0]
         count = int(seen[i, j])
