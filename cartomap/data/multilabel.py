@@ -344,11 +344,11 @@ def from_frame(
                 location=source,
                 field="label_columns",
             )
-        names = _label_space([str(c) for c in label_columns], source)
+        names = tuple(str(c) for c in label_columns)
+        _label_space(names, source)  # non-empty strings
         columns = list(label_columns)
         for column in columns:
             require(column, "label")
-        assert names is not None
         indicator = np.zeros((len(frame), len(names)), dtype=bool)
         for j, column in enumerate(columns):
             for i, value in enumerate(frame[column].tolist()):
