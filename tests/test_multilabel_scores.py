@@ -361,3 +361,20 @@ def test_recorded_dynamics_round_trip_through_long_tables():
         dynamics_array(tables, ["b", "c"], 2)
     with pytest.raises(DataError, match=r"label indices must be in \[0, 1\)"):
         dynamics_array(tables, IDS, 1)
+
+
+def test_read_data_feeds_the_scores_by_its_indicator_ids_and_label_space():
+    from cartomap.data.multilabel import from_frame
+
+    data = from_frame(
+        pd.DataFrame({"comment": ["x", "y", "z"], "labels": [["toxic"], ["insult", "toxic"], []]})
+    )
+    assert data.label_names == ("insult", "toxic")  # sorted: the fixture's columns in the other order
+    probs = PROBS[:, :, ::-1]
+    pairs = label_metrics_from_probs(
+        probs, data.indicator, ids=data.frame["id"], label_names=data.label_names
+    )
+    assert to_dense(pairs, "present").tolist() == GOLD[:, ::-1].tolist()
+    assert label_map(pairs, "insult")["confidence"].tolist() == pytest.approx([0.5, 0.3, 0.65])
+    assert example_metrics(pairs)["worst_label_name"].tolist() == ["insult"] * 3
+    assert example_metrics(pairs)["id"].tolist() == ["ex-0", "ex-1", "ex-2"]
