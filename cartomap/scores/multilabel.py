@@ -1,0 +1,643 @@
+"""Training dynamics of multi-label classification (one sigmoid output per label): per (example, label)
+and per example.
+
+Small pure functions on numpy arrays. Every example has every label, present or absent, so the
+dynamics are dense; the per-pair table is **long**: one row per (example, label), keyed by
+(``example``, ``label``), the 0-based example index and the 0-based label index, rows example by
+example and inside an example label by label (:func:`flat_keys`). Shapes used throughout:
+
+* ``logits``: ``[E, N, L]`` one logit per label per epoch and example; ``probs = sigmoid(logits)``
+* ``gold``: ``[N, L]`` bool, label j applies to example i (the indicator matrix of
+  :mod:`cartomap.data.multilabel`)
+* ``gold_probs``: ``[E, N, L]`` the probability of the gold state of each label: p if the label is
+  present, 1 - p if it is absent (:func:`gold_probabilities`)
+* ``correct``: ``[E, N, L]`` bool, the label's prediction (present iff p > threshold) was its gold
+  state at that epoch
+
+Each (example, label) is scored as a binary example of the one-vs-rest problem of its label: the
+sequence-level data-map metrics of :mod:`cartomap.scores.metrics` on its p(gold) series
+(:func:`label_metrics`); the table filtered to one label is that label's data map
+(:func:`label_map`). An example is then scored from its labels' scores by an aggregation picked by
+name (:data:`EXAMPLE_METHODS`: ``min``, the default, as a sentence is as good as its worst word in
+:mod:`cartomap.scores.tokens`; ``mean``; ``present_only``, the mean over the example's gold labels;
+cleanlab's ``softmin`` and ``ema``), and placed on a combined map (:func:`example_metrics`). Each
+docstring gives the formula and the direction of the score.
+
+A run can keep each epoch's outputs as a long table keyed by (id, label) (:func:`dynamics_long`) and
+read them back as ``[E, N, L]`` in its examples' order (:func:`dynamics_array`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from cartomap.errors import DataError
+from cartomap.scores import metrics
+
+#: A label is predicted present when its probability is above this (logit > 0).
+DEFAULT_THRESHOLD = 0.5
+#: cleanlab's default temperature of the multi-label ``softmin`` aggregation.
+DEFAULT_SOFTMIN_TEMPERATURE = 0.1
+#: cleanlab's default forgetting factor of the multi-label ``ema`` aggregation (its default method).
+DEFAULT_EMA_ALPHA = 0.8
+#: Over which pairs :func:`label_metrics` ranks variability for the regions: each label's own
+#: examples (``label``: every label's map has its own ambiguous third), or all pairs at once (``all``).
+REGION_SCOPES: tuple[str, ...] = ("label", "all")
+_MIN_TEMPERATURE = 1e-6
+
+PAIR_COLUMNS: tuple[str, ...] = (
+    "example",
+    "label",
+    "id",
+    "label_name",
+    "present",
+    "predicted",
+    "confidence",
+    "variability",
+    "correctness",
+    "correct_count",
+    "forgetfulness",
+    "never_learned",
+    "region",
+)
+SCORE_COLUMNS: tuple[str, ...] = ("example", "n_scored", "score", "worst_label", "worst_score")
+EXAMPLE_COLUMNS: tuple[str, ...] = (
+    "example",
+    "id",
+    "n_labels",
+    "n_present",
+    "n_scored",
+    "confidence",
+    "variability",
+    "correctness",
+    "forgetfulness",
+    "worst_label",
+    "worst_label_name",
+    "worst_confidence",
+    "region",
+)
+
+
+# --------------------------------------------------------------------------- basics
+
+
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    """sigmoid(z) = 1 / (1 + exp(-z)), computed as exp(z) / (1 + exp(z)) for z < 0 so that no exp
+    overflows: in [0, 1] for every z (no warning, no NaN), exactly 0.5 at 0, sigmoid(-z) = 1 - sigmoid(z).
+
+    Integer input is computed in float64; float input keeps its dtype."""
+    z = np.asarray(logits)
+    if not np.issubdtype(z.dtype, np.floating):
+        z = z.astype(np.float64)
+    e = np.exp(-np.abs(z))  # in (0, 1]: never overflows
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(z.dtype, copy=False)
+
+
+def flat_keys(n_examples: int, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """(example [N*L], label [N*L]): example i repeats L times, label counts 0 .. L - 1 inside it, the
+    order of ``array.reshape(N * L)`` on an [N, L] array."""
+    if int(n_examples) < 0 or int(n_labels) < 0:
+        raise DataError("expected counts >= 0", field="n_examples")
+    example = np.repeat(np.arange(int(n_examples), dtype=np.int64), int(n_labels))
+    label = np.tile(np.arange(int(n_labels), dtype=np.int64), int(n_examples))
+    return example, label
+
+
+def _check_gold(gold: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    gold = np.asarray(gold)
+    if gold.shape != shape:
+        raise DataError(
+            f"expected a matrix of shape {shape} [examples, labels], got {gold.shape}", field="gold"
+        )
+    if gold.dtype != bool:
+        if gold.size and not (np.issubdtype(gold.dtype, np.number) and np.isin(gold, (0, 1)).all()):
+            raise DataError("expected a bool (or 0/1) matrix", field="gold")
+        gold = gold.astype(bool)
+    return gold
+
+
+def _check_probs(probs: np.ndarray, name: str = "probs") -> np.ndarray:
+    probs = np.asarray(probs, dtype=np.float64)
+    if probs.ndim != 3 or probs.shape[0] == 0:
+        raise DataError(
+            f"expected a 3-d array [epochs >= 1, examples, labels], got shape {probs.shape}", field=name
+        )
+    if not np.all(np.isfinite(probs)):
+        e, i, j = np.argwhere(~np.isfinite(probs))[0]
+        raise DataError(
+            f"non-finite value for example {int(i)}, label {int(j)} at epoch index {int(e)}", field=name
+        )
+    if probs.size and (probs.min() < 0 or probs.max() > 1):
+        raise DataError("expected probabilities in [0, 1] (apply sigmoid to logits)", field=name)
+    return probs
+
+
+def _check_threshold(threshold: float) -> float:
+    t = float(threshold)
+    if not 0.0 < t < 1.0:
+        raise DataError(f"expected a threshold in (0, 1), got {threshold}", field="threshold")
+    return t
+
+
+def gold_probabilities(probs: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """p_e(gold)[i, j] = probs[e, i, j] if label j applies to example i, else 1 - probs[e, i, j]:
+    the probability the model gives the gold state of each label, [E, N, L]. Higher = easier; the
+    per-label self-confidence of cleanlab's multi-label scores. Flipping a label's presence and its
+    probabilities (p -> 1 - p) leaves it unchanged."""
+    probs = _check_probs(probs)
+    gold = _check_gold(gold, probs.shape[1:])
+    return np.where(gold[None], probs, 1.0 - probs)
+
+
+def predicted_present(probs: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> np.ndarray:
+    """predicted[..] = probs > threshold, bool, same shape. Strictly above: at p = 0.5 (logit 0) the
+    label is predicted absent, as the argmax of a two-class softmax over (absent 0, present z) picks
+    the first class on a tie."""
+    return np.asarray(probs) > _check_threshold(threshold)
+
+
+def correct_from_probs(
+    probs: np.ndarray, gold: np.ndarray, threshold: float = DEFAULT_THRESHOLD
+) -> np.ndarray:
+    """correct[e, i, j] = (probs[e, i, j] > threshold) == gold[i, j], bool [E, N, L]: the label's
+    predicted state was its gold state after epoch e."""
+    probs = _check_probs(probs)
+    gold = _check_gold(gold, probs.shape[1:])
+    return predicted_present(probs, threshold) == gold[None]
+
+
+# --------------------------------------------------------------------------- recorded dynamics
+
+
+def dynamics_long(values: np.ndarray, ids: Sequence, *, column: str = "logit") -> pd.DataFrame:
+    """One epoch's per-label outputs ``values`` [N, L] (logits, or probabilities) as a long table, one
+    row per (example, label) in :func:`flat_keys` order: ``id`` (of the example, a string), ``label`` (the
+    0-based label index) and ``column``; the shape a run can store an epoch of multi-label dynamics
+    in, keyed by (id, label) as word dynamics are by (id, word)."""
+    values = np.asarray(values)
+    if values.ndim != 2:
+        raise DataError(f"expected a matrix [examples, labels], got shape {values.shape}", field=column)
+    n, n_labels = values.shape
+    id_arr = _ids(ids, n, "ids")
+    example, label = flat_keys(n, n_labels)
+    return pd.DataFrame(
+        {"id": _repeat_strings(id_arr, example), "label": label, column: values.reshape(n * n_labels)}
+    )
+
+
+def dynamics_array(
+    tables: Sequence[pd.DataFrame], ids: Sequence, n_labels: int, *, column: str = "logit"
+) -> np.ndarray:
+    """[E, N, L] float64 from one long table per epoch (:func:`dynamics_long`'s shape, rows in any
+    order): entry [e, i, j] = ``column`` of the row (ids[i], j) of table e. Every table must hold every
+    (id, label) of ``ids`` x 0 .. L - 1 exactly once; a missing, repeated or unknown key raises
+    DataError naming the epoch index and the key."""
+    id_list = [str(x) for x in ids]
+    position = pd.Index(id_list)
+    if not position.is_unique:
+        raise DataError("expected unique ids", field="ids")
+    n, n_labels = len(id_list), int(n_labels)
+    out = np.empty((len(tables), n, n_labels), dtype=np.float64)
+    for e, table in enumerate(tables):
+        for name in ("id", "label", column):
+            if name not in table.columns:
+                raise DataError(
+                    f"epoch index {e}: missing; the table has columns {list(table.columns)}", field=name
+                )
+        codes, found = pd.factorize(table["id"].astype(str))  # hash each distinct id once
+        rows = position.get_indexer(found)[codes]
+        labels = table["label"].to_numpy()
+        if (rows < 0).any():
+            k = int(np.flatnonzero(rows < 0)[0])
+            raise DataError(f"epoch index {e}: unknown id {table['id'].iloc[k]!r}", field="id")
+        if len(labels) and (labels.min() < 0 or labels.max() >= n_labels):
+            raise DataError(f"epoch index {e}: label indices must be in [0, {n_labels})", field="label")
+        seen = np.bincount(rows * n_labels + labels.astype(np.int64), minlength=n * n_labels)
+        seen = seen.reshape(n, n_labels)
+        if not (seen == 1).all():
+            i, j = np.argwhere(seen != 1)[0]
+            what = "missing" if seen[i, j] == 0 else f"{int(seen[i, j])} rows"
+            raise DataError(
+                f"epoch index {e}: key (id {id_list[i]!r}, label {int(j)}) is {what}; expected one row each",
+                field="label",
+            )
+        out[e, rows, labels.astype(np.int64)] = table[column].to_numpy(dtype=np.float64)
+    return out
+
+
+# --------------------------------------------------------------------------- per (example, label)
+
+
+def _ids(ids: Sequence | None, n: int, field: str) -> np.ndarray:
+    if ids is None:
+        return np.arange(n).astype(str).astype(object)
+    out = np.asarray(list(ids), dtype=object)
+    if out.shape != (n,):
+        raise DataError(f"expected {n} entries, got {len(out)}", field=field)
+    return out
+
+
+def _repeat_strings(values: np.ndarray, index: np.ndarray) -> pd.Series:
+    """``values[index]`` as a string Series; taken after the conversion to strings, so each distinct
+    value is converted once (the long table repeats every id L times)."""
+    return pd.Series(values).astype(str).take(index).reset_index(drop=True)
+
+
+def label_metrics(
+    gold_probs: np.ndarray,
+    correct: np.ndarray,
+    gold: np.ndarray,
+    *,
+    ids: Sequence | None = None,
+    label_names: Sequence[str] | None = None,
+    regions: metrics.RegionRule | None = None,
+    regions_by: str = "label",
+) -> pd.DataFrame:
+    """One row per (example, label) (the columns of :data:`PAIR_COLUMNS`, rows in :func:`flat_keys`
+    order) from ``gold_probs`` [E, N, L], ``correct`` [E, N, L] and ``gold`` [N, L].
+
+    Per pair, the sequence-level definitions (Swayamdipta et al., 2020; Toneva et al., 2019) on its
+    p(gold) series: confidence = mean_e p_e(gold) (higher = easier); variability = std_e p_e(gold),
+    ddof 0 (higher = more ambiguous); correctness = (1/E) sum_e correct_e (higher = easier);
+    correct_count = sum_e correct_e; forgetfulness = #{e : correct_e and not correct_e+1} (higher =
+    less stable); never_learned = no epoch correct. present = gold; predicted = the predicted state
+    after the last epoch. region = :func:`cartomap.scores.metrics.region_partition` by ``regions``
+    (default by rank), ranked inside each label (``regions_by="label"``) or over all pairs (``"all"``).
+    ``ids`` (one per example) and ``label_names`` are written as strings; they default to the example
+    index and the label index.
+    """
+    gold_p = _check_probs(gold_probs, "gold_probs")
+    hits = np.asarray(correct)
+    if hits.shape != gold_p.shape:
+        raise DataError(f"expected shape {gold_p.shape} like gold_probs, got {hits.shape}", field="correct")
+    if hits.dtype != bool:
+        raise DataError(f"expected a bool array, got dtype {hits.dtype}", field="correct")
+    if regions_by not in REGION_SCOPES:
+        raise DataError(
+            f"unknown region scope {regions_by!r}; expected one of {', '.join(REGION_SCOPES)}",
+            field="regions_by",
+        )
+    n_epochs, n, n_labels = gold_p.shape
+    present = _check_gold(gold, (n, n_labels))
+    id_arr = _ids(ids, n, "ids")
+    name_arr = _ids(label_names, n_labels, "label_names")
+    flat = gold_p.reshape(n_epochs, n * n_labels)
+    hits = hits.reshape(n_epochs, n * n_labels)
+    conf = metrics.confidence(flat)
+    var = metrics.variability(flat)
+    rule = regions or metrics.RegionRule()
+    if regions_by == "all":
+        region = metrics.region_partition(conf, var, rule)
+    else:
+        by_label = np.empty((n, n_labels), dtype=object)
+        conf2, var2 = conf.reshape(n, n_labels), var.reshape(n, n_labels)
+        for j in range(n_labels):
+            by_label[:, j] = metrics.region_partition(conf2[:, j], var2[:, j], rule)
+        region = by_label.reshape(n * n_labels)
+    example, label = flat_keys(n, n_labels)
+    gold_flat = present.reshape(n * n_labels)
+    frame = pd.DataFrame(
+        {
+            "example": example,
+            "label": label,
+            "id": _repeat_strings(id_arr, example),
+            "label_name": _repeat_strings(name_arr, label),
+            "present": gold_flat,
+            "predicted": np.where(hits[-1], gold_flat, ~gold_flat),
+            "confidence": conf,
+            "variability": var,
+            "correctness": hits.mean(axis=0),
+            "correct_count": hits.sum(axis=0).astype(np.int64),
+            "forgetfulness": np.sum(hits[:-1] & ~hits[1:], axis=0).astype(np.int64),
+            "never_learned": ~hits.any(axis=0),
+            "region": region,
+        },
+        columns=list(PAIR_COLUMNS),
+    )
+    frame.attrs["n_epochs"] = int(n_epochs)
+    frame.attrs["regions"] = rule.to_dict()
+    frame.attrs["regions_by"] = regions_by
+    return frame
+
+
+def label_metrics_from_probs(
+    probs: np.ndarray,
+    gold: np.ndarray,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    ids: Sequence | None = None,
+    label_names: Sequence[str] | None = None,
+    regions: metrics.RegionRule | None = None,
+    regions_by: str = "label",
+) -> pd.DataFrame:
+    """:func:`label_metrics` from the sigmoid probabilities ``probs`` [E, N, L] and ``gold`` [N, L]:
+    p(gold) by :func:`gold_probabilities`, correct by :func:`correct_from_probs` at ``threshold``."""
+    probs = _check_probs(probs)
+    gold = _check_gold(gold, probs.shape[1:])
+    return label_metrics(
+        gold_probabilities(probs, gold),
+        correct_from_probs(probs, gold, threshold),
+        gold,
+        ids=ids,
+        label_names=label_names,
+        regions=regions,
+        regions_by=regions_by,
+    )
+
+
+def label_metrics_from_logits(logits: np.ndarray, gold: np.ndarray, **options) -> pd.DataFrame:
+    """:func:`label_metrics_from_probs` on sigmoid(``logits``) [E, N, L] (the options are its)."""
+    z = np.asarray(logits, dtype=np.float64)
+    if z.ndim == 3 and not np.all(np.isfinite(z)):
+        e, i, j = np.argwhere(~np.isfinite(z))[0]
+        raise DataError(
+            f"non-finite logit for example {int(i)}, label {int(j)} at epoch index {int(e)}", field="logits"
+        )
+    return label_metrics_from_probs(sigmoid(z), gold, **options)
+
+
+def _grid(pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """(example, label, N, L) of a long table that holds every (example, label) exactly once."""
+    for column in ("example", "label"):
+        if column not in pairs.columns:
+            raise DataError(f"missing; the table has columns {list(pairs.columns)}", field=column)
+    example = pairs["example"].to_numpy(dtype=np.int64)
+    label = pairs["label"].to_numpy(dtype=np.int64)
+    if not len(pairs):
+        return example, label, 0, 0
+    if example.min() < 0 or label.min() < 0:
+        raise DataError("expected indices >= 0", field="example")
+    n, n_labels = int(example.max()) + 1, int(label.max()) + 1
+    seen = np.bincount(example * n_labels + label, minlength=n * n_labels).reshape(n, n_labels)
+    if not (seen == 1).all():
+        i, j = np.argwhere(seen != 1)[0]
+        count = int(seen[i, j])
+        raise DataError(
+            f"key (example {int(i)}, label {int(j)}) appears {count} times; expected one row per example and label",
+            field="label",
+        )
+    return example, label, n, n_labels
+
+
+def to_dense(pairs: pd.DataFrame, column: str) -> np.ndarray:
+    """The long table's ``column`` as a matrix [N, L] by its (example, label) keys (rows in any
+    order); the table must hold every pair exactly once."""
+    return _dense(pairs, column, *_grid(pairs))
+
+
+def _dense(pairs: pd.DataFrame, column: str, example: np.ndarray, label: np.ndarray, n: int, n_labels: int):
+    if column not in pairs.columns:
+        raise DataError(f"missing; the table has columns {list(pairs.columns)}", field=column)
+    values = pairs[column].to_numpy()
+    out = np.empty((n, n_labels), dtype=values.dtype)
+    out[example, label] = values
+    return out
+
+
+def label_map(pairs: pd.DataFrame, label: int | str) -> pd.DataFrame:
+    """One label's data map: the rows of :func:`label_metrics`' table for ``label`` (its index, or its
+    name in ``label_name``), one per example in example order, index reset."""
+    if isinstance(label, str):
+        mask = pairs["label_name"] == label
+        known = list(dict.fromkeys(pairs["label_name"]))
+    else:
+        mask = pairs["label"] == int(label)
+        known = sorted(set(pairs["label"].tolist()))
+    if not mask.any():
+        raise DataError(f"unknown label {label!r}; expected one of {known}", field="label")
+    return pairs[mask].sort_values("example", kind="stable").reset_index(drop=True)
+
+
+def label_summary(pairs: pd.DataFrame) -> pd.DataFrame:
+    """One row per label: how many examples have it (n_present), the means of confidence,
+    variability and correctness over its examples, and how many of them fall in each region."""
+    grouped = pairs.groupby("label", sort=True)
+    out = pd.DataFrame(
+        {
+            "label": np.asarray(list(grouped.groups), dtype=np.int64),
+            "label_name": grouped["label_name"].first().to_numpy(),
+            "n_examples": grouped.size().to_numpy(dtype=np.int64),
+            "n_present": grouped["present"].sum().to_numpy(dtype=np.int64),
+            "confidence": grouped["confidence"].mean().to_numpy(),
+            "variability": grouped["variability"].mean().to_numpy(),
+            "correctness": grouped["correctness"].mean().to_numpy(),
+        }
+    )
+    counts = pd.crosstab(pairs["label"], pairs["region"]).reindex(columns=list(metrics.REGIONS), fill_value=0)
+    for region in metrics.REGIONS:
+        out[region] = counts[region].to_numpy(dtype=np.int64)
+    return out
+
+
+# --------------------------------------------------------------------------- per example
+
+
+def _mean_over(values: np.ndarray, counted: np.ndarray) -> np.ndarray:
+    """Per row, the mean of ``values`` [N, L] over the ``counted`` entries; NaN where none is."""
+    count = counted.sum(axis=1)
+    total = np.where(counted, values, 0.0).sum(axis=1)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def min_score(scores: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """score(i) = min over the labels j of score(i, j): an example is as good as its worst label
+    (cleanlab's token default, here for labels). Lower = more suspect / harder.
+
+    Like every aggregation of :data:`EXAMPLE_METHODS` it takes the scores [N, L] and the gold matrix
+    [N, L] and returns (the scores [N], the labels counted [N, L] bool)."""
+    counted = np.ones(scores.shape, dtype=bool)
+    return (scores.min(axis=1) if scores.shape[1] else np.full(len(scores), np.nan)), counted
+
+
+def mean_score(scores: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """score(i) = (1/L) sum_j score(i, j). Lower = more suspect / harder; with many labels the usual
+    "absent and rightly so" labels pull it up, so one bad label moves it little."""
+    counted = np.ones(scores.shape, dtype=bool)
+    return (scores.mean(axis=1) if scores.shape[1] else np.full(len(scores), np.nan)), counted
+
+
+def present_only_score(scores: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """score(i) = mean over the gold labels j of example i of score(i, j): how well the labels the
+    example has are learned, the absent ones left out. Lower = more suspect / harder; NaN for an
+    example with no label."""
+    counted = np.asarray(present, dtype=bool)
+    return _mean_over(scores, counted), counted
+
+
+def softmin_score(
+    scores: np.ndarray, present: np.ndarray, temperature: float = DEFAULT_SOFTMIN_TEMPERATURE
+) -> tuple[np.ndarray, np.ndarray]:
+    """score(i) = sum_j score(i, j) * softmax_j((1 - score(i, j)) / t), cleanlab's multi-label
+    ``softmin`` aggregation (default t = 0.1): a weighted mean whose weights grow as a label's score
+    falls; t = 0 is :func:`min_score`, t = inf :func:`mean_score`. Lower = more suspect / harder."""
+    t = float(temperature)
+    if not t >= 0:
+        raise DataError(f"expected a temperature >= 0, got {temperature}", field="temperature")
+    if t == 0:
+        return min_score(scores, present)
+    if np.isinf(t):
+        return mean_score(scores, present)
+    counted = np.ones(scores.shape, dtype=bool)
+    if not scores.shape[1]:
+        return np.full(len(scores), np.nan), counted
+    x = (1.0 - scores) / max(t, _MIN_TEMPERATURE)
+    weights = np.exp(x - x.max(axis=1, keepdims=True))
+    return (scores * weights).sum(axis=1) / weights.sum(axis=1), counted
+
+
+def ema_score(
+    scores: np.ndarray, present: np.ndarray, alpha: float = DEFAULT_EMA_ALPHA
+) -> tuple[np.ndarray, np.ndarray]:
+    """cleanlab's default multi-label aggregation: the label scores of an example sorted from highest
+    to lowest, s_(1) >= ... >= s_(L); EMA_1 = s_(1), EMA_k = alpha * s_(k) + (1 - alpha) * EMA_k-1;
+    score = EMA_L (default alpha 0.8): mostly the lowest scores. Lower = more suspect / harder."""
+    a = float(alpha)
+    if not 0.0 <= a <= 1.0:
+        raise DataError(f"expected alpha in [0, 1], got {alpha}", field="alpha")
+    counted = np.ones(scores.shape, dtype=bool)
+    if not scores.shape[1]:
+        return np.full(len(scores), np.nan), counted
+    ordered = -np.sort(-scores, axis=1)
+    out = ordered[:, 0].copy()
+    for k in range(1, ordered.shape[1]):
+        out = a * ordered[:, k] + (1.0 - a) * out
+    return out, counted
+
+
+#: Example aggregations by name: f(label scores [N, L], gold [N, L], **options) -> (scores [N],
+#: labels counted [N, L]).
+EXAMPLE_METHODS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
+    "min": min_score,
+    "mean": mean_score,
+    "present_only": present_only_score,
+    "softmin": softmin_score,
+    "ema": ema_score,
+}
+
+
+def example_method(name: str) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    """The aggregation ``name`` of :data:`EXAMPLE_METHODS`; DataError listing them otherwise."""
+    if name not in EXAMPLE_METHODS:
+        raise DataError(
+            f"unknown example score {name!r}; expected one of {', '.join(EXAMPLE_METHODS)}", field="method"
+        )
+    return EXAMPLE_METHODS[name]
+
+
+def example_scores(
+    label_scores: np.ndarray, gold: np.ndarray | None = None, *, method: str = "min", **options
+) -> pd.DataFrame:
+    """One row per example (:data:`SCORE_COLUMNS`): its score by ``method`` (:data:`EXAMPLE_METHODS`;
+    ``options`` such as ``temperature`` or ``alpha`` go to it) over its labels' scores, how many labels
+    the method counted, and its worst label: the label index with the lowest score among those counted
+    (the lowest index among equals) and that score; -1 and NaN when none is counted.
+
+    ``label_scores`` [N, L] is any per-(example, label) score where lower = worse (confidence,
+    correctness, a label quality score; :func:`to_dense` makes the matrix from the long table); the
+    example score keeps that direction. ``gold`` [N, L] is needed by ``present_only``.
+    """
+    aggregate = example_method(method)
+    scores = np.asarray(label_scores, dtype=np.float64)
+    if scores.ndim != 2:
+        raise DataError(
+            f"expected a matrix [examples, labels], got shape {scores.shape}", field="label_scores"
+        )
+    if not np.all(np.isfinite(scores)):
+        raise DataError(
+            "expected finite scores (a label without a score cannot be ranked)", field="label_scores"
+        )
+    if gold is None:
+        if method == "present_only":
+            raise DataError("present_only needs the gold labels", field="gold")
+        present = np.zeros(scores.shape, dtype=bool)
+    else:
+        present = _check_gold(gold, scores.shape)
+    values, counted = aggregate(scores, present, **options)
+    rows = np.arange(len(scores))
+    any_counted = counted.any(axis=1)
+    worst = np.full(len(scores), -1, dtype=np.int64)
+    worst_score = np.full(len(scores), np.nan)
+    if scores.shape[1]:
+        masked = np.where(counted, scores, np.inf)
+        lowest = np.argmin(masked, axis=1)  # the first minimum: the lowest label index among equals
+        worst[any_counted] = lowest[any_counted]
+        worst_score[any_counted] = masked[rows, lowest][any_counted]
+    return pd.DataFrame(
+        {
+            "example": rows.astype(np.int64),
+            "n_scored": counted.sum(axis=1).astype(np.int64),
+            "score": np.asarray(values, dtype=np.float64),
+            "worst_label": worst,
+            "worst_score": worst_score,
+        },
+        columns=list(SCORE_COLUMNS),
+    )
+
+
+def example_metrics(
+    pairs: pd.DataFrame, *, method: str = "min", regions: metrics.RegionRule | None = None, **options
+) -> pd.DataFrame:
+    """The combined data map, one row per example (:data:`EXAMPLE_COLUMNS`), from :func:`label_metrics`'
+    table (rows in any order).
+
+    confidence = the example score of ``method`` (:func:`example_scores`) over its labels'
+    confidences; worst_label = the counted label with the lowest confidence. With ``min`` the example
+    sits exactly where its worst label does: variability, correctness and forgetfulness are that
+    label's. With any other method they are the means over the labels the method counts (all labels,
+    or the gold ones for ``present_only``), so the example sits at the centroid of its labels' points.
+    region = :func:`cartomap.scores.metrics.region_partition` over the examples (by ``regions``);
+    an example with no counted label (``present_only``, no gold label) has NaN metrics and no region.
+    """
+    grid = _grid(pairs)
+    n, n_labels = grid[2], grid[3]
+
+    def to_dense(column: str) -> np.ndarray:  # the table's column as [N, L], keys checked once
+        return _dense(pairs, column, *grid)
+
+    conf = to_dense("confidence").astype(np.float64)
+    present = to_dense("present").astype(bool)
+    table = example_scores(conf, present, method=method, **options)
+    counted_any = table["worst_label"].to_numpy() >= 0
+    worst = np.maximum(table["worst_label"].to_numpy(), 0)
+    rows = np.arange(n)
+    _, counted = example_method(method)(conf, present, **options)
+    out: dict[str, np.ndarray] = {}
+    for column in ("variability", "correctness", "forgetfulness"):
+        values = to_dense(column).astype(np.float64)
+        if method == "min":
+            picked = values[rows, worst] if n_labels else np.full(n, np.nan)
+        else:
+            picked = _mean_over(values, counted)
+        out[column] = np.where(counted_any, picked, np.nan)
+    names = to_dense("label_name") if "label_name" in pairs.columns else None
+    ids = to_dense("id")[:, 0] if "id" in pairs.columns and n_labels else rows.astype(str).astype(object)
+    confidence = table["score"].to_numpy()
+    region = np.full(n, None, dtype=object)
+    if counted_any.any():
+        region[counted_any] = metrics.region_partition(
+            confidence[counted_any], out["variability"][counted_any], regions or metrics.RegionRule()
+        )
+    return pd.DataFrame(
+        {
+            "example": rows.astype(np.int64),
+            "id": ids,
+            "n_labels": np.full(n, n_labels, dtype=np.int64),
+            "n_present": present.sum(axis=1).astype(np.int64),
+            "n_scored": table["n_scored"].to_numpy(),
+            "confidence": confidence,
+            "variability": out["variability"],
+            "correctness": out["correctness"],
+            "forgetfulness": out["forgetfulness"],
+            "worst_label": table["worst_label"].to_numpy(),
+            "worst_label_name": pd.Series(
+                np.where(counted_any, names[rows, worst] if names is not None else worst.astype(str), None),
+                dtype=object,
+            ),
+            "worst_confidence": table["worst_score"].to_numpy(),
+            "region": pd.Series(region, dtype=object),
+        },
+        columns=list(EXAMPLE_COLUMNS),
+    )
