@@ -68,10 +68,26 @@ class DataConfig:
         None  # booleans marking known label errors: None = found by name (is_error, label_error), "" = none; not in the identity at None
     )
     task: str = ""  # task kind (cartomap.tasks): "" = the kind the number of text_columns implies (2: pair, 1: single; every run saved before the field existed); not in the identity when it is that kind
+    label_separator: str | None = (
+        None  # multi-label: the labels column holds one delimited string per row ("a|b"), split at this; not in the identity at None
+    )
+    label_columns: tuple[str, ...] | None = (
+        None  # multi-label: one 0/1 column per label instead of a labels column (their names are the labels); not in the identity at None
+    )
 
     def __post_init__(self) -> None:
+        from cartomap.errors import DataError
+
         if self.task:
             task_kinds.kind(self.task)  # a DataError naming the field for an unknown kind
+        for name in ("label_separator", "label_columns"):
+            if getattr(self, name) is not None and self.task_kind.unit != "label":
+                raise DataError(
+                    f"{name} is for multi-label data (task multilabel), not {self.task_kind.name} data",
+                    field=name,
+                )
+        if self.label_separator == "":
+            raise DataError("expected a non-empty separator", field="label_separator")
 
     @property
     def task_kind(self) -> TaskKind:
@@ -262,7 +278,7 @@ _NOT_IDENTITY = {"device"}
 # use them keep their ids.
 _LATER_TRAIN_FIELDS = {"record_points": 1, "skip_epochs": 0, "processes": 1}
 # DataConfig fields added later, left out of the identity at None (their default) for the same reason.
-_LATER_DATA_FIELDS = ("votes_column", "error_column")
+_LATER_DATA_FIELDS = ("votes_column", "error_column", "label_separator", "label_columns")
 
 
 def _implied_task(text_columns) -> str:

@@ -78,7 +78,23 @@ def add_column_arguments(g) -> None:
         f"{' or '.join(','.join(k.text_fields) for k in task_kinds.KINDS.values())})",
     )
     g.add_argument(
-        "--label-column", default=None, help="default: the task's own (label; tags for token classification)"
+        "--label-column",
+        default=None,
+        help="default: the task's own (label; tags for token classification; labels, a list of label "
+        "names per example, for multi-label)",
+    )
+    g.add_argument(
+        "--label-separator",
+        default=None,
+        help="multi-label: the labels column holds one delimited string per example (a CSV cell such as "
+        "'sports|politics'), split at this",
+    )
+    g.add_argument(
+        "--label-columns",
+        type=name_list,
+        default=None,
+        help="multi-label: one 0/1 column per label instead of a labels column, comma-separated (their "
+        "names are the labels)",
     )
     g.add_argument("--id-column", default="id", help="generated from the content when absent")
     g.add_argument(
@@ -131,6 +147,8 @@ def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConf
         split=split,
         votes_column=getattr(a, "votes_column", None),
         error_column=getattr(a, "error_column", None),
+        label_separator=getattr(a, "label_separator", None),
+        label_columns=getattr(a, "label_columns", None) or None,
     )
 
 
@@ -379,12 +397,22 @@ def print_run_summary(run) -> None:
         (f"  {count} examples" if kind.unit == "example" else f"  {kind.plural(int(count or 0))}")
         + f", {len(history)} epochs"
         + (f", dev accuracy{per_unit} {acc:.4f}" if acc is not None else "")
+        + (
+            f", dev exact match {history[-1]['dev_exact_match']:.4f}"
+            if history and history[-1].get("dev_exact_match") is not None
+            else ""
+        )
     )
     best = run.best_epoch()
     for k, name in enumerate(run.test_names):
         value = history[best].get(f"test_{k}_accuracy") if best is not None else None
         if value is not None:
-            print(f"  test {name}: accuracy {value:.4f} (epoch {best + 1})")
+            exact = history[best].get(f"test_{k}_exact_match")
+            print(
+                f"  test {name}: accuracy{per_unit} {value:.4f}"
+                + (f", exact match {exact:.4f}" if exact is not None else "")
+                + f" (epoch {best + 1})"
+            )
     if run.has_metrics():
         from cartomap.analysis.datamap import with_regions
 

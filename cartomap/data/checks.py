@@ -17,7 +17,10 @@ SMALL_CLASS_FRACTION = 0.01
 
 def class_counts(dataset) -> dict[str, int]:
     """{class name: number of examples}, every class of ``dataset.label_names`` (zero included)."""
-    counts = np.bincount(dataset.labels, minlength=len(dataset.label_names))
+    if dataset.task_kind.unit == "label":  # multi-label: the examples each label applies to
+        counts = dataset.labels.reshape(len(dataset), len(dataset.label_names)).sum(axis=0)
+    else:
+        counts = np.bincount(dataset.labels, minlength=len(dataset.label_names))
     return {name: int(n) for name, n in zip(dataset.label_names, counts, strict=True)}
 
 
@@ -53,8 +56,16 @@ def split_class_warnings(train, other, what: str) -> list[str]:
 
 
 def label_warnings(train, dev=None, tests=()) -> list[str]:
-    """Every warning of this module for a run's training, dev and test sets."""
-    out = small_class_warnings(train)
+    """Every warning of this module for a run's training, dev and test sets (for multi-label data: the
+    labels no example or every example has, :func:`cartomap.data.multilabel.label_warnings`, instead of
+    small classes)."""
+    if train.task_kind.unit == "label":
+        from cartomap.data.multilabel import label_warnings as multilabel_warnings
+
+        indicator = train.labels.reshape(len(train), len(train.label_names))
+        out = multilabel_warnings(indicator, train.label_names, source=train.source)
+    else:
+        out = small_class_warnings(train)
     if dev is not None:
         out += split_class_warnings(train, dev, "dev set")
     for k, test in enumerate(tests):

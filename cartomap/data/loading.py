@@ -104,11 +104,12 @@ class TextDataset:
 
     @property
     def labels(self) -> np.ndarray:
-        """The gold label of every unit (:meth:`cartomap.tasks.base.TaskKind.units`): of every example, or
-        of every word of every sentence in order (token classification)."""
+        """The gold label of every unit (:meth:`cartomap.tasks.base.TaskKind.units`): of every example, of
+        every word of every sentence in order (token classification), or 1/0 for every label of every
+        example (multi-label: present or absent)."""
         if self.task_kind.unit == "example":
             return self.frame[self.task_kind.label_field].to_numpy(dtype=np.int64)
-        return self.task_kind.units(self.frame)[1]
+        return self.task_kind.units(self.frame, self.label_names)[1]
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -134,6 +135,14 @@ class TextDataset:
         )
         if fed is not None:
             h = fed
+        elif kind.unit == "label":  # a label set per row: the names of its labels, in label-space order
+            for row in zip(
+                *(self.frame[c].tolist() for c in columns), self.frame[kind.label_field], strict=True
+            ):
+                h.update(
+                    json.dumps([*row[:-1], [str(n) for n in row[-1]]], ensure_ascii=False).encode("utf-8")
+                )
+                h.update(b"\n")
         elif kind.unit != "example":  # lists per row: words and the name of each word's tag
             names = self.label_names
             for row in zip(
@@ -261,6 +270,8 @@ def load_dataset(config: DataConfig, label_names: tuple[str, ...] | None = None)
     kind = config.task_kind
     if kind.unit == "word":
         return _load_tagged(config, kind, label_names if label_names is not None else config.label_names)
+    if kind.unit == "label":
+        return _load_multilabel(config, kind, label_names if label_names is not None else config.label_names)
     if path in (DEMO_TRAIN, DEMO_DEV):
         file = demo_path(path.split(":", 1)[1])
         if label_names is None and config.label_names is None:
@@ -312,6 +323,54 @@ def _load_tagged(config: DataConfig, kind: TaskKind, names: Sequence[str] | None
         frame, names = read.frame, read.tag_names
         frame = frame.rename(columns={words: kind.text_fields[0], tags: kind.label_field})
     return tagged_dataset(frame, kind, names, source)
+
+
+def _load_multilabel(config: DataConfig, kind: TaskKind, names: Sequence[str] | None) -> TextDataset:
+    """A multi-label dataset (:mod:`cartomap.data.multilabel`): any table :func:`read_table` reads (JSONL,
+    CSV, Parquet, a saved Hugging Face dataset), its labels in a column of name lists (split at
+    ``config.label_separator`` when they are delimited strings) or in 0/1 columns (``config.label_columns``).
+    ``names`` (the training set's labels, for a dev set) fixes the label space: a label outside it is an
+    error. Ids come from ``config.id_column`` when the file has it, else ``ex-<row>``."""
+    from cartomap.data import multilabel
+
+    path, source = str(config.path), str(config.path)
+    if path in (DEMO_TRAIN, DEMO_DEV) or path.startswith("hf:"):
+        raise DataError("multi-label data is read from a file (JSONL, CSV, Parquet)", location=source)
+    frame, lines = read_table(Path(path).expanduser(), config.format, config.split)
+    given = tuple(str(n) for n in names) if names is not None else None
+    columns = config.label_columns
+    if columns is not None and given is not None:
+        if set(columns) != set(given):
+            raise DataError(
+                f"the label columns {list(columns)} are not the labels {list(given)}",
+                location=source,
+                field="label_columns",
+            )
+        columns = given  # the label space's order
+    text = config.text_columns[0]
+    id_column = config.id_column if config.id_column and config.id_column in frame.columns else None
+    data = multilabel.from_frame(
+        frame,
+        labels_column=None if columns is not None else config.label_column,
+        label_columns=columns,
+        separator=config.label_separator,
+        label_names=given if columns is None else None,
+        id_column=id_column,
+        text_columns=(text,),
+        source=source,
+        lines=lines,
+    )
+    out = data.frame
+    # Columns that name another kind's fields ("label", "premise", ...) would make the table read as
+    # that kind (registry.of_columns): kept, renamed orig_<name>.
+    reserved = {f for k in task_kinds.KINDS.values() for f in (*k.text_fields, k.label_field)}
+    reserved -= {*kind.text_fields, kind.label_field, text}
+    renames = {c: f"orig_{c}" for c in out.columns if c in reserved or (c == kind.text_fields[0] != text)}
+    out = out.rename(columns=renames).rename(columns={text: kind.text_fields[0]})
+    out[kind.text_fields[0]] = out[kind.text_fields[0]].astype(str)
+    if kind.label_field != multilabel.LABELS:
+        out = out.rename(columns={multilabel.LABELS: kind.label_field})
+    return TextDataset(frame=out, label_names=tuple(data.label_names), source=source)
 
 
 def tagged_dataset(

@@ -32,6 +32,8 @@ EPOCH_FILE = "epoch_{epoch}.parquet"
 HISTORY = "history.json"
 METRICS = "metrics.parquet"
 METRICS_OF_SOURCE = "metrics_{source}.parquet"
+EXAMPLE_METRICS = "example_metrics.parquet"
+EXAMPLE_METRICS_OF_SOURCE = "example_metrics_{source}.parquet"
 PLAN = "plan.json"
 MODEL = "model"
 CHECKPOINTS = "checkpoints"
@@ -94,6 +96,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (HISTORY, "one record per epoch: loss, dev and test accuracy, seconds"),
     (METRICS, "data-map metrics and region of every training example (first recorded source)"),
     (METRICS_OF_SOURCE, "the same for a second recorded source (record 'both')"),
+    (
+        EXAMPLE_METRICS,
+        "multi-label runs: the combined map, one row per example at its worst label "
+        "(scores.multilabel.example_metrics, method min); example_metrics_<source>.parquet for a second source",
+    ),
     (PLAN, "the stages of a curriculum order"),
     (f"{MODEL}/", "final weights (safetensors) and tokenizer"),
     (f"{CHECKPOINTS}/{CHECKPOINT}/", "end-of-epoch weights (WaNLI filtering needs them)"),

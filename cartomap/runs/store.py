@@ -227,6 +227,23 @@ class Run(StatusFolder):
             return self.path / layout.METRICS
         return self.path / layout.METRICS_OF_SOURCE.format(source=source)
 
+    def example_metrics_path(self, source: str = "train") -> Path:
+        """A multi-label run's combined map of ``source`` (one row per example,
+        :func:`cartomap.scores.multilabel.example_metrics`): the first recorded source has the plain name."""
+        if source == "train":
+            return self.path / layout.EXAMPLE_METRICS
+        return self.path / layout.EXAMPLE_METRICS_OF_SOURCE.format(source=source)
+
+    def example_metrics(self, source: str = "train") -> pd.DataFrame:
+        """A multi-label run's combined map of ``source`` (:meth:`example_metrics_path`); RunError when the
+        run has none (another task kind, or training has not finished)."""
+        path = self.example_metrics_path(source)
+        if not path.exists():
+            raise RunError(
+                f"run {self.id} has no combined per-example map (a multi-label run writes it when training ends)"
+            )
+        return self._read_copy(path)
+
     def has_metrics(self, source: str = "train") -> bool:
         return self.metrics_path(source).exists()
 

@@ -432,6 +432,77 @@ def label_summary(pairs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def pairs_from_units(
+    units: pd.DataFrame,
+    n_labels: int,
+    *,
+    ids: Sequence | None = None,
+    label_names: Sequence[str] | None = None,
+    regions: metrics.RegionRule | None = None,
+    regions_by: str = "label",
+) -> pd.DataFrame:
+    """:func:`label_metrics`' table (:data:`PAIR_COLUMNS`) from a run's per-unit metrics: the frame
+    :func:`cartomap.scores.metrics.compute_metrics` gives for the two-class rows (0, z) of every (example,
+    label), in :func:`flat_keys` order (row i * L + j = label j of example i; its ``label`` 1 = present,
+    ``predicted`` 1 = predicted present). softmax((0, z))[1] = sigmoid(z) and its argmax is 1 iff z > 0, so
+    the metrics are those :func:`label_metrics_from_logits` gives on z; regions are drawn again
+    (``regions``, ranked inside each label by default). ``ids`` (one per example) and ``label_names``
+    default to the indices."""
+    n_labels = int(n_labels)
+    if n_labels < 1 or len(units) % n_labels:
+        raise DataError(f"expected {n_labels} rows per example, got {len(units)} rows", field="n_labels")
+    for column in ("label", "predicted", "confidence", "variability", "correctness", "forgetfulness"):
+        if column not in units.columns:
+            raise DataError(f"missing; the table has columns {list(units.columns)}", field=column)
+    n = len(units) // n_labels
+    example, label = flat_keys(n, n_labels)
+    present = units["label"].to_numpy(dtype=np.int64) == 1
+    correctness = units["correctness"].to_numpy(dtype=np.float64)
+    n_epochs = int(units.attrs.get("n_epochs") or 0)
+    counts = (
+        units["correct_count"].to_numpy(dtype=np.int64)
+        if "correct_count" in units.columns
+        else np.round(correctness * n_epochs).astype(np.int64)
+    )
+    conf = units["confidence"].to_numpy(dtype=np.float64)
+    var = units["variability"].to_numpy(dtype=np.float64)
+    if regions_by not in REGION_SCOPES:
+        raise DataError(
+            f"unknown region scope {regions_by!r}; expected one of {', '.join(REGION_SCOPES)}",
+            field="regions_by",
+        )
+    rule = regions or metrics.RegionRule()
+    if regions_by == "all":
+        region = metrics.region_partition(conf, var, rule)
+    else:
+        region = np.empty(len(units), dtype=object)
+        for j in range(n_labels):
+            rows = label == j
+            region[rows] = metrics.region_partition(conf[rows], var[rows], rule)
+    frame = pd.DataFrame(
+        {
+            "example": example,
+            "label": label,
+            "id": _repeat_strings(_ids(ids, n, "ids"), example),
+            "label_name": _repeat_strings(_ids(label_names, n_labels, "label_names"), label),
+            "present": present,
+            "predicted": units["predicted"].to_numpy(dtype=np.int64) == 1,
+            "confidence": conf,
+            "variability": var,
+            "correctness": correctness,
+            "correct_count": counts,
+            "forgetfulness": units["forgetfulness"].to_numpy(dtype=np.int64),
+            "never_learned": counts == 0,
+            "region": region,
+        },
+        columns=list(PAIR_COLUMNS),
+    )
+    frame.attrs["n_epochs"] = n_epochs
+    frame.attrs["regions"] = rule.to_dict()
+    frame.attrs["regions_by"] = regions_by
+    return frame
+
+
 # --------------------------------------------------------------------------- per example
 
 

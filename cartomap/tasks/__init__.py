@@ -9,6 +9,8 @@ WaNLI pipeline, which is about premise-hypothesis pairs by nature) spells a colu
 
 * :mod:`.base`: the :class:`~cartomap.tasks.base.TaskKind` description and the output functions;
 * :mod:`.sequence`: the built-in sequence-classification kinds, ``single`` (one text) and ``pair``;
+* :mod:`.token`: token classification, ``token`` (a tag per word);
+* :mod:`.multilabel`: multi-label classification, ``multilabel`` (a set of labels per text);
 * :mod:`.registry`: the kinds by name, and which kind a config or a loaded frame has.
 
 Not to be confused with :mod:`cartomap.runs.tasks`, the background jobs run on a finished run.

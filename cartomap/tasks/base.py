@@ -25,6 +25,8 @@ UNITS = ("example", "word", "label")
 UNIT_KEYS = {"example": (), "word": ("word",), "label": ("label",)}
 #: Between an example's id and a unit's position in the unit's own id ("sent-3#0": word 0 of sent-3).
 UNIT_SEPARATOR = "#"
+#: The class names of one label unit's recorded row (multi-label): the label is absent (0) or present (1).
+LABEL_UNIT_CLASSES: tuple[str, str] = ("absent", "present")
 #: Which model head predicts a kind: "sequence" (AutoModelForSequenceClassification: one row of logits
 #: per example) or "token" (AutoModelForTokenClassification: one row per sub-word).
 HEADS = ("sequence", "token")
@@ -154,33 +156,65 @@ class TaskKind:
         """The key of one row of dynamics: ("id",) per example; ("id", "word") per word; ("id", "label")."""
         return ("id", *UNIT_KEYS[self.unit])
 
-    def units(self, frame: Any) -> tuple[list[str], np.ndarray, np.ndarray]:
+    def units(
+        self, frame: Any, label_names: Sequence[str] | None = None
+    ) -> tuple[list[str], np.ndarray, np.ndarray]:
         """The units of an examples frame, in row order: (unit ids, gold label of each unit as int64,
         units per row). One unit per example: its id and label. One per word: ids ``"<id>#<k>"``
-        (:data:`UNIT_SEPARATOR`; word k of example id), the labels of the words in order."""
-        unit_ids, counts = self.unit_ids(frame)
+        (:data:`UNIT_SEPARATOR`; word k of example id), the labels of the words in order. One per label
+        of ``label_names`` (the label space, needed for this unit): ids ``"<id>#<j>"`` (label j of example
+        id), every label of every example in order, gold 1 when the label is in the row's label list, else 0."""
+        unit_ids, counts = self.unit_ids(frame, label_names)
         if self.unit == "example":
             return unit_ids, frame[self.label_field].to_numpy(dtype=np.int64), counts
+        if self.unit == "label":
+            return unit_ids, label_indicator(frame[self.label_field], label_names).reshape(-1), counts
         rows = [np.asarray(tags, dtype=np.int64).reshape(-1) for tags in frame[self.label_field]]
         labels = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
         if len(labels) != len(unit_ids):
             raise ValueError(f"task kind {self.name!r}: {len(labels)} tags for {len(unit_ids)} words")
         return unit_ids, labels, counts
 
-    def unit_ids(self, frame: Any) -> tuple[list[str], np.ndarray]:
-        """(unit ids, units per row) of an examples frame: its ids and, per word, its words (no labels
-        needed), in :meth:`units` order."""
+    def unit_ids(self, frame: Any, label_names: Sequence[str] | None = None) -> tuple[list[str], np.ndarray]:
+        """(unit ids, units per row) of an examples frame: its ids and, per word, its words, per label,
+        the labels of ``label_names`` (no gold labels needed), in :meth:`units` order."""
         ids = frame["id"].astype(str).tolist()
         if self.unit == "example":
             return ids, np.ones(len(ids), dtype=np.int64)
-        if self.unit != "word":
-            raise NotImplementedError(f"task kind {self.name!r}: units per {self.unit} are not recorded yet")
+        if self.unit == "label":
+            if label_names is None:
+                raise ValueError(f"task kind {self.name!r}: units per label need the label names")
+            n = len(label_names)
+            unit_ids = [f"{i}{UNIT_SEPARATOR}{j}" for i in ids for j in range(n)]
+            return unit_ids, np.full(len(ids), n, dtype=np.int64)
         counts = np.asarray([len(row) for row in frame[self.text_fields[0]]], dtype=np.int64)
         unit_ids = [
             f"{i}{UNIT_SEPARATOR}{k}" for i, n in zip(ids, counts.tolist(), strict=True) for k in range(n)
         ]
         return unit_ids, counts
 
+    def unit_classes(self, label_names: Sequence[str]) -> tuple[str, ...]:
+        """The class names of one unit's recorded row: the label names (one class among them per example
+        or word), or for a label unit :data:`LABEL_UNIT_CLASSES`, its label's two states."""
+        return LABEL_UNIT_CLASSES if self.unit == "label" else tuple(label_names)
+
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Per-unit probabilities of logits ``[..., C]`` (any leading shape: [N, C], [E, N, C]), same shape."""
         return _OUTPUT_FUNCTIONS[self.output](logits)
+
+
+def label_indicator(label_lists: Any, label_names: Sequence[str] | None) -> np.ndarray:
+    """int64 [N, L]: entry [i, j] = 1 when ``label_names[j]`` is in row i's list of label names, else 0.
+    ValueError naming the row for a name outside ``label_names``."""
+    if label_names is None:
+        raise ValueError("units per label need the label names")
+    position = {str(name): j for j, name in enumerate(label_names)}
+    rows = list(label_lists)
+    out = np.zeros((len(rows), len(position)), dtype=np.int64)
+    for i, names in enumerate(rows):
+        for name in names:
+            j = position.get(str(name))
+            if j is None:
+                raise ValueError(f"row {i}: label {name!r} is not one of {list(position)}")
+            out[i, j] = 1
+    return out

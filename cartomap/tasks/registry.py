@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from cartomap.errors import DataError
 from cartomap.tasks.base import TaskKind
+from cartomap.tasks.multilabel import MULTILABEL
 from cartomap.tasks.sequence import PAIR, SINGLE
 from cartomap.tasks.token import TOKEN
 
@@ -24,7 +25,7 @@ def register(kind: TaskKind) -> TaskKind:
     return kind
 
 
-for _kind in (PAIR, SINGLE, TOKEN):
+for _kind in (PAIR, SINGLE, TOKEN, MULTILABEL):
     register(_kind)
 
 #: The kind of a config that names none, by its number of text columns: the kinds every run had before
@@ -58,7 +59,7 @@ def kind(name: str) -> TaskKind:
 
 def require_per_example(task: TaskKind, what: str, location: str | None = None) -> None:
     """DataError when ``what`` (work on one label per example: pruning, curricula, review queues) meets a
-    kind whose units are not examples (token classification: per word)."""
+    kind whose units are not examples (token classification: per word; multi-label: per label)."""
     if task.unit != "example":
         raise DataError(
             f"{what} works on examples with one label each; this is {task.name} data ({task.description})",

@@ -150,14 +150,21 @@ def tokenize_words(tokenizer, frame, max_length: int, task: TaskKind) -> dict[st
 WORD_KEYS = ("word_units", "word_labels")
 
 
+#: The key of an item whose labels are one row per example of a label-unit kind (multi-label): its
+#: ``labels`` are the 0/1 of every label and its ``index`` the units ``i * L + j`` (:meth:`TaskKind.units`).
+LABEL_ROW = "label_row"
+
+
 class TokenizedExamples:
     """A map-style dataset of token ids; each item carries its row index for recording (``index``) and
     its label (``labels``): per example, or for a word-unit kind per sub-token (the unit index and
-    tag at each word's first sub-token, -1 and -100 elsewhere)."""
+    tag at each word's first sub-token, -1 and -100 elsewhere), or for a label-unit kind (``labels``
+    given as a matrix [N, L]) the 0/1 of every label and the units ``i * L + j`` of the row."""
 
     def __init__(self, encoded: dict[str, Ragged | list[list[int]]], labels: np.ndarray):
         self.encoded = encoded
         self.labels = labels
+        self.per_label = np.ndim(labels) == 2
         ids = encoded["input_ids"]
         self.lengths = ids.lengths if isinstance(ids, Ragged) else np.array([len(row) for row in ids])
 
@@ -169,6 +176,11 @@ class TokenizedExamples:
         if WORD_KEYS[0] in self.encoded:
             item["labels"] = self.encoded["word_labels"][i]
             item["index"] = self.encoded["word_units"][i]
+        elif self.per_label:
+            n = self.labels.shape[1]
+            item["labels"] = np.asarray(self.labels[i], dtype=np.int64)
+            item["index"] = np.arange(i * n, (i + 1) * n, dtype=np.int64)
+            item[LABEL_ROW] = True
         else:
             item["labels"] = int(self.labels[i])
             item["index"] = i
@@ -198,6 +210,10 @@ class DynamicPadding:
         for row, it in enumerate(items):
             mask[row, : len(it["input_ids"])] = 1
         batch["attention_mask"] = torch.from_numpy(mask)
+        if items[0].get(LABEL_ROW):  # every label of each example: rows of the same length L
+            for key in ("labels", "index"):
+                batch[key] = torch.from_numpy(np.stack([it[key] for it in items]))
+            return batch
         if np.ndim(items[0]["labels"]):  # per sub-token (a word-unit kind): padded with "record nothing"
             for key, fill in (("labels", -100), ("index", -1)):
                 arr = np.full((len(items), width), fill, dtype=np.int64)
@@ -266,11 +282,18 @@ class PlannedBatches:
         yield from (b.tolist() for b in self.plan.epoch_batches(self.epoch))
 
 
-def eval_batches_for(frame, tokenizer, cfg: RunConfig):
+def rows_of_labels(task: TaskKind, labels: np.ndarray, n_rows: int) -> np.ndarray:
+    """The labels :class:`TokenizedExamples` takes from the units' labels (:meth:`TaskKind.units`): as
+    they are, or for a label-unit kind one row of L per example ([N, L])."""
+    return labels.reshape(n_rows, -1) if task.unit == "label" else labels
+
+
+def eval_batches_for(frame, tokenizer, cfg: RunConfig, label_names=None):
     """The tokenized rows of ``frame`` (dev or test set), their batches in order, and the labels of its
-    units (:meth:`TaskKind.units`: per example, or per word)."""
+    units (:meth:`TaskKind.units`: per example, per word, or per label of ``label_names``)."""
     task = task_kinds.of_columns(frame.columns)
-    labels = task.units(frame)[1]
-    dataset = TokenizedExamples(tokenize(tokenizer, frame, cfg.model.max_length, task), labels)
+    labels = task.units(frame, label_names)[1]
+    encoded = tokenize(tokenizer, frame, cfg.model.max_length, task)
+    dataset = TokenizedExamples(encoded, rows_of_labels(task, labels, len(frame)))
     batches = EpochBatches(dataset.lengths, cfg.train.eval_batch_size, cfg.train.seed, shuffle=False)
     return dataset, batches, labels

@@ -36,6 +36,7 @@ from cartomap.training.batching import (
     EpochBatches,
     TokenizedExamples,
     eval_batches_for,
+    rows_of_labels,
     tokenize,
 )
 from cartomap.training.orders import training_batches
@@ -77,8 +78,17 @@ def gather_rows(accelerator, index, logits):
 def flat_units(logits, batch):
     """(logits [U, C], labels [U], index [U]) of a batch, one row per unit: a sequence classifier's
     rows as they are; a token classifier's sub-tokens flattened (those that record no unit carry
-    index -1 and label -100, which the loss and the recording leave out)."""
-    return logits.reshape(-1, logits.shape[-1]), batch["labels"].reshape(-1), batch["index"].reshape(-1)
+    index -1 and label -100, which the loss and the recording leave out); a multi-label classifier's
+    logit z of every label (logits [B, L] as its labels [B, L]) as the two-class row (0, z): its softmax
+    is (1 - sigmoid(z), sigmoid(z)), so the cross-entropy of a unit is the binary cross-entropy of its
+    label and every per-unit metric is that of the label's sigmoid."""
+    import torch
+
+    labels, index = batch["labels"].reshape(-1), batch["index"].reshape(-1)
+    if logits.dim() == batch["labels"].dim():  # one logit per label of each example
+        z = logits.reshape(-1)
+        return torch.stack((torch.zeros_like(z), z), dim=-1), labels, index
+    return logits.reshape(-1, logits.shape[-1]), labels, index
 
 
 def predict_logits(model, loader, accelerator, n_rows: int, n_classes: int) -> np.ndarray:
@@ -265,21 +275,22 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             run.set_status(state="cancelled")
         return
     label_names = run.label_names
-    n_classes = len(label_names)
-
     examples = run.examples()
     task = run.task_kind
+    n_classes = len(task.unit_classes(label_names))  # per unit: (absent, present) for each label
     if task.unit != "example" and n_proc > 1:
         raise RunError(
             f"run {run.id}: a {task.name} run trains in one process (its units are per {task.unit})"
         )
     # One recorded row per unit: an example, or a word of a sentence ("<id>#<k>", TaskKind.units).
-    ids, labels, unit_counts = task.units(examples)
+    ids, labels, unit_counts = task.units(examples, label_names)
     example_ids = examples["id"].astype(str).to_numpy()
     train_ids = arrow_ids(ids)  # converted once, written with every epoch's logits
     base_model = run.resolve_path(cfg.model.name_or_path)  # a relative folder works from any folder
     tokenizer = load_tokenizer(base_model)
-    train_set = TokenizedExamples(tokenize(tokenizer, examples, cfg.model.max_length, task), labels)
+    train_set = TokenizedExamples(
+        tokenize(tokenizer, examples, cfg.model.max_length, task), rows_of_labels(task, labels, len(examples))
+    )
     collate = DynamicPadding(tokenizer.pad_token_id or 0)
     batches = training_batches(run, examples, labels, train_set.lengths)
     del examples  # tokenized: the texts (hundreds of MB on 550k pairs) are not needed while training
@@ -289,7 +300,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     eval_loader = make_loader(train_set, ordered, collate, n_proc, rank)
 
     def eval_loader_for(frame):
-        dataset, batches_k, y = eval_batches_for(frame, tokenizer, cfg)
+        dataset, batches_k, y = eval_batches_for(frame, tokenizer, cfg, label_names)
         return make_loader(dataset, batches_k, collate, n_proc, rank), y
 
     dev_frame = run.dev_examples()
@@ -426,12 +437,16 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             progress.update(force=True, phase="dev")
             dev_logits = predict_logits(model, dev_loader, accelerator, len(dev_labels), n_classes)
             record["dev_accuracy"] = float((dev_logits.argmax(1) == dev_labels).mean())
+            if task.unit == "label":  # every label of an example right: subset accuracy
+                record["dev_exact_match"] = exact_match(dev_logits, dev_labels, len(label_names))
             record["dev_loss"] = float(F.cross_entropy(torch.tensor(dev_logits), torch.tensor(dev_labels)))
         test_logits = []
         for k, (loader, y) in enumerate(test_loaders):
             progress.update(force=True, phase=f"test {k + 1}/{len(test_loaders)}")
             test_logits.append(predict_logits(model, loader, accelerator, len(y), n_classes))
             record[f"test_{k}_accuracy"] = float((test_logits[-1].argmax(1) == y).mean())
+            if task.unit == "label":
+                record[f"test_{k}_exact_match"] = exact_match(test_logits[-1], y, len(label_names))
         trainer.update(early_stopping(trainer, record.get("dev_accuracy"), tc.early_stopping_patience))
         if epoch < tc.skip_epochs:  # the map needs an epoch after the skipped ones: no stop before that
             trainer["stopped_early"] = False
@@ -445,9 +460,9 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                     for p in range(epoch * per_epoch[s], (epoch + 1) * per_epoch[s]):
                         run.write_epoch(s, p, train_ids, recorded[s][p])
             if dev_loader is not None:
-                run.write_epoch("dev", epoch, task.units(dev_frame)[0], dev_logits)
+                run.write_epoch("dev", epoch, task.unit_ids(dev_frame, label_names)[0], dev_logits)
             for k, logits_k in enumerate(test_logits):
-                run.write_epoch(f"test_{k}", epoch, task.units(test_frames[k])[0], logits_k)
+                run.write_epoch(f"test_{k}", epoch, task.unit_ids(test_frames[k], label_names)[0], logits_k)
             unwrapped = accelerator.unwrap_model(model)
             if tc.save_checkpoints:
                 save_pretrained_atomic(unwrapped, None, run.checkpoint_dir(epoch + 1))
@@ -471,6 +486,17 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             if task.unit == "word":  # each word's unit keyed by (sentence id, word index) too
                 frame.insert(1, "example_id", np.repeat(example_ids, unit_counts))
                 frame.insert(2, "word", np.concatenate([np.arange(n) for n in unit_counts]))
+            if task.unit == "label":  # each unit keyed by (example id, label) too; and the combined map
+                n_labels = len(label_names)
+                frame.insert(1, "example_id", np.repeat(example_ids, n_labels))
+                frame.insert(2, "label_index", np.tile(np.arange(n_labels, dtype=np.int64), len(example_ids)))
+                frame.insert(
+                    3, "label_name", np.tile(np.asarray(label_names, dtype=object), len(example_ids))
+                )
+                atomic_write_parquet(
+                    run.example_metrics_path("train" if s == sources[0] else s),
+                    combined_map(frame, example_ids, label_names),
+                )
             path = run.metrics_path("train" if s == sources[0] else s)  # the first source: the main file
             atomic_write_parquet(path, frame)
         save_pretrained_atomic(accelerator.unwrap_model(model), tokenizer, run.model_dir)
@@ -486,6 +512,25 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             eta_s=0,
         )
         run.log("done")
+
+
+def exact_match(logits: np.ndarray, labels: np.ndarray, n_labels: int) -> float:
+    """Multi-label subset accuracy: the share of examples whose every label was predicted right, from the
+    two-class rows (0, z) of their units (``logits`` [N * L, 2], ``labels`` [N * L], example by example)."""
+    right = (logits.argmax(1) == labels).reshape(-1, n_labels)
+    return float(right.all(axis=1).mean()) if len(right) else float("nan")
+
+
+def combined_map(units, example_ids, label_names, method: str = "min"):
+    """A multi-label run's combined map, one row per example (:func:`cartomap.scores.multilabel.example_metrics`
+    by ``method``: "min", at its worst label), from its per-unit metrics."""
+    from cartomap.scores.multilabel import example_metrics, pairs_from_units
+
+    pairs = pairs_from_units(units, len(label_names), ids=example_ids, label_names=label_names)
+    out = example_metrics(pairs, method=method)
+    out.attrs["n_epochs"] = pairs.attrs["n_epochs"]
+    out.attrs["method"] = method
+    return out
 
 
 def recordings_per_epoch(tc) -> dict[str, int]:

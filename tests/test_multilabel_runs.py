@@ -1,0 +1,214 @@
+"""Multi-label classification end to end: a JSONL file of texts and label lists trains a sigmoid classifier
+whose dynamics are per (example, label), keyed by (example id, label index), on a tiny random BERT."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cartomap.config import DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
+from cartomap.data.loading import load_dataset
+from cartomap.errors import DataError
+from cartomap.runs.store import RunStore
+from cartomap.scores import multilabel as ml
+from cartomap.tasks.multilabel import MULTILABEL
+from cartomap.training.loop import train_or_load
+
+TRAIN = [
+    {"text": "the match ended in a draw", "labels": ["sports"]},
+    {"text": "parliament votes on the new football stadium", "labels": ["politics", "sports"]},
+    {"text": "a quiet day with nothing in the news", "labels": []},
+    {"text": "the minister resigned after the vote", "labels": ["politics"]},
+]
+DEV = [
+    {"text": "the striker scored twice", "labels": ["sports"]},
+    {"text": "the senate passed the budget", "labels": ["politics"]},
+]
+NAMES = ("politics", "sports")  # sorted: the label space found in the training set
+
+
+def write_jsonl(path, rows) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture()
+def ml_files(tmp_path):
+    return write_jsonl(tmp_path / "train.jsonl", TRAIN), write_jsonl(tmp_path / "dev.jsonl", DEV)
+
+
+def ml_data(path: str, **changes) -> DataConfig:
+    return DataConfig(path=path, task="multilabel", text_columns=("text",), label_column="labels", **changes)
+
+
+def ml_config(tiny_model, train, dev, **changes) -> RunConfig:
+    settings = dict(epochs=2, batch_size=2, learning_rate=0.0, warmup_ratio=0.0, record="eval")
+    settings.update(changes)
+    return RunConfig(
+        data=ml_data(train),
+        dev=ml_data(dev),
+        model=ModelConfig(tiny_model, max_length=32),
+        train=TrainConfig(**settings),
+    )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def test_a_jsonl_of_label_lists_is_multilabel_data_when_the_task_says_so(ml_files):
+    train, _ = ml_files
+    data = load_dataset(ml_data(train))
+    assert data.task_kind is MULTILABEL and len(data) == 4
+    assert data.label_names == NAMES
+    assert [list(x) for x in data.frame["labels"]] == [["sports"], ["politics", "sports"], [], ["politics"]]
+    ids, labels, counts = MULTILABEL.units(data.frame, data.label_names)
+    assert ids[:3] == ["ex-0#0", "ex-0#1", "ex-1#0"] and counts.tolist() == [2, 2, 2, 2]
+    # (politics, sports) of each example in turn: 1 = present
+    assert labels.tolist() == [0, 1, 1, 1, 0, 0, 1, 0]
+    assert data.labels.tolist() == labels.tolist()
+
+
+def test_a_csv_with_delimited_labels_or_0_1_columns_reads_the_same_label_sets(tmp_path, ml_files):
+    train, _ = ml_files
+    expected = load_dataset(ml_data(train))
+    csv = tmp_path / "train.csv"
+    pd.DataFrame(
+        {"text": [r["text"] for r in TRAIN], "labels": ["|".join(r["labels"]) for r in TRAIN]}
+    ).to_csv(csv, index=False)
+    delimited = load_dataset(ml_data(str(csv), label_separator="|"))
+    assert delimited.fingerprint() == expected.fingerprint()  # same ids, texts and label sets
+    flags = tmp_path / "flags.csv"
+    pd.DataFrame(
+        {
+            "text": [r["text"] for r in TRAIN],
+            "sports": [int("sports" in r["labels"]) for r in TRAIN],
+            "politics": [int("politics" in r["labels"]) for r in TRAIN],
+        }
+    ).to_csv(flags, index=False)
+    columns = load_dataset(ml_data(str(flags), label_columns=("politics", "sports")))
+    assert columns.fingerprint() == expected.fingerprint()
+
+
+@pytest.mark.parametrize(
+    "rows,changes,message",
+    [
+        ([{"text": "x", "labels": None}], {}, r"line 1.*labels.*missing labels \(null\)"),
+        ([{"text": "x", "labels": "sports|politics"}], {}, "give the separator"),
+        ([{"text": "", "labels": ["a"]}], {}, "line 1.*text.*empty text"),
+        ([{"text": "x", "labels": ["a", "a"]}], {}, "appears twice"),
+        ([{"text": "x", "labels": []}], {}, "no example has a label"),
+    ],
+)
+def test_bad_multilabel_rows_are_refused_naming_the_line_and_field(tmp_path, rows, changes, message):
+    path = write_jsonl(tmp_path / "bad.jsonl", rows)
+    with pytest.raises(DataError, match=message):
+        load_dataset(ml_data(path, **changes))
+
+
+def test_a_dev_label_outside_the_training_labels_is_refused(tmp_path, ml_files):
+    train, _ = ml_files
+    dev = write_jsonl(tmp_path / "odd.jsonl", [{"text": "a tennis final", "labels": ["tennis"]}])
+    names = load_dataset(ml_data(train)).label_names
+    with pytest.raises(DataError, match="'tennis' is not one of the label names"):
+        load_dataset(ml_data(dev), label_names=names)
+
+
+def test_multilabel_options_on_other_data_are_refused():
+    with pytest.raises(DataError, match="label_separator is for multi-label data"):
+        DataConfig(path="x.jsonl", label_separator="|")
+
+
+# --------------------------------------------------------------------------- a run
+
+
+def test_a_multilabel_run_records_each_labels_logit(tiny_model, ml_files, cache):
+    """With learning rate 0 the model never changes: each unit's recorded row is (0, z) with z the saved
+    model's logit of that label for that example; dev accuracy is per label, exact match per example."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    train, dev = ml_files
+    run = train_or_load(ml_config(tiny_model, train, dev), RunStore(cache))
+    assert run.state == "done" and run.task_kind is MULTILABEL and run.label_names == NAMES
+    examples = run.examples()
+    assert [list(x) for x in examples["labels"]] == [["sports"], ["politics", "sports"], [], ["politics"]]
+
+    tokenizer = AutoTokenizer.from_pretrained(run.model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(run.model_dir).eval()
+    assert model.config.problem_type == "multi_label_classification" and model.config.num_labels == 2
+
+    def logits_of(texts):
+        with torch.no_grad():
+            return np.concatenate([model(**tokenizer(t, return_tensors="pt")).logits.numpy() for t in texts])
+
+    z = logits_of(examples["text"])  # [4, 2]
+    unit_ids = MULTILABEL.unit_ids(examples, NAMES)[0]
+    recorded = run.read_epoch("eval", 1, unit_ids)
+    np.testing.assert_allclose(recorded[:, 0], 0.0)
+    np.testing.assert_allclose(recorded[:, 1], z.reshape(-1), atol=1e-5)
+
+    metrics = run.metrics()
+    assert len(metrics) == 8 and metrics["id"].iloc[3] == "ex-1#1"
+    assert metrics[["example_id", "label_index", "label_name"]].iloc[3].tolist() == ["ex-1", 1, "sports"]
+    assert metrics["label"].tolist() == [0, 1, 1, 1, 0, 0, 1, 0]
+    p = 1 / (1 + np.exp(-z.reshape(-1)))
+    gold = metrics["label"].to_numpy() == 1
+    np.testing.assert_allclose(metrics["confidence"], np.where(gold, p, 1 - p), atol=1e-5)  # 2 equal epochs
+
+    # The combined map: each example at its worst label, as scores.multilabel computes it from z.
+    combined = run.example_metrics()
+    indicator = np.array([[0, 1], [1, 1], [0, 0], [1, 0]], dtype=bool)
+    expected = ml.example_metrics(
+        ml.label_metrics_from_logits(np.stack([z, z]), indicator, ids=examples["id"])
+    )
+    assert combined["id"].tolist() == ["ex-0", "ex-1", "ex-2", "ex-3"]
+    np.testing.assert_allclose(combined["confidence"], expected["confidence"], atol=1e-5)
+    np.testing.assert_allclose(
+        combined["confidence"], np.where(indicator, p.reshape(4, 2), 1 - p.reshape(4, 2)).min(1), atol=1e-5
+    )
+    assert combined["worst_label"].tolist() == expected["worst_label"].tolist()
+    assert set(combined["worst_label_name"]) <= set(NAMES)
+
+    dev_frame = run.dev_examples()
+    dev_z = logits_of(dev_frame["text"])
+    dev_gold = np.array([[0, 1], [1, 0]])
+    right = (dev_z > 0) == dev_gold
+    record = run.history()[-1]
+    assert record["dev_accuracy"] == pytest.approx(right.mean())
+    assert record["dev_exact_match"] == pytest.approx(right.all(axis=1).mean())
+    # The loss is the binary cross-entropy of every label (transformers' multi-label loss).
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(
+        torch.tensor(dev_z), torch.tensor(dev_gold * 1.0)
+    )
+    assert record["dev_loss"] == pytest.approx(float(bce), abs=1e-5)
+
+
+def test_the_run_copy_of_multilabel_data_reads_back_as_the_same_data(tiny_model, ml_files, cache):
+    train, dev = ml_files
+    run = train_or_load(ml_config(tiny_model, train, dev, epochs=1), RunStore(cache))
+    again = load_dataset(run.data_config("train"))
+    assert again.task_kind is MULTILABEL
+    assert again.fingerprint() == load_dataset(ml_data(train)).fingerprint()
+
+
+def test_what_a_multilabel_run_cannot_do_is_refused(tiny_model, ml_files, cache):
+    train, dev = ml_files
+    curriculum = ml_config(tiny_model, train, dev).replace(order=OrderConfig(name="length"))
+    with pytest.raises(DataError, match="order 'length': a multilabel run trains in the shuffled order only"):
+        train_or_load(curriculum, RunStore(cache))
+
+
+def test_the_command_line_trains_a_multilabel_run(tiny_model, ml_files, tmp_path, capsys):
+    from cartomap.cli import main
+
+    train, dev = ml_files
+    argv = ["--cache", str(tmp_path / "c"), "train", "--data", train, "--dev", dev, "--task", "multilabel"]
+    argv += ["--model", tiny_model, "--epochs", "1", "--batch-size", "4", "--max-length", "32"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "4 texts, 1 epochs, dev accuracy (per label)" in out and "dev exact match" in out
+    (run,) = RunStore(tmp_path / "c").list()
+    assert run.task_kind is MULTILABEL and len(run.example_metrics()) == 4
