@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cartomap.data.loading import read_multilabel
 from cartomap.data.multilabel import (
     from_frame,
     from_indicator,
     parse_multilabel_jsonl,
-    read_multilabel,
     records,
     to_indicator,
 )

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig
-from cartomap.data import conll
+from cartomap.data import conll, multilabel
 from cartomap.data.annotations import annotation_columns
 from cartomap.errors import DataError
 from cartomap.io import MAX_DECOMPRESSED, MAX_DECOMPRESSED_ENV, gunzip, max_decompressed  # noqa: F401 (re-exported)
@@ -331,8 +331,6 @@ def _load_multilabel(config: DataConfig, kind: TaskKind, names: Sequence[str] | 
     ``config.label_separator`` when they are delimited strings) or in 0/1 columns (``config.label_columns``).
     ``names`` (the training set's labels, for a dev set) fixes the label space: a label outside it is an
     error. Ids come from ``config.id_column`` when the file has it, else ``ex-<row>``."""
-    from cartomap.data import multilabel
-
     path, source = str(config.path), str(config.path)
     if path in (DEMO_TRAIN, DEMO_DEV) or path.startswith("hf:"):
         raise DataError("multi-label data is read from a file (JSONL, CSV, Parquet)", location=source)
@@ -456,6 +454,56 @@ def read_table(
     """
     frame, lines, _ = _read(Path(path), format, split, str(path))
     return frame, lines
+
+
+def read_multilabel(
+    path: str | Path,
+    *,
+    labels_column: str | None = None,
+    label_columns: Sequence[str] | None = None,
+    separator: str | None = None,
+    label_names: Sequence[str] | None = None,
+    id_column: str | None = None,
+    text_columns: Sequence[str] | None = None,
+    format: str = "auto",
+    source: str | None = None,
+) -> multilabel.MultiLabelData:
+    """Read a multi-label file: JSON lines (``.jsonl``, ``.ndjson``, optionally ``.gz``) by
+    :func:`cartomap.data.multilabel.parse_multilabel_jsonl`, anything else (CSV, TSV, Parquet, JSON, a saved Hugging Face
+    dataset; ``format`` as in :func:`read_table`) read as a table and mapped by
+    :func:`cartomap.data.multilabel.from_frame`. The options are :func:`cartomap.data.multilabel.from_frame`'s. In a CSV a labels column is text: give
+    the ``separator``, or use one 0/1 column per label."""
+    path = Path(path)
+    source = str(path) if source is None else source
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    is_jsonl = format in ("jsonl", "ndjson") or (
+        format == "auto" and suffixes and suffixes[-1] in multilabel.JSONL_SUFFIXES
+    )
+    if is_jsonl:
+        return multilabel.parse_multilabel_jsonl(
+            conll.read_text(path, source),
+            source,
+            labels_field=labels_column,
+            label_fields=label_columns,
+            separator=separator,
+            label_names=label_names,
+            id_field=id_column,
+            text_fields=text_columns,
+        )
+    frame, lines = read_table(path, format)
+    return multilabel.from_frame(
+        frame,
+        labels_column=labels_column,
+        label_columns=label_columns,
+        separator=separator,
+        label_names=label_names,
+        id_column=id_column,
+        text_columns=text_columns,
+        source=source,
+        lines=lines,
+    )
 
 
 # ----------------------------------------------------------------------------- readers

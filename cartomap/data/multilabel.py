@@ -34,14 +34,11 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from cartomap.data.conll import read_text
-from cartomap.data.loading import read_table
 from cartomap.errors import DataError
 
 #: The default name of the column (or JSON field) that holds each example's list of labels; also the
@@ -49,8 +46,8 @@ from cartomap.errors import DataError
 LABELS = "labels"
 #: Prefix of the ids made for rows without an id column: ``ex-0``, ``ex-1``, ...
 ID_PREFIX = "ex-"
-#: Suffixes read as JSON lines by :func:`read_multilabel` (each also with ``.gz``); others go to
-#: :func:`cartomap.data.loading.read_table` (CSV, TSV, Parquet, JSON, a saved Hugging Face dataset).
+#: Suffixes read as JSON lines by :func:`cartomap.data.loading.read_multilabel` (each also with ``.gz``);
+#: others go to :func:`cartomap.data.loading.read_table` (CSV, TSV, Parquet, JSON, a saved Hugging Face dataset).
 JSONL_SUFFIXES: tuple[str, ...] = (".jsonl", ".ndjson")
 _TRUE = (1, "1", "1.0", "true", "True")
 _FALSE = (0, "0", "0.0", "false", "False")
@@ -532,59 +529,9 @@ def parse_multilabel_jsonl(
     )
 
 
-def read_multilabel(
-    path: str | Path,
-    *,
-    labels_column: str | None = None,
-    label_columns: Sequence[str] | None = None,
-    separator: str | None = None,
-    label_names: Sequence[str] | None = None,
-    id_column: str | None = None,
-    text_columns: Sequence[str] | None = None,
-    format: str = "auto",
-    source: str | None = None,
-) -> MultiLabelData:
-    """Read a multi-label file: JSON lines (``.jsonl``, ``.ndjson``, optionally ``.gz``) by
-    :func:`parse_multilabel_jsonl`, anything else (CSV, TSV, Parquet, JSON, a saved Hugging Face
-    dataset; ``format`` as in :func:`cartomap.data.loading.read_table`) read as a table and mapped by
-    :func:`from_frame`. The options are :func:`from_frame`'s. In a CSV a labels column is text: give
-    the ``separator``, or use one 0/1 column per label."""
-    path = Path(path)
-    source = str(path) if source is None else source
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    is_jsonl = format in ("jsonl", "ndjson") or (
-        format == "auto" and suffixes and suffixes[-1] in JSONL_SUFFIXES
-    )
-    if is_jsonl:
-        return parse_multilabel_jsonl(
-            read_text(path, source),
-            source,
-            labels_field=labels_column,
-            label_fields=label_columns,
-            separator=separator,
-            label_names=label_names,
-            id_field=id_column,
-            text_fields=text_columns,
-        )
-    frame, lines = read_table(path, format)
-    return from_frame(
-        frame,
-        labels_column=labels_column,
-        label_columns=label_columns,
-        separator=separator,
-        label_names=label_names,
-        id_column=id_column,
-        text_columns=text_columns,
-        source=source,
-        lines=lines,
-    )
-
-
 def records(data: MultiLabelData) -> list[dict[str, Any]]:
     """The examples as JSON-ready dicts (every column of the frame, ``labels`` as a list of names),
-    e.g. to write multi-label JSONL that :func:`read_multilabel` reads back with ``id_column="id"``."""
+    e.g. to write multi-label JSONL that :func:`cartomap.data.loading.read_multilabel` reads back with ``id_column="id"``."""
     out = []
     for row in data.frame.to_dict(orient="records"):
         row[LABELS] = list(row[LABELS])
