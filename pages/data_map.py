@@ -46,6 +46,7 @@ from pathlib import Path
 import streamlit as st
 
 from cartomap.analysis import colourings, datamap, epochs, figures, overlays, summary, truth
+from cartomap.analysis import multilabel as label_views
 from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.analysis.truth import has_human_judgement
@@ -910,6 +911,38 @@ def _chance(run_path: str, stamp: tuple) -> str | None:
     return run_chance_warning(Run(Path(run_path)))
 
 
+@st.cache_resource(max_entries=6, show_spinner="Loading the data map…")
+def _label_view(run_path: str, stamp: tuple, view: str, rule_json: str):
+    import json
+
+    return label_views.view_frame(Run(Path(run_path)), view, RegionRule(**json.loads(rule_json)))
+
+
+def label_view(run, rule: RegionRule):
+    """A multi-label run's map: a picker of its views (one label's map, every example at its worst label,
+    every (example, label); ``dm_label_view_<run>``) and the map frame of the view picked, with a caption
+    that says what this page does not show for such a run."""
+    import json
+
+    names = run.label_names
+    options = label_views.views(names)
+    view = st.selectbox(
+        "Map of",
+        options,
+        format_func=lambda v: label_views.view_title(v, names),
+        help="A multi-label run records every label of every example: pick one label's map, or every "
+        "example at its worst label (the lowest confidence over its labels).",
+        **kept(f"dm_label_view_{run.id}", label_views.COMBINED, options=options),
+    )
+    st.caption(
+        "A multi-label run: not shown here yet are the map after k recordings, the selection's paths, "
+        "seeds, nearest neighbours and the probability-by-epoch chart."
+    )
+    stamp = run.stamp(run.metrics_path(), run.example_metrics_path(), run.examples_path)
+    rule_json = json.dumps(rule.to_dict(), sort_keys=True)
+    return _label_view(str(run.path), stamp, view, rule_json)
+
+
 def main() -> None:
     st.title("Data map")
     show_flashes()
@@ -920,17 +953,23 @@ def main() -> None:
         st.warning(f"Run {run.id} is done but has no data-map metrics (trained with record=none?).")
         st.stop()
 
-    warning = _chance(str(run.path), run.stamp(run.history_path))
+    per_label = run.task_kind.unit == "label"  # multi-label: several maps, picked below
+    warning = None if per_label else _chance(str(run.path), run.stamp(run.history_path))
     if warning:
         st.warning(escape_markdown(warning))
     rule = map_settings(run)
     estore = ExperimentStore(get_store().root)
-    seeds_exp, seeds_done = seeds_section(run, estore)
-    burn_out, n_recorded = (None, 0) if seeds_exp else epoch_slider(run)
+    seeds_exp, seeds_done = (None, None) if per_label else seeds_section(run, estore)
+    burn_out, n_recorded = (None, 0) if seeds_exp or per_label else epoch_slider(run)
     try:
-        frame = (
-            maps.seed_map_frame(seeds_exp, run, rule) if seeds_exp else maps.map_frame(run, rule, burn_out)
-        )
+        if per_label:
+            frame = label_view(run, rule)
+        else:
+            frame = (
+                maps.seed_map_frame(seeds_exp, run, rule)
+                if seeds_exp
+                else maps.map_frame(run, rule, burn_out)
+            )
     except CartomapError as err:
         show_error(err)
         st.stop()
@@ -972,7 +1011,7 @@ def main() -> None:
     paths = neighbours = generated = None
     if not seeds_exp and not split and n_recorded >= 2:
         paths = selection_paths(run, table, burn_out or n_recorded)
-    if not split:
+    if not split and not per_label:
         neighbours = neighbour_layer(run, frame, focused_id(table))
         generated = generated_layer(run)
     fig = draw_map(
@@ -1004,8 +1043,9 @@ def main() -> None:
                 "saving and downloading take all of them."
             )
         table_event = selection_dataframe(shown, key=f"dm_table_{_digest(table['id'].tolist())}")
-        show_trajectory(run, shown, table_event, seeds)
-        focus_neighbours(run, shown)
+        if not per_label:
+            show_trajectory(run, shown, table_event, seeds)
+            focus_neighbours(run, shown)
     human_section(run)
     st.divider()
     group_tools(run, table)

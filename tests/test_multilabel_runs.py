@@ -212,3 +212,101 @@ def test_the_command_line_trains_a_multilabel_run(tiny_model, ml_files, tmp_path
     assert "4 texts, 1 epochs, dev accuracy (per label)" in out and "dev exact match" in out
     (run,) = RunStore(tmp_path / "c").list()
     assert run.task_kind is MULTILABEL and len(run.example_metrics()) == 4
+
+
+# --------------------------------------------------------------------------- the maps
+
+
+@pytest.fixture()
+def ml_run(tiny_model, ml_files, cache):
+    train, dev = ml_files
+    return train_or_load(ml_config(tiny_model, train, dev), RunStore(cache))
+
+
+def test_each_label_has_its_map_and_the_combined_map_puts_an_example_at_its_worst_label(ml_run):
+    from cartomap.analysis import multilabel as views
+
+    assert views.views(NAMES) == ["combined", "label:0", "label:1", "units"]
+    assert views.view_title("label:1", NAMES) == "One label: sports"
+    units = ml_run.metrics()
+    sports = views.view_frame(ml_run, "label:1")
+    assert sports["id"].tolist() == ["ex-0#1", "ex-1#1", "ex-2#1", "ex-3#1"]
+    assert sports["gold"].astype(str).tolist() == ["present", "present", "absent", "absent"]
+    assert sports["text"].iloc[1] == TRAIN[1]["text"] and set(sports["label_name"]) == {"sports"}
+    assert sports["label_set"].tolist() == ["sports", "politics, sports", "(none)", "politics"]
+    np.testing.assert_allclose(sports["confidence"], units["confidence"].to_numpy()[1::2])
+    assert len(views.view_frame(ml_run, "units")) == 8
+
+    combined = views.view_frame(ml_run, "combined")
+    assert combined["id"].tolist() == ["ex-0", "ex-1", "ex-2", "ex-3"]
+    assert combined["gold"].astype(str).tolist() == ["sports", "politics, sports", "(none)", "politics"]
+    worst = units["confidence"].to_numpy().reshape(4, 2).min(axis=1)
+    np.testing.assert_allclose(combined["confidence"], worst)
+    at = units["confidence"].to_numpy().reshape(4, 2).argmin(axis=1)
+    assert combined["worst_label"].tolist() == [NAMES[j] for j in at]
+    with pytest.raises(Exception, match="unknown view 'label:7'"):
+        views.view_frame(ml_run, "label:7")
+
+
+def test_the_data_map_page_offers_each_label_and_the_combined_view(ml_run, cache, monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    monkeypatch.syspath_prepend(str(root))
+    at = AppTest.from_file(str(root / "pages" / "data_map.py"), default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    (picker,) = [s for s in at.selectbox if s.label == "Map of"]
+    assert picker.options == [
+        "All labels: each example at its worst label",
+        "One label: politics",
+        "One label: sports",
+        "Every (example, label): one point per label of each example",
+    ]
+    captions = [c.value for c in at.caption]
+    assert any("not shown here yet" in c and "probability-by-epoch" in c for c in captions)
+    assert any(c.startswith("4 examples") for c in captions)
+    picker.set_value("label:1").run()
+    assert not at.exception, at.exception
+    gold = [m for m in at.sidebar.multiselect if m.label == "Gold label"][0]
+    assert sorted(gold.options) == ["absent", "present"]
+
+
+@pytest.mark.parametrize(
+    "page,what",
+    [
+        ("review_suspects", "Reviewing suspected label errors"),
+        ("pruning", "Pruning the selected run's training set"),
+        ("artifacts", "The artifact analysis of the selected run's data"),
+    ],
+)
+def test_pages_of_one_label_per_example_say_they_do_not_apply_to_a_multilabel_run(
+    ml_run, cache, monkeypatch, page, what
+):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parents[1] / "pages" / f"{page}.py"), default_timeout=60
+    )
+    at.run()
+    assert not at.exception
+    notes = [i.value for i in at.info]
+    assert any(what in n and f"Run {ml_run.id} is a multilabel run" in n for n in notes), notes
+
+
+def test_experiments_of_one_label_per_example_refuse_multilabel_data(tiny_model, ml_files, tmp_path, capsys):
+    from cartomap.cli import main
+
+    train, dev = ml_files
+    common = ["--task", "multilabel", "--model", tiny_model, "--epochs", "2", "--test", dev]
+    cache = ["--cache", str(tmp_path / "c")]
+    assert main([*cache, "prune", "--data", train, *common]) == 2
+    assert "pruning suspected label errors works on examples with one label each" in capsys.readouterr().err
+    assert main([*cache, "curriculum", "--data", train, "--dev", dev, *common]) == 2
+    assert "a curriculum of training orders works on examples with one label each" in capsys.readouterr().err

@@ -101,6 +101,9 @@ def as_map_frame(frame: pd.DataFrame, label_names: Sequence[str] | None = None) 
 
 #: The column of a word's sentence (its words joined by spaces) on a word-level map.
 SENTENCE = "context"
+#: A multi-label map's columns (:mod:`cartomap.analysis.multilabel`): the label a point is about, its
+#: example's label set, the label an example sits at on the combined map.
+LABEL_COLUMNS = ("label_name", "label_set", "worst_label")
 
 
 def unit_rows(examples: pd.DataFrame) -> pd.DataFrame:
@@ -344,7 +347,7 @@ def map_frame(
     return build_map_frame(
         metrics,
         run.examples(columns=(*MAP_EXAMPLE_COLUMNS, *vote_cols)),
-        run.label_names,
+        run.task_kind.unit_classes(run.label_names),  # a label unit's classes: absent, present
         n_epochs_of(metrics) or len(epochs) or None,
     )
 
@@ -609,7 +612,7 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str]) -> pd.DataFrame:
     """Rows of ``frame`` for ``ids`` (in the order given, unknown or filtered-out ids skipped),
     with the columns a person reads: id, texts, gold, predicted, genre, metrics."""
     wanted = pd.unique(np.asarray([str(i) for i in ids], dtype=object))
-    shown = ("id", *task_kinds.text_fields(), SENTENCE, "gold", "predicted", "genre")
+    shown = ("id", *task_kinds.text_fields(), SENTENCE, *LABEL_COLUMNS, "gold", "predicted", "genre")
     cols = [c for c in shown if c in frame.columns]
     cols += [c for c in METRIC_COLUMNS if c in frame.columns and c not in cols]
     cols += [c for c in SEED_COLUMNS if c in frame.columns and c not in cols]  # a map over seeds

@@ -132,6 +132,11 @@ def dev_confusion(run, epoch: int | None = None) -> pd.DataFrame | None:
     if frame is None or not epochs:
         return None
     epoch = epochs[-1] if epoch is None else epoch
+    kind = run.task_kind
+    if kind.unit == "label":  # multi-label: every (example, label), absent or present
+        ids, labels, _ = kind.units(frame, run.label_names)
+        logits = run.read_epoch("dev", epoch, ids)
+        return confusion_matrix(labels, logits, kind.unit_classes(run.label_names))
     logits = run.read_epoch("dev", epoch, frame["id"].astype(str).tolist())
     return confusion_matrix(frame["label"].to_numpy(dtype=np.int64), logits, run.label_names)
 
