@@ -205,11 +205,14 @@ def test_the_command_line_trains_a_multilabel_run(tiny_model, ml_files, tmp_path
     from cartomap.cli import main
 
     train, dev = ml_files
-    argv = ["--cache", str(tmp_path / "c"), "train", "--data", train, "--dev", dev, "--task", "multilabel"]
+    argv = ["--cache", str(tmp_path / "c"), "train", "--data", train, "--dev", dev, "--test", dev]
+    argv += ["--task", "multilabel"]
     argv += ["--model", tiny_model, "--epochs", "1", "--batch-size", "4", "--max-length", "32"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "4 texts, 1 epochs, dev accuracy (per label)" in out and "dev exact match" in out
+    (test_line,) = [line for line in out.splitlines() if line.startswith("  test ")]
+    assert ": accuracy (per label) " in test_line and ", exact match " in test_line
     (run,) = RunStore(tmp_path / "c").list()
     assert run.task_kind is MULTILABEL and len(run.example_metrics()) == 4
 
@@ -310,3 +313,16 @@ def test_experiments_of_one_label_per_example_refuse_multilabel_data(tiny_model,
     assert "pruning suspected label errors works on examples with one label each" in capsys.readouterr().err
     assert main([*cache, "curriculum", "--data", train, "--dev", dev, *common]) == 2
     assert "a curriculum of training orders works on examples with one label each" in capsys.readouterr().err
+
+
+def test_a_lost_metrics_file_of_a_multilabel_run_is_rebuilt_from_its_dynamics(ml_run):
+    saved = ml_run.metrics()
+    ml_run.metrics_path().write_bytes(b"not parquet")
+    again = ml_run.metrics()
+    assert again["id"].tolist() == saved["id"].tolist()
+    assert again[["example_id", "label_index", "label_name"]].equals(
+        saved[["example_id", "label_index", "label_name"]]
+    )
+    np.testing.assert_allclose(again["confidence"], saved["confidence"])
+    ids, logits = ml_run.dynamics("eval")
+    assert ids[:2] == ["ex-0#0", "ex-0#1"] and logits.shape == (2, 8, 2)

@@ -500,9 +500,22 @@ class Run(StatusFolder):
         try:
             recorded = self.recorded_source(source)
             ids, logits = self.dynamics(recorded)
-            labels = self.examples(columns=("label",))["label"].to_numpy(dtype=np.int64)
+            kind = self.task_kind
+            if kind.unit == "label":  # multi-label: every (example, label), 1 = present
+                examples = self.examples(columns=("id", kind.label_field))
+                labels = kind.units(examples, self.label_names)[1]
+            else:
+                labels = self.examples(columns=("label",))["label"].to_numpy(dtype=np.int64)
             burn_in = self.config.train.map_burn_in(recorded, self.dynamics_epochs(recorded))  # skip_epochs
             frame = compute_metrics(logits, labels, ids, burn_in=burn_in)
+            if kind.unit == "label":  # the unit's keys, as training wrote them
+                n_labels = len(self.label_names)
+                example_ids = examples["id"].astype(str).to_numpy()
+                frame.insert(1, "example_id", np.repeat(example_ids, n_labels))
+                frame.insert(2, "label_index", np.tile(np.arange(n_labels, dtype=np.int64), len(example_ids)))
+                frame.insert(
+                    3, "label_name", np.tile(np.asarray(self.label_names, dtype=object), len(example_ids))
+                )
         except Exception as err:
             because = f"{reason}, and " if reason else ""
             raise RunError(
@@ -527,12 +540,15 @@ class Run(StatusFolder):
         return sorted(int(p.stem.split("_")[1]) for p in folder.glob("epoch_*.parquet"))
 
     def dynamics(self, source: str = "train") -> tuple[list[str], np.ndarray]:
-        """Example ids (in examples.parquet order) and logits [E, N, C] for the completed epochs."""
+        """Example ids (in examples.parquet order) and logits [E, N, C] for the completed epochs; for a
+        multi-label run the ids and rows of its units (every label of every example, ``<id>#<j>``)."""
         ids = (
             self.examples(columns=["id"])["id"].astype(str).tolist()
             if source not in ("dev",) and not source.startswith("test_")
             else self._source_frame(source)["id"].astype(str).tolist()
         )
+        if self.task_kind.unit == "label":
+            ids = self.task_kind.unit_ids(pd.DataFrame({"id": ids}), self.label_names)[0]
         epochs = self.dynamics_epochs(source)
         if not epochs:
             raise RunError(f"run {self.id} has no recorded {source} dynamics")
