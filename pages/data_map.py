@@ -8,6 +8,9 @@ they survive page switches), ``dm_focus`` (the example whose trajectory is shown
 The filters that pick examples (labels, regions, ranges, ...) belong to one run (``_dm_filters_run``):
 picking another run resets them; the display settings (colour, points drawn, region rule) stay.
 A selection replaces ``selected_ids`` only when the map reports a new one; "Clear selection" empties it.
+Wherever it was made (lasso, box, a table row, a group, the Neighbours page's 2-D view) the selection is
+ringed on the map, drawn over the whole distribution in the map's marginal histograms (each as a share of
+its own examples, ``figures.marginal_traces``) and listed in the selection table.
 
 When the run has a finished seeds experiment (``cartomap seeds`` or *Add seeds* here) the page draws
 the map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region agreement" as a colour,

@@ -198,6 +198,44 @@ def _spec(at, k: int = 0) -> dict:
     return json.loads(at.get("plotly_chart")[k].proto.spec)
 
 
+def _marginals(at) -> dict[str, list[int]]:
+    """{trace name: count of each bar} of the map's marginal histograms (from the hover texts)."""
+    return {
+        t["name"]: [int(h.split(" ")[0].replace(",", "")) for h in t["hovertext"]]
+        for t in _spec(at)["data"]
+        if t.get("type") == "bar"
+    }
+
+
+def test_the_histograms_show_the_selection_from_session_state(run):
+    frame = dm.map_frame(run)
+    at = _app().run()
+    assert set(_marginals(at)) == {"variability: all examples", "confidence: all examples"}
+    # a selection made elsewhere (a lasso, a group, the Neighbours page's 2-D view): the shared state
+    picked = frame.sort_values("confidence")["id"].iloc[:40].tolist()  # the 40 least confident
+    at.session_state["selected_ids"] = picked
+    at.run()
+    assert not at.exception, at.exception
+    hists = _marginals(at)
+    assert sum(hists["variability: all examples"]) == 400
+    conf = hists["confidence: selected (40)"]
+    assert sum(conf) == 40 and sum(hists["variability: selected (40)"]) == 40
+    # the 40 least confident sit in the lowest confidence bins: the first bins of the selection's histogram
+    low = frame["confidence"].nsmallest(40).max()
+    edges = np.histogram_bin_edges(frame["confidence"], bins=40)
+    assert sum(conf[: int(np.searchsorted(edges, low, side="right"))]) == 40
+    # under a label filter the histograms count the filtered examples, the selection's part of them
+    at.multiselect(key="_kept_dm_labels").set_value(["neutral"]).run()
+    hists = _marginals(at)
+    neutral = frame[frame["gold"] == "neutral"]
+    n_sel = int(neutral["id"].isin(picked).sum())
+    assert sum(hists["confidence: all examples"]) == len(neutral)
+    assert sum(hists[f"confidence: selected ({n_sel})"]) == n_sel
+    # cleared: the whole distribution only
+    at.button(key="dm_clear").click().run()
+    assert set(_marginals(at)) == {"variability: all examples", "confidence: all examples"}
+
+
 def test_every_colouring_renders_and_a_run_without_votes_offers_no_human_agreement(run):
     at = _app().run()
     colour = at.selectbox(key="_kept_dm_color")
