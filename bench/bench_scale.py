@@ -1011,14 +1011,20 @@ def server_memory_row(rows: Rows, tag: str, pid: int, what: str) -> None:
 
 # the map's plot area on the page: its position and axes (for a lasso drawn with the mouse)
 _MAP_GEOMETRY_JS = """
-const gd = document.querySelector('[data-testid=stPlotlyChart] .js-plotly-plot');
+const gd = [...document.querySelectorAll('[data-testid=stPlotlyChart] .js-plotly-plot')].find(g =>
+    g._fullLayout && g._fullLayout.meta && g._fullLayout.meta.n_total !== undefined);
 if (!gd || !gd._fullLayout || !gd._fullLayout.xaxis || !gd._fullLayout.xaxis._length) return null;
 gd.scrollIntoView({block: 'center'});
 const fl = gd._fullLayout, r = gd.getBoundingClientRect();
 return {left: r.left, top: r.top, xo: fl.xaxis._offset, xl: fl.xaxis._length, xr: fl.xaxis.range,
         yo: fl.yaxis._offset, yl: fl.yaxis._length, yr: fl.yaxis.range, dragmode: fl.dragmode};
 """
-MAP_DRAWN = "[data-testid=stPlotlyChart] .js-plotly-plot .scatterlayer, [data-testid=stPlotlyChart] canvas"
+# the data map (its figure's meta has n_total; the page's other charts do not) is drawn
+MAP_DRAWN_JS = """
+return [...document.querySelectorAll('[data-testid=stPlotlyChart] .js-plotly-plot')].some(gd =>
+    gd._fullLayout && gd._fullLayout.meta && gd._fullLayout.meta.n_total !== undefined
+    && gd.querySelector('.scatterlayer, canvas'));
+"""
 
 
 def browser_lasso(driver, xs, ys) -> None:
@@ -1122,7 +1128,7 @@ def stage_browser(rows: Rows, n: int, work: Path, args) -> None:
                 driver.get("about:blank")
                 t0 = time.perf_counter()
                 driver.get(f"http://127.0.0.1:{port}/data_map?run={run.id}")
-                while not driver.find_elements(By.CSS_SELECTOR, MAP_DRAWN):
+                while not driver.execute_script(MAP_DRAWN_JS):
                     if time.perf_counter() - t0 > 300:
                         raise RuntimeError("the map did not appear in 300 s")
                     time.sleep(0.05)

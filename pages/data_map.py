@@ -48,7 +48,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap, epochs, figures, overlays, summary, truth
+from cartomap.analysis import colourings, curves, datamap, epochs, figures, overlays, summary, truth
 from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.analysis.truth import has_human_judgement
@@ -872,6 +872,28 @@ def summary_section(run, rule_text: str, n_seeds: int) -> None:
                 st.dataframe(confusion, key="dm_confusion")
 
 
+def curves_section(run) -> None:
+    """ "Training curves": the run's loss and dev / test accuracy by epoch (``cartomap.analysis.curves``, the
+    job panel's live curves, here of the finished run) in a collapsed expander at the end of the page;
+    nothing for a run without them.
+
+    Sent before the rest of the page (its container is made first): the browser fetches and compiles
+    plotly.js (a few MB, loaded with the page's first chart) while the server still reads the map frame,
+    instead of after the map's figure arrived (docs/benchmarks.md, "the first map after a server start")."""
+    try:
+        frame = curves.training_curves(run.history(), run.status(), run.test_names)
+    except (CartomapError, OSError, ValueError):
+        return
+    if frame.empty:
+        return
+    with st.expander("Training curves", expanded=False):
+        st.plotly_chart(
+            curves.training_curves_figure(frame, height=260),
+            key="dm_curves",
+            config={"displaylogo": False},
+        )
+
+
 @st.cache_data(max_entries=4, show_spinner="Computing the truth report…")
 def _truth(run_path: str, cache: str, stamp: tuple, n_boot: int) -> dict:
     from pathlib import Path
@@ -923,6 +945,15 @@ def main() -> None:
         st.warning(f"Run {run.id} is done but has no data-map metrics (trained with record=none?).")
         st.stop()
 
+    body, tail = st.container(), st.container()
+    with tail:  # at the page's end, sent first (see curves_section)
+        curves_section(run)
+    with body:
+        page(run)
+
+
+def page(run) -> None:
+    """Everything of the page but its title and the training curves, for a run with metrics."""
     warning = _chance(str(run.path), run.stamp(run.history_path))
     if warning:
         st.warning(escape_markdown(warning))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -198,6 +199,15 @@ def _spec(at, k: int = 0) -> dict:
     return json.loads(at.get("plotly_chart")[k].proto.spec)
 
 
+def _numbers(v) -> list:
+    """A trace's array from the figure's JSON (plotly writes numeric arrays as base64 ``bdata``)."""
+    import base64
+
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"]).tolist()
+    return list(v)
+
+
 def _marginals(at) -> dict[str, list[int]]:
     """{trace name: count of each bar} of the map's marginal histograms (from the hover texts)."""
     return {
@@ -291,6 +301,28 @@ def test_run_summary_with_the_dev_confusion_matrix(tmp_path, monkeypatch):
     labels = np.asarray(run.dev_examples()["label"])
     assert int(np.trace(confusion.to_numpy())) == len(labels) - 10
     assert int(confusion.to_numpy().sum()) == len(labels)
+
+
+def test_training_curves_close_the_page_and_the_map_stays_its_first_chart(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    monkeypatch.syspath_prepend(str(ROOT))
+    make_run(cache, dev=True)  # a history: train loss 1, 1/2, 1/3 and dev accuracy 0.975 by epoch
+    at = _app().run()
+    assert not at.exception, at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert "n_total" in charts[0]["layout"]["meta"]  # the data map
+    curves = charts[-1]
+    assert [a["text"] for a in curves["layout"]["annotations"]] == ["loss", "accuracy"]
+    loss = next(t for t in curves["data"] if t["name"] == "train loss")
+    assert _numbers(loss["y"]) == pytest.approx([1.0, 0.5, 1 / 3])
+    assert at.expander[-1].label == "Training curves"
+
+
+def test_a_run_without_a_history_has_no_training_curves(run):
+    at = _app().run()
+    assert "Training curves" not in [e.label for e in at.expander]
+    assert len(at.get("plotly_chart")) == 1
 
 
 def test_run_summary_without_a_dev_set(run):
