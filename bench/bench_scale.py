@@ -1062,8 +1062,9 @@ def stage_browser(rows: Rows, n: int, work: Path, args) -> None:
     """The Data map in headless chromium, served as ``cartomap dashboard`` serves it (``dashboard.py``):
     from opening the address to the map drawn, after a server start and in a new session; then a lasso
     over the map, to the selection's count on the page. The server's memory (VmHWM of its process) after
-    each step. Done twice: without the launcher's warm-up (``CARTOMAP_WARM_UP=0``: as before it) and with
-    it (the default)."""
+    each step. Three servers: without the launcher's warm-up (``CARTOMAP_WARM_UP=0``: as before it), with it
+    (the default) opened as soon as the server answers, and with it opened once it finished (its own line
+    in the server's log); the lasso on the last one."""
     import re
 
     from selenium import webdriver
@@ -1081,16 +1082,21 @@ def stage_browser(rows: Rows, n: int, work: Path, args) -> None:
     options.binary_location = "/usr/bin/chromium"
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
         options.add_argument(flag)
-    for warm in (False, True):
-        port = 8650 + warm
-        tag = "with the warm-up" if warm else "without the warm-up (CARTOMAP_WARM_UP=0)"
+    configs = (
+        ("without the warm-up (CARTOMAP_WARM_UP=0)", False, False),
+        ("with the warm-up, opened as the server answers", True, False),
+        ("with the warm-up, opened once it finished", True, True),
+    )
+    for k, (tag, warm, after) in enumerate(configs):
+        port = 8650 + k
         env = dict(
             os.environ,
             CARTOMAP_CACHE=str(work / "store"),
             STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
             CARTOMAP_WARM_UP="1" if warm else "0",
         )
-        log = open(work / f"streamlit-{'warm' if warm else 'cold'}.log", "wb")  # noqa: SIM115 - closed below
+        log_path = work / f"streamlit-{k}.log"
+        log = open(log_path, "wb")  # noqa: SIM115 - closed below
         t_launch = time.perf_counter()
         server = subprocess.Popen(
             [
@@ -1123,7 +1129,19 @@ def stage_browser(rows: Rows, n: int, work: Path, args) -> None:
                     time.sleep(0.1)
             up = time.perf_counter() - t_launch
             rows.add(f"browser, {tag}: server launched until it answers", up)
-
+            if after:
+                line = None
+                while time.perf_counter() - t_launch < 300 and line is None:
+                    line = next(
+                        (x for x in log_path.read_text().splitlines() if x.startswith("cartomap warm-up:")),
+                        None,
+                    )
+                    time.sleep(0.1)
+                rows.add(
+                    f"browser, {tag}: server launched until the warm-up finished",
+                    time.perf_counter() - t_launch,
+                    note=f"{line or 'no warm-up line in 300 s'}; load {os.getloadavg()[0]:.1f}",
+                )
             for what in ("first open after the server started", "open again (a new session)"):
                 driver.get("about:blank")
                 t0 = time.perf_counter()
@@ -1144,6 +1162,8 @@ def stage_browser(rows: Rows, n: int, work: Path, args) -> None:
                     note=f"load {os.getloadavg()[0]:.1f}{since}",
                 )
                 server_memory_row(rows, tag, server.pid, what)
+            if not after:
+                continue  # the lasso once, on the warmed server
             # a lasso over the map with the mouse, until the page shows the selection's count
             time.sleep(1.0)  # the page's last elements settle
             body = driver.find_element(By.TAG_NAME, "body")

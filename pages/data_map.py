@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
 from cartomap.analysis import colourings, curves, datamap, epochs, figures, overlays, summary, truth
@@ -1021,7 +1022,13 @@ def page(run) -> None:
         generated=generated,
     )
 
-    known = len(datamap.selection_table(frame, selected)) if selected else 0
+    # how many selected ids are examples of this run: the table's count when no filter is on (no second table)
+    if not selected:
+        known = 0
+    elif len(filtered) == len(frame):
+        known = len(table)
+    else:
+        known = len(datamap.positions_of(frame, pd.unique(pd.Series(selected, dtype=object))))
     head, clear = st.columns([4, 1])
     head.markdown(f"**{len(selected):,} selected** · {len(table):,} shown under the current filters")
     if known < len(selected):

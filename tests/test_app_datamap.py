@@ -246,6 +246,20 @@ def test_the_histograms_show_the_selection_from_session_state(run):
     assert set(_marginals(at)) == {"variability: all examples", "confidence: all examples"}
 
 
+def test_ids_of_another_run_are_counted_with_and_without_filters(run):
+    frame = dm.map_frame(run)
+    picked = frame["id"].iloc[:5].tolist() + ["elsewhere-1", "elsewhere-2"]
+    at = _app()
+    at.session_state["selected_ids"] = picked
+    at.run()
+    assert _selected_caption(at).startswith("**7 selected** · 5 shown")
+    assert any("2 selected ids are not examples of this run" in c.value for c in at.caption)
+    neutral = int((frame["gold"].iloc[:5] == "neutral").sum())
+    at.multiselect(key="_kept_dm_labels").set_value(["neutral"]).run()
+    assert _selected_caption(at).startswith(f"**7 selected** · {neutral} shown")
+    assert any("2 selected ids are not examples of this run" in c.value for c in at.caption)
+
+
 def test_every_colouring_renders_and_a_run_without_votes_offers_no_human_agreement(run):
     at = _app().run()
     colour = at.selectbox(key="_kept_dm_color")
