@@ -566,7 +566,7 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str]) -> pd.DataFrame:
     human = ("agreement", "human_entropy", "human_majority_share", "human_n", "gold_disagrees")
     cols += [c for c in human if c in frame.columns]  # data with votes
     cols += [c for c in frame.columns if str(c).startswith("votes_") and c not in cols]
-    return frame.iloc[positions_of(frame, wanted)][cols].reset_index(drop=True)
+    return frame[cols].iloc[positions_of(frame, wanted)].reset_index(drop=True)  # only these columns taken
 
 
 #: What a person reads first in the selection table: the label, the model's prediction and where the

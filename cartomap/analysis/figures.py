@@ -585,9 +585,15 @@ def data_map_figure(
     if highlight_ids is not None:
         wanted = pd.unique(np.asarray([str(i) for i in highlight_ids], dtype=object))
         high_pos = positions_of(frame, wanted)
-        high = frame.iloc[high_pos]
-        n_high = len(high)
-        high = sample_rows(high, min(max_points, HIGHLIGHT_MAX_POINTS), seed)
+        n_high = len(high_pos)
+        cap = min(max_points, HIGHLIGHT_MAX_POINTS)
+        if n_high > cap:  # the rings of a sample (as sample_rows draws it): only their rows taken
+            high_pos_drawn = high_pos[
+                np.sort(np.random.default_rng(seed).choice(n_high, size=cap, replace=False))
+            ]
+        else:
+            high_pos_drawn = high_pos
+        high = frame.iloc[high_pos_drawn][["id", "variability", "confidence"]]
         if len(high):
             fig.add_trace(
                 go.Scattergl(
