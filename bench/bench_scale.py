@@ -1318,7 +1318,7 @@ def main() -> None:
         action="store_true",
         help=f"no training: the stages {','.join(SYNTHETIC_STAGES)} (the run made from the data file, synthetic "
         "dynamics, its Data map page and the browser with the server's memory); for sizes past SNLI's, e.g. "
-        "--examples 2000000 --source ../shared/data (the bundled demo makes about 176,000 distinct rows)",
+        "--examples 2000000 --source ../shared/data (the bundled demo cannot make 2,000,000 distinct rows)",
     )
     parser.add_argument(
         "--keep", action="store_true", help="keep the work folder's runs (needed with --stages)"

@@ -216,6 +216,19 @@ def test_figure_colours_and_marginals(frame, color_by):
         figures.data_map_figure(frame, "nope")
 
 
+def test_a_filter_that_keeps_every_row_returns_the_frame_itself_and_lookups_follow_new_frames(frame):
+    assert dm.filter_frame(frame) is frame
+    assert dm.filter_frame(frame, ranges={"confidence": (0.0, 1.0)}) is frame
+    some = dm.filter_frame(frame, labels=["neutral"])
+    assert some is not frame and len(some) < len(frame)
+    ids = frame["id"].iloc[[5, 3, 1]].tolist()
+    assert dm.positions_of(frame, ids).tolist() == [5, 3, 1]
+    assert dm.positions_of(frame, ids).tolist() == [5, 3, 1]  # asked again: the same answer
+    shuffled = frame.iloc[::-1].reset_index(drop=True)  # another frame of the same ids
+    n = len(frame)
+    assert dm.positions_of(shuffled, ids).tolist() == [n - 6, n - 4, n - 2]
+
+
 def test_marginal_histograms_show_the_selection_over_the_whole():
     """Six examples, variability 0..0.5 in 40 bins: the whole in the first, middle and last bins; the
     selection (two of them, and an id not on the map) drawn over it as shares of its own examples."""

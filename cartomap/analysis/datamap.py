@@ -76,12 +76,39 @@ def str_array(series: pd.Series) -> np.ndarray:
     return np.asarray([str(v) for v in series.astype(object)], dtype=object)
 
 
+#: The id index of the frames looked up last (:func:`_id_index`): {id(frame): (weak ref, rows, index)}.
+_ID_INDEXES: dict[int, tuple[Any, int, pd.Index]] = {}
+_ID_INDEXES_KEPT = 2
+
+
+def _id_index(frame: pd.DataFrame) -> pd.Index:
+    """``frame``'s ids as an Index, kept for the last two frames asked about (while they live): pandas
+    builds an Index's hash table once, on its first lookup, and that is the cost of a lookup in 2M ids
+    (about 0.5 s); a page looks up one selection in the same frame several times (rings, histograms,
+    table), and the dashboard's cached frame on every rerun. Frames are read-only here."""
+    import weakref
+
+    key = id(frame)
+    hit = _ID_INDEXES.get(key)
+    if hit is not None and hit[0]() is frame and hit[1] == len(frame):
+        return hit[2]
+    index = pd.Index(id_array(frame["id"]), dtype=object)
+    try:
+        ref = weakref.ref(frame)
+    except TypeError:
+        return index
+    while len(_ID_INDEXES) >= _ID_INDEXES_KEPT:
+        _ID_INDEXES.pop(next(iter(_ID_INDEXES)))
+    _ID_INDEXES[key] = (ref, len(frame), index)
+    return index
+
+
 def positions_of(frame: pd.DataFrame, ids) -> np.ndarray:
     """Row positions in ``frame`` of ``ids`` (in the order given; ids not in the frame skipped)."""
     ids = np.asarray(ids, dtype=object)
     if not len(ids) or frame.empty:
         return np.zeros(0, dtype=np.int64)
-    index = pd.Index(id_array(frame["id"]), dtype=object)
+    index = _id_index(frame)
     pos = index.get_indexer_for(ids) if not index.is_unique else index.get_indexer(ids)
     return pos[pos >= 0].astype(np.int64)
 
@@ -316,7 +343,8 @@ def filter_frame(
 ) -> pd.DataFrame:
     """Rows whose gold label, region and genre are among the given ones and whose metrics lie in
     the closed ranges ``{column: (lo, hi)}`` (None for a bound = open). ``None`` = no filter; an
-    empty list keeps nothing. The index of ``frame`` is kept."""
+    empty list keeps nothing. The index of ``frame`` is kept. When every row passes, ``frame`` itself is
+    returned (no copy: treat it as read-only, as the dashboard's cached frames are)."""
     mask = np.ones(len(frame), dtype=bool)
     for column, allowed in (("gold", labels), ("region", regions), ("genre", genres)):
         if allowed is None:
@@ -335,7 +363,7 @@ def filter_frame(
             mask &= values >= lo
         if hi is not None:
             mask &= values <= hi
-    return frame[mask]
+    return frame if mask.all() else frame[mask]
 
 
 # --------------------------------------------------------------------------- geometry
