@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cartomap.analysis import datamap as dm
@@ -110,6 +111,15 @@ def test_library_on_a_run(run):
 
     with pytest.raises(RunError):
         dm.gold_trajectory(run, "no-such-id")
+
+
+def test_the_map_after_k_recordings_from_texts_already_read_is_the_same_map(run):
+    """The epoch slider's maps take the texts of the run's whole map instead of reading them again."""
+    whole = dm.map_frame(run)
+    read = dm.map_frame(run, burn_out=2)
+    reused = dm.map_frame(run, burn_out=2, dynamics=None, examples=whole)
+    pd.testing.assert_frame_equal(reused, read)
+    assert reused["confidence"].tolist() != whole["confidence"].tolist()  # the map of 2 of 3 recordings
 
 
 def test_page_renders(run):

@@ -165,7 +165,10 @@ def build_map_frame(
     out["gold"] = _name_categories(label.to_numpy(), label_names)
     out["predicted"] = _name_categories(predicted.to_numpy(), label_names)
     if "genre" in extra:
-        out["genre"] = _text(joined["genre"]).astype("category").array
+        genre = joined["genre"]
+        out["genre"] = (
+            genre if isinstance(genre.dtype, pd.CategoricalDtype) else _text(genre).astype("category")
+        ).array
     for col in extra:
         if col != "genre":
             out[col] = joined[col].to_numpy()
@@ -295,13 +298,16 @@ def map_frame(
     burn_out: int | None = None,
     *,
     dynamics: tuple[Sequence[str], np.ndarray, np.ndarray] | None = None,
+    examples: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Metrics of every training example of ``run`` joined with its texts (see :func:`build_map_frame`).
 
     ``regions``: the rule of the region column (default by rank). ``burn_out``: metrics over the first
     that many epochs only (computed from the dynamics; the reference's ``--burn_out``), from ``dynamics``
     ((ids, logits [E, N, C], labels) of the recorded source, read once by the caller) when given, else
-    read here. Reads only the Parquet columns the map shows."""
+    read here. ``examples``: the run's texts (id, :data:`MAP_EXAMPLE_COLUMNS`, votes) already read, e.g.
+    another map frame of the same run (the texts of 2M examples take seconds to read); else read here.
+    Reads only the Parquet columns the map shows."""
     recorded = run.recorded_source(source)
     epochs = run.dynamics_epochs(recorded)
     if burn_out is not None and burn_out < len(epochs):
@@ -317,9 +323,11 @@ def map_frame(
     else:
         metrics = with_regions(run.metrics(source, columns=MAP_METRIC_COLUMNS), regions)
     vote_cols = [f"votes_{name}" for name in run.label_names]
+    if examples is None:
+        examples = run.examples(columns=(*MAP_EXAMPLE_COLUMNS, *vote_cols))
     return build_map_frame(
         metrics,
-        run.examples(columns=(*MAP_EXAMPLE_COLUMNS, *vote_cols)),
+        examples,
         run.label_names,
         n_epochs_of(metrics) or len(epochs) or None,
     )
