@@ -995,10 +995,11 @@ def page(run) -> None:
         over += f", leaving out the first {frame.attrs['burn_in']} recording(s) (skip_epochs)"
     if seeds_exp:
         over = f"over {epochs_used} epochs, the mean of {len(seeds or {})} seeds (burn-out applies to one run's map)"
-    st.caption(f"Regions: {rule.describe(frame['variability'].to_numpy())}. Metrics {over}.")
+    rule_text = rule.describe(frame["variability"].to_numpy())  # ranks every example: once
+    st.caption(f"Regions: {rule_text}. Metrics {over}.")
     summary_section(
         run,
-        rule.describe(frame["variability"].to_numpy()),
+        rule_text,
         n_seeds=len(seeds_done.params["seeds"]) if seeds_done else 1,
     )
     if filtered.empty:
