@@ -3,6 +3,7 @@
     python bench/bench_scale.py --examples 550000          # the full size (SNLI's 550,152 pairs)
     python bench/bench_scale.py --examples 50000           # the smoke check (training the tiny model dominates)
     python bench/bench_scale.py --examples 50000 --stages load,datamap --keep   # some stages again
+    python bench/bench_scale.py --examples 2000000 --synthetic --source ../shared/data   # no training
 
 Data: the synthetic NLI set of ``scripts/make_scale_data.py`` (real pairs varied by deterministic edits;
 built under cache/scale/ on first use) from ``--source``: the bundled demo data by default, so a plain
@@ -16,6 +17,11 @@ embedding, projecting and the pages are separate processes. Its **peak RSS** is 
 mark (``VmHWM``, imports included); sub-steps reset the mark (``/proc/self/clear_refs``) so each row
 shows the peak while it ran, memory still held from the process's earlier steps included. Times are
 wall clock of the step alone (imports excluded).
+
+``--synthetic`` (past SNLI's size): no training, the stages setup, load, recorder, datamap and browser:
+a run made from the data file, a run of synthetic dynamics, the Data map's views on it (page script and
+headless chromium served by ``dashboard.py``, with and without its warm-up, a mouse lasso, the server
+process's peak memory).
 
 The run store, the runs and the embeddings are left in ``--work`` (default cache/scale/work-<N>), so
 ``python -m cartomap.cli --cache cache/scale/work-<N>/store dashboard`` opens the bench's runs. The end
