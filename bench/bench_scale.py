@@ -1033,6 +1033,21 @@ return [...document.querySelectorAll('[data-testid=stPlotlyChart] .js-plotly-plo
 """
 
 
+def settle(driver, limit: float = 60.0) -> None:
+    """Wait until the page's script run has finished (Streamlit's running indicator gone) and a second
+    more: the browser keeps drawing after the map's layer appears, and a next open straight away would
+    wait on that (a new session in the same browser measured 3.7-3.8 s back to back, 1.8-2.0 s after a
+    pause, in the same minutes)."""
+    from selenium.webdriver.common.by import By
+
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < limit and driver.find_elements(
+        By.CSS_SELECTOR, "[data-testid=stStatusWidgetRunningIcon], [data-testid=stStatusWidgetRunningManIcon]"
+    ):
+        time.sleep(0.1)
+    time.sleep(1.0)
+
+
 def browser_lasso(driver, xs, ys) -> None:
     """Drag a lasso along the polygon (xs, ys) in data coordinates over the Data map with real mouse
     events (the map's dragmode is lasso)."""
@@ -1168,6 +1183,7 @@ def stage_browser(rows: Rows, n: int, work: Path, args) -> None:
                     note=f"load {os.getloadavg()[0]:.1f}{since}",
                 )
                 server_memory_row(rows, tag, server.pid, what)
+                settle(driver)
             if not after:
                 continue  # the lasso once, on the warmed server
             # a lasso over the map with the mouse, until the page shows the selection's count
