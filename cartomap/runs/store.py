@@ -32,7 +32,7 @@ from cartomap.runs.folders import FolderStore
 from cartomap.runs.state import DAMAGED, StatusFolder
 from cartomap.runs.tasks import Task
 from cartomap.tasks import registry as task_kinds
-from cartomap.tasks.base import TaskKind
+from cartomap.tasks.base import TaskKind, label_unit_keys
 
 DEFAULT_ROOT = Path(os.environ.get("CARTOMAP_CACHE", "cache"))
 #: How a command or a form names a run's own copy of a data set: ``run:RUN`` (its training set),
@@ -509,13 +509,9 @@ class Run(StatusFolder):
             burn_in = self.config.train.map_burn_in(recorded, self.dynamics_epochs(recorded))  # skip_epochs
             frame = compute_metrics(logits, labels, ids, burn_in=burn_in)
             if kind.unit == "label":  # the unit's keys, as training wrote them
-                n_labels = len(self.label_names)
-                example_ids = examples["id"].astype(str).to_numpy()
-                frame.insert(1, "example_id", np.repeat(example_ids, n_labels))
-                frame.insert(2, "label_index", np.tile(np.arange(n_labels, dtype=np.int64), len(example_ids)))
-                frame.insert(
-                    3, "label_name", np.tile(np.asarray(self.label_names, dtype=object), len(example_ids))
-                )
+                keys = label_unit_keys(examples["id"].astype(str).tolist(), self.label_names)
+                for k, (name, values) in enumerate(keys.items()):
+                    frame.insert(1 + k, name, values)
         except Exception as err:
             because = f"{reason}, and " if reason else ""
             raise RunError(

@@ -218,3 +218,15 @@ def label_indicator(label_lists: Any, label_names: Sequence[str] | None) -> np.n
                 raise ValueError(f"row {i}: label {name!r} is not one of {list(position)}")
             out[i, j] = 1
     return out
+
+
+def label_unit_keys(example_ids: Sequence[str], label_names: Sequence[str]) -> dict[str, np.ndarray]:
+    """The key columns of a multi-label run's units, in :meth:`TaskKind.units` order (every label of every
+    example): ``example_id``, ``label_index`` (0-based) and ``label_name``."""
+    ids = np.asarray([str(i) for i in example_ids], dtype=object)
+    n = len(label_names)
+    return {
+        "example_id": np.repeat(ids, n),
+        "label_index": np.tile(np.arange(n, dtype=np.int64), len(ids)),
+        "label_name": np.tile(np.asarray([str(x) for x in label_names], dtype=object), len(ids)),
+    }

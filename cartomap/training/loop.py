@@ -31,6 +31,7 @@ from cartomap.runs import layout
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import Throttle
 from cartomap.runs.store import Run, RunStore, arrow_ids
+from cartomap.tasks.base import label_unit_keys
 from cartomap.training.batching import (
     DynamicPadding,
     EpochBatches,
@@ -487,12 +488,8 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                 frame.insert(1, "example_id", np.repeat(example_ids, unit_counts))
                 frame.insert(2, "word", np.concatenate([np.arange(n) for n in unit_counts]))
             if task.unit == "label":  # each unit keyed by (example id, label) too; and the combined map
-                n_labels = len(label_names)
-                frame.insert(1, "example_id", np.repeat(example_ids, n_labels))
-                frame.insert(2, "label_index", np.tile(np.arange(n_labels, dtype=np.int64), len(example_ids)))
-                frame.insert(
-                    3, "label_name", np.tile(np.asarray(label_names, dtype=object), len(example_ids))
-                )
+                for k, (name, values) in enumerate(label_unit_keys(example_ids, label_names).items()):
+                    frame.insert(1 + k, name, values)
                 atomic_write_parquet(
                     run.example_metrics_path("train" if s == sources[0] else s),
                     combined_map(frame, example_ids, label_names),
