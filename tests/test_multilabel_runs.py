@@ -179,6 +179,10 @@ def test_a_multilabel_run_records_each_labels_logit(tiny_model, ml_files, cache)
     record = run.history()[-1]
     assert record["dev_accuracy"] == pytest.approx(right.mean())
     assert record["dev_exact_match"] == pytest.approx(right.all(axis=1).mean())
+    from cartomap.analysis import summary
+
+    rows = dict(summary.summary_rows(summary.run_summary(run)).to_numpy().tolist())
+    assert rows["dev exact match, last epoch"] == f"{right.all(axis=1).mean():.1%}"
     # The loss is the binary cross-entropy of every label (transformers' multi-label loss).
     bce = torch.nn.functional.binary_cross_entropy_with_logits(
         torch.tensor(dev_z), torch.tensor(dev_gold * 1.0)

@@ -39,7 +39,8 @@ def summarise(
     Keys: ``epochs_done``, ``epochs_planned``, ``best_epoch`` (1-based, the epoch best on dev, first of
     ties; the last without a dev set; None before the first epoch), ``accuracy`` ({set name: {"last",
     "best"}}, "best" = the accuracy at ``best_epoch``, as the house reports test scores; the dev set's
-    "best" is its maximum), ``n_seeds``, ``record``, ``record_points``, ``skip_epochs``, ``region_rule``.
+    "best" is its maximum; a multi-label run's sets also have "exact_match", {"last", "best"}: the share of
+    examples with every label right), ``n_seeds``, ``record``, ``record_points``, ``skip_epochs``, ``region_rule``.
     Test set k is named by ``test_names[k]`` (``test k`` without)."""
     history = list(history)
     dev = [h.get("dev_accuracy") for h in history]
@@ -59,6 +60,12 @@ def summarise(
         last = history[-1].get(key)
         at_best = history[best].get(key) if best is not None else None
         accuracy[name] = {"last": last, "best": at_best}
+        exact = key.removesuffix("_accuracy") + "_exact_match"  # multi-label: every label right
+        if any(exact in h for h in history):
+            accuracy[name]["exact_match"] = {
+                "last": history[-1].get(exact),
+                "best": history[best].get(exact) if best is not None else None,
+            }
     return {
         "epochs_done": len(history),
         "epochs_planned": int(epochs_planned),
@@ -83,6 +90,9 @@ def summary_rows(summary: Mapping[str, Any]) -> pd.DataFrame:
     for name, acc in summary["accuracy"].items():
         rows.append((f"{name} accuracy, last epoch", _pct(acc["last"])))
         rows.append((f"{name} accuracy, best epoch ({best})", _pct(acc["best"])))
+        if "exact_match" in acc:
+            rows.append((f"{name} exact match, last epoch", _pct(acc["exact_match"]["last"])))
+            rows.append((f"{name} exact match, best epoch ({best})", _pct(acc["exact_match"]["best"])))
     rows.append(("seeds", str(summary["n_seeds"])))
     recording = summary["record"]
     if summary.get("record_points", 1) > 1:
