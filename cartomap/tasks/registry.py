@@ -119,12 +119,12 @@ def guess_text_columns(columns: Iterable[str]) -> tuple[str, ...] | None:
 
 def known_columns_label() -> str:
     """What :func:`guess_text_columns` looks for, for messages: "premise/hypothesis, sentence1/sentence2, ..."."""
-    return ", ".join("/".join(names) for k in KINDS.values() for names in k.known_columns)
+    return ", ".join(dict.fromkeys("/".join(names) for k in KINDS.values() for names in k.known_columns))
 
 
 def fields_label() -> str:
     """Every kind's text fields for messages: "premise/hypothesis, text or tokens"."""
-    labels = [k.fields_label for k in KINDS.values()]
+    labels = list(dict.fromkeys(k.fields_label for k in KINDS.values()))  # kinds may share text fields
     return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} or {labels[-1]}"
 
 
