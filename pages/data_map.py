@@ -432,9 +432,10 @@ def _digest(ids) -> str:
     return hashlib.sha1("\n".join(ids).encode("utf-8")).hexdigest()[:10]
 
 
-def show_trajectory(run, table, table_event, seeds=None) -> None:
+def show_trajectory(run, table, table_event, seeds=None, per_label: bool = False) -> None:
     """The focused example's texts and metrics, and its probability by epoch (one line per seed of
-    ``seeds``, {seed: run}, when the map is the mean over seeds)."""
+    ``seeds``, {seed: run}, when the map is the mean over seeds; with ``per_label``, a multi-label run's
+    point, the probability of its label: a combined point's worst label)."""
     rows = list(table_event.selection.rows) if table_event is not None else []
     if rows and rows[0] < len(table):
         st.session_state["dm_focus"] = str(table["id"].iloc[rows[0]])
@@ -483,6 +484,11 @@ def show_trajectory(run, table, table_event, seeds=None) -> None:
                 fig = figures.seed_trajectory_figure(
                     datamap.seed_trajectories(seeds, focus, source), gold=str(row["gold"])
                 )
+            elif per_label:
+                frame = label_views.unit_trajectory(run, focus, source)
+                state = "present" if frame.attrs["present"] else "absent"
+                st.markdown(f"**Probability of label {escape_markdown(frame.attrs['label'])} by epoch**")
+                fig = figures.trajectory_figure(frame, gold=state)
             else:
                 st.markdown("**Probability by epoch**")
                 fig = figures.trajectory_figure(
@@ -962,7 +968,8 @@ def label_view(run, rule: RegionRule):
     )
     st.caption(
         "A multi-label run: not shown here yet are the map after k recordings, the selection's paths, "
-        "seeds, nearest neighbours and the probability-by-epoch chart."
+        "seeds and nearest neighbours. A point of the combined map shows its worst label's probability by "
+        "epoch."
     )
     stamp = run.stamp(run.metrics_path(), run.example_metrics_path(), run.examples_path)
     rule_json = json.dumps(rule.to_dict(), sort_keys=True)
@@ -1085,8 +1092,8 @@ def page(run) -> None:
                 "saving and downloading take all of them."
             )
         table_event = selection_dataframe(shown, key=f"dm_table_{_digest(table['id'].tolist())}")
+        show_trajectory(run, shown, table_event, seeds, per_label=per_label)
         if not per_label:
-            show_trajectory(run, shown, table_event, seeds)
             focus_neighbours(run, shown)
     human_section(run)
     st.divider()

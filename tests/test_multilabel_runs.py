@@ -254,6 +254,16 @@ def test_each_label_has_its_map_and_the_combined_map_puts_an_example_at_its_wors
     with pytest.raises(Exception, match="unknown view 'label:7'"):
         views.view_frame(ml_run, "label:7")
 
+    # A point's label by epoch: a label view's point is its unit, a combined point its worst label's.
+    z = ml_run.read_epoch("eval", 1, ["ex-1#1"])[0, 1]
+    trajectory = views.unit_trajectory(ml_run, "ex-1#1")
+    assert trajectory["epoch"].tolist() == [1, 2] and trajectory.attrs["present"]
+    np.testing.assert_allclose(trajectory["prob_present"], 1 / (1 + np.exp(-z)), rtol=1e-6)
+    np.testing.assert_allclose(trajectory["gold_prob"], trajectory["prob_present"])
+    assert views.unit_of(ml_run, "ex-2") == f"ex-2#{at[2]}"
+    with pytest.raises(Exception, match="no example or"):
+        views.unit_of(ml_run, "ex-9#0")
+
 
 def test_the_data_map_page_offers_each_label_and_the_combined_view(ml_run, cache, monkeypatch):
     from pathlib import Path
@@ -274,12 +284,25 @@ def test_the_data_map_page_offers_each_label_and_the_combined_view(ml_run, cache
         "Every (example, label): one point per label of each example",
     ]
     captions = [c.value for c in at.caption]
-    assert any("not shown here yet" in c and "probability-by-epoch" in c for c in captions)
+    assert any("not shown here yet" in c and "nearest neighbours" in c for c in captions)
     assert any(c.startswith("4 examples") for c in captions)
     picker.set_value("label:1").run()
     assert not at.exception, at.exception
     gold = [m for m in at.sidebar.multiselect if m.label == "Gold label"][0]
     assert sorted(gold.options) == ["absent", "present"]
+    at.session_state["selected_ids"] = ["ex-1#1"]  # one point selected: it is focused
+    at.run()
+    assert not at.exception, at.exception
+    assert "id: ex-1#1\ngold: present" in "\n".join(t.value for t in at.text)
+    assert any("Probability of label sports by epoch" in m.value for m in at.markdown)
+    # On the combined map a point is an example: its chart is its worst label's.
+    [s for s in at.selectbox if s.label == "Map of"][0].set_value("combined")
+    at.session_state["selected_ids"] = ["ex-1"]
+    at.run()
+    assert not at.exception, at.exception
+    assert "id: ex-1\ngold: politics, sports" in "\n".join(t.value for t in at.text)
+    worst = ml_run.example_metrics()["worst_label_name"].iloc[1]
+    assert any(f"Probability of label {worst} by epoch" in m.value for m in at.markdown)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ several maps, each a *view* (:func:`views`):
 * ``units``: every (example, label) on one map.
 
 Rows of a label view keep the unit ids (``<id>#<j>``, the keys of the recorded dynamics); the combined
-view has the example ids. Both carry :data:`LABEL_COLUMNS` for the selection table.
+view has the example ids. Both carry :data:`LABEL_COLUMNS` for the selection table. A point's label
+by epoch: :func:`unit_trajectory` (a combined point: its worst label's).
 """
 
 from __future__ import annotations
@@ -30,14 +31,24 @@ from cartomap.analysis.datamap import (
 )
 from cartomap.errors import RunError
 from cartomap.scores.metrics import RegionRule
-from cartomap.tasks.base import LABEL_UNIT_CLASSES
+from cartomap.tasks.base import LABEL_UNIT_CLASSES, UNIT_SEPARATOR, sigmoid
 
 COMBINED = "combined"
 UNITS = "units"
 LABEL_PREFIX = "label:"
 #: The multi-label columns of a view's map frame (:data:`cartomap.analysis.datamap.LABEL_COLUMNS`): the
 #: label a point is about (label views), the example's label set, the worst label (the combined view).
-__all__ = ["COMBINED", "LABEL_COLUMNS", "UNITS", "combined_frame", "view_frame", "views", "view_title"]
+__all__ = [
+    "COMBINED",
+    "LABEL_COLUMNS",
+    "UNITS",
+    "combined_frame",
+    "unit_of",
+    "unit_trajectory",
+    "view_frame",
+    "view_title",
+    "views",
+]
 #: How an empty label set reads.
 NO_LABEL = "(none)"
 
@@ -146,4 +157,62 @@ def combined_frame(run, regions: RegionRule | None = None) -> pd.DataFrame:
     metrics = with_regions(metrics, regions)
     out = build_map_frame(metrics, examples[["id", *run.task_kind.text_fields]], set_names, n_epochs)
     out["worst_label"] = combined["worst_label_name"].to_numpy()
+    return out
+
+
+def unit_of(run, point_id: str) -> str:
+    """The unit a point of a view is about: a label view's point is its unit (``<id>#<j>``); a point of the
+    combined view (an example id) is its worst label's unit. RunError for an id of neither."""
+    _check(run)
+    point_id = str(point_id)
+    combined = run.example_metrics()
+    row = combined.loc[combined["id"].astype(str) == point_id]
+    if not row.empty:
+        j = int(row["worst_label"].iloc[0])
+        if j < 0:
+            raise RunError(f"run {run.id}: example {point_id!r} has no scored label")
+        return f"{point_id}{UNIT_SEPARATOR}{j}"
+    example, _, label = point_id.rpartition(UNIT_SEPARATOR)
+    if (
+        not label.isdigit()
+        or int(label) >= len(run.label_names)
+        or not (combined["id"].astype(str) == example).any()
+    ):
+        raise RunError(f"run {run.id} has no example or (example, label) {point_id!r}")
+    return point_id
+
+
+def unit_trajectory(run, point_id: str, source: str = "train") -> pd.DataFrame:
+    """A label's probability by epoch for a point of a view (:func:`unit_of`: a combined point's worst
+    label): columns epoch (1-based), gold_prob (of the label's gold state), prob_absent and prob_present
+    (sigmoid of its logit), the shape of :func:`cartomap.analysis.datamap.gold_trajectory`. Reads only that
+    unit's row of each epoch file. attrs: ``unit``, ``label`` (its name) and ``present`` (its gold state)."""
+    unit = unit_of(run, point_id)
+    j = int(unit.rpartition(UNIT_SEPARATOR)[2])
+    example = unit.rpartition(UNIT_SEPARATOR)[0]
+    examples = run.examples(columns=("id", run.task_kind.label_field))
+    labels = examples.loc[examples["id"].astype(str) == example, run.task_kind.label_field].iloc[0]
+    present = run.label_names[j] in {str(n) for n in labels}
+    source = run.recorded_source(source)
+    rows = []
+    for epoch in run.dynamics_epochs(source):
+        part = pd.read_parquet(run.epoch_path(source, epoch), filters=[("id", "==", unit)])
+        if part.empty:
+            raise RunError(f"run {run.id}: epoch {epoch} of {source} dynamics lacks {unit!r}")
+        logits = part[[c for c in part.columns if c.startswith("logit_")]].to_numpy(dtype=np.float64)[0]
+        p = float(sigmoid(logits[1] - logits[0]))  # the row is (0, z)
+        rows.append(
+            {
+                "epoch": epoch + 1,
+                "gold_prob": p if present else 1 - p,
+                "prob_absent": 1 - p,
+                "prob_present": p,
+            }
+        )
+    if not rows:
+        raise RunError(f"run {run.id} has no recorded {source} dynamics")
+    out = pd.DataFrame(rows)
+    out.attrs["unit"] = unit
+    out.attrs["label"] = run.label_names[j]
+    out.attrs["present"] = present
     return out
