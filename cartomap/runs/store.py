@@ -32,7 +32,7 @@ from cartomap.runs.folders import FolderStore
 from cartomap.runs.state import DAMAGED, StatusFolder
 from cartomap.runs.tasks import Task
 from cartomap.tasks import registry as task_kinds
-from cartomap.tasks.base import TaskKind
+from cartomap.tasks.base import UNIT_SEPARATOR, TaskKind
 
 DEFAULT_ROOT = Path(os.environ.get("CARTOMAP_CACHE", "cache"))
 #: How a command or a form names a run's own copy of a data set: ``run:RUN`` (its training set),
@@ -483,9 +483,15 @@ class Run(StatusFolder):
         try:
             recorded = self.recorded_source(source)
             ids, logits = self.dynamics(recorded)
-            labels = self.examples(columns=("label",))["label"].to_numpy(dtype=np.int64)
+            labels = self.unit_labels(recorded)[1]
             burn_in = self.config.train.map_burn_in(recorded, self.dynamics_epochs(recorded))  # skip_epochs
             frame = compute_metrics(logits, labels, ids, burn_in=burn_in)
+            if (
+                self.task_kind.unit == "word"
+            ):  # each word keyed by (sentence id, word index) too, as training writes it
+                keys = [i.rpartition(UNIT_SEPARATOR) for i in ids]
+                frame.insert(1, "example_id", [k[0] for k in keys])
+                frame.insert(2, "word", np.asarray([int(k[2]) for k in keys], dtype=np.int64))
         except Exception as err:
             because = f"{reason}, and " if reason else ""
             raise RunError(
@@ -510,17 +516,31 @@ class Run(StatusFolder):
         return sorted(int(p.stem.split("_")[1]) for p in folder.glob("epoch_*.parquet"))
 
     def dynamics(self, source: str = "train") -> tuple[list[str], np.ndarray]:
-        """Example ids (in examples.parquet order) and logits [E, N, C] for the completed epochs."""
-        ids = (
-            self.examples(columns=["id"])["id"].astype(str).tolist()
-            if source not in ("dev",) and not source.startswith("test_")
-            else self._source_frame(source)["id"].astype(str).tolist()
-        )
+        """Unit ids (examples.parquet order; a token run's words ``<id>#<k>``, :meth:`TaskKind.units`) and
+        logits [E, N, C] for the completed epochs."""
+        ids = self.unit_labels(source, labels=False)[0]
         epochs = self.dynamics_epochs(source)
         if not epochs:
             raise RunError(f"run {self.id} has no recorded {source} dynamics")
         arrays = [self.read_epoch(source, e, ids) for e in epochs]
         return ids, np.stack(arrays)
+
+    def unit_labels(self, source: str = "train", labels: bool = True) -> tuple[list[str], np.ndarray | None]:
+        """(unit ids, gold label of each unit as int64) of ``source``'s examples in their order: one per
+        example, or one per word of a token run (ids ``<id>#<k>``); labels None when not asked for."""
+        kind = self.task_kind
+        columns = ["id", kind.label_field] if labels else ["id"]
+        if source not in ("dev",) and not source.startswith("test_"):
+            frame = self.examples(columns=None if kind.unit != "example" else columns)
+        else:
+            frame = self._source_frame(source)
+        if kind.unit == "example":
+            ids = frame["id"].astype(str).tolist()
+            return ids, frame[kind.label_field].to_numpy(dtype=np.int64) if labels else None
+        if not labels:
+            return kind.unit_ids(frame)[0], None
+        unit_ids, unit_labels, _ = kind.units(frame)
+        return unit_ids, unit_labels
 
     def _source_frame(self, source: str) -> pd.DataFrame:
         if source == "dev":
