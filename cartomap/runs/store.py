@@ -486,12 +486,8 @@ class Run(StatusFolder):
             labels = self.unit_labels(recorded)[1]
             burn_in = self.config.train.map_burn_in(recorded, self.dynamics_epochs(recorded))  # skip_epochs
             frame = compute_metrics(logits, labels, ids, burn_in=burn_in)
-            if (
-                self.task_kind.unit == "word"
-            ):  # each word keyed by (sentence id, word index) too, as training writes it
-                keys = [i.rpartition(UNIT_SEPARATOR) for i in ids]
-                frame.insert(1, "example_id", [k[0] for k in keys])
-                frame.insert(2, "word", np.asarray([int(k[2]) for k in keys], dtype=np.int64))
+            if self.task_kind.unit == "word":  # keyed by (sentence id, word index) too, as training writes it
+                frame = with_word_keys(frame, ids)
         except Exception as err:
             because = f"{reason}, and " if reason else ""
             raise RunError(
@@ -698,6 +694,16 @@ class Run(StatusFolder):
                 return self.path.stat().st_mtime
             except OSError:
                 return 0.0
+
+
+def with_word_keys(frame: pd.DataFrame, unit_ids: Sequence[str]) -> pd.DataFrame:
+    """A token run's metrics frame with each word's key beside its unit id, as training writes it: the
+    sentence id (``example_id``) and word index (``word``) of every ``<id>#<k>`` (columns 1 and 2)."""
+    keys = [str(i).rpartition(UNIT_SEPARATOR) for i in unit_ids]
+    frame = frame.copy()
+    frame.insert(1, "example_id", [k[0] for k in keys])
+    frame.insert(2, "word", np.asarray([int(k[2]) for k in keys], dtype=np.int64))
+    return frame
 
 
 def own_copy(dataset) -> pd.DataFrame:
