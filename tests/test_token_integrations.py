@@ -123,3 +123,82 @@ def test_the_recorder_names_a_sentence_whose_words_are_not_all_labelled(token_mo
         recorder(0, ["s0", "s1"], logits)
     with pytest.raises(DataError, match="sub-words, classes"):
         recorder(0, ["s0"], logits[0], labels=labels[0])
+
+
+def token_dataset(tokenizer):
+    """The sentences as a Hugging Face NER set: words, tags (a Sequence of ClassLabel), an id column,
+    and the tokenised inputs with their aligned labels."""
+    import datasets
+
+    from cartomap.scores.tokens import align_labels
+
+    features = datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "tokens": datasets.Sequence(datasets.Value("string")),
+            "ner_tags": datasets.Sequence(datasets.ClassLabel(names=list(TAGS))),
+        }
+    )
+    raw = datasets.Dataset.from_dict(
+        {"id": IDS, "tokens": WORDS, "ner_tags": [[TAGS.index(t) for t in row] for row in WORD_TAGS]},
+        features=features,
+    )
+
+    def tokenise(batch):
+        enc = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=32)
+        enc["labels"] = [
+            align_labels(enc.word_ids(b), tags).tolist() for b, tags in enumerate(batch["ner_tags"])
+        ]
+        return enc
+
+    return raw.map(tokenise, batched=True)
+
+
+def test_the_trainer_callback_records_a_token_classifier(token_model, tmp_path):
+    """Dropout off and learning rate 0: the training pass and the eval-mode pass both see the model
+    that the sentences were encoded with, so both record exactly its logits at each word's first sub-word."""
+    import copy
+
+    from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments
+
+    from cartomap.integrations.trainer import DataMapCallback
+
+    model, tokenizer = token_model
+    model = copy.deepcopy(model)
+    model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = 0.0
+    for module in model.modules():
+        if module.__class__.__name__ == "Dropout":
+            module.p = 0.0
+    train = token_dataset(tokenizer)
+    callback = DataMapCallback(train, mode="both", task="token", store=tmp_path / "cache", name="ner")
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        num_train_epochs=2,
+        learning_rate=0.0,
+        per_device_train_batch_size=2,
+        per_device_eval_batch_size=2,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        logging_strategy="no",
+        seed=0,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train,
+        data_collator=DataCollatorForTokenClassification(tokenizer),
+        callbacks=[callback],
+    )
+    trainer.train()
+    run = callback.run
+    assert run.state == "done" and run.task_kind.name == "token"
+    assert run.label_names == TAGS
+    expected = expected_logits(model.eval(), tokenizer)
+    unit_ids = [f"{s}#{k}" for s, words in zip(IDS, WORDS, strict=True) for k in range(len(words))]
+    for source in ("train", "eval"):
+        for epoch in range(2):
+            np.testing.assert_allclose(run.read_epoch(source, epoch, unit_ids), expected, atol=1e-5)
+    metrics = run.metrics()
+    assert metrics["id"].tolist() == unit_ids and metrics["example_id"].iloc[5] == "s1"
+    assert run.examples()["tokens"].iloc[1].tolist() == WORDS[1]

@@ -120,6 +120,45 @@ def _preview(values: Sequence[str], k: int = 5) -> str:
     return shown + (", ..." if len(values) > k else "")
 
 
+def word_unit_rows(
+    rows: np.ndarray,
+    logits: Any,
+    token_labels: Any,
+    offsets: np.ndarray,
+    counts: np.ndarray,
+    unit_labels: np.ndarray,
+    unit_ids: Sequence[str],
+    sentence_ids: Sequence[str],
+    epoch: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(unit rows [M], logits [M, C]) of a batch of sentences (their positions ``rows`` among every
+    sentence; sentence s has ``counts[s]`` words, the units ``offsets[s]`` ...): every word at its first
+    sub-word (:func:`first_subwords`). A DataError names a sentence whose labelled sub-words are not its
+    words, by count or by tag (``unit_labels``: every word's tag)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    batch_row, values, tags = first_subwords(logits, token_labels)
+    found = np.bincount(batch_row, minlength=len(rows))
+    counts = counts[rows]
+    for b in np.flatnonzero(found != counts)[:1]:
+        raise DataError(
+            f"epoch {epoch}: sentence {sentence_ids[rows[b]]!r} has {counts[b]} words but {found[b]} labelled "
+            f"sub-words (labels other than {IGNORE_INDEX} mark each word's first sub-word; a sentence cut by "
+            "max_length cannot be recorded whole)",
+            field="labels",
+        )
+    starts = np.repeat(offsets[rows], counts)
+    unit_rows = starts + (np.arange(len(batch_row)) - np.repeat(np.cumsum(counts) - counts, counts))
+    wrong = np.flatnonzero(tags != unit_labels[unit_rows])
+    if len(wrong):
+        k = int(wrong[0])
+        raise DataError(
+            f"epoch {epoch}: word {unit_ids[unit_rows[k]]!r} has label {int(tags[k])} in the batch, "
+            f"{int(unit_labels[unit_rows[k]])} in the recorder: the batch's labels are not these sentences'",
+            field="labels",
+        )
+    return unit_rows, values
+
+
 class DynamicsRecorder:
     """Per-epoch logits of every example by id, checked exactly once, written as a run on :meth:`close`.
 
@@ -331,32 +370,14 @@ class DynamicsRecorder:
                 f"epoch {epoch}: id {err.args[0]!r} is not one of the recorder's {len(self.sentences)} sentences",
                 field="ids",
             ) from None
-        batch_row, values, tags = first_subwords(logits, labels)
-        if len(as_numpy(logits)) != len(rows):
+        if as_numpy(logits).ndim == 3 and len(as_numpy(logits)) != len(rows):
             raise DataError(
                 f"epoch {epoch}: logits for {len(as_numpy(logits))} sentences, {len(rows)} ids",
                 field="logits",
             )
-        found = np.bincount(batch_row, minlength=len(rows))
-        counts = self.counts[rows]
-        for b in np.flatnonzero(found != counts)[:1]:
-            raise DataError(
-                f"epoch {epoch}: sentence {sentences[b]!r} has {counts[b]} words but {found[b]} labelled sub-words "
-                f"(labels other than {IGNORE_INDEX} mark each word's first sub-word; a sentence cut by max_length "
-                "cannot be recorded whole)",
-                field="labels",
-            )
-        starts = np.repeat(self.offsets[rows], counts)
-        unit_rows = starts + (np.arange(len(batch_row)) - np.repeat(np.cumsum(counts) - counts, counts))
-        wrong = np.flatnonzero(tags != self.labels[unit_rows])
-        if len(wrong):
-            k = int(wrong[0])
-            raise DataError(
-                f"epoch {epoch}: word {self.ids[unit_rows[k]]!r} has label {int(tags[k])} in the batch, "
-                f"{int(self.labels[unit_rows[k]])} in the recorder: the batch's labels are not these sentences'",
-                field="labels",
-            )
-        return unit_rows, values
+        return word_unit_rows(
+            rows, logits, labels, self.offsets, self.counts, self.labels, self.ids, self.sentences, epoch
+        )
 
     def record_rows(self, epoch: int, rows: np.ndarray, logits: Any) -> None:
         """Like :meth:`record`, with row positions (0..N-1 in the order of ``ids``) instead of ids."""
