@@ -195,7 +195,7 @@ def user_examples(
 
 
 #: Columns a token-classification dataset commonly holds its words and its word tags in, tried in order.
-WORD_COLUMNS = ("tokens", "words")
+WORD_COLUMNS = tuple(names[0] for names in TOKEN.known_columns)
 TAG_COLUMNS = ("ner_tags", "tags", "pos_tags", "chunk_tags")
 
 

@@ -15,6 +15,12 @@ dashboard and every ``cartomap`` command open it like a run cartomap trained its
 when training begins and shows its progress while the Trainer runs; each completed epoch is written
 at once, so a Trainer resumed from an end-of-epoch checkpoint continues the same run.
 
+A token classifier (``AutoModelForTokenClassification``): ``DataMapCallback(train_dataset, task="token")``
+with a dataset of one sentence per row, its words (``tokens``), its word tags (``ner_tags``, a
+``Sequence(ClassLabel)``) and the tokenised inputs with their aligned ``labels`` (a word's tag at its
+first sub-word, -100 elsewhere). Each word is recorded at its first sub-word, keyed by (sentence id,
+word index) as ``<id>#<k>``, in both modes; a sentence cut by ``max_length`` is an error naming it.
+
 Two recording modes, as in cartomap's own loop:
 
 * ``"eval"`` (WaNLI): after each epoch, an eval-mode pass (no dropout, no gradients) over the whole
