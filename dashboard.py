@@ -11,14 +11,32 @@ layout, and Streamlit has no option to turn the mode off, so the launcher answer
 no legacy pages, ``app.py``'s ``st.navigation`` always. Written defensively: a Streamlit without that
 attribute (or one that already decided) is left as it is. ``pages.common.through_app()`` still covers
 a plain ``streamlit run app.py``.
+
+**Warm-up.** While the server starts, a background thread (:func:`warm_up`) imports every module the
+app and the Data map page import (pandas, pyarrow, plotly, cartomap; seconds on a small CPU) and reads
+the map frame of the run the picker opens by default (the newest with a data map) into the server's
+cache, so the first page after a start draws its map without waiting for them. ``CARTOMAP_WARM_UP=0``
+turns it off; it never fails the server (what goes wrong is logged and the page does the work instead).
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import importlib
+import logging
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 APP = Path(__file__).resolve().with_name("app.py")
+#: The scripts whose imports the warm-up loads: the entry point and the page a first visit opens.
+WARM_SCRIPTS = (APP, APP.with_name("pages") / "data_map.py")
+#: Set to "0" to start the server without the warm-up thread.
+WARM_UP_ENV = "CARTOMAP_WARM_UP"
+log = logging.getLogger("cartomap.dashboard")
 
 
 def without_legacy_pages() -> bool:
@@ -33,9 +51,82 @@ def without_legacy_pages() -> bool:
     return True
 
 
+def script_imports(path: Path) -> list[str]:
+    """The modules ``path`` imports at its top level (``import a.b`` and ``from a.b import c``: ``a.b``, and
+    ``a.b.c`` where that is a module), in order, each once."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return list(dict.fromkeys(names))
+
+
+def _default_map_frame(root: str) -> str | None:
+    """Read the map frame of the run the picker opens by default into the cache the Data map page reads
+    (``pages.components.maps``: the same key as the page's first draw, regions by rank at its default
+    share); returns the run's id, None when there is none."""
+    from cartomap.experiments.picker import default_run, picker_runs
+    from cartomap.experiments.store import ExperimentStore
+    from cartomap.runs.store import RunStore
+    from cartomap.scores.metrics import RegionRule
+    from pages.components import maps
+
+    store = RunStore(root)
+    run_id = default_run(picker_runs(store.list(), ExperimentStore(store.root).list()))
+    if run_id is None:
+        return None
+    run = store.get(run_id)
+    if not run.has_metrics():
+        return None
+    maps.map_frame(run, RegionRule(method="rank", fraction=round(RegionRule().fraction, 2)))
+    return run_id
+
+
+def _warm(root: str) -> None:
+    t0 = time.perf_counter()
+    if str(APP.parent) not in sys.path:  # ``pages`` importable, as under the server's script runs
+        sys.path.insert(0, str(APP.parent))
+    for script in WARM_SCRIPTS:
+        for name in script_imports(script):
+            with contextlib.suppress(ImportError):  # ``from pkg import function``: not a module
+                importlib.import_module(name)
+    imported = time.perf_counter() - t0
+    run_id = _default_map_frame(root)
+    print(
+        f"cartomap warm-up: imports {imported:.1f} s, the map frame of "
+        f"{run_id or 'no run'} {time.perf_counter() - t0 - imported:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def warm_up(root: str | None = None) -> threading.Thread | None:
+    """Start the warm-up thread (see the module docstring) for the run store ``root`` (default: env
+    CARTOMAP_CACHE, else "cache"); None when ``CARTOMAP_WARM_UP=0``."""
+    if os.environ.get(WARM_UP_ENV, "1") == "0":
+        return None
+    root = root or os.environ.get("CARTOMAP_CACHE", "cache")
+
+    def target() -> None:
+        try:
+            _warm(root)
+        except Exception:  # noqa: BLE001 - a warm-up never stops the server; the page does the work
+            log.warning("warm-up failed; the first page reads what it needs itself", exc_info=True)
+
+    thread = threading.Thread(target=target, name="cartomap-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str] | None = None) -> int | None:
-    """``streamlit run app.py ARGV...`` in this process, the legacy pages mode turned off first."""
+    """``streamlit run app.py ARGV...`` in this process, the legacy pages mode turned off first and the
+    warm-up started."""
     without_legacy_pages()
+    warm_up()
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", str(APP), *(sys.argv[1:] if argv is None else argv)]

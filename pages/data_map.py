@@ -8,6 +8,9 @@ they survive page switches), ``dm_focus`` (the example whose trajectory is shown
 The filters that pick examples (labels, regions, ranges, ...) belong to one run (``_dm_filters_run``):
 picking another run resets them; the display settings (colour, points drawn, region rule) stay.
 A selection replaces ``selected_ids`` only when the map reports a new one; "Clear selection" empties it.
+Wherever it was made (lasso, box, a table row, a group, the Neighbours page's 2-D view) the selection is
+ringed on the map, drawn over the whole distribution in the map's marginal histograms (each as a share of
+its own examples, ``figures.marginal_traces``) and listed in the selection table.
 
 When the run has a finished seeds experiment (``cartomap seeds`` or *Add seeds* here) the page draws
 the map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region agreement" as a colour,
@@ -47,9 +50,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap, epochs, figures, overlays, summary, truth
+from cartomap.analysis import colourings, curves, datamap, epochs, figures, overlays, summary, truth
 from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.analysis.truth import has_human_judgement
@@ -873,6 +877,28 @@ def summary_section(run, rule_text: str, n_seeds: int) -> None:
                 st.dataframe(confusion, key="dm_confusion")
 
 
+def curves_section(run) -> None:
+    """ "Training curves": the run's loss and dev / test accuracy by epoch (``cartomap.analysis.curves``, the
+    job panel's live curves, here of the finished run) in a collapsed expander at the end of the page;
+    nothing for a run without them.
+
+    Sent before the rest of the page (its container is made first): the browser fetches and compiles
+    plotly.js (a few MB, loaded with the page's first chart) while the server still reads the map frame,
+    instead of after the map's figure arrived (docs/benchmarks.md, "the first map after a server start")."""
+    try:
+        frame = curves.training_curves(run.history(), run.status(), run.test_names)
+    except (CartomapError, OSError, ValueError):
+        return
+    if frame.empty:
+        return
+    with st.expander("Training curves", expanded=False):
+        st.plotly_chart(
+            curves.training_curves_figure(frame, height=260),
+            key="dm_curves",
+            config={"displaylogo": False},
+        )
+
+
 @st.cache_data(max_entries=4, show_spinner="Computing the truth report…")
 def _truth(run_path: str, cache: str, stamp: tuple, n_boot: int) -> dict:
     from pathlib import Path
@@ -924,6 +950,15 @@ def main() -> None:
         st.warning(f"Run {run.id} is done but has no data-map metrics (trained with record=none?).")
         st.stop()
 
+    body, tail = st.container(), st.container()
+    with tail:  # at the page's end, sent first (see curves_section)
+        curves_section(run)
+    with body:
+        page(run)
+
+
+def page(run) -> None:
+    """Everything of the page but its title and the training curves, for a run with metrics."""
     warning = _chance(str(run.path), run.stamp(run.history_path))
     if warning:
         st.warning(escape_markdown(warning))
@@ -969,10 +1004,11 @@ def main() -> None:
         over += f", leaving out the first {frame.attrs['burn_in']} recording(s) (skip_epochs)"
     if seeds_exp:
         over = f"over {epochs_used} epochs, the mean of {len(seeds or {})} seeds (burn-out applies to one run's map)"
-    st.caption(f"Regions: {rule.describe(frame['variability'].to_numpy())}. Metrics {over}.")
+    rule_text = rule.describe(frame["variability"].to_numpy())  # ranks every example: once
+    st.caption(f"Regions: {rule_text}. Metrics {over}.")
     summary_section(
         run,
-        rule.describe(frame["variability"].to_numpy()),
+        rule_text,
         n_seeds=len(seeds_done.params["seeds"]) if seeds_done else 1,
     )
     if filtered.empty:
@@ -996,7 +1032,13 @@ def main() -> None:
         generated=generated,
     )
 
-    known = len(datamap.selection_table(frame, selected)) if selected else 0
+    # how many selected ids are examples of this run: the table's count when no filter is on (no second table)
+    if not selected:
+        known = 0
+    elif len(filtered) == len(frame):
+        known = len(table)
+    else:
+        known = len(datamap.positions_of(frame, pd.unique(pd.Series(selected, dtype=object))))
     head, clear = st.columns([4, 1])
     head.markdown(f"**{len(selected):,} selected** · {len(table):,} shown under the current filters")
     if known < len(selected):

@@ -243,6 +243,15 @@ def vary(premise: str, hypothesis: str, variant: int) -> tuple[str, str]:
     return premise, hypothesis
 
 
+def _candidates(round_no: int):
+    """The variants a pair of round ``round_no`` tries, in order, until one is new: the round's own, then
+    the same round's next ones (+1000 each: other lexicon rewrites, 6 of the framings), then, for a pair
+    none of those makes new (one without lexicon words in a late round: past about a million rows of a
+    42k-pair source), variants of the following rounds' framings (+1 each). Deterministic."""
+    yield from range(round_no, round_no + 100 * 1000, 1000)
+    yield from range(100 * 1000 + round_no + 1, 100 * 1000 + round_no + 2000)
+
+
 def build(pairs: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFrame:
     """``n`` distinct rows: round 0 (the real pairs), then rounds 1, 2, ... of varied pairs."""
     premises, hypotheses = pairs["premise"].tolist(), pairs["hypothesis"].tolist()
@@ -252,12 +261,10 @@ def build(pairs: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFrame:
     while len(out_rows) < n:
         order = np.random.default_rng([seed, round_no]).permutation(len(pairs))
         for row in order.tolist():
-            variant = round_no
-            for _ in range(100):
+            for variant in _candidates(round_no):
                 p, h = vary(premises[row], hypotheses[row], variant)
                 if (p, h) not in seen:
                     break
-                variant += 1000  # the next variant of this pair, still deterministic
             else:
                 raise SystemExit(
                     f"{len(pairs):,} source pairs cannot make {n:,} distinct rows: pass a bigger --source"

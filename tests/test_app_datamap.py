@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cartomap.analysis import datamap as dm
@@ -111,6 +113,15 @@ def test_library_on_a_run(run):
         dm.gold_trajectory(run, "no-such-id")
 
 
+def test_the_map_after_k_recordings_from_texts_already_read_is_the_same_map(run):
+    """The epoch slider's maps take the texts of the run's whole map instead of reading them again."""
+    whole = dm.map_frame(run)
+    read = dm.map_frame(run, burn_out=2)
+    reused = dm.map_frame(run, burn_out=2, dynamics=None, examples=whole)
+    pd.testing.assert_frame_equal(reused, read)
+    assert reused["confidence"].tolist() != whole["confidence"].tolist()  # the map of 2 of 3 recordings
+
+
 def test_page_renders(run):
     at = _app().run()
     assert not at.exception, at.exception
@@ -198,6 +209,67 @@ def _spec(at, k: int = 0) -> dict:
     return json.loads(at.get("plotly_chart")[k].proto.spec)
 
 
+def _numbers(v) -> list:
+    """A trace's array from the figure's JSON (plotly writes numeric arrays as base64 ``bdata``)."""
+    import base64
+
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"]).tolist()
+    return list(v)
+
+
+def _marginals(at) -> dict[str, list[int]]:
+    """{trace name: count of each bar} of the map's marginal histograms (from the hover texts)."""
+    return {
+        t["name"]: [int(h.split(" ")[0].replace(",", "")) for h in t["hovertext"]]
+        for t in _spec(at)["data"]
+        if t.get("type") == "bar"
+    }
+
+
+def test_the_histograms_show_the_selection_from_session_state(run):
+    frame = dm.map_frame(run)
+    at = _app().run()
+    assert set(_marginals(at)) == {"variability: all examples", "confidence: all examples"}
+    # a selection made elsewhere (a lasso, a group, the Neighbours page's 2-D view): the shared state
+    picked = frame.sort_values("confidence")["id"].iloc[:40].tolist()  # the 40 least confident
+    at.session_state["selected_ids"] = picked
+    at.run()
+    assert not at.exception, at.exception
+    hists = _marginals(at)
+    assert sum(hists["variability: all examples"]) == 400
+    conf = hists["confidence: selected (40)"]
+    assert sum(conf) == 40 and sum(hists["variability: selected (40)"]) == 40
+    # the 40 least confident sit in the lowest confidence bins: the first bins of the selection's histogram
+    low = frame["confidence"].nsmallest(40).max()
+    edges = np.histogram_bin_edges(frame["confidence"], bins=40)
+    assert sum(conf[: int(np.searchsorted(edges, low, side="right"))]) == 40
+    # under a label filter the histograms count the filtered examples, the selection's part of them
+    at.multiselect(key="_kept_dm_labels").set_value(["neutral"]).run()
+    hists = _marginals(at)
+    neutral = frame[frame["gold"] == "neutral"]
+    n_sel = int(neutral["id"].isin(picked).sum())
+    assert sum(hists["confidence: all examples"]) == len(neutral)
+    assert sum(hists[f"confidence: selected ({n_sel})"]) == n_sel
+    # cleared: the whole distribution only
+    at.button(key="dm_clear").click().run()
+    assert set(_marginals(at)) == {"variability: all examples", "confidence: all examples"}
+
+
+def test_ids_of_another_run_are_counted_with_and_without_filters(run):
+    frame = dm.map_frame(run)
+    picked = frame["id"].iloc[:5].tolist() + ["elsewhere-1", "elsewhere-2"]
+    at = _app()
+    at.session_state["selected_ids"] = picked
+    at.run()
+    assert _selected_caption(at).startswith("**7 selected** · 5 shown")
+    assert any("2 selected ids are not examples of this run" in c.value for c in at.caption)
+    neutral = int((frame["gold"].iloc[:5] == "neutral").sum())
+    at.multiselect(key="_kept_dm_labels").set_value(["neutral"]).run()
+    assert _selected_caption(at).startswith(f"**7 selected** · {neutral} shown")
+    assert any("2 selected ids are not examples of this run" in c.value for c in at.caption)
+
+
 def test_every_colouring_renders_and_a_run_without_votes_offers_no_human_agreement(run):
     at = _app().run()
     colour = at.selectbox(key="_kept_dm_color")
@@ -253,6 +325,28 @@ def test_run_summary_with_the_dev_confusion_matrix(tmp_path, monkeypatch):
     labels = np.asarray(run.dev_examples()["label"])
     assert int(np.trace(confusion.to_numpy())) == len(labels) - 10
     assert int(confusion.to_numpy().sum()) == len(labels)
+
+
+def test_training_curves_close_the_page_and_the_map_stays_its_first_chart(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    monkeypatch.syspath_prepend(str(ROOT))
+    make_run(cache, dev=True)  # a history: train loss 1, 1/2, 1/3 and dev accuracy 0.975 by epoch
+    at = _app().run()
+    assert not at.exception, at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert "n_total" in charts[0]["layout"]["meta"]  # the data map
+    curves = charts[-1]
+    assert [a["text"] for a in curves["layout"]["annotations"]] == ["loss", "accuracy"]
+    loss = next(t for t in curves["data"] if t["name"] == "train loss")
+    assert _numbers(loss["y"]) == pytest.approx([1.0, 0.5, 1 / 3])
+    assert at.expander[-1].label == "Training curves"
+
+
+def test_a_run_without_a_history_has_no_training_curves(run):
+    at = _app().run()
+    assert "Training curves" not in [e.label for e in at.expander]
+    assert len(at.get("plotly_chart")) == 1
 
 
 def test_run_summary_without_a_dev_set(run):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -119,6 +120,41 @@ def test_the_launcher_turns_streamlits_legacy_pages_mode_off():
     code = LAUNCHER_CHECK.format(root=str(REPO), app=str(REPO / "app.py"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False", "False"]
+
+
+WARM_UP_CHECK = """
+import os, sys
+sys.path.insert(0, {root!r})
+import dashboard
+os.environ["CARTOMAP_WARM_UP"] = "0"
+print(dashboard.warm_up({cache!r}))
+os.environ["CARTOMAP_WARM_UP"] = "1"
+dashboard.warm_up({cache!r}).join()
+print("pages.common" in sys.modules, "plotly.graph_objects" in sys.modules)
+from cartomap.analysis import datamap
+reads = []
+read = datamap.map_frame
+datamap.map_frame = lambda *a, **k: reads.append(1) or read(*a, **k)
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file({page!r}, default_timeout=60).run()
+assert not at.exception, at.exception
+print(len(reads), len(at.get("plotly_chart")))
+"""
+
+
+def test_the_launchers_warm_up_reads_the_default_runs_map_for_the_first_page(tmp_path):
+    """The warm-up thread imports the page's modules and reads the map frame of the run the picker opens by
+    default into the cache the Data map page reads: the page's first run reads no frame of its own.
+    ``CARTOMAP_WARM_UP=0`` starts no thread."""
+    from test_app_datamap import make_run as make_map_run
+
+    cache = tmp_path / "cache"
+    make_map_run(cache)
+    code = WARM_UP_CHECK.format(root=str(REPO), cache=str(cache), page=str(REPO / "pages" / "data_map.py"))
+    env = dict(os.environ, CARTOMAP_CACHE=str(cache))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["None", "True", "True", "0", "1"]
 
 
 def test_cartomap_dashboard_starts_streamlit_through_the_launcher(tmp_path, monkeypatch):

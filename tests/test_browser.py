@@ -168,7 +168,9 @@ def _map_geometry(driver) -> dict:
     """Viewport position and axis ranges of the main subplot; installs the plotly_selected listener."""
     return driver.execute_script(
         """
-        const gd = document.querySelector('[data-testid=stPlotlyChart] .js-plotly-plot');
+        // the data map: the figure whose meta has n_total (the page's training curves come after it)
+        const gd = [...document.querySelectorAll('[data-testid=stPlotlyChart] .js-plotly-plot')].find(
+            g => g._fullLayout && g._fullLayout.meta && g._fullLayout.meta.n_total !== undefined);
         if (!gd || !gd._fullLayout || !gd._fullLayout.xaxis) return null;
         window.__lasso = null;
         gd.on('plotly_selected', ev => {

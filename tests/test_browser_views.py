@@ -3,7 +3,8 @@ view, in a real browser (`cartomap dashboard` + headless Debian chromium, Seleni
 
 1. Keyboard arrows on the focused "Map after recording" slider redraw the map: the plotted points move
    to the map of the first k recordings, and moving back restores them.
-2. A box dragged on the Data map rings those examples on the Neighbours 2-D view; a box dragged on the
+2. A box dragged on the Data map rings those examples there, draws their histograms over the whole ones
+   in the map's margins, and rings them on the Neighbours 2-D view; a box dragged on the
    2-D view, then "Show on the data map", lists them in the Data map's selection table.
 """
 
@@ -42,7 +43,7 @@ const gd = arguments[0] < 0 ? charts[charts.length + arguments[0]] : charts[argu
 if (!gd || !gd._fullData || !gd._fullLayout || !gd._fullLayout.xaxis) return null;
 const arr = v => v == null ? [] : Array.from(v);
 return gd._fullData.map(t => ({name: String(t.name || ''), ids: arr(t.customdata).map(c => String(c)),
-                          x: arr(t.x), y: arr(t.y)}));
+                          x: arr(t.x), y: arr(t.y), type: String(t.type), hover: arr(t.hovertext)}));
 """
 
 # the chart'th figure's viewport geometry; its dragmode set to box selection; its plotly_selected range
@@ -201,6 +202,12 @@ def test_the_selection_is_linked_both_ways_in_the_browser(tmp_path, browser):  #
         )
         assert picked <= possible
         _wait(lambda: f"{len(picked)} selected · " in _body(browser), 30, "the selection caption")
+        # the marginal histograms show the selection over the whole: as many examples as selected
+        bars = {t["name"]: t["hover"] for t in _traces(browser, 0) or [] if t["type"] == "bar"}
+        for column in ("variability", "confidence"):
+            hover = bars[f"{column}: selected ({len(picked)})"]
+            assert sum(int(h.split(" ")[0].replace(",", "")) for h in hover) == len(picked)
+            assert len(bars[f"{column}: all examples"]) == len(hover)  # the same bins
         ARTIFACTS.mkdir(exist_ok=True)
         browser.save_screenshot(str(ARTIFACTS / "browser_linked_datamap.png"))
 

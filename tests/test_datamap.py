@@ -216,6 +216,71 @@ def test_figure_colours_and_marginals(frame, color_by):
         figures.data_map_figure(frame, "nope")
 
 
+def test_a_filter_that_keeps_every_row_returns_the_frame_itself_and_lookups_follow_new_frames(frame):
+    assert dm.filter_frame(frame) is frame
+    assert dm.filter_frame(frame, ranges={"confidence": (0.0, 1.0)}) is frame
+    some = dm.filter_frame(frame, labels=["neutral"])
+    assert some is not frame and len(some) < len(frame)
+    ids = frame["id"].iloc[[5, 3, 1]].tolist()
+    assert dm.positions_of(frame, ids).tolist() == [5, 3, 1]
+    assert dm.positions_of(frame, ids).tolist() == [5, 3, 1]  # asked again: the same answer
+    shuffled = frame.iloc[::-1].reset_index(drop=True)  # another frame of the same ids
+    n = len(frame)
+    assert dm.positions_of(shuffled, ids).tolist() == [n - 6, n - 4, n - 2]
+
+
+def test_marginal_histograms_show_the_selection_over_the_whole():
+    """Six examples, variability 0..0.5 in 40 bins: the whole in the first, middle and last bins; the
+    selection (two of them, and an id not on the map) drawn over it as shares of its own examples."""
+    six = dm.as_map_frame(
+        pd.DataFrame(
+            {
+                "id": list("abcdef"),
+                "label": [0, 1, 0, 1, 0, 1],
+                "confidence": [0.1, 0.1, 0.1, 0.5, 0.9, 0.9],
+                "variability": [0.0, 0.0, 0.0, 0.25, 0.5, 0.5],
+                "correctness": [0.0, 0.5, 1.0, 0.5, 1.0, 1.0],
+                "forgetfulness": 0,
+                "region": "ambiguous",
+            }
+        ),
+        ["x", "y"],
+    )
+
+    def bars(fig):
+        return {t.name: t for t in fig.data if t.type == "bar"}
+
+    plain = bars(figures.data_map_figure(six))
+    assert set(plain) == {"variability: all examples", "confidence: all examples"}
+    whole = plain["variability: all examples"]
+    assert (whole.xaxis, whole.yaxis) == ("x", "y2") and sum(whole.y) == 6
+    assert whole.y[0] == 3 and whole.y[20] == 1 and whole.y[39] == 2  # counts without a selection
+
+    fig = figures.data_map_figure(six, highlight_ids=["c", "e", "not-here"])
+    got = bars(fig)
+    assert set(got) == {
+        "variability: all examples",
+        "variability: selected (2)",
+        "confidence: all examples",
+        "confidence: selected (2)",
+    }
+    assert fig.layout.barmode == "overlay"
+    whole, picked = got["variability: all examples"], got["variability: selected (2)"]
+    assert whole.y[0] == pytest.approx(50.0) and whole.y[39] == pytest.approx(100 / 3)  # % of all 6
+    assert whole.hovertext[0] == "3 examples, 50.0 % of all examples"
+    assert list(np.flatnonzero(picked.y)) == [0, 39]
+    assert picked.y[0] == pytest.approx(50.0) and picked.y[39] == pytest.approx(50.0)  # % of the 2
+    assert picked.hovertext[39] == "1 example, 50.0 % of selected"
+    assert list(picked.x) == list(whole.x)  # the same bins
+    conf = got["confidence: selected (2)"]
+    assert (conf.xaxis, conf.yaxis, conf.orientation) == ("x2", "y", "h")
+    assert conf.x[0] == pytest.approx(50.0) and conf.x[-1] == pytest.approx(50.0)
+    assert all(t.customdata is None for t in got.values())  # a click on a bar selects nothing
+    # an empty selection, or none of it on the map: no selection histogram
+    assert set(bars(figures.data_map_figure(six, highlight_ids=["zz"]))) == set(plain)
+    assert set(bars(figures.data_map_figure(six, highlight_ids=[]))) == set(plain)
+
+
 def test_hover_text_is_escaped(frame):
     fig = figures.data_map_figure(frame, "correctness")
     text = next(t for t in fig.data if t.type == "scattergl").hovertext[0]

@@ -77,12 +77,39 @@ def str_array(series: pd.Series) -> np.ndarray:
     return np.asarray([str(v) for v in series.astype(object)], dtype=object)
 
 
+#: The id index of the frames looked up last (:func:`_id_index`): {id(frame): (weak ref, rows, index)}.
+_ID_INDEXES: dict[int, tuple[Any, int, pd.Index]] = {}
+_ID_INDEXES_KEPT = 2
+
+
+def _id_index(frame: pd.DataFrame) -> pd.Index:
+    """``frame``'s ids as an Index, kept for the last two frames asked about (while they live): pandas
+    builds an Index's hash table once, on its first lookup, and that is the cost of a lookup in 2M ids
+    (about 0.5 s); a page looks up one selection in the same frame several times (rings, histograms,
+    table), and the dashboard's cached frame on every rerun. Frames are read-only here."""
+    import weakref
+
+    key = id(frame)
+    hit = _ID_INDEXES.get(key)
+    if hit is not None and hit[0]() is frame and hit[1] == len(frame):
+        return hit[2]
+    index = pd.Index(id_array(frame["id"]), dtype=object)
+    try:
+        ref = weakref.ref(frame)
+    except TypeError:
+        return index
+    while len(_ID_INDEXES) >= _ID_INDEXES_KEPT:
+        _ID_INDEXES.pop(next(iter(_ID_INDEXES)))
+    _ID_INDEXES[key] = (ref, len(frame), index)
+    return index
+
+
 def positions_of(frame: pd.DataFrame, ids) -> np.ndarray:
     """Row positions in ``frame`` of ``ids`` (in the order given; ids not in the frame skipped)."""
     ids = np.asarray(ids, dtype=object)
     if not len(ids) or frame.empty:
         return np.zeros(0, dtype=np.int64)
-    index = pd.Index(id_array(frame["id"]), dtype=object)
+    index = _id_index(frame)
     pos = index.get_indexer_for(ids) if not index.is_unique else index.get_indexer(ids)
     return pos[pos >= 0].astype(np.int64)
 
@@ -189,7 +216,10 @@ def build_map_frame(
     out["gold"] = _name_categories(label.to_numpy(), label_names)
     out["predicted"] = _name_categories(predicted.to_numpy(), label_names)
     if "genre" in extra:
-        out["genre"] = _text(joined["genre"]).astype("category").array
+        genre = joined["genre"]
+        out["genre"] = (
+            genre if isinstance(genre.dtype, pd.CategoricalDtype) else _text(genre).astype("category")
+        ).array
     for col in extra:
         if col != "genre":
             out[col] = joined[col].to_numpy()
@@ -319,13 +349,16 @@ def map_frame(
     burn_out: int | None = None,
     *,
     dynamics: tuple[Sequence[str], np.ndarray, np.ndarray] | None = None,
+    examples: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Metrics of every training example of ``run`` joined with its texts (see :func:`build_map_frame`).
 
     ``regions``: the rule of the region column (default by rank). ``burn_out``: metrics over the first
     that many epochs only (computed from the dynamics; the reference's ``--burn_out``), from ``dynamics``
     ((ids, logits [E, N, C], labels) of the recorded source, read once by the caller) when given, else
-    read here. Reads only the Parquet columns the map shows."""
+    read here. ``examples``: the run's texts (id, :data:`MAP_EXAMPLE_COLUMNS`, votes) already read, e.g.
+    another map frame of the same run (the texts of 2M examples take seconds to read); else read here.
+    Reads only the Parquet columns the map shows."""
     recorded = run.recorded_source(source)
     epochs = run.dynamics_epochs(recorded)
     if burn_out is not None and burn_out < len(epochs):
@@ -341,9 +374,11 @@ def map_frame(
     else:
         metrics = with_regions(run.metrics(source, columns=MAP_METRIC_COLUMNS), regions)
     vote_cols = [f"votes_{name}" for name in run.label_names]
+    if examples is None:
+        examples = run.examples(columns=(*MAP_EXAMPLE_COLUMNS, *vote_cols))
     return build_map_frame(
         metrics,
-        run.examples(columns=(*MAP_EXAMPLE_COLUMNS, *vote_cols)),
+        examples,
         run.label_names,
         n_epochs_of(metrics) or len(epochs) or None,
     )
@@ -367,7 +402,8 @@ def filter_frame(
 ) -> pd.DataFrame:
     """Rows whose gold label, region and genre are among the given ones and whose metrics lie in
     the closed ranges ``{column: (lo, hi)}`` (None for a bound = open). ``None`` = no filter; an
-    empty list keeps nothing. The index of ``frame`` is kept."""
+    empty list keeps nothing. The index of ``frame`` is kept. When every row passes, ``frame`` itself is
+    returned (no copy: treat it as read-only, as the dashboard's cached frames are)."""
     mask = np.ones(len(frame), dtype=bool)
     for column, allowed in (("gold", labels), ("region", regions), ("genre", genres)):
         if allowed is None:
@@ -386,7 +422,7 @@ def filter_frame(
             mask &= values >= lo
         if hi is not None:
             mask &= values <= hi
-    return frame[mask]
+    return frame if mask.all() else frame[mask]
 
 
 # --------------------------------------------------------------------------- geometry
@@ -616,7 +652,7 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str]) -> pd.DataFrame:
     human = ("agreement", "human_entropy", "human_majority_share", "human_n", "gold_disagrees")
     cols += [c for c in human if c in frame.columns]  # data with votes
     cols += [c for c in frame.columns if str(c).startswith("votes_") and c not in cols]
-    return frame.iloc[positions_of(frame, wanted)][cols].reset_index(drop=True)
+    return frame[cols].iloc[positions_of(frame, wanted)].reset_index(drop=True)  # only these columns taken
 
 
 #: What a person reads first in the selection table: the label, the model's prediction and where the

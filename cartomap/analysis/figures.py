@@ -456,6 +456,72 @@ def point_traces(
     return traces, legend_title
 
 
+#: Names of the marginal histograms' traces (:func:`marginal_traces`): every row, and the selection.
+MARGINAL_ALL = "all examples"
+MARGINAL_SELECTED = "selected"
+MARGINAL_BINS = 40
+MARGINAL_COLORS = {"variability": "teal", "confidence": "#622a87"}
+SELECTED_HIST_COLOR = "rgba(230,120,0,0.75)"
+
+
+def _examples(n: int) -> str:
+    return f"{n:,} example" + ("" if n == 1 else "s")
+
+
+def marginal_traces(frame: pd.DataFrame, selected_positions: np.ndarray | None = None) -> list:
+    """The data map's marginal histograms: variability on top (axes ``x``/``y2``), confidence on the right
+    (``x2``/``y``), :data:`MARGINAL_BINS` bins over every row of ``frame``. With a selection
+    (``selected_positions``: row positions in ``frame``; None or empty: none) the selection's histogram is
+    drawn over each one on the same bins, and both give the share of their own examples (%), so that 40
+    selected of 550,000 show their shape beside the whole one; the hover gives each bar's count and share.
+    No ``customdata``: a click on a bar selects no example. Traces are named "<column>: all examples" and
+    "<column>: selected (<n>)"."""
+    import plotly.graph_objects as go
+
+    chosen = None if selected_positions is None or not len(selected_positions) else selected_positions
+    traces = []
+    for column, colour in MARGINAL_COLORS.items():
+        values = frame[column].to_numpy(dtype=np.float64)
+        everything = values[np.isfinite(values)]
+        if not everything.size:
+            continue
+        edges = np.histogram_bin_edges(everything, bins=MARGINAL_BINS)
+        parts = [(MARGINAL_ALL, everything, colour)]
+        if chosen is not None:
+            picked = values[chosen]
+            parts.append(
+                (f"{MARGINAL_SELECTED} ({len(chosen):,})", picked[np.isfinite(picked)], SELECTED_HIST_COLOR)
+            )
+        centers, width = (edges[:-1] + edges[1:]) / 2, np.diff(edges)
+        along = "x" if column == "variability" else "y"
+        for name, part, fill in parts:
+            counts = np.histogram(part, bins=edges)[0]
+            if chosen is None:
+                height = counts
+                hover = [_examples(n) for n in counts.tolist()]
+            else:
+                height = 100.0 * counts / max(part.size, 1)
+                whom = name.split(" (")[0]
+                hover = [
+                    f"{_examples(n)}, {h:.1f} % of {whom}"
+                    for n, h in zip(counts.tolist(), height, strict=True)
+                ]
+            bar = go.Bar(  # no customdata: a click on a bar selects no example
+                width=width,
+                hovertext=hover,
+                name=escape_text(f"{column}: {name}"),
+                showlegend=False,
+                marker_color=fill,
+                hovertemplate=f"{name}<br>{column} %{{{along}:.3f}}: %{{hovertext}}<extra></extra>",
+            )
+            if column == "variability":
+                bar.update(x=centers, y=height, xaxis="x", yaxis="y2")
+            else:
+                bar.update(y=centers, x=height, orientation="h", xaxis="x2", yaxis="y")
+            traces.append(bar)
+    return traces
+
+
 def data_map_figure(
     frame: pd.DataFrame,
     color_by: str = "correctness",
@@ -471,7 +537,8 @@ def data_map_figure(
 
     Main axes ``x``/``y`` (variability / confidence): one Scattergl trace per colour group, each
     point's ``customdata`` its example id, escaped hover text. Marginal histograms of variability
-    (top, axes x/y2) and confidence (right, axes x2/y) over every row. Above ``max_points`` rows a
+    (top, axes x/y2) and confidence (right, axes x2/y) over every row, and of the selection
+    (``highlight_ids``) over them (:func:`marginal_traces`). Above ``max_points`` rows a
     heatmap of the binned counts of every row is drawn under a random sample of ``max_points``
     points, and ``layout.meta`` says so (``{"n_total", "n_shown", "sampled"}``).
     ``highlight_ids`` (the current selection) are ringed in black (at most
@@ -514,11 +581,19 @@ def data_map_figure(
     traces, legend_title = point_traces(frame, shown, color_by, marker_size)
     for trace in traces:
         fig.add_trace(trace)
+    high_pos = None
     if highlight_ids is not None:
         wanted = pd.unique(np.asarray([str(i) for i in highlight_ids], dtype=object))
-        high = frame.iloc[positions_of(frame, wanted)]
-        n_high = len(high)
-        high = sample_rows(high, min(max_points, HIGHLIGHT_MAX_POINTS), seed)
+        high_pos = positions_of(frame, wanted)
+        n_high = len(high_pos)
+        cap = min(max_points, HIGHLIGHT_MAX_POINTS)
+        if n_high > cap:  # the rings of a sample (as sample_rows draws it): only their rows taken
+            high_pos_drawn = high_pos[
+                np.sort(np.random.default_rng(seed).choice(n_high, size=cap, replace=False))
+            ]
+        else:
+            high_pos_drawn = high_pos
+        high = frame.iloc[high_pos_drawn][["id", "variability", "confidence"]]
         if len(high):
             fig.add_trace(
                 go.Scattergl(
@@ -538,32 +613,8 @@ def data_map_figure(
                 )
             )
 
-    for column, colour in (("variability", "teal"), ("confidence", "#622a87")):
-        values = frame[column].to_numpy(dtype=np.float64)
-        values = values[np.isfinite(values)]
-        hist, edges = np.histogram(values, bins=40) if values.size else (np.zeros(0), np.zeros(1))
-        centers, width = (edges[:-1] + edges[1:]) / 2, np.diff(edges)
-        if column == "variability":
-            bar = go.Bar(
-                x=centers,
-                y=hist,
-                width=width,
-                xaxis="x",
-                yaxis="y2",
-                hovertemplate="variability %{x:.3f}: %{y} examples<extra></extra>",
-            )
-        else:
-            bar = go.Bar(
-                y=centers,
-                x=hist,
-                width=width,
-                orientation="h",
-                xaxis="x2",
-                yaxis="y",
-                hovertemplate="confidence %{y:.3f}: %{x} examples<extra></extra>",
-            )
-        bar.update(marker_color=colour, name=column, showlegend=False)
-        fig.add_trace(bar)
+    for trace in marginal_traces(frame, high_pos):
+        fig.add_trace(trace)
 
     points = region_label_points(frame)
     for text, ax_x, ax_y, rotation, edge in ANNOTATIONS:
@@ -601,6 +652,7 @@ def data_map_figure(
         dragmode="lasso",
         hovermode="closest",
         bargap=0,
+        barmode="overlay",
         legend=dict(
             title=dict(text=legend_title),
             orientation="h",

@@ -52,7 +52,10 @@ def _frame(run_path: str, stamp: tuple, rule_json: str, burn_out: int | None) ->
     if burn_out is None:
         return datamap.map_frame(run, regions=rule)
     source = run.recorded_source()
-    return datamap.map_frame(run, regions=rule, burn_out=burn_out, dynamics=dynamics(run, source))
+    whole = map_frame(run, rule)  # cached: its texts serve every k (not read again for each)
+    return datamap.map_frame(
+        run, regions=rule, burn_out=burn_out, dynamics=dynamics(run, source), examples=whole
+    )
 
 
 def map_frame(run: Run, rule: RegionRule | None = None, burn_out: int | None = None) -> pd.DataFrame:
