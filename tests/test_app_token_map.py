@@ -27,15 +27,22 @@ def _app():
     return AppTest.from_file(str(PAGE), default_timeout=60)
 
 
+def _click(point_id: str) -> dict:
+    """The map's selection event of a click on one point (its id is the point's customdata)."""
+    return {"selection": {"points": [{"customdata": [point_id]}], "box": [], "lasso": []}}
+
+
 def _frame_with(at, column):
     found = [d for d in at.dataframe if column in d.value.columns]
     return found[0] if found else None
 
 
 def test_word_level_map_and_the_picked_words_sentence(run):
-    at = _app()
-    at.session_state["selected_ids"] = ["sent-1#2"]  # as a click on the point of "Berlin"
+    at = _app().run()
+    assert _frame_with(at, "p_predicted") is None  # nothing picked yet
+    at.session_state["datamap"] = _click("sent-1#2")  # a click on the point of "Berlin"
     at.run()
+    assert at.session_state["selected_ids"] == ["sent-1#2"]
     assert not at.exception and not at.error, [e.value for e in at.error]
     level = at.radio(key="_kept_dm_token_level")
     assert level.value == "word" and list(level.options) == ["Words", "Sentences"]
@@ -78,8 +85,19 @@ def test_sentence_level_puts_a_sentence_at_its_worst_word_and_opens_it(run):
     assert words["token"].tolist() == ["Mary", "visited", "Berlin"]
     assert any("Word 2 is this sentence's worst word" in c.value for c in at.caption)
 
+    # a click on a sentence's point picks it alone and opens it
+    at.session_state["datamap_sentences"] = _click("sent-0")
+    at.run()
+    assert at.session_state["dm_sentence_ids"] == ["sent-0"]
+    words = _frame_with(at, "p_predicted").value
+    words = words.data if hasattr(words, "data") else words
+    assert words["token"].tolist() == ["Arnold", "Schwarzenegger", "lives", "in", "Paris"]
+    assert words["gold"].tolist() == words["predicted"].tolist() == ["B-PER", "I-PER", "O", "O", "B-LOC"]
+
     # the mean over a sentence's words: sent-1 = (2 p + (1 - p) / 3) / 3
     at.selectbox(key="_kept_dm_sentence_method").set_value("mean").run()
+    at.session_state["dm_sentence_ids"] = ["sent-1", "sent-2"]
+    at.run()
     table = _frame_with(at, "worst_token").value
     p = p_gold()
     np.testing.assert_allclose(table["confidence"], [(2 * p + (1 - p) / 3) / 3, p])

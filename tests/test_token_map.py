@@ -87,3 +87,19 @@ def test_the_command_line_writes_the_sentence_level_table(run, tmp_path, capsys)
     np.testing.assert_allclose(mean["confidence"], [p, (2 * p + (1 - p) / 3) / 3, p])
     assert mean["worst_token"].tolist() == ["Arnold", "Berlin", "The"]
     assert "3 rows" in capsys.readouterr().out
+
+
+def test_the_token_benchmarks_sentences_follow_a_fixed_rule():
+    """bench/scale_token.py: synthetic sentences are demo texts rotated, tagged by a rule, not by people."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import scale_token
+
+    words = ["The", "New", "York", "Times", "sold", "3", "papers", "in", "Paris"]
+    assert scale_token.tag_words(words) == ["O", "B-CAP", "I-CAP", "I-CAP", "O", "B-NUM", "O", "O", "B-CAP"]
+    assert scale_token.words_of("A man's dog, 2 cats.") == ["A", "man's", "dog", ",", "2", "cats", "."]
+    ids, rows = scale_token.synthetic_sentences([["a", "b", "c"], ["d", "e"]], 5, "syn")
+    assert ids == ["syn-0", "syn-1", "syn-2", "syn-3", "syn-4"]
+    assert rows == [["a", "b", "c"], ["d", "e"], ["b", "c", "a"], ["e", "d"], ["c", "a", "b"]]
