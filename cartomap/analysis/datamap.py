@@ -172,7 +172,8 @@ def sentence_map(run, method: str = "min") -> pd.DataFrame:
     rows = out["sentence"].to_numpy(dtype=np.int64)
     out.insert(0, "id", ids[rows])
     words_field = kind.text_fields[0]  # the sentence's words, joined
-    out.insert(1, words_field, [" ".join(str(w) for w in examples[words_field].iloc[r]) for r in rows])
+    column = examples[words_field].to_numpy()  # positional: no pandas lookup per sentence
+    out.insert(1, words_field, [" ".join(str(w) for w in column[r]) for r in rows])
     return out
 
 

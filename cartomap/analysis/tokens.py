@@ -145,11 +145,12 @@ def sentence_map_frame(run, method: str = "min", regions: RegionRule | None = No
     n_epochs = datamap.n_epochs_of(run.metrics(columns=("correct_count", "correctness")), run)
     out = datamap.build_map_frame(sentence_metrics, None, run.label_names, n_epochs)
     out.insert(1, text, table[text].to_numpy())
-    words = run.examples(columns=("id", text)).set_index("id")[text]
+    words = run.examples(columns=(text,))[text].to_numpy()  # the run's sentences, in its order
     worst = table["worst_word"].to_numpy(dtype=np.int64)
     out["n_words"] = table["n_words"].to_numpy(dtype=np.int64)
     out["worst_word"] = worst
-    out["worst_token"] = [str(words.loc[i][k]) for i, k in zip(table["id"].astype(str), worst, strict=True)]
+    positions = table["sentence"].to_numpy(dtype=np.int64)  # each sentence's row in the run's examples
+    out["worst_token"] = [str(words[r][k]) for r, k in zip(positions, worst, strict=True)]
     out.attrs.update(n_epochs=n_epochs, method=method, n_unscored=int(unscored.sum()), level="sentence")
     return out
 
