@@ -75,14 +75,13 @@ def synthetic_sentences(base: list[list[str]], n: int, prefix: str) -> tuple[lis
 
 
 def write_conll(path: Path, ids: list[str], rows: list[list[str]]) -> None:
-    """A CoNLL file (``word<TAB>tag`` lines, ``# sent_id = <id>`` before each sentence), atomically."""
+    """A CoNLL file (``word<TAB>tag`` lines, a blank line between sentences), atomically. Loading numbers
+    the sentences ``sent-<i>`` in file order, so ``ids`` only order them here."""
     from cartomap.io import atomic_write_text
 
     parts = []
-    for sid, words in zip(ids, rows, strict=True):
-        lines = [f"# sent_id = {sid}"]
-        lines += [f"{w}\t{t}" for w, t in zip(words, tag_words(words), strict=True)]
-        parts.append("\n".join(lines))
+    for _, words in zip(ids, rows, strict=True):
+        parts.append("\n".join(f"{w}\t{t}" for w, t in zip(words, tag_words(words), strict=True)))
     atomic_write_text(path, "\n\n".join(parts) + "\n")
 
 
@@ -120,8 +119,8 @@ def token_config(state: dict, n: int):
     from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 
     return RunConfig(
-        data=DataConfig(path=state["conll"], id_column="sent_id", name=f"synthetic {n:,}"),
-        dev=DataConfig(path=state["dev"], id_column="sent_id", name="synthetic dev"),
+        data=DataConfig(path=state["conll"], name=f"synthetic {n:,}"),
+        dev=DataConfig(path=state["dev"], name="synthetic dev"),
         model=ModelConfig(name_or_path=state["tiny_model"]),
         train=TrainConfig(epochs=1, seed=42),
         name=f"token scale {n:,}",
