@@ -22,12 +22,11 @@ import html
 import io
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from cartomap.analysis import colourings
 from cartomap.analysis.datamap import (
@@ -45,6 +44,9 @@ from cartomap.errors import DataError
 from cartomap.io import atomic_save
 from cartomap.scores.metrics import AMBIGUOUS, EASY, HARD, bucket_order, bucket_value, correctness_bucket
 from cartomap.tasks import registry as task_kinds
+
+if TYPE_CHECKING:  # the static figure's classes are imported where it is drawn (font caches take ~0.3 s)
+    from matplotlib.figure import Figure
 
 #: The qualitative colours of every figure (labels, genres, runs), in order.
 PALETTE = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880")
@@ -118,6 +120,9 @@ def data_map_matplotlib(
 
     The scatter shows at most ``max_points`` randomly sampled examples; histograms use all of them.
     """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     _check_frame(metrics)
     fig = Figure(figsize=(14, 10))
     FigureCanvasAgg(fig)
