@@ -1241,6 +1241,8 @@ def run_child(stage: str, args) -> list[dict]:
     ]
     if args.faiss_only:
         cmd += ["--faiss-only", args.faiss_only]
+    if args.task != "pair":
+        cmd += ["--task", args.task]
     if args.synthetic:
         cmd += ["--synthetic"]
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -1360,24 +1362,39 @@ def main() -> None:
         help="real pairs the synthetic set is made from: demo (bundled, default) or a shared/data folder "
         "(scripts/make_scale_data.py --source)",
     )
+    parser.add_argument(
+        "--task",
+        default="pair",
+        choices=("pair", "token"),
+        help="pair: NLI pairs (the default); token: synthetic tagged sentences through a token run's stages "
+        "(bench/scale_token.py)",
+    )
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    args.work = (args.work or ROOT / "cache" / "scale" / f"work-{args.examples}").resolve()
+    token = args.task == "token"
+    if token and args.synthetic:
+        parser.error("--synthetic makes NLI pairs; --task token makes its own synthetic sentences")
+    folder = f"work-token-{args.examples}" if token else f"work-{args.examples}"
+    args.work = (args.work or ROOT / "cache" / "scale" / folder).resolve()
+    if token:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import scale_token
+
+        globals().update({k: v for k, v in vars(scale_token).items() if k.startswith("stage_token_")})
     if args.child:
         fn = globals()[f"stage_{args.child}"]
         fn(Rows(args.child), args.examples, args.work, args)
         return
-    stages = (
-        list(SYNTHETIC_STAGES if args.synthetic else STAGES) if not args.stages else args.stages.split(",")
-    )
-    if not args.stages and not args.synthetic:
+    all_stages = scale_token.STAGES if token else SYNTHETIC_STAGES if args.synthetic else STAGES
+    stages = list(all_stages) if not args.stages else args.stages.split(",")
+    if not args.stages and not args.synthetic and not token:
         stages += [s for s in OPTIONAL if getattr(args, s)]
     if not args.stages and not args.keep:
         shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True, exist_ok=True)
-    if "setup" not in stages and not load_state(args.work):
-        stages.insert(0, "setup")
+    if all_stages[0] not in stages and not load_state(args.work):
+        stages.insert(0, all_stages[0])
     before = machine()
     print(f"bench_scale: {args.examples:,} examples, work folder {args.work}\n{before}", flush=True)
     t0 = time.perf_counter()
@@ -1389,6 +1406,7 @@ def main() -> None:
     print(f"### {args.examples:,} examples\n")
     print(
         f"`python bench/bench_scale.py --examples {args.examples}"
+        + (" --task token" if token else "")
         + (" --faiss" if args.faiss else "")
         + (" --browser" if args.browser else "")
         + (" --synthetic" if args.synthetic else "")

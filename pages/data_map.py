@@ -36,6 +36,10 @@ when the run has embeddings, and, when the run has filtered WaNLI batches, "Gene
 (``dm_generated_<run>``): every pair the filter scored at its estimated max variability, kept or removed, on a
 strip above the map (the filter estimates no confidence; the caption says how x differs from the map's).
 
+A token run (``pages.components.token_map``) maps words or sentences ("Map of"): at word level the focused
+word's sentence is shown word by word with its gold and predicted tags; at sentence level each sentence
+sits where a score of its words' confidences puts it (min, mean, softmin) and a picked sentence opens the same way.
+
 When the run's data has votes, the map can be coloured by human entropy or gold vs majority, filtered by
 entropy and "gold ≠ human majority", the focused example shows its votes (a table: data is never
 rendered as markdown) and "Human judgement" shows the truth report (``cartomap truth``).
@@ -85,7 +89,7 @@ from pages.common import (
     show_flashes,
     through_app,
 )
-from pages.components import maps
+from pages.components import maps, token_map
 from pages.components.jobs import demo_or_prompt, experiment_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -1000,6 +1004,11 @@ def page(run) -> None:
     if warning:
         st.warning(escape_markdown(warning))
     rule = map_settings(run)
+    if token_map.is_token_run(run):  # a point per word, or per sentence
+        level, method = token_map.level_picker()
+        if level == "sentence":
+            token_map.sentence_level(run, rule, method)
+            return
     estore = ExperimentStore(get_store().root)
     seeds_exp, seeds_done = (None, None) if per_label else seeds_section(run, estore)
     burn_out, n_recorded = (None, 0) if seeds_exp or per_label else epoch_slider(run)
@@ -1093,6 +1102,8 @@ def page(run) -> None:
             )
         table_event = selection_dataframe(shown, key=f"dm_table_{_digest(table['id'].tolist())}")
         show_trajectory(run, shown, table_event, seeds, per_label=per_label)
+        if token_map.is_token_run(run):  # the focused word's sentence, tag by tag
+            token_map.word_level_sentence(run, frame, shown)
         if not per_label:
             focus_neighbours(run, shown)
     human_section(run)

@@ -175,7 +175,8 @@ def sentence_map(run, method: str = "min") -> pd.DataFrame:
     rows = out["sentence"].to_numpy(dtype=np.int64)
     out.insert(0, "id", ids[rows])
     words_field = kind.text_fields[0]  # the sentence's words, joined
-    out.insert(1, words_field, [" ".join(str(w) for w in examples[words_field].iloc[r]) for r in rows])
+    column = examples[words_field].to_numpy()  # positional: no pandas lookup per sentence
+    out.insert(1, words_field, [" ".join(str(w) for w in column[r]) for r in rows])
     return out
 
 
@@ -367,7 +368,7 @@ def map_frame(
     if burn_out is not None and burn_out < len(epochs):
         if dynamics is None:
             ids, logits = run.dynamics(recorded)
-            labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
+            labels = run.unit_labels(recorded)[1]  # a token run's: one per word
         else:
             ids, logits, labels = dynamics
         burn_in = run.config.train.map_burn_in(
@@ -694,7 +695,12 @@ def gold_trajectory(run, example_id: str, source: str = "train") -> pd.DataFrame
 
     Reads only that example's row of each epoch file (same values as ``run.dynamics()``)."""
     example_id = str(example_id)
-    examples = run.examples(columns=["id", "label"]) if source != "dev" else run.dev_examples()
+    kind = run.task_kind
+    columns = ["id", "label"] if kind.unit == "example" else None  # a token run: its words too
+    examples = run.examples(columns=columns) if source != "dev" else run.dev_examples()
+    if kind.unit == "word":  # a token run: the unit ids of its words and their tags
+        unit_ids, unit_labels, _ = kind.units(examples)
+        examples = pd.DataFrame({"id": unit_ids, "label": unit_labels})
     row = examples.loc[examples["id"].astype(str) == example_id]
     if row.empty:
         raise RunError(f"run {run.id} has no example {example_id!r}")

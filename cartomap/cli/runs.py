@@ -13,6 +13,8 @@ from cartomap.runs.progress import time_left
 
 SEEDS_EXPORT = "seeds.parquet"  # `cartomap export`: the seeds experiment's per-example table
 DETECTORS_EXPORT = "detectors.parquet"  # `cartomap export`: every available detector's score per example
+SENTENCE_METHOD_CHOICES = ("min", "mean", "softmin")  # cartomap.scores.tokens.SENTENCE_METHODS
+SENTENCES_EXPORT = "sentences.parquet"  # `cartomap export` of a token run: the sentence-level map
 
 
 def cmd_runs(a: argparse.Namespace) -> int:
@@ -117,8 +119,9 @@ def detector_table(run, metrics, seeds_table, cache):
     from cartomap.runs.store import RunStore
     from cartomap.scores import detectors
 
-    examples = run.examples(columns=("id", "label"))
-    ids = examples["id"].astype(str).tolist()
+    unit_ids, unit_labels = run.unit_labels()  # a token run's: one per word
+    examples = pd.DataFrame({"id": unit_ids, "label": unit_labels})
+    ids = unit_ids
 
     def aligned(table):
         if table is None:
@@ -160,8 +163,12 @@ def cmd_export(a: argparse.Namespace) -> int:
             seeds_table = seeds_exp.result(PER_EXAMPLE)
         refuse_overwrite([out / SEEDS_EXPORT], a.force)  # before anything is written
     refuse_overwrite([out / DETECTORS_EXPORT], a.force)
-    ids, logits = run.dynamics(run.recorded_source(a.source))
-    labels = run.examples()["label"].to_numpy()
+    token_run = run.task_kind.unit == "word"
+    if token_run:
+        refuse_overwrite([out / SENTENCES_EXPORT], a.force)
+    recorded = run.recorded_source(a.source)
+    ids, logits = run.dynamics(recorded)
+    labels = run.unit_labels(recorded)[1]  # a token run's: one per word
     if a.burn_out is None:
         metrics = run.metrics(a.source)
     else:
@@ -175,6 +182,15 @@ def cmd_export(a: argparse.Namespace) -> int:
     table = detector_table(run, metrics, seeds_table, a.cache)
     atomic_write_parquet(out / DETECTORS_EXPORT, table)
     print(f"wrote {out / DETECTORS_EXPORT}: {', '.join(table.columns[2:])} (higher = more suspect)")
+    if token_run:
+        from cartomap.analysis.tokens import sentence_map_frame
+
+        sentences = sentence_map_frame(run, a.method)
+        atomic_write_parquet(out / SENTENCES_EXPORT, sentences)
+        print(
+            f"wrote {out / SENTENCES_EXPORT}: {len(sentences):,} sentences, each scored by the {a.method} of "
+            "its words' confidences, with its worst word"
+        )
     if seeds_table is not None:
         atomic_write_parquet(out / SEEDS_EXPORT, seeds_table)
         n = seeds_table.attrs.get("n_seeds") or len(seeds_exp.params["seeds"])
@@ -217,7 +233,30 @@ def cmd_map(a: argparse.Namespace) -> int:
     run = RunStore(a.cache).get(a.run)
     title = a.title or f"{run.config.data.path} ({run.id})"
     rule = region_rule(a)
-    frame = map_frame(run, a.source, regions=rule, burn_out=a.burn_out)
+    if a.level == "sentence":
+        from cartomap.analysis.tokens import sentence_map_frame
+
+        if a.burn_out is not None or a.source != "train":
+            raise CartomapError(
+                "--level sentence: the sentence map is of the run's metrics (no --burn-out or --source)"
+            )
+        frame = sentence_map_frame(run, a.method, regions=rule)
+        title = a.title or f"{title}: sentences by the {a.method} of their words' confidences"
+    else:
+        frame = map_frame(run, a.source, regions=rule, burn_out=a.burn_out)
+    if a.table:
+        from cartomap.io import atomic_write_parquet
+
+        if Path(a.table).suffix.lower() not in (".parquet", ".csv"):
+            raise CartomapError(f"--table {a.table}: expected a file name ending in .parquet or .csv")
+        refuse_overwrite([a.table], a.force)
+        if a.table.lower().endswith(".csv"):
+            from cartomap.io import atomic_write_text
+
+            atomic_write_text(Path(a.table), frame.to_csv(index=False))
+        else:
+            atomic_write_parquet(Path(a.table), frame)
+        print(f"wrote {a.table}: {len(frame):,} rows")
     path = save_data_map(frame, a.out, title=title)
     print(f"wrote {path}")
     print(f"  regions: {rule.describe(frame['variability'].to_numpy())}")
@@ -316,6 +355,12 @@ def add_commands(sub) -> None:
     e.add_argument(
         "--burn-out", type=int, default=None, help="only the first N epochs (the reference's --burn_out)"
     )
+    e.add_argument(
+        "--method",
+        default="min",
+        choices=SENTENCE_METHOD_CHOICES,
+        help=f"a token run: how {SENTENCES_EXPORT} scores a sentence over its words' confidences",
+    )
     e.add_argument("--force", action="store_true", help="replace files already in --out")
     e.set_defaults(func=cmd_export)
 
@@ -334,6 +379,19 @@ def add_commands(sub) -> None:
     m.add_argument("--out", required=True, help="map.png or map.html")
     m.add_argument("--source", default="train", choices=("train", "eval"))
     m.add_argument("--title", default="")
+    m.add_argument(
+        "--level",
+        default="word",
+        choices=("word", "sentence"),
+        help="a token run's map: a point per word (the default; per example for other runs) or per sentence",
+    )
+    m.add_argument(
+        "--method",
+        default="min",
+        choices=SENTENCE_METHOD_CHOICES,
+        help="--level sentence: a sentence's score over its words' confidences (min: its worst word)",
+    )
+    m.add_argument("--table", default="", help="also write the map's table to this .parquet or .csv file")
     add_region_arguments(m)
     m.add_argument("--force", action="store_true", help="replace --out if it exists")
     m.set_defaults(func=cmd_map)

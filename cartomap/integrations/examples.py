@@ -18,10 +18,11 @@ import pandas as pd
 
 from cartomap.config import DataConfig
 from cartomap.data.forms import guess_columns
-from cartomap.data.loading import TextDataset, from_frame
+from cartomap.data.loading import TextDataset, from_frame, tagged_dataset
 from cartomap.errors import DataError
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.sequence import PAIR, SINGLE
+from cartomap.tasks.token import TOKEN
 
 #: Label columns looked for, in order, when none is named.
 LABEL_COLUMNS = ("label", "labels", "label_ids", "gold_label")
@@ -190,4 +191,67 @@ def user_examples(
         "texts": texts,
         "label_column": label_column,
     }
+    return examples, how
+
+
+#: Columns a token-classification dataset commonly holds its words and its word tags in, tried in order.
+WORD_COLUMNS = tuple(names[0] for names in TOKEN.known_columns)
+TAG_COLUMNS = ("ner_tags", "tags", "pos_tags", "chunk_tags")
+
+
+def user_token_examples(
+    dataset: Any,
+    *,
+    id_column: str | None = "id",
+    label_column: str | None = None,
+    text_columns: Sequence[str] | None = None,
+    label_names: Sequence[str] | None = None,
+    model_names: Sequence[str] | None = None,
+    where: str = "training dataset",
+) -> tuple[TextDataset, dict[str, Any]]:
+    """The sentences of a token-classification ``dataset`` (one row per sentence: its words and one tag
+    per word, as Hugging Face's NER sets have them) and how they were read. ``label_column``: the word
+    tags (default the first of :data:`TAG_COLUMNS`; never the sub-word ``labels`` a tokenised set
+    aligns); ``text_columns``: the one column of words (default the first of :data:`WORD_COLUMNS`);
+    ``label_names``: the tag order (default the column's ``Sequence(ClassLabel)`` names, else
+    ``model_names``: the model's id2label)."""
+    columns = column_names(dataset)
+    present = set(columns)
+
+    def pick(given, guesses, what, option):
+        found = given or next((c for c in guesses if c in present), None)
+        if found is None or found not in present:
+            raise DataError(
+                f"the {where} has no {what} column ({found or ', '.join(guesses)} not among {columns}): "
+                f"name it with {option}=...",
+                location=where,
+            )
+        return found
+
+    words = pick(text_columns[0] if text_columns else None, WORD_COLUMNS, "words", "text_columns")
+    tags = pick(label_column, TAG_COLUMNS, "word tags", "label_column")
+    if id_column and id_column not in present:
+        id_column = None
+    frame = read_columns(dataset, [words, tags, *([id_column] if id_column else [])])
+    names = tuple(label_names) if label_names is not None else None
+    if names is None:
+        features = getattr(dataset, "features", None)
+        feature = features.get(tags) if isinstance(features, Mapping) else None
+        inner = getattr(feature, "feature", None)  # datasets.Sequence(ClassLabel)
+        if inner is None and isinstance(feature, list) and feature:  # datasets.List of ClassLabel
+            inner = feature[0]
+        found = getattr(inner, "names", None)
+        names = tuple(str(n) for n in found) if found else None
+    if names is None and model_names is not None:
+        names = tuple(model_names)
+    ids = frame[id_column].astype(str) if id_column else pd.Series(np.arange(len(frame)).astype(str))
+    table = pd.DataFrame(
+        {
+            "id": ids.to_numpy(),
+            TOKEN.text_fields[0]: [[str(w) for w in row] for row in frame[words]],
+            TOKEN.label_field: [list(np.asarray(row).reshape(-1).tolist()) for row in frame[tags]],
+        }
+    )
+    examples = tagged_dataset(table, TOKEN, names, where)
+    how = {"ids": f"column {id_column}" if id_column else "row index", "texts": [words], "label_column": tags}
     return examples, how

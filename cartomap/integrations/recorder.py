@@ -16,6 +16,18 @@ uneven batches cannot misplace them. The checks are exact: an id unknown to the 
 twice in one epoch is an error at once; an epoch that is missing ids is an error when a later epoch
 starts or at :meth:`~DynamicsRecorder.close`, naming the epoch, how many ids and which.
 
+Token classification (``task="token"``, an ``AutoModelForTokenClassification``): give each sentence's
+id, its word tags (one list per id) and its words (``texts``: one list of words per id); record the
+model's sub-word logits ``[B, T, C]`` with the batch's aligned ``labels`` ``[B, T]``, in which the
+first sub-word of each word holds its tag and every other position -100 (the Hugging Face convention)::
+
+    recorder = DynamicsRecorder(ids, word_tags, words, task="token", label_names=tag_names)
+    recorder(epoch, batch["id"], logits, labels=batch["labels"])
+
+Each word is recorded at its first sub-word, keyed by (sentence id, word index): unit ids
+``<id>#<k>``, as cartomap's own token runs. A sentence whose labelled positions are not its words (cut
+by ``max_length``, or labels of another sentence) is an error naming it.
+
 Under several processes (DDP) every process sees part of each epoch: gather each batch's
 ``(ids, logits)`` to one process (``torch.distributed.all_gather_object``) and record there, dropping
 the repeats a distributed sampler adds to even out the last batch. The ``Trainer`` callback
@@ -39,7 +51,9 @@ from cartomap.integrations.origin import canonical, recorded_config
 from cartomap.runs.importer import dynamics_digest, examples_without_texts, finish_run
 from cartomap.runs.store import Run, RunStore
 from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.base import UNIT_SEPARATOR
 from cartomap.tasks.sequence import PAIR, SINGLE
+from cartomap.tasks.token import TOKEN
 
 #: Names a recorder's ``settings`` may give a training setting under (cartomap's name first).
 SETTING_ALIASES = {
@@ -54,6 +68,30 @@ SETTING_ALIASES = {
     "gradient_accumulation_steps": (),
 }
 MODES = ("train", "eval")  # the logits of the training forward pass, or of an eval-mode pass after each epoch
+#: The label of a sub-word that is not a word's first (and of special tokens), as Hugging Face aligns them.
+IGNORE_INDEX = -100
+
+
+def first_subwords(logits: Any, token_labels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The logits of every word's first sub-word in a batch of a token classifier: ``logits`` [B, T, C]
+    and the aligned ``token_labels`` [B, T] (a word's tag at its first sub-word, :data:`IGNORE_INDEX`
+    elsewhere) -> (the batch row of each word [M], its logits [M, C] as float32, its tag [M]), words in
+    order within each row. DataError for shapes that do not fit."""
+    values = as_numpy(logits)
+    marks = as_numpy(token_labels)
+    if values.ndim != 3:
+        raise DataError(
+            f"logits of shape {tuple(values.shape)}; a token classifier's are [batch, sub-words, classes]",
+            field="logits",
+        )
+    if marks.shape != values.shape[:2]:
+        raise DataError(
+            f"labels of shape {tuple(marks.shape)} for logits of shape {tuple(values.shape)}; expected "
+            f"{tuple(values.shape[:2])} (one per sub-word, {IGNORE_INDEX} where no word starts)",
+            field="labels",
+        )
+    batch_row, position = np.nonzero(marks != IGNORE_INDEX)  # row-major: words in order within a row
+    return batch_row, values[batch_row, position].astype(np.float32, copy=False), marks[batch_row, position]
 
 
 def as_numpy(values: Any) -> np.ndarray:
@@ -80,6 +118,45 @@ def id_strings(ids: Any) -> list[str]:
 def _preview(values: Sequence[str], k: int = 5) -> str:
     shown = ", ".join(repr(v) for v in values[:k])
     return shown + (", ..." if len(values) > k else "")
+
+
+def word_unit_rows(
+    rows: np.ndarray,
+    logits: Any,
+    token_labels: Any,
+    offsets: np.ndarray,
+    counts: np.ndarray,
+    unit_labels: np.ndarray,
+    unit_ids: Sequence[str],
+    sentence_ids: Sequence[str],
+    epoch: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(unit rows [M], logits [M, C]) of a batch of sentences (their positions ``rows`` among every
+    sentence; sentence s has ``counts[s]`` words, the units ``offsets[s]`` ...): every word at its first
+    sub-word (:func:`first_subwords`). A DataError names a sentence whose labelled sub-words are not its
+    words, by count or by tag (``unit_labels``: every word's tag)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    batch_row, values, tags = first_subwords(logits, token_labels)
+    found = np.bincount(batch_row, minlength=len(rows))
+    counts = counts[rows]
+    for b in np.flatnonzero(found != counts)[:1]:
+        raise DataError(
+            f"epoch {epoch}: sentence {sentence_ids[rows[b]]!r} has {counts[b]} words but {found[b]} labelled "
+            f"sub-words (labels other than {IGNORE_INDEX} mark each word's first sub-word; a sentence cut by "
+            "max_length cannot be recorded whole)",
+            field="labels",
+        )
+    starts = np.repeat(offsets[rows], counts)
+    unit_rows = starts + (np.arange(len(batch_row)) - np.repeat(np.cumsum(counts) - counts, counts))
+    wrong = np.flatnonzero(tags != unit_labels[unit_rows])
+    if len(wrong):
+        k = int(wrong[0])
+        raise DataError(
+            f"epoch {epoch}: word {unit_ids[unit_rows[k]]!r} has label {int(tags[k])} in the batch, "
+            f"{int(unit_labels[unit_rows[k]])} in the recorder: the batch's labels are not these sentences'",
+            field="labels",
+        )
+    return unit_rows, values
 
 
 class DynamicsRecorder:
@@ -110,7 +187,14 @@ class DynamicsRecorder:
         model: str = "",
         settings: dict[str, Any] | None = None,
         data_name: str = "dataset",
+        task: str = "",
     ):
+        self.task = task_kinds.kind(task) if task else None
+        self.words = self.task is not None and self.task.unit == "word"
+        if self.task is not None and self.task.unit not in ("example", "word"):
+            raise DataError(f"the recorder records examples or words, not a {task} task", field="task")
+        if self.words:
+            ids, labels, texts = self._word_units(ids, labels, texts)
         self.ids = id_strings(ids)
         n = len(self.ids)
         if n == 0:
@@ -126,7 +210,7 @@ class DynamicsRecorder:
                 seen[v] = k
         self.label_names = tuple(str(x) for x in label_names) if label_names is not None else None
         self.labels = self._label_codes(labels, n)
-        self.texts = self._texts(texts, n)
+        self.texts = texts if self.words else self._texts(texts, n)
         if mode not in MODES:
             raise DataError(f"unknown mode {mode!r}: expected one of {MODES}", field="mode")
         if epochs is not None and (int(epochs) != epochs or epochs < 1):
@@ -143,6 +227,47 @@ class DynamicsRecorder:
         self.closed: Run | None = None
 
     # -- inputs ------------------------------------------------------------------------------------
+    def _word_units(self, ids, labels, texts):
+        """A token task's sentences as word units: (unit ids ``<id>#<k>``, each word's tag, the words);
+        keeps the sentences' ids, row offsets and word counts to turn a batch of sentences into words."""
+        sentences = id_strings(ids)
+        tags = [
+            list(as_numpy(t)) if hasattr(t, "detach") else list(np.asarray(t).reshape(-1)) for t in labels
+        ]
+        if len(tags) != len(sentences):
+            raise DataError(
+                f"{len(tags)} tag lists for {len(sentences)} ids; give one list of word tags per sentence",
+                field="labels",
+            )
+        if texts is None:
+            raise DataError(
+                "a token task needs each sentence's words (texts=[[word, ...], ...]): the map shows them",
+                field="texts",
+            )
+        words = [[str(w) for w in row] for row in texts]
+        if len(words) != len(sentences):
+            raise DataError(f"{len(words)} word lists for {len(sentences)} ids", field="texts")
+        for sid, row, tag_row in zip(sentences, words, tags, strict=True):
+            if len(row) != len(tag_row) or not row:
+                raise DataError(
+                    f"sentence {sid!r}: {len(row)} words and {len(tag_row)} tags; expected one tag per word "
+                    "and at least one word",
+                    field="labels",
+                )
+        if len(set(sentences)) != len(sentences):
+            twice = next(v for k, v in enumerate(sentences) if v in sentences[:k])
+            raise DataError(f"duplicate id {twice!r}; ids must be unique", field="ids")
+        self.sentences = sentences
+        self.sentence_index = {v: k for k, v in enumerate(sentences)}
+        self.counts = np.asarray([len(row) for row in words], dtype=np.int64)
+        self.offsets = np.cumsum(self.counts) - self.counts
+        unit_ids = [
+            f"{sid}{UNIT_SEPARATOR}{k}"
+            for sid, row in zip(sentences, words, strict=True)
+            for k in range(len(row))
+        ]
+        return unit_ids, [t for row in tags for t in row], words
+
     def _label_codes(self, labels: Sequence[Any], n: int) -> np.ndarray:
         values = list(as_numpy(labels)) if hasattr(labels, "detach") else list(labels)
         if len(values) != n:
@@ -215,12 +340,44 @@ class DynamicsRecorder:
             ) from None
 
     # -- recording ---------------------------------------------------------------------------------
-    def __call__(self, epoch: int, ids: Any, logits: Any) -> None:
-        self.record(epoch, ids, logits)
+    def __call__(self, epoch: int, ids: Any, logits: Any, labels: Any = None) -> None:
+        self.record(epoch, ids, logits, labels)
 
-    def record(self, epoch: int, ids: Any, logits: Any) -> None:
-        """Logits [B, C] of the examples ``ids`` (B of them) in ``epoch`` (0-based)."""
-        self.record_rows(epoch, self.rows_of(ids, epoch), logits)
+    def record(self, epoch: int, ids: Any, logits: Any, labels: Any = None) -> None:
+        """Logits [B, C] of the examples ``ids`` (B of them) in ``epoch`` (0-based). A token task: the
+        sub-word logits [B, T, C] of the sentences ``ids`` with their aligned ``labels`` [B, T]
+        (:func:`first_subwords`); each word is recorded at its first sub-word."""
+        if not self.words:
+            if labels is not None:
+                raise DataError("labels are for a token task's sub-words (task='token')", field="labels")
+            self.record_rows(epoch, self.rows_of(ids, epoch), logits)
+            return
+        if labels is None:
+            raise DataError(
+                "a token task records sub-word logits with the batch's aligned labels (labels=...)",
+                field="labels",
+            )
+        self.record_rows(epoch, *self.word_rows(ids, logits, labels, epoch))
+
+    def word_rows(self, ids: Any, logits: Any, labels: Any, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """(unit rows [M], logits [M, C]) of a batch of sentences: every word at its first sub-word. A
+        DataError names a sentence whose labelled sub-words are not its words (count or tags)."""
+        sentences = id_strings(ids)
+        try:
+            rows = np.asarray([self.sentence_index[k] for k in sentences], dtype=np.int64)
+        except KeyError as err:
+            raise DataError(
+                f"epoch {epoch}: id {err.args[0]!r} is not one of the recorder's {len(self.sentences)} sentences",
+                field="ids",
+            ) from None
+        if as_numpy(logits).ndim == 3 and len(as_numpy(logits)) != len(rows):
+            raise DataError(
+                f"epoch {epoch}: logits for {len(as_numpy(logits))} sentences, {len(rows)} ids",
+                field="logits",
+            )
+        return word_unit_rows(
+            rows, logits, labels, self.offsets, self.counts, self.labels, self.ids, self.sentences, epoch
+        )
 
     def record_rows(self, epoch: int, rows: np.ndarray, logits: Any) -> None:
         """Like :meth:`record`, with row positions (0..N-1 in the order of ``ids``) instead of ids."""
@@ -327,7 +484,20 @@ class DynamicsRecorder:
 
     # -- the run ---------------------------------------------------------------------------------
     def examples(self, label_names: tuple[str, ...]) -> TextDataset:
-        """The examples of the run: ids, labels and texts (empty texts when none were given)."""
+        """The examples of the run: ids, labels and texts (empty texts when none were given); a token
+        task's sentences with their words and tags."""
+        if self.words:
+            from cartomap.data.loading import tagged_dataset
+
+            splits = np.cumsum(self.counts)[:-1]
+            frame = pd.DataFrame(
+                {
+                    "id": self.sentences,
+                    TOKEN.text_fields[0]: self.texts,
+                    TOKEN.label_field: [row.tolist() for row in np.split(self.labels, splits)],
+                }
+            )
+            return tagged_dataset(frame, TOKEN, label_names, f"recorder words ({self.data_name})")
         if self.texts is None:
             digest = hashlib.sha256(
                 canonical({"ids": self.ids, "labels": self.labels.tolist(), "names": label_names}).encode()

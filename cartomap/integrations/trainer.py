@@ -15,6 +15,12 @@ dashboard and every ``cartomap`` command open it like a run cartomap trained its
 when training begins and shows its progress while the Trainer runs; each completed epoch is written
 at once, so a Trainer resumed from an end-of-epoch checkpoint continues the same run.
 
+A token classifier (``AutoModelForTokenClassification``): ``DataMapCallback(train_dataset, task="token")``
+with a dataset of one sentence per row, its words (``tokens``), its word tags (``ner_tags``, a
+``Sequence(ClassLabel)``) and the tokenised inputs with their aligned ``labels`` (a word's tag at its
+first sub-word, -100 elsewhere). Each word is recorded at its first sub-word, keyed by (sentence id,
+word index) as ``<id>#<k>``, in both modes; a sentence cut by ``max_length`` is an error naming it.
+
 Two recording modes, as in cartomap's own loop:
 
 * ``"eval"`` (WaNLI): after each epoch, an eval-mode pass (no dropout, no gradients) over the whole
@@ -52,7 +58,13 @@ from transformers import TrainerCallback
 
 from cartomap.config import ModelConfig, TrainConfig
 from cartomap.errors import CartomapError, DataError, RunError
-from cartomap.integrations.examples import LABEL_COLUMNS, class_names, column_names, user_examples
+from cartomap.integrations.examples import (
+    LABEL_COLUMNS,
+    class_names,
+    column_names,
+    user_examples,
+    user_token_examples,
+)
 from cartomap.integrations.origin import recorded_config
 from cartomap.runs.importer import finish_run
 from cartomap.runs.progress import StepClock
@@ -233,6 +245,12 @@ def _logits_of(output: Any):
     return output
 
 
+def _labels_of(batch: Mapping[str, Any]):
+    """The aligned sub-word labels of a collated batch (None when it has none), on the CPU."""
+    labels = batch.get("labels") if isinstance(batch, Mapping) else None
+    return labels.detach().cpu() if hasattr(labels, "detach") else labels
+
+
 def first_occurrences(parts: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Rows of every process (``{"rows", "logits", "step", "last"}`` each) -> (rows, logits, bad, dropped):
     each row once, first in (step, rank, position) order; the rows seen again outside a process's
@@ -293,7 +311,14 @@ class DataMapCallback(TrainerCallback):
         tag: str = "",
         record_points: int = 1,
         skip_epochs: int = 0,
+        task: str = "",
     ):
+        from cartomap.tasks import registry as task_kinds
+
+        self.task = task_kinds.kind(task) if task else None
+        self.words = self.task is not None and self.task.unit == "word"
+        if self.task is not None and self.task.unit not in ("example", "word"):
+            raise DataError(f"DataMapCallback records examples or words, not a {task} task", field="task")
         if mode not in MODES:
             raise DataError(f"unknown mode {mode!r}: expected one of {tuple(MODES)}", field="mode")
         TrainConfig(record=mode, record_points=record_points)  # DataError naming a bad value
@@ -312,7 +337,7 @@ class DataMapCallback(TrainerCallback):
         self.name, self.save_model, self.tag = name, save_model, str(tag)
         self.data_name = data_name  # None: named after the dataset and its content (on train begin)
         columns = column_names(train_dataset)  # a DatasetDict or rows without names fail here
-        if label_column is None and not set(LABEL_COLUMNS) & set(columns):
+        if label_column is None and not self.words and not set(LABEL_COLUMNS) & set(columns):
             raise DataError(
                 f"the training dataset has no label column: looked for {', '.join(LABEL_COLUMNS)} among its "
                 f"columns {columns}; name yours with label_column=... (a data map needs every gold label)",
@@ -334,28 +359,43 @@ class DataMapCallback(TrainerCallback):
         self._release()
         if train_dataloader is None or model is None:
             raise RunError("DataMapCallback needs the Trainer's model and training DataLoader")
-        self.examples, self.how = user_examples(
-            self.dataset,
-            id_column=self.id_column,
-            label_column=self.label_column,
-            text_columns=self.text_columns,
-            label_names=self.label_names or _model_label_names(model, self.dataset, self.label_column),
-            tokenizer=_tokenizer(kwargs.get("processing_class")),
-        )
-        self.ids = self.examples.frame["id"].astype(str).tolist()
-        self.labels = self.examples.labels
+        if self.words:
+            self.examples, self.how = user_token_examples(
+                self.dataset,
+                id_column=self.id_column,
+                label_column=self.label_column,
+                text_columns=self.text_columns,
+                label_names=self.label_names,
+                model_names=_id2label(model),
+            )
+        else:
+            self.examples, self.how = user_examples(
+                self.dataset,
+                id_column=self.id_column,
+                label_column=self.label_column,
+                text_columns=self.text_columns,
+                label_names=self.label_names or _model_label_names(model, self.dataset, self.label_column),
+                tokenizer=_tokenizer(kwargs.get("processing_class")),
+            )
+        # the units of the dynamics: the examples, or every word of every sentence (``<id>#<k>``)
+        self.rows = self.examples.frame["id"].astype(str).tolist()
+        unit_ids, self.labels, self.counts = self.examples.task_kind.units(self.examples.frame)
+        self.ids = list(unit_ids)
+        self.offsets = np.cumsum(self.counts) - self.counts
         self.n_classes = len(self.examples.label_names)
         loader_set = train_dataloader.dataset
-        if not hasattr(loader_set, "__len__") or len(loader_set) != len(self.ids):
+        if not hasattr(loader_set, "__len__") or len(loader_set) != len(self.rows):
             size = len(loader_set) if hasattr(loader_set, "__len__") else "an unknown number of"
             raise DataError(
-                f"the Trainer trains on {size} rows, the callback's dataset has {len(self.ids)}: give "
+                f"the Trainer trains on {size} rows, the callback's dataset has {len(self.rows)}: give "
                 "DataMapCallback the dataset you pass to the Trainer as train_dataset (a map-style dataset)"
             )
         self._check_labels(loader_set)
         if "train" in self.sources:
             self._check_drop_last(args)
         self.collate = train_dataloader.collate_fn
+        if self.words:  # the labels of a token model's batch mark each word's first sub-word
+            self._check_token_model(model)
         decision = None
         if self.rank == 0:
             try:
@@ -395,18 +435,50 @@ class DataMapCallback(TrainerCallback):
             k = int(wrong[0])
             raise DataError(
                 f"{len(wrong)} rows of the Trainer's training set have other labels than the callback's dataset, "
-                f"e.g. row {k} (id {self.ids[k]!r}): {int(given[k])} against {int(self.labels[k])}; give "
+                f"e.g. row {k} (id {self.rows[k]!r}): {int(given[k])} against {int(self.labels[k])}; give "
                 "DataMapCallback the dataset the Trainer trains on (same rows, same order), and label_names in "
                 "the model's label order",
                 field=column,
             )
 
+    def _check_token_model(self, model) -> None:
+        """A token task needs a token classifier: one row of logits per sub-word."""
+        kind = type(model).__name__
+        if "TokenClassification" not in kind and not getattr(model, "cartomap_token_model", False):
+            warnings.warn(
+                f"task='token' with a {kind}: the callback expects a token classifier's logits "
+                "[batch, sub-words, classes] and the batch's aligned labels",
+                stacklevel=3,
+            )
+
+    def _word_rows(self, rows, logits, labels):
+        """(unit rows, logits [M, C]) of a batch of sentences at ``rows``: each word at its first sub-word."""
+        from cartomap.integrations.recorder import word_unit_rows
+
+        if labels is None:
+            raise DataError(
+                "a token task's batches need their aligned labels (a word's tag at its first sub-word, -100 "
+                "elsewhere) to find the words: keep the 'labels' column",
+                field="labels",
+            )
+        return word_unit_rows(
+            np.asarray(rows, dtype=np.int64),
+            logits,
+            labels,
+            self.offsets,
+            self.counts,
+            self.labels,
+            self.ids,
+            self.rows,
+            self.epoch,
+        )
+
     def _check_drop_last(self, args) -> None:
         per_step = args.per_device_train_batch_size * self.world
-        dropped = len(self.ids) % per_step if args.dataloader_drop_last else 0
+        dropped = len(self.rows) % per_step if args.dataloader_drop_last else 0
         if dropped:
             raise DataError(
-                f"dataloader_drop_last drops {dropped} of {len(self.ids)} examples every epoch, so the training "
+                f"dataloader_drop_last drops {dropped} of {len(self.rows)} examples every epoch, so the training "
                 "pass never sees them: use mode='eval', or dataloader_drop_last=False",
                 field="dataloader_drop_last",
             )
@@ -536,11 +608,23 @@ class DataMapCallback(TrainerCallback):
     def _pre_hook(self, module, args, kwargs):
         index = kwargs.pop(INDEX_KEY, None)
         self._pending = index if index is not None and module.training else None
+        self._pending_labels = kwargs.get("labels") if self.words else None
         return args, kwargs
 
     def _hook(self, module, args, output):
         if self._pending is not None:
-            self._steps.append((self._pending.detach(), _logits_of(output).detach().float()))
+            logits = _logits_of(output).detach().float()
+            if self.words:  # every word at its first sub-word (on the CPU: one synchronisation a step)
+                import torch
+
+                rows, values = self._word_rows(
+                    self._pending.cpu().numpy(),
+                    logits.cpu(),
+                    self._pending_labels.detach().cpu() if self._pending_labels is not None else None,
+                )
+                self._steps.append((torch.as_tensor(rows), torch.as_tensor(values)))
+            else:
+                self._steps.append((self._pending.detach(), logits))
             self._pending = None
 
     # -- during training ---------------------------------------------------------------------------
@@ -718,8 +802,13 @@ class DataMapCallback(TrainerCallback):
                         for k, v in batch.items()
                         if k not in LABEL_KEYS and k != INDEX_KEY
                     }
-                    values.append(_logits_of(model(**inputs)).float().cpu().numpy())
-                    rows.extend(batch_rows)
+                    logits = _logits_of(model(**inputs)).float().cpu().numpy()
+                    if self.words:  # every word at its first sub-word
+                        unit_rows, logits = self._word_rows(batch_rows, logits, _labels_of(batch))
+                        rows.extend(unit_rows.tolist())
+                    else:
+                        rows.extend(batch_rows)
+                    values.append(logits)
         finally:
             model.train(was_training)
         local = {
@@ -736,7 +825,7 @@ class DataMapCallback(TrainerCallback):
         cached = getattr(self, "_order", None)
         if cached is not None:
             return cached
-        n = len(self.ids)
+        n = len(self.rows)
         lengths = None
         try:
             if "input_ids" in column_names(self.loader_dataset):
@@ -962,6 +1051,12 @@ def _tokenizer(processing_class: Any):
     if hasattr(processing_class, "batch_decode") and hasattr(processing_class, "pad_token_id"):
         return processing_class
     return getattr(processing_class, "tokenizer", None)
+
+
+def _id2label(model) -> tuple[str, ...] | None:
+    """The model's class names in order (its config's id2label), None without."""
+    id2label = getattr(getattr(model, "config", None), "id2label", None) or {}
+    return tuple(str(id2label[k]) for k in sorted(id2label)) if id2label else None
 
 
 def _model_label_names(model, dataset, label_column) -> tuple[str, ...] | None:

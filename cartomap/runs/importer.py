@@ -23,7 +23,7 @@ import pandas as pd
 from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, TrainConfig
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json, atomic_write_parquet
-from cartomap.runs.store import Run, RunStore
+from cartomap.runs.store import Run, RunStore, with_word_keys
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.sequence import SINGLE
 
@@ -98,6 +98,8 @@ def write_metrics(
     for source in sources:
         logits = dynamics[source]
         frame = compute_metrics(logits, labels, ids, burn_in=train.map_burn_in(source, len(logits)))
+        if run.task_kind.unit == "word":  # each word keyed by (sentence id, word index) too
+            frame = with_word_keys(frame, ids)
         atomic_write_parquet(run.metrics_path("train" if source == sources[0] else source), frame)
     return sources[0]
 

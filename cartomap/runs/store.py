@@ -32,7 +32,7 @@ from cartomap.runs.folders import FolderStore
 from cartomap.runs.state import DAMAGED, StatusFolder
 from cartomap.runs.tasks import Task
 from cartomap.tasks import registry as task_kinds
-from cartomap.tasks.base import TaskKind, label_unit_keys
+from cartomap.tasks.base import UNIT_SEPARATOR, TaskKind, label_unit_keys
 
 DEFAULT_ROOT = Path(os.environ.get("CARTOMAP_CACHE", "cache"))
 #: How a command or a form names a run's own copy of a data set: ``run:RUN`` (its training set),
@@ -500,17 +500,14 @@ class Run(StatusFolder):
         try:
             recorded = self.recorded_source(source)
             ids, logits = self.dynamics(recorded)
-            kind = self.task_kind
-            if kind.unit == "label":  # multi-label: every (example, label), 1 = present
-                examples = self.examples(columns=("id", kind.label_field))
-                labels = kind.units(examples, self.label_names)[1]
-            else:
-                labels = self.examples(columns=("label",))["label"].to_numpy(dtype=np.int64)
+            labels = self.unit_labels(recorded)[1]
             burn_in = self.config.train.map_burn_in(recorded, self.dynamics_epochs(recorded))  # skip_epochs
             frame = compute_metrics(logits, labels, ids, burn_in=burn_in)
-            if kind.unit == "label":  # the unit's keys, as training wrote them
-                keys = label_unit_keys(examples["id"].astype(str).tolist(), self.label_names)
-                for k, (name, values) in enumerate(keys.items()):
+            if self.task_kind.unit == "word":  # keyed by (sentence id, word index) too, as training writes it
+                frame = with_word_keys(frame, ids)
+            if self.task_kind.unit == "label":  # keyed by (example id, label) too, as training writes it
+                example_ids = self.examples(columns=["id"])["id"].astype(str).tolist()
+                for k, (name, values) in enumerate(label_unit_keys(example_ids, self.label_names).items()):
                     frame.insert(1 + k, name, values)
         except Exception as err:
             because = f"{reason}, and " if reason else ""
@@ -536,20 +533,32 @@ class Run(StatusFolder):
         return sorted(int(p.stem.split("_")[1]) for p in folder.glob("epoch_*.parquet"))
 
     def dynamics(self, source: str = "train") -> tuple[list[str], np.ndarray]:
-        """Example ids (in examples.parquet order) and logits [E, N, C] for the completed epochs; for a
-        multi-label run the ids and rows of its units (every label of every example, ``<id>#<j>``)."""
-        ids = (
-            self.examples(columns=["id"])["id"].astype(str).tolist()
-            if source not in ("dev",) and not source.startswith("test_")
-            else self._source_frame(source)["id"].astype(str).tolist()
-        )
-        if self.task_kind.unit == "label":
-            ids = self.task_kind.unit_ids(pd.DataFrame({"id": ids}), self.label_names)[0]
+        """Unit ids (examples.parquet order; a token run's words ``<id>#<k>``, :meth:`TaskKind.units`) and
+        logits [E, N, C] for the completed epochs."""
+        ids = self.unit_labels(source, labels=False)[0]
         epochs = self.dynamics_epochs(source)
         if not epochs:
             raise RunError(f"run {self.id} has no recorded {source} dynamics")
         arrays = [self.read_epoch(source, e, ids) for e in epochs]
         return ids, np.stack(arrays)
+
+    def unit_labels(self, source: str = "train", labels: bool = True) -> tuple[list[str], np.ndarray | None]:
+        """(unit ids, gold label of each unit as int64) of ``source``'s examples in their order: one per
+        example, one per word of a token run (ids ``<id>#<k>``), or one per label of every example of a
+        multi-label run (ids ``<id>#<j>``, 1 = present); labels None when not asked for."""
+        kind = self.task_kind
+        columns = ["id", kind.label_field] if labels else ["id"]
+        if source not in ("dev",) and not source.startswith("test_"):
+            frame = self.examples(columns=None if kind.unit != "example" else columns)
+        else:
+            frame = self._source_frame(source)
+        if kind.unit == "example":
+            ids = frame["id"].astype(str).tolist()
+            return ids, frame[kind.label_field].to_numpy(dtype=np.int64) if labels else None
+        if not labels:
+            return kind.unit_ids(frame, self.label_names)[0], None
+        unit_ids, unit_labels, _ = kind.units(frame, self.label_names)
+        return unit_ids, unit_labels
 
     def _source_frame(self, source: str) -> pd.DataFrame:
         if source == "dev":
@@ -707,6 +716,16 @@ class Run(StatusFolder):
                 return self.path.stat().st_mtime
             except OSError:
                 return 0.0
+
+
+def with_word_keys(frame: pd.DataFrame, unit_ids: Sequence[str]) -> pd.DataFrame:
+    """A token run's metrics frame with each word's key beside its unit id, as training writes it: the
+    sentence id (``example_id``) and word index (``word``) of every ``<id>#<k>`` (columns 1 and 2)."""
+    keys = [str(i).rpartition(UNIT_SEPARATOR) for i in unit_ids]
+    frame = frame.copy()
+    frame.insert(1, "example_id", [k[0] for k in keys])
+    frame.insert(2, "word", np.asarray([int(k[2]) for k in keys], dtype=np.int64))
+    return frame
 
 
 def own_copy(dataset) -> pd.DataFrame:

@@ -24,7 +24,7 @@ def _dynamics(run_path: str, source: str, stamp: tuple) -> tuple[pd.Index, np.nd
     run = Run(Path(run_path))
     ids, logits = run.dynamics(source)
     ids = pd.Index(np.asarray(ids, dtype=object))  # looked up by the selection's paths
-    labels = run.examples(columns=("id", "label"))["label"].to_numpy(dtype=np.int64)
+    labels = run.unit_labels(source)[1]  # a token run's: one per word
     logits.setflags(write=False)  # shared by every session: read-only
     labels.setflags(write=False)
     return ids, logits, labels

@@ -1,0 +1,216 @@
+"""The Data map page's part for a token run: word or sentence level, the sentence-level map, and the
+sentence of a focused word or sentence with each word's gold and predicted tag.
+
+Layout only (the frames and tables come from :mod:`cartomap.analysis.tokens`). Session state:
+``dm_token_level`` ("word" or "sentence"), ``dm_sentence_method`` (min, mean, softmin),
+``dm_sentence_color``, ``dm_sentence_ids`` (the sentences selected on the sentence-level map),
+``dm_sentence_focus`` (the sentence opened) and ``_dm_sentence_sig`` (the last map event taken).
+Dataset text is never rendered as markdown or HTML: words go into ``st.text`` and tables; the tags are
+coloured by a pandas Styler's cell background.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from cartomap.analysis import colourings, datamap, figures, tokens
+from cartomap.errors import CartomapError
+from cartomap.runs.store import Run
+from cartomap.scores.metrics import RegionRule
+from pages.common import count, escape_markdown, kept, new_chart_event, show_error
+
+LEVEL_LABELS = {"word": "Words", "sentence": "Sentences"}
+METHOD_LABELS = {
+    "min": "min: its worst word",
+    "mean": "mean over its words",
+    "softmin": "softmin: a mean weighted towards its worst words",
+}
+SENTENCE_CHART = "datamap_sentences"
+SELECTED_SENTENCES = "dm_sentence_ids"
+FOCUS = "dm_sentence_focus"
+
+
+def is_token_run(run) -> bool:
+    return run.task_kind.unit == "word"
+
+
+def level_picker() -> tuple[str, str]:
+    """A token run's map level (words or sentences) and, at sentence level, how a sentence is scored."""
+    left, right = st.columns([2, 3])
+    level = left.radio(
+        "Map of",
+        list(tokens.LEVELS),
+        format_func=LEVEL_LABELS.get,
+        horizontal=True,
+        help="Words: a point per word (its first sub-word's dynamics). Sentences: a point per sentence, "
+        "scored over its words' confidences.",
+        **kept("dm_token_level", "word", options=list(tokens.LEVELS)),
+    )
+    method = "min"
+    if level == "sentence":
+        method = right.selectbox(
+            "Sentence score",
+            list(tokens.METHODS),
+            format_func=METHOD_LABELS.get,
+            help="y = this score of the words' confidences (lower = harder); x, correctness and the tags "
+            "shown are those of the sentence's worst word.",
+            **kept("dm_sentence_method", "min", options=list(tokens.METHODS)),
+        )
+    return str(level), str(method)
+
+
+@st.cache_resource(max_entries=6, show_spinner="Scoring the sentences…")
+def _sentence_frame(run_path: str, stamp: tuple, method: str, rule_json: str) -> pd.DataFrame:
+    run = Run(Path(run_path))
+    return tokens.sentence_map_frame(run, method=method, regions=RegionRule(**json.loads(rule_json)))
+
+
+def sentence_frame(run, method: str, rule: RegionRule) -> pd.DataFrame:
+    """:func:`cartomap.analysis.tokens.sentence_map_frame`, cached until the run's metrics change."""
+    stamp = run.stamp(run.metrics_path(), run.examples_path)
+    return _sentence_frame(str(run.path), stamp, method, json.dumps(rule.to_dict(), sort_keys=True))
+
+
+def sentence_view(run, word_frame, sentence_id: str | None, focus_word: int | None = None) -> None:
+    """The opened sentence: its words as text, then one row per word with its gold and predicted tags
+    (coloured by tag), p(predicted) at the last recording, and the word's confidence on the map."""
+    if not sentence_id:
+        return
+    try:
+        words = tokens.sentence_words(word_frame, sentence_id)
+        unit_ids = [f"{sentence_id}#{k}" for k in words["word"]]
+        probs = tokens.predicted_probabilities(run, unit_ids, run.status().get("metrics_source") or "train")
+        words = tokens.sentence_words(word_frame, sentence_id, probs)
+    except CartomapError as err:
+        show_error(err)
+        return
+    st.markdown("**The sentence**")
+    if words.empty:
+        st.caption("None of this sentence's words is on the map (another run's, or filtered out).")
+        return
+    st.text(f"sentence {sentence_id} ({count(len(words), 'word')}):\n" + " ".join(words["token"]))
+    wrong = int((words["gold"] != words["predicted"]).sum())
+    st.caption(
+        f"Gold and predicted tags coloured by entity type; {count(wrong, 'word')} predicted wrong"
+        + (f"; word {focus_word} is the one picked" if focus_word is not None else "")
+        + ". p(predicted): the model's probability of its tag at the last recording; confidence: "
+        "mean p(gold) over the recordings (the map's y)."
+    )
+    st.dataframe(
+        tokens.styled_words(words),
+        hide_index=True,
+        key="dm_sentence_words",
+        column_config={
+            "word": st.column_config.NumberColumn("#"),
+            "p_predicted": st.column_config.NumberColumn("p(predicted)"),
+        },
+    )
+
+
+def word_level_sentence(run, word_frame, table) -> None:
+    """At word level: the sentence of the focused word (a clicked point or table row) below the table."""
+    focus = st.session_state.get("dm_focus")
+    if len(table) == 1:
+        focus = str(table["id"].iloc[0])
+    if not focus or focus not in set(table["id"].astype(str)):
+        return
+    sentence = tokens.sentence_of(focus, "word")
+    sentence_view(run, word_frame, sentence, focus_word=tokens.split_unit_id(focus)[1] if sentence else None)
+
+
+def _take_event(frame, max_points: int) -> None:
+    event = new_chart_event(SENTENCE_CHART, "_dm_sentence_sig")
+    if event is None:
+        return
+    st.session_state[SELECTED_SENTENCES] = datamap.resolve_selection(frame, event, max_points=max_points)
+    st.session_state.pop(FOCUS, None)
+
+
+def _clear() -> None:
+    st.session_state[SELECTED_SENTENCES] = []
+    st.session_state.pop(FOCUS, None)
+
+
+def sentence_level(run, rule: RegionRule, method: str, max_points: int = datamap.DEFAULT_MAX_POINTS) -> None:
+    """The sentence-level map of a token run: a point per sentence, its selection as a table, and the
+    sentence picked (a clicked point, or a row of the table) word by word."""
+    try:
+        frame = sentence_frame(run, method, rule)
+    except CartomapError as err:
+        show_error(err)
+        return
+    _take_event(frame, max_points)
+    selected = [str(i) for i in st.session_state.get(SELECTED_SENTENCES) or []]
+    offered = list(colourings.available(frame))
+    color_by = st.selectbox(
+        "Colour sentences by", offered, **kept("dm_sentence_color", "correctness", options=offered)
+    )
+    skipped = frame.attrs.get("n_unscored", 0)
+    st.caption(
+        f"{count(len(frame), 'sentence')} · y = {METHOD_LABELS[method]} (of the words' confidences), "
+        "x = the variability of its worst word. Click a point or drag a lasso to pick sentences."
+        + (f" {count(skipped, 'sentence')} without a scored word are not drawn." if skipped else "")
+    )
+    fig = figures.data_map_figure(
+        frame, color_by=color_by, max_points=max_points, highlight_ids=selected or None
+    )
+    st.plotly_chart(
+        fig,
+        key=SENTENCE_CHART,
+        on_select="rerun",
+        selection_mode=("points", "box", "lasso"),
+        width="stretch",
+        config={"displaylogo": False},
+    )
+    table = datamap.selection_table(frame, selected)
+    head, clear = st.columns([4, 1])
+    head.markdown(f"**{len(table):,} sentences selected**")
+    clear.button("Clear selection", on_click=_clear, key="dm_sentence_clear", disabled=not selected)
+    if table.empty:
+        st.info("Nothing selected: click a sentence's point or drag a lasso over the map.")
+        return
+    extra = frame.set_index("id").loc[table["id"], ["n_words", "worst_word", "worst_token"]]
+    table = table.assign(**{c: extra[c].to_numpy() for c in extra.columns})
+    columns = ["id", "confidence", "worst_token", "gold", "predicted", "variability", "n_words"]
+    columns += [c for c in table.columns if c not in columns and c not in ("worst_word",)]
+    event = st.dataframe(
+        table[columns],
+        key="dm_sentence_table",
+        on_select="rerun",
+        selection_mode="single-row",
+        hide_index=True,
+        column_config={
+            "worst_token": st.column_config.TextColumn("worst word"),
+            "gold": st.column_config.TextColumn("worst word's tag"),
+            "predicted": st.column_config.TextColumn("its prediction"),
+            "confidence": st.column_config.NumberColumn("score", format="%.3f"),
+            "variability": st.column_config.NumberColumn(format="%.3f"),
+        },
+    )
+    rows = list(event.selection.rows) if event is not None else []
+    if rows and rows[0] < len(table):
+        st.session_state[FOCUS] = str(table["id"].iloc[rows[0]])
+    focus = str(table["id"].iloc[0]) if len(table) == 1 else st.session_state.get(FOCUS)
+    if not focus or focus not in set(table["id"]):
+        st.caption("Click a row to open its sentence word by word.")
+        return
+    word_frame = _word_frame(run, rule)
+    if word_frame is None:
+        return
+    worst = int(frame.loc[frame["id"] == focus, "worst_word"].iloc[0])
+    sentence_view(run, word_frame, focus, focus_word=worst)
+    st.caption(escape_markdown(f"Word {worst} is this sentence's worst word (lowest confidence)."))
+
+
+def _word_frame(run, rule):
+    from pages.components import maps
+
+    try:
+        return maps.map_frame(run, rule)
+    except CartomapError as err:
+        show_error(err)
+        return None
