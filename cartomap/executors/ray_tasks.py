@@ -181,7 +181,9 @@ class RayExecutor:
     def train(self, batch: list[tuple[str, Run]], watch: Watch) -> dict[str, str]:
         import ray
 
-        task = ray.remote(train_in_worker)
+        # a fresh worker process per run (max_calls=1): a cancel that lands while a task imports torch
+        # leaves a half-imported torch behind, which would fail every later run given to that worker
+        task = ray.remote(max_calls=1)(train_in_worker)
         owners: dict = {}
         for role, run in batch:
             run.clear_cancel()

@@ -63,7 +63,9 @@ def train_in_worker(run_path: str, threads: int = 1, cwd: str | None = None) -> 
             return dict(outcome, state="busy")
         raise
     except KeyboardInterrupt:  # Ray's cancel of a task that had just started
-        if run.cancel_requested() and run.state != "done":
+        # Ray delivers the cancel late at times: by then a resume may have handed the run to another
+        # task, which holds its lock; its status is that task's to write
+        if run.cancel_requested() and run.state != "done" and not run.is_locked():
             run.set_status(state="cancelled")
         raise
     return dict(outcome, state=run.state)
