@@ -259,7 +259,11 @@ def main() -> None:
     if run is None:
         st.stop()
     if "premise" not in run.examples().columns:
-        st.info("WaNLI generation needs premise/hypothesis pairs; this run has single texts.")
+        kind = run.task_kind
+        st.info(
+            f"WaNLI generation needs premise/hypothesis pairs; run {run.id} is a {kind.name} run "
+            f"({kind.description}): this page does not apply to it."
+        )
         st.stop()
     st.caption(
         "WaNLI Stage 2: each group's prompt (see the Prompts page, where the instruction and the label "

@@ -179,7 +179,11 @@ def main() -> None:
         st.success(f"Saved {count(st.session_state.pop('_wanli_collected'), 'automatic group')}.")
     examples = _examples(str(run.path), run.stamp(run.examples_path))
     if "premise" not in examples.columns:
-        st.info("WaNLI prompts are made of premise/hypothesis pairs; this run has single texts.")
+        kind = run.task_kind
+        st.info(
+            f"WaNLI prompts are made of premise/hypothesis pairs; run {run.id} is a {kind.name} run "
+            f"({kind.description}): this page does not apply to it."
+        )
         st.stop()
     groups = list_groups(run)
     auto = [g for g in groups if g.get("source") == AUTO]

@@ -101,3 +101,18 @@ def test_sentence_level_puts_a_sentence_at_its_worst_word_and_opens_it(run):
     table = _frame_with(at, "worst_token").value
     p = p_gold()
     np.testing.assert_allclose(table["confidence"], [(2 * p + (1 - p) / 3) / 3, p])
+
+
+@pytest.mark.parametrize("page", ["prompts.py", "generate.py"])
+def test_the_wanli_pages_say_plainly_they_do_not_apply_to_a_token_run(run, page):
+    """The WaNLI pipeline writes premise/hypothesis pairs: a token run's Prompts and Generate pages say
+    so in one line (naming the run's kind) and draw nothing else."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=60)
+    at.session_state["run_id"] = run.id
+    at.run()
+    assert not at.exception
+    text = " ".join(i.value for i in at.info)
+    assert "premise/hypothesis pairs" in text and "token run" in text and "does not apply" in text
+    assert not at.button and not at.dataframe
