@@ -206,3 +206,24 @@ def gunzip(data: bytes, source: str, limit: int | None = None) -> bytes:
             raise DataError("not a valid gzip file (it ends before its last member does)", location=source)
         data = inflate.unused_data
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def json_objects(text: str, source: str):
+    """Each non-blank line of JSON Lines ``text`` as (line number, "<source>: line N", the object); a
+    DataError naming the line for malformed JSON, nesting too deep, or a value that is no object."""
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{source}: line {lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(
+                f"malformed JSON ({e.msg} at column {e.colno}); expected one JSON object per line",
+                location=where,
+            ) from None
+        except RecursionError:
+            raise DataError("JSON nested too deeply", location=where) from None
+        if not isinstance(record, dict):
+            raise DataError(f"expected a JSON object per line, got {type(record).__name__}", location=where)
+        yield lineno, where, record

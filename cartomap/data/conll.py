@@ -26,7 +26,6 @@ and the field, as :mod:`cartomap.data.loading` does; reading never partially suc
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from typing import Any
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.io import gunzip
+from cartomap.io import gunzip, json_objects
 from cartomap.tasks.token import TOKEN
 
 #: Suffixes of files in CoNLL columns (each also with ``.gz``).
@@ -343,21 +342,7 @@ def parse_token_jsonl(
     ids: list[str | None] = []
     sentences: list[tuple[list[str], list[str]]] = []
     word_lines: list[list[int]] = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{source}: line {lineno}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(
-                f"malformed JSON ({e.msg} at column {e.colno}); expected one JSON object per line",
-                location=where,
-            ) from None
-        except RecursionError:
-            raise DataError("JSON nested too deeply", location=where) from None
-        if not isinstance(record, dict):
-            raise DataError(f"expected a JSON object per line, got {type(record).__name__}", location=where)
+    for lineno, where, record in json_objects(text, source):
         words = _string_list(record, tokens_field, "token", where)
         labels = _tag_list(record, tags_field, names, where)
         if len(words) != len(labels):

@@ -30,7 +30,6 @@ A bad value raises one :class:`~cartomap.errors.DataError` naming the file, the 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
+from cartomap.io import json_objects
 
 #: The default name of the column (or JSON field) that holds each example's list of labels; also the
 #: name of the label-list column of :attr:`MultiLabelData.frame`.
@@ -493,21 +493,7 @@ def parse_multilabel_jsonl(
     if id_field is not None:
         needed.append(id_field)
     needed.extend(text_fields or ())
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{source}: line {lineno}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(
-                f"malformed JSON ({e.msg} at column {e.colno}); expected one JSON object per line",
-                location=where,
-            ) from None
-        except RecursionError:
-            raise DataError("JSON nested too deeply", location=where) from None
-        if not isinstance(record, dict):
-            raise DataError(f"expected a JSON object per line, got {_type_name(record)}", location=where)
+    for lineno, where, record in json_objects(text, source):
         for field in needed:
             if field not in record:
                 raise DataError(f"missing; the line has fields {sorted(record)}", location=where, field=field)
