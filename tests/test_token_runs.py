@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from token_fixture import CONLL
 
 from cartomap.config import DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
 from cartomap.data.loading import load_dataset
@@ -16,21 +17,8 @@ from cartomap.tasks.token import TOKEN
 from cartomap.training.loop import train_or_load
 
 # "Schwarzenegger" is several sub-words in the default encoder's vocabulary: its first one is recorded.
-TRAIN = """\
-Arnold B-PER
-Schwarzenegger I-PER
-lives O
-in O
-Paris B-LOC
+TRAIN = CONLL
 
-Mary B-PER
-visited O
-Berlin B-LOC
-
-The O
-cat O
-sat O
-"""
 DEV = """\
 Paris B-LOC
 is O
