@@ -36,6 +36,7 @@ import pandas as pd
 
 from cartomap.errors import DataError
 from cartomap.scores import metrics
+from cartomap.tasks.base import sigmoid
 
 #: A label is predicted present when its probability is above this (logit > 0).
 DEFAULT_THRESHOLD = 0.5
@@ -82,18 +83,6 @@ EXAMPLE_COLUMNS: tuple[str, ...] = (
 
 
 # --------------------------------------------------------------------------- basics
-
-
-def sigmoid(logits: np.ndarray) -> np.ndarray:
-    """sigmoid(z) = 1 / (1 + exp(-z)), computed as exp(z) / (1 + exp(z)) for z < 0 so that no exp
-    overflows: in [0, 1] for every z (no warning, no NaN), exactly 0.5 at 0, sigmoid(-z) = 1 - sigmoid(z).
-
-    Integer input is computed in float64; float input keeps its dtype."""
-    z = np.asarray(logits)
-    if not np.issubdtype(z.dtype, np.floating):
-        z = z.astype(np.float64)
-    e = np.exp(-np.abs(z))  # in (0, 1]: never overflows
-    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(z.dtype, copy=False)
 
 
 def flat_keys(n_examples: int, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
