@@ -57,9 +57,18 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def atomic_write_parquet(path: str | Path, frame) -> Path:
-    """Write a pandas DataFrame as Parquet (pyarrow), atomically."""
-    return _atomic(Path(path), lambda p: frame.to_parquet(p, index=False))
+#: How a table of texts is written (:func:`atomic_write_parquet` ``texts=True``): zstd in row groups of
+#: 128k rows reads in half the time of pyarrow's default (snappy, row groups of 1M rows), the row
+#: groups decoded in parallel: the two texts of 2,000,000 pairs in 0.43 s instead of 0.9-2.1 s, and a
+#: third smaller on disk (docs/benchmarks.md). Numbers compress little: other tables keep the default.
+TEXT_PARQUET = {"compression": "zstd", "row_group_size": 131_072}
+
+
+def atomic_write_parquet(path: str | Path, frame, *, texts: bool = False) -> Path:
+    """Write a pandas DataFrame as Parquet (pyarrow), atomically; ``texts``: a table of texts (a run's
+    copies of its data), written as :data:`TEXT_PARQUET` says."""
+    options = TEXT_PARQUET if texts else {}
+    return _atomic(Path(path), lambda p: frame.to_parquet(p, index=False, **options))
 
 
 def atomic_save(path: str | Path, save: Callable[[Path], None]) -> Path:

@@ -254,7 +254,7 @@ def with_regions(metrics: pd.DataFrame, rule: RegionRule | None = None) -> pd.Da
     """``metrics`` with its region column drawn again by ``rule`` (default: by rank), from its confidence
     and variability: a run's saved regions may come from another rule (before by-rank was the default)."""
     rule = rule or RegionRule()
-    out = metrics.copy()
+    out = metrics.copy(deep=False)  # only the region column is new
     out["region"] = region_partition(
         out["confidence"].to_numpy(dtype=np.float64), out["variability"].to_numpy(dtype=np.float64), rule
     )

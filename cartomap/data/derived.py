@@ -32,7 +32,7 @@ def save_dataset(dataset: TextDataset, cache: str | Path, name: str = "") -> Dat
     path = folder / f"{dataset.fingerprint()[:16]}.parquet"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_parquet(path, to_frame(dataset))
+        atomic_write_parquet(path, to_frame(dataset), texts=True)
     genre = "genre" if "genre" in dataset.frame.columns else None
     return DataConfig(
         path=str(path),

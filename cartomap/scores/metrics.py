@@ -339,15 +339,37 @@ def region_partition(
         rule = RegionRule(**{**rule.to_dict(), **overrides})
     conf = np.asarray(conf, dtype=np.float64)
     var = np.asarray(var, dtype=np.float64)
-    out = np.where(conf >= rule.conf_split, EASY, HARD).astype(object)
+    names = np.asarray(REGIONS, dtype=object)
+    code = np.where(conf >= rule.conf_split, REGIONS.index(EASY), REGIONS.index(HARD)).astype(np.int8)
     if rule.method == "rank":
-        n = _rank_count(rule.fraction, var.shape[0])
-        ambiguous = np.zeros(var.shape[0], dtype=bool)
-        ambiguous[np.argsort(-var, kind="stable")[:n]] = True
+        ambiguous = top_by_rank(var, _rank_count(rule.fraction, var.shape[0]))
     else:
         ambiguous = var >= rule.ambiguous_var
-    out[ambiguous] = AMBIGUOUS
-    return out
+    code[ambiguous] = REGIONS.index(AMBIGUOUS)
+    return names[code]
+
+
+def top_by_rank(values: np.ndarray, n: int) -> np.ndarray:
+    """Bool mask of exactly ``n`` entries of ``values``: the n highest, ties at the cut by lower index,
+    NaN below every number: the first n of a stable sort of ``-values`` (``np.argsort(-values,
+    kind="stable")[:n]``), found by a partition in O(N) instead of a sort."""
+    values = np.asarray(values, dtype=np.float64)
+    mask = np.zeros(values.shape[0], dtype=bool)
+    if n <= 0:
+        return mask
+    if n >= values.shape[0]:
+        mask[:] = True
+        return mask
+    key = -values  # ascending order of key = descending values; NaN sorts last in both
+    cut = np.partition(key, n - 1)[n - 1]
+    if np.isnan(cut):  # every number is in, and the first NaNs by index fill up to n
+        mask = ~np.isnan(key)
+        tie = np.flatnonzero(~mask)
+    else:
+        mask = key < cut
+        tie = np.flatnonzero(key == cut)
+    mask[tie[: n - int(mask.sum())]] = True
+    return mask
 
 
 def correctness_bucket(correct_fraction: np.ndarray, n_epochs: int | None = None) -> np.ndarray:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy.stats import rankdata
 
 from cartomap.errors import DataError
 
@@ -58,6 +57,8 @@ def auroc(truth, scores) -> float:
     n_neg = t.size - n_pos
     if not n_pos or not n_neg:
         return float("nan")
+    from scipy.stats import rankdata  # scipy.stats takes ~1 s to import: only where used
+
     ranks = rankdata(s)
     return float((ranks[t].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
