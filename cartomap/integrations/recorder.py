@@ -28,6 +28,16 @@ Each word is recorded at its first sub-word, keyed by (sentence id, word index):
 ``<id>#<k>``, as cartomap's own token runs. A sentence whose labelled positions are not its words (cut
 by ``max_length``, or labels of another sentence) is an error naming it.
 
+Multi-label classification (``task="multilabel"``, one sigmoid output per label): give each example's id,
+its gold labels (a multi-hot vector of the L labels, or a list of label names) and the label names in the
+model's output order (required); record the model's logits ``[B, L]``::
+
+    recorder = DynamicsRecorder(ids, [[0, 1], [1, 1]], texts, task="multilabel", label_names=("politics", "sports"))
+    recorder(epoch, batch["id"], logits)
+
+Each label of each example is recorded as the two-class row (0, z) of its logit z, keyed by (example id,
+label index): unit ids ``<id>#<j>``, as cartomap's own multi-label runs, with their combined map.
+
 Under several processes (DDP) every process sees part of each epoch: gather each batch's
 ``(ids, logits)`` to one process (``torch.distributed.all_gather_object``) and record there, dropping
 the repeats a distributed sampler adds to even out the last batch. The ``Trainer`` callback
@@ -191,7 +201,8 @@ class DynamicsRecorder:
     (logits of the training forward pass, as Cartography) or ``"eval"`` (an eval-mode pass after
     each epoch, as WaNLI). ``store``: the run store (default ``CARTOMAP_CACHE`` or ``cache/``).
     ``model`` and ``settings`` (e.g. learning rate, batch size) describe the training: they are saved
-    with the run and are part of its identity, with the data and the recorded logits.
+    with the run and are part of its identity, with the data and the recorded logits. ``task``:
+    ``"token"`` (word tags) or ``"multilabel"`` (label sets, ``label_names`` required): the module text.
     """
 
     def __init__(

@@ -21,6 +21,15 @@ with a dataset of one sentence per row, its words (``tokens``), its word tags (`
 first sub-word, -100 elsewhere). Each word is recorded at its first sub-word, keyed by (sentence id,
 word index) as ``<id>#<k>``, in both modes; a sentence cut by ``max_length`` is an error naming it.
 
+A multi-label classifier (``problem_type="multi_label_classification"``, one sigmoid output per label):
+``DataMapCallback(train_dataset, task="multilabel")`` with a dataset of one text per row and its labels:
+the multi-hot ``labels`` the Trainer trains on (float 0/1 vectors, one entry per label) or a column of
+label-name lists (``label_column=``). The label names come from ``label_names`` or the model's
+``id2label`` (not transformers' made-up ``LABEL_0``, ``LABEL_1``, ...). Each label's logit z of each
+example is recorded as the two-class row (0, z), keyed by (example id, label index) as ``<id>#<j>``, in
+both modes, so the run is the multi-label run ``cartomap train --task multilabel`` makes (per-label maps,
+the combined map); ``compute_metrics=multilabel_metrics`` gives it the per-label dev accuracy and exact match.
+
 Two recording modes, as in cartomap's own loop:
 
 * ``"eval"`` (WaNLI): after each epoch, an eval-mode pass (no dropout, no gradients) over the whole
@@ -294,7 +303,9 @@ class DataMapCallback(TrainerCallback):
     ``save_model``: keep the final weights in the run (embeddings, neighbours and WaNLI stage 1 need
     them). ``record_points`` (modes "eval"/"both"): eval-mode passes per epoch, evenly spaced, the last at
     the epoch's end (as ``cartomap train --record-points``); ``skip_epochs``: the map's metrics leave out
-    the first epochs' recordings (docs/stability.md). After training, ``callback.run`` is the run.
+    the first epochs' recordings (docs/stability.md). ``task``: ``"token"`` for a token classifier,
+    ``"multilabel"`` for a multi-label one (the module text); default: one label per example. After
+    training, ``callback.run`` is the run.
 
     The run's identity is the data, the mode, the Trainer's arguments that decide the dynamics, the
     model's config (dropout, ...), the Trainer's class and overridden methods (``compute_loss`` ...), its
