@@ -100,6 +100,11 @@ def test_the_recorder_reads_label_name_lists_as_multi_hot_vectors(tmp_path):
         ([[0.0, 0.5], *MULTI_HOT[1:]], NAMES, r"row 0.*value 0.5; expected 0 or 1"),
         ([["tennis"], *LABEL_SETS[1:]], NAMES, "'tennis' is not one of the label names"),
         (MULTI_HOT[:3], NAMES, "3 label sets for 4 ids"),
+        (
+            ["sports|politics", *LABEL_SETS[1:]],
+            NAMES,
+            "row 0.*str 'sports|politics'; expected a multi-hot vector of 2",
+        ),
     ],
 )
 def test_bad_multilabel_recorder_inputs_are_one_line_errors(tmp_path, labels, names, message):

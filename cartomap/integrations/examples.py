@@ -274,20 +274,28 @@ def label_lists(
     from cartomap.data.multilabel import parse_flag, parse_label_list
 
     names = tuple(str(n) for n in label_names)
-    rows = [as_list(v) for v in values]
-    vectors = any(
-        any(not isinstance(x, str) for x in row) for row in rows if row is not None
-    )  # one number anywhere: the column holds multi-hot vectors
+    rows: list[list[Any]] = []
+    for i, value in enumerate(values):
+        row = as_list(value)
+        if row is None:  # a delimited string, a null, a number
+            raise DataError(
+                f"{type(value).__name__} {value!r}; expected a multi-hot vector of {len(names)} entries or a list "
+                "of label names",
+                location=f"{where}: row {i}",
+                field=field,
+            )
+        rows.append(row)
+    # one number anywhere: the column holds multi-hot vectors
+    vectors = any(not isinstance(x, str) for row in rows for x in row)
     out: list[list[str]] = []
     for i, row in enumerate(rows):
         at = f"{where}: row {i}"
         if not vectors:
             out.append(parse_label_list(row, label_names=names, where=at, field=field))
             continue
-        if row is None or len(row) != len(names):
-            width = "no vector" if row is None else f"a vector of {len(row)} entries"
+        if len(row) != len(names):
             raise DataError(
-                f"{width}; expected a multi-hot vector of {len(names)} entries, one per label {list(names)}",
+                f"a vector of {len(row)} entries; expected a multi-hot vector of {len(names)} entries, one per label {list(names)}",
                 location=at,
                 field=field,
             )
