@@ -244,12 +244,13 @@ def cmd_seeds(a: argparse.Namespace) -> int:
 def cmd_retrain(a: argparse.Namespace) -> int:
     """Retrain a finished run on its training set as it was, pruned of the review queue and corrected by the
     review's decisions, with the same seeds: what the review changed."""
-    from cartomap.experiments.correction import create_correction
+    from cartomap.experiments.correction import checkbase_run, create_correction
     from cartomap.experiments.store import ExperimentStore
 
     executor = executor_config(a)
     store = ExperimentStore(a.cache)
     run = store.runs.get(a.run)
+    checkbase_run(run)  # before a review queue's decisions are written
     decisions = a.decisions
     if a.queue:
         from cartomap.curation.corrected import write_corrected

@@ -18,6 +18,7 @@ from cartomap.errors import DataError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, grid_role
 from cartomap.runs.store import RunStore
 from cartomap.scores.reports import results_matrix
+from cartomap.tasks import registry as task_kinds
 
 KIND = "combination"
 
@@ -144,4 +145,8 @@ class CombinationKind:
 
 def create_combination(params: CombinationParams, store: ExperimentStore, name: str = "") -> Experiment:
     params.validate()
+    for data in (*(d for s in params.training_sets for d in (s.a, s.b) if d is not None), *params.tests):
+        task_kinds.require_per_example(
+            data.task_kind, "a dataset combination (its table: the accuracy on each test set)", data.path
+        )
     return store.create(KIND, params.to_params(), name=name)

@@ -87,6 +87,12 @@ def checkbase_run(run: Run) -> None:
     """RunError unless ``run`` can be retrained and has a set to be evaluated on."""
     if run.state != "done":
         raise RunError(f"run {run.id} is {run.state}; a retrain after review starts from a finished run")
+    kind = run.task_kind
+    if kind.unit != "example":
+        raise RunError(
+            f"run {run.id} is a {kind.name} run ({kind.description}): a retrain after review prunes and "
+            "relabels examples with one label each"
+        )
     if run.config.origin.kind != "cartomap":
         raise RunError(
             f"run {run.id} was recorded by {run.config.origin.kind}, not cartomap's loop: it cannot be retrained"

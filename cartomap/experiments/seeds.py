@@ -30,6 +30,8 @@ PER_EXAMPLE = "per_example"  # results/per_example.parquet: seed_table of the ma
 PER_EXAMPLE_EVAL = "per_example_eval"  # the same for the eval-mode metrics, when the runs recorded both
 SUMMARY = "summary"  # results/summary.json
 ROLE_PREFIX = "seed"
+#: What one row of a run's map is, by its task kind's unit (:data:`cartomap.tasks.base.UNITS`), in the report.
+UNIT_NOUNS = {"example": "examples", "word": "words", "label": "(example, label) units"}
 METRIC_LABELS = {
     "confidence": "confidence",
     "variability": "variability",
@@ -140,6 +142,8 @@ def seeds_results(exp: Experiment, store: RunStore) -> dict[str, Any]:
     summary["base_run"] = exp.params["base_run"]
     summary["runs"] = {str(seed): run.id for seed, run in runs.items()}
     summary["record"] = base_config(exp.params).train.record
+    if runs:  # what a row of the map is: an example, a word, an (example, label)
+        summary["units"] = UNIT_NOUNS[next(iter(runs.values())).task_kind.unit]
     out: dict[str, Any] = {PER_EXAMPLE: seed_table(frames)}
     if all(run.has_metrics("eval") for run in runs.values()):
         evals = {seed: with_regions(run.metrics("eval")) for seed, run in runs.items()}
@@ -224,7 +228,8 @@ def seeds_report(exp: Experiment) -> str:
 
 def _heading(summary: dict[str, Any], what: str) -> str:
     seeds = ", ".join(str(s) for s in summary.get("seeds", []))
-    return f"Stability of the map over {summary.get('n_seeds')} seeds ({seeds}){what}, {summary.get('n_examples')} examples"
+    units = summary.get("units", UNIT_NOUNS["example"])
+    return f"Stability of the map over {summary.get('n_seeds')} seeds ({seeds}){what}, {summary.get('n_examples')} {units}"
 
 
 def seeds_sections(exp: Experiment) -> list[Section]:

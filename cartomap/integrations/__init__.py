@@ -17,7 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DataMapCallback", "DynamicsRecorder", "ReusedRunWarning", "score_checkpoints"]
+__all__ = [
+    "DataMapCallback",
+    "DynamicsRecorder",
+    "ReusedRunWarning",
+    "multilabel_metrics",
+    "score_checkpoints",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -29,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from cartomap.integrations.trainer import ReusedRunWarning
 
         return ReusedRunWarning
+    if name == "multilabel_metrics":
+        from cartomap.integrations.trainer import multilabel_metrics
+
+        return multilabel_metrics
     if name == "DynamicsRecorder":
         from cartomap.integrations.recorder import DynamicsRecorder
 

@@ -21,6 +21,7 @@ from cartomap.data.forms import guess_columns
 from cartomap.data.loading import TextDataset, from_frame, tagged_dataset
 from cartomap.errors import DataError
 from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.multilabel import MULTILABEL
 from cartomap.tasks.sequence import PAIR, SINGLE
 from cartomap.tasks.token import TOKEN
 
@@ -255,3 +256,171 @@ def user_token_examples(
     examples = tagged_dataset(table, TOKEN, names, where)
     how = {"ids": f"column {id_column}" if id_column else "row index", "texts": [words], "label_column": tags}
     return examples, how
+
+
+def label_lists(
+    values: Sequence[Any],
+    label_names: Sequence[str],
+    *,
+    where: str = "training dataset",
+    field: str = "labels",
+) -> list[list[str]]:
+    """Each example's label names, in label-space order, from a multi-label ``labels`` column: a multi-hot
+    vector per example (0/1 of float, int or bool, one entry per label of ``label_names``: the Hugging Face
+    convention for ``problem_type="multi_label_classification"``), or a list of label names per example (as
+    cartomap's multi-label reader takes them, :func:`cartomap.data.multilabel.parse_label_list`). Numbers in
+    a row make it a vector, never label positions. DataError naming the row for a vector of another width,
+    an entry other than 0/1, or a name outside ``label_names``."""
+    from cartomap.data.multilabel import parse_flag, parse_label_list
+
+    names = tuple(str(n) for n in label_names)
+    rows: list[list[Any]] = []
+    for i, value in enumerate(values):
+        row = as_list(value)
+        if row is None:  # a delimited string, a null, a number
+            raise DataError(
+                f"{type(value).__name__} {value!r}; expected a multi-hot vector of {len(names)} entries or a list "
+                "of label names",
+                location=f"{where}: row {i}",
+                field=field,
+            )
+        rows.append(row)
+    # one number anywhere: the column holds multi-hot vectors
+    vectors = any(not isinstance(x, str) for row in rows for x in row)
+    out: list[list[str]] = []
+    for i, row in enumerate(rows):
+        at = f"{where}: row {i}"
+        if not vectors:
+            out.append(parse_label_list(row, label_names=names, where=at, field=field))
+            continue
+        if len(row) != len(names):
+            raise DataError(
+                f"a vector of {len(row)} entries; expected a multi-hot vector of {len(names)} entries, one per label {list(names)}",
+                location=at,
+                field=field,
+            )
+        flags = [parse_flag(x, where=at, field=field) for x in row]
+        out.append([name for name, on in zip(names, flags, strict=True) if on])
+    return out
+
+
+def as_list(value: Any) -> list[Any] | None:
+    """A cell holding a list (a list, tuple, numpy array, tensor) as a flat list; None for anything else."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return value.reshape(-1).tolist()
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return None
+
+
+def user_multilabel_examples(
+    dataset: Any,
+    *,
+    id_column: str | None = "id",
+    label_column: str | None = None,
+    text_columns: Sequence[str] | None = None,
+    label_names: Sequence[str] | None = None,
+    model_names: Sequence[str] | None = None,
+    tokenizer=None,
+    where: str = "training dataset",
+) -> tuple[TextDataset, dict[str, Any]]:
+    """The examples of a multi-label ``dataset`` (one text per row and its set of labels) and how they were
+    read. ``label_column``: default the first of :data:`LABEL_COLUMNS` present (the Trainer's multi-hot
+    ``labels``), read by :func:`label_lists`; ``text_columns``: the one text column (found by name when not
+    given; else the texts are decoded from ``input_ids`` with ``tokenizer``); ``label_names``: the label
+    space in the model's output order (default ``model_names``: the model's id2label). A DataError names
+    what is missing."""
+    columns = column_names(dataset)
+    present = set(columns)
+    names = tuple(str(n) for n in label_names) if label_names is not None else None
+    if names is None and model_names:
+        names = tuple(str(n) for n in model_names)
+    if not names:
+        raise DataError(
+            "a multi-label dataset needs the label names in the model's output order: give label_names=[...] "
+            "(or a model whose config.id2label names them)",
+            location=where,
+            field="label_names",
+        )
+    if len(set(names)) != len(names):
+        raise DataError(f"label names repeat a name: {list(names)}", location=where, field="label_names")
+    column = label_column or next((c for c in LABEL_COLUMNS if c in present), None)
+    if column is None or column not in present:
+        raise DataError(
+            f"the {where} has no labels column ({column or ', '.join(LABEL_COLUMNS)} not among {columns}): "
+            "name the column of multi-hot vectors or label-name lists with label_column=...",
+            location=where,
+        )
+    if id_column and id_column not in present:
+        id_column = None
+    if text_columns is None:
+        guessed = guess_columns(columns)["text_columns"]
+        text_columns = tuple(c for c in guessed if c in present and c not in (column, id_column))
+    else:
+        text_columns = tuple(text_columns)
+        missing = [c for c in text_columns if c not in present]
+        if missing:
+            raise DataError(f"no text column {missing[0]!r}; the columns are {columns}", location=where)
+    if len(text_columns) > 1:
+        raise DataError(
+            f"multi-label examples are one text each, got text columns {list(text_columns)}: name the one "
+            "with text_columns=[...]",
+            location=where,
+            field="text_columns",
+        )
+    frame = read_columns(dataset, [column, *([id_column] if id_column else []), *text_columns])
+    texts: Any = list(text_columns)
+    if not text_columns or not _is_text(frame[text_columns[0]]):
+        if tokenizer is None or "input_ids" not in present:
+            raise DataError(
+                f"the {where} has no text column (looked for {', '.join(n[0] for n in MULTILABEL.known_columns)}; "
+                f"columns: {columns}): name it with "
+                "text_columns=[...], or give the tokenizer so cartomap decodes input_ids",
+                location=where,
+            )
+        decoded = _decoded(dataset, tokenizer, where)
+        joined = decoded.astype(str).agg(f" {getattr(tokenizer, 'sep_token', None) or '[SEP]'} ".join, axis=1)
+        text, texts = "__decoded_text__", "decoded input_ids"
+        frame[text] = joined.to_numpy()
+    else:
+        text = text_columns[0]
+    lists = label_lists(frame[column].tolist(), names, where=where, field=column)
+    table = pd.DataFrame(
+        {
+            "id": frame[id_column].tolist() if id_column else [str(k) for k in range(len(frame))],
+            MULTILABEL.text_fields[0]: frame[text].tolist(),
+            MULTILABEL.label_field: lists,
+        }
+    )
+    examples = multilabel_dataset(table, names, where)
+    how = {
+        "ids": f"column {id_column}" if id_column else "row index",
+        "texts": texts,
+        "label_column": column,
+    }
+    return examples, how
+
+
+def multilabel_dataset(
+    frame: pd.DataFrame, label_names: Sequence[str], where: str, *, check_texts: bool = True
+) -> TextDataset:
+    """A validated multi-label dataset (:mod:`cartomap.data.multilabel`: unique ids, non-empty texts unless
+    ``check_texts`` is False, label lists inside ``label_names``) from a frame of ``id``, ``text`` and
+    ``labels`` (lists of names)."""
+    from cartomap.data import multilabel
+
+    text = MULTILABEL.text_fields[0]
+    data = multilabel.from_frame(
+        frame,
+        labels_column=MULTILABEL.label_field,
+        label_names=tuple(label_names),
+        id_column="id",
+        text_columns=(text,) if check_texts else None,
+        source=where,
+    )
+    out = data.frame[["id", text, multilabel.LABELS]].rename(
+        columns={multilabel.LABELS: MULTILABEL.label_field}
+    )
+    return TextDataset(frame=out, label_names=tuple(data.label_names), source=where)

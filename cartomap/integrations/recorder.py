@@ -28,6 +28,16 @@ Each word is recorded at its first sub-word, keyed by (sentence id, word index):
 ``<id>#<k>``, as cartomap's own token runs. A sentence whose labelled positions are not its words (cut
 by ``max_length``, or labels of another sentence) is an error naming it.
 
+Multi-label classification (``task="multilabel"``, one sigmoid output per label): give each example's id,
+its gold labels (a multi-hot vector of the L labels, or a list of label names) and the label names in the
+model's output order (required); record the model's logits ``[B, L]``::
+
+    recorder = DynamicsRecorder(ids, [[0, 1], [1, 1]], texts, task="multilabel", label_names=("politics", "sports"))
+    recorder(epoch, batch["id"], logits)
+
+Each label of each example is recorded as the two-class row (0, z) of its logit z, keyed by (example id,
+label index): unit ids ``<id>#<j>``, as cartomap's own multi-label runs, with their combined map.
+
 Under several processes (DDP) every process sees part of each epoch: gather each batch's
 ``(ids, logits)`` to one process (``torch.distributed.all_gather_object``) and record there, dropping
 the repeats a distributed sampler adds to even out the last batch. The ``Trainer`` callback
@@ -52,6 +62,7 @@ from cartomap.runs.importer import dynamics_digest, examples_without_texts, fini
 from cartomap.runs.store import Run, RunStore
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import UNIT_SEPARATOR
+from cartomap.tasks.multilabel import MULTILABEL
 from cartomap.tasks.sequence import PAIR, SINGLE
 from cartomap.tasks.token import TOKEN
 
@@ -159,6 +170,26 @@ def word_unit_rows(
     return unit_rows, values
 
 
+def label_unit_rows(
+    rows: np.ndarray, logits: Any, n_labels: int, epoch: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(unit rows [B * L], logits [B * L, 2]) of a batch of a multi-label model: example ``rows[b]``'s logit
+    z of label j (``logits`` [B, L], one sigmoid output per label) as the two-class row (0, z) of unit
+    ``rows[b] * L + j`` (:mod:`cartomap.tasks.multilabel`: softmax((0, z))[1] = sigmoid(z)). A DataError
+    for logits of another shape."""
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    values = as_numpy(logits).astype(np.float32, copy=False)
+    if values.ndim != 2 or values.shape != (len(rows), n_labels):
+        raise DataError(
+            f"epoch {epoch}: logits of shape {tuple(values.shape)} for {len(rows)} examples; a multi-label "
+            f"model's are [{len(rows)}, {n_labels}] (one logit per label)",
+            field="logits",
+        )
+    unit_rows = (rows[:, None] * n_labels + np.arange(n_labels)).reshape(-1)
+    z = values.reshape(-1)
+    return unit_rows, np.stack((np.zeros_like(z), z), axis=1)
+
+
 class DynamicsRecorder:
     """Per-epoch logits of every example by id, checked exactly once, written as a run on :meth:`close`.
 
@@ -170,7 +201,8 @@ class DynamicsRecorder:
     (logits of the training forward pass, as Cartography) or ``"eval"`` (an eval-mode pass after
     each epoch, as WaNLI). ``store``: the run store (default ``CARTOMAP_CACHE`` or ``cache/``).
     ``model`` and ``settings`` (e.g. learning rate, batch size) describe the training: they are saved
-    with the run and are part of its identity, with the data and the recorded logits.
+    with the run and are part of its identity, with the data and the recorded logits. ``task``:
+    ``"token"`` (word tags) or ``"multilabel"`` (label sets, ``label_names`` required): the module text.
     """
 
     def __init__(
@@ -191,10 +223,12 @@ class DynamicsRecorder:
     ):
         self.task = task_kinds.kind(task) if task else None
         self.words = self.task is not None and self.task.unit == "word"
-        if self.task is not None and self.task.unit not in ("example", "word"):
-            raise DataError(f"the recorder records examples or words, not a {task} task", field="task")
+        self.multilabel = self.task is not None and self.task.unit == "label"
+        self.label_names = tuple(str(x) for x in label_names) if label_names is not None else None
         if self.words:
             ids, labels, texts = self._word_units(ids, labels, texts)
+        elif self.multilabel:
+            ids, labels, texts = self._label_units(ids, labels, texts)
         self.ids = id_strings(ids)
         n = len(self.ids)
         if n == 0:
@@ -208,9 +242,8 @@ class DynamicsRecorder:
                         f"duplicate id {v!r} (positions {seen[v]} and {k}); ids must be unique", field="ids"
                     )
                 seen[v] = k
-        self.label_names = tuple(str(x) for x in label_names) if label_names is not None else None
-        self.labels = self._label_codes(labels, n)
-        self.texts = texts if self.words else self._texts(texts, n)
+        self.labels = np.asarray(labels, dtype=np.int64) if self.multilabel else self._label_codes(labels, n)
+        self.texts = texts if self.words or self.multilabel else self._texts(texts, n)
         if mode not in MODES:
             raise DataError(f"unknown mode {mode!r}: expected one of {MODES}", field="mode")
         if epochs is not None and (int(epochs) != epochs or epochs < 1):
@@ -220,6 +253,8 @@ class DynamicsRecorder:
         self.settings = dict(settings or {})
         self.store = store if isinstance(store, RunStore) else RunStore(store)
         self.n_classes = len(self.label_names) if self.label_names is not None else None
+        if self.multilabel:  # a unit's row: (absent, present)
+            self.n_classes = len(self.task.unit_classes(self.label_names))
         self._logits: dict[int, np.ndarray] = {}
         self._seen: dict[int, np.ndarray] = {}
         self._block: np.ndarray | None = None  # [epochs, N, C] when the number of epochs is known
@@ -267,6 +302,54 @@ class DynamicsRecorder:
             for k in range(len(row))
         ]
         return unit_ids, [t for row in tags for t in row], words
+
+    def _label_units(self, ids, labels, texts):
+        """A multi-label task's examples as label units: (unit ids ``<id>#<j>``, 1/0 of each label of each
+        example, the texts); keeps the examples' ids and label sets to turn a batch into units."""
+        from cartomap.integrations.examples import label_lists
+        from cartomap.tasks.base import label_indicator
+
+        if self.label_names is None:
+            raise DataError(
+                "a multi-label recorder needs the label names, in the model's output order (one logit per "
+                "label): label_names=[...]",
+                field="label_names",
+            )
+        examples = id_strings(ids)
+        if len(set(examples)) != len(examples):
+            twice = next(v for k, v in enumerate(examples) if v in examples[:k])
+            raise DataError(f"duplicate id {twice!r}; ids must be unique", field="ids")
+        rows = list(as_numpy(labels)) if hasattr(labels, "detach") else list(labels)
+        if len(rows) != len(examples):
+            raise DataError(
+                f"{len(rows)} label sets for {len(examples)} ids; give one per id (a multi-hot vector of "
+                f"{len(self.label_names)} entries or a list of label names)",
+                field="labels",
+            )
+        self.label_sets = label_lists(rows, self.label_names, where="recorder labels", field="labels")
+        if texts is not None:
+            texts = list(texts)
+            if len(texts) != len(examples):
+                raise DataError(
+                    f"{len(texts)} texts for {len(examples)} ids; give one text per id", field="texts"
+                )
+            if any(not isinstance(t, str) for t in texts):
+                raise DataError("multi-label examples are one text each (a string per id)", field="texts")
+        self.example_ids = examples
+        self.example_index = {v: k for k, v in enumerate(examples)}
+        n = len(self.label_names)
+        unit_ids = [f"{i}{UNIT_SEPARATOR}{j}" for i in examples for j in range(n)]
+        return unit_ids, label_indicator(self.label_sets, self.label_names).reshape(-1), texts
+
+    def example_rows(self, ids: Any, epoch: int) -> np.ndarray:
+        """Row positions of the multi-label examples ``ids`` (DataError for an id the recorder does not know)."""
+        try:
+            return np.asarray([self.example_index[k] for k in id_strings(ids)], dtype=np.int64)
+        except KeyError as err:
+            raise DataError(
+                f"epoch {epoch}: id {err.args[0]!r} is not one of the recorder's {len(self.example_ids)} ids",
+                field="ids",
+            ) from None
 
     def _label_codes(self, labels: Sequence[Any], n: int) -> np.ndarray:
         values = list(as_numpy(labels)) if hasattr(labels, "detach") else list(labels)
@@ -350,6 +433,10 @@ class DynamicsRecorder:
         if not self.words:
             if labels is not None:
                 raise DataError("labels are for a token task's sub-words (task='token')", field="labels")
+            if self.multilabel:  # one logit per label: each label of each example a unit
+                rows = self.example_rows(ids, epoch)
+                self.record_rows(epoch, *label_unit_rows(rows, logits, len(self.label_names), epoch))
+                return
             self.record_rows(epoch, self.rows_of(ids, epoch), logits)
             return
         if labels is None:
@@ -450,7 +537,9 @@ class DynamicsRecorder:
         """Ids not recorded in ``epoch``."""
         seen = self._seen.get(epoch)
         if seen is None:
-            return list(self.ids)
+            return list(self.example_ids if self.multilabel else self.ids)
+        if self.multilabel:  # the examples, not their label units
+            return [self.example_ids[k] for k in np.unique(np.flatnonzero(~seen) // len(self.label_names))]
         return [self.ids[k] for k in np.flatnonzero(~seen)]
 
     def check_epoch(self, epoch: int, when: str = "") -> None:
@@ -458,7 +547,7 @@ class DynamicsRecorder:
         missing = self.missing(epoch)
         if missing:
             raise DataError(
-                f"epoch {epoch} is missing {len(missing)} of {len(self.ids)} ids"
+                f"epoch {epoch} is missing {len(missing)} of {len(self.example_ids if self.multilabel else self.ids)} ids"
                 + (f" {when}" if when else "")
                 + f": {_preview(missing)} (a loader that drops its last batch, or a sampler that skips examples?)",
                 field="ids",
@@ -498,6 +587,20 @@ class DynamicsRecorder:
                 }
             )
             return tagged_dataset(frame, TOKEN, label_names, f"recorder words ({self.data_name})")
+        if self.multilabel:  # texts and label sets; empty texts when none were given
+            from cartomap.integrations.examples import multilabel_dataset
+
+            frame = pd.DataFrame(
+                {
+                    "id": self.example_ids,
+                    MULTILABEL.text_fields[0]: self.texts
+                    if self.texts is not None
+                    else [""] * len(self.example_ids),
+                    MULTILABEL.label_field: self.label_sets,
+                }
+            )
+            where = f"recorder labels ({self.data_name})"
+            return multilabel_dataset(frame, label_names, where, check_texts=self.texts is not None)
         if self.texts is None:
             digest = hashlib.sha256(
                 canonical({"ids": self.ids, "labels": self.labels.tolist(), "names": label_names}).encode()

@@ -21,6 +21,15 @@ with a dataset of one sentence per row, its words (``tokens``), its word tags (`
 first sub-word, -100 elsewhere). Each word is recorded at its first sub-word, keyed by (sentence id,
 word index) as ``<id>#<k>``, in both modes; a sentence cut by ``max_length`` is an error naming it.
 
+A multi-label classifier (``problem_type="multi_label_classification"``, one sigmoid output per label):
+``DataMapCallback(train_dataset, task="multilabel")`` with a dataset of one text per row and its labels:
+the multi-hot ``labels`` the Trainer trains on (float 0/1 vectors, one entry per label) or a column of
+label-name lists (``label_column=``). The label names come from ``label_names`` or the model's
+``id2label`` (not transformers' made-up ``LABEL_0``, ``LABEL_1``, ...). Each label's logit z of each
+example is recorded as the two-class row (0, z), keyed by (example id, label index) as ``<id>#<j>``, in
+both modes, so the run is the multi-label run ``cartomap train --task multilabel`` makes (per-label maps,
+the combined map); ``compute_metrics=multilabel_metrics`` gives it the per-label dev accuracy and exact match.
+
 Two recording modes, as in cartomap's own loop:
 
 * ``"eval"`` (WaNLI): after each epoch, an eval-mode pass (no dropout, no gradients) over the whole
@@ -63,9 +72,11 @@ from cartomap.integrations.examples import (
     class_names,
     column_names,
     user_examples,
+    user_multilabel_examples,
     user_token_examples,
 )
 from cartomap.integrations.origin import recorded_config
+from cartomap.integrations.recorder import as_numpy, label_unit_rows
 from cartomap.runs.importer import finish_run
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import Throttle
@@ -219,17 +230,23 @@ class IndexCollator:
         key = next((k for k in LABEL_KEYS if k in features[0]), None)
         if key is None:
             return
-        try:
-            given = np.asarray([int(f[key]) for f in features])
-        except (TypeError, ValueError):
-            return  # not class indices (soft labels): nothing to compare
         expected = self.labels[np.asarray(index)]
-        wrong = np.flatnonzero(given != expected)
+        try:
+            if expected.ndim == 2:  # multi-label: a multi-hot vector per item
+                given = np.stack([np.asarray(as_numpy(f[key]), dtype=np.float64) for f in features]) != 0
+                if given.shape != expected.shape:
+                    return
+                given = given.astype(np.int64)
+            else:
+                given = np.asarray([int(f[key]) for f in features])
+        except (TypeError, ValueError, RuntimeError):
+            return  # not class indices (soft labels): nothing to compare
+        wrong = np.flatnonzero((given != expected).reshape(len(index), -1).any(axis=1))
         if len(wrong):
             k = wrong[0]
             raise DataError(
-                f"row {index[k]} of the Trainer's training set has label {given[k]}, the callback's dataset "
-                f"label {expected[k]}: give DataMapCallback the dataset the Trainer trains on (same rows, same "
+                f"row {index[k]} of the Trainer's training set has label {given[k].tolist()}, the callback's "
+                f"dataset label {expected[k].tolist()}: give DataMapCallback the dataset the Trainer trains on (same rows, same "
                 "order) and label_names in the model's label order",
                 field=key,
             )
@@ -286,7 +303,9 @@ class DataMapCallback(TrainerCallback):
     ``save_model``: keep the final weights in the run (embeddings, neighbours and WaNLI stage 1 need
     them). ``record_points`` (modes "eval"/"both"): eval-mode passes per epoch, evenly spaced, the last at
     the epoch's end (as ``cartomap train --record-points``); ``skip_epochs``: the map's metrics leave out
-    the first epochs' recordings (docs/stability.md). After training, ``callback.run`` is the run.
+    the first epochs' recordings (docs/stability.md). ``task``: ``"token"`` for a token classifier,
+    ``"multilabel"`` for a multi-label one (the module text); default: one label per example. After
+    training, ``callback.run`` is the run.
 
     The run's identity is the data, the mode, the Trainer's arguments that decide the dynamics, the
     model's config (dropout, ...), the Trainer's class and overridden methods (``compute_loss`` ...), its
@@ -317,8 +336,7 @@ class DataMapCallback(TrainerCallback):
 
         self.task = task_kinds.kind(task) if task else None
         self.words = self.task is not None and self.task.unit == "word"
-        if self.task is not None and self.task.unit not in ("example", "word"):
-            raise DataError(f"DataMapCallback records examples or words, not a {task} task", field="task")
+        self.multilabel = self.task is not None and self.task.unit == "label"
         if mode not in MODES:
             raise DataError(f"unknown mode {mode!r}: expected one of {tuple(MODES)}", field="mode")
         TrainConfig(record=mode, record_points=record_points)  # DataError naming a bad value
@@ -368,6 +386,16 @@ class DataMapCallback(TrainerCallback):
                 label_names=self.label_names,
                 model_names=_id2label(model),
             )
+        elif self.multilabel:
+            self.examples, self.how = user_multilabel_examples(
+                self.dataset,
+                id_column=self.id_column,
+                label_column=self.label_column,
+                text_columns=self.text_columns,
+                label_names=self.label_names,
+                model_names=_named_labels(model),
+                tokenizer=_tokenizer(kwargs.get("processing_class")),
+            )
         else:
             self.examples, self.how = user_examples(
                 self.dataset,
@@ -377,12 +405,15 @@ class DataMapCallback(TrainerCallback):
                 label_names=self.label_names or _model_label_names(model, self.dataset, self.label_column),
                 tokenizer=_tokenizer(kwargs.get("processing_class")),
             )
-        # the units of the dynamics: the examples, or every word of every sentence (``<id>#<k>``)
+        # the units of the dynamics: the examples, every word of every sentence (``<id>#<k>``), or every
+        # label of every example (``<id>#<j>``)
         self.rows = self.examples.frame["id"].astype(str).tolist()
-        unit_ids, self.labels, self.counts = self.examples.task_kind.units(self.examples.frame)
+        names = self.examples.label_names
+        unit_ids, self.labels, self.counts = self.examples.task_kind.units(self.examples.frame, names)
         self.ids = list(unit_ids)
         self.offsets = np.cumsum(self.counts) - self.counts
-        self.n_classes = len(self.examples.label_names)
+        self.n_labels = len(names)
+        self.n_classes = len(self.examples.task_kind.unit_classes(names))  # a label unit: (absent, present)
         loader_set = train_dataloader.dataset
         if not hasattr(loader_set, "__len__") or len(loader_set) != len(self.rows):
             size = len(loader_set) if hasattr(loader_set, "__len__") else "an unknown number of"
@@ -396,6 +427,8 @@ class DataMapCallback(TrainerCallback):
         self.collate = train_dataloader.collate_fn
         if self.words:  # the labels of a token model's batch mark each word's first sub-word
             self._check_token_model(model)
+        if self.multilabel:
+            self._check_multilabel_model(model)
         decision = None
         if self.rank == 0:
             try:
@@ -428,6 +461,22 @@ class DataMapCallback(TrainerCallback):
             given = np.asarray(loader_set[column]) if column and hasattr(loader_set, "column_names") else None
         except (CartomapError, TypeError, KeyError, ValueError):
             return
+        if self.multilabel:  # multi-hot vectors [N, L]: each label present or absent as the callback's
+            if given is None or given.shape != (len(self.rows), self.n_labels) or given.dtype == object:
+                return
+            given = (given != 0).astype(np.int64).reshape(-1)
+            wrong = np.flatnonzero(given != self.labels)
+            if len(wrong):
+                k = int(wrong[0])
+                raise DataError(
+                    f"{len(wrong)} labels of the Trainer's training set differ from the callback's dataset, e.g. "
+                    f"label {self.examples.label_names[k % self.n_labels]!r} of row {k // self.n_labels} (id "
+                    f"{self.rows[k // self.n_labels]!r}): {int(given[k])} against {int(self.labels[k])}; give "
+                    "DataMapCallback the dataset the Trainer trains on (same rows, same order), and label_names "
+                    "in the model's label order",
+                    field=column,
+                )
+            return
         if given is None or given.shape != self.labels.shape or not np.issubdtype(given.dtype, np.integer):
             return
         wrong = np.flatnonzero(given != self.labels)
@@ -448,6 +497,24 @@ class DataMapCallback(TrainerCallback):
             warnings.warn(
                 f"task='token' with a {kind}: the callback expects a token classifier's logits "
                 "[batch, sub-words, classes] and the batch's aligned labels",
+                stacklevel=3,
+            )
+
+    def _check_multilabel_model(self, model) -> None:
+        """A multi-label task needs one sigmoid output per label of the label space."""
+        config = getattr(model, "config", None)
+        outputs = getattr(config, "num_labels", None)
+        if isinstance(outputs, int) and outputs != self.n_labels:
+            raise DataError(
+                f"the model has {outputs} outputs (num_labels), the dataset {self.n_labels} labels "
+                f"{list(self.examples.label_names)}: a multi-label model has one logit per label",
+                field="label_names",
+            )
+        problem = getattr(config, "problem_type", None)
+        if problem not in (None, "multi_label_classification"):
+            warnings.warn(
+                f"task='multilabel' with a model of problem_type {problem!r}: the callback records one sigmoid "
+                "output per label (problem_type='multi_label_classification')",
                 stacklevel=3,
             )
 
@@ -490,7 +557,7 @@ class DataMapCallback(TrainerCallback):
             world_size=world,
             model_class=type(model).__name__,
             model_config=model_settings(model),
-            num_labels=self.n_classes,
+            num_labels=self.n_labels,
             mode=self.mode,
             ids=self.how["ids"],
             **trainer_settings(trainer, optimizer, getattr(self, "collate", None)),
@@ -596,7 +663,8 @@ class DataMapCallback(TrainerCallback):
             self.collate = self.collate.collate
         # accelerate's prepared loader iterates the DataLoader it wraps: the collator goes there
         loader = getattr(train_dataloader, "base_dataloader", train_dataloader)
-        loader.collate_fn = IndexCollator(self.collate, self.labels)
+        expected = self.labels.reshape(-1, self.n_labels) if self.multilabel else self.labels
+        loader.collate_fn = IndexCollator(self.collate, expected)
         self._steps: list[tuple[Any, Any]] = []
         self._pending = None
         self._hooks = [
@@ -614,7 +682,9 @@ class DataMapCallback(TrainerCallback):
     def _hook(self, module, args, output):
         if self._pending is not None:
             logits = _logits_of(output).detach().float()
-            if self.words:  # every word at its first sub-word (on the CPU: one synchronisation a step)
+            if self.multilabel:  # each label of each example a unit (0, z), on the device
+                self._steps.append(self._label_units(self._pending.detach(), logits))
+            elif self.words:  # every word at its first sub-word (on the CPU: one synchronisation a step)
                 import torch
 
                 rows, values = self._word_rows(
@@ -626,6 +696,22 @@ class DataMapCallback(TrainerCallback):
             else:
                 self._steps.append((self._pending.detach(), logits))
             self._pending = None
+
+    def _label_units(self, index, logits):
+        """(unit rows [B * L], rows (0, z) [B * L, 2]) of a multi-label batch: example row i's logit z of
+        label j as unit i * L + j (:func:`cartomap.integrations.recorder.label_unit_rows`, in torch)."""
+        import torch
+
+        if logits.dim() != 2 or logits.shape[-1] != self.n_labels:
+            raise DataError(
+                f"logits of shape {tuple(logits.shape)}; a multi-label model's are [batch, {self.n_labels}] "
+                "(one logit per label)",
+                field="logits",
+            )
+        labels = torch.arange(self.n_labels, device=index.device)
+        rows = (index.reshape(-1, 1) * self.n_labels + labels).reshape(-1)
+        z = logits.reshape(-1)
+        return rows, torch.stack((torch.zeros_like(z), z), dim=-1)
 
     # -- during training ---------------------------------------------------------------------------
     def on_epoch_begin(self, args, state, control, **kwargs):
@@ -806,6 +892,9 @@ class DataMapCallback(TrainerCallback):
                     if self.words:  # every word at its first sub-word
                         unit_rows, logits = self._word_rows(batch_rows, logits, _labels_of(batch))
                         rows.extend(unit_rows.tolist())
+                    elif self.multilabel:  # each label of each example a unit (0, z)
+                        unit_rows, logits = label_unit_rows(batch_rows, logits, self.n_labels, self.epoch)
+                        rows.extend(unit_rows.tolist())
                     else:
                         rows.extend(batch_rows)
                     values.append(logits)
@@ -843,6 +932,8 @@ class DataMapCallback(TrainerCallback):
             return  # an evaluation in the middle of an epoch
         if "eval_accuracy" in metrics:
             record["dev_accuracy"] = float(metrics["eval_accuracy"])
+        if "eval_exact_match" in metrics:  # a multi-label run: every label of an example right
+            record["dev_exact_match"] = float(metrics["eval_exact_match"])
         if "eval_loss" in metrics:
             record["dev_loss"] = float(metrics["eval_loss"])
         _write_history(self.run, self.history)
@@ -902,6 +993,31 @@ class DataMapCallback(TrainerCallback):
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+# --------------------------------------------------------------------------- multi-label evaluation
+def multilabel_metrics(eval_prediction: Any) -> dict[str, float]:
+    """A ``compute_metrics`` for a multi-label ``Trainer``: ``accuracy``, the share of (example, label) whose
+    prediction (present iff its logit > 0) is its gold state, and ``exact_match``, the share of examples
+    with every label right, as ``cartomap train --task multilabel`` reports them. DataMapCallback keeps the
+    Trainer's ``eval_accuracy`` and ``eval_exact_match`` as the run's per-label dev accuracy and dev exact
+    match. ``eval_prediction``: the Trainer's EvalPrediction, or (logits [N, L], multi-hot labels [N, L])."""
+    logits, labels = (
+        (eval_prediction.predictions, eval_prediction.label_ids)
+        if hasattr(eval_prediction, "predictions")
+        else tuple(eval_prediction)
+    )
+    if isinstance(logits, (tuple, list)):  # a model that returns more than its logits
+        logits = logits[0]
+    z, gold = np.asarray(logits, dtype=np.float64), np.asarray(labels, dtype=np.float64) != 0
+    if z.ndim != 2 or z.shape != gold.shape:
+        raise DataError(
+            f"logits of shape {z.shape} for labels of shape {gold.shape}; a multi-label model's are "
+            "[examples, labels], as its multi-hot labels",
+            field="labels",
+        )
+    right = (z > 0) == gold
+    return {"accuracy": float(right.mean()), "exact_match": float(right.all(axis=1).mean())}
 
 
 # --------------------------------------------------------------------------- what the run id is made of
@@ -1057,6 +1173,15 @@ def _id2label(model) -> tuple[str, ...] | None:
     """The model's class names in order (its config's id2label), None without."""
     id2label = getattr(getattr(model, "config", None), "id2label", None) or {}
     return tuple(str(id2label[k]) for k in sorted(id2label)) if id2label else None
+
+
+def _named_labels(model) -> tuple[str, ...] | None:
+    """The model's id2label when it names the labels: None without, or for the names transformers makes up
+    (``LABEL_0``, ``LABEL_1``, ...), which say nothing of a multi-label run's labels."""
+    names = _id2label(model)
+    if names is None or names == tuple(f"LABEL_{k}" for k in range(len(names))):
+        return None
+    return names
 
 
 def _model_label_names(model, dataset, label_column) -> tuple[str, ...] | None:

@@ -23,7 +23,7 @@ import pandas as pd
 from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, TrainConfig
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json, atomic_write_parquet
-from cartomap.runs.store import Run, RunStore, with_word_keys
+from cartomap.runs.store import Run, RunStore, with_label_keys, with_word_keys
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.sequence import SINGLE
 
@@ -98,9 +98,18 @@ def write_metrics(
     for source in sources:
         logits = dynamics[source]
         frame = compute_metrics(logits, labels, ids, burn_in=train.map_burn_in(source, len(logits)))
+        name = "train" if source == sources[0] else source
         if run.task_kind.unit == "word":  # each word keyed by (sentence id, word index) too
             frame = with_word_keys(frame, ids)
-        atomic_write_parquet(run.metrics_path("train" if source == sources[0] else source), frame)
+        if run.task_kind.unit == "label":  # each (example, label) keyed too; and the combined map
+            from cartomap.scores.multilabel import combined_map
+
+            example_ids = run.examples(columns=["id"])["id"].astype(str).tolist()
+            frame = with_label_keys(frame, example_ids, run.label_names)
+            atomic_write_parquet(
+                run.example_metrics_path(name), combined_map(frame, example_ids, run.label_names)
+            )
+        atomic_write_parquet(run.metrics_path(name), frame)
     return sources[0]
 
 

@@ -555,8 +555,7 @@ class Run(StatusFolder):
                 frame = with_word_keys(frame, ids)
             if self.task_kind.unit == "label":  # keyed by (example id, label) too, as training writes it
                 example_ids = self.examples(columns=["id"])["id"].astype(str).tolist()
-                for k, (name, values) in enumerate(label_unit_keys(example_ids, self.label_names).items()):
-                    frame.insert(1 + k, name, values)
+                frame = with_label_keys(frame, example_ids, self.label_names)
         except Exception as err:
             because = f"{reason}, and " if reason else ""
             raise RunError(
@@ -773,6 +772,17 @@ def with_word_keys(frame: pd.DataFrame, unit_ids: Sequence[str]) -> pd.DataFrame
     frame = frame.copy()
     frame.insert(1, "example_id", [k[0] for k in keys])
     frame.insert(2, "word", np.asarray([int(k[2]) for k in keys], dtype=np.int64))
+    return frame
+
+
+def with_label_keys(
+    frame: pd.DataFrame, example_ids: Sequence[str], label_names: Sequence[str]
+) -> pd.DataFrame:
+    """A multi-label run's metrics frame with each unit's key beside its unit id, as training writes it: the
+    example id, label index and label name (:func:`cartomap.tasks.base.label_unit_keys`, columns 1 to 3)."""
+    frame = frame.copy()
+    for k, (name, values) in enumerate(label_unit_keys(example_ids, label_names).items()):
+        frame.insert(1 + k, name, values)
     return frame
 
 

@@ -30,8 +30,7 @@ from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import Throttle
-from cartomap.runs.store import Run, RunStore, arrow_ids
-from cartomap.tasks.base import label_unit_keys
+from cartomap.runs.store import Run, RunStore, arrow_ids, with_label_keys
 from cartomap.training.batching import (
     DynamicPadding,
     EpochBatches,
@@ -488,8 +487,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                 frame.insert(1, "example_id", np.repeat(example_ids, unit_counts))
                 frame.insert(2, "word", np.concatenate([np.arange(n) for n in unit_counts]))
             if task.unit == "label":  # each unit keyed by (example id, label) too; and the combined map
-                for k, (name, values) in enumerate(label_unit_keys(example_ids, label_names).items()):
-                    frame.insert(1 + k, name, values)
+                frame = with_label_keys(frame, example_ids, label_names)
                 atomic_write_parquet(
                     run.example_metrics_path("train" if s == sources[0] else s),
                     combined_map(frame, example_ids, label_names),
@@ -519,15 +517,10 @@ def exact_match(logits: np.ndarray, labels: np.ndarray, n_labels: int) -> float:
 
 
 def combined_map(units, example_ids, label_names, method: str = "min"):
-    """A multi-label run's combined map, one row per example (:func:`cartomap.scores.multilabel.example_metrics`
-    by ``method``: "min", at its worst label), from its per-unit metrics."""
-    from cartomap.scores.multilabel import example_metrics, pairs_from_units
+    """A multi-label run's combined map (:func:`cartomap.scores.multilabel.combined_map`)."""
+    from cartomap.scores.multilabel import combined_map as combined
 
-    pairs = pairs_from_units(units, len(label_names), ids=example_ids, label_names=label_names)
-    out = example_metrics(pairs, method=method)
-    out.attrs["n_epochs"] = pairs.attrs["n_epochs"]
-    out.attrs["method"] = method
-    return out
+    return combined(units, example_ids, label_names, method)
 
 
 def recordings_per_epoch(tc) -> dict[str, int]:
