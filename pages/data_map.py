@@ -547,25 +547,32 @@ def group_tools(run, table) -> None:
             st.rerun()
 
 
-def downloads(run, filtered, table, fig) -> None:
+def downloads(run, filtered, selected, fig) -> None:
+    """The selection (every row under the filters, with its texts: made when a button is clicked) and the
+    map as files."""
     stem = f"cartomap-{run.id}"
+
+    def table():
+        return datamap.selection_table(filtered, selected)
+
+    empty = not selected or filtered.empty
     cols = st.columns(4)
     cols[0].download_button(
         "Selection as CSV",
-        lambda: datamap.to_csv_bytes(table),
+        lambda: datamap.to_csv_bytes(table()),
         f"{stem}-selection.csv",
         "text/csv",
         key="dm_dl_csv",
-        disabled=table.empty,
+        disabled=empty,
         on_click="ignore",
     )
     cols[1].download_button(
         "Selection as JSONL",
-        lambda: datamap.to_jsonl_bytes(table),
+        lambda: datamap.to_jsonl_bytes(table()),
         f"{stem}-selection.jsonl",
         "application/jsonl",
         key="dm_dl_jsonl",
-        disabled=table.empty,
+        disabled=empty,
         on_click="ignore",
     )
     cols[2].download_button(
@@ -1059,7 +1066,7 @@ def page(run) -> None:
     )
     if filtered.empty:
         st.warning("No example matches the filters.")
-    table = datamap.selection_table(filtered, selected)
+    table = datamap.selection_table(filtered, selected, texts=False)  # texts only for the rows listed
     paths = neighbours = generated = None
     if not seeds_exp and not split and n_recorded >= 2:
         paths = selection_paths(run, table, burn_out or n_recorded)
@@ -1094,7 +1101,7 @@ def page(run) -> None:
         st.info("Nothing selected (or nothing of the selection matches the filters).")
     table_event = None
     if not table.empty:
-        shown = table.head(TABLE_MAX_ROWS)
+        shown = datamap.selection_table(filtered, table["id"].head(TABLE_MAX_ROWS).tolist())
         if len(shown) < len(table):
             st.caption(
                 f"The table lists the first {len(shown):,} of {len(table):,}; "
@@ -1110,7 +1117,7 @@ def page(run) -> None:
     st.divider()
     group_tools(run, table)
     st.divider()
-    downloads(run, filtered, table, fig)
+    downloads(run, filtered, selected, fig)
 
 
 main()

@@ -321,7 +321,7 @@ def ambiguous_cut(var: np.ndarray, fraction: float) -> float | None:
     n = _rank_count(fraction, var.shape[0])
     if n == 0:
         return None
-    return float(var[np.argsort(-var, kind="stable")[n - 1]])
+    return float(-np.partition(-np.asarray(var, dtype=np.float64), n - 1)[n - 1])  # the n-th highest
 
 
 def region_partition(
