@@ -17,7 +17,7 @@ HTML-escaped (plotly renders a subset of HTML in those strings).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -104,8 +104,36 @@ def _id_index(frame: pd.DataFrame) -> pd.Index:
     return index
 
 
-#: The last lookups of :func:`positions_of`: {(frame key, ids' length, hash of the ids): positions}.
-_POSITIONS: dict[tuple[int, int, int], np.ndarray] = {}
+#: What :func:`frame_memo` keeps: {(id(frame), what): (weak ref, rows, value)}.
+_FRAME_MEMO: dict[tuple[int, Any], tuple[Any, int, Any]] = {}
+_FRAME_MEMO_KEPT = 16
+
+
+def frame_memo(frame: pd.DataFrame, what, compute: Callable[[], Any]) -> Any:
+    """``compute()``, kept for ``frame`` while it lives (``what``: a hashable name of the value): the
+    summaries of every row a figure draws again on each rerun (the density under the sample, the
+    marginal histograms, the regions' label points) are computed once per dashboard frame, which is
+    read-only. A frame that cannot be weakly referenced is not memoised."""
+    import weakref
+
+    key = (id(frame), what)
+    hit = _FRAME_MEMO.get(key)
+    if hit is not None and hit[0]() is frame and hit[1] == len(frame):
+        return hit[2]
+    value = compute()
+    try:
+        ref = weakref.ref(frame)
+    except TypeError:
+        return value
+    while len(_FRAME_MEMO) >= _FRAME_MEMO_KEPT:
+        _FRAME_MEMO.pop(next(iter(_FRAME_MEMO)))
+    _FRAME_MEMO[key] = (ref, len(frame), value)
+    return value
+
+
+#: The last lookups of :func:`positions_of`: {(id of the frame's id index, ids' length, hash of the ids):
+#: (weak ref to that index, positions)}.
+_POSITIONS: dict[tuple[int, int, int], tuple[Any, np.ndarray]] = {}
 _POSITIONS_KEPT = 4
 
 
@@ -122,15 +150,18 @@ def positions_of(frame: pd.DataFrame, ids) -> np.ndarray:
         key = (id(index), len(ids), hash(tuple(ids.tolist())))
     except TypeError:  # an unhashable id: no memo
         key = None
-    if key is not None and key in _POSITIONS:
-        return _POSITIONS[key]
+    hit = _POSITIONS.get(key) if key is not None else None
+    if hit is not None and hit[0]() is index:  # the same index still (not another at its address)
+        return hit[1]
     pos = index.get_indexer_for(ids) if not index.is_unique else index.get_indexer(ids)
     pos = pos[pos >= 0].astype(np.int64)
     pos.setflags(write=False)  # shared by every caller
     if key is not None:
+        import weakref
+
         while len(_POSITIONS) >= _POSITIONS_KEPT:
             _POSITIONS.pop(next(iter(_POSITIONS)))
-        _POSITIONS[key] = pos
+        _POSITIONS[key] = (weakref.ref(index), pos)
     return pos
 
 
@@ -289,10 +320,10 @@ def rule_of(frame: pd.DataFrame) -> RegionRule:
 
 
 def _same_ids(a: pd.Series, b: pd.Series) -> bool:
-    """Whether two id columns hold the same unique ids in the same order (a join is then positional);
-    compared as Arrow strings (no Python string per row)."""
+    """Whether two id columns hold the same ids in the same order, row by row: a join is then positional
+    (row i with row i, what a one-to-one join by id gives when the ids are unique, as a run's are);
+    compared as Arrow strings (no Python string per row, no hash table of 2M ids)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     def arrow(column: pd.Series):
         try:
@@ -304,8 +335,7 @@ def _same_ids(a: pd.Series, b: pd.Series) -> bool:
 
     if len(a) != len(b):
         return False
-    a_arrow = arrow(a)
-    return a_arrow.equals(arrow(b)) and pc.count_distinct(a_arrow).as_py() == len(a)
+    return arrow(a).equals(arrow(b))
 
 
 _STR = pd.Series([], dtype=str).dtype

@@ -34,6 +34,7 @@ from cartomap.analysis.datamap import (
     MAIN_XREF,
     MAIN_YREF,
     as_map_frame,
+    frame_memo,
     id_array,
     n_epochs_of,
     positions_of,
@@ -484,28 +485,41 @@ def marginal_traces(frame: pd.DataFrame, selected_positions: np.ndarray | None =
     import plotly.graph_objects as go
 
     chosen = None if selected_positions is None or not len(selected_positions) else selected_positions
+
+    def whole(values: np.ndarray):  # (bin edges, counts, size) of every finite value; None if none
+        everything = values[np.isfinite(values)]
+        if not everything.size:
+            return None
+        edges = np.histogram_bin_edges(everything, bins=MARGINAL_BINS)
+        return edges, np.histogram(everything, bins=edges)[0], everything.size
+
     traces = []
     for column, colour in MARGINAL_COLORS.items():
         values = frame[column].to_numpy(dtype=np.float64)
-        everything = values[np.isfinite(values)]
-        if not everything.size:
+        summary = frame_memo(frame, ("marginal", column), lambda values=values: whole(values))
+        if summary is None:
             continue
-        edges = np.histogram_bin_edges(everything, bins=MARGINAL_BINS)
-        parts = [(MARGINAL_ALL, everything, colour)]
+        edges, all_counts, n_all = summary
+        parts = [(MARGINAL_ALL, all_counts, n_all, colour)]
         if chosen is not None:
             picked = values[chosen]
+            picked = picked[np.isfinite(picked)]
             parts.append(
-                (f"{MARGINAL_SELECTED} ({len(chosen):,})", picked[np.isfinite(picked)], SELECTED_HIST_COLOR)
+                (
+                    f"{MARGINAL_SELECTED} ({len(chosen):,})",
+                    np.histogram(picked, bins=edges)[0],
+                    picked.size,
+                    SELECTED_HIST_COLOR,
+                )
             )
         centers, width = (edges[:-1] + edges[1:]) / 2, np.diff(edges)
         along = "x" if column == "variability" else "y"
-        for name, part, fill in parts:
-            counts = np.histogram(part, bins=edges)[0]
+        for name, counts, size, fill in parts:
             if chosen is None:
                 height = counts
                 hover = [_examples(n) for n in counts.tolist()]
             else:
-                height = 100.0 * counts / max(part.size, 1)
+                height = 100.0 * counts / max(size, 1)
                 whom = name.split(" (")[0]
                 hover = [
                     f"{_examples(n)}, {h:.1f} % of {whom}"
@@ -564,10 +578,14 @@ def data_map_figure(
     all_y = frame["confidence"].to_numpy(dtype=np.float64)
     x_hi = max(0.05, float(np.nanmax(all_x)) * 1.05) if n_total else 0.5
     if sampled:
-        ok = np.isfinite(all_x) & np.isfinite(all_y)
-        bins = int(np.clip(np.sqrt(ok.sum()) / 4, 20, DENSITY_BINS))
-        z, xe, ye = np.histogram2d(all_x[ok], all_y[ok], bins=bins, range=[[0, x_hi], [-0.02, 1.02]])
-        z = np.where(z > 0, np.log10(z + 1), np.nan).T  # rows = y
+
+        def density():  # log10(count + 1) of every point in bins, empty bins NaN; rows = y
+            ok = np.isfinite(all_x) & np.isfinite(all_y)
+            bins = int(np.clip(np.sqrt(ok.sum()) / 4, 20, DENSITY_BINS))
+            z, xe, ye = np.histogram2d(all_x[ok], all_y[ok], bins=bins, range=[[0, x_hi], [-0.02, 1.02]])
+            return np.where(z > 0, np.log10(z + 1), np.nan).T, xe, ye
+
+        z, xe, ye = frame_memo(frame, ("density", x_hi), density)
         fig.add_trace(
             go.Heatmap(
                 x=(xe[:-1] + xe[1:]) / 2,
@@ -621,7 +639,7 @@ def data_map_figure(
     for trace in marginal_traces(frame, high_pos):
         fig.add_trace(trace)
 
-    points = region_label_points(frame)
+    points = frame_memo(frame, "region labels", lambda: region_label_points(frame))
     for text, ax_x, ax_y, rotation, edge in ANNOTATIONS:
         at = points.get(text)
         if points and at is None:
