@@ -33,6 +33,7 @@ from cartomap.analysis.datamap import (
     DEFAULT_MAX_POINTS,
     MAIN_XREF,
     MAIN_YREF,
+    SENTENCE,
     as_map_frame,
     frame_memo,
     id_array,
@@ -756,10 +757,12 @@ def facet_map_figure(
         else set(pd.unique(np.asarray([str(i) for i in highlight_ids], dtype=object)).tolist())
     )
     legend_title = ""
+    texts = [c for c in (*task_kinds.text_fields_in(frame.columns), SENTENCE) if c in frame.columns]
+    numbers = frame.drop(columns=texts)  # a panel's rows without their texts: only the sample's are drawn
     for k, level in enumerate(levels):
         row, col = k // n_cols + 1, k % n_cols + 1
         part = shown[facet_shown == level]
-        whole = frame[facet_all == level]
+        whole = numbers[facet_all == level]
         axis = "" if k == 0 else str(k + 1)
         traces, legend_title = point_traces(
             whole,
