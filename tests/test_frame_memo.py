@@ -49,3 +49,13 @@ def test_positions_of_answers_each_selection_by_its_content():
     assert datamap.positions_of(f, ["e1", "e5"]).tolist() == [1, 5]  # another selection
     g = frame(100, start=50)  # other ids: not the first frame's answer
     assert datamap.positions_of(g, ["e5", "e1", "nope", "e99"]).tolist() == [49]
+
+
+def test_unique_ids_keeps_first_occurrences_and_follows_changes():
+    ids = ["b", "a", "b", 3, "c"]
+    assert datamap.unique_ids(ids).tolist() == ["b", "a", "3", "c"]
+    assert datamap.unique_ids(ids).tolist() == ["b", "a", "3", "c"]  # the kept answer
+    ids.append("d")  # the same list, changed: not the kept answer
+    assert datamap.unique_ids(ids).tolist() == ["b", "a", "3", "c", "d"]
+    assert datamap.unique_ids(np.asarray(["x", "x"], dtype=object)).tolist() == ["x"]
+    assert datamap.unique_ids([]).tolist() == []

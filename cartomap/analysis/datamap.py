@@ -131,6 +131,34 @@ def frame_memo(frame: pd.DataFrame, what, compute: Callable[[], Any]) -> Any:
     return value
 
 
+_UNIQUE: dict[tuple[int, int], tuple[list, np.ndarray]] = {}
+
+
+def unique_ids(ids) -> np.ndarray:
+    """``ids`` as str, repeats dropped, first occurrence order kept (an object array, read-only). The
+    answer for the last few selections is kept, keyed by their content: a page asks for the same
+    selection of 700k ids for its table, rings and histograms."""
+    items = ids.tolist() if isinstance(ids, np.ndarray | pd.Series | pd.Index) else list(ids)
+    try:
+        key = (len(items), hash(tuple(items)))
+    except TypeError:
+        key = None
+    hit = _UNIQUE.get(key) if key is not None else None
+    if hit is not None and hit[0] == items:
+        return hit[1]
+    values = np.asarray(items, dtype=object)
+    if not all(isinstance(v, str) for v in items):
+        values = np.asarray([str(i) for i in items], dtype=object)
+    out = pd.unique(values) if len(values) else values
+    out = np.asarray(out, dtype=object)
+    out.setflags(write=False)
+    if key is not None:
+        while len(_UNIQUE) >= 4:
+            _UNIQUE.pop(next(iter(_UNIQUE)))
+        _UNIQUE[key] = (items, out)
+    return out
+
+
 #: The last lookups of :func:`positions_of`: {(id of the frame's id index, ids' length, hash of the ids):
 #: (weak ref to that index, positions)}.
 _POSITIONS: dict[tuple[int, int, int], tuple[Any, np.ndarray]] = {}
@@ -700,11 +728,7 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str], texts: bool = True)
     with the columns a person reads: id, texts, gold, predicted, genre, metrics. ``texts=False``: without
     the texts (a selection of 700k of 2M pairs is taken in a fraction of the time; the page adds them to
     the rows it lists by calling this again on those ids)."""
-    ids = ids if isinstance(ids, np.ndarray | list) else list(ids)
-    values = np.asarray(ids, dtype=object)
-    if not all(isinstance(v, str) for v in values):
-        values = np.asarray([str(i) for i in values], dtype=object)
-    wanted = pd.unique(values) if len(values) else values
+    wanted = unique_ids(ids)
     text_columns = (*task_kinds.text_fields(), SENTENCE) if texts else ()
     shown = ("id", *text_columns, *LABEL_COLUMNS, "gold", "predicted", "genre")
     cols = [c for c in shown if c in frame.columns]

@@ -41,6 +41,7 @@ from cartomap.analysis.datamap import (
     positions_of,
     sample_rows,
     str_array,
+    unique_ids,
 )
 from cartomap.errors import DataError
 from cartomap.io import atomic_save
@@ -607,7 +608,7 @@ def data_map_figure(
         fig.add_trace(trace)
     high_pos = None
     if highlight_ids is not None:
-        wanted = pd.unique(np.asarray([str(i) for i in highlight_ids], dtype=object))
+        wanted = unique_ids(highlight_ids)
         high_pos = positions_of(frame, wanted)
         n_high = len(high_pos)
         cap = min(max_points, HIGHLIGHT_MAX_POINTS)
@@ -751,11 +752,7 @@ def facet_map_figure(
     counts = None if colouring.continuous else pd.Series(_groups(frame, color_by)[0]).value_counts()
     facet_all, facet_shown = str_array(frame[facet]), str_array(shown[facet])
     marker_size = 6 if len(shown) < 5_000 else 3
-    wanted = (
-        None
-        if highlight_ids is None
-        else set(pd.unique(np.asarray([str(i) for i in highlight_ids], dtype=object)).tolist())
-    )
+    wanted = None if highlight_ids is None else set(unique_ids(highlight_ids).tolist())
     legend_title = ""
     texts = [c for c in (*task_kinds.text_fields_in(frame.columns), SENTENCE) if c in frame.columns]
     numbers = frame.drop(columns=texts)  # a panel's rows without their texts: only the sample's are drawn
