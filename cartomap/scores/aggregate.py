@@ -303,8 +303,8 @@ def aggregation(name: str, unit: str | None = None) -> Aggregation:
         group = UNIT_KINDS[unit] if unit else "group"
         why = ""
         if name in AGGREGATIONS:
-            kinds = " or ".join(f"{UNIT_KINDS[k]} from its {k}s" for k in AGGREGATIONS[name].units)
-            why = f" ({name} scores a {kinds} only)"
+            kinds = " or ".join(f"{UNIT_KINDS[k]}s from their {k}s" for k in AGGREGATIONS[name].units)
+            why = f" ({name} scores {kinds} only)"
         raise DataError(
             f"unknown {group} score {name!r}{why}; expected one of {', '.join(offered)}", field="method"
         )

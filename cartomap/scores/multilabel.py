@@ -20,7 +20,8 @@ sequence-level data-map metrics of :mod:`cartomap.scores.metrics` on its p(gold)
 (:func:`label_map`). An example is then scored from its labels' scores by an aggregation picked by
 name (:data:`EXAMPLE_METHODS`: ``min``, the default, as a sentence is as good as its worst word in
 :mod:`cartomap.scores.tokens`; ``mean``; ``present_only``, the mean over the example's gold labels;
-cleanlab's ``softmin`` and ``ema``), and placed on a combined map (:func:`example_metrics`). Each
+cleanlab's ``softmin`` and ``ema``; the ones of :mod:`cartomap.scores.aggregate` offered for labels),
+and placed on a combined map (:func:`example_metrics`). Each
 docstring gives the formula and the direction of the score.
 
 A run can keep each epoch's outputs as a long table keyed by (id, label) (:func:`dynamics_long`) and

@@ -18,7 +18,8 @@ data-map metrics of :mod:`cartomap.scores.metrics` applied to each word as if it
 (with word logits ``[E, M, C]`` at hand, :func:`cartomap.scores.metrics.compute_metrics` on them gives
 every metric of that module per word, AUM and EL2N included, rows in flat order); a sentence is then
 scored from its words' scores by an aggregation picked by name
-(:data:`SENTENCE_METHODS`: ``min``, ``mean``, ``softmin``), as cleanlab's token-classification
+(:data:`SENTENCE_METHODS`: ``min``, ``mean``, ``softmin``; the ones of :mod:`cartomap.scores.aggregate`
+offered for words), as cleanlab's token-classification
 ``get_label_quality_scores`` does (there a sentence's label quality is the min over its tokens by
 default). Each docstring gives the formula and the direction of the score.
 """
