@@ -295,6 +295,7 @@ def test_a_registered_aggregation_serves_the_kinds_it_names(monkeypatch):
     [
         (lambda: aggregate.Aggregation("x", aggregate.group_min, "", units={"sentence": {}}), "units"),
         (lambda: aggregate.Aggregation("no spaces", aggregate.group_min, ""), "name"),
+        (lambda: aggregate.Aggregation("p", aggregate.group_mean, "", needs_present=True), "units"),
         (lambda: aggregate.names("token"), "unit"),
         (lambda: aggregate.group_mean(np.ones(3), np.array([0, 1])), "group"),
         (lambda: aggregate.group_mean(np.ones(2), np.array([0, -1])), "group"),

@@ -36,6 +36,9 @@ from cartomap.errors import DataError
 
 #: The unit kinds an aggregation can be offered for, with what the group is called for each.
 UNIT_KINDS: Mapping[str, str] = MappingProxyType({"word": "sentence", "label": "example"})
+#: The unit kinds whose units carry a present mark (a multi-label example's gold labels): the only ones
+#: an aggregation that ``needs_present`` can be offered for.
+MARKED_UNITS: frozenset[str] = frozenset({"label"})
 #: cleanlab's default temperature of ``softmin`` for a sentence (``token_classification.rank``).
 WORD_SOFTMIN_TEMPERATURE = 0.05
 #: cleanlab's default temperature of ``softmin`` for a multi-label example (``multilabel_classification``).
@@ -269,6 +272,12 @@ class Aggregation:
             raise DataError(
                 f"aggregation {self.name!r}: unit kinds {unknown or '(none)'}; expected some of "
                 f"{', '.join(UNIT_KINDS)}",
+                field="units",
+            )
+        if self.needs_present and set(self.units) - MARKED_UNITS:
+            raise DataError(
+                f"aggregation {self.name!r} needs the units marked present, which only "
+                f"{', '.join(sorted(MARKED_UNITS))} units are; not {', '.join(sorted(set(self.units) - MARKED_UNITS))}",
                 field="units",
             )
         frozen = {kind: MappingProxyType(dict(options)) for kind, options in self.units.items()}
