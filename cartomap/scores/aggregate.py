@@ -10,12 +10,14 @@ Pure functions on numpy arrays. The units come in one of two layouts:
 * rows: ``values`` [G, K] with no ``group``: row g holds the K units of group g (every example has
   every label).
 
-``counted`` (bool, the shape of ``values``) leaves units out of their group's score; a group with no
-counted unit scores NaN. Scores are any per-unit score where lower = worse (a confidence, a
+``counted`` (bool, the shape of ``values``; None: every unit) says which units count towards their
+group's score; a group with no counted unit scores NaN. Scores are any per-unit score where lower = worse (a confidence, a
 correctness, a label quality score); every aggregation keeps that direction, and lies between the
 lowest and the highest counted unit of its group. Sums run over a group's units in the order they
-come (flat: in order within the group; rows: column by column), so a different order can change the
-last bit of a mean.
+come (flat: in order within the group, one after another; rows: numpy's row sums, which pair the
+terms), so another order or layout can change the last bit of a mean; each kind keeps its layout, and
+so its results to the last bit (sentences: flat, words from the lowest score up; examples: rows, label
+by label).
 
 :data:`AGGREGATIONS` is the registry: name -> :class:`Aggregation`, which says for which unit kinds it
 is offered (``word``: a sentence from its words; ``label``: an example from its labels) with that
