@@ -13,7 +13,7 @@ from cartomap.runs.progress import time_left
 
 SEEDS_EXPORT = "seeds.parquet"  # `cartomap export`: the seeds experiment's per-example table
 DETECTORS_EXPORT = "detectors.parquet"  # `cartomap export`: every available detector's score per example
-SENTENCE_METHOD_CHOICES = ("min", "mean", "softmin")  # cartomap.scores.tokens.SENTENCE_METHODS
+SENTENCE_METHOD_CHOICES = ("min", "mean", "softmin")  # cartomap.scores.aggregate.names("word"), a test checks
 SENTENCES_EXPORT = "sentences.parquet"  # `cartomap export` of a token run: the sentence-level map
 
 

@@ -20,7 +20,8 @@ sequence-level data-map metrics of :mod:`cartomap.scores.metrics` on its p(gold)
 (:func:`label_map`). An example is then scored from its labels' scores by an aggregation picked by
 name (:data:`EXAMPLE_METHODS`: ``min``, the default, as a sentence is as good as its worst word in
 :mod:`cartomap.scores.tokens`; ``mean``; ``present_only``, the mean over the example's gold labels;
-cleanlab's ``softmin`` and ``ema``), and placed on a combined map (:func:`example_metrics`). Each
+cleanlab's ``softmin`` and ``ema``; the ones of :mod:`cartomap.scores.aggregate` offered for labels),
+and placed on a combined map (:func:`example_metrics`). Each
 docstring gives the formula and the direction of the score.
 
 A run can keep each epoch's outputs as a long table keyed by (id, label) (:func:`dynamics_long`) and
@@ -29,25 +30,25 @@ read them back as ``[E, N, L]`` in its examples' order (:func:`dynamics_array`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.scores import metrics
+from cartomap.scores import aggregate, metrics
 from cartomap.tasks.base import sigmoid
 
 #: A label is predicted present when its probability is above this (logit > 0).
 DEFAULT_THRESHOLD = 0.5
 #: cleanlab's default temperature of the multi-label ``softmin`` aggregation.
-DEFAULT_SOFTMIN_TEMPERATURE = 0.1
+DEFAULT_SOFTMIN_TEMPERATURE = aggregate.LABEL_SOFTMIN_TEMPERATURE
 #: cleanlab's default forgetting factor of the multi-label ``ema`` aggregation (its default method).
-DEFAULT_EMA_ALPHA = 0.8
+DEFAULT_EMA_ALPHA = aggregate.EMA_ALPHA
 #: Over which pairs :func:`label_metrics` ranks variability for the regions: each label's own
 #: examples (``label``: every label's map has its own ambiguous third), or all pairs at once (``all``).
 REGION_SCOPES: tuple[str, ...] = ("label", "all")
-_MIN_TEMPERATURE = 1e-6
 
 PAIR_COLUMNS: tuple[str, ...] = (
     "example",
@@ -495,80 +496,61 @@ def pairs_from_units(
 # --------------------------------------------------------------------------- per example
 
 
-def _mean_over(values: np.ndarray, counted: np.ndarray) -> np.ndarray:
-    """Per row, the mean of ``values`` [N, L] over the ``counted`` entries; NaN where none is."""
-    count = counted.sum(axis=1)
-    total = np.where(counted, values, 0.0).sum(axis=1)
-    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+def _by_example(
+    method: str, scores: np.ndarray, present: np.ndarray, **options
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the scores [N] of the examples by the aggregation ``method`` of :mod:`cartomap.scores.aggregate`
+    over the rows of ``scores`` [N, L], label by label; the labels counted [N, L] bool)."""
+    return aggregate.aggregate(scores, method=method, unit="label", present=present, **options)
 
 
 def min_score(scores: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """score(i) = min over the labels j of score(i, j): an example is as good as its worst label
-    (cleanlab's token default, here for labels). Lower = more suspect / harder.
+    (cleanlab's token default, here for labels; :func:`cartomap.scores.aggregate.group_min`). Lower =
+    more suspect / harder.
 
     Like every aggregation of :data:`EXAMPLE_METHODS` it takes the scores [N, L] and the gold matrix
     [N, L] and returns (the scores [N], the labels counted [N, L] bool)."""
-    counted = np.ones(scores.shape, dtype=bool)
-    return (scores.min(axis=1) if scores.shape[1] else np.full(len(scores), np.nan)), counted
+    return _by_example("min", scores, present)
 
 
 def mean_score(scores: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """score(i) = (1/L) sum_j score(i, j). Lower = more suspect / harder; with many labels the usual
-    "absent and rightly so" labels pull it up, so one bad label moves it little."""
-    counted = np.ones(scores.shape, dtype=bool)
-    return (scores.mean(axis=1) if scores.shape[1] else np.full(len(scores), np.nan)), counted
+    """score(i) = (1/L) sum_j score(i, j) (:func:`cartomap.scores.aggregate.group_mean`). Lower = more
+    suspect / harder; with many labels the usual "absent and rightly so" labels pull it up, so one bad
+    label moves it little."""
+    return _by_example("mean", scores, present)
 
 
 def present_only_score(scores: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """score(i) = mean over the gold labels j of example i of score(i, j): how well the labels the
-    example has are learned, the absent ones left out. Lower = more suspect / harder; NaN for an
+    """score(i) = mean over the gold labels j of example i of score(i, j)
+    (:func:`cartomap.scores.aggregate.group_mean` counting the present labels only): how well the labels
+    the example has are learned, the absent ones left out. Lower = more suspect / harder; NaN for an
     example with no label."""
-    counted = np.asarray(present, dtype=bool)
-    return _mean_over(scores, counted), counted
+    return _by_example("present_only", scores, present)
 
 
 def softmin_score(
     scores: np.ndarray, present: np.ndarray, temperature: float = DEFAULT_SOFTMIN_TEMPERATURE
 ) -> tuple[np.ndarray, np.ndarray]:
     """score(i) = sum_j score(i, j) * softmax_j((1 - score(i, j)) / t), cleanlab's multi-label
-    ``softmin`` aggregation (default t = 0.1): a weighted mean whose weights grow as a label's score
-    falls; t = 0 is :func:`min_score`, t = inf :func:`mean_score`. Lower = more suspect / harder."""
-    t = float(temperature)
-    if not t >= 0:
-        raise DataError(f"expected a temperature >= 0, got {temperature}", field="temperature")
-    if t == 0:
-        return min_score(scores, present)
-    if np.isinf(t):
-        return mean_score(scores, present)
-    counted = np.ones(scores.shape, dtype=bool)
-    if not scores.shape[1]:
-        return np.full(len(scores), np.nan), counted
-    x = (1.0 - scores) / max(t, _MIN_TEMPERATURE)
-    weights = np.exp(x - x.max(axis=1, keepdims=True))
-    return (scores * weights).sum(axis=1) / weights.sum(axis=1), counted
+    ``softmin`` aggregation (default t = 0.1; :func:`cartomap.scores.aggregate.group_softmin`): a
+    weighted mean whose weights grow as a label's score falls; t = 0 is :func:`min_score`, t = inf
+    :func:`mean_score`. Lower = more suspect / harder."""
+    return _by_example("softmin", scores, present, temperature=temperature)
 
 
 def ema_score(
     scores: np.ndarray, present: np.ndarray, alpha: float = DEFAULT_EMA_ALPHA
 ) -> tuple[np.ndarray, np.ndarray]:
-    """cleanlab's default multi-label aggregation: the label scores of an example sorted from highest
-    to lowest, s_(1) >= ... >= s_(L); EMA_1 = s_(1), EMA_k = alpha * s_(k) + (1 - alpha) * EMA_k-1;
-    score = EMA_L (default alpha 0.8): mostly the lowest scores. Lower = more suspect / harder."""
-    a = float(alpha)
-    if not 0.0 <= a <= 1.0:
-        raise DataError(f"expected alpha in [0, 1], got {alpha}", field="alpha")
-    counted = np.ones(scores.shape, dtype=bool)
-    if not scores.shape[1]:
-        return np.full(len(scores), np.nan), counted
-    ordered = -np.sort(-scores, axis=1)
-    out = ordered[:, 0].copy()
-    for k in range(1, ordered.shape[1]):
-        out = a * ordered[:, k] + (1.0 - a) * out
-    return out, counted
+    """cleanlab's default multi-label aggregation (:func:`cartomap.scores.aggregate.group_ema`): the
+    label scores of an example sorted from highest to lowest, s_(1) >= ... >= s_(L); EMA_1 = s_(1),
+    EMA_k = alpha * s_(k) + (1 - alpha) * EMA_k-1; score = EMA_L (default alpha 0.8): mostly the lowest
+    scores. Lower = more suspect / harder."""
+    return _by_example("ema", scores, present, alpha=alpha)
 
 
-#: Example aggregations by name: f(label scores [N, L], gold [N, L], **options) -> (scores [N],
-#: labels counted [N, L]).
+#: The example aggregations (:func:`cartomap.scores.aggregate.names` for ``"label"``) as functions:
+#: f(label scores [N, L], gold [N, L], **options) -> (scores [N], labels counted [N, L]).
 EXAMPLE_METHODS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
     "min": min_score,
     "mean": mean_score,
@@ -579,12 +561,11 @@ EXAMPLE_METHODS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
 
 
 def example_method(name: str) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
-    """The aggregation ``name`` of :data:`EXAMPLE_METHODS`; DataError listing them otherwise."""
-    if name not in EXAMPLE_METHODS:
-        raise DataError(
-            f"unknown example score {name!r}; expected one of {', '.join(EXAMPLE_METHODS)}", field="method"
-        )
-    return EXAMPLE_METHODS[name]
+    """The aggregation ``name`` offered for examples (:func:`cartomap.scores.aggregate.aggregation`) as
+    f(label scores, gold, **options) -> (scores, labels counted): the function of :data:`EXAMPLE_METHODS`
+    for a built-in name; DataError listing the names otherwise."""
+    aggregate.aggregation(name, "label")
+    return EXAMPLE_METHODS.get(name) or functools.partial(_by_example, name)
 
 
 def example_scores(
@@ -599,7 +580,7 @@ def example_scores(
     correctness, a label quality score; :func:`to_dense` makes the matrix from the long table); the
     example score keeps that direction. ``gold`` [N, L] is needed by ``present_only``.
     """
-    aggregate = example_method(method)
+    score_by = example_method(method)
     scores = np.asarray(label_scores, dtype=np.float64)
     if scores.ndim != 2:
         raise DataError(
@@ -610,12 +591,12 @@ def example_scores(
             "expected finite scores (a label without a score cannot be ranked)", field="label_scores"
         )
     if gold is None:
-        if method == "present_only":
-            raise DataError("present_only needs the gold labels", field="gold")
+        if aggregate.aggregation(method, "label").needs_present:
+            raise DataError(f"{method} needs the gold labels", field="gold")
         present = np.zeros(scores.shape, dtype=bool)
     else:
         present = _check_gold(gold, scores.shape)
-    values, counted = aggregate(scores, present, **options)
+    values, counted = score_by(scores, present, **options)
     rows = np.arange(len(scores))
     any_counted = counted.any(axis=1)
     worst = np.full(len(scores), -1, dtype=np.int64)
@@ -670,7 +651,7 @@ def example_metrics(
         if method == "min":
             picked = values[rows, worst] if n_labels else np.full(n, np.nan)
         else:
-            picked = _mean_over(values, counted)
+            picked = aggregate.group_mean(values, counted=counted)
         out[column] = np.where(counted_any, picked, np.nan)
     names = to_dense("label_name") if "label_name" in pairs.columns else None
     ids = to_dense("id")[:, 0] if "id" in pairs.columns and n_labels else rows.astype(str).astype(object)

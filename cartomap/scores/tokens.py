@@ -18,28 +18,28 @@ data-map metrics of :mod:`cartomap.scores.metrics` applied to each word as if it
 (with word logits ``[E, M, C]`` at hand, :func:`cartomap.scores.metrics.compute_metrics` on them gives
 every metric of that module per word, AUM and EL2N included, rows in flat order); a sentence is then
 scored from its words' scores by an aggregation picked by name
-(:data:`SENTENCE_METHODS`: ``min``, ``mean``, ``softmin``), as cleanlab's token-classification
+(:data:`SENTENCE_METHODS`: ``min``, ``mean``, ``softmin``; the ones of :mod:`cartomap.scores.aggregate`
+offered for words), as cleanlab's token-classification
 ``get_label_quality_scores`` does (there a sentence's label quality is the min over its tokens by
 default). Each docstring gives the formula and the direction of the score.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.scores import metrics
+from cartomap.scores import aggregate, metrics
 
 #: The label of the sub-tokens that are not scored (special tokens, a word's later pieces): the
 #: ``ignore_index`` of PyTorch's cross-entropy, which Hugging Face's token-classification models use.
 IGNORE_INDEX = -100
 #: cleanlab's default temperature of the ``softmin`` sentence score.
-DEFAULT_SOFTMIN_TEMPERATURE = 0.05
-#: Smallest temperature divided by (cleanlab's ``EPSILON``): t = 0 would divide by zero.
-_MIN_TEMPERATURE = 1e-6
+DEFAULT_SOFTMIN_TEMPERATURE = aggregate.WORD_SOFTMIN_TEMPERATURE
 
 WORD_COLUMNS: tuple[str, ...] = (
     "sentence",
@@ -254,53 +254,54 @@ def _groups(scores: np.ndarray, sentence: np.ndarray, word: np.ndarray):
     return order, starts, sorted_sentence[starts] if len(order) else sorted_sentence
 
 
+def _by_sentence(
+    method: str, scores: np.ndarray, sentence: np.ndarray, **options
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the sentence indices that have words, sorted; their scores by the aggregation ``method`` of
+    :mod:`cartomap.scores.aggregate`), the words of a sentence taken from the lowest score up."""
+    scores, sentence = np.asarray(scores), np.asarray(sentence)
+    order, starts, ids = _groups(scores, sentence, np.zeros_like(sentence))
+    values, _ = aggregate.aggregate(
+        scores[order], _group_ranks(starts, len(order)), len(starts), method=method, unit="word", **options
+    )
+    return ids, values
+
+
+def _group_ranks(starts: np.ndarray, n: int) -> np.ndarray:
+    """0, 1, ... per group of the sorted rows: group k repeats (starts[k + 1] - starts[k]) times."""
+    return np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+
+
 def min_score(scores: np.ndarray, sentence: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """score(s) = min over the words w of s of score(w): the sentence is as good as its worst word
-    (cleanlab's default, ``sentence_score_method="min"``). Lower = more suspect / harder.
+    (cleanlab's default, ``sentence_score_method="min"``; :func:`cartomap.scores.aggregate.group_min`).
+    Lower = more suspect / harder.
 
     Like every aggregation of :data:`SENTENCE_METHODS` it returns (the sentence indices that have words,
     sorted; their scores); :func:`sentence_scores` picks one by name."""
-    order, starts, ids = _groups(scores, sentence, np.zeros_like(sentence))
-    return ids, np.minimum.reduceat(scores[order], starts) if len(order) else scores[:0]
+    return _by_sentence("min", scores, sentence)
 
 
 def mean_score(scores: np.ndarray, sentence: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """score(s) = (1/|s|) sum over the words w of s of score(w). Lower = more suspect / harder; one bad
-    word in a long sentence moves it little. Returns (sentence ids, scores)."""
-    order, starts, ids = _groups(scores, sentence, np.zeros_like(sentence))
-    if not len(order):
-        return ids, scores[:0]
-    sums = np.add.reduceat(scores[order], starts)
-    counts = np.diff(np.r_[starts, len(order)])
-    return ids, sums / counts
+    """score(s) = (1/|s|) sum over the words w of s of score(w) (:func:`cartomap.scores.aggregate.group_mean`,
+    summed from the lowest score up). Lower = more suspect / harder; one bad word in a long sentence moves
+    it little. Returns (sentence ids, scores)."""
+    return _by_sentence("mean", scores, sentence)
 
 
 def softmin_score(
     scores: np.ndarray, sentence: np.ndarray, temperature: float = DEFAULT_SOFTMIN_TEMPERATURE
 ) -> tuple[np.ndarray, np.ndarray]:
-    """score(s) = sum_w score(w) * softmax_w((1 - score(w)) / t), cleanlab's ``softmin``: a weighted
-    mean whose weights grow as a word's score falls. t -> 0 gives :func:`min_score` (t = 0 is exactly
-    min), t -> inf :func:`mean_score` (t = inf is exactly mean); cleanlab's default t = 0.05. Lower =
-    more suspect / harder; unlike min, every word counts a little. Returns (sentence ids, scores)."""
-    t = float(temperature)
-    if not t >= 0:
-        raise DataError(f"expected a temperature >= 0, got {temperature}", field="temperature")
-    if t == 0:
-        return min_score(scores, sentence)
-    if np.isinf(t):
-        return mean_score(scores, sentence)
-    order, starts, ids = _groups(scores, sentence, np.zeros_like(sentence))
-    if not len(order):
-        return ids, scores[:0]
-    s = scores[order]
-    x = (1.0 - s) / max(t, _MIN_TEMPERATURE)
-    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
-    x = x - np.maximum.reduceat(x, starts)[group]
-    weights = np.exp(x)
-    return ids, np.add.reduceat(s * weights, starts) / np.add.reduceat(weights, starts)
+    """score(s) = sum_w score(w) * softmax_w((1 - score(w)) / t), cleanlab's ``softmin``
+    (:func:`cartomap.scores.aggregate.group_softmin`): a weighted mean whose weights grow as a word's
+    score falls. t -> 0 gives :func:`min_score` (t = 0 is exactly min), t -> inf :func:`mean_score` (t =
+    inf is exactly mean); cleanlab's default t = 0.05. Lower = more suspect / harder; unlike min, every
+    word counts a little. Returns (sentence ids, scores)."""
+    return _by_sentence("softmin", scores, sentence, temperature=temperature)
 
 
-#: Sentence aggregations by name: f(word scores [M], sentence [M], **options) -> (sentence ids, scores).
+#: The sentence aggregations (:func:`cartomap.scores.aggregate.names` for ``"word"``) as functions:
+#: f(word scores [M], sentence [M], **options) -> (sentence ids, scores).
 SENTENCE_METHODS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
     "min": min_score,
     "mean": mean_score,
@@ -309,12 +310,11 @@ SENTENCE_METHODS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
 
 
 def sentence_method(name: str) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
-    """The aggregation ``name`` of :data:`SENTENCE_METHODS`; DataError listing them otherwise."""
-    if name not in SENTENCE_METHODS:
-        raise DataError(
-            f"unknown sentence score {name!r}; expected one of {', '.join(SENTENCE_METHODS)}", field="method"
-        )
-    return SENTENCE_METHODS[name]
+    """The aggregation ``name`` offered for sentences (:func:`cartomap.scores.aggregate.aggregation`) as
+    f(word scores, sentence, **options) -> (sentence ids, scores): the function of
+    :data:`SENTENCE_METHODS` for a built-in name; DataError listing the names otherwise."""
+    aggregate.aggregation(name, "word")
+    return SENTENCE_METHODS.get(name) or functools.partial(_by_sentence, name)
 
 
 def sentence_scores(
@@ -334,7 +334,7 @@ def sentence_scores(
     quality score); the sentence score keeps that direction. ``n_sentences`` defaults to 1 + the
     largest sentence index; a sentence without words gets NaN scores and worst_word -1.
     """
-    aggregate = sentence_method(method)
+    aggregate.aggregation(method, "word")
     scores = np.asarray(word_scores, dtype=np.float64)
     if scores.ndim != 1:
         raise DataError(f"expected one score per word, got shape {scores.shape}", field="word_scores")
@@ -348,10 +348,14 @@ def sentence_scores(
         raise DataError(
             f"sentence index {int(sentence.max())} is outside {count} sentences", field="sentence"
         )
-    ids, values = aggregate(scores, sentence, **options)
+    # one sort for both: a sentence's words from the lowest score up (the lowest word index among
+    # equals), so its sums run in that order and its first word is its worst
     order, starts, worst_ids = _groups(scores, sentence, word)
+    values, _ = aggregate.aggregate(
+        scores[order], _group_ranks(starts, len(order)), len(starts), method=method, unit="word", **options
+    )
     out_score = np.full(count, np.nan)
-    out_score[ids] = values
+    out_score[worst_ids] = values
     worst_word = np.full(count, -1, dtype=np.int64)
     worst_score = np.full(count, np.nan)
     worst_word[worst_ids] = word[order[starts]]
