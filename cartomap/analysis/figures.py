@@ -384,7 +384,7 @@ def point_traces(
     x = shown["variability"].to_numpy(dtype=np.float64)
     y = shown["confidence"].to_numpy(dtype=np.float64)
     ids = id_array(shown["id"])
-    hover = hover_text(shown)
+    hover = frame_memo(shown, "hover", lambda: hover_text(shown))  # the same sample on every rerun
     common = dict(mode="markers", xaxis=xaxis, yaxis=yaxis, hovertemplate=HOVER_TEMPLATE)
     traces = []
     if colouring.continuous:
@@ -571,7 +571,7 @@ def data_map_figure(
     _check_frame(frame)
     frame = as_map_frame(frame)
     n_total = len(frame)
-    shown = sample_rows(frame, max_points, seed)
+    shown = frame_memo(frame, ("sample", max_points, seed), lambda: sample_rows(frame, max_points, seed))
     sampled = len(shown) < n_total
     colouring = _colouring_of(frame, color_by)
 
@@ -746,7 +746,7 @@ def facet_map_figure(
         vertical_spacing=0.12 if n_rows > 1 else 0.08,
     )
     colouring = _colouring_of(frame, color_by)
-    shown = sample_rows(frame, max_points, seed)
+    shown = frame_memo(frame, ("sample", max_points, seed), lambda: sample_rows(frame, max_points, seed))
     sampled = len(shown) < len(frame)
     colour_range = _finite_range(colourings.values(frame, colouring)) if colouring.continuous else None
     counts = None if colouring.continuous else pd.Series(_groups(frame, color_by)[0]).value_counts()
