@@ -31,6 +31,7 @@ from cartomap.runs import layout
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import Throttle
 from cartomap.runs.store import Run, RunStore, arrow_ids
+from cartomap.scores.multilabel import combined_map
 from cartomap.tasks.base import label_unit_keys
 from cartomap.training.batching import (
     DynamicPadding,
@@ -516,18 +517,6 @@ def exact_match(logits: np.ndarray, labels: np.ndarray, n_labels: int) -> float:
     two-class rows (0, z) of their units (``logits`` [N * L, 2], ``labels`` [N * L], example by example)."""
     right = (logits.argmax(1) == labels).reshape(-1, n_labels)
     return float(right.all(axis=1).mean()) if len(right) else float("nan")
-
-
-def combined_map(units, example_ids, label_names, method: str = "min"):
-    """A multi-label run's combined map, one row per example (:func:`cartomap.scores.multilabel.example_metrics`
-    by ``method``: "min", at its worst label), from its per-unit metrics."""
-    from cartomap.scores.multilabel import example_metrics, pairs_from_units
-
-    pairs = pairs_from_units(units, len(label_names), ids=example_ids, label_names=label_names)
-    out = example_metrics(pairs, method=method)
-    out.attrs["n_epochs"] = pairs.attrs["n_epochs"]
-    out.attrs["method"] = method
-    return out
 
 
 def recordings_per_epoch(tc) -> dict[str, int]:
