@@ -165,3 +165,15 @@ def test_the_paths_of_a_views_points(ml_run):
     sports = views.view_trajectories(logits, labels, ids, "label:1", ["ex-2#1", "ex-2"], names)
     assert sports["id"].tolist() == ["ex-2#1", "ex-2#1"]  # an example id is no point of a label view
     np.testing.assert_allclose(sports["confidence"], [0.75, 0.7])
+
+
+def test_the_command_line_draws_the_sentence_map_after_k_recordings(token_run, tmp_path, capsys):
+    from cartomap.cli import main
+
+    table = tmp_path / "sentences.csv"
+    argv = ["--cache", str(tmp_path / "cache"), "map", token_run.id, "--out", str(tmp_path / "m.html")]
+    assert main([*argv, "--level", "sentence", "--burn-out", "1", "--table", str(table)]) == 0
+    frame = pd.read_csv(table)
+    np.testing.assert_allclose(frame["confidence"], [0.5, 0.1, 0.3])  # the worst words after one recording
+    assert frame["worst_token"].tolist() == ["Paris", "Berlin", "The"]
+    assert "3 rows" in capsys.readouterr().out
