@@ -504,7 +504,9 @@ def show_trajectory(run, table, table_event, seeds=None, per_label: bool = False
                     datamap.seed_trajectories(seeds, focus, source), gold=str(row["gold"])
                 )
             elif per_label:
-                frame = label_views.unit_trajectory(run, focus, source)
+                # a combined point: its worst label where the map shown has it (after k recordings, maybe another)
+                worst = row["worst_label"] if "worst_label" in table.columns else None
+                frame = label_views.unit_trajectory(run, focus, source, worst_label=worst)
                 state = "present" if frame.attrs["present"] else "absent"
                 st.markdown(f"**Probability of label {escape_markdown(frame.attrs['label'])} by epoch**")
                 fig = figures.trajectory_figure(frame, gold=state)

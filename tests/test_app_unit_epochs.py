@@ -142,9 +142,12 @@ def test_a_multilabel_runs_views_after_k_recordings_and_their_paths(cache, tmp_p
     # the combined view: ex-2 (no label) at politics (0.4; 0.675) then at sports (0.7)
     _same(_points(_map(at))["ex-2"], (_std(0.9, 0.6, 0.6), 0.7))
     _same(_path_points(_map(at)), [(0.275, 0.675), (_std(0.9, 0.6, 0.6), 0.7)])
+    assert any("Probability of label sports by epoch" in m.value for m in at.markdown)
 
     slider.set_value(1).run()
     _ok(at)
+    # the focused example's chart follows its worst label on the map shown
+    assert any("Probability of label politics by epoch" in m.value for m in at.markdown)
     _same(_points(_map(at)), {"ex-0": (0.0, 0.3), "ex-1": (0.0, 0.2), "ex-2": (0.0, 0.4)})
     assert "Metrics over the first 1 of 3 epochs" in " ".join(c.value for c in at.caption)
     assert len(_path_points(_map(at))) == 2  # the path is the same whatever map is shown

@@ -177,3 +177,13 @@ def test_the_command_line_draws_the_sentence_map_after_k_recordings(token_run, t
     np.testing.assert_allclose(frame["confidence"], [0.5, 0.1, 0.3])  # the worst words after one recording
     assert frame["worst_token"].tolist() == ["Paris", "Berlin", "The"]
     assert "3 rows" in capsys.readouterr().out
+
+
+def test_a_combined_points_chart_is_of_the_worst_label_the_map_shown_gives_it(ml_run):
+    assert views.unit_of(ml_run, "ex-2") == "ex-2#1"  # the saved map (every recording): sports
+    assert views.unit_of(ml_run, "ex-2", "politics") == "ex-2#0"  # after 1 or 2 recordings
+    trajectory = views.unit_trajectory(ml_run, "ex-2", worst_label="politics")
+    assert trajectory.attrs["label"] == "politics" and not trajectory.attrs["present"]
+    np.testing.assert_allclose(trajectory["gold_prob"], [0.4, 0.95, 0.95], rtol=1e-6)
+    with pytest.raises(Exception, match="no label 'weather'"):
+        views.unit_of(ml_run, "ex-2", "weather")

@@ -184,14 +184,21 @@ def combined_frame(
     return out
 
 
-def unit_of(run, point_id: str) -> str:
+def unit_of(run, point_id: str, worst_label: str | None = None) -> str:
     """The unit a point of a view is about: a label view's point is its unit (``<id>#<j>``); a point of the
-    combined view (an example id) is its worst label's unit. RunError for an id of neither."""
+    combined view (an example id) is its worst label's unit: ``worst_label`` (a label name: where the map
+    shown puts it, e.g. the map after k recordings) when given, else the run's saved combined map's. RunError
+    for an id of neither, or an unknown label."""
     _check(run)
     point_id = str(point_id)
     combined = run.example_metrics()
     row = combined.loc[combined["id"].astype(str) == point_id]
     if not row.empty:
+        if worst_label is not None:
+            names = [str(n) for n in run.label_names]
+            if str(worst_label) not in names:
+                raise RunError(f"run {run.id} has no label {worst_label!r}; its labels: {', '.join(names)}")
+            return f"{point_id}{UNIT_SEPARATOR}{names.index(str(worst_label))}"
         j = int(row["worst_label"].iloc[0])
         if j < 0:
             raise RunError(f"run {run.id}: example {point_id!r} has no scored label")
@@ -206,12 +213,15 @@ def unit_of(run, point_id: str) -> str:
     return point_id
 
 
-def unit_trajectory(run, point_id: str, source: str = "train") -> pd.DataFrame:
+def unit_trajectory(
+    run, point_id: str, source: str = "train", worst_label: str | None = None
+) -> pd.DataFrame:
     """A label's probability by epoch for a point of a view (:func:`unit_of`: a combined point's worst
-    label): columns epoch (1-based), gold_prob (of the label's gold state), prob_absent and prob_present
-    (sigmoid of its logit), the shape of :func:`cartomap.analysis.datamap.gold_trajectory`. Reads only that
-    unit's row of each epoch file. attrs: ``unit``, ``label`` (its name) and ``present`` (its gold state)."""
-    unit = unit_of(run, point_id)
+    label, ``worst_label`` when given): columns epoch (1-based), gold_prob (of the label's gold state),
+    prob_absent and prob_present (sigmoid of its logit), the shape of
+    :func:`cartomap.analysis.datamap.gold_trajectory`. Reads only that unit's row of each epoch file.
+    attrs: ``unit``, ``label`` (its name) and ``present`` (its gold state)."""
+    unit = unit_of(run, point_id, worst_label)
     j = int(unit.rpartition(UNIT_SEPARATOR)[2])
     example = unit.rpartition(UNIT_SEPARATOR)[0]
     examples = run.examples(columns=("id", run.task_kind.label_field))
