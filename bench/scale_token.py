@@ -16,8 +16,9 @@ Stages: ``token_setup`` (the CoNLL files, the tiny model; not timed in the table
 each word's first one), ``token_train`` (1 epoch of the tiny random BERT as a token classifier,
 recording per word), ``token_recorder`` (10 epochs of synthetic per-word logits held, written, turned
 into metrics; and ``DynamicsRecorder(task="token")`` fed one epoch of sub-word logit batches),
-``token_datamap`` (the word- and sentence-level map frames, the figure, the Data map page at word and
-sentence level and with a sentence opened).
+``token_datamap`` (the word- and sentence-level map frames, the sentence map after k recordings and the
+paths of 50 sentences, the figure, the Data map page at word and sentence level, with a sentence opened
+and with the slider moved).
 """
 
 from __future__ import annotations
@@ -212,7 +213,7 @@ def stage_token_recorder(rows, n: int, work: Path, args) -> None:
     data = load_dataset(run.data_config())
     config = run.config.replace(
         dev=None,
-        train=dataclasses.replace(run.config.train, epochs=RECORD_EPOCHS),
+        train=dataclasses.replace(run.config.train, epochs=RECORD_EPOCHS, record="train"),  # as written below
         name=f"token scale {n:,}: {RECORD_EPOCHS} recorded epochs (synthetic logits, bench_scale.py)",
     )
     rec = b.store_of(work).create(config, data)
@@ -309,6 +310,8 @@ def stage_token_recorder(rows, n: int, work: Path, args) -> None:
 
 
 def stage_token_datamap(rows, n: int, work: Path, args) -> None:
+    import pandas as pd
+
     from cartomap.analysis import datamap as dm
     from cartomap.analysis import figures, tokens
 
@@ -344,6 +347,26 @@ def stage_token_datamap(rows, n: int, work: Path, args) -> None:
         ),
     )
 
+    # the map after k recordings: the dynamics read once (the page keeps them), then sliced for each k
+    half = RECORD_EPOCHS // 2
+    dynamics = rows.measure(
+        f"read the recorded dynamics ({RECORD_EPOCHS} epochs), once for every map after k recordings",
+        lambda: (lambda ids, logits: (ids, logits, run.unit_labels("train")[1]))(*run.dynamics("train")),
+        note=lambda d: f"{d[1].shape[1]:,} words",
+    )
+    rows.measure(
+        f"sentence-level map frame after {half} of {RECORD_EPOCHS} recordings (min; dynamics read)",
+        lambda: tokens.sentence_map_frame(run, "min", burn_out=half, dynamics=dynamics),
+        note=lambda f: f"{len(f):,} sentences",
+    )
+    picked = [f"sent-{i}" for i in range(0, n, max(1, n // 50))][:50]
+    rows.measure(
+        f"paths of {len(picked)} sentences through the sentence map, k = 2..{RECORD_EPOCHS}",
+        lambda: tokens.sentence_trajectories(dynamics[1], dynamics[2], pd.Index(dynamics[0]), picked),
+        note=lambda f: f"{len(f):,} points",
+    )
+    dynamics = None  # freed before the page reads its own
+
     b.prepare_pages(work)
     app = b.app_test("data_map.py", work)
     app.session_state["run_id"] = run.id
@@ -356,3 +379,12 @@ def stage_token_datamap(rows, n: int, work: Path, args) -> None:
     b.timed_run(rows, "Data map page, sentence level (min): open (its frame computed the first time)", level)
     level.session_state["dm_sentence_ids"] = [sentence]
     b.timed_run(rows, "Data map page, sentence level: a sentence picked and opened", level)
+    level.session_state[f"dm_burn_out_{run.id}"] = half
+    b.timed_run(
+        rows,
+        f"Data map page, sentence level: the map after {half} of {RECORD_EPOCHS} recordings (dynamics read "
+        "the first time), the picked sentence's path",
+        level,
+    )
+    level.session_state["dm_sentence_ids"] = picked
+    b.timed_run(rows, f"Data map page, sentence level: {len(picked)} sentences picked, their paths", level)

@@ -21,7 +21,10 @@ A run with two or more recordings gets a slider "Map after recording" (``dm_burn
 burn-out): the map from the first k recordings, computed from the dynamics read once per run and recording
 (``pages.components.maps.dynamics``) and sliced. Over the single map the selected examples' paths are drawn
 (``dm_paths``; :func:`cartomap.analysis.epochs.trajectories`, the first 50): their point on the map of the
-first 2, 3, ..., E recordings, the point of the map shown ringed.
+first 2, 3, ..., E recordings, the point of the map shown ringed. A token run's sentence-level map and every
+view of a multi-label run have both too: a sentence after k recordings is its words' metrics over those
+recordings aggregated as its map does (``cartomap.analysis.tokens``), an example of the combined view its
+labels' (``cartomap.analysis.multilabel``).
 
 The map can be coloured by anything the run's frame holds (``cartomap.analysis.colourings``: categories with
 a palette, scores such as AUM, EL2N or a label-error detector with a colour scale; ``dm_color``) and split
@@ -53,7 +56,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import colourings, curves, datamap, epochs, figures, overlays, summary, truth
+from cartomap.analysis import colourings, curves, datamap, epochs, figures, overlays, summary, tokens, truth
 from cartomap.analysis import multilabel as label_views
 from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
@@ -162,23 +165,26 @@ def epoch_slider(run) -> tuple[int | None, int]:
     return (int(used) if int(used) < recorded else None), recorded
 
 
-def selection_paths(run, table, current_k: int):
+def selection_paths(run, table, current_k: int, *, view: str | None = None, method: str | None = None):
     """The paths through the map of the selected examples shown (the first
     :data:`cartomap.analysis.epochs.MAX_TRAJECTORIES`): their point on the map of the first 2, 3, ..., E
     recordings (:func:`cartomap.analysis.epochs.trajectories`), when "Paths of the selection" is on;
-    None otherwise."""
+    None otherwise. ``view``: a multi-label run's view (its points' paths,
+    :func:`cartomap.analysis.multilabel.view_trajectories`); ``method``: the table lists a token run's
+    sentences, scored by that method (:func:`cartomap.analysis.tokens.sentence_trajectories`)."""
     if table.empty:
         return None
     n = len(table)
     shown = min(n, epochs.MAX_TRAJECTORIES)
+    noun = "sentence" if method else "example"
     label = (
         f"Paths of the selection over the recordings ({shown:,} of {n:,} drawn)"
         if n > shown
-        else (f"Paths of the selection over the recordings ({count(n, 'example')})")
+        else (f"Paths of the selection over the recordings ({count(n, noun)})")
     )
     if not st.checkbox(
         label,
-        help="Each selected example's point on the map of the first 2, 3, ... "
+        help=f"Each selected {noun}'s point on the map of the first 2, 3, ... "
         "recordings, joined by a line; small marker first, the red ring = the map shown.",
         **kept("dm_paths", True),
     ):
@@ -187,7 +193,14 @@ def selection_paths(run, table, current_k: int):
     try:
         ids, logits, labels = maps.dynamics(run, source)
         burn_in = epochs.burn_ins(run.config.train, source, run.dynamics_epochs(source))
-        return epochs.trajectories(logits, labels, ids, table["id"].astype(str).tolist(), burn_in=burn_in)
+        picked = table["id"].astype(str).tolist()
+        if method:
+            return tokens.sentence_trajectories(logits, labels, ids, picked, method=method, burn_in=burn_in)
+        if view is not None:
+            return label_views.view_trajectories(
+                logits, labels, ids, view, picked, run.label_names, burn_in=burn_in
+            )
+        return epochs.trajectories(logits, labels, ids, picked, burn_in=burn_in)
     except CartomapError as err:
         show_error(err)
         return None
@@ -339,7 +352,9 @@ def sidebar_filters(frame):
     sb.subheader("Filters")
     labels = [str(g) for g in frame[["label", "gold"]].drop_duplicates().sort_values("label")["gold"]]
     present = {str(r) for r in frame["region"].unique()}
-    regions = [r for r in ("easy-to-learn", "ambiguous", "hard-to-learn") if r in present]
+    # every region offered, present or not: the map after k recordings may lack one for a while, and a
+    # filter offered without it would keep it left out when the slider moves on
+    regions = ["easy-to-learn", "ambiguous", "hard-to-learn"]
     regions += sorted(present - set(regions))
     genres = sorted({str(g) for g in frame["genre"].unique()}) if "genre" in frame.columns else []
     corr_options = sorted(float(v) for v in frame["correctness"].dropna().unique()) or [0.0, 1.0]
@@ -489,7 +504,9 @@ def show_trajectory(run, table, table_event, seeds=None, per_label: bool = False
                     datamap.seed_trajectories(seeds, focus, source), gold=str(row["gold"])
                 )
             elif per_label:
-                frame = label_views.unit_trajectory(run, focus, source)
+                # a combined point: its worst label where the map shown has it (after k recordings, maybe another)
+                worst = row["worst_label"] if "worst_label" in table.columns else None
+                frame = label_views.unit_trajectory(run, focus, source, worst_label=worst)
                 state = "present" if frame.attrs["present"] else "absent"
                 st.markdown(f"**Probability of label {escape_markdown(frame.attrs['label'])} by epoch**")
                 fig = figures.trajectory_figure(frame, gold=state)
@@ -955,18 +972,19 @@ def _chance(run_path: str, stamp: tuple) -> str | None:
 
 
 @st.cache_resource(max_entries=6, show_spinner="Loading the data map…")
-def _label_view(run_path: str, stamp: tuple, view: str, rule_json: str):
+def _label_view(run_path: str, stamp: tuple, view: str, rule_json: str, burn_out: int | None):
     import json
 
-    return label_views.view_frame(Run(Path(run_path)), view, RegionRule(**json.loads(rule_json)))
+    run = Run(Path(run_path))
+    dynamics = None if burn_out is None else maps.dynamics(run, run.recorded_source())
+    rule = RegionRule(**json.loads(rule_json))
+    return label_views.view_frame(run, view, rule, burn_out, dynamics=dynamics)
 
 
-def label_view(run, rule: RegionRule):
-    """A multi-label run's map: a picker of its views (one label's map, every example at its worst label,
-    every (example, label); ``dm_label_view_<run>``) and the map frame of the view picked, with a caption
-    that says what this page does not show for such a run."""
-    import json
-
+def label_view_picker(run) -> str:
+    """A multi-label run's view picker (one label's map, every example at its worst label, every
+    (example, label); ``dm_label_view_<run>``), with a caption that says what this page does not show
+    for such a run."""
     names = run.label_names
     options = label_views.views(names)
     view = st.selectbox(
@@ -978,13 +996,22 @@ def label_view(run, rule: RegionRule):
         **kept(f"dm_label_view_{run.id}", label_views.COMBINED, options=options),
     )
     st.caption(
-        "A multi-label run: not shown here yet are the map after k recordings, the selection's paths, "
-        "seeds and nearest neighbours. A point of the combined map shows its worst label's probability by "
-        "epoch."
+        "A multi-label run: not shown here yet are seeds and nearest neighbours. A point of the combined "
+        "map shows its worst label's probability by epoch."
     )
+    return str(view)
+
+
+def label_view(run, view: str, rule: RegionRule, burn_out: int | None = None):
+    """The map frame of a multi-label run's ``view`` (after ``burn_out`` recordings: None = all), cached
+    until its metrics, examples or (for a map after k recordings) dynamics change."""
+    import json
+
     stamp = run.stamp(run.metrics_path(), run.example_metrics_path(), run.examples_path)
+    if burn_out is not None:
+        stamp += maps.dynamics_stamp(run, run.recorded_source())
     rule_json = json.dumps(rule.to_dict(), sort_keys=True)
-    return _label_view(str(run.path), stamp, view, rule_json)
+    return _label_view(str(run.path), stamp, view, rule_json, burn_out)
 
 
 def main() -> None:
@@ -1014,14 +1041,25 @@ def page(run) -> None:
     if token_map.is_token_run(run):  # a point per word, or per sentence
         level, method = token_map.level_picker()
         if level == "sentence":
-            token_map.sentence_level(run, rule, method)
+            burn_out, n_recorded = epoch_slider(run)
+            token_map.sentence_level(
+                run,
+                rule,
+                method,
+                burn_out=burn_out,
+                paths=(lambda table: selection_paths(run, table, burn_out or n_recorded, method=method))
+                if n_recorded >= 2
+                else None,
+                current_k=burn_out or n_recorded,
+            )
             return
+    view = label_view_picker(run) if per_label else None
     estore = ExperimentStore(get_store().root)
     seeds_exp, seeds_done = (None, None) if per_label else seeds_section(run, estore)
-    burn_out, n_recorded = (None, 0) if seeds_exp or per_label else epoch_slider(run)
+    burn_out, n_recorded = (None, 0) if seeds_exp else epoch_slider(run)
     try:
         if per_label:
-            frame = label_view(run, rule)
+            frame = label_view(run, view, rule, burn_out)
         else:
             frame = (
                 maps.seed_map_frame(seeds_exp, run, rule)
@@ -1069,7 +1107,7 @@ def page(run) -> None:
     table = datamap.selection_table(filtered, selected, texts=False)  # texts only for the rows listed
     paths = neighbours = generated = None
     if not seeds_exp and not split and n_recorded >= 2:
-        paths = selection_paths(run, table, burn_out or n_recorded)
+        paths = selection_paths(run, table, burn_out or n_recorded, view=view)
     if not split and not per_label:
         neighbours = neighbour_layer(run, frame, focused_id(table))
         generated = generated_layer(run)

@@ -215,12 +215,16 @@ LABEL_COLUMNS = ("label_name", "label_set", "worst_label")
 def unit_rows(examples: pd.DataFrame) -> pd.DataFrame:
     """A run's examples as one row per unit of its task kind (the rows its dynamics and metrics have):
     as they are for a sequence kind; per word for token classification, with the unit's id
-    (``<id>#<k>``), the word as the text field and its sentence (:data:`SENTENCE`)."""
+    (``<id>#<k>``), the word as the text field and its sentence (:data:`SENTENCE`). Rows that already are
+    words (a word-level map frame: its text field holds a word, not a sentence's list) are kept."""
     try:
         kind = task_kinds.of_columns(examples.columns)
     except DataError:
         return examples
     if kind.unit != "word":
+        return examples
+    texts = examples[kind.text_fields[0]]
+    if len(texts) and isinstance(texts.iloc[0], str):  # one row per word already
         return examples
     unit_ids, counts = kind.unit_ids(examples)
     words = [[str(w) for w in row] for row in examples[kind.text_fields[0]]]
@@ -233,10 +237,11 @@ def unit_rows(examples: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def sentence_map(run, method: str = "min") -> pd.DataFrame:
+def sentence_map(run, method: str = "min", metrics: pd.DataFrame | None = None) -> pd.DataFrame:
     """A token run's data map at sentence level: each sentence scored over its words' confidences by
     ``method`` ("min": at its worst word, where the word-level map has it;
-    :func:`cartomap.scores.tokens.sentence_metrics`), with its id and its words joined. RunError for a
+    :func:`cartomap.scores.tokens.sentence_metrics`), with its id and its words joined. ``metrics``: the
+    word metrics to aggregate, keyed like the run's metrics file (default: that file). RunError for a
     run whose task has no words."""
     from cartomap.scores.tokens import sentence_metrics
 
@@ -247,7 +252,7 @@ def sentence_map(run, method: str = "min") -> pd.DataFrame:
         )
     examples = run.examples(columns=("id", kind.text_fields[0]))
     ids = examples["id"].astype(str).to_numpy()
-    metrics = run.metrics()
+    metrics = run.metrics() if metrics is None else metrics
     position = pd.Series(np.arange(len(ids)), index=ids)
     words = metrics.assign(sentence=position.reindex(metrics["example_id"].astype(str)).to_numpy())
     out = sentence_metrics(words, method=method, n_sentences=len(ids))

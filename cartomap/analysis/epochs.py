@@ -6,13 +6,17 @@
 * :func:`trajectories`: the path of a few examples through (variability, confidence) as recordings are
   added: the point each has on the map of the first 2, 3, ..., E recordings, as a tidy frame.
 * :func:`burn_ins`: how many early recordings each of those maps leaves out (the run's ``skip_epochs``).
+* :func:`run_map_at`: :func:`map_at` of a run's recorded units (words of a token run, (example, label)
+  units of a multi-label run), with the run's burn-in.
+* :func:`grouped_trajectories`: the paths of points made of several units (a sentence of its words, an
+  example of its labels): :func:`map_at` of their units for every k, aggregated by a given function.
 
 Shapes: ``logits`` [E, N, C] (recordings, examples, classes), ``labels`` [N], ``ids`` [N].
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -60,6 +64,22 @@ def burn_ins(train_config, source: str, epochs: Sequence[int]) -> dict[int, int]
     return {k: int(train_config.map_burn_in(source, epochs[:k])) for k in range(1, len(epochs) + 1)}
 
 
+def run_map_at(run, k: int, *, source: str = "train", dynamics=None, regions: RegionRule | None = None):
+    """:func:`map_at` over the first ``k`` recordings of ``run``'s recorded ``source`` (its units: a word
+    of a token run, an (example, label) of a multi-label run), leaving out the recordings the run's
+    ``skip_epochs`` leaves out of that map (:meth:`cartomap.config.TrainConfig.map_burn_in`).
+    ``dynamics``: (ids, logits [E, N, C], labels) of that source already read (else read here)."""
+    recorded = run.recorded_source(source)
+    if dynamics is None:
+        ids, logits = run.dynamics(recorded)
+        labels = run.unit_labels(recorded)[1]
+    else:
+        ids, logits, labels = dynamics
+    k = _check_k(k, np.asarray(logits).shape[0])
+    burn_in = run.config.train.map_burn_in(recorded, run.dynamics_epochs(recorded)[:k])
+    return map_at(logits, labels, k, list(ids), regions=regions, burn_in=burn_in)
+
+
 def trajectories(
     logits: np.ndarray,
     labels: np.ndarray,
@@ -99,9 +119,7 @@ def trajectories(
         chosen, positions = chosen[:limit], positions[:limit]
     ks = list(range(max(1, int(start)), n_recorded + 1))
     if not chosen or not ks:
-        return pd.DataFrame({c: [] for c in TRAJECTORY_COLUMNS}).astype(
-            {"id": object, "k": np.int64, "confidence": np.float64, "variability": np.float64}
-        )
+        return _empty_paths()
     part = logits[:, positions, :].astype(np.float64)
     gold = gold_probabilities(softmax(part), labels[positions])  # [E, n]
     burn_in = burn_in or {}
@@ -114,6 +132,79 @@ def trajectories(
         window = gold[b:k]
         conf[:, j] = window.mean(axis=0)
         var[:, j] = window.std(axis=0, ddof=0)
+    return pd.DataFrame(
+        {
+            "id": np.repeat(np.asarray(chosen, dtype=object), len(ks)),
+            "k": np.tile(np.asarray(ks, dtype=np.int64), len(chosen)),
+            "confidence": conf.ravel(),
+            "variability": var.ravel(),
+        },
+        columns=list(TRAJECTORY_COLUMNS),
+    )
+
+
+def _empty_paths() -> pd.DataFrame:
+    return pd.DataFrame({c: [] for c in TRAJECTORY_COLUMNS}).astype(
+        {"id": object, "k": np.int64, "confidence": np.float64, "variability": np.float64}
+    )
+
+
+def grouped_trajectories(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    ids: Sequence,
+    groups: Mapping[str, Sequence[str]],
+    aggregate: Callable[[pd.DataFrame], pd.DataFrame],
+    *,
+    burn_in: Mapping[int, int] | None = None,
+    start: int = 2,
+    limit: int | None = MAX_TRAJECTORIES,
+) -> pd.DataFrame:
+    """:func:`trajectories` of points that are each made of several units (a sentence of its words, an
+    example of its labels): for k = ``start``..E, :func:`map_at` of the first k recordings (``burn_in[k]``
+    left out) of the units of ``groups`` ({point id: its unit ids}, in selection order), then
+    ``aggregate`` (that metrics frame, ids = unit ids -> a frame with a row per point: id, confidence,
+    variability) places each point on that map.
+
+    Same columns and order as :func:`trajectories`: points in the order of ``groups`` (a point none of
+    whose units is in ``ids`` dropped, the first ``limit`` kept), k ascending. A point keeps only its
+    units found in ``ids``. Empty when nothing is left or E < ``start``."""
+    logits = np.asarray(logits)
+    if logits.ndim != 3:
+        raise DataError(
+            f"expected a 3-d array [epochs, examples, classes], got shape {logits.shape}", field="logits"
+        )
+    n_recorded, n_units, _ = logits.shape
+    labels = np.asarray(labels, dtype=np.int64)
+    index = ids if isinstance(ids, pd.Index) else pd.Index(np.asarray([str(i) for i in ids], dtype=object))
+    if len(index) != n_units or len(labels) != n_units:
+        raise DataError(f"expected {n_units} ids and labels, got {len(index)} and {len(labels)}", field="ids")
+    chosen, positions = [], []
+    for point, units in groups.items():
+        if limit is not None and len(chosen) >= limit:
+            break
+        found = index.get_indexer([str(u) for u in units]) if len(units) else np.zeros(0, dtype=np.int64)
+        found = found[found >= 0]
+        if len(found):
+            chosen.append(str(point))
+            positions.append(found)
+    ks = list(range(max(1, int(start)), n_recorded + 1))
+    if not chosen or not ks:
+        return _empty_paths()
+    rows = np.concatenate(positions)
+    part, part_labels = logits[:, rows, :], labels[rows]
+    part_ids = index[rows].tolist()
+    burn_in = burn_in or {}
+    conf = np.empty((len(chosen), len(ks)))
+    var = np.empty_like(conf)
+    for j, k in enumerate(ks):
+        b = int(burn_in.get(k, 0))
+        if not 0 <= b < k:
+            raise DataError(f"the map of the first {k} recordings cannot leave out {b}", field="burn_in")
+        points = aggregate(map_at(part, part_labels, k, part_ids, burn_in=b))
+        points = points.set_index(points["id"].astype(str)).reindex(chosen)
+        conf[:, j] = points["confidence"].to_numpy(dtype=np.float64)
+        var[:, j] = points["variability"].to_numpy(dtype=np.float64)
     return pd.DataFrame(
         {
             "id": np.repeat(np.asarray(chosen, dtype=object), len(ks)),

@@ -10,6 +10,11 @@ several maps, each a *view* (:func:`views`):
   sets ("politics, sports"; "(none)" for an empty set);
 * ``units``: every (example, label) on one map.
 
+Each view also has its map after the first k recordings (``burn_out``): the units' metrics over those
+recordings (:func:`cartomap.analysis.epochs.run_map_at`), the combined view aggregated from them as the
+run's saved combined map is (:func:`cartomap.scores.multilabel.combined_map`); and the paths of selected
+points as recordings are added (:func:`view_trajectories`).
+
 Rows of a label view keep the unit ids (``<id>#<j>``, the keys of the recorded dynamics); the combined
 view has the example ids. Both carry :data:`LABEL_COLUMNS` for the selection table. A point's label
 by epoch: :func:`unit_trajectory` (a combined point: its worst label's).
@@ -22,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from cartomap.analysis import epochs
 from cartomap.analysis.datamap import (
     LABEL_COLUMNS,
     MAP_METRIC_COLUMNS,
@@ -31,6 +37,7 @@ from cartomap.analysis.datamap import (
 )
 from cartomap.errors import RunError
 from cartomap.scores.metrics import RegionRule
+from cartomap.scores.multilabel import combined_map
 from cartomap.tasks.base import LABEL_UNIT_CLASSES, UNIT_SEPARATOR, sigmoid
 
 COMBINED = "combined"
@@ -43,10 +50,12 @@ __all__ = [
     "LABEL_COLUMNS",
     "UNITS",
     "combined_frame",
+    "combined_points",
     "unit_of",
     "unit_trajectory",
     "view_frame",
     "view_title",
+    "view_trajectories",
     "views",
 ]
 #: How an empty label set reads.
@@ -93,15 +102,21 @@ def label_sets(label_lists, label_names: Sequence[str] | None = None) -> list[st
     return out
 
 
-def view_frame(run, view: str, regions: RegionRule | None = None) -> pd.DataFrame:
+def view_frame(
+    run, view: str, regions: RegionRule | None = None, burn_out: int | None = None, *, dynamics=None
+) -> pd.DataFrame:
     """The map frame of ``view`` (:func:`views`) of a multi-label ``run``, regions drawn by ``regions``
-    (default by rank) over the view's own points."""
+    (default by rank) over the view's own points. ``burn_out``: the map after that many recordings (the
+    units' metrics over the first ``burn_out`` recordings, :func:`cartomap.analysis.epochs.run_map_at`, from
+    ``dynamics`` (ids, logits, labels) of the recorded source when given, else read here)."""
     _check(run)
     names = run.label_names
+    label = None if view in (COMBINED, UNITS) else _label_of(view, names)
+    units = None if burn_out is None else epochs.run_map_at(run, burn_out, dynamics=dynamics)
     if view == COMBINED:
-        return combined_frame(run, regions)
-    label = None if view == UNITS else _label_of(view, names)
-    units = run.metrics(columns=(*MAP_METRIC_COLUMNS, "example_id", "label_index", "label_name"))
+        return combined_frame(run, regions, units=units)
+    if units is None:
+        units = run.metrics(columns=(*MAP_METRIC_COLUMNS, "example_id", "label_index", "label_name"))
     examples = run.examples(columns=("id", *run.task_kind.text_fields, run.task_kind.label_field))
     n_labels = len(names)
     rows = np.arange(len(units)) if label is None else np.arange(label, len(units), n_labels)
@@ -120,15 +135,22 @@ def view_frame(run, view: str, regions: RegionRule | None = None) -> pd.DataFram
     return out
 
 
-def combined_frame(run, regions: RegionRule | None = None) -> pd.DataFrame:
+def combined_frame(
+    run, regions: RegionRule | None = None, *, units: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """The combined view: the run's saved combined map (:meth:`cartomap.runs.store.Run.example_metrics`),
     a point per example; gold = its label set, predicted = the labels predicted present after the last
-    recording, worst_label = the label it sits at."""
+    recording, worst_label = the label it sits at. ``units``: per-unit metrics (every label of every
+    example, in order; e.g. over the first k recordings) to aggregate instead
+    (:func:`cartomap.scores.multilabel.combined_map`, the saved map's aggregation)."""
     _check(run)
     names = run.label_names
-    combined = run.example_metrics()
     examples = run.examples(columns=("id", *run.task_kind.text_fields, run.task_kind.label_field))
-    units = run.metrics(columns=("predicted",))
+    if units is None:
+        combined = run.example_metrics()
+        units = run.metrics(columns=("predicted",))
+    else:
+        combined = combined_map(units, examples["id"].astype(str).tolist(), names)
     predicted = units["predicted"].to_numpy(dtype=np.int64).reshape(len(examples), len(names)) == 1
     gold_sets = label_sets(examples[run.task_kind.label_field], names)
     predicted_sets = label_sets([[names[j] for j in np.flatnonzero(row)] for row in predicted], names)
@@ -154,20 +176,29 @@ def combined_frame(run, regions: RegionRule | None = None) -> pd.DataFrame:
         }
     )
     metrics.attrs["n_epochs"] = n_epochs
+    if "epochs_recorded" in units.attrs:  # a map after k recordings
+        metrics.attrs["epochs_recorded"] = units.attrs["epochs_recorded"]
     metrics = with_regions(metrics, regions)
     out = build_map_frame(metrics, examples[["id", *run.task_kind.text_fields]], set_names, n_epochs)
     out["worst_label"] = combined["worst_label_name"].to_numpy()
     return out
 
 
-def unit_of(run, point_id: str) -> str:
+def unit_of(run, point_id: str, worst_label: str | None = None) -> str:
     """The unit a point of a view is about: a label view's point is its unit (``<id>#<j>``); a point of the
-    combined view (an example id) is its worst label's unit. RunError for an id of neither."""
+    combined view (an example id) is its worst label's unit: ``worst_label`` (a label name: where the map
+    shown puts it, e.g. the map after k recordings) when given, else the run's saved combined map's. RunError
+    for an id of neither, or an unknown label."""
     _check(run)
     point_id = str(point_id)
     combined = run.example_metrics()
     row = combined.loc[combined["id"].astype(str) == point_id]
     if not row.empty:
+        if worst_label is not None:
+            names = [str(n) for n in run.label_names]
+            if str(worst_label) not in names:
+                raise RunError(f"run {run.id} has no label {worst_label!r}; its labels: {', '.join(names)}")
+            return f"{point_id}{UNIT_SEPARATOR}{names.index(str(worst_label))}"
         j = int(row["worst_label"].iloc[0])
         if j < 0:
             raise RunError(f"run {run.id}: example {point_id!r} has no scored label")
@@ -182,12 +213,15 @@ def unit_of(run, point_id: str) -> str:
     return point_id
 
 
-def unit_trajectory(run, point_id: str, source: str = "train") -> pd.DataFrame:
+def unit_trajectory(
+    run, point_id: str, source: str = "train", worst_label: str | None = None
+) -> pd.DataFrame:
     """A label's probability by epoch for a point of a view (:func:`unit_of`: a combined point's worst
-    label): columns epoch (1-based), gold_prob (of the label's gold state), prob_absent and prob_present
-    (sigmoid of its logit), the shape of :func:`cartomap.analysis.datamap.gold_trajectory`. Reads only that
-    unit's row of each epoch file. attrs: ``unit``, ``label`` (its name) and ``present`` (its gold state)."""
-    unit = unit_of(run, point_id)
+    label, ``worst_label`` when given): columns epoch (1-based), gold_prob (of the label's gold state),
+    prob_absent and prob_present (sigmoid of its logit), the shape of
+    :func:`cartomap.analysis.datamap.gold_trajectory`. Reads only that unit's row of each epoch file.
+    attrs: ``unit``, ``label`` (its name) and ``present`` (its gold state)."""
+    unit = unit_of(run, point_id, worst_label)
     j = int(unit.rpartition(UNIT_SEPARATOR)[2])
     example = unit.rpartition(UNIT_SEPARATOR)[0]
     examples = run.examples(columns=("id", run.task_kind.label_field))
@@ -216,3 +250,49 @@ def unit_trajectory(run, point_id: str, source: str = "train") -> pd.DataFrame:
     out.attrs["label"] = run.label_names[j]
     out.attrs["present"] = present
     return out
+
+
+def combined_points(units: pd.DataFrame, label_names: Sequence[str]) -> pd.DataFrame:
+    """Examples placed on the combined map from their units' metrics ``units`` (a frame of
+    :func:`cartomap.scores.metrics.compute_metrics` whose ids are ``<id>#<j>``, every label of each example
+    in order): :func:`cartomap.scores.multilabel.combined_map` with the example ids."""
+    unit_ids = units["id"].astype(str).to_numpy()
+    n_labels = len(label_names)
+    example_ids = [str(u).rpartition(UNIT_SEPARATOR)[0] for u in unit_ids[::n_labels]] if n_labels else []
+    return combined_map(units, example_ids, label_names)
+
+
+def view_trajectories(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    ids,
+    view: str,
+    selected,
+    label_names: Sequence[str],
+    *,
+    burn_in=None,
+    start: int = 2,
+    limit: int | None = epochs.MAX_TRAJECTORIES,
+) -> pd.DataFrame:
+    """The paths of the ``selected`` points of ``view`` as recordings are added, from a multi-label run's
+    unit dynamics (``logits`` [E, N * L, 2], ``labels``, unit ``ids``): a label view's point (or a unit of
+    the every-pair view) is a unit, its path :func:`cartomap.analysis.epochs.trajectories`; a combined
+    point is an example, after k recordings :func:`combined_points` of its labels' metrics over those
+    recordings (:func:`cartomap.analysis.epochs.grouped_trajectories`). Columns id, k, confidence,
+    variability."""
+    if view != COMBINED:
+        return epochs.trajectories(logits, labels, ids, selected, burn_in=burn_in, start=start, limit=limit)
+    groups = {
+        str(e): [f"{e}{UNIT_SEPARATOR}{j}" for j in range(len(label_names))]
+        for e in dict.fromkeys(str(s) for s in selected)
+    }
+    return epochs.grouped_trajectories(
+        logits,
+        labels,
+        ids,
+        groups,
+        lambda units: combined_points(units, label_names),
+        burn_in=burn_in,
+        start=start,
+        limit=limit,
+    )

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from cartomap.analysis import datamap
+from cartomap.analysis import datamap, epochs
 from cartomap.errors import RunError
 from cartomap.scores.metrics import RegionRule, region_partition, softmax
-from cartomap.scores.tokens import SENTENCE_METHODS
+from cartomap.scores.tokens import SENTENCE_METHODS, sentence_metrics
 from cartomap.tasks.base import UNIT_SEPARATOR
 
 #: The two levels of a token run's map.
@@ -96,7 +96,14 @@ def tag_style(tag) -> str:
     return f"background-color: {colour}" if colour else ""
 
 
-def sentence_map_frame(run, method: str = "min", regions: RegionRule | None = None) -> pd.DataFrame:
+def sentence_map_frame(
+    run,
+    method: str = "min",
+    regions: RegionRule | None = None,
+    burn_out: int | None = None,
+    *,
+    dynamics=None,
+) -> pd.DataFrame:
     """A token run's map at sentence level as a map frame (:func:`cartomap.analysis.datamap.build_map_frame`
     columns: id, the sentence's words joined, gold, predicted, confidence, variability, correctness,
     forgetfulness, region, bucket, ...), one row per sentence with a scored word.
@@ -106,14 +113,19 @@ def sentence_map_frame(run, method: str = "min", regions: RegionRule | None = No
     correctness and forgetfulness are those of its worst word (lowest confidence), gold and predicted
     that word's tags; regions by ``regions`` over the sentences. Extra columns: n_words, worst_word (its
     index) and worst_token (the word). ``attrs["n_unscored"]``: sentences left out for having no word
-    with a score."""
+    with a score.
+
+    ``burn_out``: the map after that many recordings: its words' metrics over the first ``burn_out``
+    recordings only (:func:`word_metrics_at`), aggregated the same way; ``dynamics`` (ids, logits,
+    labels) of the recorded source already read, else read here."""
     require_token_run(run)
-    table = datamap.sentence_map(run, method=method)
+    at_k = None if burn_out is None else word_metrics_at(run, burn_out, dynamics=dynamics)
+    table = datamap.sentence_map(run, method=method, metrics=at_k)
     kind = run.task_kind
     text = kind.text_fields[0]
     unscored = ~np.isfinite(table["confidence"].to_numpy(dtype=np.float64))
     table = table.loc[~unscored].reset_index(drop=True)
-    metrics = run.metrics(columns=("example_id", "word", "label", "predicted"))
+    metrics = run.metrics(columns=("example_id", "word", "label", "predicted")) if at_k is None else at_k
     index = pd.MultiIndex.from_arrays(
         [metrics["example_id"].astype(str).to_numpy(), metrics["word"].to_numpy(dtype=np.int64)]
     )
@@ -142,7 +154,11 @@ def sentence_map_frame(run, method: str = "min", regions: RegionRule | None = No
             "region": region_partition(conf, var, regions),
         }
     )
-    n_epochs = datamap.n_epochs_of(run.metrics(columns=("correct_count", "correctness")), run)
+    n_epochs = (
+        datamap.n_epochs_of(run.metrics(columns=("correct_count", "correctness")), run)
+        if at_k is None
+        else int(at_k.attrs["n_epochs"])
+    )
     out = datamap.build_map_frame(sentence_metrics, None, run.label_names, n_epochs)
     out.insert(1, text, table[text].to_numpy())
     words = run.examples(columns=(text,))[text].to_numpy()  # the run's sentences, in its order
@@ -152,7 +168,84 @@ def sentence_map_frame(run, method: str = "min", regions: RegionRule | None = No
     positions = table["sentence"].to_numpy(dtype=np.int64)  # each sentence's row in the run's examples
     out["worst_token"] = [str(words[r][k]) for r, k in zip(positions, worst, strict=True)]
     out.attrs.update(n_epochs=n_epochs, method=method, n_unscored=int(unscored.sum()), level="sentence")
+    if at_k is not None:
+        out.attrs.update(epochs_recorded=at_k.attrs["epochs_recorded"], burn_in=at_k.attrs["burn_in"])
     return out
+
+
+def word_metrics_at(run, k: int, *, dynamics=None, regions: RegionRule | None = None) -> pd.DataFrame:
+    """A token run's word metrics over its first ``k`` recordings (:func:`cartomap.analysis.epochs.run_map_at`)
+    keyed like its metrics file: the unit id, then the sentence id (``example_id``) and word index
+    (``word``) of each word."""
+    from cartomap.runs.store import with_word_keys
+
+    require_token_run(run)
+    units = epochs.run_map_at(run, k, dynamics=dynamics, regions=regions)
+    out = with_word_keys(units, units["id"].astype(str).tolist())
+    out.attrs = dict(units.attrs)
+    return out
+
+
+def sentence_points(units: pd.DataFrame, method: str = "min") -> pd.DataFrame:
+    """Sentences placed on a map from their words' metrics ``units`` (a frame of
+    :func:`cartomap.scores.metrics.compute_metrics` whose ids are word ids ``<sentence id>#<k>``) by
+    :func:`cartomap.scores.tokens.sentence_metrics`: one row per sentence, in the order its first word
+    comes: id (the sentence's), n_words, confidence (``method`` over its words' confidences),
+    worst_word, worst_confidence, and its worst word's variability, correctness and forgetfulness."""
+    keys = [split_unit_id(i) for i in units["id"].astype(str)]
+    codes, sentences = pd.factorize(pd.Series([k[0] for k in keys], dtype=object), sort=False)
+    words = units.assign(
+        sentence=codes.astype(np.int64), word=np.asarray([k[1] for k in keys], dtype=np.int64)
+    )
+    out = sentence_metrics(words, method=method, n_sentences=len(sentences))
+    out.insert(0, "id", np.asarray(sentences, dtype=object)[out["sentence"].to_numpy()])
+    return out.drop(columns="sentence")
+
+
+def words_of(ids, sentence_ids) -> dict[str, list[str]]:
+    """{sentence id: the ids of its words, in order} for each of ``sentence_ids`` among a token run's unit
+    ``ids`` (a ``pd.Index`` made once, or a sequence): the words ``<id>#0``, ``<id>#1``, ... that follow each
+    other in ``ids``, as a run lists them. A sentence with no word there is left out."""
+    index = ids if isinstance(ids, pd.Index) else pd.Index(np.asarray([str(i) for i in ids], dtype=object))
+    wanted = list(dict.fromkeys(str(s) for s in sentence_ids))
+    firsts = index.get_indexer([f"{s}{UNIT_SEPARATOR}0" for s in wanted]) if wanted else []
+    out: dict[str, list[str]] = {}
+    for sentence, first in zip(wanted, firsts, strict=True):
+        if first < 0:
+            continue
+        words, k = [], 0
+        while first + k < len(index) and index[first + k] == f"{sentence}{UNIT_SEPARATOR}{k}":
+            words.append(index[first + k])
+            k += 1
+        out[sentence] = words
+    return out
+
+
+def sentence_trajectories(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    ids,
+    selected,
+    *,
+    method: str = "min",
+    burn_in=None,
+    start: int = 2,
+    limit: int | None = epochs.MAX_TRAJECTORIES,
+) -> pd.DataFrame:
+    """The paths of the ``selected`` sentences through the sentence-level map as recordings are added
+    (:func:`cartomap.analysis.epochs.grouped_trajectories` over the word dynamics ``logits`` [E, M, C],
+    ``labels`` [M], ``ids`` [M] of a token run): a sentence's point after k recordings is
+    :func:`sentence_points` (by ``method``) of its words' metrics over those k recordings."""
+    return epochs.grouped_trajectories(
+        logits,
+        labels,
+        ids,
+        words_of(ids, selected),
+        lambda units: sentence_points(units, method),
+        burn_in=burn_in,
+        start=start,
+        limit=limit,
+    )
 
 
 def sentence_rows(word_frame: pd.DataFrame, sentence_id: str) -> np.ndarray:

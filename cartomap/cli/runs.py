@@ -236,11 +236,9 @@ def cmd_map(a: argparse.Namespace) -> int:
     if a.level == "sentence":
         from cartomap.analysis.tokens import sentence_map_frame
 
-        if a.burn_out is not None or a.source != "train":
-            raise CartomapError(
-                "--level sentence: the sentence map is of the run's metrics (no --burn-out or --source)"
-            )
-        frame = sentence_map_frame(run, a.method, regions=rule)
+        if a.source != "train":
+            raise CartomapError("--level sentence: the sentence map is of the run's metrics (no --source)")
+        frame = sentence_map_frame(run, a.method, regions=rule, burn_out=a.burn_out)
         title = a.title or f"{title}: sentences by the {a.method} of their words' confidences"
     else:
         frame = map_frame(run, a.source, regions=rule, burn_out=a.burn_out)

@@ -684,10 +684,12 @@ def example_metrics(
     )
 
 
-def combined_map(units: pd.DataFrame, example_ids: Sequence, label_names: Sequence[str], method: str = "min"):
-    """A multi-label run's combined map, one row per example (:func:`example_metrics` by ``method``: "min",
-    at its worst label), from its per-unit metrics (:func:`pairs_from_units`): what a multi-label run saves
-    beside its per-unit metrics, whoever recorded it."""
+def combined_map(
+    units: pd.DataFrame, example_ids: Sequence, label_names: Sequence[str], method: str = "min"
+) -> pd.DataFrame:
+    """A multi-label run's combined map, one row per example (:func:`example_metrics` by ``method``:
+    "min", at its worst label), from its per-unit metrics ``units`` (:func:`pairs_from_units`' input,
+    every label of every example in order); ``attrs``: ``n_epochs`` and ``method``."""
     pairs = pairs_from_units(units, len(label_names), ids=example_ids, label_names=label_names)
     out = example_metrics(pairs, method=method)
     out.attrs["n_epochs"] = pairs.attrs["n_epochs"]

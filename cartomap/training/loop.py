@@ -31,6 +31,7 @@ from cartomap.runs import layout
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import Throttle
 from cartomap.runs.store import Run, RunStore, arrow_ids, with_label_keys
+from cartomap.scores.multilabel import combined_map
 from cartomap.training.batching import (
     DynamicPadding,
     EpochBatches,
@@ -514,13 +515,6 @@ def exact_match(logits: np.ndarray, labels: np.ndarray, n_labels: int) -> float:
     two-class rows (0, z) of their units (``logits`` [N * L, 2], ``labels`` [N * L], example by example)."""
     right = (logits.argmax(1) == labels).reshape(-1, n_labels)
     return float(right.all(axis=1).mean()) if len(right) else float("nan")
-
-
-def combined_map(units, example_ids, label_names, method: str = "min"):
-    """A multi-label run's combined map (:func:`cartomap.scores.multilabel.combined_map`)."""
-    from cartomap.scores.multilabel import combined_map as combined
-
-    return combined(units, example_ids, label_names, method)
 
 
 def recordings_per_epoch(tc) -> dict[str, int]:

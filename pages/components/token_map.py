@@ -64,15 +64,27 @@ def level_picker() -> tuple[str, str]:
 
 
 @st.cache_resource(max_entries=6, show_spinner="Scoring the sentences…")
-def _sentence_frame(run_path: str, stamp: tuple, method: str, rule_json: str) -> pd.DataFrame:
+def _sentence_frame(
+    run_path: str, stamp: tuple, method: str, rule_json: str, burn_out: int | None
+) -> pd.DataFrame:
+    from pages.components import maps
+
     run = Run(Path(run_path))
-    return tokens.sentence_map_frame(run, method=method, regions=RegionRule(**json.loads(rule_json)))
+    dynamics = None if burn_out is None else maps.dynamics(run, run.recorded_source())
+    rule = RegionRule(**json.loads(rule_json))
+    return tokens.sentence_map_frame(run, method=method, regions=rule, burn_out=burn_out, dynamics=dynamics)
 
 
-def sentence_frame(run, method: str, rule: RegionRule) -> pd.DataFrame:
-    """:func:`cartomap.analysis.tokens.sentence_map_frame`, cached until the run's metrics change."""
+def sentence_frame(run, method: str, rule: RegionRule, burn_out: int | None = None) -> pd.DataFrame:
+    """:func:`cartomap.analysis.tokens.sentence_map_frame` (after ``burn_out`` recordings; None = all),
+    cached until the run's metrics, examples or (after k recordings) dynamics change."""
+    from pages.components import maps
+
     stamp = run.stamp(run.metrics_path(), run.examples_path)
-    return _sentence_frame(str(run.path), stamp, method, json.dumps(rule.to_dict(), sort_keys=True))
+    if burn_out is not None:
+        stamp += maps.dynamics_stamp(run, run.recorded_source())
+    rule_json = json.dumps(rule.to_dict(), sort_keys=True)
+    return _sentence_frame(str(run.path), stamp, method, rule_json, burn_out)
 
 
 def sentence_view(run, word_frame, sentence_id: str | None, focus_word: int | None = None) -> None:
@@ -135,11 +147,22 @@ def _clear() -> None:
     st.session_state.pop(FOCUS, None)
 
 
-def sentence_level(run, rule: RegionRule, method: str, max_points: int = datamap.DEFAULT_MAX_POINTS) -> None:
+def sentence_level(
+    run,
+    rule: RegionRule,
+    method: str,
+    max_points: int = datamap.DEFAULT_MAX_POINTS,
+    *,
+    burn_out: int | None = None,
+    paths=None,
+    current_k: int | None = None,
+) -> None:
     """The sentence-level map of a token run: a point per sentence, its selection as a table, and the
-    sentence picked (a clicked point, or a row of the table) word by word."""
+    sentence picked (a clicked point, or a row of the table) word by word. ``burn_out``: the map after
+    that many recordings (None: all); ``paths``: called with the selection table, the selected sentences'
+    paths to draw over the map (None: none), the point after ``current_k`` recordings ringed."""
     try:
-        frame = sentence_frame(run, method, rule)
+        frame = sentence_frame(run, method, rule, burn_out)
     except CartomapError as err:
         show_error(err)
         return
@@ -150,14 +173,25 @@ def sentence_level(run, rule: RegionRule, method: str, max_points: int = datamap
         "Colour sentences by", offered, **kept("dm_sentence_color", "correctness", options=offered)
     )
     skipped = frame.attrs.get("n_unscored", 0)
+    after = (
+        f" Words' metrics over the first {frame.attrs['n_epochs']} of {frame.attrs['epochs_recorded']} "
+        "recordings."
+        if burn_out is not None
+        else ""
+    )
     st.caption(
         f"{count(len(frame), 'sentence')} · y = {METHOD_LABELS[method]} (of the words' confidences), "
         "x = the variability of its worst word. Click a point or drag a lasso to pick sentences."
         + (f" {count(skipped, 'sentence')} without a scored word are not drawn." if skipped else "")
+        + after
     )
+    table = datamap.selection_table(frame, selected)
+    drawn = paths(table) if paths is not None else None
     fig = figures.data_map_figure(
         frame, color_by=color_by, max_points=max_points, highlight_ids=selected or None
     )
+    if drawn is not None:
+        figures.add_trajectories(fig, drawn, current_k)
     st.plotly_chart(
         fig,
         key=SENTENCE_CHART,
@@ -166,7 +200,6 @@ def sentence_level(run, rule: RegionRule, method: str, max_points: int = datamap
         width="stretch",
         config={"displaylogo": False},
     )
-    table = datamap.selection_table(frame, selected)
     head, clear = st.columns([4, 1])
     head.markdown(f"**{len(table):,} sentences selected**")
     clear.button("Clear selection", on_click=_clear, key="dm_sentence_clear", disabled=not selected)
@@ -198,7 +231,7 @@ def sentence_level(run, rule: RegionRule, method: str, max_points: int = datamap
     if not focus or focus not in set(table["id"]):
         st.caption("Click a row to open its sentence word by word.")
         return
-    word_frame = _word_frame(run, rule)
+    word_frame = _word_frame(run, rule, burn_out)
     if word_frame is None:
         return
     worst = int(frame.loc[frame["id"] == focus, "worst_word"].iloc[0])
@@ -206,11 +239,11 @@ def sentence_level(run, rule: RegionRule, method: str, max_points: int = datamap
     st.caption(escape_markdown(f"Word {worst} is this sentence's worst word (lowest confidence)."))
 
 
-def _word_frame(run, rule):
+def _word_frame(run, rule, burn_out=None):
     from pages.components import maps
 
     try:
-        return maps.map_frame(run, rule)
+        return maps.map_frame(run, rule, burn_out)
     except CartomapError as err:
         show_error(err)
         return None
