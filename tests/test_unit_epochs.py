@@ -99,6 +99,21 @@ def test_the_paths_of_sentences_are_their_points_after_2_then_3_recordings(token
     assert tokens.sentence_trajectories(logits, labels, ids, ["nope"]).empty
 
 
+def test_the_word_and_sentence_maps_after_k_recordings_share_one_computation(token_run):
+    from cartomap.analysis import datamap
+    from cartomap.scores.metrics import RegionRule
+
+    rule = RegionRule()
+    dyn = _dynamics(token_run)
+    units = epochs.run_map_at(token_run, 2, dynamics=dyn, regions=rule)
+    alone = tokens.sentence_map_frame(token_run, regions=rule, burn_out=2, dynamics=dyn)
+    shared = tokens.sentence_map_frame(token_run, regions=rule, burn_out=2, dynamics=dyn, word_metrics=units)
+    pd.testing.assert_frame_equal(alone, shared)
+    words_alone = datamap.map_frame(token_run, regions=rule, burn_out=2, dynamics=dyn)
+    words_shared = datamap.map_frame(token_run, regions=rule, burn_out=2, dynamics=dyn, metrics_at=units)
+    pd.testing.assert_frame_equal(words_alone, words_shared)
+
+
 def test_grouped_paths_refuse_a_burn_in_the_map_cannot_leave_out(token_run):
     ids, logits, labels = _dynamics(token_run)
     with pytest.raises(DataError, match="cannot leave out 2"):

@@ -437,6 +437,7 @@ def map_frame(
     *,
     dynamics: tuple[Sequence[str], np.ndarray, np.ndarray] | None = None,
     examples: pd.DataFrame | None = None,
+    metrics_at: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Metrics of every training example of ``run`` joined with its texts (see :func:`build_map_frame`).
 
@@ -445,10 +446,14 @@ def map_frame(
     ((ids, logits [E, N, C], labels) of the recorded source, read once by the caller) when given, else
     read here. ``examples``: the run's texts (id, :data:`MAP_EXAMPLE_COLUMNS`, votes) already read, e.g.
     another map frame of the same run (the texts of 2M examples take seconds to read); else read here.
-    Reads only the Parquet columns the map shows."""
+    ``metrics_at``: the metrics over the first ``burn_out`` recordings already computed
+    (:func:`cartomap.analysis.epochs.run_map_at` with the same ``regions``), used instead of computing
+    them again. Reads only the Parquet columns the map shows."""
     recorded = run.recorded_source(source)
     epochs = run.dynamics_epochs(recorded)
-    if burn_out is not None and burn_out < len(epochs):
+    if burn_out is not None and burn_out < len(epochs) and metrics_at is not None:
+        metrics = metrics_at
+    elif burn_out is not None and burn_out < len(epochs):
         if dynamics is None:
             ids, logits = run.dynamics(recorded)
             labels = run.unit_labels(recorded)[1]  # a token run's: one per word

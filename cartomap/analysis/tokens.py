@@ -103,6 +103,7 @@ def sentence_map_frame(
     burn_out: int | None = None,
     *,
     dynamics=None,
+    word_metrics: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """A token run's map at sentence level as a map frame (:func:`cartomap.analysis.datamap.build_map_frame`
     columns: id, the sentence's words joined, gold, predicted, confidence, variability, correctness,
@@ -117,9 +118,11 @@ def sentence_map_frame(
 
     ``burn_out``: the map after that many recordings: its words' metrics over the first ``burn_out``
     recordings only (:func:`word_metrics_at`), aggregated the same way; ``dynamics`` (ids, logits,
-    labels) of the recorded source already read, else read here."""
+    labels) of the recorded source already read, else read here; ``word_metrics``: the words' metrics over
+    those recordings already computed (:func:`cartomap.analysis.epochs.run_map_at`: the word-level map
+    after ``burn_out`` recordings shares them)."""
     require_token_run(run)
-    at_k = None if burn_out is None else word_metrics_at(run, burn_out, dynamics=dynamics)
+    at_k = None if burn_out is None else word_metrics_at(run, burn_out, dynamics=dynamics, units=word_metrics)
     table = datamap.sentence_map(run, method=method, metrics=at_k)
     kind = run.task_kind
     text = kind.text_fields[0]
@@ -173,14 +176,17 @@ def sentence_map_frame(
     return out
 
 
-def word_metrics_at(run, k: int, *, dynamics=None, regions: RegionRule | None = None) -> pd.DataFrame:
-    """A token run's word metrics over its first ``k`` recordings (:func:`cartomap.analysis.epochs.run_map_at`)
-    keyed like its metrics file: the unit id, then the sentence id (``example_id``) and word index
-    (``word``) of each word."""
+def word_metrics_at(
+    run, k: int, *, dynamics=None, regions: RegionRule | None = None, units: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """A token run's word metrics over its first ``k`` recordings (:func:`cartomap.analysis.epochs.run_map_at`,
+    or ``units``, its result already computed) keyed like its metrics file: the unit id, then the
+    sentence id (``example_id``) and word index (``word``) of each word."""
     from cartomap.runs.store import with_word_keys
 
     require_token_run(run)
-    units = epochs.run_map_at(run, k, dynamics=dynamics, regions=regions)
+    if units is None:
+        units = epochs.run_map_at(run, k, dynamics=dynamics, regions=regions)
     out = with_word_keys(units, units["id"].astype(str).tolist())
     out.attrs = dict(units.attrs)
     return out

@@ -53,9 +53,33 @@ def _frame(run_path: str, stamp: tuple, rule_json: str, burn_out: int | None) ->
         return datamap.map_frame(run, regions=rule)
     source = run.recorded_source()
     whole = map_frame(run, rule)  # cached: its texts serve every k (not read again for each)
+    shared = units_at(run, burn_out, rule) if run.task_kind.unit == "word" else None
     return datamap.map_frame(
-        run, regions=rule, burn_out=burn_out, dynamics=dynamics(run, source), examples=whole
+        run,
+        regions=rule,
+        burn_out=burn_out,
+        dynamics=dynamics(run, source),
+        examples=whole,
+        metrics_at=shared,
     )
+
+
+@st.cache_resource(max_entries=2, show_spinner="Computing the map after k recordings…")
+def _units_at(run_path: str, stamp: tuple, k: int, rule_json: str) -> pd.DataFrame:
+    from cartomap.analysis import epochs
+
+    run = Run(Path(run_path))
+    rule = RegionRule(**json.loads(rule_json))
+    return epochs.run_map_at(run, k, dynamics=dynamics(run, run.recorded_source()), regions=rule)
+
+
+def units_at(run: Run, k: int, rule: RegionRule | None = None) -> pd.DataFrame:
+    """The metrics of ``run``'s recorded units (a token run's words) over its first ``k`` recordings
+    (:func:`cartomap.analysis.epochs.run_map_at`, regions by ``rule``), computed once per run, k and rule:
+    the word-level map after k recordings and the sentence-level one are both made from them."""
+    rule_json = json.dumps((rule or RegionRule()).to_dict(), sort_keys=True)
+    stamp = dynamics_stamp(run, run.recorded_source())
+    return _units_at(str(run.path), stamp, int(k), rule_json)
 
 
 def map_frame(run: Run, rule: RegionRule | None = None, burn_out: int | None = None) -> pd.DataFrame:

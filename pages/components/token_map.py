@@ -72,7 +72,10 @@ def _sentence_frame(
     run = Run(Path(run_path))
     dynamics = None if burn_out is None else maps.dynamics(run, run.recorded_source())
     rule = RegionRule(**json.loads(rule_json))
-    return tokens.sentence_map_frame(run, method=method, regions=rule, burn_out=burn_out, dynamics=dynamics)
+    shared = None if burn_out is None else maps.units_at(run, burn_out, rule)  # the word map's too
+    return tokens.sentence_map_frame(
+        run, method=method, regions=rule, burn_out=burn_out, dynamics=dynamics, word_metrics=shared
+    )
 
 
 def sentence_frame(run, method: str, rule: RegionRule, burn_out: int | None = None) -> pd.DataFrame:
