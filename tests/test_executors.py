@@ -215,13 +215,20 @@ def test_a_killed_ray_worker_leaves_a_run_that_is_resumed(ray_session, local, da
     assert "resuming after epoch 1" in run.log_path.read_text()
 
 
-def test_cancel_stops_the_ray_tasks_and_resume_finishes(ray_session, data, tiny_model, tmp_path):
+CANCEL_EPOCHS = 12
+
+
+def test_cancel_stops_the_ray_tasks_and_resume_finishes(ray_session, data, tiny_model, tmp_path, monkeypatch):
+    from cartomap.executors import ray_tasks
     from cartomap.runs.store import RunStore
 
     cache = tmp_path / "cache"
-    # 8 epochs, so that a run caught in its first epoch is still training when the cancel reaches it
-    # (2-epoch runs of the tiny model end within a second: a race with the cancel on a busy machine)
-    longer = ("--executor", "ray", "--epochs", "8")
+    # A run caught in its second epoch must still be training when the cancel reaches it: the executor
+    # looks at the cancel flag every POLL_S (1 s), and on a quiet machine 8 epochs of the tiny model ended
+    # before that (the run "done", the others still "queued"). Here it looks every 0.05 s, and the runs
+    # have 12 epochs.
+    monkeypatch.setattr(ray_tasks, "POLL_S", 0.05)
+    longer = ("--executor", "ray", "--epochs", str(CANCEL_EPOCHS))
     thread, result = prune_in_thread(cache, data, tiny_model, *longer)
     deadline = time.time() + 300
     while thread.is_alive() and time.time() < deadline:
@@ -244,7 +251,7 @@ def test_cancel_stops_the_ray_tasks_and_resume_finishes(ray_session, data, tiny_
     done = outcome(cache)
     assert done["state"] == "done" and set(done["run_ids"]) == ROLES
     for run in done["runs"].values():
-        assert run.state == "done" and len(run.history()) == 8
+        assert run.state == "done" and len(run.history()) == CANCEL_EPOCHS
     assert done["pruned"] is not None and done["accuracy"] is not None
 
 
