@@ -68,7 +68,8 @@ def script_imports(path: Path) -> list[str]:
 def _default_map_frame(root: str) -> str | None:
     """Read the map frame of the run the picker opens by default into the cache the Data map page reads
     (``pages.components.maps``: the same key as the page's first draw, regions by rank at its default
-    share); returns the run's id, None when there is none."""
+    share) and draw its figure once (what it computes from every row is kept with the frame); returns
+    the run's id, None when there is none."""
     from cartomap.experiments.picker import default_run, picker_runs
     from cartomap.experiments.store import ExperimentStore
     from cartomap.runs.store import RunStore
@@ -82,7 +83,13 @@ def _default_map_frame(root: str) -> str | None:
     run = store.get(run_id)
     if not run.has_metrics():
         return None
-    maps.map_frame(run, RegionRule(method="rank", fraction=round(RegionRule().fraction, 2)))
+    frame = maps.map_frame(run, RegionRule(method="rank", fraction=round(RegionRule().fraction, 2)))
+    if {"variability", "confidence", "correctness"} <= set(frame.columns):
+        from cartomap.analysis import figures
+
+        # the figure once: its drawn sample, hover text, density and histograms are kept with the cached
+        # frame (cartomap.analysis.datamap.frame_memo), so the first visit only lays them out
+        figures.data_map_figure(frame, "correctness")
     return run_id
 
 

@@ -132,19 +132,22 @@ os.environ["CARTOMAP_WARM_UP"] = "1"
 dashboard.warm_up({cache!r}).join()
 print("pages.common" in sys.modules, "plotly.graph_objects" in sys.modules)
 from cartomap.analysis import datamap
-reads = []
-read = datamap.map_frame
+from cartomap.analysis import figures
+reads, hovers = [], []
+read, hover = datamap.map_frame, figures.hover_text
 datamap.map_frame = lambda *a, **k: reads.append(1) or read(*a, **k)
+figures.hover_text = lambda *a, **k: hovers.append(1) or hover(*a, **k)
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({page!r}, default_timeout=60).run()
 assert not at.exception, at.exception
-print(len(reads), len(at.get("plotly_chart")))
+print(len(reads), len(hovers), len(at.get("plotly_chart")))
 """
 
 
 def test_the_launchers_warm_up_reads_the_default_runs_map_for_the_first_page(tmp_path):
     """The warm-up thread imports the page's modules and reads the map frame of the run the picker opens by
-    default into the cache the Data map page reads: the page's first run reads no frame of its own.
+    default into the cache the Data map page reads, and draws its figure once: the page's first run reads
+    no frame of its own and makes no hover text (the drawn sample's is kept with the frame).
     ``CARTOMAP_WARM_UP=0`` starts no thread."""
     from test_app_datamap import make_run as make_map_run
 
@@ -154,7 +157,7 @@ def test_the_launchers_warm_up_reads_the_default_runs_map_for_the_first_page(tmp
     env = dict(os.environ, CARTOMAP_CACHE=str(cache))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["None", "True", "True", "0", "1"]
+    assert out.stdout.split() == ["None", "True", "True", "0", "0", "1"]  # no frame read, no hover text made
 
 
 def test_cartomap_dashboard_starts_streamlit_through_the_launcher(tmp_path, monkeypatch):
