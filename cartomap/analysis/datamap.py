@@ -77,31 +77,12 @@ def str_array(series: pd.Series) -> np.ndarray:
     return np.asarray([str(v) for v in series.astype(object)], dtype=object)
 
 
-#: The id index of the frames looked up last (:func:`_id_index`): {id(frame): (weak ref, rows, index)}.
-_ID_INDEXES: dict[int, tuple[Any, int, pd.Index]] = {}
-_ID_INDEXES_KEPT = 2
-
-
 def _id_index(frame: pd.DataFrame) -> pd.Index:
-    """``frame``'s ids as an Index, kept for the last two frames asked about (while they live): pandas
-    builds an Index's hash table once, on its first lookup, and that is the cost of a lookup in 2M ids
-    (about 0.5 s); a page looks up one selection in the same frame several times (rings, histograms,
-    table), and the dashboard's cached frame on every rerun. Frames are read-only here."""
-    import weakref
-
-    key = id(frame)
-    hit = _ID_INDEXES.get(key)
-    if hit is not None and hit[0]() is frame and hit[1] == len(frame):
-        return hit[2]
-    index = pd.Index(id_array(frame["id"]), dtype=object)
-    try:
-        ref = weakref.ref(frame)
-    except TypeError:
-        return index
-    while len(_ID_INDEXES) >= _ID_INDEXES_KEPT:
-        _ID_INDEXES.pop(next(iter(_ID_INDEXES)))
-    _ID_INDEXES[key] = (ref, len(frame), index)
-    return index
+    """``frame``'s ids as an Index, kept with the frame while it lives (:func:`frame_memo`): pandas builds
+    an Index's hash table once, on its first lookup, and that is the cost of a lookup in 2M ids (about
+    0.5 s); a page looks up one selection in the same frame several times (rings, histograms, table),
+    and the dashboard's cached frame on every rerun. Frames are read-only here."""
+    return frame_memo(frame, "id index", lambda: pd.Index(id_array(frame["id"]), dtype=object))
 
 
 #: What :func:`frame_memo` keeps: {(id(frame), what): (weak ref, rows, value)}.
@@ -125,6 +106,8 @@ def frame_memo(frame: pd.DataFrame, what, compute: Callable[[], Any]) -> Any:
         ref = weakref.ref(frame)
     except TypeError:
         return value
+    for gone in [k for k, (r, _, _) in _FRAME_MEMO.items() if r() is None]:  # frames no longer alive
+        del _FRAME_MEMO[gone]
     while len(_FRAME_MEMO) >= _FRAME_MEMO_KEPT:
         _FRAME_MEMO.pop(next(iter(_FRAME_MEMO)))
     _FRAME_MEMO[key] = (ref, len(frame), value)

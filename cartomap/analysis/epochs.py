@@ -80,6 +80,22 @@ def run_map_at(run, k: int, *, source: str = "train", dynamics=None, regions: Re
     return map_at(logits, labels, k, list(ids), regions=regions, burn_in=burn_in)
 
 
+def _checked(logits, labels, ids) -> tuple[np.ndarray, np.ndarray, pd.Index]:
+    """(logits [E, N, C], labels [N] int64, ids as an Index) of the recorded dynamics; DataError for
+    logits that are not 3-d or ids and labels that are not one per row. ``ids`` may be an Index made once."""
+    logits = np.asarray(logits)
+    if logits.ndim != 3:
+        raise DataError(
+            f"expected a 3-d array [epochs, examples, classes], got shape {logits.shape}", field="logits"
+        )
+    n = logits.shape[1]
+    labels = np.asarray(labels, dtype=np.int64)
+    index = ids if isinstance(ids, pd.Index) else pd.Index(np.asarray([str(i) for i in ids], dtype=object))
+    if len(index) != n or len(labels) != n:
+        raise DataError(f"expected {n} ids and labels, got {len(index)} and {len(labels)}", field="ids")
+    return logits, labels, index
+
+
 def trajectories(
     logits: np.ndarray,
     labels: np.ndarray,
@@ -98,18 +114,8 @@ def trajectories(
     Columns id, k, confidence, variability; examples in selection order (repeats and ids not in ``ids``
     dropped, the first ``limit`` kept), k ascending. The last point of a path is the example's point on
     the map of every recording. Empty (with those columns) when nothing is left or E < ``start``."""
-    logits = np.asarray(logits)
-    if logits.ndim != 3:
-        raise DataError(
-            f"expected a 3-d array [epochs, examples, classes], got shape {logits.shape}", field="logits"
-        )
-    n_recorded, n_examples, _ = logits.shape
-    labels = np.asarray(labels, dtype=np.int64)
-    index = ids if isinstance(ids, pd.Index) else pd.Index(np.asarray([str(i) for i in ids], dtype=object))
-    if len(index) != n_examples or len(labels) != n_examples:
-        raise DataError(
-            f"expected {n_examples} ids and labels, got {len(index)} and {len(labels)}", field="ids"
-        )
+    logits, labels, index = _checked(logits, labels, ids)
+    n_recorded = logits.shape[0]
     wanted = list(dict.fromkeys(str(i) for i in selected))
     positions = index.get_indexer(wanted) if wanted else np.zeros(0, dtype=np.int64)
     keep = positions >= 0
@@ -169,16 +175,8 @@ def grouped_trajectories(
     Same columns and order as :func:`trajectories`: points in the order of ``groups`` (a point none of
     whose units is in ``ids`` dropped, the first ``limit`` kept), k ascending. A point keeps only its
     units found in ``ids``. Empty when nothing is left or E < ``start``."""
-    logits = np.asarray(logits)
-    if logits.ndim != 3:
-        raise DataError(
-            f"expected a 3-d array [epochs, examples, classes], got shape {logits.shape}", field="logits"
-        )
-    n_recorded, n_units, _ = logits.shape
-    labels = np.asarray(labels, dtype=np.int64)
-    index = ids if isinstance(ids, pd.Index) else pd.Index(np.asarray([str(i) for i in ids], dtype=object))
-    if len(index) != n_units or len(labels) != n_units:
-        raise DataError(f"expected {n_units} ids and labels, got {len(index)} and {len(labels)}", field="ids")
+    logits, labels, index = _checked(logits, labels, ids)
+    n_recorded = logits.shape[0]
     chosen, positions = [], []
     for point, units in groups.items():
         if limit is not None and len(chosen) >= limit:
