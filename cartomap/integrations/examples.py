@@ -31,6 +31,20 @@ LABEL_COLUMNS = ("label", "labels", "label_ids", "gold_label")
 DECODED = SINGLE.text_fields[0]
 
 
+def _text_columns(columns: list, text_columns, taken: tuple, where: str) -> tuple:
+    """The text columns asked for (each checked to exist: DataError naming the first missing one), or the
+    ones guessed from the column names (:func:`guess_columns`) that are not in ``taken`` (label, id)."""
+    present = set(columns)
+    if text_columns is None:
+        guessed = guess_columns(columns)["text_columns"]
+        return tuple(c for c in guessed if c in present and c not in taken)
+    text_columns = tuple(text_columns)
+    missing = [c for c in text_columns if c not in present]
+    if missing:
+        raise DataError(f"no text column {missing[0]!r}; the columns are {columns}", location=where)
+    return text_columns
+
+
 def column_names(dataset: Any) -> list[str]:
     """The columns of a datasets.Dataset, a DataFrame, a dict of columns, or a sequence of dict rows."""
     if hasattr(dataset, "column_names"):
@@ -152,14 +166,7 @@ def user_examples(
         raise DataError(f"no label column {label_column!r}; the columns are {columns}", location=where)
     if id_column and id_column not in present:
         id_column = None
-    if text_columns is None:
-        guessed = guess_columns(columns)["text_columns"]
-        text_columns = tuple(c for c in guessed if c in present and c not in (label_column, id_column))
-    else:
-        text_columns = tuple(text_columns)
-        missing = [c for c in text_columns if c not in present]
-        if missing:
-            raise DataError(f"no text column {missing[0]!r}; the columns are {columns}", location=where)
+    text_columns = _text_columns(columns, text_columns, (label_column, id_column), where)
     wanted = [label_column, *([id_column] if id_column else []), *text_columns]
     frame = read_columns(dataset, wanted)
     texts: Any = list(text_columns)
@@ -355,14 +362,7 @@ def user_multilabel_examples(
         )
     if id_column and id_column not in present:
         id_column = None
-    if text_columns is None:
-        guessed = guess_columns(columns)["text_columns"]
-        text_columns = tuple(c for c in guessed if c in present and c not in (column, id_column))
-    else:
-        text_columns = tuple(text_columns)
-        missing = [c for c in text_columns if c not in present]
-        if missing:
-            raise DataError(f"no text column {missing[0]!r}; the columns are {columns}", location=where)
+    text_columns = _text_columns(columns, text_columns, (column, id_column), where)
     if len(text_columns) > 1:
         raise DataError(
             f"multi-label examples are one text each, got text columns {list(text_columns)}: name the one "
