@@ -10,11 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from multilabel_fixture import make_multilabel_run
-from test_app_epochs import _map, _paths, _points, _values
+from test_app_epochs import _app, _map, _paths, _points, _values
 from token_fixture import OVER_EPOCHS, make_token_run
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "pages" / "data_map.py"
 
 
 @pytest.fixture()
@@ -23,12 +22,6 @@ def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
     monkeypatch.syspath_prepend(str(ROOT))
     return cache
-
-
-def _app():
-    from streamlit.testing.v1 import AppTest
-
-    return AppTest.from_file(str(PAGE), default_timeout=60)
 
 
 def _std(*values) -> float:
