@@ -19,7 +19,7 @@ Every model goes through the run store: a rerun reloads finished runs, a killed 
     HF_HUB_OFFLINE=1 python bench/bench_truth.py --cache cache/bench-truth \\
         --mnli ../shared/data/mnli/dev_matched.jsonl.gz --chaos ../shared/data/chaosnli/mnli_matched.jsonl.gz \\
         [--n-train 3000] [--n-dev 1000] [--folds 5] [--noise-data ../shared/data/snli/dev.jsonl.gz]
-        [--skip-noise] [--threads 1]
+        [--skip-noise] [--threads 1] [--weights cache/bench-noise/fitted_weights.json]
 
 Without ``--mnli``/``--chaos`` only part 2 runs (nothing here needs a folder outside the checkout).
 """
@@ -163,6 +163,11 @@ def human_part(a) -> str:
         embeddings=analysis.run_embeddings(run, ids),
     )
     table = detectors.score_all(inputs)
+    fitted = None
+    if a.weights:  # a combination fitted on planted flips (bench/fit_detector.py), never on these votes
+        weights = json.loads(Path(a.weights).read_text(encoding="utf-8"))
+        fitted = f"rank_logistic ({len(weights)} scores, fitted on planted flips)"
+        table[fitted] = detectors.rank_logistic(inputs, weights)
     names = [n for n in table.columns if n != REFERENCE]
     diffs = ap_differences(
         {
@@ -189,6 +194,17 @@ def human_part(a) -> str:
     ]
     for n, (d, low, high) in sorted(diffs.items(), key=lambda kv: -kv[1][0]):
         lines.append(f"| {n} | {d:+.3f} | [{low:+.3f}, {high:+.3f}] |")
+    if fitted is not None:
+        from cartomap.scores import truth as stats
+
+        truth = examples["gold_disagrees"].to_numpy(dtype=bool)[voted]
+        row = stats.ranking_row(truth, table[fitted].to_numpy()[voted], [50, 100], a.bootstrap)
+        lines += [
+            "",
+            f"{fitted} ({a.weights}: {', '.join(f'{k} {v:+.2f}' for k, v in weights.items())}): "
+            f"AP {row['ap']:.3f} [{row['ap_low']:.3f}, {row['ap_high']:.3f}], "
+            f"AUROC {row['auroc']:.3f} [{row['auroc_low']:.3f}, {row['auroc_high']:.3f}]",
+        ]
     best = max(diffs.items(), key=lambda kv: kv[1][0])
     lines += ["", f"Best detector: {best[0]}, ΔAP {best[1][0]:+.3f} (goal: ≥ +0.05)."]
     return "\n".join(lines)
@@ -228,6 +244,11 @@ def main(argv=None) -> int:
     p.add_argument("--noise-data", default="demo:train", help="clean data of the synthetic-noise part")
     p.add_argument("--noise-n", type=int, default=2000)
     p.add_argument("--skip-noise", action="store_true")
+    p.add_argument(
+        "--weights",
+        default=None,
+        help="JSON {detector: weight} of bench/fit_detector.py: also score rank_logistic with them",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     a = p.parse_args(argv)
 

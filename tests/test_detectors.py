@@ -204,3 +204,32 @@ def test_neighbour_disagreement_by_hand():
         detectors.score(
             "neighbour_disagreement", detectors.DetectorInputs(labels=labels, embeddings=vectors[:3])
         )
+
+
+def test_rank_logistic_is_the_weighted_sum_of_its_features_ranks(planted):
+    noisy, flipped, dyn, oof, _, _, folds = planted
+    inputs = detectors.DetectorInputs(labels=noisy, dynamics=dyn, oof_logits=oof, folds=folds)
+    ranks = detectors.feature_ranks(inputs)
+    assert list(ranks.columns) == list(detectors.FITTED_FEATURES)
+    assert ranks.to_numpy().min() > 0 and ranks.to_numpy().max() <= 1
+    np.testing.assert_allclose(ranks["aum"], detectors.rank_average(detectors.score("aum", inputs)))
+    weights = {"oof_margin": 2.0, "aum": -1.0}  # weights by hand: 2 r(margin) - r(-AUM)
+    expected = 2.0 * ranks["oof_margin"] - ranks["aum"]
+    np.testing.assert_allclose(detectors.rank_logistic(inputs, weights), expected)
+    assert "rank_logistic" not in detectors.NAMES  # fitted weights: a study's tool, not a registered detector
+
+
+def test_fit_rank_weights_finds_the_informative_score():
+    """Feature a separates flips from clean rows, b is noise, c points the wrong way."""
+    rng = np.random.default_rng(3)
+    flipped = rng.random(2000) < 0.1
+    a = np.where(flipped, rng.uniform(0.5, 1.0, 2000), rng.uniform(0.0, 0.8, 2000))
+    b = rng.random(2000)
+    c = np.where(flipped, rng.uniform(0.0, 0.5, 2000), rng.uniform(0.2, 1.0, 2000))
+    w = detectors.fit_rank_weights(pd.DataFrame({"a": a, "b": b, "c": c}), flipped)
+    assert list(w) == ["a", "b", "c"]
+    assert w["a"] > 1.0 and w["c"] < -1.0 and abs(w["b"]) < 0.5 * min(w["a"], -w["c"])
+    with pytest.raises(DataError, match="both"):
+        detectors.fit_rank_weights(pd.DataFrame({"a": a}), np.zeros(2000, dtype=bool))
+    with pytest.raises(DataError, match="one row"):
+        detectors.fit_rank_weights(pd.DataFrame({"a": a[:10]}), flipped)

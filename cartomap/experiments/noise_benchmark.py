@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -190,13 +191,15 @@ def score_methods(
     aum_values,
     threshold: float = consensus.DEFAULT_THRESHOLD,
     folds: pd.DataFrame | None = None,
+    metrics: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per method (:data:`METHODS`) for one noisy dataset.
 
     ``oof_logits`` [N, C] are out-of-fold raw logits; ``confidence`` and ``aum_values`` [N] come from
     Model 0's training dynamics; ``folds`` is the fold models' in-sample table
-    (:func:`cartomap.scores.detectors.fold_table`; without it the methods that need it are left out).
-    Every input is aligned with ``noisy_labels``. Rankings get
+    (:func:`cartomap.scores.detectors.fold_table`; without it the methods that need it are left out);
+    ``metrics`` is Model 0's whole metrics table (EL2N, forgetting, ...; without it the methods that need
+    more than confidence and AUM are left out). Every input is aligned with ``noisy_labels``. Rankings get
     ``precision_at_k``, ``recall_at_k``, ``average_precision`` (:func:`cartomap.scores.noise.ranking_report`,
     k = number flipped); sets get ``n_selected``, ``precision``, ``recall``. Higher = better detector.
     """
@@ -209,9 +212,9 @@ def score_methods(
             field="flipped",
         )
     probs = softmax(z, axis=1)
-    inputs = detectors.DetectorInputs(
-        labels=y, metrics={"confidence": confidence, "aum": aum_values}, oof_logits=z, folds=folds
-    )
+    table = {} if metrics is None else {c: np.asarray(metrics[c]) for c in metrics.columns if c != "id"}
+    table.update(confidence=np.asarray(confidence), aum=np.asarray(aum_values))
+    inputs = detectors.DetectorInputs(labels=y, metrics=table, oof_logits=z, folds=folds)
     rankings = {
         method: detectors.score(name, inputs)
         for method, name in DETECTOR_OF.items()
@@ -259,14 +262,13 @@ def _train(config: RunConfig, store: RunStore, what: str, echo: Echo):
     return run
 
 
-def model0_scores(
+def model0_metrics(
     noisy: TextDataset, cfg: NoiseBenchmarkConfig, cache: Path, store: RunStore, echo: Echo
-) -> tuple[np.ndarray, np.ndarray]:
-    """Model 0 on the whole noisy set (training pass recorded): (confidence, aum) [N] in dataset order."""
+) -> pd.DataFrame:
+    """Model 0 on the whole noisy set (training pass recorded): its metrics table, rows in dataset order."""
     data = save_dataset(noisy, cache, name=f"{noisy.source} (all)")
     run = _train(run_config(cfg, data, record="train"), store, "Model 0", echo)
-    metrics = run.metrics().set_index("id").loc[[str(i) for i in noisy.ids]]
-    return metrics["confidence"].to_numpy(np.float64), metrics["aum"].to_numpy(np.float64)
+    return run.metrics().set_index("id").loc[[str(i) for i in noisy.ids]].reset_index()
 
 
 def out_of_fold_logits(
@@ -304,6 +306,46 @@ def config_hash(cfg: NoiseBenchmarkConfig, fingerprint: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
+class SettingModels(NamedTuple):
+    """What one noisy set's models give, every array aligned with ``noisy_labels``."""
+
+    noisy_labels: np.ndarray  # [N] the labels after flipping
+    flipped: np.ndarray  # [N] bool, the planted flips
+    metrics: pd.DataFrame  # Model 0's metrics table (confidence, aum, el2n, forgetfulness, ...)
+    oof: np.ndarray  # [N, C] out-of-fold raw logits
+    folds: pd.DataFrame  # the fold models' in-sample table (detectors.fold_table)
+
+    def inputs(self) -> detectors.DetectorInputs:
+        """The detectors' inputs (:mod:`cartomap.scores.detectors`) of this noisy set."""
+        table = {c: self.metrics[c].to_numpy() for c in self.metrics.columns if c != "id"}
+        return detectors.DetectorInputs(
+            labels=self.noisy_labels, metrics=table, oof_logits=self.oof, folds=self.folds
+        )
+
+
+def setting_models(
+    clean: TextDataset,
+    setting: str,
+    rate: float,
+    cfg: NoiseBenchmarkConfig,
+    cache: Path,
+    store: RunStore,
+    echo: Echo,
+) -> SettingModels:
+    """Flip ``rate`` of the labels of ``clean`` in mode ``setting`` and train (or reload) Model 0 and the
+    fold models on the noisy set (``bench/fit_detector.py`` fits :func:`detectors.rank_logistic` on these)."""
+    noisy_labels, flipped = noise.flip_labels(
+        clean.labels, rate, clean.num_labels, mode=setting, pairs=cfg.pairs, seed=cfg.seed
+    )
+    name = f"noise {setting} {rate:g} seed {cfg.seed}"
+    noisy = with_labels(clean, noisy_labels, name)
+    echo(f"{name}: {int(flipped.sum())} of {len(noisy)} labels flipped")
+    metrics = model0_metrics(noisy, cfg, cache, store, echo)
+    folds = consensus.stratified_folds(noisy_labels, k=cfg.folds, seed=cfg.seed)
+    oof, fold_in_sample = out_of_fold_logits(noisy, folds, cfg, cache, store, echo)
+    return SettingModels(noisy_labels, flipped, metrics, oof, fold_in_sample)
+
+
 def benchmark_setting(
     clean: TextDataset,
     setting: str,
@@ -315,17 +357,19 @@ def benchmark_setting(
 ) -> tuple[pd.DataFrame, dict]:
     """Flip ``rate`` of the labels of ``clean`` in mode ``setting``, train (or reload) Model 0 and the
     fold models, and score every method: (rows of the table, diagnostics)."""
-    noisy_labels, flipped = noise.flip_labels(
-        clean.labels, rate, clean.num_labels, mode=setting, pairs=cfg.pairs, seed=cfg.seed
-    )
-    name = f"noise {setting} {rate:g} seed {cfg.seed}"
-    noisy = with_labels(clean, noisy_labels, name)
-    echo(f"{name}: {int(flipped.sum())} of {len(noisy)} labels flipped")
-    conf, aum_values = model0_scores(noisy, cfg, cache, store, echo)
-    folds = consensus.stratified_folds(noisy_labels, k=cfg.folds, seed=cfg.seed)
-    oof, fold_in_sample = out_of_fold_logits(noisy, folds, cfg, cache, store, echo)
+    models = setting_models(clean, setting, rate, cfg, cache, store, echo)
+    noisy_labels, flipped, oof = models.noisy_labels, models.flipped, models.oof
+    conf = models.metrics["confidence"].to_numpy(np.float64)
+    aum_values = models.metrics["aum"].to_numpy(np.float64)
     rows = score_methods(
-        noisy_labels, flipped, oof, conf, aum_values, threshold=cfg.threshold, folds=fold_in_sample
+        noisy_labels,
+        flipped,
+        oof,
+        conf,
+        aum_values,
+        threshold=cfg.threshold,
+        folds=models.folds,
+        metrics=models.metrics,
     )
     rows.insert(0, "rate", float(rate))
     rows.insert(0, "setting", setting)

@@ -324,6 +324,55 @@ def rank_oof_dynamics(inputs: DetectorInputs) -> np.ndarray:
     return rank_average(oof_margin(inputs), aum_detector(inputs))
 
 
+#: The scores ``bench/fit_detector.py`` combines with :func:`rank_logistic` (registered detectors, each
+#: turned into its normalised rank): what a pruning experiment (out-of-fold logits, the fold models'
+#: training passes) and its Model 0 (the run's own dynamics) give, k + 1 trainings in all.
+FITTED_FEATURES = (
+    "oof_margin",
+    "fold_aum",
+    "fold_confidence",
+    "aum",
+    "datamap_confidence",
+    "el2n",
+    "forgetting",
+)
+def feature_ranks(inputs: DetectorInputs, names=FITTED_FEATURES) -> pd.DataFrame:
+    """One column per detector of ``names``: its scores' normalised ranks in (0, 1] (ties averaged, a
+    NaN score the least suspect; :func:`rank_average` of one score). Ranks, not raw scores, so that
+    weights fitted on one dataset carry to another whatever the scale of its logits."""
+    return pd.DataFrame({name: rank_average(score(name, inputs)) for name in names})
+
+
+def fit_rank_weights(ranks: pd.DataFrame, flipped, c: float = 1.0) -> dict[str, float]:
+    """{feature: weight} of an L2-regularised logistic regression (scikit-learn, inverse strength ``c``)
+    of ``flipped`` [N] on the columns of ``ranks`` (:func:`feature_ranks`), intercept left out of the
+    result (it changes no ranking). A positive weight: a higher rank of that score = more likely flipped."""
+    from sklearn.linear_model import LogisticRegression
+
+    y = np.asarray(flipped, dtype=bool)
+    x = np.asarray(ranks, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] != y.size or y.all() or not y.any():
+        raise DataError(
+            f"fit_rank_weights needs one row of ranks per example ({x.shape} for {y.size}) and both "
+            "flipped and clean examples",
+            field="flipped",
+        )
+    model = LogisticRegression(C=c, max_iter=1000).fit(x, y)
+    return {str(name): float(w) for name, w in zip(ranks.columns, model.coef_[0], strict=True)}
+
+
+def rank_logistic(inputs: DetectorInputs, weights: Mapping[str, float]) -> np.ndarray:
+    """s_i = sum_m w_m r_m,i: the normalised ranks r_m of the registered detectors named by ``weights``
+    (e.g. :data:`FITTED_FEATURES`), weighted as :func:`fit_rank_weights` fitted them on planted label
+    flips (``bench/fit_detector.py``). Not in the registry: fitted on SNLI's planted flips the weights
+    came out as about equal parts out-of-fold margin and Model 0's -AUM, the rest near 0, i.e. about
+    ``rank_oof_dynamics``, which needs no fitting (docs/benchmarks.md). Higher = more suspect."""
+    ranks = feature_ranks(inputs, tuple(weights))
+    return ranks.to_numpy(dtype=np.float64) @ np.asarray(
+        [weights[n] for n in ranks.columns], dtype=np.float64
+    )
+
+
 def fold_table(frames, ids) -> pd.DataFrame:
     """The fold models' in-sample signal per example: ``id`` and :data:`FOLD_COLUMNS`, rows in ``ids``
     order. ``frames`` are the fold runs' metrics tables (``id``, ``confidence``, ``aum``), each covering
