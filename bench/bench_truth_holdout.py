@@ -120,7 +120,7 @@ def report(a, model0, heldout) -> str:
     )
     table = detectors.score_all(sub)
     if not a.no_neighbours:  # the neighbour vote among every pair of the training set
-        if load_embeddings(model0) is None and cli(["--cache", a.cache, "embed", model0.id]) != 0:
+        if load_embeddings(model0) is None and cli(["--cache", a.cache, "embed", model0.id, "--quiet"]) != 0:
             raise SystemExit("computing Model 0's embeddings failed (see above)")
         found = load_embeddings(model0)
         vectors = pd.DataFrame(found[1], index=[str(i) for i in found[0]]).loc[ids].to_numpy()
