@@ -240,7 +240,17 @@ def cmd_map(a: argparse.Namespace) -> int:
             raise CartomapError("--level sentence: the sentence map is of the run's metrics (no --source)")
         frame = sentence_map_frame(run, a.method, regions=rule, burn_out=a.burn_out)
         title = a.title or f"{title}: sentences by the {a.method} of their words' confidences"
+    elif run.task_kind.unit == "label":  # multi-label: one of the views the Data map page offers
+        from cartomap.analysis import multilabel
+
+        if a.source != "train":
+            raise CartomapError("--view: a multi-label run's maps are of its metrics (no --source)")
+        view = multilabel_view(a.view, run.label_names)
+        frame = multilabel.view_frame(run, view, rule, a.burn_out)
+        title = a.title or f"{title}: {multilabel.view_title(view, run.label_names)}"
     else:
+        if a.view:
+            raise CartomapError(f"--view is for multi-label runs; run {run.id} is a {run.task_kind.name} run")
         frame = map_frame(run, a.source, regions=rule, burn_out=a.burn_out)
     if a.table:
         from cartomap.io import atomic_write_parquet
@@ -259,6 +269,23 @@ def cmd_map(a: argparse.Namespace) -> int:
     print(f"wrote {path}")
     print(f"  regions: {rule.describe(frame['variability'].to_numpy())}")
     return 0
+
+
+def multilabel_view(text: str, label_names) -> str:
+    """The multi-label view named on the command line: ``combined`` (the default, as on the Data map
+    page), ``units`` (every (example, label)) or a label's name; CartomapError listing them otherwise."""
+    from cartomap.analysis import multilabel
+
+    text = (text or multilabel.COMBINED).strip()
+    if text in (multilabel.COMBINED, multilabel.UNITS):
+        return text
+    names = [str(n) for n in label_names]
+    if text in names:
+        return f"{multilabel.LABEL_PREFIX}{names.index(text)}"
+    raise CartomapError(
+        f"--view {text!r}: expected {multilabel.COMBINED}, {multilabel.UNITS} or one of the run's labels "
+        f"({', '.join(names)})"
+    )
 
 
 def cmd_repair(a: argparse.Namespace) -> int:
@@ -388,6 +415,12 @@ def add_commands(sub) -> None:
         default="min",
         choices=SENTENCE_METHOD_CHOICES,
         help="--level sentence: a sentence's score over its words' confidences (min: its worst word)",
+    )
+    m.add_argument(
+        "--view",
+        default="",
+        help="a multi-label run's map: combined (each example at its worst label; the default), units "
+        "(every (example, label)) or a label's name (that label's map)",
     )
     m.add_argument("--table", default="", help="also write the map's table to this .parquet or .csv file")
     add_region_arguments(m)
