@@ -77,6 +77,11 @@ def test_a_token_runs_word_map_after_k_recordings_and_a_words_path(cache, tmp_pa
     words = _words(at)
     assert words["token"].tolist() == ["Mary", "visited", "Berlin"]
     np.testing.assert_allclose(words["confidence"], [0.65, 0.9, 0.15])
+    # p(predicted) at recording 2, whose argmax the map's "predicted" is (Berlin: 0.2 gold, 0.8 / 3 each other)
+    np.testing.assert_allclose(words["p_predicted"], [0.7, 0.9, 0.8 / 3], atol=1e-6)
+    assert any(
+        "p(predicted): the model's probability of its tag at recording 2" in c.value for c in at.caption
+    )
 
 
 def test_a_token_runs_sentence_map_after_k_recordings_and_a_sentences_path(cache, tmp_path):
@@ -120,6 +125,11 @@ def test_a_token_runs_sentence_map_after_k_recordings_and_a_sentences_path(cache
     words = _words(at)
     assert words["token"].tolist() == ["Mary", "visited", "Berlin"]
     np.testing.assert_allclose(words["confidence"], [0.65, 0.9, 0.15])
+    # p(predicted) at recording 2, whose argmax the map's "predicted" is (Berlin: 0.2 gold, 0.8 / 3 each other)
+    np.testing.assert_allclose(words["p_predicted"], [0.7, 0.9, 0.8 / 3], atol=1e-6)
+    assert any(
+        "p(predicted): the model's probability of its tag at recording 2" in c.value for c in at.caption
+    )
 
 
 def test_a_multilabel_runs_views_after_k_recordings_and_their_paths(cache, tmp_path):

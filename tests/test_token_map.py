@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from token_fixture import STRENGTH, make_token_run, p_gold
+from token_fixture import OVER_EPOCHS, STRENGTH, make_token_run, p_gold
 
 from cartomap.analysis import datamap, tokens
 from cartomap.errors import RunError
@@ -103,3 +103,20 @@ def test_the_token_benchmarks_sentences_follow_a_fixed_rule():
     ids, rows = scale_token.synthetic_sentences([["a", "b", "c"], ["d", "e"]], 5, "syn")
     assert ids == ["syn-0", "syn-1", "syn-2", "syn-3", "syn-4"]
     assert rows == [["a", "b", "c"], ["d", "e"], ["b", "c", "a"], ["e", "d"], ["c", "a", "b"]]
+
+
+def test_p_predicted_is_of_the_recording_the_map_is_after(cache, tmp_path):
+    from cartomap.analysis import epochs
+    from cartomap.errors import DataError
+
+    run = make_token_run(cache, tmp_path, OVER_EPOCHS)
+    assert tokens.map_recording(datamap.map_frame(run)) is None  # every recording: its last
+    at_2 = epochs.run_map_at(run, 2)
+    assert tokens.map_recording(at_2) == 2
+    assert tokens.map_recording(epochs.run_map_at(run, 3)) is None
+    berlin = ["sent-1#2"]  # p(gold) 0.1, 0.2, 0.9; the rest spread evenly over the 3 other tags
+    np.testing.assert_allclose(tokens.predicted_probabilities(run, berlin, k=1), [0.9 / 3])
+    np.testing.assert_allclose(tokens.predicted_probabilities(run, berlin, k=2), [0.8 / 3])
+    np.testing.assert_allclose(tokens.predicted_probabilities(run, berlin), [0.9])
+    with pytest.raises(DataError, match="expected 1 to 3"):
+        tokens.predicted_probabilities(run, berlin, k=4)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis import datamap, epochs
-from cartomap.errors import RunError
+from cartomap.errors import DataError, RunError
 from cartomap.scores.metrics import RegionRule, region_partition, softmax
 from cartomap.scores.tokens import SENTENCE_METHODS, sentence_metrics
 from cartomap.tasks.base import UNIT_SEPARATOR
@@ -266,16 +266,32 @@ def sentence_rows(word_frame: pd.DataFrame, sentence_id: str) -> np.ndarray:
     return rows[order]
 
 
-def predicted_probabilities(run, unit_ids: Sequence[str], source: str = "train") -> np.ndarray:
-    """p(predicted tag) of each word of ``unit_ids`` at the last recorded epoch of ``source`` (the epoch
-    whose argmax is the map's "predicted"), float [len(unit_ids)]; NaN for a word not recorded."""
+def map_recording(frame: pd.DataFrame) -> int | None:
+    """The recording (1-based) whose prediction is the "predicted" of a map frame made after k
+    recordings (:func:`cartomap.analysis.epochs.map_at`: its ``n_epochs`` used after the ``burn_in`` left
+    out); None for a map of every recording (its last)."""
+    if "epochs_recorded" not in frame.attrs or "n_epochs" not in frame.attrs:
+        return None
+    k = int(frame.attrs.get("burn_in") or 0) + int(frame.attrs["n_epochs"])
+    return None if k >= int(frame.attrs["epochs_recorded"]) else k
+
+
+def predicted_probabilities(
+    run, unit_ids: Sequence[str], source: str = "train", k: int | None = None
+) -> np.ndarray:
+    """p(predicted tag) of each word of ``unit_ids`` at recording ``k`` (1-based; default the last) of
+    ``source`` (the recording whose argmax is the map's "predicted", :func:`map_recording`), float
+    [len(unit_ids)]; NaN for a word not recorded."""
     recorded = run.recorded_source(source)
     epochs = run.dynamics_epochs(recorded)
     out = np.full(len(unit_ids), np.nan)
     if not epochs or not len(unit_ids):
         return out
+    if k is not None and not 1 <= k <= len(epochs):
+        raise DataError(f"recording {k} of run {run.id}: expected 1 to {len(epochs)}", field="k")
     wanted = [str(i) for i in unit_ids]
-    part = pd.read_parquet(run.epoch_path(recorded, epochs[-1]), filters=[("id", "in", wanted)])
+    epoch = epochs[-1] if k is None else epochs[k - 1]
+    part = pd.read_parquet(run.epoch_path(recorded, epoch), filters=[("id", "in", wanted)])
     logits = part[[c for c in part.columns if str(c).startswith("logit_")]].to_numpy(dtype=np.float64)
     probs = softmax(logits).max(axis=-1) if len(part) else np.zeros(0)
     found = pd.Series(probs, index=part["id"].astype(str).to_numpy())

@@ -336,6 +336,8 @@ FITTED_FEATURES = (
     "el2n",
     "forgetting",
 )
+
+
 def feature_ranks(inputs: DetectorInputs, names=FITTED_FEATURES) -> pd.DataFrame:
     """One column per detector of ``names``: its scores' normalised ranks in (0, 1] (ties averaged, a
     NaN score the least suspect; :func:`rank_average` of one score). Ranks, not raw scores, so that

@@ -92,13 +92,17 @@ def sentence_frame(run, method: str, rule: RegionRule, burn_out: int | None = No
 
 def sentence_view(run, word_frame, sentence_id: str | None, focus_word: int | None = None) -> None:
     """The opened sentence: its words as text, then one row per word with its gold and predicted tags
-    (coloured by tag), p(predicted) at the last recording, and the word's confidence on the map."""
+    (coloured by tag), p(predicted) at the recording the map's predictions are of (the last, or k for the
+    map after k recordings), and the word's confidence on the map."""
     if not sentence_id:
         return
     try:
         words = tokens.sentence_words(word_frame, sentence_id)
         unit_ids = [f"{sentence_id}#{k}" for k in words["word"]]
-        probs = tokens.predicted_probabilities(run, unit_ids, run.status().get("metrics_source") or "train")
+        k = tokens.map_recording(word_frame)
+        probs = tokens.predicted_probabilities(
+            run, unit_ids, run.status().get("metrics_source") or "train", k
+        )
         words = tokens.sentence_words(word_frame, sentence_id, probs)
     except CartomapError as err:
         show_error(err)
@@ -112,8 +116,9 @@ def sentence_view(run, word_frame, sentence_id: str | None, focus_word: int | No
     st.caption(
         f"Gold and predicted tags coloured by entity type; {count(wrong, 'word')} predicted wrong"
         + (f"; word {focus_word} is the one picked" if focus_word is not None else "")
-        + ". p(predicted): the model's probability of its tag at the last recording; confidence: "
-        "mean p(gold) over the recordings (the map's y)."
+        + ". p(predicted): the model's probability of its tag at "
+        + ("the last recording" if k is None else f"recording {k}")
+        + "; confidence: mean p(gold) over the recordings (the map's y)."
     )
     st.dataframe(
         tokens.styled_words(words),
