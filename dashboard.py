@@ -17,6 +17,8 @@ app and the Data map page import (pandas, pyarrow, plotly, cartomap; seconds on 
 the map frame of the run the picker opens by default (the newest with a data map) into the server's
 cache, so the first page after a start draws its map without waiting for them. ``CARTOMAP_WARM_UP=0``
 turns it off; it never fails the server (what goes wrong is logged and the page does the work instead).
+Streamlit's "missing ScriptRunContext" warning, which each of its cached calls outside a session would
+log, is filtered out for that thread only.
 """
 
 from __future__ import annotations
@@ -37,6 +39,18 @@ WARM_SCRIPTS = (APP, APP.with_name("pages") / "data_map.py")
 #: Set to "0" to start the server without the warm-up thread.
 WARM_UP_ENV = "CARTOMAP_WARM_UP"
 log = logging.getLogger("cartomap.dashboard")
+#: The warm-up thread's name (its records are told apart by it).
+WARM_UP_THREAD = "cartomap-warm-up"
+#: Streamlit's logger that warns of a thread without a script-run context (every cached call of the warm-up).
+CONTEXT_LOGGER = "streamlit.runtime.scriptrunner_utils.script_run_context"
+
+
+class _QuietWarmUp(logging.Filter):
+    """Drops Streamlit's "missing ScriptRunContext" warning when the warm-up thread causes it: the warm-up
+    calls the page's cached functions outside a session on purpose. Other threads' warnings pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.threadName == WARM_UP_THREAD and "missing ScriptRunContext" in record.getMessage())
 
 
 def without_legacy_pages() -> bool:
@@ -124,7 +138,10 @@ def warm_up(root: str | None = None) -> threading.Thread | None:
         except Exception:  # noqa: BLE001 - a warm-up never stops the server; the page does the work
             log.warning("warm-up failed; the first page reads what it needs itself", exc_info=True)
 
-    thread = threading.Thread(target=target, name="cartomap-warm-up", daemon=True)
+    context_log = logging.getLogger(CONTEXT_LOGGER)
+    if not any(isinstance(f, _QuietWarmUp) for f in context_log.filters):
+        context_log.addFilter(_QuietWarmUp())
+    thread = threading.Thread(target=target, name=WARM_UP_THREAD, daemon=True)
     thread.start()
     return thread
 
