@@ -19,7 +19,7 @@ Every model goes through the run store: a rerun reloads finished runs, a killed 
     HF_HUB_OFFLINE=1 python bench/bench_truth.py --cache cache/bench-truth \\
         --mnli ../shared/data/mnli/dev_matched.jsonl.gz --chaos ../shared/data/chaosnli/mnli_matched.jsonl.gz \\
         [--n-train 3000] [--n-dev 1000] [--folds 5] [--noise-data ../shared/data/snli/dev.jsonl.gz]
-        [--skip-noise] [--threads 1] [--weights cache/bench-noise/fitted_weights.json]
+        [--skip-noise] [--threads 1] [--weights cache/bench-noise/fitted_weights.json] [--model ID_OR_FOLDER]
 
 Without ``--mnli``/``--chaos`` only part 2 runs (nothing here needs a folder outside the checkout).
 """
@@ -131,6 +131,8 @@ def human_part(a) -> str:
         str(a.folds),
     ]
     argv += ["--no-model1", "--name", name]
+    if a.model:  # e.g. a large encoder on a GPU; default: the bundled encoder
+        argv += ["--model", a.model]
     if cli(argv) != 0:
         raise SystemExit("the pruning experiment failed (see above)")
     wall = time.time() - t0
@@ -143,6 +145,7 @@ def human_part(a) -> str:
         and e.params.get("folds") == a.folds
         and (m0 := e.run(MODEL0, rstore)) is not None
         and m0.info.get("train_fingerprint") == fingerprint
+        and m0.config.model.name_or_path == (a.model or "default")
     )
     run = exp.run(MODEL0, rstore)
     # the neighbour detector's [CLS] vectors (about 30 s at 3,000 pairs)
@@ -244,6 +247,9 @@ def main(argv=None) -> int:
     p.add_argument("--noise-data", default="demo:train", help="clean data of the synthetic-noise part")
     p.add_argument("--noise-n", type=int, default=2000)
     p.add_argument("--skip-noise", action="store_true")
+    p.add_argument(
+        "--model", default=None, help="encoder of the human-judgement part (default: the bundled one)"
+    )
     p.add_argument(
         "--weights",
         default=None,

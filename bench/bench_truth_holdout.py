@@ -17,7 +17,7 @@ confidence with the votes' entropy. Every model goes through the run store (trai
 
     HF_HUB_OFFLINE=1 python bench/bench_truth_holdout.py --cache cache/bench-big \\
         --matched ../shared/data/mnli/dev_matched.jsonl.gz --mismatched ../shared/data/mnli/dev_mismatched.jsonl.gz \\
-        --chaos ../shared/data/chaosnli/mnli_matched.jsonl.gz [--epochs 2] [--only model0|heldout]
+        --chaos ../shared/data/chaosnli/mnli_matched.jsonl.gz [--epochs 2] [--model ID] [--only model0|heldout]
 
 ``--only`` trains one of the two models and stops (run it twice at once on two cores, then once without).
 """
@@ -79,6 +79,8 @@ def train(a, paths: dict[str, str], which: str):
     argv = ["--cache", a.cache, "train", "--data", data, "--dev", paths["dev"]]
     argv += ["--epochs", str(a.epochs), "--lr", str(a.lr), "--batch-size", "16", "--max-length", "128"]
     argv += ["--name", f"big {which}", "--quiet"]
+    if a.model:  # e.g. a large encoder on a GPU; default: the bundled encoder
+        argv += ["--model", a.model]
     if which == "heldout":
         argv += ["--test", paths["voted"]]
     if cli(argv) != 0:
@@ -91,6 +93,7 @@ def train(a, paths: dict[str, str], which: str):
         and r.info.get("train_fingerprint") == fingerprint
         and len(r.history()) == a.epochs
         and bool(r.config.tests) == (which == "heldout")
+        and r.config.model.name_or_path == (a.model or "default")
     )
 
 
@@ -179,6 +182,7 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--bootstrap", type=int, default=1000)
+    p.add_argument("--model", default=None, help="encoder of both models (default: the bundled one)")
     p.add_argument("--no-neighbours", action="store_true", help="skip the embeddings and the neighbour vote")
     p.add_argument("--only", choices=("model0", "heldout"), default=None, help="train this model and stop")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
