@@ -46,15 +46,8 @@ def fold_table(n: int = 12):
 
 def test_scoring_puts_planted_flips_first():
     y, flipped, logits, confidence, aum = planted()
-    metrics = pd.DataFrame(  # the rest of Model 0's metrics table: EL2N and forgetting point at the flips too
-        {
-            "el2n": np.where(flipped, 1.2, 0.2),
-            "forgetfulness": np.where(flipped, 2, 0),
-            "never_learned": np.zeros(len(y), dtype=bool),
-        }
-    )
     table = nb.score_methods(
-        y, flipped, logits, confidence, aum, threshold=2.0, folds=fold_table(), metrics=metrics
+        y, flipped, logits, confidence, aum, threshold=2.0, folds=fold_table()
     ).set_index("method")
     assert list(table.index) == list(nb.METHODS)
     assert (table["k"] == 3).all() and (table["n"] == 12).all()

@@ -191,15 +191,13 @@ def score_methods(
     aum_values,
     threshold: float = consensus.DEFAULT_THRESHOLD,
     folds: pd.DataFrame | None = None,
-    metrics: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per method (:data:`METHODS`) for one noisy dataset.
 
     ``oof_logits`` [N, C] are out-of-fold raw logits; ``confidence`` and ``aum_values`` [N] come from
     Model 0's training dynamics; ``folds`` is the fold models' in-sample table
-    (:func:`cartomap.scores.detectors.fold_table`; without it the methods that need it are left out);
-    ``metrics`` is Model 0's whole metrics table (EL2N, forgetting, ...; without it the methods that need
-    more than confidence and AUM are left out). Every input is aligned with ``noisy_labels``. Rankings get
+    (:func:`cartomap.scores.detectors.fold_table`; without it the methods that need it are left out).
+    Every input is aligned with ``noisy_labels``. Rankings get
     ``precision_at_k``, ``recall_at_k``, ``average_precision`` (:func:`cartomap.scores.noise.ranking_report`,
     k = number flipped); sets get ``n_selected``, ``precision``, ``recall``. Higher = better detector.
     """
@@ -212,9 +210,9 @@ def score_methods(
             field="flipped",
         )
     probs = softmax(z, axis=1)
-    table = {} if metrics is None else {c: np.asarray(metrics[c]) for c in metrics.columns if c != "id"}
-    table.update(confidence=np.asarray(confidence), aum=np.asarray(aum_values))
-    inputs = detectors.DetectorInputs(labels=y, metrics=table, oof_logits=z, folds=folds)
+    inputs = detectors.DetectorInputs(
+        labels=y, metrics={"confidence": confidence, "aum": aum_values}, oof_logits=z, folds=folds
+    )
     rankings = {
         method: detectors.score(name, inputs)
         for method, name in DETECTOR_OF.items()
@@ -317,9 +315,8 @@ class SettingModels(NamedTuple):
 
     def inputs(self) -> detectors.DetectorInputs:
         """The detectors' inputs (:mod:`cartomap.scores.detectors`) of this noisy set."""
-        table = {c: self.metrics[c].to_numpy() for c in self.metrics.columns if c != "id"}
         return detectors.DetectorInputs(
-            labels=self.noisy_labels, metrics=table, oof_logits=self.oof, folds=self.folds
+            labels=self.noisy_labels, metrics=self.metrics, oof_logits=self.oof, folds=self.folds
         )
 
 
@@ -346,30 +343,16 @@ def setting_models(
     return SettingModels(noisy_labels, flipped, metrics, oof, fold_in_sample)
 
 
-def benchmark_setting(
-    clean: TextDataset,
-    setting: str,
-    rate: float,
-    cfg: NoiseBenchmarkConfig,
-    cache: Path,
-    store: RunStore,
-    echo: Echo,
+def score_setting(
+    models: SettingModels, clean_labels, setting: str, rate: float, threshold: float
 ) -> tuple[pd.DataFrame, dict]:
-    """Flip ``rate`` of the labels of ``clean`` in mode ``setting``, train (or reload) Model 0 and the
-    fold models, and score every method: (rows of the table, diagnostics)."""
-    models = setting_models(clean, setting, rate, cfg, cache, store, echo)
+    """Every method scored on one noisy set's models (:func:`setting_models`): (rows of the table,
+    diagnostics, with the out-of-fold accuracy against ``clean_labels``)."""
     noisy_labels, flipped, oof = models.noisy_labels, models.flipped, models.oof
     conf = models.metrics["confidence"].to_numpy(np.float64)
     aum_values = models.metrics["aum"].to_numpy(np.float64)
     rows = score_methods(
-        noisy_labels,
-        flipped,
-        oof,
-        conf,
-        aum_values,
-        threshold=cfg.threshold,
-        folds=models.folds,
-        metrics=models.metrics,
+        noisy_labels, flipped, oof, conf, aum_values, threshold=threshold, folds=models.folds
     )
     rows.insert(0, "rate", float(rate))
     rows.insert(0, "setting", setting)
@@ -378,14 +361,10 @@ def benchmark_setting(
         "setting": setting,
         "rate": float(rate),
         "n_flipped": int(flipped.sum()),
-        "oof_accuracy_clean": float(np.mean(pred == clean.labels)),
+        "oof_accuracy_clean": float(np.mean(pred == np.asarray(clean_labels))),
         "oof_accuracy_noisy": float(np.mean(pred == noisy_labels)),
         "model0_mean_confidence": float(np.mean(conf)),
     }
-    echo(
-        f"  out-of-fold accuracy {diag['oof_accuracy_clean']:.3f} on the clean labels, "
-        f"{diag['oof_accuracy_noisy']:.3f} on the noisy ones"
-    )
     return rows, diag
 
 
@@ -422,7 +401,12 @@ def run_noise_benchmark(cfg: NoiseBenchmarkConfig, cache: str | Path, echo: Echo
     start = time.time()
     for setting in cfg.settings:
         for rate in cfg.rates:
-            rows, diag = benchmark_setting(clean, setting, rate, cfg, cache, store, echo)
+            models = setting_models(clean, setting, rate, cfg, cache, store, echo)
+            rows, diag = score_setting(models, clean.labels, setting, rate, cfg.threshold)
+            echo(
+                f"  out-of-fold accuracy {diag['oof_accuracy_clean']:.3f} on the clean labels, "
+                f"{diag['oof_accuracy_noisy']:.3f} on the noisy ones"
+            )
             parts.append(rows)
             diagnostics["settings"].append(diag)
     diagnostics["seconds"] = round(time.time() - start, 1)
