@@ -83,6 +83,25 @@ def chaos_data(mnli: str, chaos: str, folder: Path, n_train: int, n_dev: int) ->
     return str(train_path), str(dev_path)
 
 
+def read_weights(path: str) -> dict[str, float]:
+    """{detector: weight} of ``bench/fit_detector.py``'s JSON; SystemExit in one line for a missing or bad
+    file, an unknown detector or a weight that is not a number."""
+    from cartomap.errors import DataError
+    from cartomap.scores import detectors
+
+    try:
+        weights = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(weights, dict) or not weights:
+            raise ValueError("expected a JSON object {detector: weight}")
+        for name, w in weights.items():
+            detectors.get(name)
+            if isinstance(w, bool) or not isinstance(w, int | float):
+                raise ValueError(f"the weight of {name!r} is not a number")
+    except (OSError, ValueError, DataError) as err:
+        raise SystemExit(f"--weights {path}: {err}") from None
+    return {str(k): float(v) for k, v in weights.items()}
+
+
 def ap_differences(report_inputs: dict, names: list[str], n_boot: int, seed: int = 0) -> dict:
     """Each detector's AP minus the reference's, with a paired bootstrap 95 % interval (same resamples)."""
     from cartomap.scores import truth as stats
@@ -168,7 +187,7 @@ def human_part(a) -> str:
     table = detectors.score_all(inputs)
     fitted = None
     if a.weights:  # a combination fitted on planted flips (bench/fit_detector.py), never on these votes
-        weights = json.loads(Path(a.weights).read_text(encoding="utf-8"))
+        weights = read_weights(a.weights)
         fitted = f"rank_logistic ({len(weights)} scores, fitted on planted flips)"
         table[fitted] = detectors.rank_logistic(inputs, weights)
     names = [n for n in table.columns if n != REFERENCE]

@@ -44,6 +44,9 @@ LABELS = ("entailment", "neutral", "contradiction")
 def make_data(a) -> dict[str, str]:
     """The four files (train_all, train_heldout, voted, dev) in the cache folder; seed 0, so they are
     the same on every machine, and an existing file is never overwritten."""
+    for option, path in (("--chaos", a.chaos), ("--matched", a.matched), ("--mismatched", a.mismatched)):
+        if not Path(path).is_file():
+            raise SystemExit(f"{option} {path}: no such file")
     votes = {r["id"]: r["votes"] for r in read_jsonl(a.chaos)}
     mismatched = read_jsonl(a.mismatched)
     order = np.random.default_rng(0).permutation(len(mismatched))

@@ -59,8 +59,15 @@ def main() -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     features = tuple(f.strip() for f in a.features.split(",") if f.strip())
+    from cartomap.errors import DataError
+
     for name in features:
-        detectors.get(name)  # unknown names: the registry's error, listing the known ones
+        try:
+            detectors.get(name)
+        except DataError as err:  # the registry's error, listing the known ones
+            raise SystemExit(f"--features: {err}") from None
+    if not features:
+        raise SystemExit("--features: name one or more registered detectors")
     cfg = noise_config(a)
     cache = Path(a.cache)
     store = RunStore(cache)

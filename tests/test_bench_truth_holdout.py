@@ -54,3 +54,20 @@ def test_make_data_keeps_the_voted_items_out_of_the_held_out_model(tmp_path):
     Path(paths["dev"]).write_text("kept\n", encoding="utf-8")
     again = bench.make_data(a)
     assert again == paths and Path(paths["dev"]).read_text(encoding="utf-8") == "kept\n"
+
+
+def test_make_data_names_a_missing_file_in_one_line(tmp_path):
+    import pytest
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    bench = importlib.import_module("bench_truth_holdout")
+    a = argparse.Namespace(
+        cache=str(tmp_path),
+        matched="m.jsonl",
+        mismatched="x.jsonl",
+        chaos=str(tmp_path / "c.jsonl.gz"),
+        n_dev=2,
+    )
+    with pytest.raises(SystemExit, match=r"--chaos .*c.jsonl.gz: no such file"):
+        bench.make_data(a)
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -217,6 +217,8 @@ def test_rank_logistic_is_the_weighted_sum_of_its_features_ranks(planted):
     expected = 2.0 * ranks["oof_margin"] - ranks["aum"]
     np.testing.assert_allclose(detectors.rank_logistic(inputs, weights), expected)
     assert "rank_logistic" not in detectors.NAMES  # fitted weights: a study's tool, not a registered detector
+    with pytest.raises(DataError, match="one or more detectors"):
+        detectors.rank_logistic(inputs, {})
 
 
 def test_fit_rank_weights_finds_the_informative_score():

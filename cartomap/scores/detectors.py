@@ -369,6 +369,8 @@ def rank_logistic(inputs: DetectorInputs, weights: Mapping[str, float]) -> np.nd
     flips (``bench/fit_detector.py``). Not in the registry: fitted on SNLI's planted flips the weights
     came out as about equal parts out-of-fold margin and Model 0's -AUM, the rest near 0, i.e. about
     ``rank_oof_dynamics``, which needs no fitting (docs/benchmarks.md). Higher = more suspect."""
+    if not weights:
+        raise DataError("rank_logistic needs the weight of one or more detectors", field="weights")
     ranks = feature_ranks(inputs, tuple(weights))
     return ranks.to_numpy(dtype=np.float64) @ np.asarray(
         [weights[n] for n in ranks.columns], dtype=np.float64
