@@ -133,6 +133,9 @@ def human_part(a) -> str:
     from cartomap.runs.store import RunStore
     from cartomap.scores import detectors
 
+    # a combination fitted on planted flips (bench/fit_detector.py), never on these votes: read first, so
+    # that a bad file stops the bench before its trainings
+    weights = read_weights(a.weights) if a.weights else None
     train, dev = chaos_data(a.mnli, a.chaos, Path(a.cache) / "bench_truth_data", a.n_train, a.n_dev)
     name = f"bench truth mnli {a.n_train}"
     t0 = time.time()
@@ -186,8 +189,7 @@ def human_part(a) -> str:
     )
     table = detectors.score_all(inputs)
     fitted = None
-    if a.weights:  # a combination fitted on planted flips (bench/fit_detector.py), never on these votes
-        weights = read_weights(a.weights)
+    if weights:
         fitted = f"rank_logistic ({len(weights)} scores, fitted on planted flips)"
         table[fitted] = detectors.rank_logistic(inputs, weights)
     names = [n for n in table.columns if n != REFERENCE]
