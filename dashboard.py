@@ -82,7 +82,7 @@ def script_imports(path: Path) -> list[str]:
 def _default_map_frame(root: str) -> str | None:
     """Read the map frame of the run the picker opens by default into the cache the Data map page reads
     (``pages.components.maps``: the same key as the page's first draw, regions by rank at its default
-    share) and draw its figure once (what it computes from every row is kept with the frame); returns
+    share) and draw its figure and the figure's picture once (both kept with the frame); returns
     the run's id, None when there is none."""
     from cartomap.experiments.picker import default_run, picker_runs
     from cartomap.experiments.store import ExperimentStore
@@ -99,11 +99,12 @@ def _default_map_frame(root: str) -> str | None:
         return None
     frame = maps.map_frame(run, RegionRule(method="rank", fraction=round(RegionRule().fraction, 2)))
     if {"variability", "confidence", "correctness"} <= set(frame.columns):
-        from cartomap.analysis import figures
+        from cartomap.analysis import preview
 
-        # the figure once: its drawn sample, hover text, density and histograms are kept with the cached
-        # frame (cartomap.analysis.datamap.frame_memo), so the first visit only lays them out
-        figures.data_map_figure(frame, "correctness")
+        # the figure once, and its picture: the drawn sample, hover text, density, histograms and the
+        # picture are kept with the cached frame (cartomap.analysis.datamap.frame_memo), so the first visit
+        # sends the picture at once and only lays the figure out
+        preview.data_map_png(frame, "correctness")
     return run_id
 
 

@@ -1032,6 +1032,13 @@ return [...document.querySelectorAll('[data-testid=stPlotlyChart] .js-plotly-plo
     && gd.querySelector('.scatterlayer, canvas'));
 """
 
+# the map's picture (``cartomap.analysis.preview``, sent before the chart on a session's first map) is on
+# screen: decoded and displayed (hidden again once the chart is drawn)
+MAP_PICTURE_JS = """
+return [...document.querySelectorAll(".st-key-dm_map_slot img[alt='picture of the data map']")].some(img =>
+    img.complete && img.naturalWidth > 0 && img.offsetParent !== null);
+"""
+
 
 def settle(driver, limit: float = 60.0) -> None:
     """Wait until the page's script run has finished (Streamlit's running indicator gone) and a second
@@ -1167,20 +1174,30 @@ def stage_browser(rows: Rows, n: int, work: Path, args) -> None:
                 driver.get("about:blank")
                 t0 = time.perf_counter()
                 driver.get(f"http://127.0.0.1:{port}/data_map?run={run.id}")
+                shown = None  # the map on screen: its picture, or the chart if that came first
                 while not driver.execute_script(MAP_DRAWN_JS):
+                    if shown is None and driver.execute_script(MAP_PICTURE_JS):
+                        shown = time.perf_counter() - t0
                     if time.perf_counter() - t0 > 300:
                         raise RuntimeError("the map did not appear in 300 s")
-                    time.sleep(0.05)
+                    time.sleep(0.02)
                 seconds = time.perf_counter() - t0
                 since = (
                     f"; {time.perf_counter() - t_launch:.1f} s since the launch" if "first" in what else ""
                 )
+                first = seconds if shown is None else shown
                 rows.add(
-                    f"browser, {tag}: Data map {what}, until the map is drawn",
-                    seconds,
+                    f"browser, {tag}: Data map {what}, until the map is on screen (its picture or the chart)",
+                    first,
                     goal="<= 3 s",
-                    ok=seconds <= 3,
-                    note=f"load {os.getloadavg()[0]:.1f}{since}",
+                    ok=first <= 3,
+                    note=f"load {os.getloadavg()[0]:.1f}{since}; "
+                    + ("the picture first" if shown is not None else "the chart first (no picture seen)"),
+                )
+                rows.add(
+                    f"browser, {tag}: Data map {what}, until the interactive chart is drawn",
+                    seconds,
+                    note=f"load {os.getloadavg()[0]:.1f}",
                 )
                 server_memory_row(rows, tag, server.pid, what)
                 settle(driver)

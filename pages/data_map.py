@@ -26,6 +26,11 @@ view of a multi-label run have both too: a sentence after k recordings is its wo
 recordings aggregated as its map does (``cartomap.analysis.tokens``), an example of the combined view its
 labels' (``cartomap.analysis.multilabel``).
 
+A session's first single map comes as a picture first (``cartomap.analysis.preview``, drawn on the server
+from the same figure; the plain map's picture is kept with the frame and drawn by the launcher's warm-up):
+the browser shows it at once while it fetches and compiles plotly.js, and a page style hides it when
+plotly has drawn the chart in the same slot (``MAP_SLOT``; ``_dm_painted`` marks the session as served).
+
 The map can be coloured by anything the run's frame holds (``cartomap.analysis.colourings``: categories with
 a palette, scores such as AUM, EL2N or a label-error detector with a colour scale; ``dm_color``) and split
 into one map per gold label (``dm_facet``; its selection events are ``datamap_facets``). "Run summary" shows
@@ -50,13 +55,25 @@ rendered as markdown) and "Human judgement" shows the truth report (``cartomap t
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import colourings, curves, datamap, epochs, figures, overlays, summary, tokens, truth
+from cartomap.analysis import (
+    colourings,
+    curves,
+    datamap,
+    epochs,
+    figures,
+    overlays,
+    preview,
+    summary,
+    tokens,
+    truth,
+)
 from cartomap.analysis import multilabel as label_views
 from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
@@ -303,7 +320,29 @@ def take_facet_event(filtered, max_points: int) -> None:
     st.session_state.pop("dm_focus", None)
 
 
-def draw_map(
+#: The container of the map (``st-key-<MAP_SLOT>`` in the page): a picture of the map, then the chart.
+MAP_SLOT = "dm_map_slot"
+#: Set once a session has been sent the picture of its first map (:func:`draw_map`).
+PAINTED = "_dm_painted"
+#: The picture is hidden once plotly has drawn the chart beside it; plotly draws the SVG layers and the
+#: WebGL points in one task, so the picture stays until the points are on screen.
+#: The picture's alt text (the CSS below finds it by it).
+PICTURE_ALT = "picture of the data map"
+SLOT_CSS = (
+    f"<style>.st-key-{MAP_SLOT}:has(.js-plotly-plot .main-svg) "
+    f"[data-testid='stElementContainer']:has(img[alt='{PICTURE_ALT}']) {{display: none;}}</style>"
+)
+
+
+def picture_markdown(png: bytes) -> str:
+    """The map's picture as a Markdown image with the PNG inline (base64: nothing of the dataset's text).
+    Markdown, not ``st.image`` or HTML: Streamlit fetches the code of those elements only when the first
+    one arrives, while a first visit's browser is busy fetching the page's other elements' code, and the
+    picture then showed no sooner than the chart; Markdown's code is loaded with the page."""
+    return f"![{PICTURE_ALT}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
+
+
+def map_figure(
     filtered,
     color_by: str,
     max_points: int,
@@ -314,37 +353,68 @@ def draw_map(
     neighbours=None,
     generated=None,
 ):
-    """The map (or one map per gold label) with its selection events and, on the single map, the
-    selection's ``paths`` (:func:`selection_paths`, the map after ``current_k`` recordings ringed), the
-    focused example's ``neighbours`` (:func:`neighbour_layer`) and a batch's ``generated`` pairs
-    (:func:`generated_layer`); returns the figure drawn."""
+    """The map (or one map per gold label) and, on the single map, the selection's ``paths``
+    (:func:`selection_paths`, the map after ``current_k`` recordings ringed), the focused example's
+    ``neighbours`` (:func:`neighbour_layer`) and a batch's ``generated`` pairs (:func:`generated_layer`)."""
     if split:
         fig = figures.facet_map_figure(
             filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
         )
         st.session_state["_dm_facets"] = list(fig.layout.meta["facets"])
-        key = FACET_CHART
-    else:
-        fig = figures.data_map_figure(
-            filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
-        )
-        if paths is not None:
-            figures.add_trajectories(fig, paths, current_k)
-        if generated is not None:
-            figures.add_generated_overlay(fig, generated)
-        if neighbours is not None:
-            figures.add_neighbour_overlay(fig, neighbours)
-        key = "datamap"
-    st.plotly_chart(
-        fig,
-        key=key,
-        on_select="rerun",
-        selection_mode=("points", "box", "lasso"),
-        width="stretch",
-        config={"displaylogo": False},
-        theme=None,  # the figure's own plotly_white: 0.1-0.3 s less in the browser than Streamlit's theme
+        return fig
+    fig = figures.data_map_figure(
+        filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
     )
+    if paths is not None:
+        figures.add_trajectories(fig, paths, current_k)
+    if generated is not None:
+        figures.add_generated_overlay(fig, generated)
+    if neighbours is not None:
+        figures.add_neighbour_overlay(fig, neighbours)
     return fig
+
+
+def draw_map(filtered, color_by: str, max_points: int, selected, split: bool, after_picture=None, **layers):
+    """:func:`map_figure` (``layers``: its paths, current_k, neighbours, generated) drawn with its selection
+    events in the page's map slot (:data:`MAP_SLOT`); returns the figure.
+
+    A session's first single map is preceded by a picture of it (:mod:`cartomap.analysis.preview`): the
+    browser shows it at once, while it loads plotly.js, and the chart replaces it once plotly has drawn
+    it (:data:`SLOT_CSS`). The plain map's picture (no selection, paths or overlays) is kept with the
+    frame (the launcher draws the default run's while the server starts) and sent before the figure is
+    built."""
+    built = []
+
+    def figure():
+        if not built:
+            built.append(map_figure(filtered, color_by, max_points, selected, split, **layers))
+        return built[0]
+
+    st.html(SLOT_CSS)
+    with st.container(key=MAP_SLOT):
+        picture = st.empty()  # in every run, so the chart keeps its place in the slot
+        first = not split and not st.session_state.get(PAINTED)
+        if first:
+            plain = not selected and not any(v is not None for k, v in layers.items() if k != "current_k")
+            png = (
+                preview.data_map_png(filtered, color_by, max_points, figure=figure)
+                if plain
+                else preview.figure_png(figure(), palette=True)
+            )
+            picture.markdown(picture_markdown(png))
+            st.session_state[PAINTED] = True
+            if after_picture is not None:
+                after_picture()
+        st.plotly_chart(
+            figure(),
+            key=FACET_CHART if split else "datamap",
+            on_select="rerun",
+            selection_mode=("points", "box", "lasso"),
+            width="stretch",
+            config={"displaylogo": False},
+            theme=None,  # the figure's own plotly_white: 0.1-0.3 s less in the browser than Streamlit's theme
+        )
+    return figure()
 
 
 def sidebar_filters(frame):
@@ -914,9 +984,10 @@ def curves_section(run) -> None:
     job panel's live curves, here of the finished run) in a collapsed expander at the end of the page;
     nothing for a run without them.
 
-    Sent before the rest of the page (its container is made first): the browser fetches and compiles
-    plotly.js (a few MB, loaded with the page's first chart) while the server still reads the map frame,
-    instead of after the map's figure arrived (docs/benchmarks.md, "the first map after a server start")."""
+    On a session's first map it is sent right after the map's picture (:func:`main`): the browser, showing
+    the picture, fetches and compiles plotly.js (a few MB, loaded with the page's first chart) while the
+    server builds the map's figure. Sent before the picture, plotly.js's compilation held the picture
+    back; sent after the map, the chart waited for it (docs/benchmarks.md, "A picture first")."""
     try:
         frame = curves.training_curves(run.history(), run.status(), run.test_names)
     except (CartomapError, OSError, ValueError):
@@ -1026,14 +1097,24 @@ def main() -> None:
         st.stop()
 
     body, tail = st.container(), st.container()
-    with tail:  # at the page's end, sent first (see curves_section)
-        curves_section(run)
-    with body:
-        page(run)
+    sent = []
+
+    def curves_now() -> None:  # once: right after the map's picture, else after the page
+        if not sent:
+            sent.append(True)
+            with tail:
+                curves_section(run)
+
+    try:
+        with body:
+            page(run, curves_now)
+    finally:  # also when the page stopped early (st.stop after an error)
+        curves_now()
 
 
-def page(run) -> None:
-    """Everything of the page but its title and the training curves, for a run with metrics."""
+def page(run, after_picture=None) -> None:
+    """Everything of the page but its title and the training curves, for a run with metrics;
+    ``after_picture`` is called once the map's picture is sent (:func:`draw_map`)."""
     per_label = run.task_kind.unit == "label"  # multi-label: several maps, picked below
     warning = None if per_label else _chance(str(run.path), run.stamp(run.history_path))
     if warning:
@@ -1118,10 +1199,11 @@ def page(run) -> None:
         max_points,
         selected,
         split,
-        paths,
-        burn_out or n_recorded,
+        paths=paths,
+        current_k=burn_out or n_recorded,
         neighbours=neighbours,
         generated=generated,
+        after_picture=after_picture,
     )
 
     # how many selected ids are examples of this run: the table's count when no filter is on (no second table)

@@ -643,3 +643,81 @@ def test_counts_of_one_are_singular(run):
     captions = " ".join(c.value for c in at.caption)
     assert "1 automatic group (WaNLI seeds and neighbours) is on the Prompts page" in captions
     assert "1 automatic groups" not in captions
+
+
+def _map_slot(at) -> list:
+    """The elements of the map's slot (``pages/data_map.py``'s ``MAP_SLOT``): [picture or empty, chart]."""
+
+    def blocks(node):
+        for child in getattr(node, "children", {}).values():
+            yield child
+            yield from blocks(child)
+
+    slot = next(b for b in blocks(at.main) if "dm_map_slot" in getattr(getattr(b, "proto", None), "id", ""))
+    return list(slot.children.values())
+
+
+def _picture(element) -> bytes | None:
+    """The PNG a slot's picture shows (a Markdown image of a data URL), None when the element is no picture."""
+    import base64
+
+    body = getattr(element, "value", None) if getattr(element, "type", None) == "markdown" else None
+    head = "![picture of the data map](data:image/png;base64,"
+    if not body or not body.startswith(head):
+        return None
+    assert body.endswith(")") and not getattr(element.proto, "allow_html", False)  # Markdown, not HTML
+    return base64.b64decode(body[len(head) : -1])
+
+
+def _same_pixels(png: bytes, fig) -> bool:
+    import io
+
+    from PIL import Image
+
+    from cartomap.analysis import preview
+
+    drawn = Image.open(io.BytesIO(preview.figure_png(fig, palette=True)))
+    return np.array_equal(np.asarray(Image.open(io.BytesIO(png))), np.asarray(drawn))
+
+
+def test_a_sessions_first_map_comes_with_its_picture_and_later_runs_without(run):
+    """The picture sent before the chart is the chart's own figure drawn (cartomap.analysis.preview), once
+    per session: a rerun sends the chart alone, in the same place."""
+    import plotly.graph_objects as go
+
+    at = _app().run()
+    assert not at.exception, at.exception
+    first, chart = _map_slot(at)
+    png = _picture(first)
+    assert _same_pixels(png, go.Figure(json.loads(chart.proto.spec)))  # the chart's own map
+    at.run()
+    elements = _map_slot(at)
+    assert _picture(elements[0]) is None and elements[-1].type == "plotly_chart"
+    assert len(elements) == 2 and "n_total" in json.loads(elements[-1].proto.spec)["layout"]["meta"]
+
+
+def test_the_first_map_with_a_selection_is_pictured_with_its_rings(run):
+    """A session that opens the page with a selection (another page set it) gets the picture of that
+    map, rings and all, not the plain map's kept picture."""
+    import plotly.graph_objects as go
+
+    ids = dm.map_frame(run)["id"].head(30).tolist()
+    at = _app()
+    at.session_state["selected_ids"] = ids
+    at.run()
+    assert not at.exception, at.exception
+    first, chart = _map_slot(at)
+    spec = json.loads(chart.proto.spec)
+    assert any(t["name"].startswith("selected (30)") for t in spec["data"] if t.get("name"))
+    assert _same_pixels(_picture(first), go.Figure(spec))
+
+
+def test_the_map_split_by_gold_label_comes_without_a_picture(run):
+    """Small multiples are not pictured (a session kept the setting from another visit)."""
+    at = _app()
+    at.session_state["dm_facet"] = True
+    at.run()
+    assert not at.exception, at.exception
+    elements = _map_slot(at)
+    assert "facets" in json.loads(elements[-1].proto.spec)["layout"]["meta"]
+    assert _picture(elements[0]) is None

@@ -306,6 +306,38 @@ def test_lasso_selects_points_in_browser(server, browser):
     assert time.monotonic() - started < 120
 
 
+_PICTURE_JS = """
+const img = document.querySelector(".st-key-dm_map_slot img[alt='picture of the data map']");
+if (!img) return null;
+return {loaded: img.complete && img.naturalWidth > 0, width: img.naturalWidth, shown: img.offsetParent !== null,
+        drawn: !!document.querySelector('.st-key-dm_map_slot .js-plotly-plot .main-svg')};
+"""
+
+
+def test_the_map_is_a_picture_until_plotly_draws_the_chart(server, browser):
+    """A session's first map is shown as a picture (``cartomap.analysis.preview``) while the browser has no
+    plotly.js: with plotly's code blocked it stays on screen; once plotly drew the chart it is hidden."""
+    url, run = server
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*PlotlyChart*"]})
+    browser.get(url + f"/data_map?run={run.id}")
+    state = _wait(lambda: (p := browser.execute_script(_PICTURE_JS)) and p["loaded"] and p, 60, "the picture")
+    assert state["shown"] and not state["drawn"] and state["width"] == 1100
+    time.sleep(2)  # nothing replaces it: the chart cannot be drawn
+    state = browser.execute_script(_PICTURE_JS)
+    assert state["shown"] and not state["drawn"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / "browser_map_picture.png"))
+
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    browser.get(url + f"/data_map?run={run.id}")  # a new session, plotly.js allowed
+    _wait(lambda: _map_geometry(browser), 60, "the chart")
+    state = _wait(
+        lambda: (p := browser.execute_script(_PICTURE_JS)) and p["drawn"] and p, 30, "the chart drawn"
+    )
+    assert not state["shown"]  # hidden under the drawn chart's slot
+
+
 # --------------------------------------------------------------------------- a deep link as the first visit
 def test_a_deep_link_is_the_servers_first_visit(tmp_path, browser):
     """`cartomap dashboard` just started, and the first thing it serves is /data_map?run=ID: the Data
