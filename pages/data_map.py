@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 from pathlib import Path
 
 import pandas as pd
@@ -396,12 +397,17 @@ def draw_map(filtered, color_by: str, max_points: int, selected, split: bool, af
         first = not split and not st.session_state.get(PAINTED)
         if first:
             plain = not selected and not any(v is not None for k, v in layers.items() if k != "current_k")
-            png = (
-                preview.data_map_png(filtered, color_by, max_points, figure=figure)
-                if plain
-                else preview.figure_png(figure(), palette=True)
-            )
-            picture.markdown(picture_markdown(png))
+            try:
+                png = (
+                    preview.data_map_png(filtered, color_by, max_points, figure=figure)
+                    if plain
+                    else preview.figure_png(figure(), palette=True)
+                )
+            except Exception:  # noqa: BLE001 - the picture only comes before the chart: the chart still follows
+                # (and a figure that cannot be built raises again there, as the page's error)
+                logging.getLogger(__name__).warning("no picture of the map", exc_info=True)
+            else:
+                picture.markdown(picture_markdown(png))
             st.session_state[PAINTED] = True
             if after_picture is not None:
                 after_picture()

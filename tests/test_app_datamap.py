@@ -721,3 +721,17 @@ def test_the_map_split_by_gold_label_comes_without_a_picture(run):
     elements = _map_slot(at)
     assert "facets" in json.loads(elements[-1].proto.spec)["layout"]["meta"]
     assert _picture(elements[0]) is None
+
+
+def test_a_picture_that_cannot_be_drawn_leaves_the_chart(run, monkeypatch):
+    """The picture only comes before the chart: when it fails, the page draws the chart as before."""
+    from cartomap.analysis import preview
+
+    def broken(*args, **kwargs):
+        raise ValueError("no room")
+
+    monkeypatch.setattr(preview, "figure_png", broken)
+    at = _app().run()
+    assert not at.exception, at.exception
+    elements = _map_slot(at)
+    assert _picture(elements[0]) is None and elements[-1].type == "plotly_chart"
