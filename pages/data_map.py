@@ -325,10 +325,10 @@ def take_facet_event(filtered, max_points: int) -> None:
 MAP_SLOT = "dm_map_slot"
 #: Set once a session has been sent the picture of its first map (:func:`draw_map`).
 PAINTED = "_dm_painted"
+#: The picture's alt text (the style below finds it by it).
+PICTURE_ALT = "picture of the data map"
 #: The picture is hidden once plotly has drawn the chart beside it; plotly draws the SVG layers and the
 #: WebGL points in one task, so the picture stays until the points are on screen.
-#: The picture's alt text (the CSS below finds it by it).
-PICTURE_ALT = "picture of the data map"
 SLOT_CSS = (
     f"<style>.st-key-{MAP_SLOT}:has(.js-plotly-plot .main-svg) "
     f"[data-testid='stElementContainer']:has(img[alt='{PICTURE_ALT}']) {{display: none;}}</style>"
