@@ -175,3 +175,19 @@ def test_a_picture_too_narrow_for_the_margins_is_refused():
     fig = _figure(go.Scatter(x=[0.5], y=[0.5]), margin=dict(l=60, r=60))
     with pytest.raises(ValueError, match="no room"):
         preview.figure_png(fig, width=100)
+
+
+def test_the_256_colour_picture_keeps_a_white_background_and_the_colours_near():
+    rng = np.random.default_rng(0)
+    n = 3000
+    marker = dict(size=3, color=rng.random(n), colorscale="Viridis", cmin=0, cmax=1)
+    fig = _figure(go.Scattergl(x=rng.random(n), y=rng.random(n), mode="markers", marker=marker))
+    fig.update_layout(height=300)
+    full = np.asarray(Image.open(io.BytesIO(preview.figure_png(fig, width=400, note=""))).convert("RGB"))
+    png = preview.figure_png(fig, width=400, note="", palette=True)
+    small = Image.open(io.BytesIO(png))
+    assert small.mode == "P"
+    small = np.asarray(small.convert("RGB")).astype(int)
+    white = (full == 255).all(axis=2)
+    assert white.any() and (small[white] == 255).all()  # the background exactly white, not 254
+    assert np.abs(small - full).max() <= 24 and np.abs(small - full).mean() < 2
