@@ -1111,11 +1111,9 @@ def main() -> None:
             with tail:
                 curves_section(run)
 
-    try:
-        with body:
-            page(run, curves_now)
-    finally:  # also when the page stopped early (st.stop after an error)
-        curves_now()
+    with body:
+        page(run, curves_now)
+    curves_now()
 
 
 def page(run, after_picture=None) -> None:

@@ -191,3 +191,15 @@ def test_the_256_colour_picture_keeps_a_white_background_and_the_colours_near():
     white = (full == 255).all(axis=2)
     assert white.any() and (small[white] == 255).all()  # the background exactly white, not 254
     assert np.abs(small - full).max() <= 24 and np.abs(small - full).mean() < 2
+
+
+def test_points_without_a_value_are_left_out_quietly():
+    import warnings
+
+    trace = go.Scattergl(
+        x=[0.5, np.nan, 0.2], y=[0.5, 0.3, np.nan], mode="markers", marker=dict(size=1, color="red")
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "invalid value encountered in cast"
+        img = _pixels(_figure(trace))
+    assert np.all(img == [255, 0, 0], axis=2).sum() == 1 and img[50, 50].tolist() == [255, 0, 0]

@@ -367,7 +367,8 @@ def _markers(canvas: np.ndarray, ax: _Axes, trace) -> None:
     if trace.opacity is not None:
         opacity *= float(trace.opacity)
     ok = np.isfinite(x) & np.isfinite(y)
-    cols, rows = np.round(ax.px(x)).astype(np.int64), np.round(ax.py(y)).astype(np.int64)
+    cols = np.round(ax.px(np.where(ok, x, ax.x0))).astype(np.int64)  # points without a place: not drawn
+    rows = np.round(ax.py(np.where(ok, y, ax.y0))).astype(np.int64)
     colour = marker.color
     numeric = (
         colour is not None
