@@ -105,7 +105,6 @@ def _default_map_frame(root: str) -> str | None:
         # picture are kept with the cached frame (cartomap.analysis.datamap.frame_memo), so the first visit
         # sends the picture at once and only lays the figure out
         preview.data_map_png(frame, "correctness")
-        maps.mark_pictured(run)
     return run_id
 
 

@@ -990,11 +990,10 @@ def curves_section(run) -> None:
     job panel's live curves, here of the finished run) in a collapsed expander at the end of the page;
     nothing for a run without them.
 
-    It makes the browser fetch and compile plotly.js (a few MB, loaded with the page's first chart), so
-    :func:`main` sends it early: first, when this server has not pictured the run yet (its frame is read
-    and its picture drawn during this run: plotly.js loads meanwhile); otherwise right after the map's
-    picture, which is then sent at once (compiling plotly.js first held the picture back), while the
-    server builds the map's figure; after the page on later runs (docs/benchmarks.md, "A picture first")."""
+    On a session's first map it is sent right after the map's picture (:func:`main`): the browser, showing
+    the picture, fetches and compiles plotly.js (a few MB, loaded with the page's first chart) while the
+    server builds the map's figure. Sent before the picture, plotly.js's compilation held the picture
+    back; sent after the map, the chart waited for it (docs/benchmarks.md, "A picture first")."""
     try:
         frame = curves.training_curves(run.history(), run.status(), run.test_names)
     except (CartomapError, OSError, ValueError):
@@ -1106,20 +1105,14 @@ def main() -> None:
     body, tail = st.container(), st.container()
     sent = []
 
-    def curves_now() -> None:  # once (see curves_section for when)
+    def curves_now() -> None:  # once: right after the map's picture, else after the page
         if not sent:
             sent.append(True)
             with tail:
                 curves_section(run)
 
-    def after_picture() -> None:
-        maps.mark_pictured(run)
-        curves_now()
-
-    if not maps.pictured(run):  # this server reads its frame and draws its picture now: seconds at 550k
-        curves_now()
     with body:
-        page(run, after_picture)
+        page(run, curves_now)
     curves_now()
 
 

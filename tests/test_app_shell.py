@@ -138,22 +138,16 @@ read, hover = datamap.map_frame, figures.hover_text
 datamap.map_frame = lambda *a, **k: reads.append(1) or read(*a, **k)
 figures.hover_text = lambda *a, **k: hovers.append(1) or hover(*a, **k)
 from streamlit.testing.v1 import AppTest
-from cartomap.analysis import preview
-from pages.components import maps
-pictured = len(maps._PICTURED)
-pictures, draw = [], preview.figure_png
-preview.figure_png = lambda *a, **k: pictures.append(1) or draw(*a, **k)
 at = AppTest.from_file({page!r}, default_timeout=60).run()
 assert not at.exception, at.exception
-print(len(reads), len(hovers), len(at.get("plotly_chart")), pictured, len(pictures))
+print(len(reads), len(hovers), len(at.get("plotly_chart")))
 """
 
 
 def test_the_launchers_warm_up_reads_the_default_runs_map_for_the_first_page(tmp_path):
     """The warm-up thread imports the page's modules and reads the map frame of the run the picker opens by
-    default into the cache the Data map page reads, and draws its figure and its picture once: the page's
-    first run reads no frame of its own, makes no hover text (the drawn sample's is kept with the frame)
-    and draws no picture (kept too).
+    default into the cache the Data map page reads, and draws its figure once: the page's first run reads
+    no frame of its own and makes no hover text (the drawn sample's is kept with the frame).
     ``CARTOMAP_WARM_UP=0`` starts no thread."""
     from test_app_datamap import make_run as make_map_run
 
@@ -163,8 +157,7 @@ def test_the_launchers_warm_up_reads_the_default_runs_map_for_the_first_page(tmp
     env = dict(os.environ, CARTOMAP_CACHE=str(cache))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
-    # no frame read, no hover text made, the run pictured by the warm-up and no picture drawn by the page
-    assert out.stdout.split() == ["None", "True", "True", "0", "0", "1", "1", "0"]
+    assert out.stdout.split() == ["None", "True", "True", "0", "0", "1"]  # no frame read, no hover text made
     # Streamlit's "missing ScriptRunContext" is not logged for the warm-up thread (it is for others)
     assert "Thread 'cartomap-warm-up': missing ScriptRunContext" not in out.stderr
     assert "cartomap warm-up:" in out.stderr

@@ -17,21 +17,6 @@ from cartomap.analysis import datamap
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
 
-#: The runs (their folders) whose map this server has drawn as a picture (``cartomap.analysis.preview``):
-#: by the launcher's warm-up or a session's first map. Such a run's frame is read and its plain picture
-#: kept, so the Data map page can send the picture before the chart that makes the browser load plotly.js.
-_PICTURED: set[str] = set()
-
-
-def pictured(run: Run) -> bool:
-    """Whether this server has drawn ``run``'s map as a picture (:func:`mark_pictured`)."""
-    return str(run.path) in _PICTURED
-
-
-def mark_pictured(run: Run) -> None:
-    """Note that this server has drawn ``run``'s map as a picture (its frame read, the picture kept)."""
-    _PICTURED.add(str(run.path))
-
 
 @st.cache_resource(max_entries=2, show_spinner="Reading the recorded dynamics…")
 def _dynamics(run_path: str, source: str, stamp: tuple) -> tuple[pd.Index, np.ndarray, np.ndarray]:
