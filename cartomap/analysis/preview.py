@@ -335,21 +335,15 @@ def _axis_labels(draw, axes, layout, small, label_font, image) -> None:
                 _rotated_text(image, _plain(title), (ax.left - 42, (ax.top + ax.bottom) / 2), 90, label_font)
 
 
-def _blend(canvas: np.ndarray, rows: np.ndarray, cols: np.ndarray, rgb: np.ndarray, alpha) -> None:
-    """canvas[rows, cols] = (1 - alpha) * canvas + alpha * rgb (a pixel hit twice in one call blends once)."""
+def _blend(
+    canvas: np.ndarray, rows: np.ndarray, cols: np.ndarray, rgb: np.ndarray, alpha: np.ndarray
+) -> None:
+    """canvas[rows, cols] = (1 - alpha) * canvas + alpha * rgb, a pixel each (``rgb`` [n, 3], ``alpha`` [n]);
+    pixels outside the canvas are skipped, one hit twice in a call blends once."""
     h, w = canvas.shape[:2]
     ok = (rows >= 0) & (rows < h) & (cols >= 0) & (cols < w)
-    if not ok.any():
-        return
-    rows, cols = rows[ok], cols[ok]
-    rgb = np.asarray(rgb, dtype=np.float64)
-    if rgb.ndim == 2:
-        rgb = rgb[ok]
-    alpha = np.asarray(alpha, dtype=np.float64)
-    if alpha.ndim == 1:
-        alpha = alpha[ok]
-    a = alpha[..., None] if alpha.ndim == 1 else alpha
-    canvas[rows, cols] = canvas[rows, cols] * (1.0 - a) + rgb * a
+    a = alpha[ok, None]
+    canvas[rows[ok], cols[ok]] = canvas[rows[ok], cols[ok]] * (1.0 - a) + rgb[ok] * a
 
 
 def _clip_to(ax: _Axes, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -400,12 +394,13 @@ def _markers(canvas: np.ndarray, ax: _Axes, trace) -> None:
             layers.append(
                 (_disc(size + 2 * ring_width, max(ring_width, 1.0)), ring_rgb, np.full(len(x), opacity * a))
             )
-    cols, rows, order = cols[ok], rows[ok], np.flatnonzero(ok)
+    cols, rows = cols[ok], rows[ok]
     for (dy, dx), layer_rgb, layer_alpha in layers:
+        layer_rgb, layer_alpha = layer_rgb[ok], layer_alpha[ok]
         for oy, ox in zip(dy.tolist(), dx.tolist(), strict=True):
             rr, cc = rows + oy, cols + ox
             keep = _clip_to(ax, rr, cc)
-            _blend(canvas, rr[keep], cc[keep], layer_rgb[order][keep], layer_alpha[order][keep])
+            _blend(canvas, rr[keep], cc[keep], layer_rgb[keep], layer_alpha[keep])
 
 
 def _heatmap(canvas: np.ndarray, ax: _Axes, trace) -> None:
