@@ -72,6 +72,22 @@ VIEWS: tuple[tuple[str, str, int, int], ...] = (
     ("eval k=2 skip=1", "eval", 2, 1),
     ("eval k=4", "eval", 4, 0),
     ("eval k=4 skip=1", "eval", 4, 1),
+    ("eval k=2 skip=2", "eval", 2, 2),  # the last two epochs, twice each: 1.28x on 4 epochs, as k=1
+    ("eval k=4 skip=2", "eval", 4, 2),
+    ("eval k=4 skip=3", "eval", 4, 3),  # the last epoch, four times: 1.28x on 4 epochs
+)
+#: Second-axis statistics compared (cartomap.scores.ambiguity; higher = more ambiguous).
+STATISTICS: tuple[str, ...] = (
+    "variability",
+    "mean_entropy",
+    "gold_bernoulli",
+    "margin_gap",
+    "entropy_of_mean",
+    "last_entropy",
+    "epoch_disagreement",
+    "margin_spread",
+    "forgetting",
+    "learned_late",
 )
 BOOTSTRAP = 1000
 
@@ -147,6 +163,27 @@ def view_metrics(run, source: str, points: int, used: int, skip: int) -> pd.Data
     return compute_metrics(view_logits(logits, source, points, used, skip), labels, ids).set_index("id")
 
 
+def view_scores(run, source: str, points: int, used: int, skip: int) -> pd.DataFrame:
+    """Confidence, correctness and every statistic of :data:`STATISTICS` of one view of one run, by id."""
+    from cartomap.scores import ambiguity
+    from cartomap.scores.metrics import correctness, gold_probabilities, softmax
+
+    ids, logits = run.dynamics(source)
+    labels = run.examples(columns=["id", "label"]).set_index("id").loc[ids, "label"].to_numpy()
+    logits = view_logits(logits, source, points, used, skip).astype(np.float64)
+    probs = softmax(logits)
+    frame = pd.DataFrame(
+        {
+            "confidence": gold_probabilities(probs, labels).mean(axis=0),
+            "correctness": correctness(probs, labels),
+        },
+        index=pd.Index(ids, name="id"),
+    )
+    for name in STATISTICS:
+        frame[name] = ambiguity.score(name, probs, labels, logits)
+    return frame
+
+
 def compute_share(run, source: str, points: int, used: int, skip: int, ratio: float | None) -> float:
     """Training plus the eval-mode passes the view uses, over training alone, as cartomap runs it now: an
     eval pass costs ``ratio`` of a training epoch (``--eval-ratio``, from ``--timing``; else this run's
@@ -171,8 +208,10 @@ def spearman(a, b) -> float:
     return float(spearmanr(a, b).statistic)
 
 
-def bootstrap(stat, *arrays, n: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float, float]:
-    """stat on the data, and the 2.5 / 97.5 percentiles of stat over ``n`` resamples of the items."""
+def bootstrap(stat, *arrays, n: int | None = None, seed: int = 0) -> tuple[float, float, float]:
+    """stat on the data, and the 2.5 / 97.5 percentiles of stat over ``n`` (default :data:`BOOTSTRAP`)
+    resamples of the items."""
+    n = n or BOOTSTRAP
     rng = np.random.default_rng(seed)
     size = len(arrays[0])
     values = []
@@ -252,6 +291,78 @@ def view_row(frames: dict[int, pd.DataFrame], human: pd.DataFrame | None) -> dic
     return row
 
 
+def axis_regions(frame: pd.DataFrame, statistic: str) -> np.ndarray:
+    """cartomap's rule on the axis ``statistic``: the third with the highest value is ambiguous (ties by
+    index), the rest split at confidence 0.5."""
+    from cartomap.scores.metrics import region_partition
+
+    return region_partition(frame["confidence"].to_numpy(), frame[statistic].to_numpy(), method="rank")
+
+
+def axis_row(maps: dict, statistic: str, human: pd.DataFrame | None) -> dict:
+    """Stability and truth of one second-axis ``statistic`` over ``maps`` (key: a seed, or a group of seeds
+    whose maps were averaged; value: a frame by id with confidence, correctness and the statistic).
+
+    Pairwise figures are means over the pairs of maps: Spearman of the statistic, regions (rank rule on the
+    statistic), ambiguous kept; ``all_same``: the share of examples with one region in every map. With
+    ``human`` (ChaosNLI items): per map, then averaged, Spearman of the statistic with the votes' entropy,
+    AUROC / AP of the statistic for "gold != majority", Spearman with bert_runs_correct_of_100; for the
+    mean of the maps, the same with 95 % bootstrap intervals; confidence's beside it."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    keys = sorted(maps)
+    pairs = list(itertools.combinations(keys, 2))
+    row: dict = {"maps": len(keys), "statistic": statistic}
+    row["rho"] = float(np.mean([spearman(maps[a][statistic], maps[b][statistic]) for a, b in pairs]))
+    row["rho_confidence"] = float(
+        np.mean([spearman(maps[a]["confidence"], maps[b]["confidence"]) for a, b in pairs])
+    )
+    reg = {k: axis_regions(maps[k], statistic) for k in keys}
+    amb = {k: reg[k] == "ambiguous" for k in keys}
+    row["regions"] = float(np.mean([(reg[a] == reg[b]).mean() for a, b in pairs]))
+    row["ambiguous_kept"] = float(np.mean([(amb[a] & amb[b]).sum() / max(amb[a].sum(), 1) for a, b in pairs]))
+    row["all_same"] = float(np.mean(np.all([reg[k] == reg[keys[0]] for k in keys], axis=0)))
+    if human is None:
+        return row
+    table = human.set_index("id")
+
+    def figures(frame: pd.DataFrame, intervals: bool) -> dict:
+        joined = frame.join(table, how="inner")
+        voted = joined.dropna(subset=["entropy"])
+        error = voted["error"].astype(bool).to_numpy()
+        stat, conf, ent = (voted[c].to_numpy() for c in (statistic, "confidence", "entropy"))
+        if intervals:
+            return {
+                "rho_h": bootstrap(spearman, stat, ent),
+                "auroc": bootstrap(roc_auc_score, error, stat),
+                "ap": bootstrap(average_precision_score, error, stat),
+                "rho_conf_h": bootstrap(spearman, conf, ent),
+            }
+        return {
+            "rho_h": spearman(stat, ent),
+            "auroc": float(roc_auc_score(error, stat)),
+            "ap": float(average_precision_score(error, stat)),
+            "rho_conf_h": spearman(conf, ent),
+            "rho_bert": spearman(joined[statistic], joined["bert_correct"]),
+            "rho_conf_bert": spearman(joined["confidence"], joined["bert_correct"]),
+        }
+
+    singles = [figures(maps[k], intervals=False) for k in keys]
+    for key in singles[0]:
+        row[f"h1_{key}"] = float(np.mean([f[key] for f in singles]))
+    mean = sum(maps[k][["confidence", statistic]] for k in keys) / len(keys)
+    row.update({f"hm_{k}": v for k, v in figures(mean, intervals=True).items()})
+    return row
+
+
+def mean_maps(frames: dict[int, pd.DataFrame], group: int) -> dict[str, pd.DataFrame]:
+    """Consecutive seeds in groups of ``group`` ("1+2", "3+4", ...), each group's maps averaged (every
+    column: the map of the means, as a seeds experiment draws it); a last incomplete group is left out."""
+    seeds = sorted(frames)
+    groups = [seeds[i : i + group] for i in range(0, len(seeds) - group + 1, group)]
+    return {"+".join(map(str, g)): sum(frames[s] for s in g) / len(g) for g in groups}
+
+
 # --------------------------------------------------------------------------- the study
 def fmt_ci(value) -> str:
     if isinstance(value, (list, tuple)):
@@ -297,6 +408,44 @@ def markdown(rows: list[dict]) -> str:
             ]
         else:
             cells += ["n/a"] * 8
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def axis_markdown(rows: list[dict]) -> str:
+    """The second-axis table: one row per (data, setting, view, statistic)."""
+    head = (
+        "| data | setting | maps | view | statistic | dev acc. | compute × | seed ρ | regions | ambiguous kept | "
+        "same in all | ρ conf | ρ(stat, H) | AUROC gold≠maj | AP | ρ(stat, BERT×100) | "
+        "mean map: ρ(stat, H) | ρ(conf, H) |"
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        cells = [
+            r["dataset"],
+            r["setting"],
+            r["members"],
+            r["view"],
+            r["statistic"],
+            f"{r['dev_accuracy']:.3f}",
+            f"{r['compute']:.2f}",
+            f"{r['rho']:.2f}",
+            f"{r['regions']:.1%}",
+            f"{r['ambiguous_kept']:.1%}",
+            f"{r['all_same']:.1%}",
+            f"{r['rho_confidence']:.2f}",
+        ]
+        if "h1_rho_h" in r:
+            cells += [
+                f"{r['h1_rho_h']:+.2f}",
+                f"{r['h1_auroc']:.3f}",
+                f"{r['h1_ap']:.3f}",
+                f"{r['h1_rho_bert']:+.2f}",
+                fmt_ci(r["hm_rho_h"]),
+                fmt_ci(r["hm_rho_conf_h"]),
+            ]
+        else:
+            cells += ["n/a"] * 6
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -357,6 +506,21 @@ def main(argv=None) -> int:
     p.add_argument("--analyse-only", action="store_true", help="report on the runs that exist, train none")
     p.add_argument("--json", default=None, help="also write the rows as JSON here")
     p.add_argument(
+        "--axes",
+        default=None,
+        metavar="JSON",
+        help="also compare every second-axis statistic (cartomap.scores.ambiguity) in every view, and write "
+        "those rows as JSON here",
+    )
+    p.add_argument(
+        "--group",
+        type=int,
+        default=1,
+        help="with --axes: average the maps of this many consecutive seeds into one map (2 seeds x 2 epochs "
+        "against 1 seed x 4 epochs at equal compute: --settings lr5e-5-2ep --seeds 1,2,3,4,5,6 --group 2)",
+    )
+    p.add_argument("--views", default=None, help="with --axes: comma list of view names (default: all)")
+    p.add_argument(
         "--timing",
         type=int,
         default=0,
@@ -398,7 +562,8 @@ def main(argv=None) -> int:
             data["mnli"] = mnli_data(a.mnli, a.chaos, Path(a.store) / "data")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; torch threads: default")
 
-    rows = []
+    rows, axis_rows = [], []
+    views = VIEWS if not a.views else [v for v in VIEWS if v[0] in a.views.split(",")]
     for (dname, (train_path, dev_path, human)), setting in itertools.product(data.items(), settings):
         runs = {}
         for seed in seeds:
@@ -412,10 +577,32 @@ def main(argv=None) -> int:
                 run = train_or_load(config, store)
                 print(f"{dname} {setting} seed {seed}: run {run.id} ({time.time() - t0:.0f} s)", flush=True)
             runs[seed] = run
-        if len(runs) < 2:
+        if len(runs) < 2 * a.group:
             continue
         dev = float(np.mean([r.history()[-1]["dev_accuracy"] for r in runs.values()]))
+        if a.axes:
+            epochs = SETTINGS[setting].get("epochs", 4)
+            for view, source, used, skip in views:
+                if skip >= epochs:
+                    continue
+                frames = {s: view_scores(r, source, a.points, used, skip) for s, r in runs.items()}
+                maps = mean_maps(frames, a.group) if a.group > 1 else frames
+                compute = a.group * float(
+                    np.mean(
+                        [compute_share(r, source, a.points, used, skip, a.eval_ratio) for r in runs.values()]
+                    )
+                )
+                for statistic in STATISTICS:
+                    row = {"dataset": dname, "setting": setting, "view": view, "dev_accuracy": dev}
+                    row["members"] = f"{a.group} seed{'s' if a.group > 1 else ''} × {epochs} ep"
+                    row["compute"] = compute * epochs / 4  # relative to one 4-epoch run without recording
+                    row.update(axis_row(maps, statistic, human))
+                    axis_rows.append(row)
+                print(f"{dname} {setting} {view}: axes done", file=sys.stderr, flush=True)
+            continue
         for view, source, used, skip in VIEWS:
+            if skip >= SETTINGS[setting].get("epochs", 4):
+                continue
             frames = {s: view_metrics(r, source, a.points, used, skip) for s, r in runs.items()}
             row = {"dataset": dname, "setting": setting, "view": view, "dev_accuracy": dev}
             row["compute"] = float(
@@ -423,6 +610,10 @@ def main(argv=None) -> int:
             )
             row.update(view_row(frames, human))
             rows.append(row)
+    if a.axes:
+        print(axis_markdown(axis_rows))
+        Path(a.axes).write_text(json.dumps(axis_rows, indent=1, default=float))
+        return 0
     print(markdown(rows))
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1, default=float))
