@@ -24,7 +24,8 @@ def bench():
 
 def _map(conf, stat):
     return pd.DataFrame(
-        {"confidence": conf, "correctness": conf, "s": stat}, index=pd.Index([f"x{i}" for i in range(6)], name="id")
+        {"confidence": conf, "correctness": conf, "s": stat},
+        index=pd.Index([f"x{i}" for i in range(6)], name="id"),
     )
 
 

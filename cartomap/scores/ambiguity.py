@@ -96,7 +96,9 @@ def margin_spread(probs: np.ndarray, labels: np.ndarray, logits=None) -> np.ndar
         return np.zeros(z.shape[1])
     gold = _gold(z, labels)
     others = z.copy()
-    np.put_along_axis(others, np.broadcast_to(labels[None, :, None], (z.shape[0], z.shape[1], 1)), -np.inf, -1)
+    np.put_along_axis(
+        others, np.broadcast_to(labels[None, :, None], (z.shape[0], z.shape[1], 1)), -np.inf, -1
+    )
     return np.std(gold - np.max(others, axis=-1), axis=0)
 
 
@@ -173,7 +175,9 @@ def score(name: str, probs: np.ndarray, labels: np.ndarray, logits: np.ndarray |
     probs = np.asarray(probs, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
     if probs.ndim != 3 or labels.shape != (probs.shape[1],):
-        raise DataError(f"expected probabilities [E, N, C] and N labels, got {probs.shape} and {labels.shape}")
+        raise DataError(
+            f"expected probabilities [E, N, C] and N labels, got {probs.shape} and {labels.shape}"
+        )
     if probs.shape[0] == 0:
         raise DataError("no recordings", field=name)
     return np.asarray(entry.function(probs, labels, logits), dtype=np.float64)
@@ -188,4 +192,6 @@ def scores(
     """{name: score [N]} for ``names`` (default :data:`MAP_SCORES`); scores that need logits are left out
     when none are given."""
     names = MAP_SCORES if names is None else names
-    return {n: score(n, probs, labels, logits) for n in names if logits is not None or not get(n).needs_logits}
+    return {
+        n: score(n, probs, labels, logits) for n in names if logits is not None or not get(n).needs_logits
+    }
