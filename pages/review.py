@@ -5,8 +5,11 @@ click is written to the batch's SQLite database at once (in the button's callbac
 page reruns), so nothing is lost when the tab closes. Generated text is shown with ``st.text``
 and edited in ``st.text_input``: never rendered as HTML or markdown.
 
+An annotator can change or undo any of their own reviews ("Your reviews"; Z undoes the last): an undo is
+recorded too, nothing is deleted, and their review before it, if any, counts again.
+
 Session state: ``rv_annotator`` (who is reviewing), ``rv_batch``, ``rv_redo`` (a gen_id the
-annotator asked to review again), ``rv_revise_<gen_id>``, ``rv_premise_<gen_id>`` and
+annotator asked to review again), ``rv_mine`` (the review picked in "Your reviews"), ``rv_revise_<gen_id>``, ``rv_premise_<gen_id>`` and
 ``rv_hypothesis_<gen_id>`` (a revision being typed; kept across reruns until it is saved).
 """
 
@@ -32,6 +35,8 @@ through_app()  # a first visit straight to this page's address: run it through a
 ANNOTATOR = "rv_annotator"
 _PICK = "_kept_rv_annotator"  # the picker widget's key
 REDO = "rv_redo"
+MINE = "rv_mine"
+UNDO_SHORTCUT = "Z"
 SEED = 0  # seed of the aggregation's random picks (the CLI's --seed)
 
 
@@ -106,6 +111,21 @@ def _cancel_redo() -> None:
     st.session_state.pop(REDO, None)
 
 
+def _undo(db_path: str, annotator: str, gen_id: str) -> None:
+    """Undo ``annotator``'s review of ``gen_id`` (recorded; their review before it counts again)."""
+    try:
+        ReviewDB(db_path).undo(annotator, gen_id)
+    except CartomapError as err:
+        flash("error", escape_markdown(str(err)))
+        return
+    except sqlite3.OperationalError as err:
+        flash("error", escape_markdown(database_problem(err)))
+        return
+    if st.session_state.get(REDO) == gen_id:
+        st.session_state.pop(REDO, None)
+    flash("success", escape_markdown(f"Undid your review of {gen_id}."))
+
+
 # --------------------------------------------------------------------------- widgets
 def annotator_picker(db: ReviewDB) -> str | None:
     names = db.annotators()
@@ -149,6 +169,7 @@ def review_item(db: ReviewDB, annotator: str, labels: tuple[str, ...]) -> None:
         upcoming = db.next_items(annotator, 1)
         if not upcoming:
             st.success("You have reviewed every example of this batch. Thank you!")
+            own_reviews(db, annotator)
             return
         item = upcoming[0]
     gen_id = str(item["gen_id"])
@@ -192,13 +213,43 @@ def review_item(db: ReviewDB, annotator: str, labels: tuple[str, ...]) -> None:
         args=(db_path, annotator, gen_id, "discard", None, False),
         help="Not a usable example (nonsense, offensive, not a premise and a hypothesis, …)",
     )
-    latest = db.latest(annotator, 1)
-    if len(latest) and not redo:
-        last = latest.iloc[0]
-        what = str(last["action"]) + (f" as {last['label']}" if isinstance(last["label"], str) else "")
-        left, right = st.columns([3, 1])
-        left.caption(escape_markdown(f"Your last review: {last['gen_id']} · {what}"))
-        right.button("Change it", key="rv_redo_button", on_click=_redo, args=(str(last["gen_id"]),))
+    own_reviews(db, annotator)
+
+
+def _what(row: dict) -> str:
+    return str(row["action"]) + (f" as {row['label']}" if isinstance(row.get("label"), str) else "")
+
+
+def own_reviews(db: ReviewDB, annotator: str) -> None:
+    """The annotator's last review with Change it / Undo (Z), and every one of their reviews to change or
+    undo."""
+    mine = db.latest(annotator, None)
+    if mine.empty:
+        return
+    db_path = str(db.path)
+    last = mine.iloc[0].to_dict()
+    left, mid, right = st.columns([4, 1, 1])
+    left.caption(escape_markdown(f"Your last review: {last['gen_id']} · {_what(last)}"))
+    mid.button("Change it", key="rv_redo_button", on_click=_redo, args=(str(last["gen_id"]),))
+    right.button(
+        "Undo",
+        key="rv_undo_last",
+        shortcut=UNDO_SHORTCUT,
+        help="Undo your last review (Z): the example comes back to you",
+        on_click=_undo,
+        args=(db_path, annotator, str(last["gen_id"])),
+    )
+    with st.expander(f"Your reviews ({len(mine):,}): change or undo any of them"):
+        rows = {str(r["gen_id"]): r for r in mine.to_dict("records")}
+        ids = list(rows)
+        picked = st.selectbox(
+            "Review", ids, format_func=lambda i: f"{i} · {_what(rows[i])}", **kept(MINE, ids[0], options=ids)
+        )
+        left, right = st.columns(2)
+        left.button("Change it", key="rv_redo_mine", on_click=_redo, args=(picked,), width="stretch")
+        right.button(
+            "Undo it", key="rv_undo_mine", on_click=_undo, args=(db_path, annotator, picked), width="stretch"
+        )
 
 
 def summary(db: ReviewDB, batch: str) -> None:

@@ -5,10 +5,12 @@ Layout only: queues, decisions, aggregation and exports are ``cartomap.curation`
 written to the queue's SQLite store at once (in the button's callback, before the page reruns).
 Dataset text is shown with ``st.text`` and in dataframes, never as markdown or HTML. The decision
 buttons have keyboard shortcuts (Streamlit's ``shortcut``): K keep, X remove, U unsure, 1-9 relabel to
-that class (R and C are reserved by Streamlit).
+that class, Z undo the last decision (R and C are reserved by Streamlit). An annotator can change or undo
+any of their own decisions ("Your decisions"); an undo is recorded too, nothing is deleted.
 
 Session state: ``rs_queue``, ``rs_annotator`` (who is deciding), ``rs_redo`` (an item the annotator
-asked to decide again), ``rs_note`` (the note being typed).
+asked to decide again), ``rs_note`` (the note being typed), ``rs_mine`` (the decision picked in "Your
+decisions").
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ REDO = "rs_redo"
 NOTE = "rs_note"
 SOURCES = ("Detector top k", "Saved group", "Pruning suspects")
 SHORTCUTS = {"keep": "K", "remove": "X", "unsure": "U"}
+UNDO_SHORTCUT = "Z"
+MINE = "rs_mine"
 
 
 # --------------------------------------------------------------------------- callbacks (run before the rerun)
@@ -79,6 +83,22 @@ def _redo(item_id: str) -> None:
 
 def _cancel_redo() -> None:
     st.session_state.pop(REDO, None)
+
+
+def _undo(db_path: str, annotator: str, item_id: str) -> None:
+    """Undo ``annotator``'s decision on ``item_id`` (recorded; their decision before it counts again)."""
+    ss = st.session_state
+    try:
+        queue.QueueDB(db_path).undo(annotator, item_id)
+    except CartomapError as err:
+        flash("error", escape_markdown(str(err)))
+        return
+    except sqlite3.OperationalError as err:
+        flash("error", escape_markdown(database_problem(err)))
+        return
+    if ss.get(REDO) == item_id:
+        ss.pop(REDO, None)
+    flash("success", escape_markdown(f"Undid your decision on {item_id}."))
 
 
 # --------------------------------------------------------------------------- making a queue
@@ -154,7 +174,7 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
         upcoming = db.next_items(annotator, 1)
         if not upcoming:
             st.success("Nothing left for you in this queue: every example has its annotators. Thank you!")
-            _last_decision(db, annotator)
+            own_decisions(db, annotator)
             return
         item_id = upcoming[0]
     else:
@@ -215,19 +235,51 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
             args=(db_path, annotator, item_id, "relabel", label),
         )
     st.caption("Keys: K keep · X remove · U unsure · " + " · ".join(f"{k + 1} {lab}" for k, lab in others))
-    if redo is None:
-        _last_decision(db, annotator)
+    own_decisions(db, annotator)
 
 
-def _last_decision(db: queue.QueueDB, annotator: str) -> None:
-    last = db.last_decided(annotator)
-    if last is None:
+def _what(row: dict) -> str:
+    label = row.get("label")
+    return str(row.get("decision", "")) + (f" → {label}" if isinstance(label, str) and label else "")
+
+
+def own_decisions(db: queue.QueueDB, annotator: str) -> None:
+    """The annotator's last decision with Change it / Undo (Z), and every one of their decisions to change
+    or undo (an undo is recorded; their decision before it, if any, counts again)."""
+    mine = db.decisions_of(annotator)
+    if mine.empty:
         return
-    mine = db.decision_of(annotator, last) or {}
-    what = str(mine.get("decision", "")) + (f" → {mine['label']}" if mine.get("label") else "")
-    left, right = st.columns([3, 1])
-    left.caption(escape_markdown(f"Your last decision: {last} · {what}"))
-    right.button("Change it", key="rs_redo_button", on_click=_redo, args=(last,))
+    db_path = str(db.path)
+    last = mine.iloc[0].to_dict()
+    left, mid, right = st.columns([4, 1, 1])
+    left.caption(escape_markdown(f"Your last decision: {last['item_id']} · {_what(last)}"))
+    mid.button("Change it", key="rs_redo_button", on_click=_redo, args=(str(last["item_id"]),))
+    right.button(
+        "Undo",
+        key="rs_undo_last",
+        shortcut=UNDO_SHORTCUT,
+        help="Undo your last decision (Z): the example comes back to you",
+        on_click=_undo,
+        args=(db_path, annotator, str(last["item_id"])),
+    )
+    with st.expander(f"Your decisions ({len(mine):,}): change or undo any of them"):
+        rows = {str(r["item_id"]): r for r in mine.to_dict("records")}
+        ids = list(rows)
+        picked = st.selectbox(
+            "Decision",
+            ids,
+            format_func=lambda i: f"{i} · {_what(rows[i])}",
+            **kept(MINE, ids[0], options=ids),
+        )
+        left, right = st.columns(2)
+        left.button("Change it", key="rs_redo_mine", on_click=_redo, args=(picked,), width="stretch")
+        right.button(
+            "Undo it",
+            key="rs_undo_mine",
+            on_click=_undo,
+            args=(db_path, annotator, picked),
+            width="stretch",
+        )
 
 
 # --------------------------------------------------------------------------- progress, agreement, export

@@ -110,6 +110,39 @@ def test_two_annotators_review_a_detector_queue_end_to_end(env):
     assert bob.get("download_button")
 
 
+def test_an_annotator_undoes_any_of_their_own_decisions_on_the_page(env):
+    """Any of the annotator's decisions, not only the last, is changed or undone from "Your decisions";
+    Undo (Z) undoes the last; the undo is recorded and the final decisions read the live ones."""
+    run = make_run(env)
+    queue.create_queue(run, "q", sources.from_detector(run, "aum", 3), per_item=1)
+    at = session(run.id)
+    at.session_state["rs_annotator"] = "ann"
+    at.run()
+    at.button(key="rs_keep").click().run()  # e1
+    at.button(key="rs_remove").click().run()  # n1
+    at.button(key="rs_unsure").click().run()  # c1
+    assert any("Nothing left for you" in s.value for s in at.success)
+    assert at.button(key="rs_undo_last").proto.shortcut.lower() == "z"
+    mine = at.selectbox(key="_kept_rs_mine")
+    assert mine.options == ["c1 · unsure", "n1 · remove", "e1 · keep"]
+    mine.set_value("e1").run()  # the first decision, not the last
+    at.button(key="rs_undo_mine").click().run()
+    assert not at.exception, at.exception
+    assert any("Undid your decision on e1" in s.value for s in at.success)
+    assert "Premise e1 <b>bold</b> *star*" in texts(at)  # e1 is ann's to decide again
+    db = queue.open_queue(run, "q")
+    assert db.decision_of("ann", "e1") is None and len(db.history()) == 3
+    assert corrected.decisions(run, "q").set_index("id").loc["e1", "decision"] == "unreviewed"
+    at.button(key="rs_undo_last").click().run()  # the last live one: c1
+    assert db.decisions_of("ann")["item_id"].tolist() == ["n1"]
+    # change an older decision: n1, from remove to keep
+    at.selectbox(key="_kept_rs_mine").set_value("n1").run()
+    at.button(key="rs_redo_mine").click().run()
+    assert "Premise n1 <b>bold</b> *star*" in texts(at)
+    at.button(key="rs_keep").click().run()
+    assert db.decision_of("ann", "n1")["decision"] == "keep"
+
+
 def test_group_queue_and_an_empty_run_of_queues(env):
     run = make_run(env)
     at = session(run.id).run()

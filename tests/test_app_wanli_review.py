@@ -202,6 +202,36 @@ def test_review_page_revise_discard_and_change(env):
     assert texts(at)[:2] == [kept.loc[2, "premise"], kept.loc[2, "hypothesis"]]
 
 
+def test_review_page_undoes_any_of_the_annotators_reviews(env):
+    """Not only the last review: any of the annotator's own reviews is undone from "Your reviews" (the
+    example comes back to them); Undo (Z) undoes the last; the undo is recorded, nothing deleted."""
+    run = make_run(env, n=40)
+    frame = filtered_batch(run)
+    kept = frame[frame["kept"]].reset_index(drop=True)
+    ids = kept["gen_id"].tolist()
+    at = page("review.py")
+    at.session_state["rv_annotator"] = "Ada"
+    at.run()
+    db = ReviewDB(review_path(run, "b1"))
+    assert len(ids) >= 3
+    for label in ("neutral", "entailment"):
+        button(at, label).click().run()
+    assert texts(at)[:2] == [kept.loc[2, "premise"], kept.loc[2, "hypothesis"]]
+    assert at.button(key="rv_undo_last").proto.shortcut.lower() == "z"
+    assert at.selectbox(key="_kept_rv_mine").options == [
+        f"{ids[1]} · label as entailment",
+        f"{ids[0]} · label as neutral",
+    ]
+    at.selectbox(key="_kept_rv_mine").set_value(ids[0]).run()  # the first review, not the last
+    at.button(key="rv_undo_mine").click().run()
+    assert not at.exception, at.exception
+    assert any(f"Undid your review of {ids[0]}" in s.value for s in at.success)
+    assert texts(at)[:2] == [kept.loc[0, "premise"], kept.loc[0, "hypothesis"]]  # back to Ada
+    assert ids[0] not in set(db.reviews()["gen_id"]) and len(db.actions()) == 2
+    at.button(key="rv_undo_last").click().run()  # the last one (ids[1])
+    assert db.reviews().empty and len(db.actions()) == 2 and db.undone() == set(db.actions()["id"])
+
+
 def test_review_page_summary_kappa_and_downloads(env):
     run = make_run(env, n=40)
     frame = filtered_batch(run)

@@ -176,6 +176,57 @@ def test_latest_decision_counts_relabel_to_gold_is_keep_and_validation(run):
     assert len(db.history()) == 4
 
 
+def test_an_annotator_undoes_any_of_their_own_decisions_and_the_store_stays_append_only(run):
+    queue.create_queue(run, "q", sources.from_detector(run, "aum", 3), per_item=2)
+    db = queue.open_queue(run, "q")
+    db.record("A", "e1", "remove")
+    db.record("A", "e1", "relabel", "neutral")  # a changed mind
+    db.record("A", "n1", "keep")
+    db.record("A", "c1", "remove")
+    db.record("B", "e1", "remove")
+    db.record("B", "n1", "keep")
+    assert db.next_items("A", 5) == []
+    # undo an older decision (n1, not the last): the item is A's to decide again, first in A's queue
+    assert db.undo("A", "n1") == 3
+    assert db.decision_of("A", "n1") is None and db.next_items("A", 5) == ["n1"]
+    assert db.last_decided("A") == "c1"
+    # undo the changed mind on e1: A's decision is again the one before it
+    db.undo("A", "e1")
+    assert db.decision_of("A", "e1")["decision"] == "remove"
+    assert db.decisions_of("A")["item_id"].tolist() == ["c1", "e1"]  # most recent first
+    # aggregation, progress and agreement read the live decisions
+    table = corrected.decisions(run, "q").set_index("id")
+    assert table.loc["e1", "decision"] == "remove" and table.loc["e1", "decided_by"] == "A,B"
+    assert table.loc["n1", "decided_by"] == "B" and table.loc["n1", "n_annotators"] == 1
+    assert db.progress()["by_annotator"] == {"A": 2, "B": 2}
+    assert set(db.long_table()["item"][db.long_table()["annotator"] == "A"]) == {"e1", "c1"}
+    # append-only: nothing deleted, the undone rows are marked
+    history = db.history()
+    assert len(history) == 6 and history["undone"].tolist() == [False, True, True, False, False, False]
+    # only one's own decisions; nothing left to undo is one clear error
+    with pytest.raises(CartomapError, match="C has no decision on 'e1'"):
+        db.undo("C", "e1")
+    db.undo("A", "e1")
+    with pytest.raises(CartomapError, match="A has no decision on 'e1'"):
+        db.undo("A", "e1")
+    assert db.decision_of("B", "e1")["decision"] == "remove"  # B's untouched
+    assert db.undone() == {2, 1, 3}
+
+
+def test_a_queue_database_made_before_undo_opens_and_undoes(run, tmp_path):
+    """A review.sqlite written by an earlier version (no undos table, no view) gets them on opening."""
+    queue.create_queue(run, "old", sources.from_detector(run, "aum", 2), per_item=1)
+    path = queue.db_path(run, "old")
+    QueueDB(path).record("A", "e1", "keep")
+    with sqlite3.connect(path) as con:
+        con.execute("DROP VIEW live_decisions")
+        con.execute("DROP TABLE undos")
+    db = QueueDB(path)
+    assert db.decision_of("A", "e1")["decision"] == "keep"
+    db.undo("A", "e1")
+    assert db.next_items("A", 2) == ["e1", "n1"]
+
+
 def test_agreement_statistics(run):
     queue.create_queue(run, "q", sources.from_detector(run, "aum", 4))
     db = queue.open_queue(run, "q")
@@ -408,6 +459,14 @@ def test_cli_review_queue(run, cache, tmp_path, capsys):
     assert "--decision relabel needs --label" in capsys.readouterr().err
     assert main([*base, "show", run.id, "cli"]) == 0
     assert "remove 1" in capsys.readouterr().out
+    assert main([*base, "undo", run.id, "cli", "--annotator", "ann", "--item", "e1"]) == 0
+    assert "their decision now: no decision" in capsys.readouterr().out
+    assert main([*base, "undo", run.id, "cli", "--annotator", "ann", "--item", "e1"]) == 2
+    assert "ann has no decision on 'e1' to undo" in capsys.readouterr().err
+    assert (
+        main([*base, "decide", run.id, "cli", "--annotator", "ann", "--item", "e1", "--decision", "remove"])
+        == 0
+    )
     out = tmp_path / "fixed.csv"
     assert (
         main([*base, "export", run.id, "cli", "--out", str(out), "--decisions", str(tmp_path / "d.jsonl")])

@@ -310,6 +310,27 @@ def test_next_items_order(tmp_path):
     }
 
 
+def test_an_annotator_undoes_any_of_their_own_reviews(tmp_path):
+    db = ReviewDB(tmp_path / "r.sqlite", label_names=LABELS)
+    db.load_items(items_frame(3))
+    db.record("a", "g000", "label", "neutral")
+    db.record("a", "g001", "discard")
+    db.record("a", "g001", "label", "entailment")  # a changed mind
+    db.record("b", "g000", "label", "neutral")
+    assert db.undo("a", "g000") == 1  # an older review, not the last
+    assert [i["gen_id"] for i in db.next_items("a", 5)] == ["g000", "g002"]
+    assert db.latest("a", None)["gen_id"].tolist() == ["g001"]
+    db.undo("a", "g001")
+    assert db.reviews().set_index(["gen_id", "annotator"]).loc[("g001", "a"), "action"] == "discard"
+    assert db.progress()["by_annotator"] == {"a": 1, "b": 1}
+    assert db.kappa()[1] == 0  # g000 has one live review now
+    assert len(db.actions()) == 4 and db.undone() == {1, 3}  # append-only
+    with pytest.raises(CartomapError, match="no decision on 'g002'"):
+        db.undo("a", "g002")
+    with pytest.raises(CartomapError, match="b has no decision on 'g001'"):
+        db.undo("b", "g001")
+
+
 ANNOTATE = """
 import sys, time
 from pathlib import Path

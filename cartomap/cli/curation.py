@@ -1,4 +1,4 @@
-"""Reviewing suspected label errors: ``cartomap review-queue {create,list,show,next,decide,import,export}``."""
+"""Reviewing suspected label errors: ``cartomap review-queue {create,list,show,next,decide,undo,import,export}``."""
 
 from __future__ import annotations
 
@@ -151,6 +151,20 @@ def cmd_decide(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_undo(a: argparse.Namespace) -> int:
+    """Undo an annotator's own decision on one example (recorded; their decision before it counts again)."""
+    from cartomap.curation.queue import open_queue
+
+    db = open_queue(_run(a), a.queue)
+    db.undo(a.annotator, a.item)
+    mine = db.decision_of(a.annotator, a.item)
+    now = "no decision (the example is theirs to decide again)"
+    if mine is not None:
+        now = mine["decision"] + (f" -> {mine['label']}" if mine["label"] else "")
+    print(f"undone: {a.annotator} on {a.item}; their decision now: {now}")
+    return 0
+
+
 def cmd_import(a: argparse.Namespace) -> int:
     from cartomap.curation.exchange import import_decisions
 
@@ -232,6 +246,15 @@ def add_commands(sub) -> None:
     de.add_argument("--label", help="the new label (with --decision relabel)")
     de.add_argument("--note", help="an optional note")
     de.set_defaults(func=cmd_decide)
+
+    un = cmds.add_parser(
+        "undo", help="undo an annotator's own latest decision on one example (the undo is recorded)"
+    )
+    un.add_argument("run")
+    un.add_argument("queue")
+    un.add_argument("--annotator", required=True)
+    un.add_argument("--item", required=True, help="the example id")
+    un.set_defaults(func=cmd_undo)
 
     im = cmds.add_parser("import", help="append the decisions of a Label Studio / Argilla export")
     im.add_argument("run")

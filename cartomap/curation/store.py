@@ -12,9 +12,14 @@ Tables::
     annotators(name, created_at)
     items(item_id, position, score, gold)
     decisions(id, item_id, annotator, decision, label, note, origin, created_at)
+    undos(event_id, annotator, created_at)    a decision undone by its annotator
+    live_decisions                            (view) the decisions no undo names
 
 Decisions are only ever appended: an annotator's latest decision on an item is theirs, so a changed
-mind is a new row and the history stays. ``decision`` is keep, relabel (``label`` the new class),
+mind is a new row and the history stays. An annotator may undo any of their own decisions
+(:meth:`QueueDB.undo`): the undo is appended too, the undone row stays, and their decision on that item
+is again the one before it, or none (the item comes back to them). Everything that reads decisions
+(assignment, progress, agreement, the final decisions) reads the live ones. ``decision`` is keep, relabel (``label`` the new class),
 remove or unsure; a relabel to the gold label is recorded as keep. ``origin`` says where it came from
 (``app``, ``cli``, ``labelstudio``, ``argilla``).
 
@@ -38,7 +43,7 @@ import pandas as pd
 
 from cartomap.config import REVIEW_DECISIONS
 from cartomap.errors import CartomapError
-from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, clean_name, retry_busy
+from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, clean_name, retry_busy, undo_schema
 
 DECISIONS = REVIEW_DECISIONS  # keep, relabel, remove, unsure
 ORIGINS = ("app", "cli", "labelstudio", "argilla", "import")
@@ -95,8 +100,9 @@ def from_value(value: str) -> tuple[str, str | None]:
 class QueueDB(SQLiteStore):
     """The decisions of one review queue. Cheap to make; every method opens its own connection."""
 
-    SCHEMA = BASE_SCHEMA + _SCHEMA
-    TABLES = frozenset({"meta", "annotators", "items", "decisions"})
+    SCHEMA = BASE_SCHEMA + _SCHEMA + undo_schema("decisions")
+    TABLES = frozenset({"meta", "annotators", "items", "decisions", "undos"})
+    EVENTS, ITEM = "decisions", "item_id"
 
     def __init__(
         self, path: str | Path, label_names: Sequence[str] | None = None, per_item: int | None = None
@@ -166,10 +172,10 @@ class QueueDB(SQLiteStore):
         """The ids of the next items for ``annotator``: not decided by them, fewer than k annotators
         so far, in queue order (see the module docstring)."""
         name = clean_name(annotator)
-        query = """
+        query = f"""
             SELECT i.item_id FROM items i
-            WHERE NOT EXISTS (SELECT 1 FROM decisions d WHERE d.item_id = i.item_id AND d.annotator = :name)
-              AND (SELECT COUNT(DISTINCT d.annotator) FROM decisions d WHERE d.item_id = i.item_id) < :k
+            WHERE NOT EXISTS (SELECT 1 FROM {self.live} d WHERE d.item_id = i.item_id AND d.annotator = :name)
+              AND (SELECT COUNT(DISTINCT d.annotator) FROM {self.live} d WHERE d.item_id = i.item_id) < :k
             ORDER BY i.position, i.item_id
             LIMIT :limit
         """
@@ -255,22 +261,35 @@ class QueueDB(SQLiteStore):
         return self.write(write) if checked else []
 
     def history(self) -> pd.DataFrame:
-        """Every decision ever recorded, oldest first."""
+        """Every decision ever recorded, oldest first, with ``undone`` (True for a decision undone)."""
         columns = ["id", "item_id", "annotator", "decision", "label", "note", "origin", "created_at"]
-        return self.frame(f"SELECT {', '.join(columns)} FROM decisions ORDER BY id", columns)
+        query = (
+            f"SELECT {', '.join(columns)}, id IN (SELECT event_id FROM undos) AS undone FROM decisions "
+            "ORDER BY id"
+        )
+        frame = self.frame(query, [*columns, "undone"])
+        frame["undone"] = frame["undone"].astype(bool)
+        return frame
 
     def latest(self) -> pd.DataFrame:
-        """The latest decision per (item, annotator), ordered by when that annotator first decided the
-        item. Columns: :data:`LATEST_COLUMNS`."""
-        query = """
+        """The latest live decision (not undone) per (item, annotator), ordered by when that annotator
+        first decided the item. Columns: :data:`LATEST_COLUMNS`."""
+        query = f"""
             SELECT d.id AS decision_id, d.item_id, d.annotator, d.decision, d.label, d.note, d.origin,
                    d.created_at, f.first_id
-            FROM decisions d
+            FROM {self.live} d
             JOIN (SELECT item_id, annotator, MAX(id) AS last_id, MIN(id) AS first_id
-                  FROM decisions GROUP BY item_id, annotator) f ON d.id = f.last_id
+                  FROM {self.live} GROUP BY item_id, annotator) f ON d.id = f.last_id
             ORDER BY f.first_id
         """
         return self.frame(query, LATEST_COLUMNS)
+
+    def decisions_of(self, annotator: str) -> pd.DataFrame:
+        """``annotator``'s live decisions, one per item, the most recent first (what they can undo or
+        change). Columns: :data:`LATEST_COLUMNS`."""
+        latest = self.latest()
+        mine = latest[latest["annotator"] == clean_name(annotator)]
+        return mine.sort_values("decision_id", ascending=False).reset_index(drop=True)
 
     def long_table(self) -> pd.DataFrame:
         """item, annotator, value (keep | remove | unsure | relabel:<label>): the agreement table."""
@@ -285,17 +304,17 @@ class QueueDB(SQLiteStore):
         """``annotator``'s latest decision on ``item_id`` (decision, label, note), or None."""
         with self.connect() as con:
             row = con.execute(
-                "SELECT decision, label, note FROM decisions WHERE annotator = ? AND item_id = ?"
+                f"SELECT decision, label, note FROM {self.live} WHERE annotator = ? AND item_id = ?"
                 " ORDER BY id DESC LIMIT 1",
                 (clean_name(annotator), str(item_id)),
             ).fetchone()
         return None if row is None else dict(row)
 
     def last_decided(self, annotator: str) -> str | None:
-        """The item ``annotator`` decided most recently (to change it), or None."""
+        """The item of ``annotator``'s most recent live decision (to change or undo it), or None."""
         with self.connect() as con:
             row = con.execute(
-                "SELECT item_id FROM decisions WHERE annotator = ? ORDER BY id DESC LIMIT 1",
+                f"SELECT item_id FROM {self.live} WHERE annotator = ? ORDER BY id DESC LIMIT 1",
                 (clean_name(annotator),),
             ).fetchone()
         return None if row is None else str(row[0])

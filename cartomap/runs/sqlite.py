@@ -38,6 +38,24 @@ BASE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS annotators (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
 """
+#: The table of undos, and the view of the events that count (``live_<events>``).
+UNDOS = "undos"
+
+
+def undo_schema(events: str) -> str:
+    """The schema of undoing an event of table ``events`` (a review store's decisions or actions): an undo
+    is itself an event, appended to :data:`UNDOS` (which event, by whom, when); the undone event stays in
+    its table, and the view ``live_<events>`` holds the events no undo names (the ones that count)."""
+    return f"""
+CREATE TABLE IF NOT EXISTS {UNDOS} (
+    event_id INTEGER PRIMARY KEY REFERENCES {events}(id),
+    annotator TEXT NOT NULL REFERENCES annotators(name),
+    created_at REAL NOT NULL
+);
+CREATE VIEW IF NOT EXISTS live_{events} AS
+    SELECT * FROM {events} WHERE id NOT IN (SELECT event_id FROM {UNDOS});
+"""
+
 
 _OPEN: dict[tuple[int, str], sqlite3.Connection] = {}
 _OPEN_LOCK = threading.Lock()
@@ -214,3 +232,41 @@ class SQLiteStore:
     def annotators(self) -> list[str]:
         with self.connect() as con:
             return [r["name"] for r in con.execute("SELECT name FROM annotators ORDER BY created_at, name")]
+
+    # -- undo (stores whose SCHEMA has undo_schema(EVENTS)) ------------------------------------------
+    #: The table of the store's events (one per click: decisions, actions) and its item column.
+    EVENTS = ""
+    ITEM = ""
+
+    @property
+    def live(self) -> str:
+        """The view of the events that count (every event no undo names)."""
+        return f"live_{self.EVENTS}"
+
+    def undo(self, annotator: str, item: str) -> int:
+        """Undo ``annotator``'s latest event on ``item`` that counts, committed at once; returns its id.
+
+        Nothing is deleted: the undo is appended (:func:`undo_schema`), and the annotator's decision on the
+        item is again their event before it, or none (the item is theirs to decide again). Only one's own
+        events can be undone; CartomapError when ``annotator`` has none on ``item``."""
+        name = clean_name(annotator)
+
+        def write(con: sqlite3.Connection) -> int:
+            row = con.execute(
+                f"SELECT id FROM {self.live} WHERE {self.ITEM} = ? AND annotator = ? ORDER BY id DESC LIMIT 1",
+                (str(item), name),
+            ).fetchone()
+            if row is None:
+                raise CartomapError(f"{name} has no decision on {item!r} to undo")
+            con.execute(
+                f"INSERT INTO {UNDOS} (event_id, annotator, created_at) VALUES (?, ?, ?)",
+                (int(row[0]), name, time.time()),
+            )
+            return int(row[0])
+
+        return self.write(write)
+
+    def undone(self) -> set[int]:
+        """The ids of the events undone."""
+        with self.connect() as con:
+            return {int(r[0]) for r in con.execute(f"SELECT event_id FROM {UNDOS}")}

@@ -11,10 +11,14 @@ Tables::
     annotators(name, created_at)
     items(gen_id, position, premise, hypothesis, intended_label, seed_id, "group", active)
     actions(id, gen_id, annotator, action, label, premise, hypothesis, created_at)
+    undos(event_id, annotator, created_at)      an action undone by its annotator
+    live_actions                                (view) the actions no undo names
     meta(key, value)            label names of the run
 
 Actions are only ever appended: the latest action of an annotator on an item is their review,
-so a changed mind is a new action and the history stays. An item that a later filtering no
+so a changed mind is a new action and the history stays. An annotator may undo any of their own
+reviews (:meth:`ReviewDB.undo`): the undo is appended too, and their review of the item is again the
+action before it, or none (the item comes back to them); everything below reads the live actions. An item that a later filtering no
 longer keeps is marked inactive (its reviews stay in the database) and is neither offered nor
 exported.
 
@@ -62,7 +66,7 @@ import pandas as pd
 
 from cartomap.errors import CartomapError
 from cartomap.io import atomic_write_bytes
-from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, clean_name
+from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, clean_name, undo_schema
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import load_filtered, review_path
 from cartomap.wanli.filtering import normalize_text
@@ -334,8 +338,9 @@ class ReviewDB(SQLiteStore):
     """The review database of one batch. Cheap to make; every method opens its own connection
     (:class:`cartomap.runs.sqlite.SQLiteStore`: WAL, busy timeout, immediate transactions)."""
 
-    SCHEMA = BASE_SCHEMA + _SCHEMA
-    TABLES = frozenset({"meta", "annotators", "items", "actions"})
+    SCHEMA = BASE_SCHEMA + _SCHEMA + undo_schema("actions")
+    TABLES = frozenset({"meta", "annotators", "items", "actions", "undos"})
+    EVENTS, ITEM = "actions", "gen_id"
 
     def __init__(self, path: str | Path, label_names: Sequence[str] | None = None):
         super().__init__(path)
@@ -416,12 +421,12 @@ class ReviewDB(SQLiteStore):
         other annotators reviewed it).
         """
         name = clean_name(annotator)
-        query = """
-            SELECT i.*, (SELECT COUNT(DISTINCT a.annotator) FROM actions a
+        query = f"""
+            SELECT i.*, (SELECT COUNT(DISTINCT a.annotator) FROM {self.live} a
                          WHERE a.gen_id = i.gen_id AND a.annotator != :name) AS others
             FROM items i
             WHERE i.active = 1
-              AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.gen_id = i.gen_id AND a.annotator = :name)
+              AND NOT EXISTS (SELECT 1 FROM {self.live} a WHERE a.gen_id = i.gen_id AND a.annotator = :name)
             ORDER BY (others >= 2), others DESC, i.position, i.gen_id
             LIMIT :limit
         """
@@ -487,22 +492,23 @@ class ReviewDB(SQLiteStore):
         return self.write(write)
 
     def actions(self) -> pd.DataFrame:
-        """Every action ever recorded, oldest first."""
+        """Every action ever recorded, oldest first (undone ones too: :meth:`undone` names them)."""
         columns = ["id", "gen_id", "annotator", "action", "label", "premise", "hypothesis", "created_at"]
-        return self.frame("SELECT * FROM actions ORDER BY id", columns)
+        return self.frame(f"SELECT {', '.join(columns)} FROM actions ORDER BY id", columns)
 
     def reviews(self, active_only: bool = True) -> pd.DataFrame:
-        """The latest action per (gen_id, annotator), ordered by when that annotator first reviewed the item.
+        """The latest live action (not undone) per (gen_id, annotator), ordered by when that annotator
+        first reviewed the item.
 
         Columns: action_id, gen_id, annotator, action, label, premise, hypothesis, created_at,
         first_action_id.
         """
-        query = """
+        query = f"""
             SELECT a.id AS action_id, a.gen_id, a.annotator, a.action, a.label, a.premise, a.hypothesis,
                    a.created_at, f.first_id AS first_action_id
-            FROM actions a
+            FROM {self.live} a
             JOIN (SELECT gen_id, annotator, MAX(id) AS last_id, MIN(id) AS first_id
-                  FROM actions GROUP BY gen_id, annotator) f ON a.id = f.last_id
+                  FROM {self.live} GROUP BY gen_id, annotator) f ON a.id = f.last_id
             JOIN items i ON i.gen_id = a.gen_id
         """
         if active_only:
@@ -520,11 +526,13 @@ class ReviewDB(SQLiteStore):
         ]
         return self.frame(query + " ORDER BY f.first_id", columns)
 
-    def latest(self, annotator: str, limit: int = 1) -> pd.DataFrame:
-        """``annotator``'s most recent reviews (latest action per item), newest first."""
+    def latest(self, annotator: str, limit: int | None = 1) -> pd.DataFrame:
+        """``annotator``'s most recent reviews (latest live action per item), newest first; every one
+        with ``limit`` None."""
         reviews = self.reviews()
         mine = reviews[reviews["annotator"] == clean_name(annotator)]
-        return mine.sort_values("action_id", ascending=False).head(limit).reset_index(drop=True)
+        mine = mine.sort_values("action_id", ascending=False)
+        return (mine if limit is None else mine.head(limit)).reset_index(drop=True)
 
     def progress(self) -> dict[str, Any]:
         """Counts: active items, items with 0 / 1 / 2+ reviews, reviews per annotator."""
