@@ -330,7 +330,7 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
     if ref and ref.endswith(f"/{name}") and run.corrected_path(name).exists():
         st.caption(f"Train on it with --data {escape_markdown(ref)}")
         fixed = corrected.named(run, pd.read_parquet(run.corrected_path(name)), table)
-        left, mid, right = st.columns(3)
+        left, right = st.columns(2)
         left.download_button(
             f"Corrected set, {len(fixed):,} examples (JSONL)",
             corrected.table_bytes(fixed, "jsonl"),
@@ -338,22 +338,12 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
             mime="application/jsonl",
             key="rs_download_corrected",
         )
-        mid.download_button(
+        right.download_button(
             "Decisions file (CSV)",
             corrected.table_bytes(table, "csv"),
             file_name=f"{name}_decisions.csv",
             mime="text/csv",
             key="rs_download_decisions",
-        )
-        tasks = exchange.tool_queue(queue.load_queue(run, name))
-        right.download_button(
-            "Label Studio tasks (JSON)",
-            json.dumps(label_studio_tasks(tasks, label_names=list(run.label_names)), indent=1).encode(
-                "utf-8"
-            ),
-            file_name=f"{name}_labelstudio.json",
-            mime="application/json",
-            key="rs_download_labelstudio",
         )
     retrain_form(run, name)
 
@@ -384,8 +374,36 @@ def retrain_form(run: Run, name: str) -> None:
         st.rerun()
 
 
+def _label_studio_bytes(run: Run, name: str) -> bytes:
+    tasks = exchange.tool_queue(queue.load_queue(run, name))
+    return json.dumps(label_studio_tasks(tasks, label_names=list(run.label_names)), indent=1).encode("utf-8")
+
+
 def import_form(run: Run, name: str) -> None:
-    with st.expander("Import decisions from Label Studio or Argilla"):
+    """The queue out to Label Studio or Argilla (files made when the button is clicked), and their
+    decisions back."""
+    with st.expander("Label Studio or Argilla: the queue out, their decisions back"):
+        left, right = st.columns(2)
+        left.download_button(
+            "Label Studio tasks (JSON)",
+            lambda: _label_studio_bytes(run, name),
+            file_name=f"{name}_labelstudio.json",
+            mime="application/json",
+            key="rs_download_labelstudio",
+            on_click="ignore",
+            help="Import into a Label Studio project (`cartomap review-queue export --to labelstudio` also "
+            "writes its labeling config)",
+        )
+        right.download_button(
+            "Argilla dataset (ZIP)",
+            lambda: exchange.argilla_download(run, name),
+            file_name=f"{name}_argilla.zip",
+            mime="application/zip",
+            key="rs_download_argilla",
+            on_click="ignore",
+            help="Unzipped, it loads with rg.Dataset.from_disk(folder) (Argilla 2.x); after the review, "
+            "to_disk again and import its records.json below",
+        )
         tool = st.radio("Tool", exchange.TOOLS, horizontal=True, key="rs_import_tool")
         upload = st.file_uploader(
             "Label Studio JSON export, or Argilla records.json", type=["json"], key="rs_import_file"

@@ -3,7 +3,9 @@ annotators deciding in two sessions, progress, agreement and the corrected set."
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +13,7 @@ import pytest
 from curation_fixture import make_run
 from streamlit.testing.v1 import AppTest
 
-from cartomap.curation import corrected, queue, sources
+from cartomap.curation import corrected, exchange, queue, sources
 from cartomap.runs.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,6 +190,25 @@ def test_decisions_imported_from_a_label_studio_upload(env):
     assert not at.exception, at.exception
     assert any("Imported 1 decisions" in s.value for s in at.success)
     assert queue.open_queue(run, "up").decision_of("ls-user", "n2")["decision"] == "remove"
+
+
+def test_label_studio_and_argilla_downloads_beside_each_other_before_any_decision(env, tmp_path):
+    run = make_run(env)
+    queue.create_queue(run, "out", sources.from_group(run, "lasso"), per_item=2)
+    at = session(run.id).run()
+    assert not at.exception, at.exception
+    downloads = {b.proto.label: b for b in at.get("download_button")}
+    assert {"Label Studio tasks (JSON)", "Argilla dataset (ZIP)"} <= set(downloads)
+    # the ZIP is the folder rg.Dataset.from_disk loads: unzipped, its records are the queue's
+    with zipfile.ZipFile(io.BytesIO(exchange.argilla_download(run, "out"))) as archive:
+        archive.extractall(tmp_path / "unzipped")
+    folder = tmp_path / "unzipped" / "out"
+    records = json.loads((folder / "records.json").read_text())
+    assert [r["id"] for r in records] == ["c1", "n2", "e0"]
+    assert (
+        json.loads((folder / ".argilla" / "settings.json").read_text())["distribution"]["min_submitted"] == 2
+    )
+    assert exchange.read_decisions(folder, "argilla", list(run.label_names)).empty  # nothing decided yet
 
 
 def test_retrain_with_these_decisions_starts_the_retrain_after_review(env, monkeypatch):

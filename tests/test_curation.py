@@ -441,6 +441,34 @@ def test_argilla_round_trip_and_an_uploaded_export(run, tmp_path):
         exchange.import_upload(run, "ar", b"{nope", "labelstudio", "bad.json")
 
 
+def test_cli_argilla_export_a_json_path_writes_a_file_a_folder_path_a_folder(run, cache, tmp_path, capsys):
+    queue.create_queue(run, "ar", sources.from_group(run, "lasso"), per_item=2)
+    base = ["--cache", str(cache), "review-queue", "export", run.id, "ar", "--to", "argilla"]
+    out = tmp_path / "argilla.json"
+    assert main([*base, "--out", str(out)]) == 0
+    assert out.is_file() and (tmp_path / "argilla.settings.json").is_file()
+    assert f"wrote {out}, {tmp_path / 'argilla.settings.json'}" in capsys.readouterr().out
+    assert [r["id"] for r in json.loads(out.read_text())] == ["c1", "n2", "e0"]
+    settings = json.loads((tmp_path / "argilla.settings.json").read_text())
+    assert settings["distribution"]["min_submitted"] == 2  # the queue's k
+    assert main([*base, "--out", str(out)]) == 2
+    assert "exists already" in capsys.readouterr().err
+    assert main([*base, "--out", str(out), "--force"]) == 0
+    folder = tmp_path / "argilla-folder"
+    assert main([*base, "--out", str(folder)]) == 0
+    assert (folder / "records.json").is_file() and (folder / ".argilla" / "settings.json").is_file()
+    assert json.loads((folder / "records.json").read_text()) == json.loads(out.read_text())
+    # the records file comes back in
+    records = json.loads(out.read_text())
+    records[0]["responses"] = {"decision": [{"value": "remove", "user_id": "u1", "status": "submitted"}]}
+    out.write_text(json.dumps(records))
+    assert (
+        main(["--cache", str(cache), "review-queue", "import", run.id, "ar", str(out), "--tool", "argilla"])
+        == 0
+    )
+    assert queue.open_queue(run, "ar").decision_of("u1", "c1")["decision"] == "remove"
+
+
 # --------------------------------------------------------------------------- the command line
 def test_cli_review_queue(run, cache, tmp_path, capsys):
     base = ["--cache", str(cache), "review-queue"]

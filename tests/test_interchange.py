@@ -3,8 +3,10 @@ round trips through each tool's file format (annotations simulated in that forma
 
 from __future__ import annotations
 
+import io
 import json
 import xml.etree.ElementTree as ET
+import zipfile
 
 import pandas as pd
 import pytest
@@ -373,6 +375,33 @@ def test_argilla_bad_records(tmp_path, records, match):
     path.write_text(json.dumps(records))
     with pytest.raises(DataError, match=match):
         I.read_argilla(path, label_names=NAMES)
+
+
+def test_argilla_records_file_zip_and_folder_hold_the_same(queue, tmp_path):
+    """The three Argilla forms: the to_disk folder, the records file (records.to_json) with its settings
+    file (Settings.to_json) next to it, and the folder as a ZIP download: the same settings and records."""
+    options = dict(
+        label_names=NAMES, name="snli-review", guidelines="Relabel only when sure.", min_submitted=2
+    )
+    folder = I.write_argilla(queue, tmp_path / "review", **options)
+    records_path, settings_path = I.write_argilla_records(queue, tmp_path / "argilla.json", **options)
+    assert records_path.is_file() and settings_path == tmp_path / "argilla.settings.json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["argilla.json", "argilla.settings.json", "review"]
+    assert json.loads(records_path.read_text()) == json.loads((folder / I.ARGILLA_RECORDS).read_text())
+    settings = json.loads(settings_path.read_text())
+    assert settings == json.loads((folder / I.ARGILLA_SETTINGS).read_text())
+    assert settings["guidelines"] == "Relabel only when sure."
+    with zipfile.ZipFile(io.BytesIO(I.argilla_zip(queue, "snli-review", **options))) as archive:
+        names = sorted(archive.namelist())
+        assert names == sorted(
+            f"snli-review/{p}" for p in (I.ARGILLA_RECORDS, I.ARGILLA_SETTINGS, I.ARGILLA_DATASET)
+        )
+        for path in (I.ARGILLA_RECORDS, I.ARGILLA_SETTINGS, I.ARGILLA_DATASET):
+            assert json.loads(archive.read(f"snli-review/{path}")) == json.loads((folder / path).read_text())
+    # the records file comes back as the folder does
+    records, users = argilla_responses(json.loads(records_path.read_text()))
+    records_path.write_text(json.dumps(records))
+    assert len(I.read_argilla(records_path, label_names=NAMES, users=users)) > 0
 
 
 def test_argilla_folder_is_complete_or_absent(queue, tmp_path):

@@ -184,7 +184,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 
         if not a.out:
             raise CartomapError(
-                f"--to {a.to} needs --out (a JSON file for labelstudio, a folder for argilla)"
+                f"--to {a.to} needs --out (labelstudio: a JSON file; argilla: a .json records file or a folder)"
             )
         paths = export_queue(run, a.queue, a.out, a.to, overwrite=a.force)
         print(f"wrote {', '.join(str(p) for p in paths)}")
@@ -270,7 +270,11 @@ def add_commands(sub) -> None:
     )
     ex.add_argument("run")
     ex.add_argument("queue")
-    ex.add_argument("--out", help="the corrected set (.jsonl, .csv, .parquet), or the tool's file/folder")
+    ex.add_argument(
+        "--out",
+        help="the corrected set (.jsonl, .csv, .parquet), or with --to the tool's file (Label Studio's tasks "
+        ".json; Argilla's records .json) or, for argilla, a folder (what rg.Dataset.to_disk writes)",
+    )
     ex.add_argument("--decisions", help="the decisions file (.jsonl, .csv, .parquet)")
     ex.add_argument("--format", default="auto", choices=("auto", "jsonl", "csv", "parquet"))
     ex.add_argument("--to", choices=("labelstudio", "argilla"), help="export the queue for this tool")

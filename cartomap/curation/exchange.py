@@ -1,7 +1,8 @@
 """A review queue out to Label Studio / Argilla, and their decisions back into the queue's store.
 
 The files are :mod:`cartomap.data.interchange`'s: a Label Studio tasks JSON (plus its labeling config
-``<stem>.config.xml``) or an Argilla dataset folder (``rg.Dataset.from_disk``). Each task shows the
+``<stem>.config.xml``), and for Argilla a dataset folder (``rg.Dataset.from_disk``; as a ZIP for a
+download) or a records JSON file (``dataset.records.from_json``, its settings in ``<stem>.settings.json``). Each task shows the
 texts, the gold label, the model's prediction, the queuing score and what queued it; the reviewers
 answer decision / new label / note. The export of the project (Label Studio JSON) or the dataset folder
 (Argilla, ``to_disk``) comes back with :func:`import_decisions`: every decision is appended to the
@@ -45,22 +46,45 @@ def tool_queue(items: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def argilla_options(run: Any, queue: str) -> dict[str, Any]:
+    """The options of the queue's Argilla files (:func:`cartomap.data.interchange.argilla_files`): its
+    label names, its dataset name (the queue's name as Argilla spells names), and each record open until
+    the queue's k annotators submitted it."""
+    name = "".join(c if c.isalnum() or c in "_-" else "-" for c in queue.lower()) or "cartomap-review"
+    return {
+        "label_names": list(run.label_names),
+        "name": name,
+        "min_submitted": open_queue(run, queue).per_item,
+    }
+
+
 def export_queue(run: Any, queue: str, out: str | Path, tool: str, overwrite: bool = False) -> list[Path]:
-    """Write queue ``queue`` for ``tool`` at ``out`` (Label Studio: a JSON file and its config next to
-    it; Argilla: a new or empty folder). Returns the paths written."""
+    """Write queue ``queue`` for ``tool`` at ``out``; returns the paths written. Label Studio: a JSON file
+    of tasks and its labeling config next to it. Argilla: ``out`` ending in ``.json`` is Argilla's records
+    file with its settings file next to it (``dataset.records.from_json``, ``rg.Settings.from_json``);
+    any other ``out`` a new or empty folder (``rg.Dataset.from_disk``)."""
     _tool(tool)
     items = load_queue(run, queue)
     frame = tool_queue(items)
-    names = list(run.label_names)
     out = Path(out)
     if tool == "labelstudio":
-        config = out.with_name(f"{out.stem}.config.xml")
-        existing = [str(p) for p in (out, config) if p.exists()]
-        if existing and not overwrite:
-            raise CartomapError(f"{', '.join(existing)} exists already: choose another name or pass --force")
-        return list(interchange.write_label_studio(frame, out, label_names=names))
-    name = "".join(c if c.isalnum() or c in "_-" else "-" for c in queue.lower()) or "cartomap-review"
-    return [interchange.write_argilla(frame, out, label_names=names, name=name)]
+        files = [out, out.with_name(f"{out.stem}.config.xml")]
+    elif out.suffix.lower() == ".json" and not out.is_dir():
+        files = [out, interchange.argilla_settings_path(out)]
+    else:
+        return [interchange.write_argilla(frame, out, **argilla_options(run, queue))]
+    existing = [str(p) for p in files if p.exists()]
+    if existing and not overwrite:
+        raise CartomapError(f"{', '.join(existing)} exists already: choose another name or pass --force")
+    if tool == "labelstudio":
+        return list(interchange.write_label_studio(frame, out, label_names=list(run.label_names)))
+    return list(interchange.write_argilla_records(frame, out, **argilla_options(run, queue)))
+
+
+def argilla_download(run: Any, queue: str) -> bytes:
+    """The queue's Argilla dataset folder as a ZIP file (:func:`cartomap.data.interchange.argilla_zip`)."""
+    options = argilla_options(run, queue)
+    return interchange.argilla_zip(tool_queue(load_queue(run, queue)), options["name"], **options)
 
 
 def read_decisions(

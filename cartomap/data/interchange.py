@@ -26,7 +26,8 @@ Cancelled (skipped) annotations are left out.
 
 Argilla 2.x: :func:`write_argilla` writes the folder ``rg.Dataset.to_disk`` writes
 (``.argilla/dataset.json``, ``.argilla/settings.json``, ``records.json``), which ``rg.Dataset.from_disk``
-loads; :func:`read_argilla` reads the ``records.json`` of such a folder exported after the review
+loads (:func:`argilla_zip`: that folder as a ZIP download); :func:`write_argilla_records` writes the records
+file ``dataset.records.to_json`` writes, with its settings file (``rg.Settings.to_json``) next to it; :func:`read_argilla` reads the ``records.json`` of such a folder exported after the review
 (``responses``: question -> ``[{"value", "user_id", "status"}]``). Only submitted responses count.
 
 Malformed input is a DataError naming the file, the task or record index and the field.
@@ -680,9 +681,8 @@ def _records(
     ]
 
 
-def write_argilla(
+def argilla_files(
     queue: pd.DataFrame,
-    folder: str | Path,
     *,
     label_names: Sequence[str],
     name: str = "cartomap-review",
@@ -692,17 +692,11 @@ def write_argilla(
     extra_columns: Sequence[str] | None = None,
     guidelines: str | None = None,
     min_submitted: int = 1,
-) -> Path:
-    """Write the queue as the folder ``rg.Dataset.to_disk`` writes (load it with
-    ``rg.Dataset.from_disk(folder, workspace=...)``): ``.argilla/dataset.json`` (name, guidelines),
-    ``.argilla/settings.json`` (:func:`argilla_settings`) and ``records.json`` (:func:`argilla_records`).
-    ``folder`` must not exist or be empty; it is assembled under a temporary name and renamed, so it is
-    complete or absent. Returns ``folder``."""
-    folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise DataError(
-            "exists and is not an empty folder; expected a new or empty folder", location=str(folder)
-        )
+) -> dict[str, Any]:
+    """The files of the folder ``rg.Dataset.to_disk`` writes, as {path in the folder: JSON value}:
+    :data:`ARGILLA_DATASET` (name, guidelines), :data:`ARGILLA_SETTINGS` (:func:`argilla_settings`, what
+    ``rg.Settings.to_json`` writes) and :data:`ARGILLA_RECORDS` (:func:`argilla_records`, what
+    ``dataset.records.to_json`` writes)."""
     texts, extras, rows = _queue_rows(
         queue,
         label_names=label_names,
@@ -711,7 +705,6 @@ def write_argilla(
         label_column=label_column,
         extra_columns=extra_columns,
     )
-    records = _records(texts, extras, rows)
     settings = argilla_settings(
         texts,
         [str(n) for n in label_names],
@@ -730,12 +723,29 @@ def write_argilla(
         "last_activity_at": None,
         "url": None,
     }
+    return {
+        ARGILLA_DATASET: dataset,
+        ARGILLA_SETTINGS: settings,
+        ARGILLA_RECORDS: _records(texts, extras, rows),
+    }
+
+
+def write_argilla(queue: pd.DataFrame, folder: str | Path, **options: Any) -> Path:
+    """Write the queue as the folder ``rg.Dataset.to_disk`` writes (load it with
+    ``rg.Dataset.from_disk(folder, workspace=...)``): the files of :func:`argilla_files` (``options``
+    are its keyword arguments). ``folder`` must not exist or be empty; it is assembled under a temporary
+    name and renamed, so it is complete or absent. Returns ``folder``."""
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise DataError(
+            "exists and is not an empty folder; expected a new or empty folder", location=str(folder)
+        )
+    files = argilla_files(queue, **options)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     try:
-        atomic_write_json(tmp / ARGILLA_DATASET, dataset)
-        atomic_write_json(tmp / ARGILLA_SETTINGS, settings)
-        atomic_write_json(tmp / ARGILLA_RECORDS, records)
+        for path, value in files.items():
+            atomic_write_json(tmp / path, value)
         os.chmod(tmp, 0o777 & ~_umask())
         if folder.exists():
             folder.rmdir()
@@ -744,6 +754,38 @@ def write_argilla(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return folder
+
+
+def argilla_settings_path(path: str | Path) -> Path:
+    """The settings file written next to a records file: ``<stem>.settings.json``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.settings.json")
+
+
+def write_argilla_records(queue: pd.DataFrame, path: str | Path, **options: Any) -> tuple[Path, Path]:
+    """Write the queue as Argilla's records file (``dataset.records.to_json(path)``'s format: a list of
+    ``Record.to_dict``; load it with ``dataset.records.from_json(path)``) at ``path`` and its dataset
+    settings next to it (:func:`argilla_settings_path`, ``rg.Settings.to_json``'s format: make the dataset
+    with ``rg.Settings.from_json``); ``options`` are :func:`argilla_files`'s. Atomic; returns both paths."""
+    path = Path(path)
+    files = argilla_files(queue, **options)
+    settings = argilla_settings_path(path)
+    atomic_write_json(settings, files[ARGILLA_SETTINGS])
+    atomic_write_json(path, files[ARGILLA_RECORDS])
+    return path, settings
+
+
+def argilla_zip(queue: pd.DataFrame, folder_name: str = "cartomap-review", **options: Any) -> bytes:
+    """The folder of :func:`write_argilla` as the bytes of a ZIP file (a download): unzipped, it loads with
+    ``rg.Dataset.from_disk(<folder_name>)``; ``options`` are :func:`argilla_files`'s."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path, value in argilla_files(queue, **options).items():
+            archive.writestr(f"{folder_name}/{path}", json.dumps(value, indent=1))
+    return buffer.getvalue()
 
 
 def _umask() -> int:
