@@ -287,7 +287,25 @@ def test_argilla_folder(queue, tmp_path):
     )
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     assert files == sorted([I.ARGILLA_RECORDS, I.ARGILLA_SETTINGS, I.ARGILLA_DATASET])
-    assert json.loads((folder / I.ARGILLA_DATASET).read_text())["name"] == "snli-review"
+    dataset = json.loads((folder / I.ARGILLA_DATASET).read_text())
+    assert dataset["name"] == "snli-review"
+    # argilla 2.8's DatasetModel: these fields only, status "draft" or "ready" (None failed from_disk)
+    assert (
+        set(dataset)
+        <= {
+            "id",
+            "inserted_at",
+            "updated_at",
+            "name",
+            "status",
+            "guidelines",
+            "allow_extra_metadata",
+            "distribution",
+            "workspace_id",
+            "last_activity_at",
+        }
+        and dataset["status"] == "draft"
+    )
     settings = json.loads((folder / I.ARGILLA_SETTINGS).read_text())
     assert [f["name"] for f in settings["fields"]] == ["premise", "hypothesis", "gold_label"]
     questions = {q["name"]: q for q in settings["questions"]}
@@ -311,6 +329,7 @@ def test_argilla_folder(queue, tmp_path):
         "suggestions": {},
         "responses": {},
         "vectors": {},
+        "status": "pending",
         "_server_id": None,
     }
 

@@ -675,6 +675,7 @@ def _records(
             "suggestions": {},
             "responses": {},
             "vectors": {},
+            "status": "pending",
             "_server_id": None,
         }
         for row in rows
@@ -712,16 +713,17 @@ def argilla_files(
         guidelines=guidelines,
         min_submitted=min_submitted,
     )
-    dataset = {
+    dataset = {  # DatasetModel's fields, as an unpublished dataset's to_disk writes them
         "id": None,
+        "inserted_at": None,
+        "updated_at": None,
         "name": str(name),
-        "status": None,
+        "status": "draft",
         "guidelines": guidelines,
         "allow_extra_metadata": False,
         "distribution": settings["distribution"],
         "workspace_id": None,
         "last_activity_at": None,
-        "url": None,
     }
     return {
         ARGILLA_DATASET: dataset,
