@@ -646,7 +646,7 @@ def test_counts_of_one_are_singular(run):
 
 
 def _map_slot(at) -> list:
-    """The elements of the map's slot (``pages/data_map.py``'s ``MAP_SLOT``): [picture or empty, chart]."""
+    """The elements of the map's slot (``pages/components/map_chart.py``'s ``MAP_SLOT``): [picture or empty, chart]."""
 
     def blocks(node):
         for child in getattr(node, "children", {}).values():

@@ -1,4 +1,5 @@
-"""A run's map frame, loaded once per dashboard server and shared by every page that draws a data map.
+"""A run's map frame (a multi-label run's: one per view), loaded once per dashboard server and shared by every
+page that draws a data map.
 
 ``st.cache_resource`` hands every session and page the same frame (treat it as read-only): on a
 550k-example run it is a few hundred MB, which ``st.cache_data`` would pickle and copy on every read.
@@ -111,3 +112,23 @@ def seed_map_frame(exp, run: Run, rule: RegionRule | None = None) -> pd.DataFram
 
     rule_json = json.dumps((rule or RegionRule()).to_dict(), sort_keys=True)
     return _seed_frame(str(exp.path), exp.result_stamp(PER_EXAMPLE), str(run.path), rule_json)
+
+
+@st.cache_resource(max_entries=6, show_spinner="Loading the data map…")
+def _label_view(run_path: str, stamp: tuple, view: str, rule_json: str, burn_out: int | None):
+    from cartomap.analysis import multilabel as label_views
+
+    run = Run(Path(run_path))
+    dynamics_read = None if burn_out is None else dynamics(run, run.recorded_source())
+    rule = RegionRule(**json.loads(rule_json))
+    return label_views.view_frame(run, view, rule, burn_out, dynamics=dynamics_read)
+
+
+def label_view(run: Run, view: str, rule: RegionRule, burn_out: int | None = None) -> pd.DataFrame:
+    """The map frame of a multi-label run's ``view`` (after ``burn_out`` recordings: None = all), cached
+    until its metrics, examples or (for a map after k recordings) dynamics change."""
+    stamp = run.stamp(run.metrics_path(), run.example_metrics_path(), run.examples_path)
+    if burn_out is not None:
+        stamp += dynamics_stamp(run, run.recorded_source())
+    rule_json = json.dumps(rule.to_dict(), sort_keys=True)
+    return _label_view(str(run.path), stamp, view, rule_json, burn_out)

@@ -1,0 +1,218 @@
+"""The Data map page's sidebar: how regions are drawn, the filters that pick examples, what the map is
+coloured by and whether it is split by gold label.
+
+The filters that pick examples (labels, regions, ranges, ...) belong to one run (``_dm_filters_run``):
+picking another run resets them (:func:`filters_follow_run`); the display settings (colour, points drawn,
+region rule) stay. Every value is kept with ``pages.common.kept`` (so it survives page switches) under a
+``dm_*`` key.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from cartomap.analysis import colourings, datamap
+from cartomap.scores.metrics import RegionRule
+from pages.common import kept
+
+REGION_LABELS = {
+    "rank": "by rank: the most variable share",
+    "threshold": "by a variability threshold",
+}
+
+
+def map_settings(run) -> RegionRule:
+    """Sidebar: how regions are drawn."""
+    sb = st.sidebar
+    sb.subheader("Regions")
+    default = RegionRule()
+    methods = list(REGION_LABELS)
+    method = sb.radio(
+        "Regions",
+        methods,
+        format_func=REGION_LABELS.get,
+        **kept("dm_region_rule", default.method, options=methods),
+    )
+    if method == "rank":
+        share = sb.slider(
+            "Ambiguous share",
+            0.05,
+            0.75,
+            step=0.01,
+            **kept("dm_ambiguous_fraction", round(default.fraction, 2)),
+        )
+        rule = RegionRule(method="rank", fraction=float(share))
+    else:
+        cut = sb.number_input(
+            "Ambiguous from variability",
+            0.0,
+            0.5,
+            step=0.01,
+            format="%.3f",
+            **kept("dm_ambiguous_var", default.ambiguous_var),
+        )
+        rule = RegionRule(method="threshold", ambiguous_var=float(cut))
+    return rule
+
+
+def _valid_range(key: str, lo_bound, hi_bound, options=None) -> None:
+    """Reset a stored (lo, hi) value that does not fit this run (another run was picked)."""
+    value = st.session_state.get(key)
+    try:
+        lo, hi = value
+    except (TypeError, ValueError):
+        st.session_state.pop(key, None)
+        return
+    ok = (lo in options and hi in options) if options is not None else (lo_bound <= lo <= hi <= hi_bound)
+    if not ok:
+        st.session_state.pop(key, None)
+
+
+#: The filters that pick examples of one run: another run starts without them.
+RUN_FILTER_KEYS = (
+    "dm_labels",
+    "dm_regions",
+    "dm_genres",
+    "dm_conf",
+    "dm_var",
+    "dm_corr",
+    "dm_stable_only",
+    "dm_entropy",
+    "dm_disagree",
+)
+#: Every filter and display setting the "Reset" clears: the run's filters and how the map is drawn.
+FILTER_KEYS = RUN_FILTER_KEYS + (
+    "dm_color",
+    "dm_facet",
+    "dm_max_points",
+    "dm_region_rule",
+    "dm_ambiguous_fraction",
+    "dm_ambiguous_var",
+)
+_FILTERS_RUN = "_dm_filters_run"  # the run the filter values in session state were set on
+
+
+def reset_filters(keys=FILTER_KEYS) -> None:
+    """Forget the kept values of ``keys`` ("Reset filters": every filter and display setting)."""
+    for key in keys:
+        st.session_state.pop(key, None)
+        st.session_state.pop(f"_kept_{key}", None)
+
+
+def filters_follow_run(run_id: str) -> None:
+    """Drop the example filters of another run (a region or label filter of run A would hide
+    examples of run B without saying so); the display settings stay."""
+    if st.session_state.get(_FILTERS_RUN) not in (None, run_id):
+        reset_filters(RUN_FILTER_KEYS)
+    st.session_state[_FILTERS_RUN] = run_id
+
+
+def colour_picker(frame) -> str:
+    """Sidebar: what the map is coloured by, among every colouring this map offers
+    (:func:`cartomap.analysis.colourings.available`: scores with a colour bar, categories with a palette)."""
+    offered = colourings.available(frame)
+    options = list(offered)
+    return st.sidebar.selectbox(
+        "Colour by",
+        options,
+        help="Categories (label, region, correctness in k of E epochs, ...) get a palette; scores (AUM, EL2N, "
+        "forgetting, seeds, annotators, label-error detectors: higher = more suspect) a colour scale.",
+        **kept("dm_color", "correctness", options=options),
+    )
+
+
+def split_by_label() -> bool:
+    """Sidebar: whether the map is drawn as small multiples, one panel per gold label."""
+    return st.sidebar.checkbox(
+        "Split by gold label",
+        help="One map per class on the same axes and colour scale (a lasso selects in its own panel).",
+        **kept("dm_facet", False),
+    )
+
+
+def sidebar_filters(frame):
+    """Filter widgets in the sidebar; returns (filtered frame, colour-by, max points drawn)."""
+    sb = st.sidebar
+    sb.subheader("Filters")
+    labels = [str(g) for g in frame[["label", "gold"]].drop_duplicates().sort_values("label")["gold"]]
+    present = {str(r) for r in frame["region"].unique()}
+    # every region offered, present or not: the map after k recordings may lack one for a while, and a
+    # filter offered without it would keep it left out when the slider moves on
+    regions = ["easy-to-learn", "ambiguous", "hard-to-learn"]
+    regions += sorted(present - set(regions))
+    genres = sorted({str(g) for g in frame["genre"].unique()}) if "genre" in frame.columns else []
+    corr_options = sorted(float(v) for v in frame["correctness"].dropna().unique()) or [0.0, 1.0]
+    var_hi = max(0.5, round(datamap.metric_bounds(frame, "variability")[1] + 0.005, 3))
+
+    _valid_range("dm_conf", 0.0, 1.0)
+    _valid_range("dm_var", 0.0, var_hi)
+    _valid_range("dm_corr", None, None, options=corr_options)
+    over_seeds = "stable" in frame.columns
+    votes = "human_entropy" in frame.columns and "agreement" in frame.columns
+    if votes:
+        h_hi = round(max(0.01, datamap.metric_bounds(frame, "human_entropy")[1]) + 0.005, 3)
+        _valid_range("dm_entropy", 0.0, h_hi)
+
+    chosen_labels = sb.multiselect("Gold label", labels, **kept("dm_labels", labels, options=labels))
+    chosen_regions = sb.multiselect("Region", regions, **kept("dm_regions", regions, options=regions))
+    chosen_genres = None
+    if genres:
+        chosen_genres = sb.multiselect("Genre", genres, **kept("dm_genres", genres, options=genres))
+    conf = sb.slider("Confidence", 0.0, 1.0, step=0.01, **kept("dm_conf", (0.0, 1.0)))
+    var = sb.slider("Variability", 0.0, var_hi, step=0.005, format="%.3f", **kept("dm_var", (0.0, var_hi)))
+    corr = sb.select_slider(
+        "Correctness",
+        options=corr_options,
+        format_func="{:.2f}".format,
+        **kept("dm_corr", (corr_options[0], corr_options[-1])),
+    )
+    max_points = sb.number_input(
+        "Points drawn (at most)",
+        min_value=100,
+        max_value=500_000,
+        step=5_000,
+        help="Above this many examples the map draws a random sample over a density shading of all of "
+        "them; a lasso or box still selects every example inside it.",
+        **kept("dm_max_points", datamap.DEFAULT_MAX_POINTS),
+    )
+    color_by = colour_picker(frame)
+    entropy = disagree = None
+    if votes:
+        entropy = sb.slider(
+            "Human entropy (bits)",
+            0.0,
+            h_hi,
+            step=0.01,
+            help="How much the annotators disagree: 0 = every vote the same class.",
+            **kept("dm_entropy", (0.0, h_hi)),
+        )
+        disagree = sb.checkbox(
+            "Only gold ≠ human majority",
+            help="The examples whose gold label is not the class most annotators chose.",
+            **kept("dm_disagree", False),
+        )
+    stable = False
+    if over_seeds:
+        stable = sb.checkbox(
+            "Stable only",
+            help="Only the examples whose region is the same in every seed.",
+            **kept("dm_stable_only", False),
+        )
+    sb.button("Reset filters", on_click=reset_filters, key="dm_reset")
+
+    ranges = {"confidence": conf, "variability": var, "correctness": corr}
+    # a slider at its full extent does not filter (keeps values just outside the slider's grid)
+    if tuple(conf) == (0.0, 1.0):
+        ranges.pop("confidence")
+    if tuple(var) == (0.0, var_hi):
+        ranges.pop("variability")
+    filtered = datamap.filter_frame(
+        frame, labels=chosen_labels, regions=chosen_regions, genres=chosen_genres, ranges=ranges
+    )
+    if entropy is not None and tuple(entropy) != (0.0, h_hi):
+        filtered = datamap.filter_frame(filtered, ranges={"human_entropy": entropy})
+    if disagree:
+        filtered = filtered[filtered["gold_disagrees"].to_numpy(dtype=bool)]
+    if stable:
+        filtered = datamap.stable_only(filtered)
+    return filtered, color_by, int(max_points)

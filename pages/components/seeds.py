@@ -1,0 +1,101 @@
+"""The Data map page's seeds block: the map of the means over seeds, or how stable such maps are.
+
+When the run has a finished seeds experiment (``cartomap seeds`` or *Add seeds* here) the page draws the
+map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region agreement" as a colour, "Stable
+only" as a filter and one trajectory per seed; without one it says how stable such maps were measured to
+be (``cartomap.analysis.stability_reference``) and offers *Add seeds* (a background job, its panel
+following it), or a map of the finished runs that are this run but for their seed.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from cartomap.analysis import datamap
+from cartomap.analysis.stability_reference import measured_caption, measured_stability
+from cartomap.errors import CartomapError
+from cartomap.experiments import launch, registry
+from cartomap.experiments.seeds import (
+    SUMMARY,
+    create_seeds,
+    create_seeds_from_runs,
+    done_seeds_of,
+    seeds_of,
+)
+from cartomap.runs.progress import state_text
+from pages.common import count, escape_markdown, flash, kept, show_error
+from pages.components import cached
+from pages.components.jobs import experiment_panel
+
+
+def _seeds_progress(exp, status: dict) -> None:
+    done, total = int(status.get("runs_done") or 0), len(exp.params.get("seeds", []))
+    st.progress(
+        min(1.0, done / total) if total else 0.0,
+        text=f"Seeds: {state_text(status['state'], status.get('phase'))} · {done}/{total} runs",
+    )
+    if status["state"] == "running" and status.get("role"):
+        st.caption(
+            escape_markdown(
+                f"Training {registry.role_label(exp, status['role'])} (run {status.get('run_id')})."
+            )
+        )
+
+
+def seeds_section(run, estore):
+    """Whether the map is the mean over a finished seeds experiment (the toggle), that experiment,
+    and what the page says about the map's stability: the seeds' summary, or the measured stability
+    of such maps with an "Add seeds" button (a background job; its panel follows it)."""
+    done = done_seeds_of(run, estore)
+    if done is not None:
+        n = len(done.params["seeds"])
+        on = st.toggle(f"Map of {n} seeds (means)", **kept(f"dm_seeds_mean_{run.id}", True))
+        st.caption(datamap.seeds_caption(done.result(SUMMARY) or {}))
+        return (done if on else None), done
+    pending = seeds_of(run, estore)
+    row = measured_stability(run.config.train)
+    if row is not None:
+        st.caption(measured_caption(row))
+    if pending is not None and pending.state != "done":
+        experiment_panel(pending, _seeds_progress, key="dm_seeds_")
+        return None, None
+    siblings = {seed: estore.runs.get(rid) for seed, rid in cached.sibling_ids(run, estore.runs).items()}
+    if len(siblings) > 1:
+        left, right = st.columns([1, 3])
+        right.caption(
+            f"{len(siblings)} finished runs are this run with another seed ({', '.join(map(str, siblings))}): "
+            "their mean map needs no training."
+        )
+        if left.button(f"Map these {count(len(siblings), 'seed')}", key="dm_sibling_seeds", type="primary"):
+            try:
+                others = [r for r in siblings.values() if r.id != run.id]
+                launch.start_experiment(create_seeds_from_runs(estore, run, others), estore)
+            except CartomapError as err:
+                show_error(err)
+            else:
+                st.rerun()
+    if run.config.origin.kind != "cartomap":
+        st.caption(
+            "This run was recorded outside cartomap's loop, so cartomap cannot train it again: run your "
+            "script with other seeds (same settings), then map them together here or with "
+            "`cartomap seeds RUN --with`."
+        )
+        return None, None
+    left, right = st.columns([1, 3])
+    n_seeds = left.number_input(
+        "Seeds in all", 2, 10, step=1, help="The run's own seed and the next ones.", **kept("dm_n_seeds", 3)
+    )
+    right.caption(
+        f"Add seeds trains this run {int(n_seeds) - 1} more times, changing only the seed, and draws the "
+        "map of their means with how many seeds agree on each example's region."
+    )
+    if left.button("Add seeds", key="dm_add_seeds", type="primary"):
+        try:
+            exp = create_seeds(estore, run, n_seeds=int(n_seeds))
+            launch.start_experiment(exp, estore)
+        except CartomapError as err:
+            show_error(err)
+        else:
+            flash("success", f"Started the seeds experiment {exp.id} in the background.")
+            st.rerun()
+    return None, None

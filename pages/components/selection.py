@@ -1,0 +1,250 @@
+"""The Data map page's selection: how many examples are selected, the selection table, the focused
+example's panel and the downloads.
+
+Wherever the selection was made (lasso, box, a table row, a group, the Neighbours page's 2-D view) it is
+``selected_ids`` (``pages.common.SELECTED``) and listed here; "Clear selection" empties it. A click on a
+row of the table focuses that example (``dm_focus``): its texts, probability by epoch (one line per seed
+over the mean of seeds), votes and, when the run has embeddings, its nearest same-label neighbours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+import streamlit as st
+
+from cartomap.analysis import datamap, figures
+from cartomap.analysis import multilabel as label_views
+from cartomap.errors import CartomapError
+from pages.common import SELECTED, escape_markdown, show_error
+from pages.components import cached, token_map
+
+TABLE_HEIGHT = 360
+TABLE_MAX_ROWS = 5_000  # rows sent to the browser; groups and downloads hold the whole selection
+
+
+def clear_selection() -> None:
+    """Empty the selection and drop the focus ("Clear selection")."""
+    st.session_state[SELECTED] = []
+    st.session_state.pop("dm_focus", None)
+
+
+def _digest(ids) -> str:
+    return hashlib.sha1("\n".join(ids).encode("utf-8")).hexdigest()[:10]
+
+
+def table_key(table) -> str:
+    """The selection table's widget key: one per selection, so a new selection starts without a row clicked."""
+    return f"dm_table_{_digest(table['id'].tolist())}"
+
+
+def focused_id(table) -> str | None:
+    """The example the panel under the table focuses (:func:`show_trajectory`), known before the map is
+    drawn: the row just clicked in the selection table (its event is in session state before the table is
+    drawn again), else the kept focus, or the only row of a one-row table; None when none is shown."""
+    shown = table.head(TABLE_MAX_ROWS)
+    if shown.empty:
+        return None
+    event = st.session_state.get(table_key(table))
+    selection = (event.get("selection") if hasattr(event, "get") else getattr(event, "selection", None)) or {}
+    rows = list(selection.get("rows") or []) if hasattr(selection, "get") else []
+    focus = (
+        str(shown["id"].iloc[rows[0]]) if rows and rows[0] < len(shown) else st.session_state.get("dm_focus")
+    )
+    if len(shown) == 1:
+        focus = str(shown["id"].iloc[0])
+    return focus if focus and focus in set(shown["id"]) else None
+
+
+def selection_dataframe(shown, key: str):
+    """The selection as a table, one row clickable (it focuses that example below): label, prediction,
+    confidence, variability and region first, then the texts (shown in full in the example's panel)."""
+    return st.dataframe(
+        shown[datamap.display_columns(shown)],
+        key=key,
+        on_select="rerun",
+        selection_mode="single-row",
+        hide_index=True,
+        height=min(TABLE_HEIGHT, 38 + 35 * len(shown)),
+        column_config={
+            "id": st.column_config.TextColumn("id", pinned=True),  # stays in sight beside long texts
+            "gold": st.column_config.TextColumn("label"),
+            "predicted": st.column_config.TextColumn("prediction"),
+            "confidence": st.column_config.NumberColumn(format="%.3f"),
+            "variability": st.column_config.NumberColumn(format="%.3f"),
+            "correctness": st.column_config.NumberColumn(format="%.2f"),
+            "aum": st.column_config.NumberColumn(format="%.3f"),
+            "el2n": st.column_config.NumberColumn(format="%.3f"),
+        },
+    )
+
+
+def show_trajectory(run, table, table_event, seeds=None, per_label: bool = False) -> None:
+    """The focused example's texts and metrics, and its probability by epoch (one line per seed of
+    ``seeds``, {seed: run}, when the map is the mean over seeds; with ``per_label``, a multi-label run's
+    point, the probability of its label: a combined point's worst label)."""
+    rows = list(table_event.selection.rows) if table_event is not None else []
+    if rows and rows[0] < len(table):
+        st.session_state["dm_focus"] = str(table["id"].iloc[rows[0]])
+    focus = st.session_state.get("dm_focus")
+    if len(table) == 1:
+        focus = str(table["id"].iloc[0])
+    if not focus or focus not in set(table["id"]):
+        st.caption("Click a row to see how the model's belief in that example moved over the epochs.")
+        return
+    row = table.loc[table["id"] == focus].iloc[0]
+    left, right = st.columns([2, 3])
+    with left:
+        st.markdown("**The focused example**")
+        st.text(f"id: {focus}\ngold: {row['gold']} · predicted: {row['predicted']}")
+        for col in datamap.TEXT_COLUMNS:
+            if col in table.columns:
+                st.text(f"{col}: {row[col]}")
+        st.text(
+            f"confidence {row['confidence']:.3f} · variability {row['variability']:.3f} · "
+            f"correctness {row['correctness']:.2f} · region {row['region']}"
+        )
+    votes = [c for c in table.columns if str(c).startswith("votes_")]
+    if votes:
+        with left:
+            st.markdown("**Annotators' votes**")
+            st.caption(
+                f"{int(row['human_n'])} votes · majority share {row['human_majority_share']:.2f} · "
+                f"entropy {row['human_entropy']:.3f} bits · {row['agreement']}"
+                if "agreement" in table.columns
+                else ""
+            )
+            st.dataframe(
+                {"label": [c.removeprefix("votes_") for c in votes], "votes": [int(row[c]) for c in votes]},
+                hide_index=True,
+                key="dm_votes",
+            )
+    if seeds:
+        left.text(
+            f"region in each seed: {row.get('region_votes', '')} agree on {row.get('region_majority', '')}"
+        )
+    with right:
+        source = run.status().get("metrics_source") or "train"
+        try:
+            if seeds:
+                st.markdown(f"**Probability of the gold label by epoch, in each of {len(seeds)} seeds**")
+                fig = figures.seed_trajectory_figure(
+                    datamap.seed_trajectories(seeds, focus, source), gold=str(row["gold"])
+                )
+            elif per_label:
+                # a combined point: its worst label where the map shown has it (after k recordings, maybe another)
+                worst = row["worst_label"] if "worst_label" in table.columns else None
+                frame = label_views.unit_trajectory(run, focus, source, worst_label=worst)
+                state = "present" if frame.attrs["present"] else "absent"
+                st.markdown(f"**Probability of label {escape_markdown(frame.attrs['label'])} by epoch**")
+                fig = figures.trajectory_figure(frame, gold=state)
+            else:
+                st.markdown("**Probability by epoch**")
+                fig = figures.trajectory_figure(
+                    datamap.gold_trajectory(run, focus, source), gold=str(row["gold"])
+                )
+        except CartomapError as err:
+            st.warning(escape_markdown(str(err)))
+            return
+        st.plotly_chart(fig, key="dm_trajectory", config={"displaylogo": False})
+
+
+def focus_neighbours(run, table) -> None:
+    """The focused example's nearest same-label neighbours, when the run's embeddings are computed
+    (``cartomap embed RUN`` or the Neighbours page); a table (the texts are data)."""
+    focus = st.session_state.get("dm_focus")
+    if len(table) == 1:
+        focus = str(table["id"].iloc[0])
+    if not focus or focus not in set(table["id"]) or not run.embeddings_path.exists():
+        return
+    from cartomap.analysis.neighbours import neighbour_group
+
+    try:
+        embeddings = cached.embeddings(run)
+        group = neighbour_group(run, focus, embeddings=embeddings)
+    except CartomapError as err:
+        show_error(err)
+        return
+    st.markdown("**Nearest neighbours with the same label**")
+    st.dataframe(group, hide_index=True, key="dm_neighbours")
+
+
+def selection_section(run, frame, filtered, table, selected, seeds=None, per_label: bool = False) -> None:
+    """How many examples are selected (and how many of them are not this run's), "Clear selection", the
+    selection table (the first :data:`TABLE_MAX_ROWS` of ``table``, the selection under the filters) and
+    under it the focused example (:func:`show_trajectory`), a token run's focused word's sentence and the
+    focused example's nearest neighbours (:func:`focus_neighbours`)."""
+    # how many selected ids are examples of this run: the table's count when no filter is on (no second table)
+    if not selected:
+        known = 0
+    elif len(filtered) == len(frame):
+        known = len(table)
+    else:
+        known = len(datamap.positions_of(frame, pd.unique(pd.Series(selected, dtype=object))))
+    head, clear = st.columns([4, 1])
+    head.markdown(f"**{len(selected):,} selected** · {len(table):,} shown under the current filters")
+    if known < len(selected):
+        head.caption(f"{len(selected) - known:,} selected ids are not examples of this run.")
+    clear.button("Clear selection", on_click=clear_selection, key="dm_clear", disabled=not selected)
+    if table.empty:
+        st.info("Nothing selected (or nothing of the selection matches the filters).")
+        return
+    shown = datamap.selection_table(filtered, table["id"].head(TABLE_MAX_ROWS).tolist())
+    if len(shown) < len(table):
+        st.caption(
+            f"The table lists the first {len(shown):,} of {len(table):,}; saving and downloading take all of them."
+        )
+    table_event = selection_dataframe(shown, key=table_key(table))
+    show_trajectory(run, shown, table_event, seeds, per_label=per_label)
+    if token_map.is_token_run(run):  # the focused word's sentence, tag by tag
+        token_map.word_level_sentence(run, frame, shown)
+    if not per_label:
+        focus_neighbours(run, shown)
+
+
+def downloads(run, filtered, selected, fig) -> None:
+    """The selection (every row under the filters, with its texts: made when a button is clicked) and the
+    map as files."""
+    stem = f"cartomap-{run.id}"
+
+    def table():
+        return datamap.selection_table(filtered, selected)
+
+    empty = not selected or filtered.empty
+    cols = st.columns(4)
+    cols[0].download_button(
+        "Selection as CSV",
+        lambda: datamap.to_csv_bytes(table()),
+        f"{stem}-selection.csv",
+        "text/csv",
+        key="dm_dl_csv",
+        disabled=empty,
+        on_click="ignore",
+    )
+    cols[1].download_button(
+        "Selection as JSONL",
+        lambda: datamap.to_jsonl_bytes(table()),
+        f"{stem}-selection.jsonl",
+        "application/jsonl",
+        key="dm_dl_jsonl",
+        disabled=empty,
+        on_click="ignore",
+    )
+    cols[2].download_button(
+        "Map as HTML",
+        lambda: figures.map_html_bytes(fig),
+        f"{stem}-map.html",
+        "text/html",
+        key="dm_dl_html",
+        on_click="ignore",
+    )
+    cols[3].download_button(
+        "Map as PNG",
+        lambda: figures.map_png_bytes(filtered, title=run.id),
+        f"{stem}-map.png",
+        "image/png",
+        key="dm_dl_png",
+        on_click="ignore",
+        disabled=filtered.empty,
+    )
