@@ -23,7 +23,7 @@ import pandas as pd
 import streamlit as st
 
 from cartomap.analysis import colourings, datamap, projection
-from cartomap.analysis.neighbours import DEFAULT_K, neighbour_group, seed_examples
+from cartomap.analysis.neighbours import DEFAULT_K, labelled_by_name, neighbour_group, seed_examples
 from cartomap.analysis.projection import load_projection, points_frame, project_run, projection_figure
 from cartomap.errors import CartomapError
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
@@ -258,7 +258,7 @@ def show_group(run: Run, group: pd.DataFrame, k: int) -> None:
         "the order of the examples in a WaNLI prompt."
     )
     st.dataframe(
-        group,
+        labelled_by_name(group),
         key="nb_table",
         hide_index=True,
         height=min(420, 38 + 35 * len(group)),
@@ -266,7 +266,6 @@ def show_group(run: Run, group: pd.DataFrame, k: int) -> None:
             "similarity": st.column_config.NumberColumn(format="%.5f"),
             "confidence": st.column_config.NumberColumn(format="%.3f"),
             "variability": st.column_config.NumberColumn(format="%.3f"),
-            "label": None,  # the integer code; label_name is shown
         },
     )
 

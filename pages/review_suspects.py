@@ -5,12 +5,13 @@ Layout only: queues, decisions, aggregation and exports are ``cartomap.curation`
 written to the queue's SQLite store at once (in the button's callback, before the page reruns).
 Dataset text is shown with ``st.text`` and in dataframes, never as markdown or HTML. The decision
 buttons have keyboard shortcuts (Streamlit's ``shortcut``): K keep, X remove, U unsure, 1-9 relabel to
-that class, Z undo the last decision (R and C are reserved by Streamlit). An annotator can change or undo
+that class, Z undo the last decision (R and C are reserved by Streamlit); the key of the example's own
+class records nothing and says so. An annotator can change or undo
 any of their own decisions ("Your decisions"); an undo is recorded too, nothing is deleted.
 
 Session state: ``rs_queue``, ``rs_annotator`` (who is deciding), ``rs_redo`` (an item the annotator
 asked to decide again), ``rs_note`` (the note being typed), ``rs_mine`` (the decision picked in "Your
-decisions").
+decisions"), ``rs_same_label`` (the example whose own class's key was just pressed: its feedback).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ SOURCES = ("Detector top k", "Saved group", "Pruning suspects")
 SHORTCUTS = {"keep": "K", "remove": "X", "unsure": "U"}
 UNDO_SHORTCUT = "Z"
 MINE = "rs_mine"
+SAME_LABEL = "rs_same_label"
 
 
 # --------------------------------------------------------------------------- callbacks (run before the rerun)
@@ -75,6 +77,11 @@ def _record(db_path: str, annotator: str, item_id: str, decision: str, label: st
     ss[NOTE] = ""
     ss.pop(f"_kept_{NOTE}", None)
     ss.pop(REDO, None)
+
+
+def _same_label(item_id: str) -> None:
+    """The key (or button) of the example's own class: nothing to record; the card says so."""
+    st.session_state[SAME_LABEL] = item_id
 
 
 def _redo(item_id: str) -> None:
@@ -196,8 +203,16 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
     cols[0].metric("Gold label", str(card["gold"]))
     predicted = card.get("predicted")
     if isinstance(predicted, str):
-        cols[1].metric("Model predicts", predicted, f"p = {card['p_predicted']:.2f}", delta_color="off")
-        cols[2].metric("p(gold), last epoch", f"{card['p_gold']:.2f}")
+        # a probability is a level, not a change: no delta (an arrow) for it; p(gold)'s change over the
+        # recorded epochs is one, and says from when
+        cols[1].metric("Model predicts", predicted, help="the class of highest probability at the last epoch")
+        cols[1].caption(f"p = {card['p_predicted']:.2f}")
+        change = queue.gold_change(card)
+        cols[2].metric(
+            "p(gold), last epoch",
+            f"{card['p_gold']:.2f}",
+            None if change is None else f"{change:+.2f} since epoch 1",
+        )
     epochs = card.get("p_gold_epochs")
     if epochs is not None and len(epochs):
         chart = queue.gold_curves(card)
@@ -234,7 +249,27 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
             on_click=_record,
             args=(db_path, annotator, item_id, "relabel", label),
         )
-    st.caption("Keys: K keep · X remove · U unsure · " + " · ".join(f"{k + 1} {lab}" for k, lab in others))
+    own = next((k for k, lab in enumerate(labels) if lab == card["gold"]), None)
+    left, right = st.columns([4, 1])
+    keys = [f"{k + 1} {lab}" for k, lab in others if k < 9]
+    left.caption("Keys: K keep · X remove · U unsure · Z undo · " + " · ".join(keys))
+    if own is not None:  # its own class: the key does nothing but say so (a relabel to it is a keep)
+        right.button(
+            f"{card['gold']} (its label)",
+            key="rs_same_label_button",
+            type="tertiary",
+            shortcut=str(own + 1) if own < 9 else None,
+            help=f"{own + 1}: this example's label already; nothing to record (K keeps it)",
+            on_click=_same_label,
+            args=(item_id,),
+        )
+    if st.session_state.pop(SAME_LABEL, None) == item_id:
+        st.warning(
+            escape_markdown(
+                f"{card['gold']} is already the label of {item_id}: nothing was recorded. Keep it with K, "
+                "or relabel it to another class."
+            )
+        )
     own_decisions(db, annotator)
 
 

@@ -145,6 +145,34 @@ def test_an_annotator_undoes_any_of_their_own_decisions_on_the_page(env):
     assert db.decision_of("ann", "n1")["decision"] == "keep"
 
 
+def test_card_probability_is_no_change_and_the_own_class_key_says_it_does_nothing(env):
+    """ "Model predicts" shows p without a change arrow (a level, not a delta); p(gold)'s real change over
+    the epochs is stated as one; the key of the example's own class records nothing and says so."""
+    run = make_run(env)
+    queue.create_queue(run, "q", sources.from_detector(run, "aum", 3), per_item=1)
+    at = session(run.id)
+    at.session_state["rs_annotator"] = "ann"
+    at.run()
+    card = queue.item_card(run, "q", "e1")
+    metrics = {m.label: m for m in at.metric}
+    predicts = metrics["Model predicts"]
+    assert predicts.value == "neutral" and not predicts.proto.delta  # no arrow for a probability
+    assert f"p = {card['p_predicted']:.2f}" in [c.value for c in at.caption]
+    gold = metrics["p(gold), last epoch"]
+    change = card["p_gold_epochs"][-1] - card["p_gold_epochs"][0]
+    assert gold.value == f"{card['p_gold']:.2f}" and gold.proto.delta == f"{change:+.2f} since epoch 1"
+    # e1's own class is entailment, key 1: a button that records nothing and says so
+    same = at.button(key="rs_same_label_button")
+    assert same.proto.shortcut == "1" and same.label == "entailment (its label)"
+    same.click().run()
+    assert not at.exception, at.exception
+    assert any("entailment is already the label of e1: nothing was recorded" in w.value for w in at.warning)
+    db = queue.open_queue(run, "q")
+    assert db.history().empty and db.next_items("ann", 1) == ["e1"]
+    at.run()  # the feedback is for that press only
+    assert not any("nothing was recorded" in w.value for w in at.warning)
+
+
 def test_group_queue_and_an_empty_run_of_queues(env):
     run = make_run(env)
     at = session(run.id).run()

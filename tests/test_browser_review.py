@@ -68,10 +68,34 @@ def test_keyboard_shortcuts_decide(tmp_path, browser):  # noqa: F811 - the fixtu
                 _wait(lambda: after_text in _card_text(browser), 20, after_text)
             time.sleep(0.3)
 
+        def page_text() -> str:
+            return browser.execute_script("return document.body.innerText")
+
+        def press_until(key: str, done, what: str) -> None:
+            for attempt in range(3):
+                _wait(idle, 20, "the app to finish its run")
+                time.sleep(0.5 + attempt)
+                browser.find_element("css selector", "h1").click()
+                ActionChains(browser).send_keys(key).perform()
+                try:
+                    _wait(done, 8, what)
+                    return
+                except AssertionError:
+                    if attempt == 2:
+                        raise
+
         press("k", 0, "Premise n1")  # e1: keep
         press("x", 1, "Premise c1")  # n1: remove
+        # c1's own class (contradiction, key 3): nothing recorded, and the page says so
+        press_until("3", lambda: "nothing was recorded" in page_text(), "the own-class key's feedback")
+        assert len(db.history()) == 2
         press("2", 2, None)  # c1 (gold contradiction): relabel to class 2, neutral
+        # Z undoes the last decision (c1's): recorded as an undo, c1 is back on the card
+        press_until("z", lambda: len(db.undone()) == 1, "the undo of key 'z'")
+        _wait(lambda: "Premise c1" in _card_text(browser), 20, "c1 back")
     decided = {i: (db.decision_of("kbd", i) or {}) for i in ("e1", "n1", "c1")}
     assert decided["e1"]["decision"] == "keep" and decided["n1"]["decision"] == "remove"
-    assert (decided["c1"]["decision"], decided["c1"]["label"]) == ("relabel", "neutral")
+    assert decided["c1"] == {} and len(db.history()) == 3
+    undone = db.history().set_index("item_id").loc["c1"]
+    assert (undone["decision"], undone["label"], bool(undone["undone"])) == ("relabel", "neutral", True)
     assert set(db.history()["annotator"]) == {"kbd"}

@@ -6,7 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap.analysis.neighbours import neighbour_group, same_label_neighbors, seed_examples
+from cartomap.analysis.neighbours import (
+    labelled_by_name,
+    neighbour_group,
+    same_label_neighbors,
+    seed_examples,
+)
 from cartomap.analysis.projection import load_projection, project, project_run
 from cartomap.config import DataConfig, RunConfig
 from cartomap.data.loading import load_dataset
@@ -166,6 +171,9 @@ def test_neighbour_group_order(run_with_embeddings):
     assert {"premise", "hypothesis", "label_name", "position"} <= set(group.columns)
     expected, _ = same_label_neighbors(emb, data.labels, k=4, query_idx=[seed])
     assert set(group["id"][:-1]) == {data.ids[i] for i in expected[0]}
+    shown = labelled_by_name(group)
+    assert shown["label"].tolist() == [run.label_names[data.labels[seed]]] * 5 and "label_name" not in shown
+    assert shown.columns.tolist() == [c for c in group.columns if c != "label_name"]
     with pytest.raises(CartomapError):
         neighbour_group(run, "no-such-id")
 

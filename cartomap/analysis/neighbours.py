@@ -271,6 +271,14 @@ def _text_columns(frame: pd.DataFrame) -> list[str]:
     return list(task_kinds.of_columns(frame.columns).text_fields)
 
 
+def labelled_by_name(group: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`neighbour_group` as a person reads it: ``label`` is the class name (``label_name``'s
+    values); the integer code is left out."""
+    if "label_name" not in group.columns:
+        return group
+    return group.drop(columns=["label"], errors="ignore").rename(columns={"label_name": "label"})
+
+
 def neighbour_group(
     run: Run,
     seed_id: str,

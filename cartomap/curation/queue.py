@@ -251,6 +251,16 @@ def gold_curves(card: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(columns, index=pd.Index(range(1, len(own) + 1), name="epoch"))
 
 
+def gold_change(card: dict[str, Any]) -> float | None:
+    """How much p(gold) changed from the first recorded epoch to the last (last - first: > 0 the model
+    came to believe the gold label more), or None with fewer than two recorded epochs."""
+    found = card.get("p_gold_epochs")
+    values = [] if found is None or isinstance(found, float) else [float(v) for v in found]
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):
+        return None
+    return values[-1] - values[0]
+
+
 def queue_summary(run: Run, name: str) -> dict[str, Any]:
     """name, items, queued_by, per_item, progress counts, created (the queue file's time)."""
     items = load_queue(run, name)
