@@ -735,3 +735,19 @@ def test_a_picture_that_cannot_be_drawn_leaves_the_chart(run, monkeypatch):
     assert not at.exception, at.exception
     elements = _map_slot(at)
     assert _picture(elements[0]) is None and elements[-1].type == "plotly_chart"
+
+
+def test_the_focused_examples_neighbours_are_labelled_by_name(run):
+    """The table of the focused example's same-label neighbours names each label; no integer code beside."""
+    from cartomap.training.embeddings import save_embeddings
+
+    ids = run.examples()["id"].astype(str).tolist()
+    emb = np.random.default_rng(0).normal(size=(len(ids), 8)).astype(np.float32)
+    save_embeddings(run, ids, emb)
+    at = _app()
+    at.session_state["selected_ids"] = ids[:1]
+    at.run()
+    assert not at.exception, at.exception
+    table = next(d.value for d in at.dataframe if "role" in d.value.columns)
+    assert "label_name" not in table.columns and table["id"].iloc[-1] == ids[0]
+    assert set(table["label"]) == {run.label_names[int(run.examples()["label"].iloc[0])]}

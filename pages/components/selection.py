@@ -158,7 +158,7 @@ def focus_neighbours(run, table) -> None:
         focus = str(table["id"].iloc[0])
     if not focus or focus not in set(table["id"]) or not run.embeddings_path.exists():
         return
-    from cartomap.analysis.neighbours import neighbour_group
+    from cartomap.analysis.neighbours import labelled_by_name, neighbour_group
 
     try:
         embeddings = cached.embeddings(run)
@@ -167,7 +167,7 @@ def focus_neighbours(run, table) -> None:
         show_error(err)
         return
     st.markdown("**Nearest neighbours with the same label**")
-    st.dataframe(group, hide_index=True, key="dm_neighbours")
+    st.dataframe(labelled_by_name(group), hide_index=True, key="dm_neighbours")
 
 
 def selection_section(run, frame, filtered, table, selected, seeds=None, per_label: bool = False) -> None:
