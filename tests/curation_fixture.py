@@ -43,7 +43,7 @@ def write_data(folder: Path) -> Path:
                     "premise": f"Premise {i} <b>bold</b> *star*",
                     "hypothesis": f"Hypothesis {i}.",
                     "label": gold,
-                    "votes": votes,
+                    "annotator_labels": votes,
                 }
             )
         )

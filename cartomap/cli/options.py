@@ -96,6 +96,13 @@ def add_column_arguments(g) -> None:
         help="multi-label: one 0/1 column per label instead of a labels column, comma-separated (their "
         "names are the labels)",
     )
+    g.add_argument(
+        "--skip-blank-tokens",
+        action="store_true",
+        default=False,
+        help="token data: drop tokens of only spaces with their tags (a data warning names their lines) "
+        "instead of refusing the file",
+    )
     g.add_argument("--id-column", default="id", help="generated from the content when absent")
     g.add_argument(
         "--label-names",
@@ -108,8 +115,15 @@ def add_column_arguments(g) -> None:
         "--votes-column",
         type=_optional_column,
         default=None,
-        help="per-class vote counts or each annotator's label (default: found by name, votes before "
-        "annotator_labels / original_labels; 'none' for none)",
+        help="per-class vote counts: a mapping label -> count or a list of one count per class in label "
+        "order (default: found by name, votes / label_count, before annotator labels; 'none' for none)",
+    )
+    g.add_argument(
+        "--annotator-column",
+        type=_optional_column,
+        default=None,
+        help="each annotator's label: a list of label names or indices, one per annotator (default: found "
+        "by name, annotator_labels / original_labels; 'none' for none)",
     )
     g.add_argument(
         "--error-column",
@@ -146,9 +160,11 @@ def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConf
         genre_column=a.genre_column,
         split=split,
         votes_column=getattr(a, "votes_column", None),
+        annotator_column=getattr(a, "annotator_column", None),
         error_column=getattr(a, "error_column", None),
         label_separator=getattr(a, "label_separator", None),
         label_columns=getattr(a, "label_columns", None) or None,
+        skip_blank_tokens=bool(getattr(a, "skip_blank_tokens", None)),
     )
 
 

@@ -1,16 +1,26 @@
 """Several annotations per example: per-class vote counts, each annotator's label, known errors.
 
-Found by name like the text and label columns (or named with ``DataConfig.votes_column`` /
-``error_column``, ``--votes-column`` / ``--error-column``):
+A column of human judgements has one of two roles, and the role says how a list in it is read:
 
-* votes: the first of :data:`VOTES_NAMES` (ChaosNLI's ``votes``: a mapping label -> count), else the
-  first of :data:`ANNOTATOR_NAMES` (SNLI/MNLI's ``annotator_labels``, ChaosNLI's ``original_labels``:
-  a list of label names or indices, one per annotator). A mapping or a list may also be a JSON string
-  (CSV/TSV cells). Votes are preferred to annotator labels when a file has both.
+* **vote counts** (``DataConfig.votes_column``, ``--votes-column``; found by name: the first of
+  :data:`VOTES_NAMES`, ChaosNLI's ``votes`` / ``label_count``): a mapping label -> count, or a list of
+  one count per class **in label order** (ChaosNLI's ``label_count`` ``[12, 68, 20]``). A list of
+  another length, or of label names, is refused: it is not counts.
+* **annotator labels** (``DataConfig.annotator_column``, ``--annotator-column``; found by name: the
+  first of :data:`ANNOTATOR_NAMES`, SNLI/MNLI's ``annotator_labels``, ChaosNLI's ``original_labels``):
+  a list of label names or indices, one per annotator. A mapping is refused: it is counts.
+
+Either may be a JSON string (CSV/TSV cells). A column named explicitly is the only one used; naming
+both is an error. Found by name, vote counts are preferred to annotator labels. A mapping's keys are
+label names (or indices) with surrounding whitespace ignored, as labels are; two keys naming the same
+class (``"neutral"`` and ``" neutral"``) are refused, never summed. An example has at most
+:data:`MAX_VOTES` votes.
+
 * known errors: the first of :data:`ERROR_NAMES`, booleans (``true``/``false``, 1/0, yes/no).
 
-A column found by name (not named explicitly) whose first value is no mapping or list (an up-vote
-count called ``votes``, say) is left alone as an ordinary extra column.
+A column found by name (not named explicitly) none of whose values is a mapping or a list (an
+up-vote count called ``votes``, say) is left alone as an ordinary extra column; once one value is,
+the column is read as votes and every other value must be too (or null).
 
 Votes may cover only some examples (ChaosNLI relabelled a subset of MultiNLI): a null cell means "no
 votes for this example"; its counts are all 0 (``human_n`` 0), its human columns are NaN / -1 and it
@@ -35,9 +45,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cartomap.config import MAX_VOTES
 from cartomap.errors import DataError
 
-VOTES_NAMES: tuple[str, ...] = ("votes", "vote_counts", "label_counts")
+#: Column roles (:func:`find_votes_column`): per-class vote counts, or one label per annotator.
+COUNTS, LABELS = "counts", "labels"
+#: What each role's values may be, for messages.
+FORMS = {
+    COUNTS: "a mapping label -> count or a list of one count per class in label order",
+    LABELS: "a list of label names or indices, one per annotator",
+}
+#: The option and DataConfig field that name each role's column, for messages.
+OPTIONS = {
+    COUNTS: "--votes-column (DataConfig.votes_column)",
+    LABELS: "--annotator-column (DataConfig.annotator_column)",
+}
+VOTES_NAMES: tuple[str, ...] = ("votes", "vote_counts", "label_counts", "label_count")
 ANNOTATOR_NAMES: tuple[str, ...] = ("annotator_labels", "original_labels", "annotations")
 ERROR_NAMES: tuple[str, ...] = ("is_error", "label_error", "is_label_error", "label_issue")
 #: The normalised known-error column of a run's copy.
@@ -77,22 +100,45 @@ def _looks_like_votes(value: Any) -> bool:
     return isinstance(value, (Mapping, list, tuple, np.ndarray))
 
 
-def find_votes_column(frame: pd.DataFrame, option: str | None, label_names: Sequence[str]) -> str | None:
-    """The column holding votes or annotator labels: ``option`` when given ("" = none), the normalised
-    ``votes_<label>`` columns (returns ``"votes_*"``), else the first name of :data:`VOTES_NAMES`, then of
-    :data:`ANNOTATOR_NAMES`, whose first value is a mapping or a list."""
-    if option == "":
-        return None
-    if option is not None:
-        return option
-    if all(c in frame.columns for c in vote_columns(label_names)):
-        return "votes_*"
-    for name in (*VOTES_NAMES, *ANNOTATOR_NAMES):
-        if name in frame.columns:
-            values = frame[name]
-            first = next((v for v in values.tolist() if not _missing(v)), None)
-            if first is not None and _looks_like_votes(first):
-                return name
+def _holds_votes(values: pd.Series) -> bool:
+    """Whether any value of a column is a mapping or a list (or one as a JSON string)."""
+    if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return False
+    return any(not _missing(v) and _looks_like_votes(v) for v in values.tolist())
+
+
+def find_votes_column(
+    frame: pd.DataFrame,
+    option: str | None,
+    label_names: Sequence[str],
+    annotator_option: str | None = None,
+    source: str | None = None,
+) -> tuple[str, str] | None:
+    """(the column holding human judgements, its role :data:`COUNTS` or :data:`LABELS`), or None.
+
+    ``option`` names the vote counts' column, ``annotator_option`` the annotator labels' ("" = none of
+    that role; naming both is a DataError). Neither named: the normalised ``votes_<label>`` columns
+    (returns ``"votes_*"``), else the first name of :data:`VOTES_NAMES` (counts), then of
+    :data:`ANNOTATOR_NAMES` (labels), any of whose values is a mapping or a list."""
+    if option and annotator_option:
+        raise DataError(
+            f"both a votes column ({option!r}) and an annotator column ({annotator_option!r}) are named; "
+            "name one: --votes-column for per-class counts, --annotator-column for each annotator's label",
+            location=source,
+            field="votes_column",
+        )
+    if option:
+        return option, COUNTS
+    if annotator_option:
+        return annotator_option, LABELS
+    if option is None and all(c in frame.columns for c in vote_columns(label_names)):
+        return "votes_*", COUNTS
+    searched = [(VOTES_NAMES, COUNTS)] if option is None else []
+    searched += [(ANNOTATOR_NAMES, LABELS)] if annotator_option is None else []
+    for names, role in searched:
+        for name in names:
+            if name in frame.columns and _holds_votes(frame[name]):
+                return name, role
     return None
 
 
@@ -124,7 +170,7 @@ def _class_of(
             field=field,
         )
     else:
-        if not float(value).is_integer():
+        if not math.isfinite(float(value)) or not float(value).is_integer():
             raise DataError(f"{what} {value!r} is not a whole class index", location=where, field=field)
         k = int(value)
     if not 0 <= k < len(names):
@@ -137,6 +183,7 @@ def _class_of(
 
 
 def _count(value: Any, label: str, where: str, field: str) -> int:
+    """One whole, non-negative count of at most :data:`MAX_VOTES` (a missing value is 0)."""
     if _missing(value):
         return 0  # a key absent in this row of a Parquet struct column
     if isinstance(value, str) and _INT.match(value.strip()):
@@ -150,15 +197,69 @@ def _count(value: Any, label: str, where: str, field: str) -> int:
         )
     if value < 0:
         raise DataError(f"the count of {label!r} is negative ({value!r})", location=where, field=field)
+    if value > MAX_VOTES:
+        raise DataError(
+            f"the count of {label!r} is {int(value):,}; expected at most {MAX_VOTES:,} votes per example",
+            location=where,
+            field=field,
+        )
     return int(value)
 
 
-def parse_votes(value: Any, label_names: Sequence[str], where: str, field: str) -> np.ndarray:
-    """One cell as vote counts int64 [C]: a mapping label -> count, a list of labels (names or indices,
-    one per annotator), or either as a JSON string. DataError naming ``where`` and ``field`` otherwise."""
+def _checked_total(counts: np.ndarray, where: str, field: str) -> np.ndarray:
+    total = int(sum(int(c) for c in counts))  # Python ints: no wrap-around
+    if total > MAX_VOTES:
+        raise DataError(
+            f"the counts add up to {total:,} votes; expected at most {MAX_VOTES:,} per example",
+            location=where,
+            field=field,
+        )
+    return counts
+
+
+def _other_role(role: str, field: str) -> str:
+    """The hint of a message refusing a value in the other role's form."""
+    other = LABELS if role == COUNTS else COUNTS
+    noun = "each annotator's label" if other == LABELS else "per-class counts"
+    return f"if it holds {noun}, name the column with {OPTIONS[other].split(' (')[0]} {field}"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
+def _counts_of_list(items: list, names: list[str], where: str, field: str) -> np.ndarray:
+    """A list in a vote-count column: one count per class in label order."""
+    n = len(names)
+    other = next(
+        (v for v in items if not (_is_number(v) or (isinstance(v, str) and _INT.match(v.strip())))), None
+    )
+    if other is not None or len(items) != n:
+        got = f"{other!r}" if other is not None else f"{len(items)} number{'s' if len(items) != 1 else ''}"
+        raise DataError(
+            f"a list of vote counts holds one whole number per class in label order ({n} for {names}), "
+            f"got {got}; {_other_role(COUNTS, field)}",
+            location=where,
+            field=field,
+        )
+    counts = np.array([_count(v, names[k], where, field) for k, v in enumerate(items)], dtype=np.int64)
+    if counts.sum() == 0:
+        raise DataError("no votes (every count is 0)", location=where, field=field)
+    return _checked_total(counts, where, field)
+
+
+def parse_votes(
+    value: Any, label_names: Sequence[str], where: str, field: str, role: str = COUNTS
+) -> np.ndarray:
+    """One cell as vote counts int64 [C], read in its column's ``role``: :data:`COUNTS` (a mapping
+    label -> count, or a list of one count per class in label order) or :data:`LABELS` (a list of
+    labels, names or indices, one per annotator); either as a JSON string. DataError naming ``where``
+    and ``field`` otherwise (the other role's form included)."""
     names = [str(n) for n in label_names]
     index = {n: k for k, n in enumerate(names)}
-    expected = "a mapping label -> count or a list of annotator labels"
+    expected = FORMS[role]
     if _missing(value):
         return np.zeros(len(names), dtype=np.int64)  # no votes for this example (a null cell)
     if isinstance(value, str):
@@ -169,23 +270,58 @@ def parse_votes(value: Any, label_names: Sequence[str], where: str, field: str) 
             value = json.loads(text)
         except json.JSONDecodeError as e:
             raise DataError(f"malformed JSON in the votes ({e.msg})", location=where, field=field) from None
-    counts = np.zeros(len(names), dtype=np.int64)
+        except RecursionError:
+            raise DataError(
+                f"JSON nested too deep; expected {expected}", location=where, field=field
+            ) from None
     if isinstance(value, Mapping):
+        if role == LABELS:
+            raise DataError(
+                f"a mapping is per-class counts, not annotator labels; expected {expected}: "
+                f"{_other_role(LABELS, field)}",
+                location=where,
+                field=field,
+            )
         if not value:
             raise DataError(f"empty mapping; expected {expected}", location=where, field=field)
+        counts = np.zeros(len(names), dtype=np.int64)
+        keys: dict[int, Any] = {}
         for key, n in value.items():
             k = _class_of(key, names, index, "vote for label", where, field)
-            counts[k] += _count(n, str(key), where, field)
+            if k in keys:
+                raise DataError(
+                    f"the keys {keys[k]!r} and {key!r} both name label {names[k]!r} (keys are matched "
+                    "to label names without surrounding spaces); expected each label once",
+                    location=where,
+                    field=field,
+                )
+            keys[k] = key
+            counts[k] = _count(n, str(key), where, field)
         if counts.sum() == 0:
             raise DataError("no votes (every count is 0)", location=where, field=field)
-        return counts
+        return _checked_total(counts, where, field)
     if isinstance(value, (list, tuple, np.ndarray)):
         items = list(value)
         if not items:
             raise DataError(f"empty list; expected {expected}", location=where, field=field)
+        if role == COUNTS:
+            return _counts_of_list(items, names, where, field)
+        if len(items) > MAX_VOTES:
+            raise DataError(
+                f"{len(items):,} annotator labels; expected at most {MAX_VOTES:,} per example",
+                location=where,
+                field=field,
+            )
+        counts = np.zeros(len(names), dtype=np.int64)
         for item in items:
             if _missing(item):
                 raise DataError("an annotator label is missing (null)", location=where, field=field)
+            if isinstance(item, (Mapping, list, tuple, np.ndarray)):
+                raise DataError(
+                    f"an annotator label is {type(item).__name__} {item!r}; expected {expected}",
+                    location=where,
+                    field=field,
+                )
             counts[_class_of(item, names, index, "annotator label", where, field)] += 1
         return counts
     raise DataError(f"expected {expected}, got {type(value).__name__} {value!r}", location=where, field=field)
@@ -214,6 +350,7 @@ def annotation_columns(
     error_option: str | None,
     where: Where,
     source: str,
+    annotator_option: str | None = None,
 ) -> tuple[dict[str, Any], set[str]]:
     """(the normalised columns to add, the source columns they replace) for a loaded frame.
 
@@ -221,30 +358,39 @@ def annotation_columns(
     nor a known-error column."""
     out: dict[str, Any] = {}
     used: set[str] = set()
-    column = find_votes_column(frame, votes_option, label_names)
+    found = find_votes_column(frame, votes_option, label_names, annotator_option, source)
     names = [str(n) for n in label_names]
-    if column is not None:
+    if found is not None:
+        column, role = found
         if column == "votes_*":
             cols = vote_columns(names)
             parts = []
             for k, c in enumerate(cols):
                 values = frame[c]
-                if pd.api.types.is_integer_dtype(values) and (values >= 0).all():
+                if pd.api.types.is_integer_dtype(values) and ((values >= 0) & (values <= MAX_VOTES)).all():
                     parts.append(values.to_numpy(dtype=np.int64))
                 else:
                     parts.append(
-                        np.array([_count(v, names[k], where(i), c) for i, v in enumerate(values.tolist())])
+                        np.array(
+                            [_count(v, names[k], where(i), c) for i, v in enumerate(values.tolist())],
+                            dtype=np.int64,
+                        )
                     )
             matrix = np.stack(parts, axis=1).astype(np.int64)
+            for i in np.flatnonzero(matrix.sum(axis=1) > MAX_VOTES):  # each count <= MAX_VOTES: no wrap
+                _checked_total(matrix[i], where(int(i)), cols[0])
             used.update(cols)
         else:
             if column not in frame.columns:
+                noun = "votes" if role == COUNTS else "annotator"
                 raise DataError(
-                    f"no votes column {column!r}; the data has columns {[str(c) for c in frame.columns]}",
+                    f"no {noun} column {column!r}; the data has columns {[str(c) for c in frame.columns]}",
                     location=source,
                     field=column,
                 )
-            rows = [parse_votes(v, names, where(i), column) for i, v in enumerate(frame[column].tolist())]
+            rows = [
+                parse_votes(v, names, where(i), column, role) for i, v in enumerate(frame[column].tolist())
+            ]
             matrix = np.stack(rows).astype(np.int64) if rows else np.zeros((0, len(names)), np.int64)
             used.add(column)
         for k, name in enumerate(vote_columns(names)):

@@ -27,7 +27,10 @@ def class_counts(dataset) -> dict[str, int]:
 def small_class_warnings(
     dataset, what: str = "training set", fraction: float = SMALL_CLASS_FRACTION
 ) -> list[str]:
-    """A class with no example, or with fewer than ``fraction`` x the largest class's examples."""
+    """A class with no example, or with fewer than ``fraction`` x the largest class's examples (token
+    data: :func:`small_tag_warnings`)."""
+    if dataset.task_kind.unit == "word":
+        return small_tag_warnings(dataset, what, fraction)
     counts = class_counts(dataset)
     largest_name, largest = max(counts.items(), key=lambda item: item[1])
     out = []
@@ -39,6 +42,39 @@ def small_class_warnings(
                 f"{dataset.source}: class {name!r} has {n} example{'s' if n != 1 else ''} in the {what} against "
                 f"{largest:,} of {largest_name!r} (under {fraction:.0%}): a typo or a stray label? Give the "
                 "class names (--label-names) to refuse labels outside them"
+            )
+    return out
+
+
+def small_tag_warnings(
+    dataset, what: str = "training set", fraction: float = SMALL_CLASS_FRACTION
+) -> list[str]:
+    """Token data: an entity type (its B-, I-, ... tags together, :func:`cartomap.data.conll.entity_type`)
+    with no word, or with fewer than ``fraction`` x the words of the largest entity type. ``O`` is left
+    out: most words of named-entity data are outside every entity, so every entity type is under 1 %
+    of ``O`` in the normal shape of such data; a stray tag (``B-LCO``) is a type of its own."""
+    from cartomap.data.conll import entity_type
+
+    tags_of: dict[str, dict[str, int]] = {}
+    for tag, n in class_counts(dataset).items():
+        kind = entity_type(tag)
+        if kind is not None:
+            tags_of.setdefault(kind, {})[tag] = n
+    if not tags_of:
+        return []
+    totals = {kind: sum(tags.values()) for kind, tags in tags_of.items()}
+    largest_kind, largest = max(totals.items(), key=lambda item: item[1])
+    out = []
+    for kind, n in totals.items():
+        tags = ", ".join(tags_of[kind])
+        name = f"entity type {kind!r} ({tags})" if tags != kind else f"tag {kind!r}"
+        if n == 0:
+            out.append(f"{dataset.source}: the {what} has no word tagged as {name}")
+        elif n < fraction * largest:
+            out.append(
+                f"{dataset.source}: {name} has {n} word{'s' if n != 1 else ''} in the {what} against "
+                f"{largest:,} of {largest_kind!r} (under {fraction:.0%} of the largest entity type): a typo "
+                "or a stray tag? Give the tag names (--label-names) to refuse tags outside them"
             )
     return out
 
@@ -58,14 +94,16 @@ def split_class_warnings(train, other, what: str) -> list[str]:
 def label_warnings(train, dev=None, tests=()) -> list[str]:
     """Every warning of this module for a run's training, dev and test sets (for multi-label data: the
     labels no example or every example has, :func:`cartomap.data.multilabel.label_warnings`, instead of
-    small classes)."""
+    small classes), after the ones their readers found (``dataset.warnings``: tags breaking the BIO
+    scheme, blank tokens skipped, ...)."""
+    out = [w for d in (train, dev, *tests) if d is not None for w in getattr(d, "warnings", ())]
     if train.task_kind.unit == "label":
         from cartomap.data.multilabel import label_warnings as multilabel_warnings
 
         indicator = train.labels.reshape(len(train), len(train.label_names))
-        out = multilabel_warnings(indicator, train.label_names, source=train.source)
+        out += multilabel_warnings(indicator, train.label_names, source=train.source)
     else:
-        out = small_class_warnings(train)
+        out += small_class_warnings(train)
     if dev is not None:
         out += split_class_warnings(train, dev, "dev set")
     for k, test in enumerate(tests):

@@ -26,6 +26,7 @@ and the field, as :mod:`cartomap.data.loading` does; reading never partially suc
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ _COMMENT_FIELD = re.compile(r"^#\s*([^=\s]+)\s*=\s*(.*?)\s*$")
 _BIO_TAG = re.compile(r"^([BIESLU])-(.+)$")
 #: Values of an unused CoNLL column: a tag column of mostly these is the wrong column.
 _PLACEHOLDERS = ("_", "-")
+#: What a refused blank token's message offers.
+SKIP_HINT = "or drop such tokens with their tags (--skip-blank-tokens, DataConfig.skip_blank_tokens)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,6 +118,7 @@ def read_tagged(
     tag_names: Sequence[str] | None = None,
     comments: bool = True,
     source: str | None = None,
+    skip_blank: bool = False,
 ) -> TaggedSentences:
     """Read a token-classification file, CoNLL columns or JSONL by its suffix (see the module text).
 
@@ -124,6 +128,8 @@ def read_tagged(
     ``#`` lines as tokens. JSONL: ``tokens_field`` and ``tags_field`` name the two lists and
     ``id_field`` the id. ``tag_names`` is the tag set: a tag outside it is an error (and in JSONL an
     integer tag is a position in it); otherwise the tag set is what the file has, sorted.
+    ``skip_blank``: a token of only spaces is dropped with its tag (a warning names their lines)
+    instead of being an error.
     """
     path = Path(path)
     source = str(path) if source is None else source
@@ -137,6 +143,7 @@ def read_tagged(
             tags_field=tags_field,
             id_field=id_field,
             tag_names=tag_names,
+            skip_blank=skip_blank,
         )
     if suffix in CONLL_SUFFIXES:
         text = read_text(path, source)
@@ -149,6 +156,7 @@ def read_tagged(
             conllu=suffix == ".conllu",
             tag_names=tag_names,
             comments=comments,
+            skip_blank=skip_blank,
         )
     known = ", ".join((*CONLL_SUFFIXES, *JSONL_SUFFIXES))
     raise DataError(
@@ -220,6 +228,7 @@ def parse_conll(
     conllu: bool = False,
     tag_names: Sequence[str] | None = None,
     comments: bool = True,
+    skip_blank: bool = False,
 ) -> TaggedSentences:
     """Sentences from text in CoNLL columns (see the module text).
 
@@ -230,6 +239,8 @@ def parse_conll(
     is a comment unless it has the shape of a token line (a tab in a tab-separated file, as many
     columns in a whitespace-separated one; before the first token line, a tab) and is not
     ``# key = value``, so a hashtag token can open a sentence. ``comments=False``: no line is a comment.
+    A token of only spaces is an error naming its line, or with ``skip_blank`` dropped with its tag
+    (:func:`blank_warnings`; a sentence left without tokens is dropped, the others keep their ids).
     """
     ids: list[str | None] = []
     id_lines: list[int | None] = []
@@ -310,22 +321,38 @@ def parse_conll(
             location=first,
             field="tag",
         )
-    pairs = []
-    for s in sentences:
+    skipped: list[str] = []
+    kept: list[list[tuple[int, list[str]]]] = []
+    kept_ids: list[str | None] = []
+    kept_id_lines: list[int | None] = []
+    for i, s in enumerate(sentences):
+        rows = []
         for lineno, fields in s:
             if not fields[token_at]:
-                raise DataError(
-                    "empty token; expected a non-empty string",
-                    location=f"{source}: line {lineno}",
-                    field="token",
-                )
+                if not skip_blank:
+                    raise DataError(
+                        f"empty token (nothing or only spaces); expected a non-empty string, {SKIP_HINT}",
+                        location=f"{source}: line {lineno}",
+                        field="token",
+                    )
+                skipped.append(f"line {lineno}")
+                continue
             if not fields[tag_at]:
                 raise DataError(
                     "empty tag; expected a non-empty string", location=f"{source}: line {lineno}", field="tag"
                 )
-        pairs.append(([f[token_at] for _, f in s], [f[tag_at] for _, f in s]))
-    word_lines = [[lineno for lineno, _ in s] for s in sentences]
-    return _finish(pairs, ids, word_lines, source, id_field, tag_names, id_lines)
+            rows.append((lineno, fields))
+        if rows:
+            kept.append(rows)
+            kept_ids.append(ids[i] if ids[i] is not None else f"{ID_PREFIX}{i}")  # ids of the file's order
+            kept_id_lines.append(id_lines[i])
+    dropped = len(sentences) - len(kept)
+    if not kept:
+        raise DataError("no sentences; every token is blank", location=source)
+    pairs = [([f[token_at] for _, f in s], [f[tag_at] for _, f in s]) for s in kept]
+    word_lines = [[lineno for lineno, _ in s] for s in kept]
+    read = _finish(pairs, kept_ids, word_lines, source, id_field, tag_names, kept_id_lines)
+    return _with_warnings(read, blank_warnings(skipped, dropped, source))
 
 
 def parse_token_jsonl(
@@ -336,14 +363,18 @@ def parse_token_jsonl(
     tags_field: str = TAGS,
     id_field: str | None = None,
     tag_names: Sequence[str] | None = None,
+    skip_blank: bool = False,
 ) -> TaggedSentences:
-    """Sentences from JSON lines, each an object with a token list and an equally long tag list."""
+    """Sentences from JSON lines, each an object with a token list and an equally long tag list.
+    ``skip_blank``: as :func:`parse_conll`'s."""
     names = tuple(tag_names) if tag_names is not None else None
     ids: list[str | None] = []
     sentences: list[tuple[list[str], list[str]]] = []
     word_lines: list[list[int]] = []
-    for lineno, where, record in json_objects(text, source):
-        words = _string_list(record, tokens_field, "token", where)
+    skipped: list[str] = []
+    dropped = 0
+    for i, (lineno, where, record) in enumerate(json_objects(text, source)):
+        words = _string_list(record, tokens_field, "token", where, blank_ok=skip_blank)
         labels = _tag_list(record, tags_field, names, where)
         if len(words) != len(labels):
             raise DataError(
@@ -351,6 +382,14 @@ def parse_token_jsonl(
                 location=where,
                 field=tags_field,
             )
+        if skip_blank:
+            blank = [k for k, w in enumerate(words) if not w.strip()]
+            skipped += [f"line {lineno} token {k}" for k in blank]
+            words = [w for w in words if w.strip()]
+            labels = [t for k, t in enumerate(labels) if k not in set(blank)]
+            if not words:
+                dropped += 1
+                continue
         if id_field is not None:
             value = record.get(id_field)
             if value is None or isinstance(value, (dict, list, bool)) or str(value) == "":
@@ -361,13 +400,35 @@ def parse_token_jsonl(
                 )
             ids.append(str(value))
         else:
-            ids.append(None)
+            ids.append(f"{ID_PREFIX}{i}" if skip_blank else None)  # ids of the file's order
         sentences.append((words, labels))
         word_lines.append([lineno] * len(words))
-    return _finish(sentences, ids, word_lines, source, id_field, names)
+    if not sentences and dropped:
+        raise DataError("no sentences; every token is blank", location=source)
+    read = _finish(sentences, ids, word_lines, source, id_field, names)
+    return _with_warnings(read, blank_warnings(skipped, dropped, source))
 
 
-def _string_list(record: dict, field: str, what: str, where: str) -> list[str]:
+def blank_warnings(skipped: Sequence[str], dropped: int, source: str, limit: int = 5) -> list[str]:
+    """The warning of tokens of only spaces dropped (``skipped``: where each was), or none."""
+    if not skipped:
+        return []
+    shown = ", ".join(skipped[:limit]) + (", ..." if len(skipped) > limit else "")
+    left = f"; {dropped} sentence{'s' if dropped != 1 else ''} left without tokens dropped" if dropped else ""
+    return [
+        f"{source}: skipped {len(skipped)} blank token{'s' if len(skipped) != 1 else ''} (only spaces) "
+        f"with {'their tags' if len(skipped) != 1 else 'its tag'} ({shown}){left}"
+    ]
+
+
+def _with_warnings(read: TaggedSentences, warnings: Sequence[str]) -> TaggedSentences:
+    """``read`` with ``warnings`` before its own."""
+    if not warnings:
+        return read
+    return dataclasses.replace(read, warnings=(*warnings, *read.warnings))
+
+
+def _string_list(record: dict, field: str, what: str, where: str, blank_ok: bool = False) -> list[str]:
     if field not in record:
         raise DataError(
             f"missing; expected a list of {what}s (fields: {sorted(record)})", location=where, field=field
@@ -386,9 +447,12 @@ def _string_list(record: dict, field: str, what: str, where: str) -> list[str]:
                 location=where,
                 field=field,
             )
-        if not value.strip():
+        if not value.strip() and not blank_ok:
+            hint = f", {SKIP_HINT}" if what == "token" else ""
             raise DataError(
-                f"empty {what} at position {k}; expected a non-empty string", location=where, field=field
+                f"empty {what} at position {k}; expected a non-empty string{hint}",
+                location=where,
+                field=field,
             )
     return values
 
@@ -468,6 +532,15 @@ def _finish(
 def tag_set(tag_lists: Sequence[Sequence[str]]) -> tuple[str, ...]:
     """The sorted distinct tags of all sentences."""
     return tuple(sorted({tag for tags in tag_lists for tag in tags}))
+
+
+def entity_type(tag: str) -> str | None:
+    """The entity type a tag marks: ``LOC`` for ``B-LOC`` / ``I-LOC`` (any BIO/BIOES prefix), None for
+    ``O`` (outside every entity); any other tag (a part of speech, a stray ``LOC``) is its own type."""
+    if tag == OUTSIDE:
+        return None
+    match = _BIO_TAG.match(tag)
+    return match.group(2) if match else tag
 
 
 def is_bio_tagged(tags: Sequence[str]) -> bool:

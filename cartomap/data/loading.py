@@ -71,11 +71,16 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 @dataclass(frozen=True, eq=False)
 class TextDataset:
-    """A validated dataset. Treat ``frame`` as read-only: the fingerprint is cached."""
+    """A validated dataset. Treat ``frame`` as read-only: the fingerprint is cached.
+
+    ``warnings``: what the reader found suspicious in the file but is no error (tags that break the
+    BIO scheme, blank tokens skipped, a column kept as text); a run keeps them
+    (:func:`cartomap.data.checks.label_warnings`). A subset drops them (they count the whole file)."""
 
     frame: pd.DataFrame
     label_names: tuple[str, ...]
     source: str
+    warnings: tuple[str, ...] = ()
 
     @property
     def task_kind(self) -> TaskKind:
@@ -292,6 +297,7 @@ def _load_tagged(config: DataConfig, kind: TaskKind, names: Sequence[str] | None
     (:mod:`cartomap.data.conll`), or a table with the kind's columns (a run's own copy in Parquet)."""
     path, source = Path(str(config.path)).expanduser(), str(config.path)
     words, tags = config.text_columns[0], config.label_column
+    warnings: tuple[str, ...] = ()
     if config.format == "parquet" or (config.format == "auto" and path.suffix.lower() in (".parquet", ".pq")):
         frame, _ = read_table(path, "parquet")
         missing = [c for c in ("id", words, tags) if c not in frame.columns]
@@ -303,8 +309,8 @@ def _load_tagged(config: DataConfig, kind: TaskKind, names: Sequence[str] | None
             columns={words: kind.text_fields[0], tags: kind.label_field}
         )
     elif conll.is_token_data(path):
-        read = conll.read_tagged(path, tag_names=names, source=source)
-        frame, names = read.frame, read.tag_names
+        read = conll.read_tagged(path, tag_names=names, source=source, skip_blank=config.skip_blank_tokens)
+        frame, names, warnings = read.frame, read.tag_names, read.warnings
     else:
         text = conll.read_text(path, source)
         first = next((line for line in text.splitlines() if line.strip()), "")
@@ -319,10 +325,11 @@ def _load_tagged(config: DataConfig, kind: TaskKind, names: Sequence[str] | None
             tags_field=tags,
             id_field=config.id_column if has_id else None,
             tag_names=names,
+            skip_blank=config.skip_blank_tokens,
         )
-        frame, names = read.frame, read.tag_names
+        frame, names, warnings = read.frame, read.tag_names, read.warnings
         frame = frame.rename(columns={words: kind.text_fields[0], tags: kind.label_field})
-    return tagged_dataset(frame, kind, names, source)
+    return tagged_dataset(frame, kind, names, source, warnings)
 
 
 def _load_multilabel(config: DataConfig, kind: TaskKind, names: Sequence[str] | None) -> TextDataset:
@@ -372,10 +379,15 @@ def _load_multilabel(config: DataConfig, kind: TaskKind, names: Sequence[str] | 
 
 
 def tagged_dataset(
-    frame: pd.DataFrame, kind: TaskKind, names: Sequence[str] | None, source: str
+    frame: pd.DataFrame,
+    kind: TaskKind,
+    names: Sequence[str] | None,
+    source: str,
+    warnings: Sequence[str] = (),
 ) -> TextDataset:
     """A validated dataset of a word-unit kind from a frame of id, word lists and tag lists (tag names,
-    or codes into ``names``): tags become int codes; every sentence has a word and one tag per word."""
+    or codes into ``names``): tags become int codes; every sentence has a word and one tag per word.
+    ``warnings``: the reader's (:attr:`TextDataset.warnings`)."""
     words_field, tags_field = kind.text_fields[0], kind.label_field
     if names is None:
         found = {t for row in frame[tags_field] for t in row}
@@ -423,7 +435,7 @@ def tagged_dataset(
         raise DataError(
             f"duplicate sentence id {out['id'][out['id'].duplicated()].iloc[0]!r}", location=source
         )
-    return TextDataset(frame=out, label_names=names, source=source)
+    return TextDataset(frame=out, label_names=names, source=source, warnings=tuple(warnings))
 
 
 def from_frame(
@@ -957,6 +969,7 @@ def _build(
         config.error_column,
         where,
         source,
+        config.annotator_column,
     )
     columns.update(annotations)
     used_src |= replaced

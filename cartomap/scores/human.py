@@ -11,14 +11,19 @@ gold labels [N]. :func:`human_columns` gives the derived columns a run keeps nex
 * ``human_entropy``: H_i = -sum_c p_i,c log2 p_i,c with p = v / n, **in bits** (log base 2, 0 log 0 = 0),
   in [0, log2 C], higher = the annotators disagree more. Bits are ChaosNLI's convention: its
   ``entropy`` field for votes {12, 68, 20} is 1.2098 bits (= 0.8386 nats; :func:`entropy_nats`);
-* ``gold_disagrees``: gold != human_majority (False where there is no majority): the gold label is
-  probably an error by the annotators' own account.
+* ``gold_disagrees``: v_i,gold < max_c v_i,c, the gold label has fewer votes than the most voted
+  class: probably an error by the annotators' own account. With a majority this is gold !=
+  human_majority. Ties (:data:`NO_MAJORITY`) follow the same rule: a tie the gold label is part of
+  (50/50 between gold and another class) is no disagreement, a tie of other classes (gold 0, two
+  others 50 each) is one; no votes: False. ChaosNLI's own ``majority`` label breaks ties by label
+  order, so on its ties that include gold it can differ from gold where this says False.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from cartomap.config import MAX_VOTES
 from cartomap.errors import DataError
 
 NO_MAJORITY = -1
@@ -50,7 +55,14 @@ def check_counts(values, noun: str, shape: str, field: str, min_columns: int = 1
 
 
 def check_votes(votes) -> np.ndarray:
-    """``votes`` as int64 [N, C], or DataError (not 2-d, negative, not whole numbers)."""
+    """``votes`` as int64 [N, C], or DataError (not 2-d, negative, not whole numbers, more than
+    :data:`cartomap.config.MAX_VOTES` votes for an example: sums and shares would no longer be exact)."""
+    raw = np.asarray(votes)
+    if raw.size and raw.ndim == 2 and np.issubdtype(raw.dtype, np.number):
+        # checked before the int64 cast, which would wrap: in float (exact enough to compare at 1e9)
+        f = raw.astype(np.float64)
+        if np.any(f > MAX_VOTES) or np.any(np.nansum(np.clip(f, 0, None), axis=1) > MAX_VOTES):
+            raise DataError(f"more than {MAX_VOTES:,} votes for an example", field="votes")
     return check_counts(votes, "vote counts", "[examples, classes >= 2]", "votes", min_columns=2)
 
 
@@ -107,8 +119,18 @@ def human_columns(votes, gold) -> dict[str, np.ndarray]:
         "human_majority": cls,
         "human_majority_share": share,
         "human_entropy": entropy_bits(v),
-        "gold_disagrees": (cls != NO_MAJORITY) & (cls != g),
+        "gold_disagrees": gold_disagrees(v, g),
     }
+
+
+def gold_disagrees(votes, gold) -> np.ndarray:
+    """bool [N]: the gold label has fewer votes than the most voted class (see the module text: a tie
+    including gold is no disagreement, one without it is; no votes: False)."""
+    v = check_votes(votes)
+    g = np.asarray(gold, dtype=np.int64)
+    if not v.size:
+        return np.zeros(v.shape[0], dtype=bool)
+    return v[np.arange(v.shape[0]), g] < v.max(axis=1)
 
 
 def counts_from_labels(labels, n_classes: int) -> np.ndarray:

@@ -97,12 +97,84 @@ def tokenize(tokenizer, frame, max_length: int, task: TaskKind | None = None) ->
     return {key: Ragged.concat(chunks) for key, chunks in parts.items()}
 
 
-def tokenize_words(tokenizer, frame, max_length: int, task: TaskKind) -> dict[str, Ragged]:
+def subwordless_words(tokenizer, sentences) -> list[np.ndarray]:
+    """Per sentence (a list of words), the positions of the words the tokenizer turns into no sub-word
+    at all (a lone U+FE0F variation selector after an emoji, a zero-width space, a combining mark a
+    BERT tokenizer strips), int64 arrays: the words no sub-word belongs to when the sentence is
+    encoded whole (``is_split_into_words``, no truncation)."""
+    out: list[np.ndarray] = []
+    for start in range(0, len(sentences), TOKENIZE_CHUNK):
+        chunk = [[str(w) for w in words] for words in sentences[start : start + TOKENIZE_CHUNK]]
+        encoded = tokenizer(
+            chunk,
+            is_split_into_words=True,
+            truncation=False,
+            add_special_tokens=False,
+            return_attention_mask=False,
+            verbose=False,  # no "longer than the model's maximum" log line: nothing is fed to a model
+        )
+        for j, words in enumerate(chunk):
+            present = np.zeros(len(words), dtype=bool)
+            present[[w for w in encoded.word_ids(j) if w is not None]] = True
+            out.append(np.flatnonzero(~present).astype(np.int64))
+    return out
+
+
+def _visible(text: str) -> str:
+    """``text`` quoted, escaped (``'\\ufe0f'``) when it holds marks, format or control characters or
+    spaces, which print as nothing."""
+    import unicodedata
+
+    return ascii(text) if any(unicodedata.category(c)[0] in "MCZ" for c in text) else repr(text)
+
+
+def unknown_word(tokenizer, sentence_id: str, word: int, text: str) -> str:
+    """What a word without a sub-word is read as: the tokenizer's unknown token (DataError when it has
+    none, naming the sentence and word)."""
+    from cartomap.errors import DataError
+
+    unk = getattr(tokenizer, "unk_token", None)
+    if not unk:
+        raise DataError(
+            f"sentence {sentence_id!r}: word {word} {text!r} is no sub-word for this tokenizer, which has no "
+            "unknown token to read it as; remove such words from the data"
+        )
+    return str(unk)
+
+
+def subwordless_warnings(tokenizer, dataset, limit: int = 3) -> list[str]:
+    """One data warning for the words of a word-unit dataset that the tokenizer turns into no sub-word
+    (:func:`subwordless_words`), naming how many and the first ``limit``; none for other kinds."""
+    task = dataset.task_kind
+    if task.unit != "word" or not len(dataset):
+        return []
+    words, _ = task.inputs(dataset.frame)
+    found = subwordless_words(tokenizer, words)
+    ids = dataset.frame["id"].astype(str).tolist()
+    where = [(ids[i], int(k), words[i][k]) for i, ks in enumerate(found) for k in ks]
+    if not where:
+        return []
+    unk = unknown_word(tokenizer, *where[0])
+    shown = "; ".join(f"{sid} word {k} {_visible(text)}" for sid, k, text in where[:limit])
+    n_sentences = sum(1 for ks in found if len(ks))
+    return [
+        f"{dataset.source}: {len(where)} word{'s' if len(where) != 1 else ''} in {n_sentences} "
+        f"sentence{'s' if n_sentences != 1 else ''} become no sub-word for the model's tokenizer ({shown}"
+        f"{'; ...' if len(where) > limit else ''}): each is read as its unknown token {unk!r}, trained and "
+        "recorded like any word"
+    ]
+
+
+def tokenize_words(
+    tokenizer, frame, max_length: int, task: TaskKind, source: str | None = None
+) -> dict[str, Ragged]:
     """Token ids of sentences given as word lists (``is_split_into_words``), with per sub-token the unit
     (word) it records, ``word_units`` (the word's position among all the frame's words, in
     :meth:`TaskKind.units` order, at the word's first sub-token; -1 elsewhere), and its gold tag,
-    ``word_labels`` (-100 elsewhere: the loss leaves those out). A sentence cut by ``max_length`` is a
-    DataError naming it: every word is recorded."""
+    ``word_labels`` (-100 elsewhere: the loss leaves those out). A word the tokenizer turns into no
+    sub-word (:func:`subwordless_words`) is read as the tokenizer's unknown token, so every word has
+    one. A sentence cut by ``max_length`` is a DataError naming it (and ``source``, the file): every
+    word is recorded."""
     from cartomap.errors import DataError
     from cartomap.scores.tokens import IGNORE_INDEX, align_labels, first_subword_alignment
 
@@ -110,16 +182,13 @@ def tokenize_words(tokenizer, frame, max_length: int, task: TaskKind) -> dict[st
     _, labels, counts = task.units(frame)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if len(counts) else counts
     ids = frame["id"].astype(str).tolist()
+    options = {"is_split_into_words": True, "truncation": True, "max_length": max_length}
+    keys = (("input_ids", np.int32), ("token_type_ids", np.int8))
     parts: dict[str, list[Ragged]] = {}
     for start in range(0, len(words), TOKENIZE_CHUNK):
         stop = start + TOKENIZE_CHUNK
-        encoded = tokenizer(
-            words[start:stop],
-            is_split_into_words=True,
-            truncation=True,
-            max_length=max_length,
-            return_attention_mask=False,
-        )
+        encoded = tokenizer(words[start:stop], return_attention_mask=False, **options)
+        rows = {key: list(encoded[key]) for key, _ in keys if key in encoded}
         units, tags = [], []
         for j in range(len(encoded["input_ids"])):
             row = start + j
@@ -127,18 +196,30 @@ def tokenize_words(tokenizer, frame, max_length: int, task: TaskKind) -> dict[st
             n = int(counts[row])
             first = first_subword_alignment(word_ids, n_words=n)
             if (first < 0).any():
+                (empty,) = subwordless_words(tokenizer, [words[row]])
+                if len(empty):  # read as the unknown token: the sentence encoded again
+                    sentence = [str(w) for w in words[row]]
+                    for k in empty.tolist():
+                        sentence[k] = unknown_word(tokenizer, ids[row], k, sentence[k])
+                    again = tokenizer([sentence], return_attention_mask=False, **options)
+                    for key in rows:
+                        rows[key][j] = again[key][0]
+                    word_ids = again.word_ids(0)
+                    first = first_subword_alignment(word_ids, n_words=n)
+            if (first < 0).any():
                 raise DataError(
                     f"sentence {ids[row]!r}: word {int(np.flatnonzero(first < 0)[0])} of {n} is past "
                     f"max_length {max_length} sub-words; raise --max-length (every word is recorded)",
+                    location=source,
                     field="max_length",
                 )
             own = np.arange(starts[row], starts[row] + n, dtype=np.int64)
             unit = align_labels(word_ids, own)
             units.append(np.where(unit == IGNORE_INDEX, -1, unit))
             tags.append(align_labels(word_ids, labels[starts[row] : starts[row] + n]))
-        for key, dtype in (("input_ids", np.int32), ("token_type_ids", np.int8)):
-            if key in encoded:
-                parts.setdefault(key, []).append(Ragged.from_rows(encoded[key], dtype))
+        for key, dtype in keys:
+            if key in rows:
+                parts.setdefault(key, []).append(Ragged.from_rows(rows[key], dtype))
         parts.setdefault("word_units", []).append(Ragged.from_rows(units, np.int64))
         parts.setdefault("word_labels", []).append(Ragged.from_rows(tags, np.int64))
     if not parts:

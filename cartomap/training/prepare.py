@@ -10,7 +10,8 @@ from cartomap.config import RunConfig
 from cartomap.data.checks import label_warnings
 from cartomap.data.loading import load_dataset
 from cartomap.runs.store import Run, RunStore
-from cartomap.training.models import check_max_length
+from cartomap.training.batching import subwordless_warnings, tokenize_words
+from cartomap.training.models import check_max_length, load_tokenizer
 from cartomap.training.orders import check_order
 
 
@@ -25,11 +26,21 @@ def load_data(config: RunConfig):
 def prepare_run(config: RunConfig, store: RunStore | None = None) -> Run:
     """Validate the data and return the run for this config (existing or newly created). Trains nothing.
 
-    What looks wrong but is no error (a class of one example, a dev set without a class of training)
-    is kept with the run: ``run.warnings`` (:func:`cartomap.data.checks.label_warnings`)."""
+    What looks wrong but is no error (a class of one example, a dev set without a class of training,
+    words the model's tokenizer turns into no sub-word) is kept with the run: ``run.warnings``
+    (:func:`cartomap.data.checks.label_warnings`, :func:`cartomap.training.batching.subwordless_warnings`)."""
     store = store or RunStore()
     if config.origin.kind == "cartomap":  # runs recorded elsewhere were tokenised by their own code
         check_max_length(config.model.name_or_path, config.model.max_length)
     train, dev, tests = load_data(config)
     check_order(config, train)
-    return store.create(config, train, dev, tests, warnings=label_warnings(train, dev, tests))
+    warnings = label_warnings(train, dev, tests)
+    if config.origin.kind == "cartomap" and train.task_kind.unit == "word":
+        # token data is tokenised once here (sentences: small), so that a sentence longer than
+        # max_length is refused before the run exists, and words without a sub-word are told
+        tokenizer = load_tokenizer(config.model.name_or_path)
+        for data in (train, dev, *tests):
+            if data is not None:
+                tokenize_words(tokenizer, data.frame, config.model.max_length, data.task_kind, data.source)
+                warnings += subwordless_warnings(tokenizer, data)
+    return store.create(config, train, dev, tests, warnings=warnings)

@@ -1,0 +1,243 @@
+"""Bad inputs of the newer data features through the command line: votes and annotator columns,
+multi-label label vectors, token data from the real world. Each ends in one line naming the file, the
+line and the field (exit 2), and leaves nothing in the store; what is accepted is read as it says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cartomap.cli import main
+from cartomap.runs.store import RunStore
+
+NLI = ("entailment", "neutral", "contradiction")
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("cartomap: error: "), err
+    return err
+
+
+def nothing_in(cache: Path) -> None:
+    """No run, and no half-made folder, in the store."""
+    assert RunStore(cache).list() == []
+    runs = cache / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), list(runs.iterdir())
+
+
+def nli_rows(key: str, values: list) -> list[dict]:
+    return [
+        {"id": f"r{i}", "premise": f"p {i}", "hypothesis": f"h {i}", "label": NLI[i % 3], key: v}
+        for i, v in enumerate(values)
+    ]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def train(cache: Path, model: str, data: Path, *extra: str) -> int:
+    args = ["--cache", str(cache), "train", "--data", str(data), "--dev", "none", "--model", model]
+    return main([*args, "--epochs", "1", "--batch-size", "8", "--max-length", "32", "--quiet", *extra])
+
+
+# --------------------------------------------------------------------------- votes
+
+
+@pytest.mark.parametrize(
+    ("key", "values", "options", "line", "words"),
+    [
+        # a list that is not one count per class, in a votes column (found by name or named)
+        ("label_count", [[2, 1, 2], [1, 0, 3, 1], [0, 1, 0]], [], 2, "got 4 numbers"),
+        (
+            "crowd",
+            [[2, 1, 2], ["neutral", "neutral"], [0, 1, 0]],
+            ["--votes-column", "crowd"],
+            2,
+            "--annotator-column crowd",
+        ),
+        # a mapping in an annotator column
+        ("crowd", [["neutral"], {"neutral": 3}], ["--annotator-column", "crowd"], 2, "--votes-column crowd"),
+        # counts that overflowed or wrapped around
+        ("votes", [{"neutral": 1}, {"neutral": 10**30}], [], 2, "at most 1,000,000,000 votes"),
+        (
+            "votes",
+            [{"neutral": 1}, {"neutral": 2**63 - 1, "entailment": 2**63 - 1}],
+            [],
+            2,
+            "at most 1,000,000,000 votes",
+        ),
+        # a scalar first and mappings later (was an ArrowInvalid from the store)
+        ("votes", [3, {"neutral": 2}, {"entailment": 1}], [], 1, "expected a mapping label -> count"),
+        # two keys naming one label (were added up)
+        ("votes", [{"neutral": 1}, {"neutral": 2, " neutral": 3}], [], 2, "both name label 'neutral'"),
+    ],
+)
+def test_bad_votes_are_one_line_and_leave_nothing(
+    tiny_model, tmp_path, capsys, key, values, options, line, words
+):
+    data = write_jsonl(tmp_path / "votes.jsonl", nli_rows(key, values))
+    cache = tmp_path / "cache"
+    assert train(cache, tiny_model, data, *options) == 2
+    err = one_line_error(capsys)
+    assert f"{data}: line {line}: field '{key}'" in err and words in err, err
+    nothing_in(cache)
+
+
+def test_both_vote_options_are_refused(tiny_model, tmp_path, capsys):
+    data = write_jsonl(tmp_path / "votes.jsonl", nli_rows("votes", [{"neutral": 1}] * 3))
+    cache = tmp_path / "cache"
+    assert train(cache, tiny_model, data, "--votes-column", "votes", "--annotator-column", "votes") == 2
+    assert "name one" in one_line_error(capsys)
+    nothing_in(cache)
+
+
+# --------------------------------------------------------------------------- token data from the real world
+
+#: Tweets in CoNLL columns: emoji followed by a lone U+FE0F variation selector (sentences 0, 1 and 6),
+#: a zero-width space (sentence 2), a token of only spaces (line 27, sentence 3) and an I- tag after O
+#: (sentence 4). 47 tokens, 46 without the blank one.
+TWEETS = Path(__file__).parent / "fixtures" / "tweets.conll"
+#: The words the default encoder's tokenizer turns into no sub-word (sentence id, word index).
+SUBWORDLESS = [("sent-0", 6), ("sent-1", 6), ("sent-2", 3), ("sent-6", 5)]
+
+
+def test_a_blank_token_is_refused_by_its_line_and_the_option_to_skip_is_offered(tiny_model, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    assert train(cache, tiny_model, TWEETS, "--max-length", "64") == 2
+    err = one_line_error(capsys)
+    assert f"{TWEETS}: line 27: field 'token': empty token" in err and "--skip-blank-tokens" in err
+    nothing_in(cache)
+
+
+def test_tweets_train_with_every_word_recorded_and_every_warning_kept(tiny_model, tmp_path, capsys):
+    """Words without a sub-word are read as [UNK] (they stopped training with "past max_length", at any
+    max length, leaving a failed run); the blank token is skipped on request; the I- after O is told
+    (it was dropped by the loader); no entity type is called rare against O."""
+    cache = tmp_path / "cache"
+    assert train(cache, tiny_model, TWEETS, "--max-length", "64", "--skip-blank-tokens") == 0
+    err = capsys.readouterr().err
+    (run,) = RunStore(cache).list()
+    assert run.status()["state"] == "done"
+    warnings = run.warnings
+    assert len(warnings) == 3, warnings
+    blank, bio, subwordless = warnings
+    assert "skipped 1 blank token" in blank and "line 27" in blank
+    assert "sent-4 word 2: I-LOC after O" in bio
+    assert "4 words in 4 sentences become no sub-word" in subwordless and "'[UNK]'" in subwordless
+    assert "sent-0 word 6 '\\ufe0f'" in subwordless and "sent-2 word 3 '\\u200b'" in subwordless
+    for warning in warnings:
+        assert f"cartomap: warning: {warning}" in err
+    assert "a typo or a stray" not in err
+    metrics = run.metrics()
+    assert len(metrics) == 46 and metrics["confidence"].notna().all()
+    for sid, k in SUBWORDLESS:
+        assert f"{sid}#{k}" in set(metrics["id"])
+    assert "sent-3#1" in set(metrics["id"]) and "sent-3#3" not in set(metrics["id"])  # 3 words left
+
+
+def test_a_sentence_past_max_length_is_refused_before_the_run_exists(tiny_model, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    assert train(cache, tiny_model, TWEETS, "--max-length", "8", "--skip-blank-tokens") == 2
+    err = one_line_error(capsys)
+    assert f"{TWEETS}: field 'max_length': sentence 'sent-0': word 5 of 8 is past max_length 8" in err
+    nothing_in(cache)
+
+
+def test_tokenize_words_reads_a_word_without_sub_word_as_unk(tiny_model):
+    import numpy as np
+
+    from cartomap.data.loading import tagged_dataset
+    from cartomap.tasks.token import TOKEN
+    from cartomap.training.batching import subwordless_words, tokenize_words
+    from cartomap.training.models import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny_model)
+    sentences = [["Rain", "\u2614", "\ufe0f", "lol"], ["\u200b", "ok"], ["fine"]]
+    assert [w.tolist() for w in subwordless_words(tokenizer, sentences)] == [[2], [0], []]
+    frame = {"id": ["a", "b", "c"], "tokens": sentences, "tags": [["O"] * 4, ["O", "B-X"], ["O"]]}
+    import pandas as pd
+
+    data = tagged_dataset(pd.DataFrame(frame), TOKEN, None, "mem")
+    encoded = tokenize_words(tokenizer, data.frame, 32, TOKEN)
+    units = encoded["word_units"]
+    assert sorted(np.concatenate(list(units))[np.concatenate(list(units)) >= 0].tolist()) == list(range(7))
+    row = encoded["input_ids"][0].tolist()
+    unit_row = units[0].tolist()
+    assert row[unit_row.index(2)] == tokenizer.unk_token_id  # the lone U+FE0F, at its own [UNK]
+
+
+def test_the_train_page_shows_a_token_runs_tagging_warning(root, tmp_path):
+    """The warning of an I- tag after O reaches the run, and so the Train page."""
+    from streamlit.testing.v1 import AppTest
+
+    from cartomap.config import DataConfig, ModelConfig, RunConfig
+    from cartomap.training.prepare import prepare_run
+
+    data = tmp_path / "iob1.conll"
+    data.write_text("I\tO\nmiss\tO\nParis\tI-LOC\n\nMary\tB-PER\nsmiles\tO\n", encoding="utf-8")
+    run = prepare_run(
+        RunConfig(data=DataConfig(path=str(data)), dev=None, model=ModelConfig()), RunStore(root)
+    )
+    (warning,) = run.warnings
+    assert "sent-0 word 2: I-LOC after O" in warning
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parents[1] / "pages" / "train.py"), default_timeout=30
+    )
+    at.session_state["run_id"] = run.id
+    at.run()
+    assert not at.exception
+    shown = [w.value for w in at.warning if "Data warning" in w.value]
+    assert len(shown) == 1 and "I-LOC after O" in shown[0]
+
+
+# --------------------------------------------------------------------------- rare classes of token data
+
+
+def _tagged(counts: dict[str, int]):
+    import pandas as pd
+
+    from cartomap.data.loading import tagged_dataset
+    from cartomap.tasks.token import TOKEN
+
+    tags = [t for t, n in counts.items() for _ in range(n)]
+    frame = pd.DataFrame({"id": ["s"], "tokens": [[f"w{i}" for i in range(len(tags))]], "tags": [tags]})
+    return tagged_dataset(frame, TOKEN, tuple(counts), "ner.conll")
+
+
+def test_entity_types_are_not_called_rare_against_o():
+    """CoNLL-2003's shape: every entity tag is under 1 % of O; none is a typo."""
+    from cartomap.data.checks import label_warnings
+
+    counts = {
+        "O": 25_666,
+        "B-LOC": 420,
+        "I-LOC": 114,
+        "B-PER": 380,
+        "I-PER": 270,
+        "B-MISC": 210,
+        "I-MISC": 70,
+    }
+    assert label_warnings(_tagged(counts)) == []
+
+
+def test_a_stray_tag_is_called_rare_against_the_largest_entity_type():
+    from cartomap.data.checks import label_warnings
+
+    counts = {"O": 25_666, "B-LOC": 420, "I-LOC": 114, "B-PER": 380, "I-PER": 270, "B-LCO": 1, "X": 2}
+    warnings = label_warnings(_tagged(counts))
+    assert len(warnings) == 2, warnings
+    assert "entity type 'LCO' (B-LCO) has 1 word in the training set against 650 of 'PER'" in warnings[0]
+    assert "tag 'X' has 2 words" in warnings[1]
+
+
+def test_an_entity_type_without_words_is_told():
+    from cartomap.data.checks import label_warnings
+
+    (warning,) = label_warnings(_tagged({"O": 50, "B-LOC": 5, "I-LOC": 2, "B-PER": 0, "I-PER": 0}))
+    assert "no word tagged as entity type 'PER' (B-PER, I-PER)" in warning
