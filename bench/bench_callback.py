@@ -70,7 +70,7 @@ def worker(args) -> dict:
     import torch
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments
 
-    from cartomap.integrations import trainer as integration
+    from cartomap.integrations import trainer_recording as integration
     from cartomap.integrations.trainer import DataMapCallback
     from cartomap.training.loop import seed_everything
     from cartomap.training.models import load_classifier, quiet_transformers

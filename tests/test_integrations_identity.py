@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cartomap.integrations.trainer import DataMapCallback, ReusedRunWarning, qualified_name
+from cartomap.integrations.trainer import DataMapCallback, ReusedRunWarning
+from cartomap.integrations.trainer_config import qualified_name
 from cartomap.runs.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,7 +272,7 @@ def test_a_scored_run_without_its_model_embeds_with_its_last_checkpoint(scored):
 def test_stable_settings_never_hold_an_objects_address():
     import enum
 
-    from cartomap.integrations.trainer import stable
+    from cartomap.integrations.trainer_config import stable
 
     class Kind(enum.Enum):
         LINEAR = "linear"
@@ -285,7 +286,8 @@ def test_without_the_trainer_the_collator_is_found_inside_its_wrappers(setup):
     from transformers import DataCollatorWithPadding
     from transformers.trainer_utils import RemoveColumnsCollator
 
-    from cartomap.integrations.trainer import IndexCollator, trainer_settings
+    from cartomap.integrations.trainer_config import trainer_settings
+    from cartomap.integrations.trainer_recording import IndexCollator
 
     pad = DataCollatorWithPadding(setup["tokenizer"])
     wrapped = IndexCollator(RemoveColumnsCollator(pad, ["input_ids"], model_name="m"), np.zeros(3, int))

@@ -24,7 +24,8 @@ from cartomap.integrations.checkpoints import (
     score_run,
     trainer_checkpoints,
 )
-from cartomap.integrations.trainer import DataMapCallback, ReusedRunWarning, first_occurrences
+from cartomap.integrations.trainer import DataMapCallback, ReusedRunWarning
+from cartomap.integrations.trainer_recording import first_occurrences
 from cartomap.runs.store import RunStore
 from cartomap.scores.metrics import compute_metrics
 

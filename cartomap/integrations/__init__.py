@@ -32,7 +32,7 @@ def __getattr__(name: str) -> Any:
 
         return DataMapCallback
     if name == "ReusedRunWarning":
-        from cartomap.integrations.trainer import ReusedRunWarning
+        from cartomap.integrations.trainer_config import ReusedRunWarning
 
         return ReusedRunWarning
     if name == "multilabel_metrics":

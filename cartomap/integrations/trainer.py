@@ -52,243 +52,47 @@ writes the run.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
-import sys
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from transformers import TrainerCallback
 
-from cartomap.config import ModelConfig, TrainConfig
+from cartomap.config import TrainConfig
 from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.integrations.examples import (
     LABEL_COLUMNS,
-    class_names,
     column_names,
     user_examples,
     user_multilabel_examples,
     user_token_examples,
 )
-from cartomap.integrations.origin import recorded_config
-from cartomap.integrations.recorder import as_numpy, label_unit_rows
+from cartomap.integrations.trainer_config import (
+    ReusedRunWarning,
+    find_trainer,
+    id2label_names,
+    model_label_names,
+    named_labels,
+    reused_message,
+    tokenizer_of,
+    trainer_run_config,
+)
+from cartomap.integrations.trainer_recording import IndexedFetch, LogitsRecording, broadcast
 from cartomap.runs.importer import finish_run
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import Throttle
 from cartomap.runs.store import Run, RunStore
 
 MODES = {"train": ("train",), "eval": ("eval",), "both": ("train", "eval")}
-#: Key of the row index inside a training item and batch; it never reaches the model.
-INDEX_KEY = "cartomap_index"
-#: Keys of a batch that are labels, not model inputs (dropped for the eval-mode pass).
-LABEL_KEYS = ("labels", "label", "label_ids")
-#: TrainingArguments that decide the dynamics: with the data, the model and the mode they make the run id.
-IDENTITY_ARGS = (
-    "learning_rate",
-    "weight_decay",
-    "adam_beta1",
-    "adam_beta2",
-    "adam_epsilon",
-    "max_grad_norm",
-    "num_train_epochs",
-    "max_steps",
-    "lr_scheduler_type",
-    "lr_scheduler_kwargs",
-    "warmup_steps",
-    "warmup_ratio",
-    "optim",
-    "optim_args",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "seed",
-    "data_seed",
-    "train_sampling_strategy",
-    "group_by_length",
-    "label_smoothing_factor",
-    "bf16",
-    "fp16",
-    "tf32",
-    "dataloader_drop_last",
-    "neftune_noise_alpha",
-    "gradient_checkpointing",
-    "full_determinism",
-    "average_tokens_across_devices",
-    "remove_unused_columns",
-    "label_names",
-    "torch_compile",
-    "torch_compile_backend",
-    "torch_compile_mode",
-    "use_liger_kernel",
-    "past_index",
-)
-#: Fields of a model's config that do not change the dynamics (paths, versions, output switches).
-NOT_DYNAMICS_CONFIG = (
-    "_name_or_path",
-    "name_or_path",
-    "transformers_version",
-    "architectures",
-    "output_hidden_states",
-    "output_attentions",
-    "return_dict",
-    "use_cache",
-    "torchscript",
-)
-#: Methods of a Trainer whose override changes the training (their qualified names join the identity).
-TRAINER_METHODS = (
-    "compute_loss",
-    "training_step",
-    "create_optimizer",
-    "create_scheduler",
-    "get_train_dataloader",
-)
 STATUS_EVERY_S = 1.0
 
 
-# --------------------------------------------------------------------------- processes
-def _dist():
-    """torch.distributed when several processes train, else None."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        return dist
-    return None
-
-
-def broadcast(value: Any) -> Any:
-    """Rank 0's ``value`` on every process."""
-    dist = _dist()
-    if dist is None:
-        return value
-    box = [value]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
-def all_gather(value: Any) -> list[Any]:
-    """Every process's ``value``, in rank order."""
-    dist = _dist()
-    if dist is None:
-        return [value]
-    out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, value)
-    return out
-
-
-# --------------------------------------------------------------------------- the train-pass plumbing
-class IndexedFetch:
-    """A DataLoader dataset's batch fetch (``__getitems__``) that adds each item's row index."""
-
-    def __init__(self, dataset: Any):
-        fetch = getattr(dataset, "__getitems__", None)
-        self.fetch = fetch.fetch if isinstance(fetch, IndexedFetch) else fetch  # not twice
-        self.dataset = dataset
-
-    def plain(self, indices: Sequence[int]) -> list[Any]:
-        if self.fetch is not None:
-            return list(self.fetch(list(indices)))
-        return [self.dataset[i] for i in indices]
-
-    def __call__(self, indices: Sequence[int]) -> list[Any]:
-        items = []
-        for item, i in zip(self.plain(indices), indices, strict=True):
-            if not isinstance(item, Mapping):
-                raise DataError(
-                    f"training items are {type(item).__name__}, not dicts: the train-pass mode of DataMapCallback "
-                    "needs dict items (as a Trainer's datasets have); use mode='eval'"
-                )
-            item = dict(item)
-            item[INDEX_KEY] = int(i)
-            items.append(item)
-        return items
-
-
-class IndexCollator:
-    """Wraps the training data collator: takes the row indices out of the features, collates the rest
-    with the user's collator, and puts them into the batch as a tensor. Checks that the labels of the
-    Trainer's items are the labels of the callback's dataset at those rows."""
-
-    def __init__(self, collate, labels: np.ndarray):
-        self.collate, self.labels = collate, labels
-
-    def __call__(self, features: list[dict[str, Any]]):
-        import torch
-
-        index = [f.pop(INDEX_KEY) for f in features if INDEX_KEY in f]
-        if len(index) == len(features):
-            self._check_labels(features, index)
-        batch = self.collate(features)
-        if len(index) == len(features) and isinstance(batch, Mapping):
-            batch[INDEX_KEY] = torch.tensor(index, dtype=torch.long)
-        return batch
-
-    def _check_labels(self, features, index) -> None:
-        key = next((k for k in LABEL_KEYS if k in features[0]), None)
-        if key is None:
-            return
-        expected = self.labels[np.asarray(index)]
-        try:
-            if expected.ndim == 2:  # multi-label: a multi-hot vector per item
-                given = np.stack([np.asarray(as_numpy(f[key]), dtype=np.float64) for f in features]) != 0
-                if given.shape != expected.shape:
-                    return
-                given = given.astype(np.int64)
-            else:
-                given = np.asarray([int(f[key]) for f in features])
-        except (TypeError, ValueError, RuntimeError):
-            return  # not class indices (soft labels): nothing to compare
-        wrong = np.flatnonzero((given != expected).reshape(len(index), -1).any(axis=1))
-        if len(wrong):
-            k = wrong[0]
-            raise DataError(
-                f"row {index[k]} of the Trainer's training set has label {given[k].tolist()}, the callback's "
-                f"dataset label {expected[k].tolist()}: give DataMapCallback the dataset the Trainer trains on (same rows, same "
-                "order) and label_names in the model's label order",
-                field=key,
-            )
-
-
-def _logits_of(output: Any):
-    if isinstance(output, Mapping):
-        return output["logits"]
-    if hasattr(output, "logits"):
-        return output.logits
-    if isinstance(output, (tuple, list)):
-        return output[1] if len(output) > 1 and output[0].dim() == 0 else output[0]
-    return output
-
-
-def _labels_of(batch: Mapping[str, Any]):
-    """The aligned sub-word labels of a collated batch (None when it has none), on the CPU."""
-    labels = batch.get("labels") if isinstance(batch, Mapping) else None
-    return labels.detach().cpu() if hasattr(labels, "detach") else labels
-
-
-def first_occurrences(parts: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Rows of every process (``{"rows", "logits", "step", "last"}`` each) -> (rows, logits, bad, dropped):
-    each row once, first in (step, rank, position) order; the rows seen again outside a process's
-    last step (``bad``); and how many repeats in the last steps were dropped (a distributed sampler
-    repeats the first rows of the epoch to even out the processes' last batches)."""
-    rows = np.concatenate([p["rows"] for p in parts])
-    logits = np.concatenate([p["logits"] for p in parts])
-    step = np.concatenate([p["step"] for p in parts])
-    rank = np.concatenate([np.full(len(p["rows"]), r) for r, p in enumerate(parts)])
-    last = np.concatenate([p["step"] == p["last"] for p in parts])
-    order = np.lexsort((np.arange(len(rows)), rank, step))
-    rows, logits, last = rows[order], logits[order], last[order]
-    unique, first = np.unique(rows, return_index=True)
-    repeated = np.ones(len(rows), dtype=bool)
-    repeated[first] = False
-    bad = rows[repeated & ~last]
-    return unique, logits[first], bad, int(repeated.sum()) - len(bad)
-
-
 # --------------------------------------------------------------------------- the callback
-class DataMapCallback(TrainerCallback):
+class DataMapCallback(LogitsRecording, TrainerCallback):
     """Records a cartomap run (data map) of the ``Trainer`` it is added to.
 
     ``train_dataset``: the dataset the Trainer trains on (same rows, same order), with its id, text
@@ -384,7 +188,7 @@ class DataMapCallback(TrainerCallback):
                 label_column=self.label_column,
                 text_columns=self.text_columns,
                 label_names=self.label_names,
-                model_names=_id2label(model),
+                model_names=id2label_names(model),
             )
         elif self.multilabel:
             self.examples, self.how = user_multilabel_examples(
@@ -393,8 +197,8 @@ class DataMapCallback(TrainerCallback):
                 label_column=self.label_column,
                 text_columns=self.text_columns,
                 label_names=self.label_names,
-                model_names=_named_labels(model),
-                tokenizer=_tokenizer(kwargs.get("processing_class")),
+                model_names=named_labels(model),
+                tokenizer=tokenizer_of(kwargs.get("processing_class")),
             )
         else:
             self.examples, self.how = user_examples(
@@ -402,8 +206,8 @@ class DataMapCallback(TrainerCallback):
                 id_column=self.id_column,
                 label_column=self.label_column,
                 text_columns=self.text_columns,
-                label_names=self.label_names or _model_label_names(model, self.dataset, self.label_column),
-                tokenizer=_tokenizer(kwargs.get("processing_class")),
+                label_names=self.label_names or model_label_names(model, self.dataset, self.label_column),
+                tokenizer=tokenizer_of(kwargs.get("processing_class")),
             )
         # the units of the dynamics: the examples, every word of every sentence (``<id>#<k>``), or every
         # label of every example (``<id>#<j>``)
@@ -518,28 +322,6 @@ class DataMapCallback(TrainerCallback):
                 stacklevel=3,
             )
 
-    def _word_rows(self, rows, logits, labels):
-        """(unit rows, logits [M, C]) of a batch of sentences at ``rows``: each word at its first sub-word."""
-        from cartomap.integrations.recorder import word_unit_rows
-
-        if labels is None:
-            raise DataError(
-                "a token task's batches need their aligned labels (a word's tag at its first sub-word, -100 "
-                "elsewhere) to find the words: keep the 'labels' column",
-                field="labels",
-            )
-        return word_unit_rows(
-            np.asarray(rows, dtype=np.int64),
-            logits,
-            labels,
-            self.offsets,
-            self.counts,
-            self.labels,
-            self.ids,
-            self.rows,
-            self.epoch,
-        )
-
     def _check_drop_last(self, args) -> None:
         per_step = args.per_device_train_batch_size * self.world
         dropped = len(self.rows) % per_step if args.dataloader_drop_last else 0
@@ -550,69 +332,27 @@ class DataMapCallback(TrainerCallback):
                 field="dataloader_drop_last",
             )
 
-    def _config(self, args, state, model, trainer=None, optimizer=None):
-        world = self.world
-        settings = {k: getattr(args, k) for k in IDENTITY_ARGS if hasattr(args, k)}
-        settings.update(
-            world_size=world,
-            model_class=type(model).__name__,
-            model_config=model_settings(model),
-            num_labels=self.n_labels,
-            mode=self.mode,
-            ids=self.how["ids"],
-            **trainer_settings(trainer, optimizer, getattr(self, "collate", None)),
-        )
-        if self.tag:
-            settings["tag"] = self.tag
-        epochs = int(state.num_train_epochs or math.ceil(args.num_train_epochs))
-        warmup = float(getattr(args, "warmup_steps", 0) or 0)
-        train = TrainConfig(
-            epochs=max(1, epochs),
-            batch_size=args.per_device_train_batch_size * args.gradient_accumulation_steps * world,
-            eval_batch_size=args.per_device_eval_batch_size * world,
-            learning_rate=float(args.learning_rate),
-            weight_decay=float(args.weight_decay),
-            adam_epsilon=float(args.adam_epsilon),
-            warmup_ratio=warmup if warmup < 1 else warmup / max(1, state.max_steps),
-            max_grad_norm=float(args.max_grad_norm or 0.0),
-            seed=int(args.seed),
-            group_by_length=getattr(args, "train_sampling_strategy", "") == "group_by_length"
-            or bool(getattr(args, "group_by_length", False)),
-            record=self.mode,
-            record_points=self.record_points,
-            skip_epochs=min(self.skip_epochs, max(1, epochs) - 1),
-            save_checkpoints=False,
-            device=str(args.device),
-            precision="bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
-        )
-        name_or_path = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
-        return recorded_config(
-            "trainer",
-            self.examples,
-            data_name=self.data_name or dataset_label(self.dataset, self.examples),
-            model=str(name_or_path),
-            train=train,
-            settings=settings,
-            name=self.name,
-            max_length=_max_length(self.dataset),
-            training={
-                "epochs": train.epochs,
-                "batch_size": train.batch_size,
-                "per_device_batch_size": args.per_device_train_batch_size,
-                "gradient_accumulation_steps": args.gradient_accumulation_steps,
-                "learning_rate": train.learning_rate,
-                "seed": train.seed,
-                "weight_decay": train.weight_decay,
-                "lr_scheduler": _plain(getattr(args, "lr_scheduler_type", None)),
-                "warmup": getattr(args, "warmup_steps", None) or getattr(args, "warmup_ratio", None),
-                "optimizer": _plain(getattr(args, "optim", None)),
-                "source": "TrainingArguments",
-            },
-        )
-
     def _open_run(self, args, state, model, trainer=None, optimizer=None) -> dict[str, Any]:
         """Create or reopen the run (rank 0); what every process needs to know about it."""
-        config = self._config(args, state, model, trainer, optimizer)
+        config = trainer_run_config(
+            args,
+            state,
+            model,
+            examples=self.examples,
+            how=self.how,
+            dataset=self.dataset,
+            mode=self.mode,
+            world=self.world,
+            n_labels=self.n_labels,
+            record_points=self.record_points,
+            skip_epochs=self.skip_epochs,
+            tag=self.tag,
+            name=self.name,
+            data_name=self.data_name,
+            trainer=trainer,
+            optimizer=optimizer,
+            collate=getattr(self, "collate", None),
+        )
         run = self.store.create(config, self.examples)
         self.run = run
         if run.state == "done":
@@ -650,68 +390,6 @@ class DataMapCallback(TrainerCallback):
             flush=True,
         )
         return {"active": True, "start_epoch": start, "path": str(run.path)}
-
-    def _install(self, model, train_dataloader) -> None:
-        """The train-pass plumbing: indexed fetch, index collator, hooks on the model."""
-        try:
-            self.loader_dataset.__getitems__ = self.fetch
-        except AttributeError as err:
-            raise DataError(
-                f"cannot add row indices to a {type(self.loader_dataset).__name__}: use mode='eval'"
-            ) from err
-        if isinstance(self.collate, IndexCollator):
-            self.collate = self.collate.collate
-        # accelerate's prepared loader iterates the DataLoader it wraps: the collator goes there
-        loader = getattr(train_dataloader, "base_dataloader", train_dataloader)
-        expected = self.labels.reshape(-1, self.n_labels) if self.multilabel else self.labels
-        loader.collate_fn = IndexCollator(self.collate, expected)
-        self._steps: list[tuple[Any, Any]] = []
-        self._pending = None
-        self._hooks = [
-            model.register_forward_pre_hook(self._pre_hook, with_kwargs=True, prepend=True),
-            model.register_forward_hook(self._hook),
-        ]
-        self._model, self._loader = model, loader
-
-    def _pre_hook(self, module, args, kwargs):
-        index = kwargs.pop(INDEX_KEY, None)
-        self._pending = index if index is not None and module.training else None
-        self._pending_labels = kwargs.get("labels") if self.words else None
-        return args, kwargs
-
-    def _hook(self, module, args, output):
-        if self._pending is not None:
-            logits = _logits_of(output).detach().float()
-            if self.multilabel:  # each label of each example a unit (0, z), on the device
-                self._steps.append(self._label_units(self._pending.detach(), logits))
-            elif self.words:  # every word at its first sub-word (on the CPU: one synchronisation a step)
-                import torch
-
-                rows, values = self._word_rows(
-                    self._pending.cpu().numpy(),
-                    logits.cpu(),
-                    self._pending_labels.detach().cpu() if self._pending_labels is not None else None,
-                )
-                self._steps.append((torch.as_tensor(rows), torch.as_tensor(values)))
-            else:
-                self._steps.append((self._pending.detach(), logits))
-            self._pending = None
-
-    def _label_units(self, index, logits):
-        """(unit rows [B * L], rows (0, z) [B * L, 2]) of a multi-label batch: example row i's logit z of
-        label j as unit i * L + j (:func:`cartomap.integrations.recorder.label_unit_rows`, in torch)."""
-        import torch
-
-        if logits.dim() != 2 or logits.shape[-1] != self.n_labels:
-            raise DataError(
-                f"logits of shape {tuple(logits.shape)}; a multi-label model's are [batch, {self.n_labels}] "
-                "(one logit per label)",
-                field="logits",
-            )
-        labels = torch.arange(self.n_labels, device=index.device)
-        rows = (index.reshape(-1, 1) * self.n_labels + labels).reshape(-1)
-        z = logits.reshape(-1)
-        return rows, torch.stack((torch.zeros_like(z), z), dim=-1)
 
     # -- during training ---------------------------------------------------------------------------
     def on_epoch_begin(self, args, state, control, **kwargs):
@@ -830,100 +508,6 @@ class DataMapCallback(TrainerCallback):
         ]
         return float(np.mean(losses)) if losses else float("nan")
 
-    def _gathered_train(self) -> np.ndarray:
-        """This epoch's train-pass logits [N, C] from every process, each example once (module docstring)."""
-        import torch
-
-        if self._steps:
-            rows = torch.cat([s[0].reshape(-1) for s in self._steps]).cpu().numpy()
-            values = torch.cat([s[1] for s in self._steps]).cpu().numpy()
-            sizes = [len(s[0].reshape(-1)) for s in self._steps]
-        else:
-            rows, values, sizes = np.zeros(0, np.int64), np.zeros((0, self.n_classes), np.float32), []
-        step = np.repeat(np.arange(len(sizes)), sizes)
-        part = {"rows": rows, "logits": values, "step": step, "last": len(sizes) - 1}
-        unique, logits, repeated, dropped = first_occurrences(all_gather(part))
-        if dropped and self.rank == 0:
-            self.run.log(f"epoch {self.epoch + 1}: dropped {dropped} repeated row(s) of the last batches")
-        if len(repeated):
-            raise DataError(
-                f"epoch {self.epoch + 1}: example {self.ids[int(repeated[0])]!r} was trained twice in one epoch "
-                "(a sampler that repeats examples?); the training-pass mode records each example once per "
-                "epoch: use mode='eval'",
-                field="ids",
-            )
-        if len(unique) != len(self.ids):
-            seen = np.zeros(len(self.ids), dtype=bool)
-            seen[unique] = True
-            missing = [self.ids[k] for k in np.flatnonzero(~seen)[:5]]
-            raise DataError(
-                f"epoch {self.epoch + 1}: the training pass saw {len(unique)} of {len(self.ids)} examples; "
-                f"missing e.g. {missing} (a sampler that skips examples, or dataloader_drop_last?)",
-                field="ids",
-            )
-        if logits.shape[1] != self.n_classes:
-            raise DataError(f"the model has {logits.shape[1]} outputs, the dataset {self.n_classes} classes")
-        out = np.empty((len(self.ids), self.n_classes), dtype=np.float32)
-        out[unique] = logits
-        return out
-
-    def _eval_pass(self, model, args) -> np.ndarray:
-        """Eval-mode logits [N, C] of every training example (split across processes, gathered)."""
-        import torch
-
-        order = self._eval_order()
-        mine = order[self.rank :: self.world]
-        size = max(1, args.per_device_eval_batch_size)
-        device = next(model.parameters()).device
-        was_training = model.training
-        model.eval()
-        rows, values = [], []
-        try:
-            with torch.no_grad():
-                for start in range(0, len(mine), size):
-                    batch_rows = mine[start : start + size].tolist()
-                    batch = self.collate(self.fetch.plain(batch_rows))
-                    inputs = {
-                        k: v.to(device) if hasattr(v, "to") else v
-                        for k, v in batch.items()
-                        if k not in LABEL_KEYS and k != INDEX_KEY
-                    }
-                    logits = _logits_of(model(**inputs)).float().cpu().numpy()
-                    if self.words:  # every word at its first sub-word
-                        unit_rows, logits = self._word_rows(batch_rows, logits, _labels_of(batch))
-                        rows.extend(unit_rows.tolist())
-                    elif self.multilabel:  # each label of each example a unit (0, z)
-                        unit_rows, logits = label_unit_rows(batch_rows, logits, self.n_labels, self.epoch)
-                        rows.extend(unit_rows.tolist())
-                    else:
-                        rows.extend(batch_rows)
-                    values.append(logits)
-        finally:
-            model.train(was_training)
-        local = {
-            "rows": np.asarray(rows, dtype=np.int64),
-            "logits": np.concatenate(values) if values else np.zeros((0, self.n_classes), np.float32),
-        }
-        out = np.empty((len(self.ids), self.n_classes), dtype=np.float32)
-        for part in all_gather(local):
-            out[part["rows"]] = part["logits"]
-        return out
-
-    def _eval_order(self) -> np.ndarray:
-        """Rows longest first (less padding), when the items have input_ids; else in order."""
-        cached = getattr(self, "_order", None)
-        if cached is not None:
-            return cached
-        n = len(self.rows)
-        lengths = None
-        try:
-            if "input_ids" in column_names(self.loader_dataset):
-                lengths = np.array([len(x) for x in self.loader_dataset["input_ids"]])
-        except (CartomapError, TypeError, KeyError):
-            lengths = None
-        self._order = np.argsort(-lengths, kind="stable") if lengths is not None else np.arange(n)
-        return self._order
-
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if not (self.active and self.rank == 0 and metrics and self.history):
             return
@@ -976,19 +560,6 @@ class DataMapCallback(TrainerCallback):
         )
         run.log(f"done: {len(epochs)} epochs of {', '.join(self.sources)} dynamics")
 
-    def _remove_hooks(self) -> None:
-        for handle in self._hooks:
-            handle.remove()
-        self._hooks = []
-        loader = getattr(self, "_loader", None)
-        if loader is not None and isinstance(loader.collate_fn, IndexCollator):
-            loader.collate_fn = loader.collate_fn.collate
-        dataset = getattr(self, "loader_dataset", None)
-        if dataset is not None and isinstance(
-            getattr(dataset, "__dict__", {}).get("__getitems__"), IndexedFetch
-        ):
-            del dataset.__dict__["__getitems__"]
-
     def _release(self) -> None:
         if self._lock is not None:
             self._lock.close()
@@ -1020,187 +591,7 @@ def multilabel_metrics(eval_prediction: Any) -> dict[str, float]:
     return {"accuracy": float(right.mean()), "exact_match": float(right.all(axis=1).mean())}
 
 
-# --------------------------------------------------------------------------- what the run id is made of
-class ReusedRunWarning(UserWarning):
-    """A training mapped onto a finished run of the same identity: it is not recorded again."""
-
-
-def reused_message(run: Run) -> str:
-    return (
-        f"cartomap: this training is NOT recorded: run {run.id} ({run.config.name or 'unnamed'}, {run.path}) "
-        "already holds a finished data map of the same data, model config, Trainer and arguments. To record "
-        f"this training as a new run, give DataMapCallback(..., tag='...') another tag, or delete the old run "
-        f"(`cartomap delete {run.id} --yes`)."
-    )
-
-
-def qualified_name(obj: Any) -> str | None:
-    """``module.qualname`` of a function, method or class; of any other callable, its class's; None for None."""
-    if obj is None:
-        return None
-    if isinstance(obj, functools.partial):
-        return f"partial({qualified_name(obj.func)})"
-    target = getattr(obj, "__func__", obj)  # a bound method: its function
-    if not (inspect.isfunction(target) or inspect.isclass(target) or inspect.isbuiltin(target)):
-        target = type(target)
-    module = getattr(target, "__module__", None) or "?"
-    return f"{module}.{getattr(target, '__qualname__', getattr(target, '__name__', '?'))}"
-
-
-def model_settings(model: Any) -> dict[str, Any] | None:
-    """The model's config (``to_dict``) without what does not change the dynamics (its path, versions,
-    output switches): another dropout, another run."""
-    config = getattr(model, "config", None)
-    if config is None or not hasattr(config, "to_dict"):
-        return None
-    return {
-        str(k): stable(v)
-        for k, v in sorted(config.to_dict().items())
-        if k not in NOT_DYNAMICS_CONFIG and not str(k).startswith("_")
-    }
-
-
-def stable(value: Any) -> Any:
-    """``value`` as JSON that is the same in every process: plain values, lists and dicts as they are,
-    an enum as its value, any other object as its class's qualified name (never a repr with an address)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): stable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [stable(v) for v in value]
-    plain = getattr(value, "value", None)
-    if isinstance(plain, (bool, int, float, str)):
-        return plain
-    return qualified_name(type(value))
-
-
-def _unwrapped_collator(collate: Any) -> Any:
-    """The user's collator inside the wrappers around it (the callback's, the Trainer's column removal)."""
-    for _ in range(5):
-        if isinstance(collate, IndexCollator):
-            collate = collate.collate
-        elif type(collate).__name__ == "RemoveColumnsCollator" and hasattr(collate, "data_collator"):
-            collate = collate.data_collator
-        else:
-            return collate
-    return collate
-
-
-def trainer_settings(trainer: Any, optimizer: Any = None, collate: Any = None) -> dict[str, Any]:
-    """What of the Trainer decides the dynamics beyond its arguments: its class, the overridden methods
-    (``compute_loss``, ``training_step``, ...) and ``compute_loss_func`` by qualified name, the data
-    collator's class, the optimizer's class and defaults. ``trainer_class`` None: not found."""
-    out: dict[str, Any] = {"trainer_class": None}
-    if trainer is not None:
-        out["trainer_class"] = qualified_name(type(trainer))
-        for method in TRAINER_METHODS:
-            bound = getattr(trainer, method, None)
-            if bound is not None:
-                out[method] = qualified_name(bound)
-        out["compute_loss_func"] = qualified_name(getattr(trainer, "compute_loss_func", None))
-        collate = getattr(trainer, "data_collator", collate)
-        optimizer = getattr(trainer, "optimizer", None) or optimizer
-    out["data_collator"] = qualified_name(_unwrapped_collator(collate))
-    optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper: the torch optimizer
-    if optimizer is not None:
-        out["optimizer"] = qualified_name(type(optimizer))
-        defaults = getattr(optimizer, "defaults", None) or {}
-        out["optimizer_defaults"] = {
-            str(k): v
-            for k, v in sorted(defaults.items())
-            if isinstance(v, (bool, int, float, str, tuple, list))
-        }
-    return out
-
-
-def find_trainer(callback: Any) -> Any:
-    """The Trainer whose callbacks hold ``callback``: a ``self`` on the call stack (``Trainer.train``
-    calls the callbacks through its handler), else None."""
-    frame = sys._getframe(1)
-    for _ in range(40):
-        if frame is None:
-            return None
-        candidate = frame.f_locals.get("self")
-        handler = getattr(candidate, "callback_handler", None)
-        if handler is not None and any(cb is callback for cb in getattr(handler, "callbacks", ())):
-            return candidate
-        frame = frame.f_back
-    return None
-
-
-# --------------------------------------------------------------------------- helpers
 def _write_history(run: Run, history: list[dict[str, Any]]) -> None:
     from cartomap.io import atomic_write_json
 
     atomic_write_json(run.history_path, history)
-
-
-def _plain(value: Any) -> Any:
-    """An enum's value (SchedulerType.LINEAR -> "linear"), anything else as it is."""
-    return getattr(value, "value", value)
-
-
-def dataset_label(dataset: Any, examples: Any) -> str:
-    """A name that tells runs of different data apart: the dataset's builder, config and split (a
-    ``datasets.Dataset``'s info) or its type, its size and a short hash of its examples' content
-    (ids, texts, labels), e.g. ``glue/mnli[train] 392702 rows #1a2b3c4d``."""
-    info = getattr(dataset, "info", None)
-    name = getattr(info, "dataset_name", None) or getattr(info, "builder_name", None)
-    config = getattr(info, "config_name", None)
-    if name and config and config != "default":
-        name = f"{name}/{config}"
-    if not name:
-        name = {"DataFrame": "dataframe", "list": "rows", "tuple": "rows", "dict": "columns"}.get(
-            type(dataset).__name__, "dataset"
-        )
-    split = getattr(dataset, "split", None)
-    if split:
-        name = f"{name}[{split}]"
-    return f"{name} {len(examples)} rows #{examples.fingerprint()[:8]}"
-
-
-def _tokenizer(processing_class: Any):
-    """The tokenizer of a Trainer's processing class (a tokenizer, or a processor holding one)."""
-    if processing_class is None:
-        return None
-    if hasattr(processing_class, "batch_decode") and hasattr(processing_class, "pad_token_id"):
-        return processing_class
-    return getattr(processing_class, "tokenizer", None)
-
-
-def _id2label(model) -> tuple[str, ...] | None:
-    """The model's class names in order (its config's id2label), None without."""
-    id2label = getattr(getattr(model, "config", None), "id2label", None) or {}
-    return tuple(str(id2label[k]) for k in sorted(id2label)) if id2label else None
-
-
-def _named_labels(model) -> tuple[str, ...] | None:
-    """The model's id2label when it names the labels: None without, or for the names transformers makes up
-    (``LABEL_0``, ``LABEL_1``, ...), which say nothing of a multi-label run's labels."""
-    names = _id2label(model)
-    if names is None or names == tuple(f"LABEL_{k}" for k in range(len(names))):
-        return None
-    return names
-
-
-def _model_label_names(model, dataset, label_column) -> tuple[str, ...] | None:
-    """The model's id2label, unless the dataset's ClassLabel column names the classes itself."""
-    columns = column_names(dataset)
-    column = label_column or next((c for c in LABEL_COLUMNS if c in columns), None)
-    if column is not None and class_names(dataset, column):
-        return None
-    id2label = getattr(getattr(model, "config", None), "id2label", None) or {}
-    if not id2label:
-        return None
-    return tuple(str(id2label[k]) for k in sorted(id2label))
-
-
-def _max_length(dataset: Any) -> int:
-    """The longest input_ids of the dataset (the truncation it was tokenized with), else the default."""
-    try:
-        if hasattr(dataset, "select_columns") and "input_ids" in column_names(dataset):
-            return max(len(x) for x in dataset["input_ids"])
-    except (CartomapError, TypeError, KeyError, ValueError):
-        pass
-    return ModelConfig.max_length
