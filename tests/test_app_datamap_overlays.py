@@ -13,7 +13,7 @@ import pytest
 from test_app_datamap import make_run
 
 from cartomap.analysis import datamap as dm
-from cartomap.analysis import figures
+from cartomap.analysis import overlay_figures
 from cartomap.io import atomic_write_parquet
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import filtered_path
@@ -69,11 +69,11 @@ def test_the_focused_example_and_its_neighbours_are_drawn_and_hidden(run):
     at.run()
     assert not at.exception, at.exception
     assert not [c for c in at.checkbox if c.label.startswith("Show the focused example")]  # no embeddings
-    assert not _traces(at, figures.NEIGHBOUR_TRACE)
+    assert not _traces(at, overlay_figures.NEIGHBOUR_TRACE)
     _embed(run)
     at.run()
     assert not at.exception, at.exception
-    (trace,) = _traces(at, figures.NEIGHBOUR_TRACE)
+    (trace,) = _traces(at, overlay_figures.NEIGHBOUR_TRACE)
     assert trace["customdata"][0] == focus and trace["marker"]["symbol"][0] == "star"
     assert 5 <= len(trace["customdata"]) <= 9  # the focus, 4 of any label, 4 of its label (some shared)
     group = next(d.value for d in at.dataframe if "similarity" in d.value.columns)  # the panel's table
@@ -85,7 +85,7 @@ def test_the_focused_example_and_its_neighbours_are_drawn_and_hidden(run):
     assert all(h.startswith("id: ") and "premise" not in h for h in trace["hovertext"])
     _checkbox(at, "Show the focused example").uncheck().run()
     assert not at.exception, at.exception
-    assert not _traces(at, figures.NEIGHBOUR_TRACE)
+    assert not _traces(at, overlay_figures.NEIGHBOUR_TRACE)
 
 
 def test_a_row_clicked_in_the_table_is_drawn_on_the_same_rerun(run):
@@ -94,13 +94,13 @@ def test_a_row_clicked_in_the_table_is_drawn_on_the_same_rerun(run):
     at = _app()
     at.session_state["selected_ids"] = frame["id"].iloc[:6].tolist()
     at.run()
-    assert not _traces(at, figures.NEIGHBOUR_TRACE)  # nothing focused yet
+    assert not _traces(at, overlay_figures.NEIGHBOUR_TRACE)  # nothing focused yet
     table = next(d.value for d in at.dataframe if "premise" in d.value.columns)
     key = "dm_table_" + hashlib.sha1("\n".join(table["id"]).encode("utf-8")).hexdigest()[:10]
     at.session_state[key] = {"selection": {"rows": [2], "columns": [], "cells": []}}
     at.run()
     assert not at.exception, at.exception
-    (trace,) = _traces(at, figures.NEIGHBOUR_TRACE)
+    (trace,) = _traces(at, overlay_figures.NEIGHBOUR_TRACE)
     assert trace["customdata"][0] == table["id"].iloc[2]
 
 
@@ -147,10 +147,12 @@ def test_generated_pairs_of_a_batch_are_drawn_on_a_strip_and_hidden(run):
     at.run()
     assert not at.exception, at.exception
     box = next(s for s in at.selectbox if s.label == "Generated pairs")
-    assert box.options == ["none drawn", "Generated pairs: b1"] and not _traces(at, figures.GENERATED_TRACE)
+    assert box.options == ["none drawn", "Generated pairs: b1"] and not _traces(
+        at, overlay_figures.GENERATED_TRACE
+    )
     box.select("b1").run()
     assert not at.exception, at.exception
-    traces = {t["name"]: t for t in _traces(at, figures.GENERATED_TRACE)}
+    traces = {t["name"]: t for t in _traces(at, overlay_figures.GENERATED_TRACE)}
     assert set(traces) == {"generated pairs: kept (3)", "generated pairs: removed (2)"}
     kept = traces["generated pairs: kept (3)"]
     assert kept["yaxis"] == "y3" and "customdata" not in kept
@@ -162,7 +164,7 @@ def test_generated_pairs_of_a_batch_are_drawn_on_a_strip_and_hidden(run):
     assert "2 removed by a heuristic" in caption and "no confidence" in caption
     next(s for s in at.selectbox if s.label == "Generated pairs").select("").run()
     assert not at.exception, at.exception
-    assert not _traces(at, figures.GENERATED_TRACE)
+    assert not _traces(at, overlay_figures.GENERATED_TRACE)
 
 
 def test_a_filtered_table_without_its_scores_is_one_error_naming_the_file(run):
@@ -173,4 +175,6 @@ def test_a_filtered_table_without_its_scores_is_one_error_naming_the_file(run):
     assert not at.exception, at.exception
     (error,) = at.error
     assert "b1/filtered.parquet: missing column(s) max\\_variability" in error.value  # markdown-escaped
-    assert not _traces(at, figures.GENERATED_TRACE) and at.get("plotly_chart")  # the map is still drawn
+    assert not _traces(at, overlay_figures.GENERATED_TRACE) and at.get(
+        "plotly_chart"
+    )  # the map is still drawn

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_app_datamap import make_run
 
-from cartomap.analysis import epochs, figures
+from cartomap.analysis import epochs, overlay_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "pages" / "data_map.py"
@@ -58,7 +58,7 @@ def _points(spec) -> dict[str, tuple[float, float]]:
 
 
 def _paths(spec) -> list[dict]:
-    return [t for t in spec["data"] if str(t.get("name", "")).startswith(figures.TRAJECTORY_TRACE)]
+    return [t for t in spec["data"] if str(t.get("name", "")).startswith(overlay_figures.TRAJECTORY_TRACE)]
 
 
 def test_the_slider_redraws_the_map_from_the_first_k_recordings(cache):
@@ -139,7 +139,7 @@ def test_paths_are_capped(cache):
     at.run()
     assert not at.exception, at.exception
     (paths,) = _paths(_map(at))
-    assert paths["name"] == f"{figures.TRAJECTORY_TRACE} ({epochs.MAX_TRAJECTORIES})"
+    assert paths["name"] == f"{overlay_figures.TRAJECTORY_TRACE} ({epochs.MAX_TRAJECTORIES})"
     assert any(f"{epochs.MAX_TRAJECTORIES} of 120 drawn" in c.label for c in at.checkbox)
 
 

@@ -132,11 +132,11 @@ os.environ["CARTOMAP_WARM_UP"] = "1"
 dashboard.warm_up({cache!r}).join()
 print("pages.common" in sys.modules, "plotly.graph_objects" in sys.modules)
 from cartomap.analysis import datamap
-from cartomap.analysis import figures
+from cartomap.analysis import map_points
 reads, hovers = [], []
-read, hover = datamap.map_frame, figures.hover_text
+read, hover = datamap.map_frame, map_points.hover_text
 datamap.map_frame = lambda *a, **k: reads.append(1) or read(*a, **k)
-figures.hover_text = lambda *a, **k: hovers.append(1) or hover(*a, **k)
+map_points.hover_text = lambda *a, **k: hovers.append(1) or hover(*a, **k)
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({page!r}, default_timeout=60).run()
 assert not at.exception, at.exception

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap.analysis import colourings, figures
+from cartomap.analysis import colourings, figures, map_points
 from cartomap.analysis import datamap as dm
 from cartomap.scores.metrics import compute_metrics
 
@@ -113,7 +113,7 @@ def test_a_continuous_colouring_has_a_colour_bar_and_greys_rows_without_a_value(
 
 def test_colour_range_ignores_a_far_outlier():
     values = np.r_[np.linspace(0, 3, 200), 1000.0]
-    lo, hi = figures._finite_range(values)
+    lo, hi = map_points.finite_range(values)
     assert lo == pytest.approx(np.percentile(values, 1)) and hi < 10
 
 

@@ -6,7 +6,7 @@ import pytest
 from matplotlib.path import Path as MplPath
 
 from cartomap.analysis import datamap as dm
-from cartomap.analysis import figures
+from cartomap.analysis import figures, map_files, map_points, overlay_figures
 from cartomap.scores.metrics import compute_metrics
 
 LABELS = ("entailment", "neutral", "contradiction")
@@ -142,7 +142,7 @@ def test_lasso_on_100k_points_selects_exactly_those_inside(big):
 
 def test_sampled_map_resolves_every_point(big):
     fig = figures.data_map_figure(big, "correctness", max_points=20_000)
-    drawn = figures.figure_ids(fig)
+    drawn = overlay_figures.figure_ids(fig)
     assert len(drawn) == 20_000 and fig.layout.meta["sampled"] is True
     assert set(drawn) <= set(big["id"])
     assert any(t.type == "heatmap" for t in fig.data)  # density of all points
@@ -173,7 +173,7 @@ def test_sampled_map_resolves_every_point(big):
 
 def test_unsampled_map_uses_customdata(frame):
     fig = figures.data_map_figure(frame, "label")
-    assert sorted(figures.figure_ids(fig)) == sorted(frame["id"])
+    assert sorted(overlay_figures.figure_ids(fig)) == sorted(frame["id"])
     assert fig.layout.meta["sampled"] is False and fig.layout.dragmode == "lasso"
     picked = frame["id"].iloc[[3, 1, 7]].tolist()
     event = {
@@ -199,7 +199,7 @@ def test_event_signature_and_empty():
 # --------------------------------------------------------------------------- figure
 
 
-@pytest.mark.parametrize("color_by", figures.COLOR_BY)
+@pytest.mark.parametrize("color_by", map_points.COLOR_BY)
 def test_figure_colours_and_marginals(frame, color_by):
     fig = figures.data_map_figure(frame, color_by)
     scatter = [t for t in fig.data if t.type == "scattergl"]
@@ -387,7 +387,7 @@ def test_display_columns_put_label_prediction_and_place_first(frame):
 
 
 def test_map_files(frame):
-    png = figures.map_png_bytes(frame, title="t")
+    png = map_files.map_png_bytes(frame, title="t")
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    html_bytes = figures.map_html_bytes(figures.data_map_figure(frame.head(50)))
+    html_bytes = map_files.map_html_bytes(figures.data_map_figure(frame.head(50)))
     assert b"<html>" in html_bytes and len(html_bytes) > 1_000_000  # plotly.js embedded

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap.analysis import epochs, figures
+from cartomap.analysis import epochs, overlay_figures
 from cartomap.config import TrainConfig
 from cartomap.errors import DataError
 
@@ -107,11 +107,11 @@ def test_paths_over_the_map_escape_ids_and_select_nothing():
 
     fig = go.Figure()
     fig.update_layout(xaxis=dict(range=[0, 0.5]))
-    figures.add_trajectories(fig, traj, current_k=2)
+    overlay_figures.add_trajectories(fig, traj, current_k=2)
     paths, now = fig.data
-    assert paths.name.startswith(figures.TRAJECTORY_TRACE) and paths.customdata is None
+    assert paths.name.startswith(overlay_figures.TRAJECTORY_TRACE) and paths.customdata is None
     assert list(paths.x) == [0.1, 0.7, None, 0.0, 0.1, None]
     assert all("<b>x" not in h for h in paths.hovertext) and "&lt;b&gt;x" in paths.hovertext[0]
     assert list(now.x) == [0.1, 0.0] and now.customdata is None  # the points of the map after 2
     assert fig.layout.xaxis.range[1] == pytest.approx(0.7 * 1.05)  # widened to show the whole path
-    assert figures.figure_ids(fig) == []
+    assert overlay_figures.figure_ids(fig) == []

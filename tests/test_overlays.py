@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap.analysis import figures, overlays
+from cartomap.analysis import figures, overlay_figures, overlays
 from cartomap.errors import CartomapError, DataError
 
 
@@ -48,14 +48,14 @@ def test_neighbour_overlay_of_a_focus_not_on_the_map_is_empty():
 def test_neighbour_markers_hover_ids_and_labels_escaped_and_select_by_id():
     frame = map_frame()
     fig = figures.data_map_figure(frame)
-    before = figures.figure_ids(fig)
-    figures.add_neighbour_overlay(fig, overlays.neighbour_overlay(frame, "<e>", ["c", "a"]))
-    trace = next(t for t in fig.data if str(t.name).startswith(figures.NEIGHBOUR_TRACE))
+    before = overlay_figures.figure_ids(fig)
+    overlay_figures.add_neighbour_overlay(fig, overlays.neighbour_overlay(frame, "<e>", ["c", "a"]))
+    trace = next(t for t in fig.data if str(t.name).startswith(overlay_figures.NEIGHBOUR_TRACE))
     assert list(trace.customdata) == ["<e>", "c", "a"]
     assert list(trace.marker.symbol) == ["star", "diamond", "diamond-open"]  # a: another label than <e>
     assert trace.hovertext[0].startswith("id: &lt;e&gt;<br>focused example · label neutral")
     assert all("<e>" not in h for h in trace.hovertext)
-    assert figures.figure_ids(fig) == before  # the markers are not counted as points again
+    assert overlay_figures.figure_ids(fig) == before  # the markers are not counted as points again
 
 
 def filtered_frame() -> pd.DataFrame:
@@ -101,8 +101,8 @@ def test_generated_overlay_names_the_missing_column():
 def test_generated_pairs_without_confidence_go_on_a_strip_above_the_map():
     frame = map_frame()
     fig = figures.data_map_figure(frame)
-    figures.add_generated_overlay(fig, overlays.generated_overlay(filtered_frame()))
-    traces = {t.name: t for t in fig.data if str(t.name).startswith(figures.GENERATED_TRACE)}
+    overlay_figures.add_generated_overlay(fig, overlays.generated_overlay(filtered_frame()))
+    traces = {t.name: t for t in fig.data if str(t.name).startswith(overlay_figures.GENERATED_TRACE)}
     assert set(traces) == {"generated pairs: kept (2)", "generated pairs: removed (1)"}
     kept = traces["generated pairs: kept (2)"]
     assert kept.yaxis == "y3" and kept.customdata is None  # a lasso over them selects no example
@@ -117,8 +117,8 @@ def test_generated_pairs_without_confidence_go_on_a_strip_above_the_map():
 def test_generated_pairs_with_a_confidence_go_on_the_map():
     fig = figures.data_map_figure(map_frame())
     scored = overlays.generated_overlay(filtered_frame().assign(confidence=[0, 0, 0.4, 0.9, 0.6]))
-    figures.add_generated_overlay(fig, scored)
-    traces = [t for t in fig.data if str(t.name).startswith(figures.GENERATED_TRACE)]
+    overlay_figures.add_generated_overlay(fig, scored)
+    traces = [t for t in fig.data if str(t.name).startswith(overlay_figures.GENERATED_TRACE)]
     assert {t.yaxis for t in traces} == {"y"} and "yaxis3" not in fig.layout.to_plotly_json()
 
 
@@ -149,5 +149,5 @@ def test_a_neighbour_filtered_out_of_the_map_is_still_in_sight():
     frame = map_frame()
     fig = figures.data_map_figure(frame[frame["variability"] < 0.25])  # d (variability 0.4) filtered out
     assert fig.layout.xaxis.range[1] < 0.4
-    figures.add_neighbour_overlay(fig, overlays.neighbour_overlay(frame, "a", ["d"]))
+    overlay_figures.add_neighbour_overlay(fig, overlays.neighbour_overlay(frame, "a", ["d"]))
     assert fig.layout.xaxis.range[1] >= 0.4

@@ -5,7 +5,8 @@ import pytest
 from matplotlib.figure import Figure
 
 from cartomap.analysis.datamap import as_map_frame
-from cartomap.analysis.figures import data_map_figure, data_map_matplotlib, save_data_map
+from cartomap.analysis.figures import data_map_figure
+from cartomap.analysis.map_files import data_map_matplotlib, save_data_map
 from cartomap.errors import DataError
 from cartomap.scores.metrics import compute_metrics
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.analysis.figures import escape, palette_color
+from cartomap.analysis.style import escape, palette_color
 from cartomap.config import OrderConfig, RunConfig
 from cartomap.data.loading import TextDataset
 from cartomap.errors import DataError, RunError

@@ -33,7 +33,7 @@ from cartomap.analysis.evaluation import (
     run_scores,
     test_position,
 )
-from cartomap.analysis.figures import escape_text, palette_color
+from cartomap.analysis.style import escape_text, palette_color
 from cartomap.errors import DataError, RunError
 from cartomap.runs.store import Run
 from cartomap.scores.reports import OUTCOMES, mark_best, per_example_diff

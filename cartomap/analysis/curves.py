@@ -95,7 +95,7 @@ def training_curves_figure(frame: pd.DataFrame, height: int = 300):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from cartomap.analysis.figures import escape_text, palette_color
+    from cartomap.analysis.style import escape_text, palette_color
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("loss", "accuracy"), horizontal_spacing=0.1)
     names = list(dict.fromkeys(frame["metric"]))

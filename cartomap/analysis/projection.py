@@ -32,7 +32,7 @@ from cartomap.analysis.datamap import (
     points_in_polygon,
     with_regions,
 )
-from cartomap.analysis.figures import NO_VALUE_COLOR, REGION_COLORS, escape, escape_text, palette_color
+from cartomap.analysis.style import NO_VALUE_COLOR, REGION_COLORS, escape, escape_text, palette_color
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save
 from cartomap.runs.store import Run

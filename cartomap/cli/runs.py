@@ -223,7 +223,7 @@ def region_rule(a: argparse.Namespace):
 
 def cmd_map(a: argparse.Namespace) -> int:
     from cartomap.analysis.datamap import map_frame
-    from cartomap.analysis.figures import SAVE_SUFFIXES, save_data_map
+    from cartomap.analysis.map_files import SAVE_SUFFIXES, save_data_map
     from cartomap.io import refuse_overwrite
     from cartomap.runs.store import RunStore
 

@@ -98,7 +98,7 @@ def train_with_progress(run, *, quiet: bool = False, as_job: bool = False) -> in
 def cmd_demo(a: argparse.Namespace) -> int:
     """Train (or load) the bundled demo with the default encoder and write its data map."""
     from cartomap.analysis.datamap import map_frame
-    from cartomap.analysis.figures import save_data_map
+    from cartomap.analysis.map_files import save_data_map
     from cartomap.io import refuse_overwrite
     from cartomap.runs.store import RunStore
     from cartomap.training.prepare import prepare_run

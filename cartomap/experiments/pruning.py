@@ -758,7 +758,7 @@ def confidence_histogram(
     (only ``categories`` when given), with the threshold as a dashed line. Higher = more suspect."""
     import plotly.graph_objects as go
 
-    from cartomap.analysis.figures import escape  # label names are data: plotly renders tags in trace names
+    from cartomap.analysis.style import escape  # label names are data: plotly renders tags in trace names
 
     wrong = oof[oof["category"] != ""]
     cats = sorted(wrong["category"].unique()) if categories is None else list(categories)
@@ -784,7 +784,7 @@ def change_scatter(test: pd.DataFrame, column: str = "type"):
     colour = mismatch type (``column``: "type" or "type_chosen")."""
     import plotly.graph_objects as go
 
-    from cartomap.analysis.figures import escape
+    from cartomap.analysis.style import escape
 
     fig = go.Figure()
     for t, name in TYPE_NAMES.items():

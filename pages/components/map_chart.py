@@ -18,7 +18,7 @@ import logging
 
 import streamlit as st
 
-from cartomap.analysis import datamap, figures, preview
+from cartomap.analysis import datamap, figures, overlay_figures, preview
 from pages.common import SELECTED, new_chart_event
 
 FACET_CHART = "datamap_facets"
@@ -83,11 +83,11 @@ def map_figure(
         filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
     )
     if paths is not None:
-        figures.add_trajectories(fig, paths, current_k)
+        overlay_figures.add_trajectories(fig, paths, current_k)
     if generated is not None:
-        figures.add_generated_overlay(fig, generated)
+        overlay_figures.add_generated_overlay(fig, generated)
     if neighbours is not None:
-        figures.add_neighbour_overlay(fig, neighbours)
+        overlay_figures.add_neighbour_overlay(fig, neighbours)
     return fig
 
 

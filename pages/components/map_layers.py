@@ -9,7 +9,7 @@ view of a multi-label run have both too: a sentence after k recordings is its wo
 recordings aggregated as its map does (``cartomap.analysis.tokens``), an example of the combined view its
 labels' (``cartomap.analysis.multilabel``).
 
-Over the single map (``cartomap.analysis.overlays``, drawn by ``figures.add_*_overlay``): the focused example
+Over the single map (``cartomap.analysis.overlays``, drawn by ``overlay_figures.add_*_overlay``): the focused example
 (★) and its 4 nearest neighbours of any label and of its own (◆ same label, ◇ another; ``dm_show_neighbours``)
 when the run has embeddings, and, when the run has filtered WaNLI batches, "Generated pairs: <batch>"
 (``dm_generated_<run>``): every pair the filter scored at its estimated max variability, kept or removed, on a
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cartomap.analysis import epochs, figures, overlays, tokens
+from cartomap.analysis import epochs, overlay_figures, overlays, tokens
 from cartomap.analysis import multilabel as label_views
 from cartomap.errors import CartomapError
 from cartomap.runs import layout
@@ -151,7 +151,7 @@ def generated_layer(run):
     if overlay is None:
         return None
     n_kept = int((overlay["status"] == overlays.KEPT).sum())
-    drawn = min(len(overlay), figures.GENERATED_MAX_POINTS)
+    drawn = min(len(overlay), overlay_figures.GENERATED_MAX_POINTS)
     where = (
         "y = the confidence the filter estimated"
         if attrs.get("has_y")

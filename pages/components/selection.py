@@ -14,7 +14,7 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import datamap, figures
+from cartomap.analysis import datamap, figures, map_files
 from cartomap.analysis import multilabel as label_views
 from cartomap.errors import CartomapError
 from pages.common import SELECTED, escape_markdown, show_error
@@ -233,7 +233,7 @@ def downloads(run, filtered, selected, fig) -> None:
     )
     cols[2].download_button(
         "Map as HTML",
-        lambda: figures.map_html_bytes(fig),
+        lambda: map_files.map_html_bytes(fig),
         f"{stem}-map.html",
         "text/html",
         key="dm_dl_html",
@@ -241,7 +241,7 @@ def downloads(run, filtered, selected, fig) -> None:
     )
     cols[3].download_button(
         "Map as PNG",
-        lambda: figures.map_png_bytes(filtered, title=run.id),
+        lambda: map_files.map_png_bytes(filtered, title=run.id),
         f"{stem}-map.png",
         "image/png",
         key="dm_dl_png",

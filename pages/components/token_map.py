@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap, figures, tokens
+from cartomap.analysis import colourings, datamap, figures, overlay_figures, tokens
 from cartomap.errors import CartomapError
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
@@ -199,7 +199,7 @@ def sentence_level(
         frame, color_by=color_by, max_points=max_points, highlight_ids=selected or None
     )
     if drawn is not None:
-        figures.add_trajectories(fig, drawn, current_k)
+        overlay_figures.add_trajectories(fig, drawn, current_k)
     st.plotly_chart(
         fig,
         key=SENTENCE_CHART,

@@ -1,0 +1,142 @@
+"""A data map as a file: the static reference-style map with side histograms (matplotlib, PNG:
+:func:`data_map_matplotlib`), and the map saved as PNG or standalone HTML (:func:`save_data_map`,
+:func:`map_html_bytes`, :func:`map_png_bytes`).
+
+No pyplot: matplotlib figures are built on ``Figure`` with the Agg canvas, so nothing leaks into global
+state.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from cartomap.analysis.datamap import DEFAULT_MAX_POINTS, as_map_frame, n_epochs_of, sample_rows
+from cartomap.analysis.figures import ANNOTATIONS, data_map_figure, region_label_points
+from cartomap.analysis.map_points import check_map_columns
+from cartomap.analysis.style import bucket_colors, correctness_legend_title
+from cartomap.io import atomic_save
+from cartomap.scores.metrics import bucket_order, correctness_bucket
+
+if TYPE_CHECKING:  # the static figure's classes are imported where it is drawn (font caches take ~0.3 s)
+    from matplotlib.figure import Figure
+
+SAVE_SUFFIXES = (".png", ".html")
+
+
+def _buckets(metrics: pd.DataFrame) -> np.ndarray:
+    return correctness_bucket(metrics["correctness"].to_numpy(dtype=np.float64), n_epochs_of(metrics))
+
+
+def data_map_matplotlib(
+    metrics: pd.DataFrame, title: str = "", max_points: int = DEFAULT_MAX_POINTS, seed=0
+) -> Figure:
+    """The reference data map: scatter (x = variability, y = confidence, colour = correctness bucket)
+    with region annotations, plus histograms of confidence, variability and correctness.
+
+    The scatter shows at most ``max_points`` randomly sampled examples; histograms use all of them.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    check_map_columns(metrics)
+    fig = Figure(figsize=(14, 10))
+    FigureCanvasAgg(fig)
+    grid = fig.add_gridspec(3, 2, width_ratios=[5, 1])
+    ax = fig.add_subplot(grid[:, 0])
+
+    shown = sample_rows(metrics, max_points, seed)
+    buckets = _buckets(shown)
+    levels = bucket_order(_buckets(metrics))
+    colors = bucket_colors(levels)
+    x = shown["variability"].to_numpy(dtype=np.float64)
+    y = shown["confidence"].to_numpy(dtype=np.float64)
+    size = 30 if len(shown) < 5_000 else 8
+    for level in levels:
+        sel = buckets == level
+        if sel.any():
+            ax.scatter(x[sel], y[sel], s=size, color=colors[level], label=level, alpha=0.8, edgecolors="none")
+    points = region_label_points(metrics)
+    for text, ax_x, ax_y, rotation, edge in ANNOTATIONS:
+        at = points.get(text)
+        if points and at is None:
+            continue  # regions drawn, none of this one
+        ax.annotate(
+            text,
+            xy=at if at is not None else (ax_x, ax_y),
+            xycoords="data" if at is not None else "axes fraction",
+            fontsize=15,
+            color="black",
+            va="center",
+            ha="center",
+            rotation=rotation,
+            bbox=dict(boxstyle="round,pad=0.3", ec=edge, lw=2, fc="white"),
+        )
+    if levels:
+        ax.legend(title=correctness_legend_title(levels), loc="upper right", fancybox=True, markerscale=1.5)
+    ax.set_xlabel("variability", fontsize=13)
+    ax.set_ylabel("confidence", fontsize=13)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlim(left=-0.01)
+    sampled = f" ({len(shown):,} of {len(metrics):,} examples shown)" if len(shown) < len(metrics) else ""
+    ax.set_title(f"{title} Data Map{sampled}".strip(), fontsize=17)
+
+    hist_specs = (("confidence", "#622a87"), ("variability", "teal"))
+    for row, (column, color) in enumerate(hist_specs):
+        hax = fig.add_subplot(grid[row, 1])
+        hax.hist(metrics[column].to_numpy(dtype=np.float64), bins=30, color=color, edgecolor="white")
+        hax.set_xlabel(column)
+        hax.set_ylabel("count")
+        hax.set_title(column)
+    cax = fig.add_subplot(grid[2, 1])
+    all_buckets = _buckets(metrics)
+    counts = [int(np.sum(all_buckets == lvl)) for lvl in levels]
+    cax.bar(levels, counts, color=[colors[lvl] for lvl in levels], edgecolor="white")
+    cax.set_xlabel(correctness_legend_title(levels))
+    cax.set_ylabel("count")
+    cax.set_title("correctness")
+    cax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def save_data_map(
+    frame: pd.DataFrame,
+    out_path: str | Path,
+    title: str = "",
+    label_names: Sequence[str] | None = None,
+) -> Path:
+    """Save a data map, the format chosen by suffix: .png (:func:`data_map_matplotlib`, dpi 150) or
+    .html (:func:`data_map_figure`, plotly.js embedded so the file works offline).
+
+    ``frame``: a map frame (:func:`cartomap.analysis.datamap.map_frame`: hover shows the texts) or a
+    metrics frame (``label_names`` name its classes). Written atomically; returns the path."""
+    out_path = Path(out_path)
+    suffix = out_path.suffix.lower()
+    if suffix == ".png":
+        fig = data_map_matplotlib(frame, title=title)
+        return atomic_save(out_path, lambda tmp: fig.savefig(tmp, format="png", dpi=150))
+    if suffix == ".html":
+        fig = data_map_figure(as_map_frame(frame, label_names), title=title)
+        return atomic_save(out_path, lambda tmp: tmp.write_bytes(map_html_bytes(fig)))
+    raise ValueError(
+        f"unsupported file type {out_path.suffix!r} for {out_path.name}; use one of {SAVE_SUFFIXES}"
+    )
+
+
+def map_html_bytes(fig) -> bytes:
+    """A standalone HTML file of the figure with plotly.js embedded (works offline)."""
+    return fig.to_html(include_plotlyjs=True, full_html=True).encode("utf-8")
+
+
+def map_png_bytes(frame: pd.DataFrame, title: str = "") -> bytes:
+    """The static reference-style data map (matplotlib) of ``frame`` as PNG bytes."""
+    fig = data_map_matplotlib(frame, title=title)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    return buffer.getvalue()
