@@ -241,3 +241,83 @@ def test_an_entity_type_without_words_is_told():
 
     (warning,) = label_warnings(_tagged({"O": 50, "B-LOC": 5, "I-LOC": 2, "B-PER": 0, "I-PER": 0}))
     assert "no word tagged as entity type 'PER' (B-PER, I-PER)" in warning
+
+
+# --------------------------------------------------------------------------- multi-label label vectors
+
+TOPICS = ("sports", "politics", "tech")
+
+
+def ml_rows(labels: list) -> list[dict]:
+    return [{"id": f"m{i}", "text": f"snippet {i}", "labels": v} for i, v in enumerate(labels)]
+
+
+def ml_config(path: Path, names=TOPICS):
+    from cartomap.config import DataConfig
+
+    return DataConfig(
+        path=str(path), task="multilabel", text_columns=("text",), label_column="labels", label_names=names
+    )
+
+
+def test_zero_one_vectors_with_label_names_are_read_as_one_flag_per_label(tmp_path):
+    """They were refused with "label 'sports' appears twice" (read as positions 0, 1, 1)."""
+    from cartomap.data.loading import load_dataset
+
+    rows = ml_rows([[0, 1, 1], [1, 0, 0], [0, 0, 0], [True, True, False]])
+    data = load_dataset(ml_config(write_jsonl(tmp_path / "ml.jsonl", rows)))
+    assert data.frame["labels"].tolist() == [["politics", "tech"], ["sports"], [], ["sports", "politics"]]
+
+
+def test_positions_are_still_positions(tmp_path):
+    from cartomap.data.loading import load_dataset
+
+    rows = ml_rows([[0, 2], [1], [], [2, 1, 0]])
+    data = load_dataset(ml_config(write_jsonl(tmp_path / "ml.jsonl", rows)))
+    assert data.frame["labels"].tolist() == [
+        ["sports", "tech"],
+        ["politics"],
+        [],
+        ["sports", "politics", "tech"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("labels", "names", "line", "words"),
+    [
+        # width-2 vectors with three names: were read as positions {sports, politics} and accepted
+        (
+            [[0, 1], [1, 0], [0, 1]],
+            TOPICS,
+            1,
+            "every row is a list of 2 numbers 0/1, but there are 3 label names",
+        ),
+        ([[0, 1], [1, 1], [0, 0]], TOPICS, 1, "0/1 per label needs 3 numbers a row"),
+        # two labels, pairs without a repeat: 0/1 per label or positions? refused, never guessed
+        ([[0, 1], [1, 0]], ("sports", "politics"), 1, "each reads as 0/1 per label and as label positions"),
+        # a 0/1 row among positions: the repeat is told as a position
+        (
+            [[0, 2], [0, 1, 1]],
+            TOPICS,
+            2,
+            "the integer 1 is a label position; 0/1 per label needs a list of 3",
+        ),
+    ],
+)
+def test_ambiguous_label_vectors_are_one_line(tiny_model, tmp_path, capsys, labels, names, line, words):
+    data = write_jsonl(tmp_path / "ml.jsonl", ml_rows(labels))
+    cache = tmp_path / "cache"
+    args = ["--task", "multilabel", "--text-columns", "text", "--label-names", ",".join(names)]
+    assert train(cache, tiny_model, data, *args) == 2
+    err = one_line_error(capsys)
+    assert f"{data}: line {line}: field 'labels'" in err and words in err, err
+    nothing_in(cache)
+
+
+def test_zero_one_vectors_without_label_names_ask_for_them(tiny_model, tmp_path, capsys):
+    data = write_jsonl(tmp_path / "ml.jsonl", ml_rows([[0, 1, 1], [1, 0, 0]]))
+    cache = tmp_path / "cache"
+    assert train(cache, tiny_model, data, "--task", "multilabel", "--text-columns", "text") == 2
+    err = one_line_error(capsys)
+    assert "0/1 per label needs the label names in their order (--label-names" in err
+    nothing_in(cache)

@@ -9,6 +9,12 @@ The labels of an example come in one of two shapes:
   an integer in a list is a position in them.
 * **one 0/1 column per label** (``label_columns``): the column names are the label names, in the
   given order; a cell holds 0 or 1 (also ``True``/``False``, ``0.0``/``1.0``, ``"0"``/``"1"``).
+* **a 0/1 vector per row** in the labels column, with ``label_names``: a list of one 0 or 1 (or
+  ``True``/``False``) per label name, in their order (``[0, 1, 1]``: the second and third labels).
+  The whole column decides: every row a list of the same width of nothing but 0/1 (two or more
+  numbers) is read so. Its width must be the number of label names; a column of 0/1 pairs
+  without a repeated number (``[0, 1]``, ``[1, 0]`` for two labels) is refused, since it reads as
+  positions too: write label names there. A list of integers in any other column is positions.
 
 An example with **no label is legal**: multi-label data often has examples to which none of the labels
 apply (an empty list ``[]``, an empty string with a separator, a row of zeros); the model learns
@@ -196,8 +202,15 @@ def parse_label_list(
                 field=field,
             )
         if name in out:
+            position = items[k] if isinstance(items[k], (int, np.integer)) else None
             raise DataError(
-                f"label {name!r} appears twice; expected each label at most once per example",
+                f"label {name!r} appears twice; expected each label at most once per example"
+                + (
+                    f" (the integer {position} is a label position; 0/1 per label needs a list of "
+                    f"{len(names or ())} numbers 0/1 in every row)"
+                    if position is not None
+                    else ""
+                ),
                 location=where or None,
                 field=field,
             )
@@ -209,6 +222,61 @@ def parse_label_list(
             )
         out.append(name)
     return out
+
+
+def _items(value: Any) -> list[Any] | None:
+    """A labels cell's items when it is a list, tuple or array, else None."""
+    if isinstance(value, np.ndarray):
+        return list(np.asarray(value, dtype=object).ravel())
+    return list(value) if isinstance(value, (list, tuple)) else None
+
+
+def _is_flag(item: Any) -> bool:
+    return isinstance(item, (int, np.integer, bool, np.bool_)) and int(item) in (0, 1)
+
+
+def flag_vectors(
+    values: Sequence[Any], label_names: Sequence[str] | None, where: Callable[[int], str], field: str = LABELS
+) -> list[list[str]] | None:
+    """The label lists of a labels column of 0/1 vectors (see the module text), or None when the column
+    is not one: every row a list of the same width >= 2 of nothing but 0/1 (integers or booleans).
+    DataError when it is one but its width is not the number of ``label_names``, when the names are
+    not given, or when it reads as label positions too (0/1 pairs for two labels, no number repeated)."""
+    cells = [_items(v) for v in values]
+    if not cells or any(c is None or not all(_is_flag(x) for x in c) for c in cells):
+        return None
+    rows = [[int(x) for x in c] for c in cells if c is not None]
+    width = len(rows[0])
+    if width < 2 or any(len(r) != width for r in rows):
+        return None
+    booleans = any(isinstance(x, (bool, np.bool_)) for c in cells if c is not None for x in c)
+    repeated = any(len(set(r)) < len(r) for r in rows)
+    what = f"every row is a list of {width} numbers 0/1"
+    if label_names is None:
+        raise DataError(
+            f"{what}: 0/1 per label needs the label names in their order (--label-names, label_names)",
+            location=where(0),
+            field=field,
+        )
+    names = tuple(label_names)
+    if width != len(names):
+        raise DataError(
+            f"{what}, but there are {len(names)} label names {list(names)}: 0/1 per label needs "
+            f"{len(names)} numbers a row (read as label positions, they would name a label twice or give "
+            "every row the same labels); write label names or one number per label",
+            location=where(0),
+            field=field,
+        )
+    if not repeated and not booleans:
+        first = rows[0]
+        as_flags = [n for n, f in zip(names, first, strict=True) if f]
+        raise DataError(
+            f"{what}, none repeated: each reads as 0/1 per label and as label positions ({first} is "
+            f"{as_flags} or {[names[k] for k in first]}); write label names instead",
+            location=where(0),
+            field=field,
+        )
+    return [[n for n, f in zip(names, r, strict=True) if f] for r in rows]
 
 
 def parse_flag(value: Any, *, where: str = "", field: str | None = None) -> bool:
@@ -356,10 +424,16 @@ def from_frame(
         column = labels_column or LABELS
         require(column, "labels")
         given = _label_space(label_names, source)
-        lists = [
-            parse_label_list(value, separator=separator, label_names=given, where=where(i), field=column)
-            for i, value in enumerate(frame[column].tolist())
-        ]
+        values = frame[column].tolist()
+        vectors = flag_vectors(values, given, where, column)
+        lists = (
+            vectors
+            if vectors is not None
+            else [
+                parse_label_list(value, separator=separator, label_names=given, where=where(i), field=column)
+                for i, value in enumerate(values)
+            ]
+        )
         names = given if given is not None else tuple(sorted({name for labels in lists for name in labels}))
         if not names:
             raise DataError(
