@@ -321,3 +321,45 @@ def test_zero_one_vectors_without_label_names_ask_for_them(tiny_model, tmp_path,
     err = one_line_error(capsys)
     assert "0/1 per label needs the label names in their order (--label-names" in err
     nothing_in(cache)
+
+
+# --------------------------------------------------------------------------- extra columns of mixed kinds
+
+
+@pytest.mark.parametrize(
+    ("values", "text", "words"),
+    [
+        (
+            [3, {"neutral": 2}, {"neutral": 1}],
+            ["3", '{"neutral": 2}', '{"neutral": 1}'],
+            "mixes mappings and numbers",
+        ),
+        ([1, "web", None], ["1", "web", None], "mixes numbers and strings"),
+        ([2**70, 1, 2], [str(2**70), "1", "2"], "holds numbers Parquet cannot store as one type"),
+    ],
+)
+def test_an_extra_column_of_mixed_kinds_is_kept_as_text_with_a_warning(
+    tiny_model, tmp_path, capsys, values, text, words
+):
+    """Such a column (ordinary, unused by cartomap) ended in pyarrow's ArrowInvalid from the store."""
+    data = write_jsonl(tmp_path / "d.jsonl", nli_rows("note", values))
+    cache = tmp_path / "cache"
+    assert train(cache, tiny_model, data) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"column 'note' {words}" in err, err
+    (run,) = RunStore(cache).list()
+    kept = run.examples()["note"].tolist()
+    assert [None if not isinstance(v, str) else v for v in kept] == text  # a null read back as NaN
+    assert any(f"column 'note' {words}" in w for w in run.warnings)
+
+
+def test_a_multilabel_extra_column_of_mixed_kinds_is_kept_as_text(tmp_path):
+    from cartomap.data.loading import load_dataset
+
+    rows = ml_rows([["sports"], ["tech"], []])
+    for row, note in zip(rows, [1, {"a": 1}, "x"], strict=True):
+        row["note"] = note
+    data = load_dataset(ml_config(write_jsonl(tmp_path / "ml.jsonl", rows)))
+    assert data.frame["note"].tolist() == ["1", '{"a": 1}', "x"]
+    (warning,) = data.warnings
+    assert "column 'note' mixes mappings and numbers and strings" in warning

@@ -375,7 +375,11 @@ def _load_multilabel(config: DataConfig, kind: TaskKind, names: Sequence[str] | 
     out[kind.text_fields[0]] = out[kind.text_fields[0]].astype(str)
     if kind.label_field != multilabel.LABELS:
         out = out.rename(columns={multilabel.LABELS: kind.label_field})
-    return TextDataset(frame=out, label_names=tuple(data.label_names), source=source)
+    own = {"id", *kind.text_fields, kind.label_field}
+    out, warnings = storable_columns(out, [c for c in out.columns if c not in own], source)
+    return TextDataset(
+        frame=out, label_names=tuple(data.label_names), source=source, warnings=tuple(warnings)
+    )
 
 
 def tagged_dataset(
@@ -973,6 +977,7 @@ def _build(
     )
     columns.update(annotations)
     used_src |= replaced
+    extras: list[str] = []
     for col in frame.columns:
         if col in used_src:
             continue
@@ -982,9 +987,74 @@ def _build(
         while name in columns or name in task_kinds.text_fields():
             name = f"orig_{name}"
         columns[name] = frame[col]
+        extras.append(name)
     out = pd.DataFrame(columns)
     out.index = pd.RangeIndex(n)
-    return TextDataset(frame=out, label_names=tuple(names), source=source)
+    out, warnings = storable_columns(out, extras, source)
+    return TextDataset(frame=out, label_names=tuple(names), source=source, warnings=tuple(warnings))
+
+
+_KIND_NAMES = {
+    bool: "booleans",
+    int: "numbers",
+    float: "numbers",
+    str: "strings",
+    dict: "mappings",
+    list: "lists",
+}
+
+
+def _kind_name(value: Any) -> str:
+    for kind, name in _KIND_NAMES.items():
+        if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+            return name
+    if isinstance(value, (np.integer, np.floating)):
+        return "numbers"
+    if isinstance(value, (tuple, np.ndarray)):
+        return "lists"
+    return type(value).__name__
+
+
+def _as_text(value: Any) -> Any:
+    if _is_missing(value) or isinstance(value, str):
+        return None if _is_missing(value) else value
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def storable_columns(
+    frame: pd.DataFrame, columns: Sequence[str], source: str
+) -> tuple[pd.DataFrame, list[str]]:
+    """``frame`` with each of ``columns`` (ordinary extra columns, kept as they are) that Parquet cannot
+    store as one type (a number in one row and a mapping in another, strings among numbers, integers
+    beyond 64 bits) turned into text: strings as they are, other values as JSON, nulls kept; and one
+    warning per such column. The run's copy is then written whatever the extra columns hold."""
+    import pyarrow as pa
+
+    out, warnings = frame, []
+    for column in columns:
+        values = frame[column]
+        if values.dtype != object:
+            continue
+        try:
+            pa.array(values, from_pandas=True)
+            continue
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            pass
+        kinds = sorted({_kind_name(v) for v in values.tolist() if not _is_missing(v)})
+        if out is frame:
+            out = frame.copy()
+        out[column] = pd.Series([_as_text(v) for v in values.tolist()], index=values.index, dtype=object)
+        what = (
+            f"mixes {' and '.join(kinds)}, which one Parquet column cannot hold together"
+            if len(kinds) > 1
+            else f"holds {kinds[0]} Parquet cannot store as one type (beyond 64 bits, or mixing kinds inside)"
+        )
+        warnings.append(
+            f"{source}: column {str(column)!r} {what}: kept as text (strings as they are, other values as JSON)"
+        )
+    return out, warnings
 
 
 def _encode_labels(values: list, label_names: Sequence[str] | None, field: str, where):
