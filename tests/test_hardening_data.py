@@ -363,3 +363,51 @@ def test_a_multilabel_extra_column_of_mixed_kinds_is_kept_as_text(tmp_path):
     assert data.frame["note"].tolist() == ["1", '{"a": 1}', "x"]
     (warning,) = data.warnings
     assert "column 'note' mixes mappings and numbers and strings" in warning
+
+
+# --------------------------------------------------------------------------- control characters in CLI output
+
+EVIL = "\x1b[31mmallory\x1b[0m"  # an ANSI colour escape in an annotator's name
+NOTE = "see \x1b]0;pwned\x07 this\rline"  # a terminal-title escape, a bell and a carriage return
+
+
+def no_raw_controls(text: str) -> None:
+    assert not any(c in text for c in "\x1b\x07\r"), repr(text)
+
+
+def test_review_queue_output_escapes_control_characters(tmp_path, capsys):
+    """`review-queue show` sent an annotator's name (and notes) raw to the terminal."""
+    from curation_fixture import make_run
+
+    run = make_run(tmp_path / "cache", embeddings=False)
+    base = ["--cache", str(tmp_path / "cache"), "review-queue"]
+    assert main([*base, "create", run.id, "q", "--detector", "aum", "--top", "2", "--per-item", "1"]) == 0
+    capsys.readouterr()
+    assert main([*base, "next", run.id, "q", "--annotator", EVIL]) == 0
+    (item, *_) = capsys.readouterr().out.split()
+    decide = [*base, "decide", run.id, "q", "--annotator", EVIL, "--item", item, "--decision", "remove"]
+    assert main([*decide, "--note", NOTE]) == 0
+    for command in (["show", run.id, "q"], ["show", run.id, "q", "--item", item], ["list", run.id]):
+        assert main([*base, *command]) == 0
+        out = capsys.readouterr()
+        no_raw_controls(out.out + out.err)
+    assert main([*base, "show", run.id, "q"]) == 0
+    assert "\\x1b[31mmallory\\x1b[0m: 1 decided" in capsys.readouterr().out
+    assert main([*base, "show", run.id, "q", "--item", item]) == 0
+    assert "(see \\x1b]0;pwned\\x07 this" in capsys.readouterr().out
+    # an error naming what the user typed stays one escaped line
+    assert main([*base, "undo", run.id, "q", "--annotator", EVIL + "\nX", "--item", item]) == 2
+    err = capsys.readouterr().err
+    no_raw_controls(err)
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_table_with_control_characters_stays_aligned():
+    import pandas as pd
+
+    from cartomap.cli.options import printable_frame
+
+    frame = pd.DataFrame({"name": [EVIL, "bob"], "n": [1, 22]})
+    lines = printable_frame(frame).to_string(index=False).splitlines()
+    no_raw_controls("\n".join(lines))
+    assert len({len(line) for line in lines}) == 1  # every row as wide as the header

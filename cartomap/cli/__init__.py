@@ -14,7 +14,7 @@ import sqlite3
 import sys
 
 from cartomap.cli import analysis, curation, experiments, integrations, runs, train, wanli
-from cartomap.cli.options import option_error
+from cartomap.cli.options import PrintableStream, option_error, printable
 from cartomap.errors import CartomapError, DataError
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    stdout = sys.stdout
+    sys.stdout = PrintableStream(stdout)  # what any command prints: control characters escaped
     try:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     except CartomapError as err:
         if isinstance(err, DataError):
             err = option_error(err)  # a config field's refusal names the option that set it
-        print(f"cartomap: error: {err}", file=sys.stderr)
+        print(f"cartomap: error: {printable(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
         print(f"cartomap: {err or 'interrupted; run the same command again to resume'}", file=sys.stderr)
@@ -53,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cartomap: error: the review database: {err} (try again in a moment)", file=sys.stderr)
         return 2
     except OSError as err:
-        print(f"cartomap: error: {os_error_line(err)}", file=sys.stderr)
+        print(f"cartomap: error: {printable(os_error_line(err))}", file=sys.stderr)
         return 2
+    finally:
+        sys.stdout = stdout
 
 
 def os_error_line(err: OSError) -> str:

@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cartomap.cli.options import CountBar, add_column_arguments, add_data_arguments, data_config
+from cartomap.cli.options import (
+    CountBar,
+    add_column_arguments,
+    add_data_arguments,
+    data_config,
+    printable_frame,
+)
 from cartomap.errors import CartomapError
 from cartomap.io import refuse_overwrite
 from cartomap.tasks.sequence import PAIR
@@ -133,7 +139,7 @@ def cmd_artifacts(a: argparse.Namespace) -> int:
     baselines = partial_input_baselines(dataset, test, seed=a.seed, balanced=a.balance)
     baselines.to_csv(out / "baselines.csv", index=False)
     print(f"partial-input baselines (TF-IDF + logistic regression) -> {out / 'baselines.csv'}")
-    print(baselines.round(4).to_string(index=False))
+    print(printable_frame(baselines.round(4)).to_string(index=False))
     if dataset.is_pair and a.similarity:
         from cartomap.training.similarity import pair_similarity, similarity_by_label
 
@@ -152,7 +158,7 @@ def cmd_artifacts(a: argparse.Namespace) -> int:
         summary = similarity_by_label(sim, dataset.labels, dataset.label_names)
         summary.to_csv(out / "similarity_by_label.csv", index=False)
         print(f"{_PAIR_TEXTS} similarity ({a.model}) -> {out / 'similarity_by_label.csv'}")
-        print(summary.round(4).to_string(index=False))
+        print(printable_frame(summary.round(4)).to_string(index=False))
     return 0
 
 

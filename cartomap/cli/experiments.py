@@ -17,6 +17,7 @@ from cartomap.cli.options import (
     experiment_base,
     experiment_options,
     printable,
+    printable_frame,
 )
 from cartomap.config import DEMO_TRAIN, ORDERS
 from cartomap.errors import RunError
@@ -29,9 +30,7 @@ def cmd_experiment(a: argparse.Namespace) -> int:
     store = ExperimentStore(a.cache)
     if a.action == "list":
         table = store.table()
-        if len(table):
-            table["name"] = table["name"].map(printable)
-        print(table.to_string(index=False) if len(table) else "no experiments")
+        print(printable_frame(table).to_string(index=False) if len(table) else "no experiments")
         return 0
     if not a.experiment:
         raise RunError(f"`cartomap experiment {a.action}` needs an experiment id")
@@ -85,8 +84,7 @@ def show_experiment(exp, store, as_json: bool = False) -> None:
     if status.get("error"):
         print(f"error: {printable(status['error'])}")
     if len(table):
-        table["model"] = table["model"].map(printable)
-        print(table.to_string(index=False))
+        print(printable_frame(table).to_string(index=False))
     else:
         print("no runs planned yet")
 
@@ -151,7 +149,7 @@ def cmd_noise_benchmark(a: argparse.Namespace) -> int:
 
     cfg = noise_config(a)
     table = run_noise_benchmark(cfg, a.cache)
-    print(to_markdown(table) if a.markdown else table.round(4).to_string(index=False))
+    print(to_markdown(table) if a.markdown else printable_frame(table.round(4)).to_string(index=False))
     print(f"saved to {table.attrs['path']}")
     return 0
 

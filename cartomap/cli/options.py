@@ -29,6 +29,37 @@ def printable(text: object) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def printable_frame(frame):
+    """A table's copy with every text cell, column name and index label :func:`printable` (before the
+    table is laid out, so its columns stay aligned)."""
+    import pandas as pd
+
+    out = frame.copy()
+    for column in out.columns:
+        values = out[column]
+        if not (pd.api.types.is_numeric_dtype(values) or pd.api.types.is_datetime64_any_dtype(values)):
+            out[column] = values.map(lambda v: v if v is None or isinstance(v, float) else printable(v))
+    out.columns = [printable(c) for c in out.columns]
+    out.index = [printable(i) if isinstance(i, str) else i for i in out.index]
+    return out
+
+
+class PrintableStream:
+    """A text stream writing through to ``stream`` what :func:`printable` makes of each line (line
+    breaks kept): the command line's standard output, so that no command sends a control character of
+    the data it prints (an ANSI escape in an annotator's name, a label, a text) raw to the terminal."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write("\n".join(printable(line) for line in text.split("\n")))
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
 def column_list(text: str) -> tuple[str, ...]:
     cols = tuple(c.strip() for c in text.split(",") if c.strip())
     if len(cols) not in (1, 2):

@@ -7,7 +7,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from cartomap.cli.options import add_data_arguments, data_config, print_run_summary, printable
+from cartomap.cli.options import (
+    add_data_arguments,
+    data_config,
+    print_run_summary,
+    printable,
+    printable_frame,
+)
 from cartomap.errors import CartomapError
 from cartomap.runs.progress import time_left
 
@@ -26,11 +32,9 @@ def cmd_runs(a: argparse.Namespace) -> int:
         print(f"no runs in {RunStore(a.cache).runs_dir}")
         return 0
     damaged = table[table["problem"] != ""]
-    for column in ("name", "data", "model"):  # what a user typed: control characters shown escaped
-        table[column] = table[column].map(printable)
-    print(table.drop(columns=["problem"]).to_string(index=False))
+    print(printable_frame(table.drop(columns=["problem"])).to_string(index=False))
     for row in damaged.itertuples():
-        print(f"damaged run {row.id}: {row.problem}", file=sys.stderr)
+        print(f"damaged run {row.id}: {printable(row.problem)}", file=sys.stderr)
     if len(damaged):
         print(
             "repair with `cartomap repair RUN`, or remove with `cartomap delete RUN --yes`", file=sys.stderr
@@ -300,7 +304,7 @@ def cmd_repair(a: argparse.Namespace) -> int:
     for line in report.fixed:
         print(f"fixed: {line}")
     for line in report.remaining:
-        print(f"cannot fix: {line}", file=sys.stderr)
+        print(f"cannot fix: {printable(line)}", file=sys.stderr)
     if report.remaining:
         print(f"remove the run with `cartomap delete {run.id} --yes`", file=sys.stderr)
         return 2

@@ -49,7 +49,7 @@ def cmd_train(a: argparse.Namespace) -> int:
 def print_warnings(run) -> None:
     """What looked wrong in the run's data (a class of one example, ...): one line each on stderr."""
     for warning in run.warnings:
-        print(f"cartomap: warning: {warning}", file=sys.stderr, flush=True)
+        print(f"cartomap: warning: {printable(warning)}", file=sys.stderr, flush=True)
 
 
 def train_with_progress(run, *, quiet: bool = False, as_job: bool = False) -> int:
