@@ -70,6 +70,46 @@ def test_figure_has_a_loss_and_an_accuracy_panel():
     assert fig.layout.meta["metrics"][0] == "train loss"
 
 
+STEPS = [  # the step log of 1.5 epochs at 4 steps an epoch, k = 2
+    {"epoch": 1, "step": 2, "steps_per_epoch": 4, "global_step": 2, "loss": 1.1, "n": 2},
+    {"epoch": 1, "step": 4, "steps_per_epoch": 4, "global_step": 4, "loss": 0.9, "n": 2},
+    {"epoch": 2, "step": 2, "steps_per_epoch": 4, "global_step": 6, "loss": 0.7, "n": 2},
+]
+
+
+def test_step_curve_places_each_line_within_its_epoch_with_a_debiased_moving_average():
+    frame = curves.step_curve(STEPS)
+    assert list(frame.columns) == list(curves.STEP_COLUMNS)
+    assert frame["epoch"].tolist() == [0.5, 1.0, 1.5] and frame["global_step"].tolist() == [2, 4, 6]
+    assert frame["loss"].tolist() == [1.1, 0.9, 0.7]
+    # span 2 (the least): w = 1 - 2 / 3 = 1/3; s_t = sum w^(t-i) v_i / sum w^(t-i)
+    w = 1 / 3
+    expected = [1.1, (w * 1.1 + 0.9) / (w + 1), (w * w * 1.1 + w * 0.9 + 0.7) / (w * w + w + 1)]
+    np.testing.assert_allclose(frame["smoothed"], expected)
+    assert curves.smoothed([2.0], 10).tolist() == [2.0]  # not pulled towards 0
+    assert curves.step_span(STEPS) == curves.SPAN_MIN
+    many = [{**STEPS[0], "step": k, "global_step": k} for k in range(1, 301)]
+    assert curves.step_span(many) == 30.0 and curves.step_span([]) == curves.SPAN_MIN
+    assert curves.step_curve([]).empty and list(curves.step_curve([]).columns) == list(curves.STEP_COLUMNS)
+
+
+def test_the_step_curve_is_drawn_in_the_loss_panel_beside_the_epoch_curves():
+    fig = curves.training_curves_figure(
+        curves.training_curves(HISTORY, RUNNING), steps=curves.step_curve(STEPS)
+    )
+    by_name = {t.name: t for t in fig.data}
+    raw, smooth = by_name[curves.STEP_LOSS], by_name[curves.STEP_SMOOTHED]
+    assert raw.xaxis == smooth.xaxis == by_name["train loss"].xaxis == "x"  # the loss panel
+    assert list(raw.x) == [0.5, 1.0, 1.5] and list(raw.y) == [1.1, 0.9, 0.7]
+    assert raw.opacity < smooth.opacity
+    assert fig.layout.meta["steps"] == 3
+    # before the first epoch ends there is no epoch curve yet, and the step curve is the chart
+    alone = curves.training_curves_figure(
+        curves.training_curves([], None), steps=curves.step_curve(STEPS[:1])
+    )
+    assert [t.name for t in alone.data] == [curves.STEP_LOSS, curves.STEP_SMOOTHED]
+
+
 def _running_run(root: Path):
     from tests.test_app_train import demo_dev
 
@@ -79,6 +119,7 @@ def _running_run(root: Path):
     run = RunStore(root).create(config, demo_dev(), demo_dev())
     atomic_write_json(run.history_path, HISTORY)
     run.set_status(**RUNNING, global_step=45, total_steps=80)
+    run.steps_path.write_text("".join(json.dumps(r) + "\n" for r in STEPS))
     return run
 
 
@@ -97,6 +138,7 @@ def test_a_running_run_shows_its_curves(root, page):
         chart = next(s for s in specs if s["layout"].get("meta", {}).get("metrics"))
         names = {t["name"] for t in chart["data"]}
         assert {"train loss", "dev loss", "dev accuracy", "train loss (this epoch so far)"} <= names
+        assert {curves.STEP_LOSS, curves.STEP_SMOOTHED} <= names  # the loss every k steps, smoothed
         live = next(t for t in chart["data"] if t["name"] == "train loss (this epoch so far)")
         x = live["x"]  # plotly sends numeric arrays as base64
         x = (
@@ -107,3 +149,20 @@ def test_a_running_run_shows_its_curves(root, page):
         assert x == [2.0, 2.25]
     finally:
         lock.close()
+
+
+def test_a_finished_runs_curves_keep_the_step_curve(root):
+    """After training, the Data map's "Training curves" draw the step log beside the epoch curves."""
+    from streamlit.testing.v1 import AppTest
+    from test_app_datamap import make_run
+
+    run = make_run(root, dev=True)
+    run.steps_path.write_text("".join(json.dumps(r) + "\n" for r in STEPS))
+    at = AppTest.from_file(str(ROOT / "pages" / "data_map.py"), default_timeout=60)
+    at.session_state["run_id"] = run.id
+    at.run()
+    assert not at.exception, at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    chart = next(s for s in specs if s["layout"].get("meta", {}).get("metrics"))
+    names = {t["name"] for t in chart["data"]}
+    assert {"train loss", curves.STEP_LOSS, curves.STEP_SMOOTHED} <= names

@@ -79,6 +79,14 @@ def test_train_records_dynamics_and_loads_instantly(tiny_model, cache):
     expected = compute_metrics(logits, examples["label"].to_numpy(), ids)
     np.testing.assert_allclose(metrics["confidence"], expected["confidence"], rtol=1e-6)
     assert len(run.history()) == 3 and "dev_accuracy" in run.history()[0]
+    # the loss of every step (400 examples, batch 16: 25 full steps an epoch, a line each), whose mean
+    # over an epoch is the epoch's train loss
+    logged = run.step_losses()
+    assert [r["global_step"] for r in logged] == list(range(1, 76))
+    assert [(r["epoch"], r["step"]) for r in logged[24:26]] == [(1, 25), (2, 1)]
+    for epoch, record in enumerate(run.history(), start=1):
+        mean = np.mean([r["loss"] for r in logged if r["epoch"] == epoch])
+        assert mean == pytest.approx(record["train_loss"], abs=1e-5)
     assert (run.model_dir / "model.safetensors").exists()
     assert not (run.path / "state").exists()  # resume state is dropped once done
     before = (run.path / "metrics.parquet").stat().st_mtime_ns
@@ -130,8 +138,12 @@ def test_cancel_then_resume(tiny_model, cache):
     train_or_load(config, store, on_step=cancel_in_epoch_two)
     assert run.state == "cancelled"
     assert run.dynamics_epochs("train") == [0]
+    # the step log holds what was trained, epoch 2's first steps too (flushed at the cancel)
+    assert [(r["epoch"], r["step"]) for r in run.step_losses()][-3:] == [(1, 25), (2, 1), (2, 2)]
     train_or_load(config, store)
     assert run.state == "done" and run.dynamics_epochs("train") == [0, 1]
+    # resumed: epoch 2 was logged again from its start, every step once, in order
+    assert [r["global_step"] for r in run.step_losses()] == list(range(1, 51))
 
 
 def test_store_delete_and_lookup(tiny_model, cache):
@@ -216,6 +228,11 @@ def test_killed_run_resumes_with_identical_dynamics(crash_args, tmp_path):
         b_ids, b = RunStore(clean).get(run_dir.name).dynamics(source)
         assert a_ids == b_ids
         np.testing.assert_array_equal(a, b)
+    # the step log of the killed and resumed run: the one of the run never stopped (no line twice)
+    assert (
+        RunStore(crashed).get(run_dir.name).step_losses() == RunStore(clean).get(run_dir.name).step_losses()
+    )
+    assert len(RunStore(clean).get(run_dir.name).step_losses()) > 0
 
 
 @pytest.mark.skipif(os.environ.get("CARTOMAP_SKIP_REAL_MODEL") == "1", reason="real encoder disabled")

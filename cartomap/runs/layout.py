@@ -31,6 +31,7 @@ TEST_EXAMPLES = "test_examples_{k}.parquet"
 DYNAMICS = "dynamics"
 EPOCH_FILE = "epoch_{epoch}.parquet"
 HISTORY = "history.json"
+STEPS = "steps.jsonl"
 METRICS = "metrics.parquet"
 METRICS_OF_SOURCE = "metrics_{source}.parquet"
 EXAMPLE_METRICS = "example_metrics.parquet"
@@ -100,6 +101,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "logits of every example by id; source train, eval, dev or test_<k>",
     ),
     (HISTORY, "one record per epoch: loss, dev and test accuracy, seconds"),
+    (
+        STEPS,
+        "the training loss every k steps while it trains, one JSON line each (epoch, step, global step, mean "
+        "loss; at most 500 an epoch), appended whole; a resume first drops the lines of the epoch it trains again",
+    ),
     (METRICS, "data-map metrics and region of every training example (first recorded source)"),
     (METRICS_OF_SOURCE, "the same for a second recorded source (record 'both')"),
     (

@@ -256,6 +256,11 @@ class Run(StatusFolder):
     def history_path(self) -> Path:
         return self.path / layout.HISTORY
 
+    @property
+    def steps_path(self) -> Path:
+        """The training loss every k steps (:mod:`cartomap.runs.steps`)."""
+        return self.path / layout.STEPS
+
     def metrics_path(self, source: str = "train") -> Path:
         """Data-map metrics of ``source``: the first recorded source has the plain name."""
         if source == "train":
@@ -514,6 +519,16 @@ class Run(StatusFolder):
         if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
             raise self.damaged(f"{layout.HISTORY} holds no list of epoch records")
         return history
+
+    def step_losses(self) -> list[dict[str, Any]]:
+        """The training loss every k steps, in order ([] for a run that has none): the records of
+        :func:`cartomap.runs.steps.read`."""
+        from cartomap.runs.steps import read
+
+        try:
+            return read(self.steps_path)
+        except (OSError, UnicodeDecodeError):  # being replaced right now, or damaged: no step curve
+            return []
 
     def metrics(self, source: str = "train", columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The data-map metrics of ``source``; ``columns`` reads only those of them the file has. A

@@ -8,7 +8,9 @@ and optionally of an eval-mode pass after the epoch (WaNLI), written into preall
 shuffling nor gathering across processes can misplace, repeat or drop a row.
 
 After every epoch the logits, the weights, the optimizer and the scheduler are saved: a
-killed run restarts at its last completed epoch. Every epoch reseeds all random number
+killed run restarts at its last completed epoch. The training loss every k steps goes to the run's
+step log as it trains (:mod:`cartomap.runs.steps`; a restart first drops the lines of the epoch it trains
+again). Every epoch reseeds all random number
 generators from (seed, epoch), so a resumed run ends with the same dynamics as an
 uninterrupted one.
 """
@@ -28,6 +30,7 @@ from cartomap.config import RunConfig
 from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
+from cartomap.runs import steps as step_log
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import Throttle
 from cartomap.runs.store import Run, RunStore, arrow_ids, with_label_keys
@@ -328,6 +331,8 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     start_epoch = trainer["epochs_done"]
     if start_epoch and main:
         run.log(f"resuming after epoch {start_epoch}")
+    if main:  # the step log holds the completed epochs only: the one restarted is logged again
+        step_log.trim(run.steps_path, start_epoch)
 
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
 
@@ -345,6 +350,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     mid_points = eval_marks(steps_per_epoch, per_epoch.get("eval", 1))
 
     history = run.history()[:start_epoch]
+    steps_log = step_log.StepLog(run.steps_path if main else None, steps_per_epoch, STATUS_EVERY_S)
     progress = Progress(run, on_step, total_steps, trainer["global_step"])
     progress.update(
         force=True,
@@ -391,12 +397,13 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                 index, values = gather_rows(accelerator, unit_index, logits.detach())
                 record_once(recorded["train"][epoch], recorded_rows, index, values)
             real = int((unit_index >= 0).sum())
-            if n_proc == 1:
-                loss_sum += loss.item() * real
-            else:  # this process's real rows: the loss without the n / global_size scaling
-                loss_sum += loss.item() * batch["global_size"] / n_proc
+            # summed over this process's real rows (several processes: the loss without the n / global_size scaling)
+            value = loss.item()
+            step_loss = value * real if n_proc == 1 else value * batch["global_size"] / n_proc
+            loss_sum += step_loss
             seen += real
             trainer["global_step"] += 1
+            steps_log.add(epoch + 1, step + 1, trainer["global_step"], step_loss, real)
             if step + 1 in mid_points and eval_now:  # an eval-mode recording inside the epoch; RNG untouched
                 progress.update(force=True, phase="eval-pass")
                 t_pass = time.time()
@@ -415,11 +422,13 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                 examples_per_s=round(seen / (time.time() - t0), 1),
             )
             if any_process(accelerator, run.cancel_requested()):  # every process stops at the same step
+                steps_log.flush()
                 if main:
                     run.log(f"cancelled during epoch {epoch + 1}; resume restarts that epoch")
                     run.set_status(state="cancelled")
                 return
 
+        steps_log.flush()
         if "train" in recorded:
             check_complete(recorded_rows, ids, epoch)
         loss_sum, seen = sum_over_processes(accelerator, loss_sum, seen)

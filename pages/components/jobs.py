@@ -11,7 +11,8 @@ job ends), so the sidebar shows the same state and the page then draws its resul
   :func:`experiment_panel` for training runs and experiments;
 * :func:`task_panel`: a task's status (live while active); :func:`start_task_button` starts it;
 * :func:`demo_or_prompt`: the run a results page shows, or what to do until there is one;
-* :func:`training_curves`: a running run's loss and accuracy by epoch and its current loss, in its panel.
+* :func:`training_curves`: a running run's loss and accuracy by epoch, its loss every k steps (smoothed)
+  and its current loss, in its panel.
 """
 
 from __future__ import annotations
@@ -232,17 +233,21 @@ def _training_details(run: StatusFolder, status: dict[str, Any]) -> None:
 
 
 def training_curves(run: Run, status: dict[str, Any]) -> None:
-    """Loss and dev/test accuracy of every completed epoch and the current epoch's loss so far, redrawn
-    on each poll of the live panel (``history.json`` is one small record an epoch)."""
+    """Loss and dev/test accuracy of every completed epoch, the loss every k steps with its moving
+    average, and the current epoch's loss so far, redrawn on each poll of the live panel (``history.json``
+    is one small record an epoch; the step log at most 500 lines an epoch)."""
     try:
         frame = curves.training_curves(run.history(), status, run.test_names)
+        steps = curves.step_curve(run.step_losses())
     except (CartomapError, OSError, ValueError):  # being replaced right now, or damaged: the panel says so
         return
-    if frame.empty:
+    if frame.empty and steps.empty:
         st.caption("The curves appear after the first steps.")
         return
     st.plotly_chart(
-        curves.training_curves_figure(frame), key=f"curves_{run.id}", config={"displaylogo": False}
+        curves.training_curves_figure(frame, steps=steps),
+        key=f"curves_{run.id}",
+        config={"displaylogo": False},
     )
 
 

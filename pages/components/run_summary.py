@@ -38,9 +38,9 @@ def summary_section(run, rule_text: str, n_seeds: int) -> None:
 
 
 def curves_section(run) -> None:
-    """ "Training curves": the run's loss and dev / test accuracy by epoch (``cartomap.analysis.curves``, the
-    job panel's live curves, here of the finished run) in a collapsed expander at the end of the page;
-    nothing for a run without them.
+    """ "Training curves": the run's loss and dev / test accuracy by epoch and its loss every k steps
+    (``cartomap.analysis.curves``, the job panel's live curves, here of the finished run) in a collapsed
+    expander at the end of the page; nothing for a run without them.
 
     On a session's first map it is sent right after the map's picture (the page's ``main``): the browser, showing
     the picture, fetches and compiles plotly.js (a few MB, loaded with the page's first chart) while the
@@ -48,13 +48,14 @@ def curves_section(run) -> None:
     back; sent after the map, the chart waited for it (docs/benchmarks.md, "A picture first")."""
     try:
         frame = curves.training_curves(run.history(), run.status(), run.test_names)
+        steps = curves.step_curve(run.step_losses())
     except (CartomapError, OSError, ValueError):
         return
-    if frame.empty:
+    if frame.empty and steps.empty:
         return
     with st.expander("Training curves", expanded=False):
         st.plotly_chart(
-            curves.training_curves_figure(frame, height=260),
+            curves.training_curves_figure(frame, height=260, steps=steps),
             key="dm_curves",
             config={"displaylogo": False},
         )
