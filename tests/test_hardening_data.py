@@ -411,3 +411,71 @@ def test_a_table_with_control_characters_stays_aligned():
     lines = printable_frame(frame).to_string(index=False).splitlines()
     no_raw_controls("\n".join(lines))
     assert len({len(line) for line in lines}) == 1  # every row as wide as the header
+
+
+# --------------------------------------------------------------------------- the truth report without folds
+
+
+@pytest.fixture()
+def voted_run(tmp_path, monkeypatch):
+    from test_truth import synthetic_run, votes_rows, write_votes
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    return synthetic_run(cache, write_votes(tmp_path / "votes.jsonl", votes_rows()))
+
+
+def test_the_truth_report_without_folds_names_cleanlab_and_how_to_get_it(voted_run, capsys):
+    """It listed the detectors it had and said nothing of cleanlab's, the reference."""
+    cache = voted_run.path.parents[1]
+    assert main(["--cache", str(cache), "truth", voted_run.id, "--bootstrap", "0"]) == 0
+    out = capsys.readouterr().out
+    section = out.split("## Detectors this run cannot feed yet", 1)[1]
+    first = section.strip().splitlines()[0]
+    assert first.startswith(
+        "- cleanlab_self_confidence (the reference detector), cleanlab 1 − quality: needs "
+    )
+    assert "out-of-fold probabilities" in first and "pruning experiment" in first
+    prune = f"cartomap prune --data run:{voted_run.id} --test run:{voted_run.id} --folds 10 --no-model1"
+    assert f"run `{prune}`, then this report again" in first
+    for name in ("oof_margin", "consensus_p1g0", "fold_aum", "rank_oof_folds", "seed_spread"):
+        assert f"- {name}" in section
+    assert f"`cartomap seeds {voted_run.id}`" in section and f"`cartomap embed {voted_run.id}`" in section
+
+
+@pytest.mark.slow
+def test_the_command_the_truth_report_gives_makes_cleanlab_available(voted_run, tiny_model, capsys):
+    """The printed command, run as printed (2 folds of the tiny model instead of 10 of the default),
+    gives the report its reference detector."""
+    import shlex
+
+    from cartomap.experiments.truth import truth_of
+
+    cache = str(voted_run.path.parents[1])
+    rows = truth_of(voted_run, cache, n_boot=0)["unavailable"]
+    (row,) = [r for r in rows if r["detector"] == "cleanlab_self_confidence"]
+    args = shlex.split(row["command"])[1:]
+    args[args.index("--folds") + 1] = "2"
+    args += ["--model", tiny_model, "--epochs", "1", "--max-length", "32", "--batch-size", "32"]
+    assert main(["--cache", cache, *args]) == 0
+    report = truth_of(voted_run, cache, n_boot=0)
+    assert "cleanlab_self_confidence" in {r["detector"] for r in report["detectors"]}
+    assert "cleanlab_self_confidence" not in {r["detector"] for r in report["unavailable"]}
+
+
+def test_the_truth_report_on_the_page_lists_what_it_cannot_feed(voted_run):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parents[1] / "pages" / "data_map.py"), default_timeout=60
+    )
+    at.run()
+    at.number_input(key="_kept_dm_truth_boot").set_value(0).run()
+    at.toggle(key="dm_truth_on").set_value(True).run()
+    assert not at.exception, at.exception
+    missing = next(d.value for d in at.dataframe if "command" in d.value.columns)
+    first = missing.iloc[0]
+    assert first["detector"] == "cleanlab_self_confidence" and "out-of-fold probabilities" in first["needs"]
+    assert first["command"].startswith(f"cartomap prune --data run:{voted_run.id} --test run:{voted_run.id} ")
+    assert any("reference detector" in c.value for c in at.caption)

@@ -8,7 +8,10 @@ For a run whose data has votes (or annotator labels) or a known-error column
   ``<metric>_std``) with the human entropy (bits), with a bootstrap 95 % interval;
 * ``detectors``: AP, AUROC and precision@k (k = 50, 100, 1 % of N) of every registered detector
   (:mod:`cartomap.scores.detectors`) the run can feed, for each target: ``gold_disagrees`` (gold !=
-  the human majority) and ``is_error`` (the known-error column), with bootstrap 95 % intervals.
+  the human majority) and ``is_error`` (the known-error column), with bootstrap 95 % intervals;
+* ``unavailable``: every registered detector the run cannot feed yet (the reference,
+  cleanlab's, without a pruning experiment's out-of-fold probabilities), what it needs and the command
+  that makes it (:data:`HOW_TO_GET`).
 
 The caller passes what analysis cannot find itself: the seeds experiment's table (``seeds``), a
 pruning experiment's out-of-fold logits in the run's example order (``oof_logits``) and its fold
@@ -35,6 +38,19 @@ METRICS: tuple[str, ...] = ("confidence", "variability", "correctness", "aum", "
 #: Seed-table metrics whose mean and spread are correlated too.
 SEED_METRICS: tuple[str, ...] = ("confidence", "variability", "correctness", "aum")
 TARGETS = {"gold_disagrees": "gold ≠ human majority", ERROR_COLUMN: "known error"}
+#: The detector the literature measures the others against (cleanlab's self-confidence, Northcutt et
+#: al., 2021), named first among the ones a run cannot feed.
+REFERENCE_DETECTOR = "cleanlab_self_confidence"
+#: What each kind of detector input a run may lack is (the truth report names it for every detector it
+#: leaves out; the caller may add the command that makes it, :func:`truth_report`'s ``commands``).
+HOW_TO_GET = {
+    detectors.OOF: "out-of-fold probabilities (k fold models that never trained on the example: a finished "
+    "pruning experiment on the run's data)",
+    detectors.FOLDS: "the fold models' own dynamics (a finished pruning experiment on the run's data)",
+    detectors.SEEDS: "a finished seeds experiment of the run",
+    detectors.EMBEDDINGS: "the run's embeddings",
+    detectors.DYNAMICS: "metric columns the run's metrics lack",
+}
 HUMAN_READ = (
     "id",
     "label",
@@ -101,10 +117,12 @@ def truth_report(
     seed: int = 0,
     ks: Sequence[int] | None = None,
     sources: dict[str, Any] | None = None,
+    commands: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The report (JSON-ready dict: ``run``, ``n``, ``targets`` {name: errors}, ``entropy``, ``spearman``
-    rows, ``detectors`` rows, ``n_boot``, ``seed``, ``ks``, ``sources``). RunError when the run's data has
-    neither votes nor a known-error column."""
+    rows, ``detectors`` rows, ``unavailable`` rows, ``n_boot``, ``seed``, ``ks``, ``sources``). RunError
+    when the run's data has neither votes nor a known-error column. ``commands``: {input kind: the
+    command that makes it for this run}, told beside each detector left out for want of it."""
     examples = human_examples(run)
     ids = examples["id"].astype(str).tolist()
     targets = {t: examples[t].to_numpy(dtype=bool) for t in TARGETS if t in examples.columns}
@@ -165,12 +183,48 @@ def truth_report(
         embeddings=run_embeddings(run, ids),
     )
     scores = detectors.score_all(inputs)
+    report["unavailable"] = unavailable_rows(detectors.unavailable(inputs), n, commands or {})
     for target, truth in targets.items():
         mask = masks[target]
         for name in scores.columns:
             row = stats.ranking_row(truth[mask], scores[name].to_numpy()[mask], ks, n_boot, seed)
             report["detectors"].append({"target": target, "detector": name, **row})
     return report
+
+
+def unavailable_rows(missing: dict[str, list[str]], n: int, commands: dict[str, str]) -> list[dict[str, str]]:
+    """One row per detector the report leaves out (the reference detector first): ``detector``,
+    ``title``, ``needs`` (what it lacks, :data:`HOW_TO_GET`), ``command`` (what makes it, from
+    ``commands`` {input kind: command}; "" when nothing does)."""
+    rows = []
+    for name, kinds in sorted(missing.items(), key=lambda item: item[0] != REFERENCE_DETECTOR):
+        needs, made_by = [], []
+        for kind in kinds:
+            what, command = HOW_TO_GET[kind], commands.get(kind, "")
+            if kind == detectors.EMBEDDINGS and n > detectors.MAX_KNN_EXAMPLES:
+                what, command = (
+                    f"embeddings of at most {detectors.MAX_KNN_EXAMPLES:,} examples (the exact neighbour "
+                    f"search over {n:,} would take too long here)",
+                    "",
+                )
+            needs.append(what)
+            if command and command not in made_by:
+                made_by.append(command)
+        rows.append(
+            {
+                "detector": name,
+                "title": detectors.get(name).title,
+                "needs": "; and ".join(needs),
+                "command": " and ".join(made_by),
+            }
+        )
+    return rows
+
+
+def unavailable_frame(report: dict) -> pd.DataFrame:
+    """The detectors the report leaves out: detector, what it needs, the command that makes it."""
+    rows = report.get("unavailable") or []
+    return pd.DataFrame(rows, columns=["detector", "title", "needs", "command"])
 
 
 def _num(value, digits: int = 3) -> str:
@@ -242,6 +296,14 @@ def truth_markdown(report: dict) -> str:
             cells = [_ci(r, "ap"), _ci(r, "auroc"), *(_ci(r, f"p@{k}") for k in ks)]
             lines.append(f"| {r['detector']} | " + " | ".join(cells) + " |")
         lines += ["", f"Higher = better detector; chance AP = {n_err / max(1, judged):.3f}. {boot}.", ""]
+    missing = report.get("unavailable") or []
+    if missing:
+        lines += ["## Detectors this run cannot feed yet", ""]
+        for r in missing:
+            reference = " (the reference detector)" if r["detector"] == REFERENCE_DETECTOR else ""
+            get = f": run `{r['command']}`, then this report again" if r["command"] else ""
+            lines.append(f"- {r['detector']}{reference}, {r['title']}: needs {r['needs']}{get}")
+        lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from cartomap.analysis.truth import truth_report
-from cartomap.experiments.pruning import fold_table_of, oof_of_run
+from cartomap.experiments.pruning import NLI_ORDER, fold_table_of, oof_of_run
 from cartomap.experiments.seeds import PER_EXAMPLE, done_seeds_of
 from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.store import RunStore
+from cartomap.scores import detectors
 
 
 class DetectorExtras(NamedTuple):
@@ -41,9 +42,33 @@ def detector_extras(run, cache) -> DetectorExtras:
     return DetectorExtras(oof, seeds, folds, sources)
 
 
+def prune_command(run) -> str:
+    """The command of a pruning experiment on ``run``'s data (its out-of-fold probabilities and fold
+    models feed the detectors that need them): its own copy of the data, tested on its first test set,
+    else its dev set, else its training set (pruning needs one test set; the detectors do not)."""
+    sets = run.data_sets()
+    test = "test_0" if "test_0" in sets else "dev" if "dev" in sets else None
+    command = f"cartomap prune --data run:{run.id} --test run:{run.id}{':' + test if test else ''}"
+    command += " --folds 10 --no-model1"
+    if tuple(run.label_names) != NLI_ORDER:  # the default category is NLI shorthand
+        command += f' --categories "P:{run.label_names[1]} G:{run.label_names[0]}"'
+    return command
+
+
+def input_commands(run) -> dict[str, str]:
+    """{detector input kind: the command that makes it for ``run``} (:func:`truth_of`)."""
+    prune = prune_command(run)
+    return {
+        detectors.OOF: prune,
+        detectors.FOLDS: prune,
+        detectors.SEEDS: f"cartomap seeds {run.id}",
+        detectors.EMBEDDINGS: f"cartomap embed {run.id}",
+    }
+
+
 def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
-    """The truth report of ``run`` with its detector extras, when it has them (shared with the Data map
-    page)."""
+    """The truth report of ``run`` with its detector extras, when it has them, and the commands that make
+    those it lacks (shared with the Data map page)."""
     extra = detector_extras(run, cache)
     return truth_report(
         run,
@@ -53,4 +78,5 @@ def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
         n_boot=n_boot,
         seed=seed,
         sources=extra.sources,
+        commands=input_commands(run),
     )

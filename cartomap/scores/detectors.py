@@ -134,7 +134,11 @@ class Detector:
         return (self.fn.__doc__ or "").strip()
 
     def is_available(self, inputs: DetectorInputs) -> bool:
-        return all(self._has(need, inputs) for need in self.needs)
+        return not self.missing(inputs)
+
+    def missing(self, inputs: DetectorInputs) -> list[str]:
+        """The kinds of input (:attr:`needs`) that ``inputs`` lack for this detector, in order."""
+        return [need for need in self.needs if not self._has(need, inputs)]
 
     def _has(self, need: str, inputs: DetectorInputs) -> bool:
         if need == DYNAMICS:
@@ -472,6 +476,11 @@ def get(name: str) -> Detector:
 def available(inputs: DetectorInputs) -> list[str]:
     """The names of the detectors ``inputs`` can feed, in registry order."""
     return [name for name, d in REGISTRY.items() if d.is_available(inputs)]
+
+
+def unavailable(inputs: DetectorInputs) -> dict[str, list[str]]:
+    """{name: the kinds of input it lacks} of the detectors ``inputs`` cannot feed, in registry order."""
+    return {name: d.missing(inputs) for name, d in REGISTRY.items() if d.missing(inputs)}
 
 
 def score(name: str, inputs: DetectorInputs) -> np.ndarray:

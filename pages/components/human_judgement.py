@@ -37,3 +37,12 @@ def human_section(run) -> None:
         for target, n_err in report["targets"].items():
             st.markdown(f"**Detectors for “{truth.TARGETS[target]}”** ({n_err:,} of {report['n']:,})")
             st.dataframe(truth.detector_frame(report, target), hide_index=True, key=f"dm_truth_{target}")
+        missing = truth.unavailable_frame(report)
+        if len(missing):
+            st.markdown("**Detectors this run cannot feed yet**")
+            st.caption(
+                "Each needs what the run lacks; run the command beside it, then show the report again. "
+                f"`{truth.REFERENCE_DETECTOR}` is the reference detector: it needs out-of-fold "
+                "probabilities, which a pruning experiment on the run's data makes."
+            )
+            st.dataframe(missing, hide_index=True, key="dm_truth_unavailable")
