@@ -10,9 +10,10 @@ for every page; pages read the choice with ``pages.common.current_run()``.
 
 import streamlit as st
 
-from pages.common import sidebar_run_picker
+from pages.common import gate, sidebar_run_picker
 
 st.set_page_config(page_title="cartomap", page_icon="🗺️", layout="wide")  # an emoji: no font fetched offline
+gate()  # team mode: who is signed in (or the sign-in button); a server open beyond 127.0.0.1 stops here
 DATA_MAP = st.Page("pages/data_map.py", title="Data map", icon=":material/scatter_plot:")
 
 

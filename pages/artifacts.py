@@ -28,6 +28,7 @@ from cartomap.data.loading import TextDataset, load_dataset
 from cartomap.errors import CartomapError
 from cartomap.io import file_stamp
 from cartomap.runs.store import Run
+from cartomap.team.roles import Action
 from cartomap.training.launch import start_training
 from cartomap.training.similarity import TASK as SIMILARITY_TASK
 from cartomap.training.similarity import (
@@ -37,6 +38,7 @@ from cartomap.training.similarity import (
     similarity_by_label,
 )
 from pages.common import (
+    acting_as,
     applies_per_example,
     current_run,
     escape_markdown,
@@ -47,6 +49,7 @@ from pages.common import (
     show_error,
     show_flashes,
     through_app,
+    write_button,
 )
 from pages.components.jobs import progress_bar, run_panel, start_task_button, task_panel
 
@@ -280,9 +283,9 @@ def transformer_section(data: TextDataset, key: str, base: RunConfig) -> None:
     )
     run = artifacts.find_run(store, config)
     if run is None:
-        if st.button(f"Train a {which}-only transformer", key="af_train_partial"):
+        if write_button(f"Train a {which}-only transformer", Action.TRAIN, key="af_train_partial"):
             try:
-                started = start_training(config, store)
+                started = start_training(config, store, by=acting_as())
             except CartomapError as err:
                 show_error(err)
             else:

@@ -45,6 +45,24 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
     ``st.error(str(err))`` for the library's errors (CartomapError), the one way to report bad input;
     markdown in the message is escaped (it may quote the data). ``escape_markdown(text)`` does that
     for any other text that goes into st.markdown / st.info / ...
+
+Team mode (``cartomap.team``: the team file's roles, and who a request is):
+
+``visitor() -> Visitor``
+    Who this session is: ``.member`` (name, role) in team mode, None for one person without a team
+    (annotators type their names); ``.refusal`` when the session may not use the dashboard at all.
+``acting_as() -> str | None``
+    The name every write of this session is kept under (None without a team).
+``decider(queue, annotator) -> str | None``
+    In a decision's callback: the name it is recorded under (the signed-in person in team mode, checked
+    again), None when refused (the refusal is flashed).
+``refused(action, queue=None) -> str | None`` / ``write_button(label, action, ...)`` / ``write_submit``
+    The one check of every control that writes (``cartomap.team.roles.refusal``): a write button is
+    drawn disabled with the refusal in one line under it, returns True only when clicked and allowed,
+    and its ``on_click`` runs only when allowed.
+``gate()``
+    Drawn by ``app.py`` before any page: a server listening beyond 127.0.0.1 without a login stops
+    here, a person not signed in gets the sign-in button, and the sidebar says who is signed in.
 """
 
 from __future__ import annotations
@@ -64,6 +82,8 @@ from cartomap.errors import CartomapError
 from cartomap.experiments.picker import PickerRun, default_run, picker_runs
 from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.store import Run, RunStore
+from cartomap.team.access import Access, Visitor, identify, listen_refusal
+from cartomap.team.roles import Action, load_team, refusal
 
 RUN_KEY = "run_id"  # st.session_state key of the selected run id
 _PICKER_KEY = "_run_picker"
@@ -358,3 +378,108 @@ def kept(
     widget_key = f"_kept_{key}"
     ss[widget_key] = value
     return {"key": widget_key, "on_change": _copy_to, "args": (key, widget_key, on_change)}
+
+
+# --------------------------------------------------------------------------- team mode
+def visitor() -> Visitor:
+    """Who this session is (``cartomap.team.access.identify`` over this request's headers, address and
+    login); a team file that cannot be used refuses the session (its one line), never "no team"."""
+    access = Access.from_env()
+    try:
+        team = load_team(get_store().root)
+    except CartomapError as err:
+        return Visitor(None, str(err))
+    facts: dict[str, Any] = {}
+    if access.mode == "header":
+        facts = {"headers": dict(st.context.headers or {}), "ip": st.context.ip_address}
+    elif access.mode == "login":
+        logged_in = bool(st.user.get("is_logged_in", False))  # absent while nobody ever signed in
+        facts = {"logged_in": logged_in, "claims": st.user.to_dict() if logged_in else None}
+    return identify(access, team, **facts)
+
+
+def acting_as() -> str | None:
+    """The name this session's writes are kept under: the signed-in person's, None without a team."""
+    member = visitor().member
+    return None if member is None else member.name
+
+
+def refused(action: Action, queue: str | None = None) -> str | None:
+    """Why this session may not do ``action`` (on review queue or batch ``queue``), one line; None if it may."""
+    who = visitor()
+    return who.refusal or refusal(who.member, action, queue)
+
+
+def decider(queue: str, annotator: str) -> str | None:
+    """The name a decision on ``queue`` (a review queue or WaNLI batch, by name) is recorded under, asked
+    in the decision's callback: in team mode the signed-in person (their role checked again: None, with
+    the refusal flashed, when it does not allow it), whatever name the button was drawn with; else
+    ``annotator`` (the name typed on the page)."""
+    why = refused(Action.DECIDE, queue)
+    if why is not None:
+        flash("error", escape_markdown(why))
+        return None
+    member = visitor().member
+    return annotator if member is None else member.name
+
+
+def _guarded(action: Action, queue: str | None, callback: Callable[..., Any]) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        why = refused(action, queue)
+        if why is not None:  # a click that reached the server anyway: refused again here
+            flash("error", escape_markdown(why))
+            return None
+        return callback(*args, **kwargs)
+
+    return run
+
+
+def _write_control(
+    draw: Callable[..., bool], label: str, action: Action, queue: str | None, where, kwargs
+) -> bool:
+    why = refused(action, queue)
+    if kwargs.get("on_click") is not None:
+        kwargs["on_click"] = _guarded(action, queue, kwargs["on_click"])
+    disabled = bool(kwargs.pop("disabled", False)) or why is not None
+    clicked = draw(label, disabled=disabled, **kwargs)
+    if why is not None:
+        (where or st).caption(f":material/lock: {escape_markdown(why)}")
+    return bool(clicked) and why is None
+
+
+def write_button(label: str, action: Action, *, queue: str | None = None, where=None, **kwargs: Any) -> bool:
+    """``st.button`` (on ``where``, a column or container) for a control that writes (see the module
+    docstring): True only when clicked and this session's role allows ``action``."""
+    return _write_control((where or st).button, label, action, queue, where, kwargs)
+
+
+def write_submit(label: str, action: Action, *, queue: str | None = None, **kwargs: Any) -> bool:
+    """``st.form_submit_button`` for a form that writes, checked as :func:`write_button` is."""
+    return _write_control(st.form_submit_button, label, action, queue, None, kwargs)
+
+
+def gate() -> None:
+    """Team mode's door, drawn by ``app.py`` before any page (see the module docstring)."""
+    access = Access.from_env()
+    address = st.get_option("server.address")
+    why = listen_refusal(str(address), access) if address else None
+    if why is not None:
+        st.error(escape_markdown(f"This dashboard is not served: {why}."))
+        st.stop()
+    who = visitor()
+    if who.needs_login:
+        st.title("cartomap")
+        st.info("Sign in to use this dashboard: your decisions are recorded under your name.")
+        if st.button("Sign in", type="primary", key="team_sign_in"):
+            st.login()
+        st.stop()
+    if who.refusal is not None:
+        st.error(escape_markdown(who.refusal))
+        st.stop()
+    if who.member is None:
+        return
+    with st.sidebar:
+        how = {"login": "Signed in as", "proxy": "Signed in as"}.get(who.member.source, "You are")
+        st.caption(escape_markdown(f"{how} {who.member.describe()}"))
+        if access.mode == "login" and st.button("Sign out", key="team_sign_out"):
+            st.logout()

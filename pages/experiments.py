@@ -33,9 +33,11 @@ from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.io import file_stamp
 from cartomap.runs.progress import state_text
 from cartomap.runs.store import RUN_REF
+from cartomap.team.roles import Action
 from cartomap.training.curricula import CURRICULA, DIFFICULTIES
 from cartomap.training.similarity import load_similarity
 from pages.common import (
+    acting_as,
     current_run,
     escape_markdown,
     flash,
@@ -45,6 +47,7 @@ from pages.common import (
     show_error,
     show_flashes,
     through_app,
+    write_button,
 )
 from pages.components.forms import columns_form, executor_form, model_form, source_form, upload_field
 from pages.components.jobs import experiment_panel
@@ -298,7 +301,7 @@ def _start(create, params, name: str, selected_key: str, where: dict) -> None:
         flash("info", f"Experiment {exp.id} is already running: following it.")
     else:
         try:
-            launch.start_experiment(exp, xstore, executor)
+            launch.start_experiment(exp, xstore, executor, by=acting_as())
         except CartomapError as err:
             show_error(err)
             return
@@ -436,7 +439,7 @@ def curricula_tab() -> None:
     if train is not None:
         with st.expander("Stage preview", expanded=bool(ss.get("xp_preview"))):
             _stage_preview(train, values, methods, difficulty, seeds[0])
-    if st.button("Start curriculum experiment", type="primary", key="xp_start"):
+    if write_button("Start curriculum experiment", Action.EXPERIMENT, type="primary", key="xp_start"):
         if form_error is not None:
             show_error(form_error)
         else:
@@ -495,7 +498,7 @@ def combinations_tab() -> None:
     seeds_text = c1.text_input("Seeds", help="e.g. 0 or 0-2", **kept("xc_seeds", "0"))
     name = c2.text_input("Experiment name (optional)", **kept("xc_name", ""))
     where = executor_form("xc")
-    if st.button("Start combination experiment", type="primary", key="xc_start"):
+    if write_button("Start combination experiment", Action.EXPERIMENT, type="primary", key="xc_start"):
         try:
             if not a_path:
                 raise CartomapError("no dataset A: enter its path (demo:train for the bundled demo)")
@@ -589,7 +592,7 @@ def corrections_tab() -> None:
         )
         name = c3.text_input("Experiment name (optional)", **kept("xr_name", ""))
         where = executor_form("xr")
-        if st.button("Start the retrain", type="primary", key="xr_start"):
+        if write_button("Start the retrain", Action.EXPERIMENT, type="primary", key="xr_start"):
             try:
                 if not path:
                     raise CartomapError("no decisions file: upload one or enter its path")

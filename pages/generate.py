@@ -19,6 +19,7 @@ from cartomap.runs.groups import list_groups
 from cartomap.runs.jobs import start_task
 from cartomap.runs.progress import state_text
 from cartomap.runs.store import Run
+from cartomap.team.roles import Action
 from cartomap.wanli.batches import batch_info, batch_slug, list_batches, load_generated
 from cartomap.wanli.exemplars import AUTO, MAX_EXAMPLES
 from cartomap.wanli.generation import (
@@ -31,7 +32,17 @@ from cartomap.wanli.generation import (
     task_name,
 )
 from cartomap.wanli.prompts import DEFAULT_INSTRUCTION, DEFAULT_LABEL_WORDS, PromptTemplate
-from pages.common import count, current_run, escape_markdown, get_store, kept, show_error, through_app
+from pages.common import (
+    acting_as,
+    count,
+    current_run,
+    escape_markdown,
+    get_store,
+    kept,
+    show_error,
+    through_app,
+    write_button,
+)
 from pages.components.jobs import demo_or_prompt, job_panel, task_wording
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -162,8 +173,8 @@ def start(run: Run, chosen: list[str], labels: tuple[str, ...], cfg: GenerationC
     c1, c2 = st.columns([3, 1])
     name = c1.text_input("Batch name", max_chars=40, **kept("wanli_batch_name", default_name)).strip()
     overwrite = c2.checkbox("Replace a batch of that name", **kept("wanli_overwrite", False))
-    if not st.button(
-        "Start generating", key="wanli_start", type="primary", disabled=not chosen or cfg is None
+    if not write_button(
+        "Start generating", Action.TASK, key="wanli_start", type="primary", disabled=not chosen or cfg is None
     ):
         return
     try:
@@ -177,6 +188,7 @@ def start(run: Run, chosen: list[str], labels: tuple[str, ...], cfg: GenerationC
             ["generate", run.id, "--batch", slug, "--job", "--quiet"],
             get_store(),
             env={CREDENTIALS_ENV: userinfo} if userinfo else None,  # the job's memory, never a file
+            by=acting_as(),
         )
     except (CartomapError, OSError) as err:
         show_error(err)

@@ -28,9 +28,11 @@ from cartomap.analysis.projection import load_projection, points_frame, project_
 from cartomap.errors import CartomapError
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.store import Run
+from cartomap.team.roles import Action
 from cartomap.training.embeddings import embedding_problem, load_embeddings
 from pages.common import (
     SELECTED,
+    acting_as,
     count,
     current_run,
     escape_markdown,
@@ -39,6 +41,7 @@ from pages.common import (
     show_error,
     show_on_map,
     through_app,
+    write_submit,
 )
 from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
 
@@ -230,7 +233,7 @@ def save_tools(run: Run, group: pd.DataFrame, seed: str, k: int) -> None:
             "Group name", key="nb_group_name", max_chars=80, placeholder=f"neighbours of {seed}"
         )
         replace = st.checkbox("Replace a group of that name", key="nb_group_replace")
-        submitted = st.form_submit_button(f"Save {count(len(ids), 'example')}")
+        submitted = write_submit(f"Save {count(len(ids), 'example')}", Action.GROUP)
     if submitted:
         name = name.strip() or f"neighbours of {seed}"
         try:
@@ -241,6 +244,7 @@ def save_tools(run: Run, group: pd.DataFrame, seed: str, k: int) -> None:
                 source="neighbours",
                 overwrite=replace,
                 extra={"seed": seed, "k": k, "order": "increasing similarity, seed last"},
+                by=acting_as(),
             )
         except CartomapError as err:
             show_error(err)

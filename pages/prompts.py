@@ -20,6 +20,7 @@ from cartomap.errors import CartomapError
 from cartomap.runs.groups import list_groups
 from cartomap.runs.jobs import start_task
 from cartomap.runs.store import Run
+from cartomap.team.roles import Action
 from cartomap.training.embeddings import has_embeddings, load_embeddings
 from cartomap.wanli import exemplars
 from cartomap.wanli.exemplars import (
@@ -40,7 +41,17 @@ from cartomap.wanli.prompts import (
     build_prompt,
     count_tokens,
 )
-from pages.common import count, current_run, escape_markdown, get_store, kept, show_error, through_app
+from pages.common import (
+    acting_as,
+    count,
+    current_run,
+    escape_markdown,
+    get_store,
+    kept,
+    show_error,
+    through_app,
+    write_button,
+)
 from pages.components.jobs import demo_or_prompt, task_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -127,7 +138,7 @@ def collect_panel(run: Run, examples, n_auto: int) -> None:
             )
         if task_panel(run, TASK, "Collecting groups"):
             return
-        if st.button("Collect automatic groups", key="wanli_collect", type="primary"):
+        if write_button("Collect automatic groups", Action.TASK, key="wanli_collect", type="primary"):
             query_arg = int(query) if int(query) > 0 else None
             if query_arg is not None and query_arg < int(k) + 1:
                 show_error(f"search at least k + 1 = {int(k) + 1} examples (or 0 for all)")
@@ -151,7 +162,7 @@ def collect_panel(run: Run, examples, n_auto: int) -> None:
             args = ["groups", run.id, "--save", "--k", str(int(k)), "--quantile", str(float(quantile))]
             args += ["--exclude-genres", ",".join(exclude), "--query", str(int(query))]
             try:
-                start_task(run, TASK, args, get_store())
+                start_task(run, TASK, args, get_store(), by=acting_as())
             except (CartomapError, OSError) as err:
                 show_error(err)
                 return

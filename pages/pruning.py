@@ -35,8 +35,10 @@ from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.runs.progress import state_text
 from cartomap.runs.store import RUN_REF, Run
 from cartomap.scores import detectors
+from cartomap.team.roles import Action
 from cartomap.training.forms import check_device, check_model
 from pages.common import (
+    acting_as,
     applies_per_example,
     current_run,
     escape_markdown,
@@ -47,6 +49,7 @@ from pages.common import (
     show_flashes,
     show_on_map,
     through_app,
+    write_button,
 )
 from pages.components.forms import executor_form, model_form
 from pages.components.jobs import experiment_panel
@@ -233,8 +236,9 @@ def threshold_tools(exp: Experiment, estore: ExperimentStore, results: dict, nam
             "Would be pruned", f"{chosen.count:,}", f"{chosen.count - s['n_pruned']:+,} vs this experiment"
         )
         same = sorted(categories) == sorted(s["categories"]) and float(threshold) == float(s["threshold"])
-        if st.button(
+        if write_button(
             "Train Model 1 with these settings",
+            Action.EXPERIMENT,
             key="prune_whatif_start",
             disabled=same,
             help="A new experiment with the same folds: Model 0 and the fold models are reused, "
@@ -242,7 +246,7 @@ def threshold_tools(exp: Experiment, estore: ExperimentStore, results: dict, nam
         ):
             params = pruning.params_of(exp).replace(categories=tuple(categories), threshold=float(threshold))
             try:
-                started = pruning.start_pruning(params, estore, name=exp.spec.get("name", ""))
+                started = pruning.start_pruning(params, estore, name=exp.spec.get("name", ""), by=acting_as())
             except CartomapError as err:
                 show_error(err)
             else:
@@ -545,7 +549,9 @@ def new_experiment(estore: ExperimentStore) -> None:
     with c2:
         model1 = st.checkbox("Train Model 1 on the pruned set", **kept("prune_model1", True))
     where = executor_form("prune")
-    if st.button("Start the experiment", type="primary", key="prune_start", disabled=data is None):
+    if write_button(
+        "Start the experiment", Action.EXPERIMENT, type="primary", key="prune_start", disabled=data is None
+    ):
         try:
             if not test_path:
                 raise CartomapError("give a test set: Model 0 and Model 1 are compared on it")
@@ -579,7 +585,9 @@ def new_experiment(estore: ExperimentStore) -> None:
             )
             executor = forms.build_executor_config(**where)
             with st.spinner("Checking the data…"):
-                exp = pruning.start_pruning(params, estore, name=name.strip(), executor=executor)
+                exp = pruning.start_pruning(
+                    params, estore, name=name.strip(), executor=executor, by=acting_as()
+                )
         except CartomapError as err:
             show_error(err)
         else:

@@ -5,10 +5,13 @@ click is written to the batch's SQLite database at once (in the button's callbac
 page reruns), so nothing is lost when the tab closes. Generated text is shown with ``st.text``
 and edited in ``st.text_input``: never rendered as HTML or markdown.
 
+Team mode (a team file; people signed in): the annotator is the signed-in person (no name picker),
+who reviews only the batches their role allows (``pages.common.refused``).
+
 An annotator can change or undo any of their own reviews ("Your reviews"; Z undoes the last): an undo is
 recorded too, nothing is deleted, and their review before it, if any, counts again.
 
-Session state: ``rv_annotator`` (who is reviewing), ``rv_batch``, ``rv_redo`` (a gen_id the
+Session state: ``rv_annotator`` (who is reviewing, without a team), ``rv_batch``, ``rv_redo`` (a gen_id the
 annotator asked to review again), ``rv_mine`` (the review picked in "Your reviews"), ``rv_revise_<gen_id>``, ``rv_premise_<gen_id>`` and
 ``rv_hypothesis_<gen_id>`` (a revision being typed; kept across reruns until it is saved).
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -25,9 +29,21 @@ from cartomap.errors import CartomapError
 from cartomap.runs import layout
 from cartomap.runs.sqlite import database_problem
 from cartomap.runs.store import Run
+from cartomap.team.roles import Action
 from cartomap.wanli.batches import list_batches
 from cartomap.wanli.review import ReviewDB, export_bytes, export_frame, name_to_add, open_review
-from pages.common import current_run, escape_markdown, flash, kept, show_error, show_flashes, through_app
+from pages.common import (
+    current_run,
+    decider,
+    escape_markdown,
+    flash,
+    kept,
+    refused,
+    show_error,
+    show_flashes,
+    through_app,
+    visitor,
+)
 from pages.components.jobs import demo_or_prompt
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -65,6 +81,9 @@ def _typed(key: str) -> str:
 # --------------------------------------------------------------------------- callbacks (run before the rerun)
 def _record(db_path: str, annotator: str, gen_id: str, action: str, label: str | None, revise: bool) -> None:
     ss = st.session_state
+    annotator = decider(Path(db_path).parent.name, annotator)  # the batch's folder is its name
+    if annotator is None:
+        return
     mode_key, premise_key, hypothesis_key = _text_keys(gen_id)
     premise = _typed(premise_key) if revise else None
     hypothesis = _typed(hypothesis_key) if revise else None
@@ -113,6 +132,9 @@ def _cancel_redo() -> None:
 
 def _undo(db_path: str, annotator: str, gen_id: str) -> None:
     """Undo ``annotator``'s review of ``gen_id`` (recorded; their review before it counts again)."""
+    annotator = decider(Path(db_path).parent.name, annotator)  # team mode: only one's own
+    if annotator is None:
+        return
     try:
         ReviewDB(db_path).undo(annotator, gen_id)
     except CartomapError as err:
@@ -127,7 +149,19 @@ def _undo(db_path: str, annotator: str, gen_id: str) -> None:
 
 
 # --------------------------------------------------------------------------- widgets
-def annotator_picker(db: ReviewDB) -> str | None:
+def annotator_picker(db: ReviewDB, batch: str) -> str | None:
+    """Who reviews: in team mode the signed-in person (None, with the one-line reason, when their role
+    does not let them review ``batch``), else a name picked or added here."""
+    who = visitor()
+    if who.team:
+        why = refused(Action.DECIDE, batch)
+        if why is not None:
+            st.info(escape_markdown(why))
+            return None
+        st.caption(
+            escape_markdown(f"Reviewing as {who.member.name}: every review is recorded under your name.")
+        )
+        return who.member.name
     names = db.annotators()
     current = st.session_state.get(ANNOTATOR)
     if current and current not in names:  # e.g. another batch: register the name here too
@@ -333,9 +367,10 @@ def page() -> None:
     db = _open(run, batch)
     if db is None:
         st.stop()
-    annotator = annotator_picker(db)
+    annotator = annotator_picker(db, batch)
     if annotator is None:
-        st.info("Pick your name, or add it as a new annotator, to start reviewing.")
+        if not visitor().team:
+            st.info("Pick your name, or add it as a new annotator, to start reviewing.")
     else:
         mine = db.progress()["by_annotator"].get(annotator, 0)
         total = max(len(db.items()), 1)

@@ -9,7 +9,11 @@ that class, Z undo the last decision (R and C are reserved by Streamlit); the ke
 class records nothing and says so. An annotator can change or undo
 any of their own decisions ("Your decisions"); an undo is recorded too, nothing is deleted.
 
-Session state: ``rs_queue``, ``rs_annotator`` (who is deciding), ``rs_redo`` (an item the annotator
+Team mode (a team file; people signed in): the annotator is the signed-in person, never a typed name;
+they decide only on the queues their role allows, and the controls that write (a new queue, imports,
+the corrected set, the retrain) are an owner's (``pages.common.write_button``).
+
+Session state: ``rs_queue``, ``rs_annotator`` (who is deciding, without a team), ``rs_redo`` (an item the annotator
 asked to decide again), ``rs_note`` (the note being typed), ``rs_mine`` (the decision picked in "Your
 decisions"), ``rs_same_label`` (the example whose own class's key was just pressed: its feedback).
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -35,17 +40,23 @@ from cartomap.experiments.truth import detector_extras
 from cartomap.runs.groups import list_groups
 from cartomap.runs.sqlite import database_problem
 from cartomap.runs.store import Run
+from cartomap.team.roles import Action
 from pages.common import (
+    acting_as,
     applies_per_example,
     current_run,
+    decider,
     escape_markdown,
     flash,
     for_display,
     get_store,
     kept,
+    refused,
     show_error,
     show_flashes,
     through_app,
+    visitor,
+    write_button,
 )
 from pages.components.jobs import demo_or_prompt
 
@@ -65,6 +76,9 @@ SAME_LABEL = "rs_same_label"
 # --------------------------------------------------------------------------- callbacks (run before the rerun)
 def _record(db_path: str, annotator: str, item_id: str, decision: str, label: str | None) -> None:
     ss = st.session_state
+    annotator = decider(Path(db_path).parent.name, annotator)  # the queue's folder is its name
+    if annotator is None:
+        return
     note = str(ss.get(f"_kept_{NOTE}", ss.get(NOTE, "")) or "")
     try:
         queue.QueueDB(db_path).record(annotator, item_id, decision, label, note, origin="app")
@@ -95,6 +109,9 @@ def _cancel_redo() -> None:
 def _undo(db_path: str, annotator: str, item_id: str) -> None:
     """Undo ``annotator``'s decision on ``item_id`` (recorded; their decision before it counts again)."""
     ss = st.session_state
+    annotator = decider(Path(db_path).parent.name, annotator)  # team mode: only one's own
+    if annotator is None:
+        return
     try:
         queue.QueueDB(db_path).undo(annotator, item_id)
     except CartomapError as err:
@@ -149,7 +166,7 @@ def new_queue_form(run: Run, first: bool) -> None:
         per_item = st.number_input(
             "Annotators per example (k)", min_value=1, max_value=20, **kept("rs_per_item", 2)
         )
-        if st.button("Create the queue", key="rs_create", type="primary"):
+        if write_button("Create the queue", Action.QUEUE, key="rs_create", type="primary"):
             try:
                 if source == SOURCES[0]:
                     cand = sources.from_detector(
@@ -161,7 +178,9 @@ def new_queue_form(run: Run, first: bool) -> None:
                     exp = next(e for e in prunings if e.id == exp_id)
                     cand = sources.from_suspects(run, suspects_of(exp, run, get_store()), exp.id)
                 others = {s: r for s, r in seed_siblings(run, get_store()).items() if r.id != run.id}
-                items = queue.create_queue(run, name, cand, per_item=int(per_item), seed_runs=others)
+                items = queue.create_queue(
+                    run, name, cand, per_item=int(per_item), seed_runs=others, by=acting_as()
+                )
             except (CartomapError, OSError) as err:
                 show_error(err)
                 return
@@ -354,9 +373,11 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
         "classes differ); a tie, or only unsure, is unsure; no decision is unreviewed."
     )
     st.dataframe(for_display(table), hide_index=True, key="rs_decisions")
-    if st.button("Write the corrected set", key="rs_write", help="relabels applied, removals dropped"):
+    if write_button(
+        "Write the corrected set", Action.CORRECT, key="rs_write", help="relabels applied, removals dropped"
+    ):
         try:
-            result = corrected.write_corrected(run, name)
+            result = corrected.write_corrected(run, name, by=acting_as())
         except (CartomapError, OSError) as err:
             show_error(err)
         else:
@@ -394,14 +415,16 @@ def retrain_form(run: Run, name: str) -> None:
     )
     left, right = st.columns([1, 2])
     seeds = left.number_input("Seeds", min_value=1, max_value=10, step=1, **kept("rs_retrain_seeds", 3))
-    if right.button("Retrain original, pruned and corrected", key="rs_retrain"):
+    if write_button(
+        "Retrain original, pruned and corrected", Action.EXPERIMENT, where=right, key="rs_retrain"
+    ):
         try:
-            written = corrected.write_corrected(run, name)
+            written = corrected.write_corrected(run, name, by=acting_as())
             xstore = ExperimentStore(get_store().root)
             exp = create_correction(
                 xstore, run, written["decisions_path"], n_seeds=int(seeds), name=f"review {name}"
             )
-            launch.start_experiment(exp, xstore)
+            launch.start_experiment(exp, xstore, by=acting_as())
         except (CartomapError, OSError) as err:
             show_error(err)
             return
@@ -443,13 +466,35 @@ def import_form(run: Run, name: str) -> None:
         upload = st.file_uploader(
             "Label Studio JSON export, or Argilla records.json", type=["json"], key="rs_import_file"
         )
-        if upload is not None and st.button("Import", key="rs_import"):
+        if upload is not None and write_button("Import", Action.QUEUE, key="rs_import"):
             try:
-                n = exchange.import_upload(run, name, upload.getvalue(), tool, upload.name)
+                n = exchange.import_upload(run, name, upload.getvalue(), tool, upload.name, by=acting_as())
             except (CartomapError, OSError) as err:
                 show_error(err)
             else:
                 st.success(f"Imported {n:,} decisions.")
+
+
+def deciding_as(name: str) -> str | None:
+    """Who decides on queue ``name`` in this session: the signed-in person in team mode (None, with the
+    one-line reason, when their role does not let them decide on it), else the name typed here."""
+    who = visitor()
+    if who.team:
+        why = refused(Action.DECIDE, name)
+        if why is not None:
+            st.info(escape_markdown(why))
+            return None
+        st.caption(
+            escape_markdown(f"Deciding as {who.member.name}: every decision is recorded under your name.")
+        )
+        return who.member.name
+    annotator = st.text_input(
+        "Your name", max_chars=80, placeholder="every decision is recorded under it", **kept(ANNOTATOR, "")
+    )
+    annotator = " ".join(str(annotator or "").split())
+    if not annotator:
+        st.info("Type your name to start reviewing.")
+    return annotator or None
 
 
 # --------------------------------------------------------------------------- page
@@ -478,13 +523,8 @@ def page() -> None:
     except (CartomapError, OSError) as err:
         show_error(err)
         st.stop()
-    annotator = st.text_input(
-        "Your name", max_chars=80, placeholder="every decision is recorded under it", **kept(ANNOTATOR, "")
-    )
-    annotator = " ".join(str(annotator or "").split())
-    if not annotator:
-        st.info("Type your name to start reviewing.")
-    else:
+    annotator = deciding_as(name)
+    if annotator:
         progress = db.progress()
         mine = progress["by_annotator"].get(annotator, 0)
         st.progress(

@@ -16,9 +16,11 @@ from cartomap.data.forms import FORMAT_CHOICES, guess_columns, preview_table
 from cartomap.errors import CartomapError
 from cartomap.integrations.checkpoints import DEFAULT_BATCH_SIZE, start_scoring
 from cartomap.io import file_stamp
+from cartomap.team.roles import Action
 from cartomap.training.forms import RECORD_MODES, build_run_config
 from cartomap.training.launch import start_training
 from pages.common import (
+    acting_as,
     current_run,
     escape_markdown,
     flash,
@@ -29,6 +31,7 @@ from pages.common import (
     show_error,
     show_flashes,
     through_app,
+    write_button,
 )
 from pages.components.forms import model_form, upload_field
 from pages.components.jobs import run_panel
@@ -236,7 +239,7 @@ with st.expander("Advanced"):
         **kept("train_group_by_length", DEFAULT_TRAIN.group_by_length),
     )
 
-if st.button("Start training", type="primary", key="train_start"):
+if write_button("Start training", Action.TRAIN, type="primary", key="train_start"):
     if not (name or "").strip() and source == "upload":
         name = ss.get("train_upload_name", "")
     try:
@@ -263,7 +266,7 @@ if st.button("Start training", type="primary", key="train_start"):
             group_by_length=group_by_length,
         )
         with st.spinner("Checking the data…"):
-            started = start_training(config, store)
+            started = start_training(config, store, by=acting_as())
     except CartomapError as err:
         show_error(err)
     else:
@@ -305,7 +308,7 @@ score_tokenizer = c3.text_input(
     **kept("score_tokenizer", ""),
 )
 score_name = c4.text_input("Run name (optional)", **kept("score_name", ""))
-if st.button("Score checkpoints", key="score_start"):
+if write_button("Score checkpoints", Action.TRAIN, key="score_start"):
     try:
         data = build_run_config(
             data_path=data_path,
@@ -327,6 +330,7 @@ if st.button("Score checkpoints", key="score_start"):
                 tokenizer=score_tokenizer.strip(),
                 device=values["device"],
                 name=score_name.strip(),
+                by=acting_as(),
             )
     except CartomapError as err:
         show_error(err)
@@ -362,7 +366,7 @@ else:
             "Run", ids, format_func=labels.get, **kept("train_delete_choice", default, options=ids)
         )
         if ss.get("train_confirm_delete") != victim:
-            if st.button("Delete…", key="train_delete"):
+            if write_button("Delete…", Action.MANAGE, key="train_delete"):
                 ss["train_confirm_delete"] = victim
                 st.rerun()
         else:
@@ -370,7 +374,9 @@ else:
                 f"Delete run {victim} and all its files (dynamics, metrics, weights, groups)? This cannot be undone."
             )
             c1, c2, _ = st.columns([1, 1, 4])
-            if c1.button("Yes, delete it", type="primary", key="train_delete_yes"):
+            if write_button(
+                "Yes, delete it", Action.MANAGE, where=c1, type="primary", key="train_delete_yes"
+            ):
                 ss.pop("train_confirm_delete", None)
                 try:
                     store.delete(victim)

@@ -83,7 +83,7 @@ def started(monkeypatch) -> list:
     monkeypatch.setattr(
         cartomap.experiments.launch,
         "start_experiment",
-        lambda exp, store, executor=None: calls.append(exp) or exp,
+        lambda exp, store, executor=None, by=None: calls.append(exp) or exp,
     )
     return calls
 

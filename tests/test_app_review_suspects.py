@@ -267,7 +267,7 @@ def test_retrain_with_these_decisions_starts_the_retrain_after_review(env, monke
         return Started()
 
     monkeypatch.setattr(correction, "create_correction", fake_create)
-    monkeypatch.setattr(launch, "start_experiment", lambda exp, store, executor=None: exp)
+    monkeypatch.setattr(launch, "start_experiment", lambda exp, store, executor=None, by=None: exp)
     at.number_input(key="_kept_rs_retrain_seeds").set_value(2).run()
     at.button(key="rs_retrain").click().run()
     assert not at.exception, at.exception

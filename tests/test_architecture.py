@@ -8,7 +8,7 @@ and checked against the layer order of docs/architecture.md:
     analysis, integrations, executors
     training
     runs
-    scores, data
+    scores, data, team
     config, io                            (cartomap's top-level modules)
     tasks                                 (task kinds: the shape of a task, below the config)
     errors                                (imported by every layer)
@@ -40,6 +40,7 @@ LAYERS = {
     "cartomap": 2,  # config, io and the package itself
     "cartomap.scores": 3,
     "cartomap.data": 3,
+    "cartomap.team": 3,  # the team file, roles and who a dashboard request is
     "cartomap.runs": 4,
     "cartomap.training": 5,
     "cartomap.analysis": 6,

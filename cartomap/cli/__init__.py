@@ -15,6 +15,7 @@ import sys
 
 from cartomap.cli import analysis, curation, experiments, integrations, runs, train, wanli
 from cartomap.cli.options import PrintableStream, option_error, printable
+from cartomap.cli.team import check_command
 from cartomap.errors import CartomapError, DataError
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     stdout = sys.stdout
     sys.stdout = PrintableStream(stdout)  # what any command prints: control characters escaped
     try:
+        check_command(args)  # team mode: a command that writes, for a person whose role allows it
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from cartomap.cli.team import acting, decider
+
 
 def _run(a: argparse.Namespace):
     from cartomap.runs.store import RunStore
@@ -47,7 +49,9 @@ def cmd_create(a: argparse.Namespace) -> int:
     from cartomap.runs.store import RunStore
 
     others = {s: r for s, r in seed_siblings(run, RunStore(a.cache)).items() if r.id != run.id}
-    items = queue.create_queue(run, a.name, candidates, top=top, per_item=a.per_item, seed_runs=others)
+    items = queue.create_queue(
+        run, a.name, candidates, top=top, per_item=a.per_item, seed_runs=others, by=acting(a)
+    )
     print(
         f"review queue {a.name} of run {run.id}: {len(items)} examples ({candidates.queued_by}), "
         f"{a.per_item} annotator{'s' if a.per_item != 1 else ''} each"
@@ -143,11 +147,12 @@ def cmd_decide(a: argparse.Namespace) -> int:
         raise CartomapError("--decision relabel needs --label NEW_LABEL")
     if a.decision != "relabel" and a.label:
         raise CartomapError("--label goes with --decision relabel only")
+    annotator = decider(a)  # team mode: the person's own name
     db = open_queue(_run(a), a.queue)
-    db.record(a.annotator, a.item, a.decision, a.label, a.note or "", origin="cli")
-    mine = db.decision_of(a.annotator, a.item)
+    db.record(annotator, a.item, a.decision, a.label, a.note or "", origin="cli")
+    mine = db.decision_of(annotator, a.item)
     label = f" -> {mine['label']}" if mine and mine["label"] else ""
-    print(f"recorded: {a.annotator} on {a.item}: {mine['decision'] if mine else a.decision}{label}")
+    print(f"recorded: {annotator} on {a.item}: {mine['decision'] if mine else a.decision}{label}")
     return 0
 
 
@@ -169,7 +174,7 @@ def cmd_import(a: argparse.Namespace) -> int:
     from cartomap.curation.exchange import import_decisions
 
     run = _run(a)
-    n = import_decisions(run, a.queue, a.path, a.tool)
+    n = import_decisions(run, a.queue, a.path, a.tool, by=acting(a))
     print(f"imported {n} decisions from {a.path} into queue {a.queue} of run {run.id}")
     return 0
 
@@ -191,7 +196,7 @@ def cmd_export(a: argparse.Namespace) -> int:
         return 0
     from cartomap.curation.corrected import export_corrected
 
-    result = export_corrected(run, a.queue, a.out, a.decisions, a.format, overwrite=a.force)
+    result = export_corrected(run, a.queue, a.out, a.decisions, a.format, overwrite=a.force, by=acting(a))
     print(
         f"corrected set of queue {a.queue}: {result['corrected']} of {result['examples']} examples "
         f"({result['relabelled']} relabelled, {result['removed']} removed); train on it with --data {result['ref']}"
@@ -240,7 +245,11 @@ def add_commands(sub) -> None:
     de = cmds.add_parser("decide", help="record one annotator's decision on one example")
     de.add_argument("run")
     de.add_argument("queue")
-    de.add_argument("--annotator", required=True)
+    de.add_argument(
+        "--annotator",
+        help="whose decision it is (needed without a team file; in team mode your own name, "
+        "env CARTOMAP_USER or the OS user)",
+    )
     de.add_argument("--item", required=True, help="the example id")
     de.add_argument("--decision", required=True, choices=("keep", "relabel", "remove", "unsure"))
     de.add_argument("--label", help="the new label (with --decision relabel)")

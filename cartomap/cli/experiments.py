@@ -19,6 +19,7 @@ from cartomap.cli.options import (
     printable,
     printable_frame,
 )
+from cartomap.cli.team import acting
 from cartomap.config import DEMO_TRAIN, ORDERS
 from cartomap.errors import RunError
 
@@ -53,7 +54,7 @@ def cmd_experiment(a: argparse.Namespace) -> int:
 
         check_available(saved)
     if a.action == "start":
-        start_experiment(exp, store, executor)
+        start_experiment(exp, store, executor, by=acting(a))
         print(f"experiment {exp.id} started in the background: {exp.job_log_path}")
         return 0
     return run_in_foreground(exp, store, as_job=a.job, executor=executor)
@@ -154,11 +155,11 @@ def cmd_noise_benchmark(a: argparse.Namespace) -> int:
     return 0
 
 
-def start_or_run(exp, store, background: bool, executor=None) -> int:
+def start_or_run(exp, store, background: bool, executor=None, by: str | None = None) -> int:
     from cartomap.experiments.launch import start_experiment
 
     if background:
-        start_experiment(exp, store, executor)
+        start_experiment(exp, store, executor, by=by)
         print(
             f"experiment {exp.id} started in the background; follow it with `cartomap experiment show {exp.id}`"
         )
@@ -185,7 +186,9 @@ def cmd_curriculum(a: argparse.Namespace) -> int:
         compare=tuple(a.compare) if a.compare else None,
         datamap_epochs=a.datamap_epochs,
     )
-    return start_or_run(create_curriculum(params, store, name=a.name), store, a.background, executor)
+    return start_or_run(
+        create_curriculum(params, store, name=a.name), store, a.background, executor, by=acting(a)
+    )
 
 
 def cmd_combine(a: argparse.Namespace) -> int:
@@ -207,7 +210,9 @@ def cmd_combine(a: argparse.Namespace) -> int:
     params = CombinationParams(
         base=base, training_sets=sets, tests=base.tests, seeds=tuple(a.seeds), cache=str(store.root)
     )
-    return start_or_run(create_combination(params, store, name=a.name), store, a.background, executor)
+    return start_or_run(
+        create_combination(params, store, name=a.name), store, a.background, executor, by=acting(a)
+    )
 
 
 def seed_list(text: str) -> tuple[int, ...]:
@@ -236,7 +241,7 @@ def cmd_seeds(a: argparse.Namespace) -> int:
         exp = create_seeds(store, run, n_seeds=a.seeds, seeds=a.seed_list, name=a.name)
     seeds = ", ".join(str(s) for s in exp.params["seeds"])
     print(f"run {run.id} with seeds {seeds} (seed {exp.params['seeds'][0]} is the run itself)")
-    return start_or_run(exp, store, a.background, executor)
+    return start_or_run(exp, store, a.background, executor, by=acting(a))
 
 
 def cmd_retrain(a: argparse.Namespace) -> int:
@@ -257,7 +262,7 @@ def cmd_retrain(a: argparse.Namespace) -> int:
     exp = create_correction(store, run, decisions, n_seeds=a.seeds, seeds=a.seed_list, name=a.name)
     seeds = ", ".join(str(s) for s in exp.params["seeds"])
     print(f"run {run.id}: original, pruned and corrected with seeds {seeds} (experiment {exp.id})")
-    return start_or_run(exp, store, a.background, executor)
+    return start_or_run(exp, store, a.background, executor, by=acting(a))
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -304,7 +309,7 @@ def cmd_prune(a: argparse.Namespace) -> int:
         train_model1=a.model1,
     )
     exp = create_pruning(params, store, name=a.name)
-    code = start_or_run(exp, store, a.background, executor)
+    code = start_or_run(exp, store, a.background, executor, by=acting(a))
     if code == 0 and a.export and not a.background:
         data_path, ids_path = export_pruned(exp, store.runs, a.export, overwrite=a.overwrite)
         print(f"wrote {data_path} and {ids_path}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from cartomap.cli.options import CountBar, add_column_arguments, data_config, print_run_summary
+from cartomap.cli.team import acting
 from cartomap.errors import CartomapError, RunError
 
 
@@ -33,7 +34,7 @@ def cmd_score_checkpoints(a: argparse.Namespace) -> int:
         }
         data = data_config(a, a.data, a.split)
         if a.background:
-            run = start_scoring(a.checkpoints, data, store, **options)
+            run = start_scoring(a.checkpoints, data, store, by=acting(a), **options)
             print(f"run {run.id} ({run.state}): {run.path}; follow it with `cartomap show {run.id}`")
             return 0
         run = prepare_scoring(a.checkpoints, data, store, **options)

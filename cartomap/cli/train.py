@@ -115,15 +115,48 @@ def cmd_demo(a: argparse.Namespace) -> int:
     return 0
 
 
+def dashboard_access(a: argparse.Namespace):
+    """How people get into the dashboard (:class:`cartomap.team.access.Access`) from the options, checked:
+    beyond this machine only with a login or --open; a login needs a team file (and --login its
+    provider in the secrets). CartomapError (one line) otherwise."""
+    from cartomap.errors import CartomapError
+    from cartomap.team.access import Access, listen_refusal, login_problem
+    from cartomap.team.roles import load_team, team_path
+
+    mode = "header" if a.trust_user_header else "login" if a.login else "local"
+    proxies = tuple(p.strip() for value in (a.trusted_proxy or []) for p in value.split(",") if p.strip())
+    access = Access(
+        mode=mode, header=a.trust_user_header or "", open=a.open, **({"proxies": proxies} if proxies else {})
+    )
+    why = listen_refusal(a.address, access)
+    if why is not None:
+        raise CartomapError(why)
+    if access.mode != "local" and load_team(a.cache) is None:
+        raise CartomapError(
+            f"{team_path(a.cache)}: no team file: people who sign in need roles; write one naming at least "
+            'one owner ([users] "you@example.org" = "owner")'
+        )
+    if access.mode == "login":
+        why = login_problem(a.secrets)
+        if why is not None:
+            raise CartomapError(why)
+    return access
+
+
 def cmd_dashboard(a: argparse.Namespace) -> int:
     """Open the Streamlit dashboard, bound to 127.0.0.1 unless --address says otherwise."""
+    from cartomap.team.roles import TEAM_ENV, team_path
+
     root = Path(__file__).resolve().parents[2]  # the source checkout
     app, launcher = root / "app.py", root / "dashboard.py"
     for needed in (app, launcher):
         if not needed.exists():
             print(f"cartomap: error: the dashboard needs a source checkout (no {needed})", file=sys.stderr)
             return 2
-    env = dict(os.environ, CARTOMAP_CACHE=str(Path(a.cache).resolve()))
+    access = dashboard_access(a)
+    env = dict(os.environ, CARTOMAP_CACHE=str(Path(a.cache).resolve()), **access.to_env())
+    if os.environ.get(TEAM_ENV, "").strip():
+        env[TEAM_ENV] = str(team_path(a.cache).resolve())
     # dashboard.py: `streamlit run app.py` in the server process, Streamlit's legacy pages/ mode off
     cmd = [
         sys.executable,
@@ -141,6 +174,8 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
     ]
     if a.headless:
         cmd += ["--server.headless", "true"]
+    if a.secrets:
+        cmd += ["--secrets.files", str(Path(a.secrets).resolve())]
     os.execvpe(cmd[0], cmd, env)  # become the server: signals (Ctrl-C, kill) reach it directly
 
 
@@ -184,4 +219,35 @@ def add_commands(sub) -> None:
     db.add_argument("--address", default="127.0.0.1", help="interface to bind (default: this machine only)")
     db.add_argument("--port", type=int, default=8501)
     db.add_argument("--headless", action="store_true", help="do not open a browser")
+    team = db.add_argument_group(
+        "team mode",
+        "people sign in and act under their own names, with the roles of the team file (team.toml in the "
+        "run store, or env CARTOMAP_TEAM); beyond 127.0.0.1 the dashboard needs one of these or --open",
+    )
+    how = team.add_mutually_exclusive_group()
+    how.add_argument(
+        "--trust-user-header",
+        metavar="NAME",
+        default="",
+        help="an authenticating reverse proxy (oauth2-proxy, Authelia, Caddy forward_auth) signs people in "
+        "and passes the user in header NAME (e.g. X-Forwarded-User); honoured only from --trusted-proxy",
+    )
+    how.add_argument(
+        "--login",
+        action="store_true",
+        help="sign people in with Streamlit's OpenID Connect login: the provider in the [auth] table of "
+        ".streamlit/secrets.toml (or --secrets)",
+    )
+    team.add_argument(
+        "--trusted-proxy",
+        metavar="ADDR",
+        action="append",
+        help="the proxy's address or network the user header is honoured from (repeatable; default 127.0.0.1)",
+    )
+    team.add_argument("--secrets", metavar="FILE", default="", help="Streamlit's secrets file for --login")
+    team.add_argument(
+        "--open",
+        action="store_true",
+        help="serve beyond 127.0.0.1 without a login: whoever reaches it may do everything",
+    )
     db.set_defaults(func=cmd_dashboard)

@@ -66,9 +66,10 @@ def corrected_examples(examples: pd.DataFrame, table: pd.DataFrame, label_names)
     return out[~ids.isin(removed).to_numpy()].reset_index(drop=True)
 
 
-def write_corrected(run: Run, queue: str) -> dict[str, Any]:
+def write_corrected(run: Run, queue: str, by: str | None = None) -> dict[str, Any]:
     """Write ``corrected.parquet`` and ``decisions.parquet`` of ``queue`` in the run folder (decisions
-    last). Returns counts and the reference of the corrected set (``run:ID:corrected/<queue>``)."""
+    last). Returns counts and the reference of the corrected set (``run:ID:corrected/<queue>``). ``by``:
+    the person who wrote it (noted in the queue's store as a ``corrected`` write)."""
     table = decisions(run, queue)
     examples = run.examples()
     corrected = corrected_examples(examples, table, run.label_names)
@@ -76,6 +77,9 @@ def write_corrected(run: Run, queue: str) -> dict[str, Any]:
     atomic_write_parquet(folder / layout.CORRECTED, corrected)
     atomic_write_parquet(folder / layout.DECISIONS, table)
     found = table["decision"].value_counts()
+    open_queue(run, queue).log_write(
+        "corrected", by, relabelled=int(found.get("relabel", 0)), removed=int(found.get("remove", 0))
+    )
     return {
         "ref": f"{RUN_REF}{run.id}:{CORRECTED_REF}{queue}",
         "examples": int(len(examples)),
@@ -154,6 +158,7 @@ def export_corrected(
     decisions_out: str | Path | None = None,
     format: str = "auto",
     overwrite: bool = False,
+    by: str | None = None,
 ) -> dict[str, Any]:
     """Write the corrected set in the run folder (:func:`write_corrected`) and, when given, to ``out``
     (labels as names) and the decisions file to ``decisions_out``. Existing files are replaced only with
@@ -162,7 +167,7 @@ def export_corrected(
     for path in targets:
         table_format(path, format)
     refuse_overwrite(targets, overwrite)
-    result = write_corrected(run, queue)
+    result = write_corrected(run, queue, by=by)
     if out is not None:
         write_table(named(run, result["frame"], result["decisions"]), out, format)
     if decisions_out is not None:

@@ -98,15 +98,22 @@ def read_decisions(
 
 
 def import_decisions(
-    run: Any, queue: str, path: str | Path, tool: str, users: Mapping[Any, str] | None = None
+    run: Any,
+    queue: str,
+    path: str | Path,
+    tool: str,
+    users: Mapping[Any, str] | None = None,
+    by: str | None = None,
 ) -> int:
     """Append the decisions of a tool's export file or folder to the queue's store (all or none);
-    returns how many."""
+    returns how many. ``by``: the person who imported them (noted in the queue's store)."""
     table = read_decisions(path, tool, list(run.label_names), users)
-    return record_table(run, queue, table, tool, str(path))
+    return record_table(run, queue, table, tool, str(path), by=by)
 
 
-def import_upload(run: Any, queue: str, data: bytes, tool: str, name: str = "upload") -> int:
+def import_upload(
+    run: Any, queue: str, data: bytes, tool: str, name: str = "upload", by: str | None = None
+) -> int:
     """:func:`import_decisions` for the bytes of an uploaded JSON file (a Label Studio export, or an
     Argilla ``records.json``)."""
     _tool(tool)
@@ -119,10 +126,12 @@ def import_upload(run: Any, queue: str, data: bytes, tool: str, name: str = "upl
         table = interchange.label_studio_decisions(parsed, label_names=names, source=name)
     else:
         table = interchange.argilla_decisions(parsed, label_names=names, source=name)
-    return record_table(run, queue, table, tool, name)
+    return record_table(run, queue, table, tool, name, by=by)
 
 
-def record_table(run: Any, queue: str, table: pd.DataFrame, tool: str, source: str) -> int:
+def record_table(
+    run: Any, queue: str, table: pd.DataFrame, tool: str, source: str, by: str | None = None
+) -> int:
     """Append a decisions table (item, annotator, decision, new_label, note) to the queue's store, in one
     transaction; CartomapError naming ``source`` when an item is not in the queue."""
     db = open_queue(run, queue)
@@ -144,4 +153,5 @@ def record_table(run: Any, queue: str, table: pd.DataFrame, tool: str, source: s
         db.record_many(rows, origin=tool)
     except CartomapError as err:
         raise CartomapError(f"{source}: {err}") from None
+    db.log_write("imported", by, tool=tool, source=str(source), decisions=len(rows))
     return len(rows)

@@ -204,11 +204,13 @@ def create_queue(
     per_item: int = DEFAULT_PER_ITEM,
     neighbours: int = NEIGHBOURS,
     seed_runs=None,
+    by: str | None = None,
 ) -> pd.DataFrame:
     """Make review queue ``name`` of ``run`` from ``candidates`` (highest score first, the first ``top``
     when given), each item wanting ``per_item`` annotators; returns its items. ``seed_runs`` ({seed: run},
     the run's data trained with other seeds) add each item's p(gold) curve per seed. A queue of that name
-    is never replaced (its decisions would be lost): CartomapError."""
+    is never replaced (its decisions would be lost): CartomapError. ``by``: the person who made it (noted
+    in the queue's store, :meth:`~cartomap.runs.sqlite.SQLiteStore.writes`)."""
     name = check_name(name)
     if int(per_item) != per_item or per_item < 1:
         raise CartomapError(f"annotators per item must be a whole number >= 1, got {per_item!r}")
@@ -231,6 +233,7 @@ def create_queue(
         shutil.rmtree(folder)
     db = QueueDB(folder / layout.REVIEW_DB, label_names=run.label_names, per_item=int(per_item))
     db.load_items(cards[["id", "position", "score", "gold"]])
+    db.log_write("created", by, items=int(len(cards)), queued_by=candidates.queued_by)
     atomic_write_parquet(folder / layout.QUEUE, cards)
     return cards
 
@@ -262,7 +265,8 @@ def gold_change(card: dict[str, Any]) -> float | None:
 
 
 def queue_summary(run: Run, name: str) -> dict[str, Any]:
-    """name, items, queued_by, per_item, progress counts, created (the queue file's time)."""
+    """name, items, queued_by, per_item, progress counts, created (the queue file's time), created_by
+    (who made it, "" when unknown)."""
     items = load_queue(run, name)
     db = open_queue(run, name)
     progress = db.progress()
@@ -272,6 +276,7 @@ def queue_summary(run: Run, name: str) -> dict[str, Any]:
         "queued_by": str(items["queued_by"].iloc[0]) if len(items) else "",
         **{k: v for k, v in progress.items() if k != "items"},
         "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(queue_path(run, name).stat().st_mtime)),
+        "created_by": next((str(w["by"]) for w in db.writes("created") if w.get("by")), ""),
     }
 
 

@@ -11,18 +11,21 @@ from cartomap.runs import jobs
 
 
 def start_experiment(
-    exp: Experiment, store: ExperimentStore, executor: ExecutorConfig | None = None
+    exp: Experiment, store: ExperimentStore, executor: ExecutorConfig | None = None, by: str | None = None
 ) -> Experiment:
     """Run ``exp`` as a background job (unless done or already running).
 
     ``executor``: where its runs train, saved with the experiment before the job starts (None: the
-    one saved before, else local). CartomapError when its package is not installed."""
+    one saved before, else local). CartomapError when its package is not installed. ``by``: the person
+    who started it (the status's ``started_by``; the job acts as them)."""
     if exp.state == "done" or exp.is_locked():
         return exp
     if executor is not None:
         check_available(executor)
         exp.save_executor(executor)
     exp.clear_cancel()
-    pid = jobs.spawn(["experiment", "run", exp.id, "--job"], exp.job_log_path, store.root)
-    exp.set_status(state="queued", pid=pid, error=None, queued_at=time.time())
+    pid = jobs.spawn(
+        ["experiment", "run", exp.id, "--job"], exp.job_log_path, store.root, **jobs.as_person(by)
+    )
+    exp.set_status(state="queued", pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
     return exp

@@ -835,11 +835,18 @@ def create_pruning(params: PruningParams, store: ExperimentStore, name: str = ""
 
 
 def start_pruning(
-    params: PruningParams, store: ExperimentStore, name: str = "", executor: ExecutorConfig | None = None
+    params: PruningParams,
+    store: ExperimentStore,
+    name: str = "",
+    executor: ExecutorConfig | None = None,
+    by: str | None = None,
 ) -> Experiment:
     """:func:`create_pruning`, then run it as a background job (unless done or already running),
-    its runs trained by ``executor`` (None: the one saved with the experiment, else local)."""
-    return start_experiment(create_pruning(params, store, name), store, executor)
+    its runs trained by ``executor`` (None: the one saved with the experiment, else local); ``by``: the
+    person who started it."""
+    return start_experiment(
+        create_pruning(params, store, name), store, executor, **({"by": by} if by else {})
+    )
 
 
 def params_of(exp: Experiment) -> PruningParams:

@@ -311,8 +311,11 @@ def prepare_scoring(
     return store.create(scoring_config(checkpoints, data, examples, **options), examples)
 
 
-def start_scoring(paths: Sequence[str], data: DataConfig, store: RunStore, **options: Any) -> Run:
-    """Create the run and score it in a background job (unless done or already running)."""
+def start_scoring(
+    paths: Sequence[str], data: DataConfig, store: RunStore, by: str | None = None, **options: Any
+) -> Run:
+    """Create the run and score it in a background job (unless done or already running); ``by``: the
+    person who started it (the status's ``started_by``)."""
     run = prepare_scoring(paths, data, store, **options)
     if run.state == "done" or run.is_locked():
         return run
@@ -320,8 +323,8 @@ def start_scoring(paths: Sequence[str], data: DataConfig, store: RunStore, **opt
         run.job_config_path, run.config.to_dict()
     )  # the parameters, saved before the job starts
     run.clear_cancel()
-    pid = jobs.spawn(scoring_job_args(run), run.job_log_path, store.root)
-    run.set_status(state="queued", pid=pid, error=None, queued_at=time.time())
+    pid = jobs.spawn(scoring_job_args(run), run.job_log_path, store.root, **jobs.as_person(by))
+    run.set_status(state="queued", pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
     return run
 
 
@@ -330,13 +333,13 @@ def scoring_job_args(run: Run) -> list[str]:
     return ["score-checkpoints", "--run", run.id, "--quiet", "--job"]
 
 
-def restart_scoring(run: Run, store: RunStore) -> Run:
+def restart_scoring(run: Run, store: RunStore, by: str | None = None) -> Run:
     """Start the job of an interrupted or cancelled scoring run again (scored checkpoints are kept)."""
     if run.state == "done" or run.is_locked():
         return run
     run.clear_cancel()
-    pid = jobs.spawn(scoring_job_args(run), run.job_log_path, store.root)
-    run.set_status(state="queued", pid=pid, error=None, queued_at=time.time())
+    pid = jobs.spawn(scoring_job_args(run), run.job_log_path, store.root, **jobs.as_person(by))
+    run.set_status(state="queued", pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
     return run
 
 

@@ -85,8 +85,10 @@ def save_group(
     note: str = "",
     overwrite: bool = False,
     extra: dict[str, Any] | None = None,
+    by: str | None = None,
 ) -> dict[str, Any]:
-    """Save ``ids`` as group ``name``. An existing group is replaced only with ``overwrite=True``."""
+    """Save ``ids`` as group ``name``. An existing group is replaced only with ``overwrite=True``.
+    ``by``: the person who saved it (kept as ``saved_by`` when given)."""
     if not ids:
         raise CartomapError("a group needs at least one example")
     known = set(run.examples(columns=["id"])["id"].astype(str))
@@ -105,6 +107,7 @@ def save_group(
         "source": source,
         "note": note,
         "created_at": time.time(),
+        **({"saved_by": by} if by else {}),
         **(extra or {}),
     }
     atomic_write_json(path, group)

@@ -14,17 +14,25 @@ import sys
 from pathlib import Path
 
 from cartomap.runs.tasks import task_of
+from cartomap.team.roles import USER_ENV
 
 
 def spawn(
-    cli_args: list[str], log_path: Path, cache: Path | None = None, env: dict[str, str] | None = None
+    cli_args: list[str],
+    log_path: Path,
+    cache: Path | None = None,
+    env: dict[str, str] | None = None,
+    by: str | None = None,
 ) -> int:
-    """Start ``cartomap <cli_args>`` detached from this process; output goes to ``log_path``. Returns the pid."""
+    """Start ``cartomap <cli_args>`` detached from this process; output goes to ``log_path``. Returns the pid.
+    ``by``: the person who started it (team mode): the job acts as them (env ``CARTOMAP_USER``)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "cartomap.cli"]
     if cache is not None:
         args += ["--cache", str(cache)]
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **(env or {}))
+    if by:
+        env[USER_ENV] = by
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             args + cli_args,
@@ -38,15 +46,28 @@ def spawn(
     return proc.pid
 
 
-def start_task(run, name: str, cli_args: list[str], store, env: dict[str, str] | None = None) -> int:
+def as_person(by: str | None) -> dict[str, str]:
+    """:func:`spawn`'s keyword for the person who starts a job: none without one (one person, no team)."""
+    return {"by": by} if by else {}
+
+
+def started_by(by: str | None) -> dict[str, str]:
+    """The status fields that keep who started a job (``started_by``): none without one."""
+    return {"started_by": by} if by else {}
+
+
+def start_task(
+    run, name: str, cli_args: list[str], store, env: dict[str, str] | None = None, by: str | None = None
+) -> int:
     """Start a CLI job that reports as task ``name`` of ``run``; a task already running is not started twice.
-    ``env``: extra environment of the job (what must reach it without being written anywhere)."""
+    ``env``: extra environment of the job (what must reach it without being written anywhere); ``by``:
+    the person who started it (kept in the task's status as ``started_by``)."""
     record = task_of(run, name)
     status = record.status_or_none()
     if status and status.get("state") == "running":
         return status.get("pid", -1)
-    record.update(state="queued", progress=0.0, error=None, pid=None)
-    pid = spawn(cli_args, record.log_path, store.root, **({"env": env} if env else {}))
+    record.update(state="queued", progress=0.0, error=None, pid=None, **started_by(by))
+    pid = spawn(cli_args, record.log_path, store.root, **({"env": env} if env else {}), **as_person(by))
     record.update(pid=pid)
     return pid
 

@@ -172,6 +172,27 @@ class SQLiteStore:
             row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else json.loads(row["value"])
 
+    def log_write(self, what: str, by: str | None, **details: Any) -> None:
+        """Note in meta row ``writes`` that ``by`` (None: nobody in particular, one person without a team)
+        did ``what`` to this store or what it makes (created it, wrote its corrected set, imported
+        decisions ...), when, and ``details`` (JSON values): the provenance of every write.
+        :meth:`writes` reads them."""
+        entry = {"what": what, "by": by, "at": time.time(), **details}
+
+        def body(con: sqlite3.Connection) -> None:
+            row = con.execute("SELECT value FROM meta WHERE key = 'writes'").fetchone()
+            writes = [] if row is None else json.loads(row["value"])
+            con.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('writes', ?)",
+                (json.dumps([*writes, entry]),),
+            )
+
+        self.write(body)
+
+    def writes(self, what: str | None = None) -> list[dict[str, Any]]:
+        """The writes :meth:`log_write` noted (those of kind ``what``), oldest first."""
+        return [w for w in self.meta("writes") or [] if what is None or w.get("what") == what]
+
     @contextlib.contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
         """A new connection (autocommit; WAL; waits up to 30 s for a lock); closed afterwards.

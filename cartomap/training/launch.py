@@ -15,23 +15,25 @@ from cartomap.runs.store import Run, RunStore
 from cartomap.training.prepare import prepare_run
 
 
-def start_training(config: RunConfig, store: RunStore) -> Run:
+def start_training(config: RunConfig, store: RunStore, by: str | None = None) -> Run:
     """Validate the data, create the run and start training it in the background (unless done or running).
+    ``by``: the person who started it (kept in the run's status as ``started_by``).
 
     Raises DataError for bad input before anything is created.
     """
-    return start_run_job(prepare_run(config, store), store)
+    return start_run_job(prepare_run(config, store), store, by=by)
 
 
-def start_run_job(run: Run, store: RunStore) -> Run:
+def start_run_job(run: Run, store: RunStore, by: str | None = None) -> Run:
     """Train (or resume) an existing run in the background from its own copy of the data: the original
-    files are not read again, so a run made in another folder, or whose files moved, resumes."""
+    files are not read again, so a run made in another folder, or whose files moved, resumes. ``by``: the
+    person who started it (the status's ``started_by``; the job acts as them)."""
     if run.state == "done" or run.is_locked():
         return run
     atomic_write_json(run.job_config_path, run.info["config"])  # the parameters, saved before the job starts
     run.clear_cancel()
-    pid = jobs.spawn(train_job_args(run), run.job_log_path, store.root)
-    run.set_status(state="queued", pid=pid, error=None, queued_at=time.time())
+    pid = jobs.spawn(train_job_args(run), run.job_log_path, store.root, **jobs.as_person(by))
+    run.set_status(state="queued", pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
     return run
 
 

@@ -16,8 +16,15 @@ from cartomap.data.forms import FORMAT_CHOICES
 from cartomap.data.uploads import MAX_UPLOAD_MB, UPLOAD_TYPES, save_upload
 from cartomap.errors import CartomapError
 from cartomap.executors import registry
+from cartomap.team.roles import Action
 from cartomap.training.forms import DEVICES
-from pages.common import get_store, kept, show_error
+from pages.common import (
+    escape_markdown,
+    get_store,
+    kept,
+    refused,
+    show_error,
+)
 
 DEFAULT_TRAIN = TrainConfig()
 ss = st.session_state
@@ -95,7 +102,12 @@ def model_form(prefix: str, default_epochs: int = DEFAULT_TRAIN.epochs, *, seed:
 def upload_field(prefix: str, label: str = "Training file") -> str:
     """An uploaded file saved under the run store (content-addressed, size-limited); its path or ''.
 
-    The original file name is kept in ``st.session_state[f"{prefix}_upload_name"]``."""
+    The original file name is kept in ``st.session_state[f"{prefix}_upload_name"]``. In team mode only
+    whoever may train uploads (the file is written into the run store)."""
+    why = refused(Action.TRAIN)
+    if why is not None:
+        st.caption(f":material/lock: {escape_markdown(why)}")
+        return ""
     size_limit = (
         {"max_upload_size": MAX_UPLOAD_MB}
         if "max_upload_size" in inspect.signature(st.file_uploader).parameters

@@ -8,7 +8,14 @@ import streamlit as st
 
 from cartomap.errors import CartomapError
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
-from pages.common import SELECTED, count, escape_markdown
+from cartomap.team.roles import Action
+from pages.common import (
+    SELECTED,
+    acting_as,
+    count,
+    escape_markdown,
+    write_submit,
+)
 
 
 def group_tools(run, table) -> None:
@@ -18,10 +25,10 @@ def group_tools(run, table) -> None:
         st.markdown("**Save the selection as a group**")
         name = st.text_input("Group name", key="dm_group_name", max_chars=80)
         replace = st.checkbox("Replace a group of that name", key="dm_group_replace")
-        submitted = st.form_submit_button(f"Save {count(len(ids), 'example')}", disabled=not ids)
+        submitted = write_submit(f"Save {count(len(ids), 'example')}", Action.GROUP, disabled=not ids)
     if submitted:
         try:
-            save_group(run, name, ids, source="data map", overwrite=replace)
+            save_group(run, name, ids, source="data map", overwrite=replace, by=acting_as())
         except CartomapError as err:
             left.error(escape_markdown(str(err)))
         else:

@@ -34,8 +34,9 @@ from cartomap.runs.jobs import start_task, tail
 from cartomap.runs.progress import describe_progress, state_text
 from cartomap.runs.state import ACTIVE_STATES, RESUMABLE_STATES, StatusFolder
 from cartomap.runs.store import Run
+from cartomap.team.roles import Action
 from cartomap.training.launch import start_run_job, start_training
-from pages.common import flash, get_store, run_state, select_run, show_error
+from pages.common import acting_as, flash, get_store, run_state, select_run, show_error, write_button
 
 POLL_S = 2.0  # how often a live panel rereads the job's status; each poll costs server and browser CPU that a 2-core machine takes from training (1 s polls: ~7 % slower epochs)
 STUCK_S = 90  # a job still queued after this long probably failed to start: its log is shown
@@ -152,11 +153,13 @@ def job_panel(
     resume: Callable[[], Any] | None = None,
     cancel: Callable[[], Any] | None = None,
     cancel_label: str = "Cancel",
+    resumes: Action = Action.TRAIN,
 ) -> str:
     """Progress of ``job`` (live while it is queued or running), the messages of a stopped job,
     and Cancel (running) / Resume (stopped) buttons; returns the job's state ("none" before it
     ever ran). ``details(job, status)`` draws the progress itself. Button keys are
-    ``{key}cancel_{job id}`` and ``{key}resume_{job id}``."""
+    ``{key}cancel_{job id}`` and ``{key}resume_{job id}``. In team mode Cancel is for who may cancel,
+    Resume for who may do ``resumes`` (``pages.common.write_button``)."""
     status = _read(job)
     if status is None:
         return "none"
@@ -168,13 +171,15 @@ def job_panel(
         _messages(job, status, words)
     ident = getattr(job, "id", None) or getattr(job, "name", "")
     if state == "running" and cancel is not None:
-        if st.button(cancel_label, key=f"{key}cancel_{ident}", help="Stops after the current step"):
+        if write_button(
+            cancel_label, Action.CANCEL, key=f"{key}cancel_{ident}", help="Stops after the current step"
+        ):
             cancel()
             st.info("Cancel requested: the job stops after its current step.")
     elif (
         state in RESUMABLE_STATES
         and resume is not None
-        and st.button("Resume", key=f"{key}resume_{ident}", type="primary")
+        and write_button("Resume", resumes, key=f"{key}resume_{ident}", type="primary")
     ):
         resume()
     return state
@@ -207,9 +212,9 @@ def task_panel(run: Run, name: str, label: str, details: Details | None = None) 
 
 def start_task_button(run: Run, name: str, cli_args: list[str], button: str, key: str, **kwargs) -> None:
     """A button that starts task ``name`` as ``cartomap <cli_args>`` in the background."""
-    if st.button(button, key=key, type="primary", **kwargs):
+    if write_button(button, Action.TASK, key=key, type="primary", **kwargs):
         try:
-            start_task(run, name, cli_args, get_store())
+            start_task(run, name, cli_args, get_store(), by=acting_as())
         except (CartomapError, OSError) as err:
             show_error(err)
         else:
@@ -256,9 +261,9 @@ def resume_training(run: Run) -> Run | None:
     scoring again, for a run of saved checkpoints); reports errors and returns the run started."""
     try:
         if run.config.origin.kind == "checkpoints":
-            started = restart_scoring(run, get_store())
+            started = restart_scoring(run, get_store(), by=acting_as())
         else:
-            started = start_run_job(run, get_store())
+            started = start_run_job(run, get_store(), by=acting_as())
     except CartomapError as err:
         show_error(err)
         return None
@@ -294,7 +299,7 @@ def run_panel(run: Run) -> str:
 def start_demo() -> Run | None:
     """Start (or find) the demo run and select it; reports errors."""
     try:
-        run = start_training(demo_run_config(), get_store())
+        run = start_training(demo_run_config(), get_store(), by=acting_as())
     except CartomapError as err:
         show_error(err)
         return None
@@ -324,7 +329,10 @@ def demo_or_prompt(run: Run | None) -> Run | None:
         "No trained run yet. Train the bundled demo (3,198 SNLI training pairs, 400 dev pairs, the default "
         "encoder; about 4 minutes on a 2-core CPU), or set up your own data on the Train page."
     )
-    if st.button("Train the demo", type="primary", key="train_demo") and start_demo() is not None:
+    if (
+        write_button("Train the demo", Action.TRAIN, type="primary", key="train_demo")
+        and start_demo() is not None
+    ):
         st.rerun()
     return None
 
@@ -336,7 +344,7 @@ def experiment_panel(exp: Experiment, details: Details, *, key: str = "") -> str
 
     def resume() -> None:
         try:
-            launch.start_experiment(exp, ExperimentStore(get_store().root))
+            launch.start_experiment(exp, ExperimentStore(get_store().root), by=acting_as())
         except CartomapError as err:
             show_error(err)
         else:
@@ -354,4 +362,5 @@ def experiment_panel(exp: Experiment, details: Details, *, key: str = "") -> str
         resume=resume,
         cancel=exp.request_cancel,
         cancel_label="Cancel experiment",
+        resumes=Action.EXPERIMENT,
     )

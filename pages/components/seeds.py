@@ -23,7 +23,16 @@ from cartomap.experiments.seeds import (
     seeds_of,
 )
 from cartomap.runs.progress import state_text
-from pages.common import count, escape_markdown, flash, kept, show_error
+from cartomap.team.roles import Action
+from pages.common import (
+    acting_as,
+    count,
+    escape_markdown,
+    flash,
+    kept,
+    show_error,
+    write_button,
+)
 from pages.components import cached
 from pages.components.jobs import experiment_panel
 
@@ -66,10 +75,16 @@ def seeds_section(run, estore):
             f"{len(siblings)} finished runs are this run with another seed ({', '.join(map(str, siblings))}): "
             "their mean map needs no training."
         )
-        if left.button(f"Map these {count(len(siblings), 'seed')}", key="dm_sibling_seeds", type="primary"):
+        if write_button(
+            f"Map these {count(len(siblings), 'seed')}",
+            Action.EXPERIMENT,
+            where=left,
+            key="dm_sibling_seeds",
+            type="primary",
+        ):
             try:
                 others = [r for r in siblings.values() if r.id != run.id]
-                launch.start_experiment(create_seeds_from_runs(estore, run, others), estore)
+                launch.start_experiment(create_seeds_from_runs(estore, run, others), estore, by=acting_as())
             except CartomapError as err:
                 show_error(err)
             else:
@@ -89,10 +104,10 @@ def seeds_section(run, estore):
         f"Add seeds trains this run {int(n_seeds) - 1} more times, changing only the seed, and draws the "
         "map of their means with how many seeds agree on each example's region."
     )
-    if left.button("Add seeds", key="dm_add_seeds", type="primary"):
+    if write_button("Add seeds", Action.EXPERIMENT, where=left, key="dm_add_seeds", type="primary"):
         try:
             exp = create_seeds(estore, run, n_seeds=int(n_seeds))
-            launch.start_experiment(exp, estore)
+            launch.start_experiment(exp, estore, by=acting_as())
         except CartomapError as err:
             show_error(err)
         else:

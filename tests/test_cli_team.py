@@ -1,0 +1,195 @@
+"""Team mode on the command line: a command that writes runs only for a person whose role allows it
+(one line, exit 2), a decision is recorded under the person's own name, every command is known to
+read or write, and `cartomap dashboard` refuses to listen beyond 127.0.0.1 without a login."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from curation_fixture import make_run  # noqa: E402
+
+from cartomap.cli import build_parser, main  # noqa: E402
+from cartomap.cli.team import READS, WRITES, command_of  # noqa: E402
+from cartomap.curation import queue, sources  # noqa: E402
+from cartomap.team.roles import TEAM_ENV, USER_ENV  # noqa: E402
+
+TEAM = """
+[users]
+"alice" = "owner"
+"bob" = { role = "annotator", queues = ["q"] }
+"carol" = "viewer"
+"""
+
+
+@pytest.fixture()
+def store(tmp_path, monkeypatch):
+    """A finished run with a review queue ``q``, and a team file beside its runs."""
+    monkeypatch.delenv(TEAM_ENV, raising=False)
+    cache = tmp_path / "cache"
+    run = make_run(cache)
+    queue.create_queue(run, "q", sources.from_group(run, "lasso"), per_item=2)
+    (cache / "team.toml").write_text(TEAM, encoding="utf-8")
+    return cache, run
+
+
+def cli(cache, user, *args, capsys=None):
+    import os
+
+    os.environ[USER_ENV] = user
+    try:
+        return main(["--cache", str(cache), *args])
+    finally:
+        os.environ.pop(USER_ENV, None)
+
+
+def test_an_annotator_decides_on_their_queue_under_their_own_name(store, capsys):
+    cache, run = store
+    assert (
+        cli(cache, "bob", "review-queue", "decide", run.id, "q", "--item", "c1", "--decision", "remove") == 0
+    )
+    assert "recorded: bob on c1: remove" in capsys.readouterr().out
+    db = queue.open_queue(run, "q")
+    assert db.decision_of("bob", "c1")["decision"] == "remove"
+    # deciding as somebody else is refused, in one line
+    code = cli(cache, "bob", "review-queue", "decide", run.id, "q", "--annotator", "alice", "--item", "n2",
+               "--decision", "keep")  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("cartomap: error: decisions are recorded under your own name")
+    assert err.count("\n") == 1 and "you are bob, not alice" in err
+    assert db.decision_of("alice", "n2") is None
+    # --annotator repeating one's own name is fine
+    assert cli(cache, "bob", "review-queue", "decide", run.id, "q", "--annotator", "BOB", "--item", "n2",
+               "--decision", "keep") == 0  # fmt: skip
+    assert set(db.history()["annotator"]) == {"bob"}
+
+
+def test_roles_refuse_the_writes_they_do_not_allow(store, capsys):
+    cache, run = store
+    queue.create_queue(run, "other", sources.from_group(run, "lasso"), per_item=1)
+    refusals = {
+        ("bob", "review-queue", "decide", run.id, "other", "--item", "c1", "--decision", "keep"): (
+            "bob (annotator) is not assigned to the queue 'other'"
+        ),
+        (
+            "carol",
+            "review-queue",
+            "decide",
+            run.id,
+            "q",
+            "--item",
+            "c1",
+            "--decision",
+            "keep",
+        ): "may only read",
+        ("bob", "review-queue", "create", run.id, "new", "--group", "lasso"): "make review queues",
+        ("bob", "review-queue", "export", run.id, "q"): "write corrected sets",
+        ("bob", "cancel", run.id): "cancel a job",
+        ("bob", "experiment", "cancel", "x"): "cancel a job",
+        ("carol", "train", "--data", "demo:dev"): "start or resume training",
+        ("mallory", "delete", run.id, "--yes"): "mallory (viewer: not in the team file) may not delete",
+        ("bob", "retrain", run.id, "--queue", "q"): "start experiments",
+        ("bob", "embed", run.id): "start a job on a run",
+    }
+    for (user, *args), expected in refusals.items():
+        assert cli(cache, user, *args) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("cartomap: error: ") and expected in err and err.count("\n") == 1, (args, err)
+    assert queue.list_queues(run) == ["other", "q"] and run.state == "done"
+    assert not (cache / run.id / "cancel").exists()
+    # reading is everybody's
+    assert cli(cache, "carol", "review-queue", "show", run.id, "q") == 0
+    assert cli(cache, "mallory", "runs") == 0
+
+
+def test_an_owner_writes_and_is_kept_as_the_writer(store, capsys):
+    cache, run = store
+    assert cli(cache, "alice", "review-queue", "create", run.id, "new", "--group", "lasso") == 0
+    assert queue.queue_summary(run, "new")["created_by"] == "alice"
+    assert (
+        cli(cache, "alice", "review-queue", "decide", run.id, "new", "--item", "c1", "--decision", "remove")
+        == 0
+    )
+    assert cli(cache, "alice", "review-queue", "export", run.id, "new") == 0
+    writes = queue.open_queue(run, "new").writes()
+    assert [(w["what"], w["by"]) for w in writes] == [("created", "alice"), ("corrected", "alice")]
+
+
+def test_without_a_team_file_nothing_is_checked_and_names_are_given(store, capsys):
+    cache, run = store
+    (cache / "team.toml").unlink()
+    assert (
+        cli(cache, "carol", "review-queue", "decide", run.id, "q", "--item", "c1", "--decision", "keep") == 2
+    )
+    assert "--annotator NAME is needed" in capsys.readouterr().err
+    assert cli(cache, "carol", "review-queue", "decide", run.id, "q", "--annotator", "zed", "--item", "c1",
+               "--decision", "keep") == 0  # fmt: skip
+    assert queue.open_queue(run, "q").decision_of("zed", "c1")["decision"] == "keep"
+    assert queue.queue_summary(run, "q")["created_by"] == ""
+
+
+def test_every_command_is_known_to_read_or_write():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    commands = []
+    for name, p in sub.choices.items():
+        nested = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if nested:
+            commands += [f"{name} {n}" for n in nested[0].choices]
+        elif name == "experiment":
+            action = next(a for a in p._actions if a.dest == "action")
+            commands += [f"{name} {c}" for c in action.choices]
+        else:
+            commands.append(name)
+    assert not set(WRITES) & READS
+    assert sorted(set(commands) - set(WRITES) - READS) == [], "classify the new command in cartomap.cli.team"
+    assert sorted((set(WRITES) | READS) - set(commands)) == []
+    assert command_of(parser.parse_args(["review-queue", "list", "r"])) == "review-queue list"
+
+
+# --------------------------------------------------------------------------- the dashboard's door
+def test_the_dashboard_refuses_to_listen_beyond_this_machine_without_a_login(tmp_path, capsys, monkeypatch):
+    from cartomap.cli.train import dashboard_access
+
+    monkeypatch.delenv(TEAM_ENV, raising=False)
+    cache = tmp_path / "cache"
+    assert main(["--cache", str(cache), "dashboard", "--address", "0.0.0.0", "--headless"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cartomap: error: the dashboard would listen on 0.0.0.0 without a login")
+    assert err.count("\n") == 1
+    # a login needs the team file (roles) first
+    args = [
+        "--cache",
+        str(cache),
+        "dashboard",
+        "--address",
+        "0.0.0.0",
+        "--trust-user-header",
+        "X-Forwarded-User",
+    ]
+    assert main(args) == 2
+    assert "no team file" in capsys.readouterr().err
+    assert (
+        main(["--cache", str(cache), "dashboard", "--login", "--secrets", str(tmp_path / "none.toml")]) == 2
+    )
+    assert "no team file" in capsys.readouterr().err
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "team.toml").write_text(TEAM, encoding="utf-8")
+    assert (
+        main(["--cache", str(cache), "dashboard", "--login", "--secrets", str(tmp_path / "none.toml")]) == 2
+    )
+    assert "[auth] table" in capsys.readouterr().err
+    assert main(["--cache", str(cache), "dashboard", "--trust-user-header", "X User"]) == 2
+    assert "header name" in capsys.readouterr().err
+    # what the server would be given
+    parse = build_parser().parse_args
+    access = dashboard_access(parse([*args, "--trusted-proxy", "10.0.0.5,10.0.1.0/24"]))
+    assert access.mode == "header" and access.proxies == ("10.0.0.5", "10.0.1.0/24")
+    assert dashboard_access(
+        parse(["--cache", str(cache), "dashboard", "--address", "0.0.0.0", "--open"])
+    ).open
+    assert dashboard_access(parse(["--cache", str(cache), "dashboard"])).mode == "local"
