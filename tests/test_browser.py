@@ -57,15 +57,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(cache: Path, tmp_path: Path, *, cli: bool = False):
-    """`streamlit run app.py` (``cli``: `cartomap dashboard`, as a user starts it) on ``cache``; yields
-    its URL once healthy, stops it afterwards."""
-    port = _free_port()
+def serve(cache: Path, tmp_path: Path, *, cli: bool = False, args: tuple[str, ...] = (), port: int = 0):
+    """`streamlit run app.py` (``cli``: `cartomap dashboard`, as a user starts it, with ``args`` added) on
+    ``cache`` (on ``port``, else a free one); yields its URL once healthy, stops it afterwards."""
+    port = port or _free_port()
     env = dict(os.environ, CARTOMAP_CACHE=str(cache), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     if cli:
         env.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
         command = [sys.executable, "-m", "cartomap.cli", "--cache", str(cache), "dashboard"]
-        command += ["--port", str(port), "--headless"]
+        command += ["--port", str(port), "--headless", *args]
     log = open(tmp_path / "streamlit.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         command
@@ -130,8 +130,8 @@ def server(tmp_path):
         yield url, run
 
 
-@pytest.fixture()
-def browser():
+def new_browser():
+    """A headless chromium driven by Selenium (quit it when done): one person's browser."""
     from selenium import webdriver  # in the [test] extras
     from selenium.webdriver.chrome.service import Service
 
@@ -140,7 +140,12 @@ def browser():
     for flag in CHROME_FLAGS:
         options.add_argument(flag)
     driver_path = CHROMEDRIVER if Path(CHROMEDRIVER).exists() else shutil.which("chromedriver")
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    return webdriver.Chrome(service=Service(driver_path), options=options)
+
+
+@pytest.fixture()
+def browser():
+    driver = new_browser()
     try:
         yield driver
     finally:

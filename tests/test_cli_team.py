@@ -66,6 +66,11 @@ def test_an_annotator_decides_on_their_queue_under_their_own_name(store, capsys)
     assert cli(cache, "bob", "review-queue", "decide", run.id, "q", "--annotator", "BOB", "--item", "n2",
                "--decision", "keep") == 0  # fmt: skip
     assert set(db.history()["annotator"]) == {"bob"}
+    # undo: one's own only
+    assert cli(cache, "bob", "review-queue", "undo", run.id, "q", "--annotator", "alice", "--item", "c1") == 2
+    assert "you are bob, not alice" in capsys.readouterr().err
+    assert cli(cache, "bob", "review-queue", "undo", run.id, "q", "--item", "c1") == 0
+    assert db.decision_of("bob", "c1") is None
 
 
 def test_roles_refuse_the_writes_they_do_not_allow(store, capsys):
@@ -110,6 +115,10 @@ def test_an_owner_writes_and_is_kept_as_the_writer(store, capsys):
     cache, run = store
     assert cli(cache, "alice", "review-queue", "create", run.id, "new", "--group", "lasso") == 0
     assert queue.queue_summary(run, "new")["created_by"] == "alice"
+    capsys.readouterr()
+    assert cli(cache, "carol", "review-queue", "list", run.id) == 0
+    listed = {line.split(":")[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert listed["new"].endswith(" by alice") and " by " not in listed["q"]
     assert (
         cli(cache, "alice", "review-queue", "decide", run.id, "new", "--item", "c1", "--decision", "remove")
         == 0

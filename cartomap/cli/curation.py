@@ -72,6 +72,7 @@ def cmd_list(a: argparse.Namespace) -> int:
         print(
             f"{name}: {s['items']} examples ({s['queued_by']}), {s['complete']} with {s['per_item']} "
             f"decisions, {s['undecided']} undecided, created {s['created']}"
+            + (f" by {s['created_by']}" if s["created_by"] else "")
         )
     return 0
 
@@ -160,13 +161,14 @@ def cmd_undo(a: argparse.Namespace) -> int:
     """Undo an annotator's own decision on one example (recorded; their decision before it counts again)."""
     from cartomap.curation.queue import open_queue
 
+    annotator = decider(a)  # team mode: only one's own
     db = open_queue(_run(a), a.queue)
-    db.undo(a.annotator, a.item)
-    mine = db.decision_of(a.annotator, a.item)
+    db.undo(annotator, a.item)
+    mine = db.decision_of(annotator, a.item)
     now = "no decision (the example is theirs to decide again)"
     if mine is not None:
         now = mine["decision"] + (f" -> {mine['label']}" if mine["label"] else "")
-    print(f"undone: {a.annotator} on {a.item}; their decision now: {now}")
+    print(f"undone: {annotator} on {a.item}; their decision now: {now}")
     return 0
 
 
@@ -261,7 +263,9 @@ def add_commands(sub) -> None:
     )
     un.add_argument("run")
     un.add_argument("queue")
-    un.add_argument("--annotator", required=True)
+    un.add_argument(
+        "--annotator", help="whose decision (needed without a team file; in team mode your own name)"
+    )
     un.add_argument("--item", required=True, help="the example id")
     un.set_defaults(func=cmd_undo)
 

@@ -46,6 +46,7 @@ WRITES: dict[str, Action] = {
     "review-queue import": Action.QUEUE,
     "review-queue export": Action.CORRECT,
     "review-queue decide": Action.DECIDE,
+    "review-queue undo": Action.DECIDE,
 }
 #: The commands that only read the store (files they write go where the user says, outside it).
 READS = frozenset(

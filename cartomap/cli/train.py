@@ -15,6 +15,7 @@ from cartomap.cli.options import (
     print_run_summary,
     printable,
 )
+from cartomap.cli.team import acting
 from cartomap.config import ORDERS, OrderConfig, demo_run_config
 from cartomap.errors import RunError
 from cartomap.runs import layout
@@ -43,6 +44,9 @@ def cmd_train(a: argparse.Namespace) -> int:
             f"run {run.id} was recorded by {origin}, not trained by cartomap: it cannot be trained here"
         )
     print_warnings(run)
+    by = None if a.job else acting(a)  # a job's starter was kept by whoever started it
+    if by and run.state not in ("done", "damaged"):  # team mode: who trains it, kept with its status
+        run.set_status(started_by=by)
     return train_with_progress(run, quiet=a.quiet, as_job=a.job)
 
 
