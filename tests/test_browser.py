@@ -93,7 +93,7 @@ def serve(cache: Path, tmp_path: Path, *, cli: bool = False, args: tuple[str, ..
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + 120  # a busy 2-core machine: the server may take a while to start
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:

@@ -22,7 +22,7 @@ from cartomap.curation import queue, sources  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent"),
-    pytest.mark.timeout(420),
+    pytest.mark.timeout(900),
     pytest.mark.slow,  # a Streamlit server, an OpenID Connect provider and two browsers
 ]
 
@@ -117,7 +117,8 @@ def decide(driver, url: str, run_id: str, who: str, decision: str, db, before: i
     _wait(lambda: len(db.history()) > before, 30, f"{who}'s decision")
 
 
-def test_two_people_sign_in_and_review_one_queue_under_their_own_names(tmp_path):
+def test_two_people_sign_in_and_review_one_queue_under_their_own_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARTOMAP_WARM_UP", "0")  # the server starts sooner on a busy machine
     cache = tmp_path / "cache"
     run = make_run(cache)
     queue.create_queue(run, "q", sources.from_group(run, "lasso"), per_item=2)  # c1, n2, e0
