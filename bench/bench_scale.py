@@ -223,7 +223,8 @@ def stage_setup(rows: Rows, n: int, work: Path, args) -> None:
 
 def stage_load(rows: Rows, n: int, work: Path, args) -> None:
     from cartomap.config import DataConfig
-    from cartomap.data.loading import from_frame, load_dataset, read_table
+    from cartomap.data.loading import from_frame, load_dataset
+    from cartomap.data.readers import read_table
 
     state = load_state(work)
     config = DataConfig(path=state["jsonl"])

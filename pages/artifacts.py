@@ -22,9 +22,10 @@ import streamlit as st
 
 from cartomap.analysis import artifacts
 from cartomap.config import DEMO_DESCRIPTION, DEMO_DEV, DEMO_TRAIN, DataConfig, RunConfig
+from cartomap.data.dataset import TextDataset
 from cartomap.data.derived import balanced_sample
 from cartomap.data.forms import FORMAT_CHOICES
-from cartomap.data.loading import TextDataset, load_dataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
 from cartomap.io import file_stamp
 from cartomap.runs.store import Run

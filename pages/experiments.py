@@ -21,8 +21,9 @@ import plotly.express as px
 import streamlit as st
 
 from cartomap.config import DEMO_DESCRIPTION, DEMO_DEV, DEMO_TRAIN, OrderConfig, RunConfig, TrainConfig
+from cartomap.data.dataset import TextDataset
 from cartomap.data.forms import parse_names
-from cartomap.data.loading import TextDataset, load_dataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
 from cartomap.experiments import forms, launch, registry
 from cartomap.experiments.combination import create_combination

@@ -11,7 +11,8 @@ import pytest
 from cartomap.analysis import artifacts as af
 from cartomap.cli import main
 from cartomap.config import DataConfig, RunConfig, TrainConfig
-from cartomap.data.loading import TextDataset, from_frame, load_dataset
+from cartomap.data.dataset import TextDataset
+from cartomap.data.loading import from_frame, load_dataset
 from cartomap.errors import DataError
 from cartomap.runs.store import RunStore
 from cartomap.runs.tasks import task_status

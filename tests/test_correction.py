@@ -18,8 +18,9 @@ import pytest
 from cartomap import cli
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from cartomap.data import derived
+from cartomap.data.dataset import TextDataset
 from cartomap.data.decisions import apply_decisions, check_decisions, decision_counts, read_decisions
-from cartomap.data.loading import TextDataset, load_dataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError, RunError
 from cartomap.experiments import registry
 from cartomap.experiments.correction import (

@@ -12,14 +12,9 @@ import pandas as pd
 import pytest
 
 from cartomap.config import DataConfig
-from cartomap.data.loading import (
-    DEMO_LABEL_NAMES,
-    TextDataset,
-    demo_path,
-    from_frame,
-    load_dataset,
-    read_table,
-)
+from cartomap.data.dataset import TextDataset
+from cartomap.data.loading import DEMO_LABEL_NAMES, demo_path, from_frame, load_dataset
+from cartomap.data.readers import read_table
 from cartomap.errors import DataError
 
 NLI = ("entailment", "neutral", "contradiction")

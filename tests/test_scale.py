@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from cartomap.config import DataConfig
-from cartomap.data.loading import TextDataset, from_frame
+from cartomap.data.dataset import TextDataset
+from cartomap.data.loading import from_frame
 
 WEIRD = [
     'a "quoted" word',
@@ -52,9 +53,9 @@ def weird_dataset(n: int = 300, single: bool = False) -> TextDataset:
 
 @pytest.mark.parametrize("single", [False, True])
 def test_fingerprint_is_the_row_by_row_sha256(single, monkeypatch):
-    import cartomap.data.loading as loading
+    import cartomap.data.dataset as dataset
 
-    monkeypatch.setattr(loading, "_HASH_BLOCK", 7)  # many blocks, a short last one
+    monkeypatch.setattr(dataset, "_HASH_BLOCK", 7)  # many blocks, a short last one
     data = weird_dataset(single=single)
     assert data.fingerprint() == reference_fingerprint(weird_dataset(single=single))
 
@@ -113,21 +114,21 @@ FALLBACK_CASES = {
 
 @pytest.mark.parametrize("name", sorted(JSONL_CASES))
 def test_arrow_jsonl_reader_gives_the_line_parser_frame(name):
-    from cartomap.data import loading
+    from cartomap.data import readers
 
     data = JSONL_CASES[name]
-    fast = loading._parse_jsonl_arrow(data)
+    fast = readers._parse_jsonl_arrow(data)
     assert fast is not None, "the fast path should take this file"
-    slow_frame, slow_lines = loading._parse_json(data, "f", allow_array=False)
+    slow_frame, slow_lines = readers._parse_json(data, "f", allow_array=False)
     assert fast[1] == slow_lines
     pd.testing.assert_frame_equal(fast[0], slow_frame, check_dtype=False)
 
 
 @pytest.mark.parametrize("name", sorted(FALLBACK_CASES))
 def test_arrow_jsonl_reader_declines_what_it_could_read_differently(name):
-    from cartomap.data import loading
+    from cartomap.data import readers
 
-    assert loading._parse_jsonl_arrow(FALLBACK_CASES[name]) is None
+    assert readers._parse_jsonl_arrow(FALLBACK_CASES[name]) is None
 
 
 def test_jsonl_errors_still_name_the_line(tmp_path):

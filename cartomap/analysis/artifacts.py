@@ -28,7 +28,7 @@ import pandas as pd
 
 from cartomap.analysis.style import escape, palette_color
 from cartomap.config import OrderConfig, RunConfig
-from cartomap.data.loading import TextDataset
+from cartomap.data.dataset import TextDataset
 from cartomap.errors import DataError, RunError
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.sequence import PAIR, SINGLE

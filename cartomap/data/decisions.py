@@ -22,7 +22,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from cartomap.data.loading import TextDataset, read_table
+from cartomap.data.dataset import TextDataset
+from cartomap.data.readers import read_table
 from cartomap.errors import DataError
 
 DECISIONS = ("keep", "relabel", "remove", "unsure", "unreviewed")

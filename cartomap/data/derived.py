@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from cartomap.config import DERIVED_FOLDER, DataConfig
-from cartomap.data.loading import TextDataset, load_dataset
+from cartomap.data.dataset import TextDataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_parquet
 

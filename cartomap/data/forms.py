@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 
 from cartomap.config import DEMO_DEV, DEMO_TRAIN
-from cartomap.data.loading import FORMATS, demo_path, read_table
+from cartomap.data.loading import demo_path
+from cartomap.data.readers import FORMATS, read_table
 from cartomap.errors import DataError
 from cartomap.tasks import registry as task_kinds
 

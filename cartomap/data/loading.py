@@ -1,12 +1,12 @@
 """Load labelled text datasets (NLI pairs or single texts) into one validated shape.
 
-Every reader ends in :func:`from_frame`, which maps the configured columns onto
-cartomap's fields and validates every row. A bad row raises one :class:`DataError`
+Every reader (:mod:`cartomap.data.readers`: a file or saved dataset as a raw frame) ends in
+:func:`from_frame`, which maps the configured columns onto cartomap's fields and validates every row. A bad row raises one :class:`DataError`
 naming the file, the line (text formats, 1-based physical line; CSV/TSV count the
 header as line 1) or the row (Parquet, Hugging Face, in-memory frames: 0-based),
 the field, and what was expected. Loading never partially succeeds.
 
-The result is a :class:`TextDataset` whose ``frame`` has the columns
+The result is a :class:`cartomap.data.dataset.TextDataset` whose ``frame`` has the columns
 
 * ``id`` (str, unique): from ``DataConfig.id_column``, or generated from the content
   (``"ex-" + sha1(texts + label)[:12]``, ``-2``, ``-3`` … for repeated identical rows),
@@ -23,14 +23,11 @@ The result is a :class:`TextDataset` whose ``frame`` has the columns
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +37,8 @@ import pandas as pd
 from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig
 from cartomap.data import conll, multilabel
 from cartomap.data.annotations import annotation_columns
+from cartomap.data.dataset import TextDataset
+from cartomap.data.readers import read_hub, read_source, read_table
 from cartomap.errors import DataError
 from cartomap.io import MAX_DECOMPRESSED, MAX_DECOMPRESSED_ENV, gunzip, max_decompressed  # noqa: F401 (re-exported)
 from cartomap.tasks import registry as task_kinds
@@ -50,207 +49,7 @@ DEMO_LABEL_NAMES: tuple[str, ...] = NLI_LABEL_NAMES
 DEMO_DIR = Path(__file__).parent / "demo"
 _DEMO_FILES = {"train": "nli_train.jsonl.gz", "dev": "nli_dev.jsonl.gz"}
 
-FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "hf")
-_SUFFIX_FORMATS = {
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
 _INT_RE = re.compile(r"^[+-]?\d+$")
-#: JSON nested deeper than this is refused (Python's parser would otherwise end in a RecursionError).
-MAX_JSON_DEPTH = 100
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
-# ----------------------------------------------------------------------------- dataset
-
-
-@dataclass(frozen=True, eq=False)
-class TextDataset:
-    """A validated dataset. Treat ``frame`` as read-only: the fingerprint is cached.
-
-    ``warnings``: what the reader found suspicious in the file but is no error (tags that break the
-    BIO scheme, blank tokens skipped, a column kept as text); a run keeps them
-    (:func:`cartomap.data.checks.label_warnings`). A subset drops them (they count the whole file)."""
-
-    frame: pd.DataFrame
-    label_names: tuple[str, ...]
-    source: str
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def task_kind(self) -> TaskKind:
-        """The task kind of the rows, from the frame's columns (loading writes its text fields)."""
-        cached = self.__dict__.get("_task_kind")
-        if cached is None:
-            cached = task_kinds.of_columns(self.frame.columns)
-            object.__setattr__(self, "_task_kind", cached)
-        return cached
-
-    @property
-    def is_pair(self) -> bool:
-        return self.task_kind.is_pair
-
-    @property
-    def text_columns(self) -> tuple[str, ...]:
-        return self.task_kind.text_fields
-
-    @property
-    def num_labels(self) -> int:
-        return len(self.label_names)
-
-    @property
-    def ids(self) -> list[str]:
-        return self.frame["id"].tolist()
-
-    @property
-    def labels(self) -> np.ndarray:
-        """The gold label of every unit (:meth:`cartomap.tasks.base.TaskKind.units`): of every example, of
-        every word of every sentence in order (token classification), or 1/0 for every label of every
-        example (multi-label: present or absent)."""
-        if self.task_kind.unit == "example":
-            return self.frame[self.task_kind.label_field].to_numpy(dtype=np.int64)
-        return self.task_kind.units(self.frame, self.label_names)[1]
-
-    def __len__(self) -> int:
-        return len(self.frame)
-
-    def fingerprint(self) -> str:
-        """sha256 of the content that matters: class list, and per row id, texts, label name.
-
-        Order-sensitive, independent of the file format and of extra columns.
-        """
-        cached = self.__dict__.get("_fingerprint")
-        if cached is not None:
-            return cached
-        h = hashlib.sha256()
-        header = {"label_names": list(self.label_names), "text_columns": list(self.text_columns)}
-        h.update(json.dumps(header, ensure_ascii=False, sort_keys=True).encode("utf-8"))
-        h.update(b"\n")
-        columns = ("id", *self.text_columns)
-        kind = self.task_kind
-        fed = (
-            _hash_rows_arrow(h.copy(), self.frame, columns, self.label_names)
-            if kind.unit == "example"
-            else None
-        )
-        if fed is not None:
-            h = fed
-        elif kind.unit == "label":  # a label set per row: the names of its labels, in label-space order
-            for row in zip(
-                *(self.frame[c].tolist() for c in columns), self.frame[kind.label_field], strict=True
-            ):
-                h.update(
-                    json.dumps([*row[:-1], [str(n) for n in row[-1]]], ensure_ascii=False).encode("utf-8")
-                )
-                h.update(b"\n")
-        elif kind.unit != "example":  # lists per row: words and the name of each word's tag
-            names = self.label_names
-            for row in zip(
-                *(self.frame[c].tolist() for c in columns), self.frame[kind.label_field], strict=True
-            ):
-                out = [list(v) if not isinstance(v, str) else v for v in row[:-1]]
-                h.update(
-                    json.dumps([*out, [names[int(t)] for t in row[-1]]], ensure_ascii=False).encode("utf-8")
-                )
-                h.update(b"\n")
-        else:
-            cols = [self.frame[c].tolist() for c in columns]
-            names = self.label_names
-            label_col = [names[i] for i in self.frame["label"].tolist()]
-            for row in zip(*cols, label_col, strict=True):
-                h.update(json.dumps(list(row), ensure_ascii=False).encode("utf-8"))
-                h.update(b"\n")
-        value = h.hexdigest()
-        object.__setattr__(self, "_fingerprint", value)
-        return value
-
-    def subset(self, mask_or_indices: Any) -> TextDataset:
-        """Rows picked by a boolean mask (len == len(self)) or by integer positions."""
-        sel = np.asarray(mask_or_indices)
-        if sel.dtype == bool:
-            if sel.shape != (len(self),):
-                raise ValueError(f"boolean mask has length {sel.size}, dataset has {len(self)} rows")
-            sel = np.flatnonzero(sel)
-        elif sel.size == 0:
-            sel = np.zeros(0, dtype=np.int64)
-        elif not np.issubdtype(sel.dtype, np.integer):
-            raise TypeError(f"subset expects a boolean mask or integer positions, got dtype {sel.dtype}")
-        frame = self.frame.iloc[sel].reset_index(drop=True)
-        return TextDataset(frame=frame, label_names=self.label_names, source=self.source)
-
-    def __repr__(self) -> str:
-        return f"TextDataset({self.source!r}, {len(self)} {self.task_kind.plural()}, labels={list(self.label_names)})"
-
-
-#: Characters ``json.dumps(..., ensure_ascii=False)`` escapes in a string: quote, backslash, controls.
-_JSON_ESCAPED = r'["\\\x00-\x1f]'
-_HASH_BLOCK = 1 << 16  # rows per block of :func:`_hash_rows_arrow` (bounds its memory)
-
-
-def _json_strings(values) -> Any:
-    """``json.dumps(v, ensure_ascii=False)`` of every string of an Arrow array, as a large_string
-    array; None when the array is not all strings (the caller then hashes row by row)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)) or values.null_count:
-        return None
-    values = values.cast(pa.large_string())
-    quote, empty = pa.scalar('"', pa.large_string()), pa.scalar("", pa.large_string())
-    plain = pc.binary_join_element_wise(quote, values, quote, empty)
-    escape = pc.match_substring_regex(values, _JSON_ESCAPED)
-    rows = np.flatnonzero(escape.to_numpy(zero_copy_only=False))
-    if rows.size == 0:
-        return plain
-    escaped: list[str | None] = [None] * len(values)
-    for row, text in zip(rows.tolist(), values.take(pa.array(rows)).to_pylist(), strict=True):
-        escaped[row] = json.dumps(text, ensure_ascii=False)
-    return pc.if_else(escape, pa.array(escaped, type=pa.large_string()), plain)
-
-
-def _one_chunk(values):
-    """An Arrow array as one contiguous array (a pandas column backed by Arrow, e.g. after a concat,
-    converts to a ChunkedArray; the offsets read below need one buffer)."""
-    import pyarrow as pa
-
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-
-
-def _hash_rows_arrow(h, frame: pd.DataFrame, columns: Sequence[str], label_names: Sequence[str]):
-    """``h`` fed the bytes of :meth:`TextDataset.fingerprint`'s rows, built in Arrow a block at a time
-    (about 5x faster than a json.dumps per row; the same bytes). None when a column is not all
-    strings (``h`` is then partly fed: pass a copy); the row-by-row path decides those."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    large = pa.large_string()
-    sep, first, last, empty = (pa.scalar(s, large) for s in (", ", "[", "]\n", ""))
-    names = pa.array([json.dumps(str(n), ensure_ascii=False) for n in label_names], type=large)
-    try:
-        codes = frame["label"].to_numpy(dtype=np.int64)
-        for start in range(0, len(frame), _HASH_BLOCK):
-            part = frame.iloc[start : start + _HASH_BLOCK]
-            cols = [_json_strings(_one_chunk(pa.array(part[c]))) for c in columns]
-            if any(c is None for c in cols):
-                return None
-            cols.append(names.take(pa.array(codes[start : start + _HASH_BLOCK])))
-            pieces: list[Any] = [first]
-            for k, col in enumerate(cols):
-                pieces += [col, sep if k < len(cols) - 1 else last]
-            rows = pc.binary_join_element_wise(*pieces, empty)
-            # every row ends with "\n": the data buffer holds the rows one after another
-            offsets = np.frombuffer(rows.buffers()[1], dtype=np.int64)[
-                rows.offset : rows.offset + len(rows) + 1
-            ]
-            h.update(memoryview(rows.buffers()[2])[offsets[0] : offsets[-1]])
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, IndexError):
-        return None
-    return h
 
 
 # ----------------------------------------------------------------------------- public API
@@ -281,11 +80,11 @@ def load_dataset(config: DataConfig, label_names: tuple[str, ...] | None = None)
         file = demo_path(path.split(":", 1)[1])
         if label_names is None and config.label_names is None:
             label_names = DEMO_LABEL_NAMES
-        frame, lines, class_names = _read(file, "jsonl" if fmt == "auto" else fmt, None, source)
+        frame, lines, class_names = read_source(file, "jsonl" if fmt == "auto" else fmt, None, source)
     elif path.startswith("hf:"):
-        frame, lines, class_names = _read_hub(path[3:], config.split, source)
+        frame, lines, class_names = read_hub(path[3:], config.split, source)
     else:
-        frame, lines, class_names = _read(Path(path), fmt, config.split, source)
+        frame, lines, class_names = read_source(Path(path), fmt, config.split, source)
     names = label_names if label_names is not None else config.label_names
     if names is None and class_names is not None:
         names = class_names.get(config.label_column)
@@ -459,19 +258,6 @@ def from_frame(
     return _build(frame, config, source, names, lines, names_given=label_names is not None)
 
 
-def read_table(
-    path: str | Path, format: str = "auto", split: str | None = None
-) -> tuple[pd.DataFrame, list[int] | None]:
-    """Read a file or saved Hugging Face dataset as a raw DataFrame.
-
-    Returns the frame and, for line-based formats (JSONL, CSV, TSV), the 1-based
-    physical line of each row (``None`` for Parquet / Hugging Face: rows are then
-    named by 0-based position). CSV/TSV columns are all strings.
-    """
-    frame, lines, _ = _read(Path(path), format, split, str(path))
-    return frame, lines
-
-
 def read_multilabel(
     path: str | Path,
     *,
@@ -520,314 +306,6 @@ def read_multilabel(
         source=source,
         lines=lines,
     )
-
-
-# ----------------------------------------------------------------------------- readers
-
-
-def _resolve_format(path: Path, fmt: str, source: str) -> str:
-    if fmt != "auto":
-        fmt = fmt.lower()
-        if fmt in ("ndjson", "jsonlines"):
-            fmt = "jsonl"
-        if fmt not in FORMATS:
-            raise DataError(
-                f"unknown format {fmt!r}; expected auto or one of {', '.join(FORMATS)}", location=source
-            )
-        return fmt
-    if path.is_dir():
-        return "hf"
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    suffix = suffixes[-1] if suffixes else ""
-    if suffix in _SUFFIX_FORMATS:
-        return _SUFFIX_FORMATS[suffix]
-    raise DataError(
-        f"cannot tell the format from the file name (suffix {suffix or '(none)'!r}); "
-        "expected .jsonl, .json, .ndjson, .csv, .tsv (optionally .gz), .parquet, or a folder "
-        "saved with datasets' save_to_disk; or set the format explicitly",
-        location=source,
-    )
-
-
-def _read(path: Path, fmt: str, split: str | None, source: str):
-    """-> (frame, lines or None, {column: class names} or None)."""
-    if not path.exists():
-        raise DataError(f"file not found: {path}", location=source)
-    fmt = _resolve_format(path, fmt, source)
-    if fmt == "hf":
-        return _read_hf_disk(path, split, source)
-    if path.is_dir():
-        raise DataError(f"expected a file for format {fmt!r}, found a folder", location=source)
-    if fmt == "parquet":
-        return _read_parquet(path, source), None, None
-    data = _read_bytes(path, source)
-    if fmt in ("jsonl", "json") and not re.match(rb"\s*\[", data):
-        fast = _parse_jsonl_arrow(data)
-        if fast is not None:
-            return (*fast, None)
-    if fmt in ("jsonl", "json"):
-        frame, lines = _parse_json(data, source, allow_array=fmt == "json")
-    else:
-        frame, lines = _parse_delimited(data, source, "," if fmt == "csv" else "\t")
-    return frame, lines, None
-
-
-def _read_bytes(path: Path, source: str) -> bytes:
-    data = path.read_bytes()
-    if data[:2] == _GZIP_MAGIC:
-        data = gunzip(data, source)
-    elif path.suffix.lower() == ".gz":
-        raise DataError(
-            f"the name ends in .gz but the file is not gzip-compressed (it starts with {data[:8]!r}); "
-            "rename it without .gz if it is plain text, or compress it with gzip",
-            location=source,
-        )
-    if data[:3] == b"\xef\xbb\xbf":  # UTF-8 byte order mark
-        data = data[3:]
-    if not data.strip():
-        raise DataError("the file is empty; expected a header and/or at least one row", location=source)
-    return data
-
-
-def _decode(data: bytes, source: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        line_start = data.rfind(b"\n", 0, e.start) + 1
-        raise DataError(
-            f"bytes are not valid UTF-8 (byte 0x{data[e.start]:02x} at byte offset {e.start}, "
-            f"column {e.start - line_start + 1} of the line); save the file as UTF-8",
-            location=f"{source}: line {line}",
-        ) from None
-
-
-def _parse_json(data: bytes, source: str, allow_array: bool):
-    text = _decode(data, source)
-    if allow_array and text.lstrip().startswith("["):
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DataError(
-                f"malformed JSON ({e.msg} at line {e.lineno} column {e.colno})", location=source
-            ) from None
-        except RecursionError:
-            raise DataError(_too_deep(text), location=source) from None
-        for i, rec in enumerate(records):
-            if not isinstance(rec, dict):
-                raise DataError(
-                    f"expected a JSON object per row, got {_json_type(rec)}", location=f"{source}: row {i}"
-                )
-            _check_depth(rec, f"{source}: row {i}")
-        return _records_frame(records), None
-    records, lines = [], []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(
-                f"malformed JSON ({e.msg} at column {e.colno}); expected one JSON object per line",
-                location=f"{source}: line {lineno}",
-            ) from None
-        except RecursionError:
-            raise DataError(_too_deep(line), location=f"{source}: line {lineno}") from None
-        if not isinstance(rec, dict):
-            raise DataError(
-                f"expected a JSON object per line, got {_json_type(rec)}", location=f"{source}: line {lineno}"
-            )
-        _check_depth(rec, f"{source}: line {lineno}")
-        records.append(rec)
-        lines.append(lineno)
-    return _records_frame(records), lines
-
-
-def _too_deep(text: str) -> str:
-    depth = deepest = 0
-    for char in text[:1_000_000]:
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return (
-        f"JSON nested {deepest:,} levels deep; expected a flat object of texts and a label "
-        f"(at most {MAX_JSON_DEPTH} levels)"
-    )
-
-
-def _check_depth(value: Any, where: str) -> None:
-    """DataError when a parsed value nests deeper than MAX_JSON_DEPTH (iterative: no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
-            raise DataError(
-                f"JSON nested more than {MAX_JSON_DEPTH} levels deep; expected a flat object of texts and a label",
-                location=where,
-            )
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-
-
-_BLANK_LINE = re.compile(rb"(?:^|\n)[ \t\r\f\v]*(?:\n|$)")
-_LONG_INTEGER = re.compile(rb"[:\[,]\s*-?\d{19,}")  # beyond int64: json.loads keeps it exact, Arrow not
-
-
-def _parse_jsonl_arrow(data: bytes) -> tuple[pd.DataFrame, list[int]] | None:
-    """JSON Lines read by pyarrow's multi-threaded reader (several times faster than a json.loads per
-    line), or None wherever its result could differ from :func:`_parse_json`'s: blank lines (line
-    numbers), malformed or mixed-type input (that parser then names the line), nested values, text
-    Arrow would read as timestamps, integers beyond int64."""
-    import pyarrow as pa
-    import pyarrow.json as pj
-
-    body = data[:-1] if data.endswith(b"\n") else data
-    if _BLANK_LINE.search(body):
-        return None
-    try:
-        table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=1 << 24))
-        table.validate(full=True)  # the reader does not check UTF-8 itself
-    except (pa.ArrowException, ValueError):  # malformed, not UTF-8, a type changing between rows
-        return None
-    n_lines = body.count(b"\n") + 1
-    scalar = (
-        pa.types.is_null,
-        pa.types.is_boolean,
-        pa.types.is_integer,
-        pa.types.is_floating,
-        pa.types.is_string,
-    )
-    if table.num_rows != n_lines or not all(any(f(t) for f in scalar) for t in table.schema.types):
-        return None
-    if any(pa.types.is_floating(t) for t in table.schema.types) and _LONG_INTEGER.search(data):
-        return None
-    return table.to_pandas(), list(range(1, n_lines + 1))
-
-
-def _json_type(value: Any) -> str:
-    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
-    )
-
-
-def _records_frame(records: list[dict]) -> pd.DataFrame:
-    columns: dict[str, None] = {}
-    for rec in records:
-        for key in rec:
-            columns.setdefault(key, None)
-    return pd.DataFrame.from_records(records, columns=list(columns))
-
-
-def _parse_delimited(data: bytes, source: str, delimiter: str):
-    text = _decode(data, source)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    header: list[str] | None = None
-    rows: list[list[str]] = []
-    lines: list[int] = []
-    start = 1
-    try:
-        for record in reader:
-            line = start
-            start = reader.line_num + 1
-            if not record or (len(record) == 1 and not record[0].strip()):
-                continue  # blank line
-            if header is None:
-                header = record
-                seen: set[str] = set()
-                for name in header:
-                    if name in seen:
-                        raise DataError(
-                            f"column {name!r} appears twice in the header", location=f"{source}: line {line}"
-                        )
-                    seen.add(name)
-                continue
-            if len(record) != len(header):
-                raise DataError(
-                    f"expected {len(header)} fields as in the header, found {len(record)}",
-                    location=f"{source}: line {line}",
-                )
-            rows.append(record)
-            lines.append(line)
-    except csv.Error as e:
-        raise DataError(
-            f"malformed {'CSV' if delimiter == ',' else 'TSV'} ({e})", location=f"{source}: line {start}"
-        ) from None
-    assert header is not None  # _read_bytes rejected an empty file
-    frame = pd.DataFrame(rows, columns=header, dtype=str) if rows else pd.DataFrame(columns=header, dtype=str)
-    return frame, lines
-
-
-def _read_parquet(path: Path, source: str) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(path)
-    except Exception as e:  # pyarrow raises many kinds
-        raise DataError(f"cannot read as Parquet ({type(e).__name__}: {e})", location=source) from None
-
-
-def _class_names(features: Any) -> dict[str, tuple[str, ...]]:
-    out = {}
-    for name, feat in (features or {}).items():
-        names = getattr(feat, "names", None)
-        if type(feat).__name__ == "ClassLabel" and names:
-            out[name] = tuple(names)
-    return out
-
-
-def _pick_split(obj: Any, split: str | None, source: str):
-    splits = list(obj.keys())
-    if split is None:
-        if len(splits) == 1:
-            return obj[splits[0]]
-        raise DataError(
-            f"the dataset has splits {splits}; set DataConfig.split to one of them", location=source
-        )
-    if split not in obj:
-        raise DataError(f"split {split!r} not found; available splits: {splits}", location=source)
-    return obj[split]
-
-
-def _read_hf_disk(path: Path, split: str | None, source: str):
-    if not path.is_dir() or not any(
-        (path / name).exists() for name in ("dataset_dict.json", "dataset_info.json", "state.json")
-    ):
-        raise DataError(
-            "expected a folder written by datasets' save_to_disk (with dataset_dict.json or state.json)",
-            location=source,
-        )
-    try:
-        import datasets
-
-        obj = datasets.load_from_disk(str(path))
-    except Exception as e:
-        raise DataError(
-            f"cannot load the saved Hugging Face dataset ({type(e).__name__}: {e})", location=source
-        ) from None
-    if isinstance(obj, datasets.DatasetDict):
-        obj = _pick_split(obj, split, source)
-    return obj.to_pandas(), None, _class_names(obj.features)
-
-
-def _read_hub(name: str, split: str | None, source: str):
-    try:
-        import datasets
-
-        obj = datasets.load_dataset(name, split=split)
-        if isinstance(obj, datasets.DatasetDict):
-            obj = _pick_split(obj, split, source)
-        return obj.to_pandas(), None, _class_names(obj.features)
-    except DataError:
-        raise
-    except Exception as e:
-        raise DataError(
-            f"cannot load Hugging Face dataset {name!r} (split {split!r}): {type(e).__name__}: {e}",
-            location=source,
-        ) from None
 
 
 # ----------------------------------------------------------------------------- mapping + validation

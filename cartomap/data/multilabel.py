@@ -53,7 +53,7 @@ LABELS = "labels"
 #: Prefix of the ids made for rows without an id column: ``ex-0``, ``ex-1``, ...
 ID_PREFIX = "ex-"
 #: Suffixes read as JSON lines by :func:`cartomap.data.loading.read_multilabel` (each also with ``.gz``);
-#: others go to :func:`cartomap.data.loading.read_table` (CSV, TSV, Parquet, JSON, a saved Hugging Face dataset).
+#: others go to :func:`cartomap.data.readers.read_table` (CSV, TSV, Parquet, JSON, a saved Hugging Face dataset).
 JSONL_SUFFIXES: tuple[str, ...] = (".jsonl", ".ndjson")
 _TRUE = (1, "1", "1.0", "true", "True")
 _FALSE = (0, "0", "0.0", "false", "False")

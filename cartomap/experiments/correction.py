@@ -32,8 +32,9 @@ from cartomap.analysis.compare import dev_predictions
 from cartomap.analysis.evaluation import predictions_on_test
 from cartomap.config import DataConfig, OrderConfig, RunConfig
 from cartomap.data import derived
+from cartomap.data.dataset import TextDataset
 from cartomap.data.decisions import apply_decisions, decision_counts, read_decisions
-from cartomap.data.loading import TextDataset, load_dataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError, RunError
 from cartomap.experiments.seeds import seed_siblings
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run, grid_role, method_of

@@ -37,8 +37,9 @@ import numpy as np
 import pandas as pd
 
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from cartomap.data.dataset import TextDataset
 from cartomap.data.derived import save_dataset
-from cartomap.data.loading import TextDataset, load_dataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json, atomic_write_parquet
 from cartomap.runs.store import RunStore

@@ -37,7 +37,8 @@ import pandas as pd
 
 from cartomap.config import DEMO_DEV, DataConfig, ExecutorConfig, OrderConfig, RunConfig
 from cartomap.data import derived
-from cartomap.data.loading import TextDataset, load_dataset
+from cartomap.data.dataset import TextDataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError, RunError
 from cartomap.experiments.launch import start_experiment
 from cartomap.experiments.store import Experiment, ExperimentStore, Section

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from cartomap.data.loading import TextDataset, load_dataset
+from cartomap.data.dataset import TextDataset
+from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.integrations.origin import recorded_config
 from cartomap.io import atomic_write_json

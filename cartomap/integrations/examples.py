@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 
 from cartomap.config import DataConfig
+from cartomap.data.dataset import TextDataset
 from cartomap.data.forms import guess_columns
-from cartomap.data.loading import TextDataset, from_frame, tagged_dataset
+from cartomap.data.loading import from_frame, tagged_dataset
 from cartomap.errors import DataError
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.multilabel import MULTILABEL

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, TrainConfig
-from cartomap.data.loading import TextDataset
+from cartomap.data.dataset import TextDataset
 
 
 def canonical(settings: dict[str, Any]) -> str:

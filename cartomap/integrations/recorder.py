@@ -55,7 +55,8 @@ import numpy as np
 import pandas as pd
 
 from cartomap.config import DataConfig, TrainConfig
-from cartomap.data.loading import TextDataset, from_frame
+from cartomap.data.dataset import TextDataset
+from cartomap.data.loading import from_frame
 from cartomap.errors import DataError, RunError
 from cartomap.integrations.origin import canonical, recorded_config
 from cartomap.runs.importer import dynamics_digest, examples_without_texts, finish_run
