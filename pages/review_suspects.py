@@ -32,12 +32,14 @@ from cartomap.curation import aggregate, corrected, exchange, queue, sources
 from cartomap.data.interchange import label_studio_tasks
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch
-from cartomap.experiments.correction import create_correction
+from cartomap.experiments import registry as experiment_kinds
+from cartomap.experiments.correction import corrections_of, create_correction
 from cartomap.experiments.pruning import pruning_of_run, suspects_of
 from cartomap.experiments.seeds import seed_siblings
 from cartomap.experiments.store import ExperimentStore
 from cartomap.experiments.truth import detector_extras
 from cartomap.runs.groups import list_groups
+from cartomap.runs.progress import state_text
 from cartomap.runs.sqlite import database_problem
 from cartomap.runs.store import Run
 from cartomap.team.roles import Action
@@ -58,7 +60,7 @@ from pages.common import (
     visitor,
     write_button,
 )
-from pages.components.jobs import demo_or_prompt
+from pages.components.jobs import demo_or_prompt, experiment_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
 
@@ -415,6 +417,7 @@ def retrain_form(run: Run, name: str) -> None:
     )
     left, right = st.columns([1, 2])
     seeds = left.number_input("Seeds", min_value=1, max_value=10, step=1, **kept("rs_retrain_seeds", 3))
+    started = retrain_of(run, name)
     if write_button(
         "Retrain original, pruned and corrected", Action.EXPERIMENT, where=right, key="rs_retrain"
     ):
@@ -430,6 +433,32 @@ def retrain_form(run: Run, name: str) -> None:
             return
         flash("success", f"Retrain experiment {exp.id} started ({exp.state}); its results appear on Compare.")
         st.rerun()
+    if started is not None:  # where it starts: its progress, Cancel while it runs, Resume once stopped
+        experiment_panel(started, _retrain_progress, key="rs_retrain_")
+
+
+def retrain_of(run: Run, name: str):
+    """The newest retrain-after-review experiment started from queue ``name`` of ``run`` (by its name), or
+    None."""
+    for exp in corrections_of(run, ExperimentStore(get_store().root)):
+        try:
+            if exp.name == f"review {name}":
+                return exp
+        except (CartomapError, OSError, ValueError):
+            continue
+    return None
+
+
+def _retrain_progress(exp, status: dict) -> None:
+    done, total = int(status.get("runs_done") or 0), int(status.get("runs_planned") or 0)
+    st.progress(
+        min(1.0, done / total) if total else (1.0 if status["state"] == "done" else 0.0),
+        text=f"Retrain {exp.id}: {state_text(status['state'], status.get('phase'))}"
+        + (f" · {done}/{total} runs done" if total else ""),
+    )
+    if status["state"] == "running" and status.get("role"):
+        role = experiment_kinds.role_label(exp, status["role"])
+        st.caption(escape_markdown(f"Training {role} (run {status.get('run_id')})."))
 
 
 def _label_studio_bytes(run: Run, name: str) -> bytes:

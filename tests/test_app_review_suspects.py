@@ -275,3 +275,34 @@ def test_retrain_with_these_decisions_starts_the_retrain_after_review(env, monke
     table = pd.read_parquet(seen["path"])
     assert table.set_index("id").loc["c1", "decision"] == "remove"
     assert any("abc123" in s.value for s in at.success)
+
+
+def test_the_retrain_started_here_is_followed_and_cancelled_here(env):
+    """The retrain experiment of the queue shows its progress where it was started, with Cancel while it
+    runs (a flag its job reads between steps) and Resume once stopped."""
+    from cartomap.experiments.correction import KIND
+    from cartomap.experiments.store import ExperimentStore
+
+    run = make_run(env)
+    queue.create_queue(run, "fix", sources.from_group(run, "lasso"), per_item=1)
+    queue.open_queue(run, "fix").record("ann", "c1", "remove")
+    xstore = ExperimentStore(env)
+    other = xstore.create(KIND, {"base_run": run.id, "n": 1}, name="review another-queue")
+    exp = xstore.create(KIND, {"base_run": run.id, "n": 2}, name="review fix")
+    exp.set_status(state="running", runs_planned=6, runs_done=2, role="original_s2", run_id="r2")
+    lock = exp.acquire_lock()  # as the experiment's job would
+    try:
+        at = session(run.id)
+        at.session_state["_kept_rs_queue"] = "fix"
+        at.run()
+        assert not at.exception, at.exception
+        cancel = at.button(key=f"rs_retrain_cancel_{exp.id}")
+        assert not any(b.key == f"rs_retrain_cancel_{other.id}" for b in at.button)  # another queue's
+        cancel.click().run()
+        assert not at.exception, at.exception
+        assert exp.cancel_requested() and not other.cancel_requested()
+    finally:
+        lock.close()
+    exp.set_status(state="cancelled")
+    at.run()
+    assert at.button(key=f"rs_retrain_resume_{exp.id}")  # stopped: Resume, here too
