@@ -10,7 +10,9 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
     by default the newest with a data map. ``app.py`` draws it
     once per script run, before the page; pages need not call it. The choice is kept in
     ``st.session_state["run_id"]``; ``?run=ID`` in the URL (an id, a unique id prefix or a run
-    name) selects a run, and the URL follows the selection.
+    name) selects a run, and the URL follows the selection. A rerun that still carries the address this
+    session just left (a browser request or a live panel's poll sent before the new address reached
+    the browser) does not take the selection back to it (:data:`LATE_ADDRESS_S`).
 ``run_state(run) -> str``
     The run's state ("unknown" while its folder cannot be read).
 ``current_run() -> Run | None``
@@ -71,6 +73,7 @@ import hashlib
 import os
 import re
 import runpy
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,6 +91,10 @@ from cartomap.team.roles import Action, load_team, refusal
 RUN_KEY = "run_id"  # st.session_state key of the selected run id
 _PICKER_KEY = "_run_picker"
 _QP_SEEN = "_run_query_param"
+_QP_LEFT = "_run_query_param_left"  # (the address this session's selection last moved away from, when)
+#: How long after the selection moved away from an address a rerun carrying it is taken for a late copy
+#: of the old address, not a request for that run (seconds).
+LATE_ADDRESS_S = 30.0
 _QP_ERROR = "_run_query_param_error"
 _FLASH = "_flash_messages"
 APP_SCRIPT = Path(__file__).resolve().parents[1] / "app.py"  # the entry point the pages run under
@@ -119,7 +126,7 @@ def _resolve_run_id(store: RunStore, entries: list[PickerRun]) -> str | None:
     """Apply a new ?run= query parameter, then return a selected id that exists (or a default)."""
     ss = st.session_state
     wanted = st.query_params.get("run")
-    if wanted and wanted != ss.get(_QP_SEEN):
+    if wanted and wanted != ss.get(_QP_SEEN) and not _late_address(wanted):
         ss[_QP_SEEN] = wanted
         try:
             ss[RUN_KEY] = store.get(wanted).id
@@ -135,6 +142,14 @@ def _resolve_run_id(store: RunStore, entries: list[PickerRun]) -> str | None:
     else:
         ss[RUN_KEY] = default
     return default
+
+
+def _late_address(wanted: str) -> bool:
+    """Whether ``?run=wanted`` is the address this session's selection just moved away from: a rerun sent
+    with the old address (the browser's, or a live panel's poll fired before the new one arrived) would
+    otherwise select the old run again (after starting a new run, the page showed the one before it)."""
+    left = st.session_state.get(_QP_LEFT)
+    return bool(left) and left[0] == wanted and time.time() - float(left[1]) < LATE_ADDRESS_S
 
 
 def run_state(run: Run) -> str:
@@ -174,6 +189,9 @@ def select_run(run_id: str | None) -> None:
     if run_id is None:
         st.session_state.pop(RUN_KEY, None)
         return
+    before = st.session_state.get(_QP_SEEN)
+    if before and before != run_id:
+        st.session_state[_QP_LEFT] = (before, time.time())
     st.session_state[RUN_KEY] = run_id
     st.session_state[_QP_SEEN] = run_id
     st.query_params["run"] = run_id

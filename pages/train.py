@@ -9,6 +9,8 @@ pages.common.kept), so nothing typed is lost on a rerun or a page switch.
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from cartomap.config import DEMO_DESCRIPTION, DEMO_TRAIN, TrainConfig
@@ -265,13 +267,23 @@ if write_button("Start training", Action.TRAIN, type="primary", key="train_start
             precision=precision,
             group_by_length=group_by_length,
         )
+        clicked = time.time()
         with st.spinner("Checking the data…"):
             started = start_training(config, store, by=acting_as())
     except CartomapError as err:
         show_error(err)
     else:
         state = started.state
-        if state == "done":
+        done = len(started.history()) if started.created_at() < clicked else 0
+        if started.created_at() < clicked and state == "queued":  # train or load: the earlier run resumes
+            flash(
+                "info",
+                f"This configuration was started before (a run's name and device are not part of it): it is "
+                f"run {started.id}, which continues"
+                + (f" after its epoch {done}" if done else " from the beginning")
+                + " in the background, not a new run.",
+            )
+        elif state == "done":
             flash(
                 "info",
                 f"This configuration was trained on this data before: selected run {started.id} (done).",

@@ -219,6 +219,38 @@ def test_query_param_selects_a_run_by_prefix_or_name(root):
     assert any("no run 'nope'" in w.value for w in at.sidebar.warning)
 
 
+START = """
+run = sidebar_run_picker()
+st.text(f"picked {run.id if run else None}")
+if st.button("Start", key="start"):  # as the Train page does after starting a run
+    select_run(st.session_state["new_run"])
+    st.rerun()
+"""
+
+
+def test_the_picker_follows_the_run_just_started_not_a_late_copy_of_the_old_address(root):
+    """After starting a new run from the page showing a cancelled one, a rerun that still carries the
+    old address (sent by the browser, or by the cancelled run's live panel polling, before the new address
+    reached it) kept the new selection only until that rerun: the page then showed the cancelled run."""
+    cancelled = make_run(root, "cancelled", seed=1, name="stopped")
+    new = make_run(root, "queued", seed=2, name="new")
+    other = make_run(root, "done", seed=3, name="other")
+    at = script(START)
+    at.session_state["new_run"] = new.id
+    at.query_params["run"] = cancelled.id
+    at.run()
+    assert f"picked {cancelled.id}" in texts(at)
+    at.button(key="start").click().run()
+    assert f"picked {new.id}" in texts(at) and at.query_params["run"] == new.id
+    at.query_params["run"] = cancelled.id  # the late copy of the address the session left
+    at.run()
+    assert f"picked {new.id}" in texts(at) and at.session_state["run_id"] == new.id
+    assert at.query_params["run"] == new.id  # the address follows the selection again
+    at.query_params["run"] = other.id  # another address is a request for that run, as always
+    at.run()
+    assert f"picked {other.id}" in texts(at)
+
+
 def test_picker_without_runs_and_current_run_without_picker(root):
     at = script(PICKER).run()
     assert "picked None" in texts(at)

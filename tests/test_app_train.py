@@ -180,6 +180,23 @@ def test_start_calls_start_training_and_selects_the_run(root, spawned):
     assert len(runs(root)) == 1
 
 
+def test_starting_a_cancelled_runs_configuration_again_says_it_is_that_run(root, spawned):
+    """Train or load: the same data and options (another name) are the cancelled run, which continues; the
+    page says so and follows it, instead of "Started run" for what looks like a new run."""
+    at = use_path(page().run(), "demo:dev")
+    at.radio(key="_kept_train_dev").set_value("none").run()
+    at.number_input(key="_kept_train_epochs").set_value(1).run()
+    at.button(key="train_start").click().run()
+    (run,) = runs(root)
+    run.set_status(state="cancelled")
+    at.text_input(key="_kept_train_name").set_value("a new name").run()
+    at.button(key="train_start").click().run()
+    assert not at.exception and not errors(at)
+    assert [r.id for r in runs(root)] == [run.id] and at.session_state["run_id"] == run.id
+    assert any(f"it is run {run.id}, which continues from the beginning" in i.value for i in at.info)
+    assert not any("Started run" in s.value for s in at.success)
+
+
 def test_upload_is_saved_by_hash_and_trained_from(root, spawned):
     at = page().run()
     at.radio(key="_kept_train_source").set_value("upload").run()
