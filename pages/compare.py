@@ -41,9 +41,12 @@ TABLE_COLUMNS = [
     "epochs",
     "best_epoch",
     "dev_accuracy",
+    "dev_entity_f1",
     "accuracy",
     "micro_f1",
     "macro_f1",
+    "entity_f1",
+    "entity_macro_f1",
     "id",
 ]
 
@@ -193,10 +196,13 @@ def scores_section(keys, test) -> pd.DataFrame:
     return table
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def _curve_names(keys, test):
+    return compare.curve_names(_runs(keys), test)
+
+
 def curves_section(keys, test) -> None:
-    names = list(compare.CURVES)
-    if test is None:
-        names.remove("test accuracy")
+    names = _curve_names(keys, test)
     metric = st.radio("Curve", names, horizontal=True, **kept("cmp_metric", names[0], options=names))
     frame = _curves(keys, compare.CURVES[metric], test)
     if frame.empty:
@@ -336,7 +342,7 @@ def main() -> None:
             st.subheader("Learning curves")
             curves_section(keys, test)
             if test is not None:
-                st.subheader("F1 per class")
+                st.subheader("F1 per class (entity type, for named entities)")
                 class_section(keys, test)
             st.subheader("Data maps")
             maps_section(runs)

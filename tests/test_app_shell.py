@@ -70,6 +70,31 @@ def test_fresh_install_opens_on_data_map_and_trains_the_demo_in_one_click(root, 
     assert at.get("progress"), "the page follows the demo's training"
 
 
+def test_fresh_install_trains_the_ner_demo_beside_the_nli_demo(root, spawned):
+    """ "Train the NER demo" beside "Train the demo": the bundled WikiGold run (token classification) starts
+    and the page follows it, the run `cartomap demo --task token` trains (one id)."""
+    from cartomap.config import DEMO_NER_TRAIN_CONFIG, demo_run_config
+    from cartomap.training.prepare import prepare_run
+
+    at = app().run()
+    assert not at.exception
+    assert at.button(key="train_demo").label == "Train the demo"  # both offered
+    button = at.button(key="train_ner_demo")
+    assert button.label == "Train the NER demo"
+    button.click().run()
+    assert not at.exception
+    (run,) = RunStore(root).list()
+    assert run.task_kind.name == "token" and run.config.data.path == "demo:ner_train"
+    assert run.config.dev.path == "demo:ner_dev" and run.config.train == DEMO_NER_TRAIN_CONFIG
+    assert run.info["n_train"] == 1454 and len(run.dev_examples()) == 242
+    assert run.label_names == ("B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER", "O")
+    assert run.examples()["id"].iloc[0].startswith("wikigold-")  # the sentences' own ids
+    assert spawned and spawned[0][:3] == ["train", "--run", run.id]
+    assert at.session_state["run_id"] == run.id and at.query_params["run"] == run.id
+    assert at.get("progress"), "the page follows the NER demo's training"
+    assert prepare_run(demo_run_config("token"), RunStore(root)).id == run.id
+
+
 def test_every_page_renders(root):
     make_run(root, "failed", error="RuntimeError: boom")
     at = app().run()

@@ -514,3 +514,34 @@ def test_cli_demo_and_the_dashboard_button_train_one_run(tmp_path, monkeypatch):
     assert run.config.train == DEMO_TRAIN_CONFIG != TrainConfig()
     assert (run.config.train.epochs, run.config.train.learning_rate) == (3, 1e-4)
     assert prepare_run(demo_run_config(), RunStore(cache)).id == run.id  # the dashboard's start_demo config
+
+
+def test_cli_demo_task_token_trains_the_bundled_ner_demo(tmp_path, monkeypatch, capsys):
+    """`cartomap demo --task token` prepares the NER demo's run (the bundled WikiGold files, the run "Train
+    the NER demo" starts) and refuses to overwrite its map files before any training."""
+    from cartomap.cli import train as train_cli
+    from cartomap.config import DEMO_NER_TRAIN_CONFIG, demo_run_config
+    from cartomap.training.prepare import prepare_run
+
+    monkeypatch.setattr(
+        train_cli, "train_with_progress", lambda run, **_: 3
+    )  # stop after the run is prepared
+    cache = tmp_path / "cache"
+    assert main(["--cache", str(cache), "demo", "--task", "token", "--out-dir", str(tmp_path)]) == 3
+    (run,) = RunStore(cache).list()
+    assert run.task_kind.name == "token" and run.config.train == DEMO_NER_TRAIN_CONFIG
+    assert run.info["n_train"] == 1454 and run.config.model.max_length == 192
+    assert prepare_run(demo_run_config("token"), RunStore(cache)).id == run.id
+    (tmp_path / "ner_demo_map.png").write_bytes(b"mine")
+    assert main(["--cache", str(cache), "demo", "--task", "token", "--out-dir", str(tmp_path)]) == 2
+    assert "ner_demo_map.png" in capsys.readouterr().err
+    assert (tmp_path / "ner_demo_map.png").read_bytes() == b"mine"
+    # the same files by hand: --data demo:ner_train is token data with its own dev set by default
+    assert (
+        main(
+            ["--cache", str(cache), "train", "--data", "demo:ner_train", "--epochs", "4", "--lr", "1e-4"]
+            + ["--max-length", "192"]
+        )
+        == 3
+    )
+    assert len(RunStore(cache).list()) == 1  # the same run

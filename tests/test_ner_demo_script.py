@@ -82,3 +82,28 @@ def test_builds_reproducible_iob2_files_split_by_article(tmp_path, capsys):
 def test_missing_source_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match="no such file"):
         load_script().main(["--source", str(tmp_path / "none.txt"), "--out", str(tmp_path)])
+
+
+def test_the_bundled_ner_demo_files_are_the_scripts_wikigold_split():
+    """The bundled files (what the NER demo trains on): 1,454 / 242 sentences of 123 / 22 articles, none in
+    both, IOB2 tags (no BIO warning), the sentences' own ids, and their licence beside them."""
+    from cartomap.config import DEMO_NER_DEV, DEMO_NER_TRAIN, DataConfig
+    from cartomap.data.loading import DEMO_DIR, demo_path, load_dataset
+
+    train = read_tagged(demo_path("ner_train"), id_field="sent_id")
+    dev = read_tagged(demo_path("ner_dev"), id_field="sent_id")
+    assert (len(train), len(dev)) == (1454, 242) and (train.num_words, dev.num_words) == (33516, 5491)
+    assert train.warnings == () and dev.warnings == ()
+    articles = lambda ids: {i.split("-")[1] for i in ids}  # noqa: E731
+    assert (len(articles(train.frame["id"])), len(articles(dev.frame["id"]))) == (123, 22)
+    assert not articles(train.frame["id"]) & articles(dev.frame["id"])
+    assert train.tag_names == ("B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER", "O")
+    loaded = load_dataset(DataConfig(path=DEMO_NER_TRAIN))
+    assert loaded.task_kind.name == "token" and list(loaded.frame["id"]) == list(train.frame["id"])
+    assert len(load_dataset(DataConfig(path=DEMO_NER_DEV), label_names=loaded.label_names)) == 242
+    licence = (DEMO_DIR / "LICENSE-wikigold.txt").read_text(encoding="utf-8")
+    assert (
+        "CC BY 4.0" in licence
+        and "Balasuriya" in licence
+        and "creativecommons.org/licenses/by/4.0" in licence
+    )

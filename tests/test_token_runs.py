@@ -4,6 +4,7 @@ word's first sub-word), keyed by (sentence id, word index), on a tiny random BER
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -211,3 +212,92 @@ def test_experiments_of_one_label_per_example_refuse_token_data(tiny_model, ner_
     assert not (tmp_path / "c" / "experiments").exists() or not any(
         (tmp_path / "c" / "experiments").iterdir()
     )
+
+
+@pytest.fixture(scope="module")
+def entity_runs(tiny_model, tmp_path_factory):
+    """Two finished token runs of the same data with other seeds (tiny random BERT, learning rate 1e-3),
+    a dev set and the training set again as test set: {seed: run}."""
+    folder = tmp_path_factory.mktemp("entity-runs")
+    train, dev = folder / "train.conll", folder / "dev.conll"
+    train.write_text(TRAIN, encoding="utf-8")
+    dev.write_text(DEV, encoding="utf-8")
+    store = RunStore(folder / "cache")
+    runs = {}
+    for seed in (1, 2):
+        config = token_config(tiny_model, train, dev, learning_rate=1e-3, seed=seed)
+        runs[seed] = train_or_load(config.replace(tests=(DataConfig(path=str(train)),)), store)
+    return runs
+
+
+def test_a_token_run_reports_entity_scores_on_dev_and_test_each_epoch(entity_runs):
+    """Entity-level precision, recall and F1 (seqeval's, per type, micro and macro) of every epoch's dev and
+    test predictions, beside the per-word accuracy: the history holds what seqeval says of the recorded
+    logits' argmax."""
+    from seqeval.metrics import classification_report, f1_score
+
+    from cartomap.scores.entities import tags_by_sentence
+
+    run = entity_runs[1]
+    history = run.history()
+    assert len(history) == 2
+    names = run.label_names
+    for source, frame in (("dev", run.dev_examples()), ("test_0", run.test_examples(0))):
+        ids, gold_codes, counts = TOKEN.units(frame)
+        gold = tags_by_sentence(gold_codes, counts, names)
+        for epoch, record in enumerate(history):
+            pred = tags_by_sentence(run.read_epoch(source, epoch, ids).argmax(1), counts, names)
+            report = classification_report(gold, pred, output_dict=True, zero_division=0)
+            scores = record[f"{source}_entities"]
+            assert record[f"{source}_entity_f1"] == pytest.approx(f1_score(gold, pred))
+            assert scores["micro"]["f1"] == pytest.approx(report["micro avg"]["f1-score"])
+            assert scores["macro"]["recall"] == pytest.approx(report["macro avg"]["recall"])
+            assert set(scores) == {k for k in report if not k.endswith(" avg")} | {"micro", "macro"}
+            assert {"LOC", "PER"} <= set(scores) or source == "dev"
+            words = np.concatenate(pred) == np.concatenate(gold)
+            assert record[f"{source}_accuracy"] == pytest.approx(float(words.mean()))
+    assert "dev_entities" not in (run.path / "log.txt").read_text()  # the log keeps the numbers only
+
+
+def test_entity_scores_in_show_the_run_summary_and_compare(entity_runs, capsys):
+    """`cartomap show`, the Data map page's run summary and Compare report the entity scores beside the
+    per-word accuracy; a token run's dev confusion matrix and per-example diff are per word."""
+    from cartomap.analysis import compare, summary
+    from cartomap.cli import main
+
+    a, b = entity_runs[1], entity_runs[2]
+    last, best = a.history()[-1], a.history()[a.best_epoch()]
+    assert main(["--cache", str(a.path.parents[1]), "show", a.id]) == 0
+    out = capsys.readouterr().out
+    assert "dev entities (epoch 2), precision / recall / F1 of whole entities:" in out
+    m = last["dev_entities"]["micro"]
+    assert re.search(
+        rf"micro\s+{m['precision']:.4f}\s+{m['recall']:.4f}\s+{m['f1']:.4f}\s+{m['support']}\n", out
+    )
+    assert re.search(r"\n\s+LOC\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+1\n", out)  # the dev set's one entity
+    assert "dev_entity_f1" in out and "{" not in out  # the epochs' numbers, no raw dict
+    assert re.search(r"test \S*train entities \(epoch \d\), precision / recall / F1", out)
+
+    facts = summary.run_summary(a)
+    rows = dict(summary.summary_rows(facts).itertuples(index=False))
+    f1 = best["dev_entities"]["micro"]["f1"]
+    assert rows[f"dev entity F1, micro / macro, best epoch ({a.best_epoch() + 1})"].startswith(f"{f1:.1%} / ")
+    assert any(k.startswith("dev LOC: precision / recall / F1") for k in rows)
+    assert "dev entity F1" in summary.summary_line(facts)
+    confusion = summary.dev_confusion(a)  # per word: 3 dev words
+    assert confusion.to_numpy().sum() == 3 and list(confusion.index)[0] == "gold B-LOC"
+
+    table = compare.comparison_table({"a": a, "b": b}, 0).set_index("run")
+    assert table.loc["a", "dev_entity_f1"] == pytest.approx(best["dev_entity_f1"])
+    assert table.loc["a", "entity_f1"] == pytest.approx(best["test_0_entity_f1"])
+    assert table.loc["a", "accuracy"] == pytest.approx(best["test_0_accuracy"])  # per word
+    classes = compare.class_f1_frame({"a": a, "b": b}, 0)
+    assert set(classes["class"]) <= {"LOC", "PER"} and len(classes) >= 2  # entity types, not tags
+    names = compare.curve_names({"a": a}, 0)
+    assert "dev entity F1" in names and "test entity F1" in names
+    assert "dev entity F1" not in compare.curve_names({}, None)
+    curve = compare.curves_frame({"a": a}, "test entity F1", 0)
+    assert curve["value"].tolist() == pytest.approx([h["test_0_entity_f1"] for h in a.history()])
+    diff = compare.dev_diff(a, b)  # word by word
+    assert diff["id"].tolist() == ["sent-0#0", "sent-0#1", "sent-0#2"]
+    assert diff["tokens"].tolist() == ["Paris", "is", "big"] and diff["gold"].tolist()[0] == "B-LOC"

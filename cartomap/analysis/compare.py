@@ -27,24 +27,51 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis.evaluation import (
+    entity_scores_at,
     predictions_on_test,
     run_chance_warning,
     run_class_table,
     run_scores,
     test_position,
+    unit_predictions,
 )
 from cartomap.analysis.style import escape_text, palette_color
 from cartomap.errors import DataError, RunError
 from cartomap.runs.store import Run
+from cartomap.scores import entities
 from cartomap.scores.reports import OUTCOMES, mark_best, per_example_diff
 from cartomap.tasks import registry as task_kinds
 
-#: Score columns of :func:`comparison_table` (higher = better): the ones whose best is marked.
-SCORE_COLUMNS = ("dev_accuracy", "accuracy", "micro_f1", "macro_f1")
-#: Curves of :func:`curves_frame`: display name -> history key ("test accuracy" reads the chosen test set).
-CURVES = {"dev accuracy": "dev_accuracy", "test accuracy": "test_accuracy", "train loss": "train_loss"}
+#: Score columns of :func:`comparison_table` (higher = better): the ones whose best is marked. The entity
+#: columns (named-entity runs: F1 of whole entities, micro and macro) are there when a run has them.
+SCORE_COLUMNS = (
+    "dev_accuracy",
+    "dev_entity_f1",
+    "accuracy",
+    "micro_f1",
+    "macro_f1",
+    "entity_f1",
+    "entity_macro_f1",
+)
+ENTITY_COLUMNS = ("dev_entity_f1", "entity_f1", "entity_macro_f1")
+#: Curves of :func:`curves_frame`: display name -> history key ("test ..." reads the chosen test set).
+CURVES = {
+    "dev accuracy": "dev_accuracy",
+    "test accuracy": "test_accuracy",
+    "dev entity F1": "dev_entity_f1",
+    "test entity F1": "test_entity_f1",
+    "train loss": "train_loss",
+}
 #: Direction of each curve: loss is better when lower.
-CURVE_HIGHER_IS_BETTER = {"dev_accuracy": True, "test_accuracy": True, "train_loss": False}
+CURVE_HIGHER_IS_BETTER = {
+    "dev_accuracy": True,
+    "test_accuracy": True,
+    "dev_entity_f1": True,
+    "test_entity_f1": True,
+    "train_loss": False,
+}
+#: The curves read from the chosen test set: name -> the history key's suffix after ``test_<k>_``.
+TEST_CURVES = {"test_accuracy": "accuracy", "test_entity_f1": "entity_f1"}
 
 
 # --------------------------------------------------------------------------- labels
@@ -86,7 +113,8 @@ def _has_test(run: Run, test: int | str) -> bool:
 
 def run_overview(run: Run) -> dict[str, Any]:
     """Setup of a run: id, name, order, seed, train_size, epochs (completed), best_epoch (1-based)
-    and the dev accuracy at that epoch (None without a dev set or before the first epoch)."""
+    and the dev accuracy at that epoch (None without a dev set or before the first epoch); a named-entity
+    run's dev entity F1 (micro) at that epoch too (None for other runs)."""
     config = run.info.get("config", {})
     history = run.history()
     best = run.best_epoch()
@@ -99,32 +127,40 @@ def run_overview(run: Run) -> dict[str, Any]:
         "epochs": len(history),
         "best_epoch": None if best is None else best + 1,
         "dev_accuracy": None if best is None else history[best].get("dev_accuracy"),
+        "dev_entity_f1": None if best is None else history[best].get(entities.f1_key("dev")),
     }
 
 
 def comparison_table(runs: Mapping[str, Run] | Sequence[Run], test: int | str | None = 0) -> pd.DataFrame:
     """One row per run: run (label), id, name, order, seed, train_size, epochs, best_epoch,
-    dev_accuracy, test_set, accuracy, micro_f1, macro_f1.
+    dev_accuracy, test_set, accuracy, micro_f1, macro_f1; when a run has them (named entities),
+    dev_entity_f1 after dev_accuracy and entity_f1, entity_macro_f1 (F1 of whole entities) after macro_f1.
 
     Scores are :func:`cartomap.analysis.evaluation.run_scores` on ``test`` (a position or a name) at the
-    epoch best on validation; higher = better. A run without that test set, or without a finished
-    epoch, has NaN scores and an empty test_set. ``test=None`` leaves the test columns out.
+    epoch best on validation (a token run's accuracy and F1 are per word); higher = better. A run without
+    that test set, or without a finished epoch, has NaN scores and an empty test_set. ``test=None`` leaves
+    the test columns out.
     """
     rows = []
+    scored = ("test_set", "accuracy", "micro_f1", "macro_f1", "entity_f1", "entity_macro_f1")
     for label, run in labelled(runs).items():
         row: dict[str, Any] = {"run": label, **run_overview(run)}
         if test is not None:
-            row.update(test_set=None, accuracy=np.nan, micro_f1=np.nan, macro_f1=np.nan)
+            row.update(dict.fromkeys(scored, np.nan), test_set=None)
             if _has_test(run, test) and row["best_epoch"] is not None:
                 scores = run_scores(run, test)
-                row.update({k: scores[k] for k in ("test_set", "accuracy", "micro_f1", "macro_f1")})
+                row.update({k: scores[k] for k in scored if k in scores})
         rows.append(row)
     columns = ["run", "id", "name", "order", "seed", "train_size", "epochs", "best_epoch", "dev_accuracy"]
+    columns += ["dev_entity_f1"]
     if test is not None:
-        columns += ["test_set", "accuracy", "micro_f1", "macro_f1"]
+        columns += list(scored)
     table = pd.DataFrame(rows, columns=columns)
-    table["dev_accuracy"] = pd.to_numeric(table["dev_accuracy"], errors="coerce").astype(float)
-    return table
+    for column in ("dev_accuracy", *ENTITY_COLUMNS):
+        if column in table.columns:
+            table[column] = pd.to_numeric(table[column], errors="coerce").astype(float)
+    # the entity columns only where some run is scored on entities
+    return table.drop(columns=[c for c in ENTITY_COLUMNS if c in table.columns and table[c].isna().all()])
 
 
 def chance_warnings(runs: Mapping[str, Run] | Sequence[Run], table: pd.DataFrame) -> list[str]:
@@ -189,12 +225,17 @@ def bold_best(table: pd.DataFrame, columns: Sequence[str] | None = None, digits:
 def class_f1_frame(runs: Mapping[str, Run] | Sequence[Run], test: int | str = 0) -> pd.DataFrame:
     """Long frame for grouped bars: run, class, precision, recall, f1, support, one row per
     (run, class) from :func:`cartomap.analysis.evaluation.run_class_table` (the micro and macro rows left
-    out). Runs without the test set or without a finished epoch have no rows. Higher = better."""
+    out); a named-entity run's classes are its entity types, scored on whole entities
+    (:func:`cartomap.scores.entities.entity_scores`). Runs without the test set or without a finished
+    epoch have no rows. Higher = better."""
     parts = []
     for label, run in labelled(runs).items():
-        if not _has_test(run, test) or run.best_epoch() is None:
+        best = run.best_epoch()
+        if not _has_test(run, test) or best is None:
             continue
-        table = run_class_table(run, test).drop(index=["micro", "macro"])
+        found = entity_scores_at(run, f"test_{test_position(run, test)}", best)
+        table = entities.entity_table(found) if found else run_class_table(run, test)
+        table = table.drop(index=["micro", "macro"])
         parts.append(table.rename_axis("class").reset_index().assign(run=label))
     columns = ["run", "class", "precision", "recall", "f1", "support"]
     if not parts:
@@ -207,19 +248,19 @@ def curves_frame(
 ) -> pd.DataFrame:
     """Long frame run, epoch (1-based), value of one per-epoch ``metric`` of every run's history.
 
-    ``metric``: "dev_accuracy", "train_loss" (or any history key), or "test_accuracy", the
-    accuracy on ``test`` (a position or a name; history key ``test_<k>_accuracy`` with k the
-    test set's position in that run). Epochs without the value are skipped, so a run without
-    a dev set (or without that test set) has no points.
+    ``metric``: "dev_accuracy", "dev_entity_f1", "train_loss" (or any history key), or "test_accuracy"
+    / "test_entity_f1", the value on ``test`` (a position or a name; history key ``test_<k>_accuracy``
+    with k the test set's position in that run). Epochs without the value are skipped, so a run without
+    a dev set (or without that test set, or without entities) has no points.
     """
     metric = CURVES.get(metric, metric)
     rows = []
     for label, run in labelled(runs).items():
         key = metric
-        if metric == "test_accuracy":
+        if metric in TEST_CURVES:
             if not _has_test(run, test):
                 continue
-            key = f"test_{test_position(run, test)}_accuracy"
+            key = f"test_{test_position(run, test)}_{TEST_CURVES[metric]}"
         for position, record in enumerate(run.history(), start=1):
             value = record.get(key)
             if isinstance(value, int | float) and np.isfinite(value):
@@ -227,6 +268,20 @@ def curves_frame(
                     {"run": label, "epoch": int(record.get("epoch", position)), "value": float(value)}
                 )
     return pd.DataFrame(rows, columns=["run", "epoch", "value"])
+
+
+def curve_names(runs: Mapping[str, Run] | Sequence[Run], test: int | str | None = 0) -> list[str]:
+    """The names of :data:`CURVES` worth offering for ``runs``: the test curves only with a test set, the
+    entity curves only when a run recorded them (named-entity runs)."""
+    keys = {k for run in labelled(runs).values() for record in run.history() for k in record}
+    names = []
+    for name, metric in CURVES.items():
+        if metric in TEST_CURVES and test is None:
+            continue
+        if metric.endswith(entities.F1_SUFFIX) and not any(k.endswith(entities.F1_SUFFIX) for k in keys):
+            continue
+        names.append(name)
+    return names
 
 
 def curves_figure(frame: pd.DataFrame, metric: str = "dev_accuracy", height: int = 380):
@@ -343,18 +398,12 @@ def example_diff(run_a: Run, run_b: Run, test: int | str = 0) -> pd.DataFrame:
 
 def dev_predictions(run: Run, epoch: int | None = None) -> pd.DataFrame:
     """id, texts, gold, pred on the run's dev set at ``epoch`` (default: best on dev), from the
-    dev logits recorded after every epoch."""
+    dev logits recorded after every epoch (a token run's: a row per word)."""
     frame = run.dev_examples()
     epoch = run.best_epoch() if epoch is None else epoch
     if frame is None or epoch is None or epoch not in run.dynamics_epochs("dev"):
         raise RunError(f"run {run.id} has no recorded dev predictions")
-    logits = run.read_epoch("dev", epoch, frame["id"].astype(str).tolist())
-    out = frame[["id"]].astype(str).copy()
-    for column in task_kinds.text_fields_in(frame.columns):
-        out[column] = frame[column]
-    out["gold"] = frame["label"].to_numpy(dtype=np.int64)
-    out["pred"] = logits.argmax(1)
-    return out
+    return unit_predictions(run, frame, "dev", epoch)
 
 
 def dev_diff(run_a: Run, run_b: Run) -> pd.DataFrame:

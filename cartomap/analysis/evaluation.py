@@ -12,6 +12,7 @@ import pandas as pd
 
 from cartomap.errors import RunError
 from cartomap.runs.store import Run
+from cartomap.scores import entities
 from cartomap.scores.chance import chance_warning
 from cartomap.scores.reports import classification_table, summary_scores
 from cartomap.tasks import registry as task_kinds
@@ -29,33 +30,68 @@ def test_position(run: Run, test: int | str = 0) -> int:
 
 
 def predictions_on_test(run: Run, test: int | str = 0, epoch: int | None = None) -> pd.DataFrame:
-    """id, gold, pred, correct and the logits of one test set at ``epoch`` (default: best on dev)."""
-    frame, logits = run.test_logits(test_position(run, test), epoch)
-    out = frame[["id"]].astype(str).copy()
-    for col in task_kinds.text_fields_in(frame.columns):
-        out[col] = frame[col]
-    out["gold"] = frame["label"].to_numpy(dtype=np.int64)
+    """id, gold, pred, correct and the logits of one test set at ``epoch`` (default: best on dev); a token
+    run's row per word (:func:`unit_predictions`)."""
+    k = test_position(run, test)
+    epoch = run.best_epoch() if epoch is None else epoch
+    if epoch is None:
+        raise RunError(f"run {run.id} has not finished an epoch yet")
+    return unit_predictions(run, run.test_examples(k), f"test_{k}", epoch, with_logits=True)
+
+
+def unit_predictions(run: Run, frame: pd.DataFrame, source: str, epoch: int, with_logits: bool = False):
+    """id, the texts, gold, pred (and with ``with_logits`` correct and logit_<c>) of a set's recorded
+    predictions at ``epoch`` (``source`` dev or test_<k>, ``frame`` its examples): a row per example, or
+    for a token run a row per word (id ``<sentence id>#<k>``, the word as its text, its tag codes)."""
+    kind = run.task_kind
+    if kind.unit == "word":
+        ids, gold, _ = kind.units(frame, run.label_names)
+        field = kind.text_fields[0]
+        out = pd.DataFrame({"id": ids, field: [str(w) for words in frame[field] for w in words]})
+    else:
+        ids, gold = frame["id"].astype(str).tolist(), frame["label"].to_numpy(dtype=np.int64)
+        out = frame[["id"]].astype(str).copy()
+        for col in task_kinds.text_fields_in(frame.columns):
+            out[col] = frame[col]
+    logits = run.read_epoch(source, epoch, ids)
+    out["gold"] = np.asarray(gold, dtype=np.int64)
     out["pred"] = logits.argmax(1)
-    out["correct"] = out["gold"] == out["pred"]
-    for c in range(logits.shape[1]):
-        out[f"logit_{c}"] = logits[:, c]
+    if with_logits:
+        out["correct"] = out["gold"] == out["pred"]
+        for c in range(logits.shape[1]):
+            out[f"logit_{c}"] = logits[:, c]
     return out
 
 
+def entity_scores_at(run: Run, source: str, epoch: int) -> dict:
+    """A named-entity run's :func:`cartomap.scores.entities.entity_scores` of set ``source`` (dev,
+    test_<k>) at 0-based ``epoch``, as saved in its history ({} when it has none)."""
+    history = run.history()
+    if not 0 <= epoch < len(history):
+        return {}
+    return history[epoch].get(entities.scores_key(source)) or {}
+
+
 def run_scores(run: Run, test: int | str = 0, epoch: int | None = None) -> dict:
-    """accuracy, micro and macro F1 on a test set, plus the epoch used and its dev accuracy."""
+    """accuracy, micro and macro F1 on a test set, plus the epoch used and its dev accuracy (a token run's:
+    per word, plus ``entity_f1`` and ``entity_macro_f1`` of whole entities when its tags name entities)."""
     epoch = run.best_epoch() if epoch is None else epoch
     if epoch is None:
         raise RunError(f"run {run.id} has no finished epoch")
     pred = predictions_on_test(run, test, epoch)
     scores = summary_scores(pred["gold"], pred["pred"], len(run.label_names))
     history = run.history()
-    return {
+    out = {
         **scores,
         "epoch": epoch + 1,
         "dev_accuracy": history[epoch].get("dev_accuracy"),
         "test_set": run.test_names[test_position(run, test)],
     }
+    found = entity_scores_at(run, f"test_{test_position(run, test)}", epoch)
+    if found:  # named entities: whole-entity F1 beside the per-word scores
+        out["entity_f1"] = found["micro"]["f1"]
+        out["entity_macro_f1"] = found["macro"]["f1"]
+    return out
 
 
 def run_class_table(run: Run, test: int | str = 0, epoch: int | None = None) -> pd.DataFrame:

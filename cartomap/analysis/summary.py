@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
+from cartomap.scores import entities
 
 
 def _accuracy_keys(history: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -40,7 +41,9 @@ def summarise(
     ties; the last without a dev set; None before the first epoch), ``accuracy`` ({set name: {"last",
     "best"}}, "best" = the accuracy at ``best_epoch``, as the house reports test scores; the dev set's
     "best" is its maximum; a multi-label run's sets also have "exact_match", {"last", "best"}: the share of
-    examples with every label right), ``n_seeds``, ``record``, ``record_points``, ``skip_epochs``, ``region_rule``.
+    examples with every label right; a named-entity run's sets "entities", {"last", "best"}: the
+    :func:`cartomap.scores.entities.entity_scores` of those epochs), ``n_seeds``, ``record``,
+    ``record_points``, ``skip_epochs``, ``region_rule``.
     Test set k is named by ``test_names[k]`` (``test k`` without)."""
     history = list(history)
     dev = [h.get("dev_accuracy") for h in history]
@@ -65,6 +68,12 @@ def summarise(
             accuracy[name]["exact_match"] = {
                 "last": history[-1].get(exact),
                 "best": history[best].get(exact) if best is not None else None,
+            }
+        found = entities.scores_key(key.removesuffix("_accuracy"))  # named entities: whole-entity scores
+        if any(found in h for h in history):
+            accuracy[name]["entities"] = {
+                "last": history[-1].get(found) or {},
+                "best": (history[best].get(found) or {}) if best is not None else {},
             }
     return {
         "epochs_done": len(history),
@@ -93,6 +102,8 @@ def summary_rows(summary: Mapping[str, Any]) -> pd.DataFrame:
         if "exact_match" in acc:
             rows.append((f"{name} exact match, last epoch", _pct(acc["exact_match"]["last"])))
             rows.append((f"{name} exact match, best epoch ({best})", _pct(acc["exact_match"]["best"])))
+        if "entities" in acc:
+            rows += entity_rows(name, acc["entities"], best)
     rows.append(("seeds", str(summary["n_seeds"])))
     recording = summary["record"]
     if summary.get("record_points", 1) > 1:
@@ -105,6 +116,32 @@ def summary_rows(summary: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["what", "value"])
 
 
+def entity_rows(name: str, found: Mapping[str, Mapping], best: int | None) -> list[tuple[str, str]]:
+    """The summary rows of one set's entity scores: micro and macro F1 at the last and the best epoch, and
+    each type's precision / recall / F1 (its gold entities) at the best epoch."""
+    rows = []
+    for when, label in (("last", "last epoch"), ("best", f"best epoch ({best})")):
+        scores = found.get(when) or {}
+        micro, macro = scores.get("micro", {}), scores.get("macro", {})
+        rows.append(
+            (
+                f"{name} entity F1, micro / macro, {label}",
+                f"{_pct(micro.get('f1'))} / {_pct(macro.get('f1'))}",
+            )
+        )
+    scores = found.get("best") or {}
+    for kind in [k for k in scores if k not in entities.AVERAGES]:
+        row = scores[kind]
+        rows.append(
+            (
+                f"{name} {kind}: precision / recall / F1, best epoch ({best})",
+                f"{_pct(row.get('precision'))} / {_pct(row.get('recall'))} / {_pct(row.get('f1'))} "
+                f"({row.get('support', 0):,} entities)",
+            )
+        )
+    return rows
+
+
 def summary_line(summary: Mapping[str, Any]) -> str:
     """The summary in one line: epochs, the dev accuracy at the last and best epoch, seeds, recording."""
     parts = [f"{summary['epochs_done']}/{summary['epochs_planned']} epochs"]
@@ -113,6 +150,9 @@ def summary_line(summary: Mapping[str, Any]) -> str:
         parts.append(
             f"dev accuracy {_pct(dev['last'])} last, {_pct(dev['best'])} best (epoch {summary['best_epoch']})"
         )
+        if "entities" in dev:  # named entities: the field's measure beside the per-word accuracy
+            last = (dev["entities"].get("last") or {}).get("micro", {})
+            parts.append(f"dev entity F1 {_pct(last.get('f1'))} last")
     parts.append(f"{summary['n_seeds']} seed{'s' if summary['n_seeds'] != 1 else ''}")
     parts.append(f"recorded: {summary['record']}")
     return " · ".join(parts)
@@ -143,7 +183,7 @@ def dev_confusion(run, epoch: int | None = None) -> pd.DataFrame | None:
         return None
     epoch = epochs[-1] if epoch is None else epoch
     kind = run.task_kind
-    if kind.unit == "label":  # multi-label: every (example, label), absent or present
+    if kind.unit != "example":  # every word (token runs); every (example, label), absent or present
         ids, labels, _ = kind.units(frame, run.label_names)
         logits = run.read_epoch("dev", epoch, ids)
         return confusion_matrix(labels, logits, kind.unit_classes(run.label_names))

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from cartomap.config import (
-    DEMO_DEV,
+    DEMO_DEV_OF,
     DEMO_TRAIN,
     DataConfig,
     ExecutorConfig,
@@ -15,6 +15,7 @@ from cartomap.config import (
     OrderConfig,
     RunConfig,
     TrainConfig,
+    path_kind,
 )
 from cartomap.errors import DataError, RunError
 from cartomap.tasks import registry as task_kinds
@@ -78,13 +79,15 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--data",
         default=DEMO_TRAIN,
-        help="training data: file, saved HF dataset folder, hf:NAME, demo:train, or run:RUN "
+        help="training data: file, saved HF dataset folder, hf:NAME, demo:train (demo:ner_train: the NER "
+        "demo), or run:RUN "
         "(a run's own copy of its training set; run:RUN:dev, run:RUN:test_0 for its other sets)",
     )
     g.add_argument(
         "--dev",
         default=None,
-        help="dev data evaluated each epoch ('none' to skip; default demo:dev for the demo; run:RUN:dev)",
+        help="dev data evaluated each epoch ('none' to skip; default demo:dev / demo:ner_dev for the demos; "
+        "run:RUN:dev)",
     )
     add_column_arguments(g)
     g.add_argument("--dev-split", default=None)
@@ -179,7 +182,7 @@ def data_config(a: argparse.Namespace, path: str, split: str | None) -> DataConf
         return RunStore(a.cache).data_ref(path)
     # The task named, else the one the file's suffix says (.conll), else the default: its own names are
     # the default columns.
-    kind = task_kinds.kind(a.task) if a.task else (task_kinds.for_path(path) or task_kinds.DEFAULT)
+    kind = task_kinds.kind(a.task) if a.task else (path_kind(path) or task_kinds.DEFAULT)
     return DataConfig(
         path=path,
         format=a.format,
@@ -277,7 +280,7 @@ def _config_from_args(a: argparse.Namespace) -> RunConfig:
     if a.config:
         return read_config_file(a.config)
     data = data_config(a, a.data, a.split)
-    dev_path = a.dev if a.dev is not None else (DEMO_DEV if a.data == DEMO_TRAIN else "none")
+    dev_path = a.dev if a.dev is not None else DEMO_DEV_OF.get(a.data, "none")
     dev = None if dev_path.lower() == "none" else data_config(a, dev_path, a.dev_split)
     train = TrainConfig(
         epochs=a.epochs,
@@ -450,6 +453,8 @@ def print_run_summary(run) -> None:
             else ""
         )
     )
+    if history:
+        print_entity_scores(history[-1], "dev", f"dev entities (epoch {len(history)})")
     best = run.best_epoch()
     for k, name in enumerate(run.test_names):
         value = history[best].get(f"test_{k}_accuracy") if best is not None else None
@@ -460,11 +465,26 @@ def print_run_summary(run) -> None:
                 + (f", exact match {exact:.4f}" if exact is not None else "")
                 + f" (epoch {best + 1})"
             )
+            print_entity_scores(history[best], f"test_{k}", f"test {name} entities (epoch {best + 1})")
     if run.has_metrics():
         from cartomap.analysis.datamap import with_regions
 
         counts = with_regions(run.metrics())["region"].value_counts().to_dict()  # by rank
         print("  regions: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def print_entity_scores(record: dict, prefix: str, title: str) -> None:
+    """A token run's entity-level precision, recall and F1 per type, micro and macro (seqeval's) of one set
+    at one epoch, as a table under ``title``; nothing when the record has none."""
+    from cartomap.scores.entities import entity_table, scores_key
+
+    scores = record.get(scores_key(prefix))
+    if not scores:
+        return
+    print(f"  {title}, precision / recall / F1 of whole entities:")
+    table = entity_table(scores).rename(index=printable).reset_index()  # a type's name comes from the data
+    text = table.to_string(index=False, float_format="{:.4f}".format)
+    print("\n".join("    " + line for line in text.splitlines()))
 
 
 def experiment_options(p: argparse.ArgumentParser, func) -> None:

@@ -79,8 +79,15 @@ def cmd_show(a: argparse.Namespace) -> int:
             f"{status.get('total_steps')} time left {time_left(status, status['state'])}"
             + (f"  error: {status['error']}" if status.get("error") else "")
         )
-    for h in run.history():
-        print("  " + "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in h.items()))
+    for h in run.history():  # an entity table (a dict) is printed by print_run_summary
+        print(
+            "  "
+            + "  ".join(
+                f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                for k, v in h.items()
+                if not isinstance(v, dict)
+            )
+        )
     if status["state"] == "done" and run.has_metrics():
         print_run_summary(run)
         m = run.metrics()

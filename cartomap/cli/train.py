@@ -16,7 +16,7 @@ from cartomap.cli.options import (
     printable,
 )
 from cartomap.cli.team import acting
-from cartomap.config import ORDERS, OrderConfig, demo_run_config
+from cartomap.config import DEMO_TASKS, ORDERS, OrderConfig, demo_run_config
 from cartomap.errors import RunError
 from cartomap.runs import layout
 
@@ -99,22 +99,31 @@ def train_with_progress(run, *, quiet: bool = False, as_job: bool = False) -> in
     return 0 if state == "done" else 3
 
 
+#: What each bundled demo's map files are called and titled, by task kind (``cartomap demo --task``).
+DEMO_MAPS = {
+    "pair": ("demo_map", "Bundled NLI demo:"),
+    "token": ("ner_demo_map", "Bundled NER demo (words):"),
+}
+
+
 def cmd_demo(a: argparse.Namespace) -> int:
-    """Train (or load) the bundled demo with the default encoder and write its data map."""
+    """Train (or load) a bundled demo with the default encoder and write its data map (a token run's: the
+    word map, a point per word)."""
     from cartomap.analysis.datamap import map_frame
     from cartomap.analysis.map_files import save_data_map
     from cartomap.io import refuse_overwrite
     from cartomap.runs.store import RunStore
     from cartomap.training.prepare import prepare_run
 
-    outs = [Path(a.out_dir) / f"demo_map.{suffix}" for suffix in ("png", "html")]
+    stem, title = DEMO_MAPS[a.task]
+    outs = [Path(a.out_dir) / f"{stem}.{suffix}" for suffix in ("png", "html")]
     refuse_overwrite(outs, a.force)  # before training: no surprise after minutes of work
-    run = prepare_run(demo_run_config(), RunStore(a.cache))
+    run = prepare_run(demo_run_config(a.task), RunStore(a.cache))
     code = train_with_progress(run)
     if code:
         return code
     for out in outs:
-        save_data_map(map_frame(run), out, title="Bundled NLI demo:")
+        save_data_map(map_frame(run), out, title=title)
         print(f"wrote {out}")
     return 0
 
@@ -214,9 +223,19 @@ def add_commands(sub) -> None:
     t.add_argument("--job", action="store_true", help=argparse.SUPPRESS)  # started by the dashboard
     t.set_defaults(func=cmd_train)
 
-    dm = sub.add_parser("demo", help="train or load the bundled demo and write demo_map.png/.html")
+    dm = sub.add_parser(
+        "demo",
+        help="train or load a bundled demo and write its map: demo_map.png/.html (NLI pairs), "
+        "ner_demo_map.png/.html (--task token: WikiGold named entities, a point per word)",
+    )
+    dm.add_argument(
+        "--task",
+        choices=DEMO_TASKS,
+        default=DEMO_TASKS[0],
+        help="pair: 3,198 SNLI pairs (default); token: 1,454 WikiGold sentences tagged PER/LOC/ORG/MISC",
+    )
     dm.add_argument("--out-dir", default=".")
-    dm.add_argument("--force", action="store_true", help="replace demo_map.png/.html in --out-dir")
+    dm.add_argument("--force", action="store_true", help="replace the map files in --out-dir")
     dm.set_defaults(func=cmd_demo)
 
     db = sub.add_parser("dashboard", help="open the dashboard in the browser (Streamlit)")

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DEMO_DEV, DEMO_TRAIN, DataConfig
+from cartomap.config import DEMO_DEV, DEMO_NER_DEV, DEMO_NER_TRAIN, DEMO_TRAIN, DataConfig
 from cartomap.data import conll, multilabel
 from cartomap.data.annotations import annotation_columns
 from cartomap.data.dataset import TextDataset
@@ -47,7 +47,14 @@ from cartomap.tasks.base import TaskKind
 NLI_LABEL_NAMES: tuple[str, ...] = ("entailment", "neutral", "contradiction")
 DEMO_LABEL_NAMES: tuple[str, ...] = NLI_LABEL_NAMES
 DEMO_DIR = Path(__file__).parent / "demo"
-_DEMO_FILES = {"train": "nli_train.jsonl.gz", "dev": "nli_dev.jsonl.gz"}
+_DEMO_FILES = {
+    "train": "nli_train.jsonl.gz",
+    "dev": "nli_dev.jsonl.gz",
+    "ner_train": "ner_train.conll.gz",
+    "ner_dev": "ner_dev.conll.gz",
+}
+#: The comment naming each sentence of the bundled NER demo files (``# sent_id = wikigold-<article>-<k>``).
+DEMO_NER_ID_FIELD = "sent_id"
 
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
@@ -56,7 +63,8 @@ _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
 def demo_path(split: str) -> Path:
-    """The bundled demo file for ``"train"`` (3,198 SNLI pairs) or ``"dev"`` (400 SNLI pairs)."""
+    """The bundled demo file for ``"train"`` (3,198 SNLI pairs), ``"dev"`` (400 SNLI pairs), ``"ner_train"``
+    (1,454 WikiGold sentences, IOB2 tags) or ``"ner_dev"`` (242 sentences of other articles)."""
     if split not in _DEMO_FILES:
         raise DataError(f"unknown demo split {split!r}; expected one of {sorted(_DEMO_FILES)}")
     return DEMO_DIR / _DEMO_FILES[split]
@@ -107,6 +115,10 @@ def _load_tagged(config: DataConfig, kind: TaskKind, names: Sequence[str] | None
         frame = frame[["id", words, tags]].rename(
             columns={words: kind.text_fields[0], tags: kind.label_field}
         )
+    elif source in (DEMO_NER_TRAIN, DEMO_NER_DEV):
+        file = demo_path(source.split(":", 1)[1])
+        read = conll.read_tagged(file, id_field=DEMO_NER_ID_FIELD, tag_names=names, source=source)
+        frame, names = read.frame, read.tag_names
     elif conll.is_token_data(path):
         read = conll.read_tagged(path, tag_names=names, source=source, skip_blank=config.skip_blank_tokens)
         frame, names, warnings = read.frame, read.tag_names, read.warnings

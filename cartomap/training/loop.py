@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from cartomap.config import RunConfig
+from cartomap.data.conll import is_bio_tagged
 from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
@@ -34,6 +35,7 @@ from cartomap.runs import steps as step_log
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import Throttle
 from cartomap.runs.store import Run, RunStore, arrow_ids, with_label_keys
+from cartomap.scores import entities
 from cartomap.scores.multilabel import combined_map
 from cartomap.training.batching import (
     DynamicPadding,
@@ -313,6 +315,13 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         dev_loader, dev_labels = eval_loader_for(dev_frame)
     test_frames = [run.test_examples(k) for k in range(len(run.test_names))]
     test_loaders = [eval_loader_for(f) for f in test_frames]
+    # Named entities (BIO tags): entity-level precision, recall and F1 beside the per-word accuracy.
+    entity_sets = task.unit == "word" and is_bio_tagged(label_names)
+
+    def entity_record(prefix: str, frame, logits, y) -> dict:
+        if not entity_sets:
+            return {}
+        return entities.history_record(prefix, logits, y, task.unit_ids(frame)[1], label_names)
 
     seed_everything(tc.seed)  # the new classifier head's initial weights
     model = load_classifier(base_model, label_names, task)
@@ -450,6 +459,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             if task.unit == "label":  # every label of an example right: subset accuracy
                 record["dev_exact_match"] = exact_match(dev_logits, dev_labels, len(label_names))
             record["dev_loss"] = float(F.cross_entropy(torch.tensor(dev_logits), torch.tensor(dev_labels)))
+            record.update(entity_record("dev", dev_frame, dev_logits, dev_labels))
         test_logits = []
         for k, (loader, y) in enumerate(test_loaders):
             progress.update(force=True, phase=f"test {k + 1}/{len(test_loaders)}")
@@ -457,6 +467,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             record[f"test_{k}_accuracy"] = float((test_logits[-1].argmax(1) == y).mean())
             if task.unit == "label":
                 record[f"test_{k}_exact_match"] = exact_match(test_logits[-1], y, len(label_names))
+            record.update(entity_record(f"test_{k}", test_frames[k], test_logits[-1], y))
         trainer.update(early_stopping(trainer, record.get("dev_accuracy"), tc.early_stopping_patience))
         if epoch < tc.skip_epochs:  # the map needs an epoch after the skipped ones: no stop before that
             trainer["stopped_early"] = False
@@ -478,8 +489,12 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                 save_pretrained_atomic(unwrapped, None, run.checkpoint_dir(epoch + 1))
             atomic_write_json(run.history_path, history)
             save_state(run, epoch, unwrapped, optimizer, scheduler, trainer)  # epoch index completed
-            run.log(
-                " ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items())
+            run.log(  # the numbers of the epoch (an entity table is in history.json)
+                " ".join(
+                    f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in record.items()
+                    if not isinstance(v, dict)
+                )
             )
         accelerator.wait_for_everyone()
         progress.update(force=True, phase="train", dev_accuracy=record.get("dev_accuracy"))

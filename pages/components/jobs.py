@@ -25,7 +25,7 @@ from typing import Any
 import streamlit as st
 
 from cartomap.analysis import curves
-from cartomap.config import demo_run_config
+from cartomap.config import DEMO_TASKS, demo_run_config
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch
 from cartomap.experiments.store import Experiment, ExperimentStore
@@ -34,6 +34,7 @@ from cartomap.runs.jobs import start_task, tail
 from cartomap.runs.progress import describe_progress, state_text
 from cartomap.runs.state import ACTIVE_STATES, RESUMABLE_STATES, StatusFolder
 from cartomap.runs.store import Run
+from cartomap.tasks.token import TOKEN
 from cartomap.team.roles import Action
 from cartomap.training.launch import start_run_job, start_training
 from pages.common import acting_as, flash, get_store, run_state, select_run, show_error, write_button
@@ -296,10 +297,11 @@ def run_panel(run: Run) -> str:
     )
 
 
-def start_demo() -> Run | None:
-    """Start (or find) the demo run and select it; reports errors."""
+def start_demo(task: str = DEMO_TASKS[0]) -> Run | None:
+    """Start (or find) the demo run of ``task`` (pair: the NLI demo; token: the NER demo) and select it;
+    reports errors."""
     try:
-        run = start_training(demo_run_config(), get_store(), by=acting_as())
+        run = start_training(demo_run_config(task), get_store(), by=acting_as())
     except CartomapError as err:
         show_error(err)
         return None
@@ -310,7 +312,7 @@ def start_demo() -> Run | None:
 def demo_or_prompt(run: Run | None) -> Run | None:
     """For pages that need a finished run: ``run`` when it is done; else draw what to do and return
     None (so ``run = demo_or_prompt(current_run())``, then ``if run is None: st.stop()``). With no
-    run at all it offers a one-click "Train the demo"; for a run still training it shows its
+    run at all it offers a one-click "Train the demo" and "Train the NER demo"; for a run still training it shows its
     :func:`run_panel`, which reruns the whole app when the run is done, so the page then draws it."""
     if run is not None:
         problems = run.problems()
@@ -326,12 +328,18 @@ def demo_or_prompt(run: Run | None) -> Run | None:
         run_panel(run)
         return None
     st.info(
-        "No trained run yet. Train the bundled demo (3,198 SNLI training pairs, 400 dev pairs, the default "
-        "encoder; about 4 minutes on a 2-core CPU), or set up your own data on the Train page."
+        "No trained run yet. Train a bundled demo with the default encoder: **the demo**, natural language "
+        "inference (3,198 SNLI training pairs, 400 dev pairs; about 4 minutes on a 2-core CPU), or **the NER "
+        "demo**, named entities (1,454 WikiGold sentences tagged PER, LOC, ORG and MISC, 242 dev sentences; "
+        "a map of words and of sentences, about 5 minutes). Or set up your own data on the Train page."
     )
-    if (
-        write_button("Train the demo", Action.TRAIN, type="primary", key="train_demo")
-        and start_demo() is not None
+    nli, ner, _ = st.columns([1, 1, 2])
+    if write_button("Train the demo", Action.TRAIN, where=nli, type="primary", key="train_demo") and (
+        start_demo() is not None
+    ):
+        st.rerun()
+    if write_button("Train the NER demo", Action.TRAIN, where=ner, key="train_ner_demo") and (
+        start_demo(TOKEN.name) is not None
     ):
         st.rerun()
     return None
