@@ -7,7 +7,8 @@ Dataset text is shown with ``st.text`` and in dataframes, never as markdown or H
 buttons have keyboard shortcuts (Streamlit's ``shortcut``): K keep, X remove, U unsure, 1-9 relabel to
 that class, Z undo the last decision (R and C are reserved by Streamlit); the key of the example's own
 class records nothing and says so. An annotator can change or undo
-any of their own decisions ("Your decisions"); an undo is recorded too, nothing is deleted.
+any of their own decisions ("Your decisions"); an undo is recorded too, nothing is deleted. A token run's
+queue holds words: each card is a tag to review, the word marked in its sentence (relabel = another tag).
 
 Team mode (a team file; people signed in): the annotator is the signed-in person, never a typed name;
 they decide only on the queues their role allows, and the controls that write (a new queue, imports,
@@ -212,16 +213,28 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
     card = queue.item_card(run, name, item_id, items)
     score = card.get("score")
     score_text = "" if score is None or math.isnan(score) else f" · score {score:.3f}"
+    word = isinstance(card.get("word"), str)  # a token run's queue: a tag to review, the word in its sentence
     st.caption(
-        escape_markdown(f"Example {item_id} · #{int(card['position']) + 1} of {len(items)}{score_text}")
+        escape_markdown(
+            f"{'Word' if word else 'Example'} {item_id} · #{int(card['position']) + 1} of {len(items)}{score_text}"
+        )
     )
     with st.container(border=True):
+        if word:
+            marks = "".join(queue.WORD_MARKS)
+            st.caption(
+                escape_markdown(
+                    f"Sentence {card['sentence_id']}: the tag of word {int(card['word_index'])} ({marks}) is "
+                    "under review"
+                )
+            )
         for column in queue.TEXT_COLUMNS:
             if column in card and isinstance(card[column], str):
-                st.caption(column.capitalize())
+                if not word:
+                    st.caption(column.capitalize())
                 st.text(card[column])
     cols = st.columns(3)
-    cols[0].metric("Gold label", str(card["gold"]))
+    cols[0].metric("Gold tag" if word else "Gold label", str(card["gold"]))
     predicted = card.get("predicted")
     if isinstance(predicted, str):
         # a probability is a level, not a change: no delta (an arrow) for it; p(gold)'s change over the
@@ -403,6 +416,12 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
             mime="text/csv",
             key="rs_download_decisions",
         )
+    if run.task_kind.unit == "word":  # the retrain experiment works on examples with one label each
+        st.caption(
+            "A relabel changes that word's tag in its sentence; a removed word drops its sentence. Train on "
+            "the corrected sentences with `cartomap train --data` and the reference above."
+        )
+        return
     retrain_form(run, name)
 
 
@@ -538,7 +557,10 @@ def page() -> None:
     st.title("Review suspects")
     show_flashes()
     run = demo_or_prompt(current_run())
-    if run is None or not applies_per_example(run, "Reviewing suspected label errors"):
+    # a token run's queue holds words: suspects of mislabelled tags
+    if run is None or (
+        run.task_kind.unit != "word" and not applies_per_example(run, "Reviewing suspected label errors")
+    ):
         st.stop()
     names = queue.list_queues(run)
     new_queue_form(run, first=not names)

@@ -173,7 +173,6 @@ def test_tags_outside_the_training_set_are_refused_in_the_dev_set(tiny_model, ne
 @pytest.mark.parametrize(
     "page,what",
     [
-        ("review_suspects", "Reviewing suspected label errors"),
         ("pruning", "Pruning the selected run's training set"),
         ("artifacts", "The artifact analysis of the selected run's data"),
     ],

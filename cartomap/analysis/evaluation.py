@@ -117,8 +117,11 @@ def epoch_curves(run: Run) -> pd.DataFrame:
 
 
 def _labels_of(run: Run, source: str) -> np.ndarray | None:
-    """Gold label ids of a run's set ("train", "dev", "test_<k>"); None when it cannot be read."""
+    """Gold label ids of a run's set ("train", "dev", "test_<k>"), a token run's per word; None when it
+    cannot be read."""
     try:
+        if run.task_kind.unit == "word":
+            return run.unit_labels(source)[1]
         if source == "dev":
             frame = run.dev_examples()
         elif source.startswith("test_"):
@@ -142,11 +145,15 @@ def final_accuracy(run: Run) -> tuple[float, str] | None:
     if not epochs:
         return None
     try:
-        frame = run.examples(columns=["id", "label"])
-        logits = run.read_epoch(source, epochs[-1], frame["id"].astype(str).tolist())
+        if run.task_kind.unit == "word":  # per word
+            ids, labels = run.unit_labels("train")
+        else:
+            frame = run.examples(columns=["id", "label"])
+            ids, labels = frame["id"].astype(str).tolist(), frame["label"].to_numpy()
+        logits = run.read_epoch(source, epochs[-1], ids)
     except (OSError, ValueError, KeyError, RunError):
         return None
-    return float((logits.argmax(1) == frame["label"].to_numpy()).mean()), "final train-pass accuracy"
+    return float((logits.argmax(1) == labels).mean()), "final train-pass accuracy"
 
 
 def run_chance_warning(run: Run, accuracy: float | None = None, source: str | None = None) -> str | None:

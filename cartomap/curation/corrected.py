@@ -4,7 +4,9 @@
 in the run folder's ``review/<queue>/``:
 
 * ``corrected.parquet``: the run's training examples (its own copy, same columns) with every
-  ``relabel`` applied and every ``remove`` dropped; keep, unsure and unreviewed rows unchanged. It is
+  ``relabel`` applied and every ``remove`` dropped; keep, unsure and unreviewed rows unchanged (a token
+  run's queue holds words: a relabel changes that word's tag in its sentence, a removed word drops its
+  sentence). It is
   the data set ``run:RUN:corrected/<queue>`` wherever a command takes data
   (``cartomap train --data run:RUN:corrected/<queue>``);
 * ``decisions.parquet``: one row per queued example, columns
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cartomap.analysis.tokens import split_unit_id
 from cartomap.curation.aggregate import aggregate
 from cartomap.curation.queue import load_queue, open_queue
 from cartomap.data.annotations import DERIVED_COLUMNS
@@ -43,19 +46,53 @@ def decisions(run: Run, queue: str) -> pd.DataFrame:
     return aggregate(items, open_queue(run, queue).latest())
 
 
-def corrected_examples(examples: pd.DataFrame, table: pd.DataFrame, label_names) -> pd.DataFrame:
-    """``examples`` (integer labels) with the relabels of ``table`` applied and its removals dropped; the
-    columns derived from the votes (human majority, gold disagrees, ...) are left out, since they depend on
-    the label and every load computes them again."""
+def _relabels(table: pd.DataFrame, label_names) -> tuple[dict[str, int], set[str]]:
+    """({id: new label code} of the relabels, ids removed) of a decisions table."""
     names = [str(n) for n in label_names]
     index = {n: k for k, n in enumerate(names)}
-    ids = examples["id"].astype(str)
     relabel = table[table["decision"] == "relabel"]
     unknown = sorted(set(relabel["label"]) - set(index))
     if unknown:
         raise CartomapError(f"decisions relabel to unknown labels {unknown}: expected one of {names}")
     new = dict(zip(relabel["id"].astype(str), (index[x] for x in relabel["label"]), strict=True))
-    removed = set(table.loc[table["decision"] == "remove", "id"].astype(str))
+    return new, set(table.loc[table["decision"] == "remove", "id"].astype(str))
+
+
+def corrected_sentences(examples: pd.DataFrame, table: pd.DataFrame, label_names, kind) -> pd.DataFrame:
+    """A token run's ``examples`` (sentences, tag codes per word) with the relabels of ``table`` (its
+    items are words, ``<sentence id>#<k>``) applied to those words' tags; a sentence holding a word
+    decided ``remove`` is dropped (a sentence is trained whole)."""
+    new, removed = _relabels(table, label_names)
+    by_sentence: dict[str, dict[int, int]] = {}
+    for unit, code in new.items():
+        sentence, k = split_unit_id(unit)
+        by_sentence.setdefault(sentence, {})[k] = code
+    gone = {split_unit_id(unit)[0] for unit in removed}
+    out = examples.copy()
+    field = kind.label_field
+    ids = out["id"].astype(str)
+    tags = []
+    for sid, row in zip(ids, out[field], strict=True):
+        changes = by_sentence.get(sid)
+        if changes:
+            row = np.asarray(row).copy()
+            for k, code in changes.items():
+                if not 0 <= k < len(row):
+                    raise CartomapError(
+                        f"decision on word {k} of sentence {sid!r}, which has {len(row)} words"
+                    )
+                row[k] = code
+        tags.append(row)
+    out[field] = tags
+    return out[~ids.isin(gone).to_numpy()].reset_index(drop=True)
+
+
+def corrected_examples(examples: pd.DataFrame, table: pd.DataFrame, label_names) -> pd.DataFrame:
+    """``examples`` (integer labels) with the relabels of ``table`` applied and its removals dropped; the
+    columns derived from the votes (human majority, gold disagrees, ...) are left out, since they depend on
+    the label and every load computes them again."""
+    ids = examples["id"].astype(str)
+    new, removed = _relabels(table, label_names)
     out = examples.drop(
         columns=[c for c in DERIVED_COLUMNS if c in examples.columns]
     )  # stale: recomputed on load
@@ -72,7 +109,11 @@ def write_corrected(run: Run, queue: str, by: str | None = None) -> dict[str, An
     the person who wrote it (noted in the queue's store as a ``corrected`` write)."""
     table = decisions(run, queue)
     examples = run.examples()
-    corrected = corrected_examples(examples, table, run.label_names)
+    kind = run.task_kind
+    if kind.unit == "word":  # the queue's items are words: their tags corrected in their sentences
+        corrected = corrected_sentences(examples, table, run.label_names, kind)
+    else:
+        corrected = corrected_examples(examples, table, run.label_names)
     folder = run.review_queue_dir(queue)
     atomic_write_parquet(folder / layout.CORRECTED, corrected)
     atomic_write_parquet(folder / layout.DECISIONS, table)
@@ -93,8 +134,18 @@ def write_corrected(run: Run, queue: str, by: str | None = None) -> dict[str, An
 
 
 def named(run: Run, corrected: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """The corrected set for a user's file: labels as names, its review decision and original label."""
+    """The corrected set for a user's file: labels as names, its review decision and original label (a token
+    run's: its sentences with tag names, ``reviewed_words``: how many of its words the queue held)."""
     names = np.asarray(run.label_names, dtype=object)
+    kind = run.task_kind
+    if kind.unit == "word":
+        field = kind.label_field
+        out = corrected.assign(
+            **{field: [list(names[np.asarray(t, dtype=np.int64)]) for t in corrected[field]]}
+        )
+        queued = pd.Series([split_unit_id(u)[0] for u in table["id"].astype(str)]).value_counts()
+        out["reviewed_words"] = out["id"].astype(str).map(queued).fillna(0).astype(int).to_numpy()
+        return out
     out = corrected.assign(label=names[corrected["label"].to_numpy(dtype=np.int64)])
     by_id = table.set_index(table["id"].astype(str))
     ids = out["id"].astype(str)

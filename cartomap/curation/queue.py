@@ -8,7 +8,8 @@ Each item's card, computed once when the queue is made: the texts, the gold labe
 prediction and its probability at the final epoch, the probability of the gold label at every epoch
 (the run's recorded dynamics), the human votes when the data has them
 (:mod:`cartomap.data.annotations`) and, when the run has embeddings (``cartomap embed``), its nearest
-neighbours (cosine of [CLS] vectors, any label) with their labels.
+neighbours (cosine of [CLS] vectors, any label) with their labels. A token run's queue holds words
+(``<sentence id>#<k>``): each card is a tag to review, the word marked in its sentence.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.curation.sources import Candidates
+from cartomap.analysis.tokens import split_unit_id
+from cartomap.curation.sources import Candidates, queue_ids
 from cartomap.curation.store import DEFAULT_PER_ITEM, QueueDB
 from cartomap.data.annotations import votes_matrix
 from cartomap.errors import CartomapError, RunError
@@ -41,6 +43,8 @@ MAX_QUEUE = 100_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 #: Every task kind's text fields (:func:`cartomap.tasks.registry.text_fields`).
 TEXT_COLUMNS = task_kinds.text_fields()
+#: How a token run's card marks the word under review in its sentence (:func:`mark_word`).
+WORD_MARKS = ("⟦", "⟧")
 
 
 def check_name(name: str) -> str:
@@ -113,7 +117,7 @@ def seed_curves(seed_runs, ids: Sequence[str], gold: np.ndarray) -> tuple[list[i
     per_seed: list[np.ndarray] = []
     for seed, other in sorted((seed_runs or {}).items()):
         try:
-            pos = {str(i): k for k, i in enumerate(other.examples(columns=("id",))["id"].astype(str))}
+            pos = {str(i): k for k, i in enumerate(queue_ids(other))}
         except (RunError, OSError, ValueError):
             continue
         if not all(i in pos for i in ids):
@@ -127,6 +131,31 @@ def seed_curves(seed_runs, ids: Sequence[str], gold: np.ndarray) -> tuple[list[i
     return seeds, curves
 
 
+def mark_word(words: Sequence[str], k: int) -> str:
+    """A sentence's words joined by spaces with word ``k`` between :data:`WORD_MARKS`: the word a card asks
+    about, in its sentence ("Mary visited ⟦Berlin⟧")."""
+    return " ".join(f"{WORD_MARKS[0]}{w}{WORD_MARKS[1]}" if j == k else str(w) for j, w in enumerate(words))
+
+
+def word_items(run: Run, examples: pd.DataFrame, unit_ids: Sequence[str]) -> pd.DataFrame:
+    """A token run's words to review (ids ``<sentence id>#<k>``), in their order: the sentence with the
+    word marked (the text field, :func:`mark_word`), ``word``, ``sentence_id``, ``word_index`` and the
+    word's tag code ``gold_index``."""
+    field, tags = run.task_kind.text_fields[0], run.task_kind.label_field
+    row_of = {sid: k for k, sid in enumerate(examples["id"].astype(str))}
+    out = {field: [], "word": [], "sentence_id": [], "word_index": [], "gold_index": []}
+    for unit in unit_ids:
+        sentence, k = split_unit_id(unit)
+        row = examples.iloc[row_of[sentence]]
+        words = [str(w) for w in row[field]]
+        out[field].append(mark_word(words, k))
+        out["word"].append(words[k])
+        out["sentence_id"].append(sentence)
+        out["word_index"].append(k)
+        out["gold_index"].append(int(row[tags][k]))
+    return pd.DataFrame(out)
+
+
 def build_cards(
     run: Run, candidates: Candidates, neighbours: int = NEIGHBOURS, seed_runs=None
 ) -> pd.DataFrame:
@@ -134,17 +163,20 @@ def build_cards(
     gold_index, predicted, p_predicted, p_gold, p_gold_epochs (list), votes (list per label, or None),
     neighbour_ids / neighbour_labels / neighbour_similarity / neighbour_<text column> (lists; empty
     without embeddings); with ``seed_runs`` ({seed: run} of the same data with other seeds),
-    ``seed_list`` and ``p_gold_seeds`` (per candidate, one p(gold)-over-epochs list per seed)."""
+    ``seed_list`` and ``p_gold_seeds`` (per candidate, one p(gold)-over-epochs list per seed). A token
+    run's candidates are words: a tag to review, its sentence as the text with the word marked
+    (:func:`word_items`: also word, sentence_id, word_index), gold and predicted tags, no votes or
+    neighbours."""
     examples = run.examples()
     names = list(run.label_names)
-    ids = examples["id"].astype(str).tolist()
+    words = run.task_kind.unit == "word"
+    ids = queue_ids(run) if words else examples["id"].astype(str).tolist()
     pos = {i: k for k, i in enumerate(ids)}
     unknown = [i for i in candidates.ids if i not in pos]
     if unknown:
-        raise CartomapError(f"{len(unknown)} ids are not examples of run {run.id}, e.g. {unknown[:3]}")
+        what = "words" if words else "examples"
+        raise CartomapError(f"{len(unknown)} ids are not {what} of run {run.id}, e.g. {unknown[:3]}")
     rows = np.asarray([pos[i] for i in candidates.ids], dtype=np.int64)
-    picked = examples.iloc[rows].reset_index(drop=True)
-    gold = picked["label"].to_numpy(dtype=np.int64)
     frame = pd.DataFrame(
         {
             "id": list(candidates.ids),
@@ -153,9 +185,17 @@ def build_cards(
             "queued_by": candidates.queued_by,
         }
     )
-    for column in TEXT_COLUMNS:
-        if column in picked.columns:
-            frame[column] = picked[column].astype(str).to_numpy()
+    if words:  # a tag to review: the word in its sentence
+        picked = word_items(run, examples, list(candidates.ids))
+        gold = picked.pop("gold_index").to_numpy(dtype=np.int64)
+        for column in picked.columns:
+            frame[column] = picked[column].to_numpy()
+    else:
+        picked = examples.iloc[rows].reset_index(drop=True)
+        gold = picked["label"].to_numpy(dtype=np.int64)
+        for column in TEXT_COLUMNS:
+            if column in picked.columns:
+                frame[column] = picked[column].astype(str).to_numpy()
     frame["gold"] = [names[g] for g in gold]
     frame["gold_index"] = gold
     probs = _probabilities(run, rows)
@@ -176,9 +216,9 @@ def build_cards(
         if seeds:
             frame["seed_list"] = [seeds] * len(rows)
             frame["p_gold_seeds"] = curves
-    votes = votes_matrix(picked, names)
+    votes = None if words else votes_matrix(picked, names)
     frame["votes"] = [v.tolist() for v in votes] if votes is not None else None
-    embeddings = load_embeddings(run)
+    embeddings = None if words else load_embeddings(run)  # a token run's embeddings are its sentences'
     if embeddings is not None and embeddings[0] == ids and neighbours > 0:
         idx, sims = nearest_neighbours(embeddings[1], rows, k=neighbours)
         labels = examples["label"].to_numpy(dtype=np.int64)

@@ -58,7 +58,10 @@ class Candidates:
         )
 
 
-def _run_ids(run: Run) -> list[str]:
+def queue_ids(run: Run) -> list[str]:
+    """What a queue of ``run`` holds: its examples' ids, or a token run's words (``<sentence id>#<k>``)."""
+    if run.task_kind.unit == "word":
+        return run.unit_labels("train", labels=False)[0]
     return run.examples(columns=("id",))["id"].astype(str).tolist()
 
 
@@ -86,9 +89,13 @@ def detector_inputs(
 ) -> detectors.DetectorInputs:
     """What the detectors can score on ``run``: its gold labels, its metrics, its training dynamics (in
     example order; read only ``with_dynamics``: every epoch of every example), plus out-of-fold logits
-    [N, C], a seeds table and the fold models' in-sample table when given."""
-    examples = run.examples(columns=("id", "label"))
-    ids = examples["id"].astype(str).tolist()
+    [N, C], a seeds table and the fold models' in-sample table when given. A token run's are its words'
+    (its tags, each word's metrics and dynamics: suspects of mislabelled tags)."""
+    if run.task_kind.unit == "word":
+        ids, labels = run.unit_labels("train")
+    else:
+        examples = run.examples(columns=("id", "label"))
+        ids, labels = examples["id"].astype(str).tolist(), examples["label"].to_numpy()
     dynamics = None
     if with_dynamics:
         try:
@@ -103,7 +110,7 @@ def detector_inputs(
     except (RunError, OSError, ValueError):
         metrics = None
     return detectors.DetectorInputs(
-        labels=examples["label"].to_numpy(),
+        labels=labels,
         dynamics=dynamics,
         metrics=metrics,
         oof_logits=oof_logits,
@@ -151,7 +158,7 @@ def from_detector(
             field="detector",
         )
     values = detector(inputs)
-    ids = _run_ids(run)
+    ids = queue_ids(run)
     return Candidates(tuple(ids), tuple(float(v) for v in values), f"detector:{name}").ordered(top)
 
 
@@ -169,10 +176,11 @@ def from_selection(
     ids = [str(i) for i in ids]
     if not ids:
         raise CartomapError("nothing to queue: the selection is empty")
-    known = set(_run_ids(run))
+    known = set(queue_ids(run))
     unknown = [i for i in ids if i not in known]
     if unknown:
-        raise CartomapError(f"{len(unknown)} ids are not examples of run {run.id}, e.g. {unknown[:3]}")
+        what = "words (<sentence id>#<k>)" if run.task_kind.unit == "word" else "examples"
+        raise CartomapError(f"{len(unknown)} ids are not {what} of run {run.id}, e.g. {unknown[:3]}")
     ids = list(dict.fromkeys(ids))
     values = [math.nan] * len(ids) if scores is None else [float(s) for s in scores]
     return Candidates(tuple(ids), tuple(values), queued_by).ordered()
