@@ -16,7 +16,9 @@ the corrected set, the retrain) are an owner's (``pages.common.write_button``).
 
 Session state: ``rs_queue``, ``rs_annotator`` (who is deciding, without a team), ``rs_redo`` (an item the annotator
 asked to decide again), ``rs_note`` (the note being typed), ``rs_mine`` (the decision picked in "Your
-decisions"), ``rs_same_label`` (the example whose own class's key was just pressed: its feedback).
+decisions"), ``rs_same_label`` (the example whose own class's key was just pressed: its feedback),
+``rs_new_guidelines`` (a new queue's guidelines being typed), ``rs_guidelines_<queue>`` (the guidelines being
+edited). A queue's guidelines show with every card; whoever made the queue edits them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import pandas as pd
 import streamlit as st
 
 from cartomap.curation import aggregate, corrected, exchange, queue, sources
+from cartomap.curation.store import MAX_GUIDELINES
 from cartomap.data.interchange import label_studio_tasks
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch
@@ -169,6 +172,13 @@ def new_queue_form(run: Run, first: bool) -> None:
         per_item = st.number_input(
             "Annotators per example (k)", min_value=1, max_value=20, **kept("rs_per_item", 2)
         )
+        guidelines = st.text_area(
+            "Guidelines for the annotators (optional)",
+            max_chars=MAX_GUIDELINES,
+            placeholder="e.g. Relabel only when the right class is clear; remove pairs that make no sense.",
+            help="Shown with every example of the queue; whoever makes the queue can edit them later.",
+            **kept("rs_new_guidelines", ""),
+        )
         if write_button("Create the queue", Action.QUEUE, key="rs_create", type="primary"):
             try:
                 if source == SOURCES[0]:
@@ -182,13 +192,20 @@ def new_queue_form(run: Run, first: bool) -> None:
                     cand = sources.from_suspects(run, suspects_of(exp, run, get_store()), exp.id)
                 others = {s: r for s, r in seed_siblings(run, get_store()).items() if r.id != run.id}
                 items = queue.create_queue(
-                    run, name, cand, per_item=int(per_item), seed_runs=others, by=acting_as()
+                    run,
+                    name,
+                    cand,
+                    per_item=int(per_item),
+                    seed_runs=others,
+                    by=acting_as(),
+                    guidelines=guidelines,
                 )
             except (CartomapError, OSError) as err:
                 show_error(err)
                 return
             st.session_state[QUEUE] = queue.check_name(name)
             st.session_state["rs_new"] = False
+            st.session_state["rs_new_guidelines"] = ""
             flash("success", escape_markdown(f"Queue {name}: {len(items):,} examples to review."))
             st.rerun()
 
@@ -211,6 +228,9 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
         st.info(escape_markdown(f"Deciding {item_id} again: your new decision replaces the earlier one."))
         st.button("Back to the next example", key="rs_cancel_redo", on_click=_cancel_redo)
     card = queue.item_card(run, name, item_id, items)
+    if db.guidelines:  # the queue's guidelines with every card (text, never markdown)
+        with st.expander("Guidelines", expanded=True):
+            st.text(db.guidelines)
     score = card.get("score")
     score_text = "" if score is None or math.isnan(score) else f" · score {score:.3f}"
     word = isinstance(card.get("word"), str)  # a token run's queue: a tag to review, the word in its sentence
@@ -523,6 +543,36 @@ def import_form(run: Run, name: str) -> None:
                 st.success(f"Imported {n:,} decisions.")
 
 
+def guidelines_editor(db: queue.QueueDB, name: str) -> None:
+    """The queue's guidelines, editable by whoever made the queue (anyone, for a queue made without a
+    team); the others read them on every card."""
+    by = acting_as()
+    if not db.may_edit_guidelines(by):
+        st.caption(escape_markdown(f"Guidelines: written by {db.creator()}, who made this queue."))
+        return
+    with st.expander("Guidelines of this queue" + ("" if db.guidelines else " (none yet)")):
+        key = f"rs_guidelines_{name}"
+        text = st.text_area(
+            "Guidelines for the annotators",
+            value=db.guidelines,
+            max_chars=MAX_GUIDELINES,
+            key=key,
+            help="Shown with every example of this queue.",
+        )
+        if write_button("Save the guidelines", Action.QUEUE, key="rs_save_guidelines"):
+            try:
+                db.set_guidelines(text, by)
+            except CartomapError as err:
+                show_error(err)
+                return
+            except sqlite3.OperationalError as err:
+                show_error(database_problem(err))
+                return
+            st.session_state.pop(key, None)
+            flash("success", escape_markdown(f"Saved the guidelines of {name}."))
+            st.rerun()
+
+
 def deciding_as(name: str) -> str | None:
     """Who decides on queue ``name`` in this session: the signed-in person in team mode (None, with the
     one-line reason, when their role does not let them decide on it), else the name typed here."""
@@ -574,6 +624,7 @@ def page() -> None:
     except (CartomapError, OSError) as err:
         show_error(err)
         st.stop()
+    guidelines_editor(db, name)
     annotator = deciding_as(name)
     if annotator:
         progress = db.progress()

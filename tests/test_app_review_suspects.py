@@ -306,3 +306,28 @@ def test_the_retrain_started_here_is_followed_and_cancelled_here(env):
     exp.set_status(state="cancelled")
     at.run()
     assert at.button(key=f"rs_retrain_resume_{exp.id}")  # stopped: Resume, here too
+
+
+def test_guidelines_written_with_a_new_queue_show_on_every_card_and_are_edited_here(env):
+    run = make_run(env)
+    at = session(run.id).run()
+    at.selectbox(key="_kept_rs_detector").set_value("aum").run()
+    at.number_input(key="_kept_rs_top").set_value(2).run()
+    at.text_area(key="_kept_rs_new_guidelines").input(
+        "Relabel only when sure.\n<b>Remove</b> nonsense."
+    ).run()
+    at.button(key="rs_create").click().run()
+    assert not at.exception, at.exception
+    db = queue.open_queue(run, "aum-top2")
+    assert db.guidelines == "Relabel only when sure.\n<b>Remove</b> nonsense."
+    at.text_input(key="_kept_rs_annotator").set_value("ann").run()
+    for decision in ("keep", "remove"):  # the guidelines with each card, as text (never markdown)
+        assert "Relabel only when sure.\n<b>Remove</b> nonsense." in texts(at)
+        at.button(key=f"rs_{decision}").click().run()
+    assert any("Nothing left for you" in m.value for m in at.success)
+    # edited here (a queue made without a team: whoever reviews on this machine may)
+    at.text_area(key="rs_guidelines_aum-top2").input("Keep when unsure.").run()
+    at.button(key="rs_save_guidelines").click().run()
+    assert not at.exception, at.exception
+    assert db.guidelines == "Keep when unsure."
+    assert any("Saved the guidelines of aum-top2" in m.value for m in at.success)

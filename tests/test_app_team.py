@@ -322,3 +322,26 @@ def test_a_broken_team_file_refuses_every_write(env, monkeypatch):
     assert any("not valid TOML" in i.value for i in at.info)  # no card: nobody decides
     at.toggle(key="_kept_rs_new").set_value(True).run()
     assert at.button(key="rs_create").disabled and any("not valid TOML" in r for r in locks(at))
+
+
+def test_only_the_queues_creator_edits_its_guidelines_on_the_page(env):
+    cache, run = env
+    queue.create_queue(
+        run, "guided", sources.from_group(run, "lasso"), by="alice@example.org", guidelines="Be careful."
+    )
+    (cache / "team.toml").write_text(TEAM + '"dave@example.org" = "owner"\n', encoding="utf-8")
+    as_user("dave@example.org")  # another owner: reads them, cannot edit them
+    try:
+        at = page("review_suspects.py", run.id, "guided").run()
+        assert not at.exception, at.exception
+        assert not any(t.key == "rs_guidelines_guided" for t in at.text_area)
+        assert any("written by alice@example.org, who made this queue" in c.value for c in at.caption)
+        assert "Be careful." in [t.value for t in at.text]  # on the card
+        as_user("alice@example.org")
+        at = page("review_suspects.py", run.id, "guided").run()
+        at.text_area(key="rs_guidelines_guided").input("Be quick.").run()
+        at.button(key="rs_save_guidelines").click().run()
+        assert not at.exception, at.exception
+        assert queue.open_queue(run, "guided").guidelines == "Be quick."
+    finally:
+        os.environ.pop(USER_ENV, None)

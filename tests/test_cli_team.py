@@ -202,3 +202,52 @@ def test_the_dashboard_refuses_to_listen_beyond_this_machine_without_a_login(tmp
         parse(["--cache", str(cache), "dashboard", "--address", "0.0.0.0", "--open"])
     ).open
     assert dashboard_access(parse(["--cache", str(cache), "dashboard"])).mode == "local"
+
+
+def test_guidelines_from_a_file_shown_to_all_and_replaced_by_the_queues_creator_only(store, capsys, tmp_path):
+    cache, run = store
+    text = tmp_path / "guide.txt"
+    text.write_text("Relabel only when sure.\nRemove nonsense.\n", encoding="utf-8")
+    assert (
+        cli(
+            cache,
+            "alice",
+            "review-queue",
+            "create",
+            run.id,
+            "g",
+            "--group",
+            "lasso",
+            "--guidelines-file",
+            str(text),
+        )
+        == 0
+    )
+    assert queue.open_queue(run, "g").guidelines == "Relabel only when sure.\nRemove nonsense."
+    capsys.readouterr()
+    assert cli(cache, "carol", "review-queue", "show", run.id, "g") == 0  # a viewer reads them
+    assert "guidelines:\n  Relabel only when sure.\n  Remove nonsense." in capsys.readouterr().out
+    # another owner may make queues, not rewrite this one's guidelines
+    (cache / "team.toml").write_text(TEAM + '"dave" = "owner"\n', encoding="utf-8")
+    assert cli(cache, "dave", "review-queue", "guidelines", run.id, "g", "--text", "mine") == 2
+    assert "only alice, who made review queue 'g', can edit its guidelines" in capsys.readouterr().err
+    assert cli(cache, "bob", "review-queue", "guidelines", run.id, "g", "--text", "mine") == 2  # an annotator
+    capsys.readouterr()
+    assert cli(cache, "alice", "review-queue", "guidelines", run.id, "g", "--text", "Keep when unsure.") == 0
+    assert queue.open_queue(run, "g").guidelines == "Keep when unsure."
+    assert (
+        cli(
+            cache,
+            "alice",
+            "review-queue",
+            "create",
+            run.id,
+            "h",
+            "--group",
+            "lasso",
+            "--guidelines-file",
+            "nope.txt",
+        )
+        == 2
+    )
+    assert "nope.txt: no such file" in capsys.readouterr().err

@@ -227,6 +227,38 @@ def test_a_queue_database_made_before_undo_opens_and_undoes(run, tmp_path):
     assert db.next_items("A", 2) == ["e1", "n1"]
 
 
+def test_guidelines_set_when_the_queue_is_made_and_edited_by_its_creator_only(run):
+    text = "Relabel only when sure.\r\nRemove pairs that make no sense.  "
+    queue.create_queue(run, "g", sources.from_group(run, "lasso"), by="Alice", guidelines=text)
+    db = queue.open_queue(run, "g")
+    assert db.guidelines == "Relabel only when sure.\nRemove pairs that make no sense."
+    assert db.creator() == "Alice" and db.may_edit_guidelines("alice") and not db.may_edit_guidelines("Bob")
+    with pytest.raises(CartomapError, match="only Alice, who made review queue 'g', can edit its guidelines"):
+        db.set_guidelines("mine now", by="Bob")
+    with pytest.raises(CartomapError, match="only Alice"):
+        db.set_guidelines("anonymous", by=None)
+    assert db.set_guidelines("  Keep when unsure. ", by="alice") == "Keep when unsure."
+    assert db.guidelines == "Keep when unsure."
+    assert [(w["what"], w["by"]) for w in db.writes()] == [
+        ("created", "Alice"),
+        ("guidelines", "Alice"),
+        ("guidelines", "alice"),
+    ]
+    # a queue made without a team: no one is known to have made it, so whoever edits may
+    queue.create_queue(run, "solo", sources.from_group(run, "lasso"))
+    solo = queue.open_queue(run, "solo")
+    assert solo.guidelines == "" and solo.creator() is None and solo.may_edit_guidelines(None)
+    assert solo.set_guidelines("Be quick.") == "Be quick."
+    # too long: refused before anything is made
+    with pytest.raises(CartomapError, match="guidelines have at most 20,000 characters"):
+        queue.create_queue(run, "long", sources.from_group(run, "lasso"), guidelines="x" * 20_001)
+    assert "long" not in queue.list_queues(run) and not run.review_queue_dir("long").exists()
+    # the Argilla dataset carries them
+    options = exchange.argilla_options(run, "g")
+    assert options["guidelines"] == "Keep when unsure."
+    assert exchange.argilla_options(run, "solo")["guidelines"] == "Be quick."
+
+
 def test_agreement_statistics(run):
     queue.create_queue(run, "q", sources.from_detector(run, "aum", 4))
     db = queue.open_queue(run, "q")

@@ -1,4 +1,4 @@
-"""Reviewing suspected label errors: ``cartomap review-queue {create,list,show,next,decide,undo,import,export}``."""
+"""Reviewing suspected label errors: ``cartomap review-queue {create,list,show,guidelines,next,decide,undo,import,export}``."""
 
 from __future__ import annotations
 
@@ -50,11 +50,52 @@ def cmd_create(a: argparse.Namespace) -> int:
 
     others = {s: r for s, r in seed_siblings(run, RunStore(a.cache)).items() if r.id != run.id}
     items = queue.create_queue(
-        run, a.name, candidates, top=top, per_item=a.per_item, seed_runs=others, by=acting(a)
+        run,
+        a.name,
+        candidates,
+        top=top,
+        per_item=a.per_item,
+        seed_runs=others,
+        by=acting(a),
+        guidelines=_guidelines_of(a),
     )
     print(
         f"review queue {a.name} of run {run.id}: {len(items)} examples ({candidates.queued_by}), "
         f"{a.per_item} annotator{'s' if a.per_item != 1 else ''} each"
+    )
+    return 0
+
+
+def _guidelines_of(a: argparse.Namespace) -> str:
+    """The text of --guidelines, or of the file --guidelines-file names ("" with neither)."""
+    from pathlib import Path
+
+    from cartomap.errors import CartomapError
+
+    if getattr(a, "guidelines_file", None):
+        path = Path(a.guidelines_file)
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise CartomapError(f"{path}: no such file (expected the guidelines as text)") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise CartomapError(f"{path}: cannot be read as UTF-8 text ({err})") from None
+    return getattr(a, "guidelines", None) or ""
+
+
+def cmd_guidelines(a: argparse.Namespace) -> int:
+    """Show a queue's guidelines, or replace them (--text / --file; its creator only in team mode)."""
+    from cartomap.curation.queue import open_queue
+
+    db = open_queue(_run(a), a.queue)
+    if a.guidelines is None and a.guidelines_file is None:
+        print(db.guidelines or f"queue {a.queue} has no guidelines (set them with --text or --file)")
+        return 0
+    text = db.set_guidelines(_guidelines_of(a), by=acting(a))
+    print(
+        f"guidelines of queue {a.queue}: {len(text):,} characters"
+        if text
+        else f"queue {a.queue}: guidelines removed"
     )
     return 0
 
@@ -121,6 +162,10 @@ def cmd_show(a: argparse.Namespace) -> int:
     )
     for name, n in progress["by_annotator"].items():
         print(f"  {name}: {n} decided")
+    if db.guidelines:
+        print("guidelines:")
+        for line in db.guidelines.splitlines():
+            print(f"  {line}")
     table = decisions(run, a.queue)
     print("final: " + ", ".join(f"{k} {v}" for k, v in counts(table).items()))
     stats = agreement(db.long_table())["summary"]
@@ -225,7 +270,20 @@ def add_commands(sub) -> None:
     source.add_argument("--ids", metavar="FILE", help="a file of example ids, one per line")
     c.add_argument("--top", type=int, default=50, help="how many examples a detector queues (default 50)")
     c.add_argument("--per-item", type=int, default=2, help="annotators per example (default 2)")
+    text = c.add_mutually_exclusive_group()
+    text.add_argument("--guidelines", help="guidelines for the annotators, shown with every example")
+    text.add_argument("--guidelines-file", metavar="FILE", help="the guidelines from a UTF-8 text file")
     c.set_defaults(func=cmd_create)
+
+    gl = cmds.add_parser(
+        "guidelines", help="show a queue's guidelines, or replace them (--text / --file; its creator only)"
+    )
+    gl.add_argument("run")
+    gl.add_argument("queue")
+    text = gl.add_mutually_exclusive_group()
+    text.add_argument("--text", dest="guidelines", help="the new guidelines ('' removes them)")
+    text.add_argument("--file", dest="guidelines_file", metavar="FILE", help="the new guidelines from a file")
+    gl.set_defaults(func=cmd_guidelines)
 
     ls = cmds.add_parser("list", help="the run's review queues and their progress")
     ls.add_argument("run")

@@ -47,6 +47,7 @@ WRITES: dict[str, Action] = {
     "review-queue export": Action.CORRECT,
     "review-queue decide": Action.DECIDE,
     "review-queue undo": Action.DECIDE,
+    "review-queue guidelines": Action.QUEUE,  # showing them writes nothing; its creator may replace them
 }
 #: The commands that only read the store (files they write go where the user says, outside it).
 READS = frozenset(

@@ -48,13 +48,15 @@ def tool_queue(items: pd.DataFrame) -> pd.DataFrame:
 
 def argilla_options(run: Any, queue: str) -> dict[str, Any]:
     """The options of the queue's Argilla files (:func:`cartomap.data.interchange.argilla_files`): its
-    label names, its dataset name (the queue's name as Argilla spells names), and each record open until
-    the queue's k annotators submitted it."""
+    label names, its dataset name (the queue's name as Argilla spells names), each record open until
+    the queue's k annotators submitted it, and the queue's guidelines (the dataset's)."""
     name = "".join(c if c.isalnum() or c in "_-" else "-" for c in queue.lower()) or "cartomap-review"
+    db = open_queue(run, queue)
     return {
         "label_names": list(run.label_names),
         "name": name,
-        "min_submitted": open_queue(run, queue).per_item,
+        "min_submitted": db.per_item,
+        "guidelines": db.guidelines or None,
     }
 
 

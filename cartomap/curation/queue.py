@@ -27,7 +27,7 @@ import pandas as pd
 
 from cartomap.analysis.tokens import split_unit_id
 from cartomap.curation.sources import Candidates, queue_ids
-from cartomap.curation.store import DEFAULT_PER_ITEM, QueueDB
+from cartomap.curation.store import DEFAULT_PER_ITEM, QueueDB, check_guidelines
 from cartomap.data.annotations import votes_matrix
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_write_parquet
@@ -245,13 +245,16 @@ def create_queue(
     neighbours: int = NEIGHBOURS,
     seed_runs=None,
     by: str | None = None,
+    guidelines: str = "",
 ) -> pd.DataFrame:
     """Make review queue ``name`` of ``run`` from ``candidates`` (highest score first, the first ``top``
     when given), each item wanting ``per_item`` annotators; returns its items. ``seed_runs`` ({seed: run},
-    the run's data trained with other seeds) add each item's p(gold) curve per seed. A queue of that name
+    the run's data trained with other seeds) add each item's p(gold) curve per seed; ``guidelines``, the
+    annotators' guidelines shown with every card (the creator may edit them later). A queue of that name
     is never replaced (its decisions would be lost): CartomapError. ``by``: the person who made it (noted
     in the queue's store, :meth:`~cartomap.runs.sqlite.SQLiteStore.writes`)."""
     name = check_name(name)
+    guidelines = check_guidelines(guidelines)
     if int(per_item) != per_item or per_item < 1:
         raise CartomapError(f"annotators per item must be a whole number >= 1, got {per_item!r}")
     if run.state != "done":
@@ -274,6 +277,8 @@ def create_queue(
     db = QueueDB(folder / layout.REVIEW_DB, label_names=run.label_names, per_item=int(per_item))
     db.load_items(cards[["id", "position", "score", "gold"]])
     db.log_write("created", by, items=int(len(cards)), queued_by=candidates.queued_by)
+    if guidelines:
+        db.set_guidelines(guidelines, by)
     atomic_write_parquet(folder / layout.QUEUE, cards)
     return cards
 
@@ -316,7 +321,7 @@ def queue_summary(run: Run, name: str) -> dict[str, Any]:
         "queued_by": str(items["queued_by"].iloc[0]) if len(items) else "",
         **{k: v for k, v in progress.items() if k != "items"},
         "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(queue_path(run, name).stat().st_mtime)),
-        "created_by": next((str(w["by"]) for w in db.writes("created") if w.get("by")), ""),
+        "created_by": db.creator() or "",
     }
 
 

@@ -8,7 +8,8 @@ locked" (another writer held the lock past the busy timeout) is tried again
 
 Tables::
 
-    meta(key, value)             label_names (JSON), per_item (k annotators per item)
+    meta(key, value)             label_names (JSON), per_item (k annotators per item), guidelines (the
+                                 queue's guidelines for its annotators), writes (who made what)
     annotators(name, created_at)
     items(item_id, position, score, gold)
     decisions(id, item_id, annotator, decision, label, note, origin, created_at)
@@ -44,11 +45,13 @@ import pandas as pd
 from cartomap.config import REVIEW_DECISIONS
 from cartomap.errors import CartomapError
 from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, clean_name, retry_busy, undo_schema
+from cartomap.team.roles import name_key
 
 DECISIONS = REVIEW_DECISIONS  # keep, relabel, remove, unsure
 ORIGINS = ("app", "cli", "labelstudio", "argilla", "import")
 DEFAULT_PER_ITEM = 2
 MAX_NOTE = 2000
+MAX_GUIDELINES = 20_000
 RELABEL_PREFIX = "relabel:"
 
 _SCHEMA = """
@@ -97,6 +100,15 @@ def from_value(value: str) -> tuple[str, str | None]:
     return value, None
 
 
+def check_guidelines(text: Any) -> str:
+    """A queue's guidelines: text of at most :data:`MAX_GUIDELINES` characters, line ends made ``\n``,
+    the ends stripped."""
+    text = str(text or "").replace("\r\n", "\n").replace("\r", "\n").strip()
+    if len(text) > MAX_GUIDELINES:
+        raise CartomapError(f"guidelines have at most {MAX_GUIDELINES:,} characters, got {len(text):,}")
+    return text
+
+
 class QueueDB(SQLiteStore):
     """The decisions of one review queue. Cheap to make; every method opens its own connection."""
 
@@ -127,6 +139,38 @@ class QueueDB(SQLiteStore):
     def per_item(self) -> int:
         """k: how many annotators each item wants."""
         return int(self.meta("per_item") or DEFAULT_PER_ITEM)
+
+    @property
+    def guidelines(self) -> str:
+        """The queue's guidelines for its annotators ("" when it has none)."""
+        return str(self.meta("guidelines") or "")
+
+    def creator(self) -> str | None:
+        """Who made the queue (team mode keeps it), or None: made without a team, or before who made
+        what was kept."""
+        return next((str(w["by"]) for w in self.writes("created") if w.get("by")), None)
+
+    def may_edit_guidelines(self, by: str | None) -> bool:
+        """Whether ``by`` may edit the guidelines: the queue's creator; anyone for a queue made without a
+        team (no one is known to have made it)."""
+        creator = self.creator()
+        return creator is None or (by is not None and name_key(by) == name_key(creator))
+
+    def set_guidelines(self, text: str, by: str | None = None) -> str:
+        """Replace the guidelines (kept as written: lines and all, ends stripped), noting who did it;
+        returns them. Only the queue's creator may (:meth:`may_edit_guidelines`): CartomapError else."""
+        text = check_guidelines(text)
+        if not self.may_edit_guidelines(by):
+            raise CartomapError(
+                f"only {self.creator()}, who made review queue {self.path.parent.name!r}, can edit its guidelines"
+            )
+        self.write(
+            lambda con: con.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('guidelines', ?)", (json.dumps(text),)
+            )
+        )
+        self.log_write("guidelines", by, characters=len(text))
+        return text
 
     def set_per_item(self, k: int) -> None:
         if int(k) != k or int(k) < 1:
