@@ -1,7 +1,7 @@
 """The ``cartomap`` command line: every long job the dashboard offers, plus run management.
 
 One module per command group (:mod:`.train`, :mod:`.runs`, :mod:`.analysis`, :mod:`.wanli`,
-:mod:`.experiments`, :mod:`.integrations`, :mod:`.curation`), each adding its subcommands with ``add_commands``; :mod:`.options` holds
+:mod:`.experiments`, :mod:`.integrations`, :mod:`.curation`, :mod:`.explore`), each adding its subcommands with ``add_commands``; :mod:`.options` holds
 the options they share. ``python -m cartomap.cli`` is how background jobs start it.
 """
 
@@ -13,14 +13,14 @@ import os
 import sqlite3
 import sys
 
-from cartomap.cli import analysis, curation, experiments, integrations, runs, train, wanli
+from cartomap.cli import analysis, curation, experiments, explore, integrations, runs, train, wanli
 from cartomap.cli.options import PrintableStream, option_error, printable
 from cartomap.cli.team import check_command
 from cartomap.errors import CartomapError, DataError
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-GROUPS = (train, experiments, runs, analysis, wanli, curation, integrations)
+GROUPS = (train, experiments, runs, explore, analysis, wanli, curation, integrations)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ SEEDS_EXPORT = "seeds.parquet"  # `cartomap export`: the seeds experiment's per-
 DETECTORS_EXPORT = "detectors.parquet"  # `cartomap export`: every available detector's score per example
 SENTENCE_METHOD_CHOICES = ("min", "mean", "softmin")  # cartomap.scores.aggregate.names("word"), a test checks
 SENTENCES_EXPORT = "sentences.parquet"  # `cartomap export` of a token run: the sentence-level map
+TAGS_EXPORT = "tags.parquet"  # `cartomap export` of a run with tags: (example, tag, who, when) rows
 
 
 def cmd_runs(a: argparse.Namespace) -> int:
@@ -154,8 +155,8 @@ def detector_table(run, metrics, seeds_table, cache):
 
 def cmd_export(a: argparse.Namespace) -> int:
     """Write a reference model folder: training_dynamics/dynamics_epoch_E.jsonl, td_metrics.jsonl, metrics.csv;
-    detectors.parquet (every available detector's score per example, higher = more suspect); and seeds.parquet (every seed's and the mean metrics of each example) when the run has a finished
-    seeds experiment."""
+    detectors.parquet (every available detector's score per example, higher = more suspect); seeds.parquet (every seed's and the mean metrics of each example) when the run has a finished
+    seeds experiment; tags.parquet (every tag of an example, who set it and when) when the run has tags."""
     from cartomap.experiments.seeds import PER_EXAMPLE, PER_EXAMPLE_EVAL, done_seeds_of
     from cartomap.experiments.store import ExperimentStore
     from cartomap.io import atomic_write_parquet, refuse_overwrite
@@ -174,6 +175,11 @@ def cmd_export(a: argparse.Namespace) -> int:
             seeds_table = seeds_exp.result(PER_EXAMPLE)
         refuse_overwrite([out / SEEDS_EXPORT], a.force)  # before anything is written
     refuse_overwrite([out / DETECTORS_EXPORT], a.force)
+    from cartomap.runs.tags import tags_of
+
+    tags = tags_of(run)
+    if not tags.empty:
+        refuse_overwrite([out / TAGS_EXPORT], a.force)
     token_run = run.task_kind.unit == "word"
     if token_run:
         refuse_overwrite([out / SENTENCES_EXPORT], a.force)
@@ -201,6 +207,12 @@ def cmd_export(a: argparse.Namespace) -> int:
         print(
             f"wrote {out / SENTENCES_EXPORT}: {len(sentences):,} sentences, each scored by the {a.method} of "
             "its words' confidences, with its worst word"
+        )
+    if not tags.empty:
+        atomic_write_parquet(out / TAGS_EXPORT, tags)
+        print(
+            f"wrote {out / TAGS_EXPORT}: {len(tags):,} tags of {tags['id'].nunique():,} examples "
+            f"({', '.join(printable(t) for t in tags['tag'].unique()[:10])}), who set each and when"
         )
     if seeds_table is not None:
         atomic_write_parquet(out / SEEDS_EXPORT, seeds_table)

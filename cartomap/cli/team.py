@@ -48,6 +48,9 @@ WRITES: dict[str, Action] = {
     "review-queue decide": Action.DECIDE,
     "review-queue undo": Action.DECIDE,
     "review-queue guidelines": Action.QUEUE,  # showing them writes nothing; its creator may replace them
+    "views delete": Action.VIEW,
+    "tags add": Action.TAG,
+    "tags remove": Action.TAG,
 }
 #: The commands that only read the store (files they write go where the user says, outside it).
 READS = frozenset(
@@ -67,6 +70,10 @@ READS = frozenset(
         "review-queue list",
         "review-queue show",
         "review-queue next",
+        "views list",
+        "views show",
+        "tags list",
+        "tags show",
     }
 )
 
@@ -77,6 +84,8 @@ def command_of(a: argparse.Namespace) -> str:
         return f"{a.command} {a.review_command}"
     if a.command == "experiment":
         return f"{a.command} {a.action}"
+    if a.command in ("views", "tags"):
+        return f"{a.command} {getattr(a, a.command + '_command')}"
     return a.command
 
 

@@ -30,15 +30,16 @@ def _legacy_slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-.")[:_SLUG_MAX]
 
 
-def _slug(name: str) -> str:
-    """A file-name-safe form of a group name: Unicode letters and digits, ``_.-~``, at most 80 characters.
+def name_slug(name: str, what: str = "group") -> str:
+    """A file-name-safe form of a group's (or a saved view's: ``what``) name: Unicode letters and digits,
+    ``_.-~``, at most 80 characters.
 
     A name that is not file-name-safe as written (``a/b``, ``a?b``, ``a b``, too long) gets a short
     hash of the whole name appended, so two names that read the same once slugged never share a file;
     the file keeps the name as written."""
     slug = _UNSAFE.sub("-", name.strip()).strip("-.")
     if not slug:
-        raise CartomapError(f"group name {name!r} has no letters or digits: choose another")
+        raise CartomapError(f"{what} name {name!r} has no letters or digits: choose another")
     if slug == name and len(slug) <= _SLUG_MAX:
         return slug
     digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:10]
@@ -47,7 +48,7 @@ def _slug(name: str) -> str:
 
 def group_path(run: Run, name: str) -> Path:
     """Where group ``name`` of ``run`` is saved (whether or not it exists)."""
-    return run.groups_dir / layout.GROUP_FILE.format(slug=_slug(name))
+    return run.groups_dir / layout.GROUP_FILE.format(slug=name_slug(name))
 
 
 def group_file(run: Run, name: str) -> Path | None:

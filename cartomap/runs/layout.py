@@ -56,6 +56,9 @@ TASK_LOG = "{name}.log"
 GROUPS = "groups"
 GROUP_FILE = "{slug}.json"
 AUTO_GROUPS = "auto.parquet"
+VIEWS = "views"
+VIEW_FILE = "{slug}.json"
+TAGS_DB = "tags.sqlite"
 EMBEDDINGS = "embeddings.npy"
 EMBEDDING_IDS = "embeddings_ids.json"
 PROJECTION = "projection_{method}.npy"
@@ -127,6 +130,16 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (f"{TASKS}/{TASK_LOG}", "stdout and stderr of the task's job"),
     (f"{GROUPS}/{GROUP_FILE}", "a named group of example ids (lasso selection, neighbour group)"),
     (f"{GROUPS}/{AUTO_GROUPS}", "WaNLI's automatic groups, one row each (100k+ on a full-size dataset)"),
+    (
+        f"{VIEWS}/{VIEW_FILE}",
+        "a saved view of the Data map: its filters, colour, axis and region settings, epoch, split, selection "
+        "and focus, who saved it and when",
+    ),
+    (
+        TAGS_DB,
+        "tags of examples (SQLite: each example's tags with who set them and when, and every tagging "
+        "and untagging, committed at once)",
+    ),
     (EMBEDDINGS, "[CLS] vectors [N, H] of the trained model, rows in examples order"),
     (EMBEDDING_IDS, "the example ids of those rows"),
     (PROJECTION, "2-D coordinates (pca, umap) of the embeddings"),

@@ -335,6 +335,16 @@ class Run(StatusFolder):
         return self.path / layout.GROUPS
 
     @property
+    def views_dir(self) -> Path:
+        """The folder of the run's saved views of the Data map (``cartomap.runs.views``)."""
+        return self.path / layout.VIEWS
+
+    @property
+    def tags_path(self) -> Path:
+        """The run's tags of examples (``cartomap.runs.tags``)."""
+        return self.path / layout.TAGS_DB
+
+    @property
     def wanli_dir(self) -> Path:
         return self.path / layout.WANLI
 

@@ -71,6 +71,8 @@ class Action(Enum):
     TASK = "task"
     MANAGE = "manage"
     GROUP = "group"
+    TAG = "tag"
+    VIEW = "view"
     QUEUE = "queue"
     CORRECT = "correct"
     DECIDE = "decide"
@@ -88,6 +90,8 @@ _DOING = {
     Action.TASK: "start a job on a run (embeddings, projections, baselines, WaNLI groups, generation, filtering)",
     Action.MANAGE: "delete, repair or import runs",
     Action.GROUP: "save groups",
+    Action.TAG: "tag examples",
+    Action.VIEW: "save or delete views of the data map",
     Action.QUEUE: "make review queues or import decisions into them",
     Action.CORRECT: "write corrected sets",
     Action.DECIDE: "decide on review queues",
