@@ -166,3 +166,13 @@ def test_a_finished_runs_curves_keep_the_step_curve(root):
     chart = next(s for s in specs if s["layout"].get("meta", {}).get("metrics"))
     names = {t["name"] for t in chart["data"]}
     assert {"train loss", curves.STEP_LOSS, curves.STEP_SMOOTHED} <= names
+
+
+def test_a_token_runs_dev_entity_f1_is_drawn_beside_the_dev_accuracy():
+    history = [
+        {"epoch": 1, "train_loss": 1.0, "dev_accuracy": 0.85, "dev_entity_f1": 0.2, "dev_entities": {}},
+        {"epoch": 2, "train_loss": 0.5, "dev_accuracy": 0.9, "dev_entity_f1": 0.6, "dev_entities": {}},
+    ]
+    frame = curves.training_curves(history)
+    f1 = frame[frame["metric"] == "dev entity F1"]
+    assert f1["value"].tolist() == [0.2, 0.6] and set(f1["panel"]) == {curves.ACCURACY}

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cartomap.scores import entities
+
 #: Columns of :func:`training_curves`.
 CURVE_COLUMNS = ("epoch", "metric", "panel", "value", "live")
 #: Columns of :func:`step_curve`.
@@ -38,12 +40,14 @@ def _number(value) -> float | None:
 
 
 def _metrics_of(record: Mapping[str, Any], test_names: Sequence[str]) -> list[tuple[str, str, float]]:
-    """(metric name, panel, value) of one epoch record: train loss, dev loss, dev and test accuracy."""
+    """(metric name, panel, value) of one epoch record: train loss, dev loss, dev accuracy (and a token run's
+    dev entity F1) and test accuracy."""
     out = []
     for key, name, panel in (
         ("train_loss", "train loss", LOSS),
         ("dev_loss", "dev loss", LOSS),
         ("dev_accuracy", "dev accuracy", ACCURACY),
+        (entities.f1_key("dev"), "dev entity F1", ACCURACY),  # named entities: F1 of whole entities
     ):
         value = _number(record.get(key))
         if value is not None:
