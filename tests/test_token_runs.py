@@ -300,3 +300,29 @@ def test_entity_scores_in_show_the_run_summary_and_compare(entity_runs, capsys):
     diff = compare.dev_diff(a, b)  # word by word
     assert diff["id"].tolist() == ["sent-0#0", "sent-0#1", "sent-0#2"]
     assert diff["tokens"].tolist() == ["Paris", "is", "big"] and diff["gold"].tolist()[0] == "B-LOC"
+
+
+def test_the_compare_page_compares_two_token_runs(entity_runs, monkeypatch):
+    """Compare on two token runs: the entity columns in the score table, the entity F1 curve offered, F1
+    per entity type, the word-by-word difference on the shared test set; no exception."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    a, b = entity_runs[1], entity_runs[2]
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("CARTOMAP_CACHE", str(a.path.parents[1]))
+    monkeypatch.syspath_prepend(str(root))
+    at = AppTest.from_file(str(root / "pages" / "compare.py"), default_timeout=120).run()
+    at.multiselect(key="_kept_cmp_runs").set_value([a.id, b.id]).run()
+    assert not at.exception, at.exception
+    table = next(d.value for d in at.dataframe if "entity_f1" in d.value.columns)
+    assert {"dev_entity_f1", "entity_f1", "entity_macro_f1", "accuracy"} <= set(table.columns)
+    names = at.radio(key="_kept_cmp_metric").options
+    assert "dev entity F1" in names and "test entity F1" in names
+    at.radio(key="_kept_cmp_metric").set_value("dev entity F1").run()
+    assert not at.exception, at.exception
+    diff = next(
+        d.value for d in at.dataframe if "outcome" in d.value.columns
+    )  # on the test set: word by word
+    assert len(diff) and all("#" in i for i in diff["id"]) and all(" " not in w for w in diff["tokens"])
