@@ -28,6 +28,7 @@ from cartomap.data.forms import FORMAT_CHOICES
 from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
 from cartomap.io import file_stamp
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.team.roles import Action
 from cartomap.training.launch import start_training
@@ -294,7 +295,7 @@ def transformer_section(data: TextDataset, key: str, base: RunConfig) -> None:
                 st.rerun()
         return
     run_panel(run)
-    history = run.history() if run.state == "done" else []
+    history = run.history() if run.state == State.DONE else []
     accuracy = history[-1].get("dev_accuracy") if history else None
     if accuracy is not None:
         st.metric(

@@ -84,6 +84,7 @@ import streamlit as st
 from cartomap.errors import CartomapError
 from cartomap.experiments.picker import PickerRun, default_run, picker_runs
 from cartomap.experiments.store import ExperimentStore
+from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.team.access import Access, Visitor, identify, listen_refusal
 from cartomap.team.roles import Action, load_team, refusal
@@ -152,12 +153,12 @@ def _late_address(wanted: str) -> bool:
     return bool(left) and left[0] == wanted and time.time() - float(left[1]) < LATE_ADDRESS_S
 
 
-def run_state(run: Run) -> str:
+def run_state(run: Run) -> State:
     """The run's state, "unknown" while its folder cannot be read (being written or deleted)."""
     try:
         return run.status()["state"]
     except (OSError, ValueError):
-        return "unknown"
+        return State.UNKNOWN
 
 
 def current_run() -> Run | None:

@@ -22,7 +22,7 @@ from cartomap.analysis import compare, figures
 from cartomap.errors import CartomapError
 from cartomap.experiments import registry
 from cartomap.experiments.store import ExperimentStore
-from cartomap.runs.state import derive_state
+from cartomap.runs.state import State, derive_state
 from cartomap.runs.store import Run
 from cartomap.scores.reports import OUTCOMES, markdown_table
 from pages.common import count, escape_markdown, for_display, get_store, kept, show_error, through_app
@@ -96,7 +96,7 @@ def _state(obj) -> str:
     try:
         return derive_state(obj.status())
     except (OSError, ValueError, KeyError):
-        return "unknown"
+        return State.UNKNOWN
 
 
 def _run_options(store) -> dict[str, str]:
@@ -305,7 +305,7 @@ def diff_section(runs: dict[str, Run], keys, test) -> None:
 def experiment_section(exp) -> None:
     st.subheader(escape_markdown(exp.name))
     state = _state(exp)
-    if state != "done":
+    if state != State.DONE:
         st.caption(f"{exp.kind} experiment · {state}: its results appear when every run is done.")
         return
     sections = registry.sections(exp)

@@ -33,6 +33,7 @@ from cartomap.experiments.curriculum import create_curriculum
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.io import file_stamp
 from cartomap.runs.progress import state_text
+from cartomap.runs.state import State
 from cartomap.runs.store import RUN_REF
 from cartomap.team.roles import Action
 from cartomap.training.curricula import CURRICULA, DIFFICULTIES
@@ -175,8 +176,8 @@ def _progress_details(exp: Experiment, status: dict) -> None:
 
 def _runs_details(exp: Experiment, status: dict) -> None:
     _progress_details(exp, status)
-    parallel = status.get("state") == "running" and len(status.get("running") or []) > 1
-    if parallel or status.get("state") in ("failed", "cancelled", "interrupted"):
+    parallel = status.get("state") == State.RUNNING and len(status.get("running") or []) > 1
+    if parallel or status.get("state") in (State.FAILED, State.CANCELLED, State.INTERRUPTED):
         table = forms.runs_progress_table(exp, store)
         if not table.empty:
             st.dataframe(for_display(table), hide_index=True, key=f"xp_runs_{exp.id}")
@@ -284,7 +285,7 @@ def _show_experiment(exp: Experiment, results) -> None:
         state = _progress_and_actions(exp)
         with st.expander("Parameters"):
             st.json(exp.params, expanded=1)
-        if state == "done":
+        if state == State.DONE:
             results(exp)
 
 
@@ -296,7 +297,7 @@ def _start(create, params, name: str, selected_key: str, where: dict) -> None:
         show_error(err)
         return
     state = exp.state
-    if state == "done":
+    if state == State.DONE:
         flash("info", f"These settings were run before: experiment {exp.id} is done, showing its results.")
     elif exp.is_locked():
         flash("info", f"Experiment {exp.id} is already running: following it.")

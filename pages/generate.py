@@ -18,6 +18,7 @@ from cartomap.errors import CartomapError
 from cartomap.runs.groups import list_groups
 from cartomap.runs.jobs import start_task
 from cartomap.runs.progress import state_text
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.team.roles import Action
 from cartomap.wanli.batches import batch_info, batch_slug, list_batches, load_generated
@@ -238,7 +239,7 @@ def results(run: Run) -> None:
         cancel=lambda: request_stop(run, batch),
         cancel_label="Stop after the current prompts",
     )
-    if state not in ("done", "none"):
+    if state not in (State.DONE, None):
         return
     try:
         frame = load_generated(run, batch)

@@ -33,6 +33,7 @@ from cartomap.errors import CartomapError
 from cartomap.experiments import forms, pruning, registry
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.runs.progress import state_text
+from cartomap.runs.state import State
 from cartomap.runs.store import RUN_REF, Run
 from cartomap.scores import detectors
 from cartomap.team.roles import Action
@@ -115,7 +116,7 @@ def _progress_details(exp: Experiment, status: dict) -> None:
         min(1.0, done / total) if total else 0.0,
         text=f"{state_text(state, status.get('phase'))} · {done}/{total} runs done",
     )
-    if state == "running" and status.get("role"):
+    if state == State.RUNNING and status.get("role"):
         st.caption(
             escape_markdown(
                 f"Training {registry.role_label(exp, status['role'])} (run {status.get('run_id')})."
@@ -593,7 +594,7 @@ def new_experiment(estore: ExperimentStore) -> None:
         else:
             ss[EXP_KEY] = exp.id
             state = exp.state
-            if state == "done":
+            if state == State.DONE:
                 flash("info", f"This experiment exists (done): showing {exp.id}.")
             else:
                 flash(
@@ -618,8 +619,8 @@ def main() -> None:
         try:
             status = exp.status()
         except (OSError, ValueError):
-            status = {"state": "unknown"}
-        if status["state"] == "done":
+            status = {"state": State.UNKNOWN}
+        if status["state"] == State.DONE:
             show_results(exp, estore)
         else:
             experiment_panel(exp, _progress_details, key="prune_")

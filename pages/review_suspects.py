@@ -45,6 +45,7 @@ from cartomap.experiments.truth import detector_extras
 from cartomap.runs.groups import list_groups
 from cartomap.runs.progress import state_text
 from cartomap.runs.sqlite import database_problem
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.team.roles import Action
 from pages.common import (
@@ -491,11 +492,11 @@ def retrain_of(run: Run, name: str):
 def _retrain_progress(exp, status: dict) -> None:
     done, total = int(status.get("runs_done") or 0), int(status.get("runs_planned") or 0)
     st.progress(
-        min(1.0, done / total) if total else (1.0 if status["state"] == "done" else 0.0),
+        min(1.0, done / total) if total else (1.0 if status["state"] == State.DONE else 0.0),
         text=f"Retrain {exp.id}: {state_text(status['state'], status.get('phase'))}"
         + (f" · {done}/{total} runs done" if total else ""),
     )
-    if status["state"] == "running" and status.get("role"):
+    if status["state"] == State.RUNNING and status.get("role"):
         role = experiment_kinds.role_label(exp, status["role"])
         st.caption(escape_markdown(f"Training {role} (run {status.get('run_id')})."))
 

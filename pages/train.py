@@ -18,6 +18,7 @@ from cartomap.data.forms import FORMAT_CHOICES, guess_columns, preview_table
 from cartomap.errors import CartomapError
 from cartomap.integrations.checkpoints import DEFAULT_BATCH_SIZE, start_scoring
 from cartomap.io import file_stamp
+from cartomap.runs.state import State
 from cartomap.team.roles import Action
 from cartomap.training.forms import RECORD_MODES, build_run_config
 from cartomap.training.launch import start_training
@@ -275,7 +276,7 @@ if write_button("Start training", Action.TRAIN, type="primary", key="train_start
     else:
         state = started.state
         done = len(started.history()) if started.created_at() < clicked else 0
-        if started.created_at() < clicked and state == "queued":  # train or load: the earlier run resumes
+        if started.created_at() < clicked and state == State.QUEUED:  # train or load: the earlier run resumes
             flash(
                 "info",
                 f"This configuration was started before (a run's name and device are not part of it): it is "
@@ -283,12 +284,12 @@ if write_button("Start training", Action.TRAIN, type="primary", key="train_start
                 + (f" after its epoch {done}" if done else " from the beginning")
                 + " in the background, not a new run.",
             )
-        elif state == "done":
+        elif state == State.DONE:
             flash(
                 "info",
                 f"This configuration was trained on this data before: selected run {started.id} (done).",
             )
-        elif state == "running":
+        elif state == State.RUNNING:
             flash("info", f"Run {started.id} is already training: following it.")
         else:
             flash(
@@ -347,7 +348,7 @@ if write_button("Score checkpoints", Action.TRAIN, key="score_start"):
     except CartomapError as err:
         show_error(err)
     else:
-        if started.state == "done":
+        if started.state == State.DONE:
             flash(
                 "info",
                 f"These checkpoints were scored on this data before: selected run {started.id} (done).",

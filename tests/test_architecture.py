@@ -372,3 +372,96 @@ def test_the_column_check_catches_spellings(tmp_path):
     )
     found = _task_column_spellings(source, {"premise", "hypothesis", "text"})
     assert [line for _, line in found] == [2, 3, 6]
+
+
+#: The owner of the states of long work: the only module that spells a state's name.
+STATE_OWNER = "cartomap.runs.state"
+
+
+def _state_literals(node: ast.AST | None, names: set[str]) -> list[ast.Constant]:
+    """The state names ``node`` spells as a value: a string constant, the items of a tuple, list or
+    set of them, or either branch of a conditional expression."""
+    if isinstance(node, ast.Constant):
+        return [node] if isinstance(node.value, str) and node.value in names else []
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return [c for item in node.elts for c in _state_literals(item, names)]
+    if isinstance(node, ast.IfExp):
+        return _state_literals(node.body, names) + _state_literals(node.orelse, names)
+    return []
+
+
+def _is_state_target(node: ast.AST) -> bool:
+    """A name, attribute or ``[...]`` key that holds a state: ``state``, ``run_state``, ``x["state"]``."""
+    if isinstance(node, ast.Name):
+        return node.id == "state" or node.id.endswith("_state")
+    if isinstance(node, ast.Attribute):
+        return node.attr == "state" or node.attr.endswith("_state")
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "state"
+    return False
+
+
+def _state_spellings(path: Path, names: set[str]) -> list[tuple[str, int]]:
+    """(state name, line) of every state name a file compares with (``==``, ``!=``, ``in``) or writes
+    (``state=...``, ``{"state": ...}``, ``x["state"] = ...``, ``state = ...``, a ``.get("state", ...)``
+    default, a function returning one from ``def ..._state``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[ast.Constant] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for operand in [node.left, *node.comparators]:
+                found += _state_literals(operand, names)
+        elif isinstance(node, ast.keyword) and node.arg == "state":
+            found += _state_literals(node.value, names)
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "state":
+                    found += _state_literals(value, names)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_is_state_target(t) for t in targets):
+                found += _state_literals(node.value, names)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            if node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "state":
+                found += [c for arg in node.args[1:] for c in _state_literals(arg, names)]
+        elif isinstance(node, ast.FunctionDef) and node.name.endswith("state"):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Return):
+                    found += _state_literals(inner.value, names)
+    return sorted({(c.value, c.lineno) for c in found}, key=lambda item: item[1])
+
+
+def test_state_names_are_spelled_only_by_their_owner():
+    """A run's, experiment's or task's state is :class:`cartomap.runs.state.State`'s to name: code that
+    compares or writes one asks it (``State.DONE``, ``is_active(state)``), never spells the string."""
+    from cartomap.runs.state import State
+
+    names = {s.value for s in State}
+    assert {"queued", "running", "done", "failed", "cancelled", "damaged"} <= names
+    files = {**MODULES, "dashboard": ROOT / "dashboard.py"}
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} spells {text!r}"
+        for module, path in files.items()
+        if module != STATE_OWNER
+        for text, line in _state_spellings(path, names)
+    ]
+    assert not bad, "state names outside cartomap.runs.state (ask State):\n" + "\n".join(bad)
+
+
+def test_the_state_check_catches_spellings(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        '"""done is fine in a docstring."""\n'
+        'A = run.state == "done"\n'
+        'B = state in ("queued", "running")\n'
+        'run.set_status(state="failed", error="x")\n'
+        'C = {"state": "queued"}\n'
+        'status["state"] = "cancelled" if x else "failed"\n'
+        'D = status.get("state", "queued")\n'
+        'def run_state(run):\n    return "unknown"\n'
+        'E = {"done": 1, "phase": "done"}\n'
+        "F = run.state == State.DONE\n",
+        encoding="utf-8",
+    )
+    found = _state_spellings(source, {"queued", "running", "done", "failed", "cancelled", "unknown"})
+    assert [line for _, line in found] == [2, 3, 3, 4, 5, 6, 6, 7, 9]

@@ -94,3 +94,19 @@ def test_the_sidebar_lists_the_groups_and_defaults_to_a_map(store):
     assert picker.value == ids["base"]
     assert any(o.startswith("pruning 'snli' › Model F2") for o in picker.options)
     assert picker.options.index(next(o for o in picker.options if o.startswith("mine"))) < 2
+
+
+def test_a_queued_run_whose_job_took_it_is_listed_as_running(root):
+    """A job takes the run's lock, then prepares (loads the model, reads data) before its first
+    progress write: the saved state is still queued, and the picker says running, as the panel does."""
+    import os
+
+    run = make_run(root, "queued", pid=os.getpid())
+    assert picker_runs([run], [])[0].label.split(" · ")[1] == "queued"
+    handle = run.acquire_lock()
+    try:
+        assert run.state == "running"
+        assert picker_runs([run], [])[0].label.split(" · ")[1] == "running"
+    finally:
+        handle.close()
+    assert run.state == "queued"

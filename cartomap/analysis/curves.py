@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cartomap.runs.state import State
 from cartomap.scores import entities
 
 #: Columns of :func:`training_curves`.
@@ -89,7 +90,7 @@ def training_curves(
     epoch, step, per_epoch = status.get("epoch"), status.get("step"), status.get("steps_per_epoch")
     loss = _number(status.get("loss"))
     if (
-        status.get("state") == "running"
+        status.get("state") == State.RUNNING
         and loss is not None
         and _number(epoch) is not None
         and int(epoch) > len(history)

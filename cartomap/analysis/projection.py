@@ -35,6 +35,7 @@ from cartomap.analysis.datamap import (
 from cartomap.analysis.style import NO_VALUE_COLOR, REGION_COLORS, escape, escape_text, palette_color
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.tasks import registry as task_kinds
 
@@ -230,8 +231,8 @@ def project_run(run: Run, method: str = "umap", seed: int = 0, force: bool = Fal
     if not force:
         cached = load_projection(run, method)
         if cached is not None:
-            if (task_status(run, name) or {}).get("state") == "queued":  # a job started for nothing
-                task_update(run, name, state="done", progress=1.0)
+            if (task_status(run, name) or {}).get("state") == State.QUEUED:  # a job started for nothing
+                task_update(run, name, state=State.DONE, progress=1.0)
             return cached
     with task(run, name) as update:  # a failure is recorded there
         loaded = load_embeddings(run)

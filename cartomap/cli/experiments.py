@@ -22,6 +22,7 @@ from cartomap.cli.options import (
 from cartomap.cli.team import acting
 from cartomap.config import DEMO_TRAIN, ORDERS
 from cartomap.errors import RunError
+from cartomap.runs.state import State
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
@@ -97,7 +98,7 @@ def run_in_foreground(exp, store, as_job: bool = False, executor=None) -> int:
     run_experiment(exp, store, as_job=as_job, echo=lambda msg: print(msg, flush=True), executor=executor)
     state = exp.state
     print(f"experiment {exp.id} {state}")
-    return 0 if state == "done" else 3
+    return 0 if state == State.DONE else 3
 
 
 def add_noise_arguments(p: argparse.ArgumentParser) -> None:
@@ -271,7 +272,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
     store = ExperimentStore(a.cache)
     exp = store.get(a.experiment)
-    if exp.state != "done":
+    if exp.state != State.DONE:
         raise RunError(f"experiment {exp.id} is {exp.state}; a report needs a finished experiment")
     print(registry.report(exp, store.runs))
     return 0

@@ -7,6 +7,7 @@ import argparse
 from cartomap.cli.options import CountBar, add_column_arguments, data_config, print_run_summary
 from cartomap.cli.team import acting
 from cartomap.errors import CartomapError, RunError
+from cartomap.runs.state import State
 
 
 def cmd_score_checkpoints(a: argparse.Namespace) -> int:
@@ -38,7 +39,7 @@ def cmd_score_checkpoints(a: argparse.Namespace) -> int:
             print(f"run {run.id} ({run.state}): {run.path}; follow it with `cartomap show {run.id}`")
             return 0
         run = prepare_scoring(a.checkpoints, data, store, **options)
-    if run.state == "done":
+    if run.state == State.DONE:
         print(f"run {run.id} exists (done): {run.path}")
         print_run_summary(run)
         return 0
@@ -55,9 +56,9 @@ def cmd_score_checkpoints(a: argparse.Namespace) -> int:
     finally:
         bar.close()
     print(f"run {run.id} {run.state}: {run.path}")
-    if run.state == "done":
+    if run.state == State.DONE:
         print_run_summary(run)
-    return 0 if run.state == "done" else 3
+    return 0 if run.state == State.DONE else 3
 
 
 def add_commands(sub) -> None:

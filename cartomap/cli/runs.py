@@ -16,6 +16,7 @@ from cartomap.cli.options import (
 )
 from cartomap.errors import CartomapError
 from cartomap.runs.progress import time_left
+from cartomap.runs.state import State
 
 SEEDS_EXPORT = "seeds.parquet"  # `cartomap export`: the seeds experiment's per-example table
 DETECTORS_EXPORT = "detectors.parquet"  # `cartomap export`: every available detector's score per example
@@ -50,7 +51,7 @@ def cmd_show(a: argparse.Namespace) -> int:
     run = RunStore(a.cache).get(a.run)
     status = run.status()
     print(f"run {run.id}  ({status['state']})  {run.path}")
-    if status["state"] == "damaged":
+    if status["state"] == State.DAMAGED:
         print(f"  damaged: {status.get('error')}; `cartomap repair {run.id}` writes a fresh status")
     cfg = run.config
     print(
@@ -74,7 +75,7 @@ def cmd_show(a: argparse.Namespace) -> int:
             + (f", {len(cfg.origin.checkpoints)} checkpoint(s) scored" if cfg.origin.checkpoints else "")
             + "".join(f"\n    {c}" for c in cfg.origin.checkpoints)
         )
-    if status["state"] in ("running", "interrupted", "cancelled", "failed"):
+    if status["state"] in (State.RUNNING, State.INTERRUPTED, State.CANCELLED, State.FAILED):
         print(
             f"  progress: epoch {status.get('epoch')}/{status.get('epochs')} step {status.get('global_step')}/"
             f"{status.get('total_steps')} time left {time_left(status, status['state'])}"
@@ -89,7 +90,7 @@ def cmd_show(a: argparse.Namespace) -> int:
                 if not isinstance(v, dict)
             )
         )
-    if status["state"] == "done" and run.has_metrics():
+    if status["state"] == State.DONE and run.has_metrics():
         print_run_summary(run)
         m = run.metrics()
         print(

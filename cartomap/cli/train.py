@@ -19,6 +19,7 @@ from cartomap.cli.team import acting
 from cartomap.config import DEMO_TASKS, ORDERS, OrderConfig, demo_run_config
 from cartomap.errors import RunError
 from cartomap.runs import layout
+from cartomap.runs.state import State
 
 
 def cmd_train(a: argparse.Namespace) -> int:
@@ -39,13 +40,13 @@ def cmd_train(a: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     origin = run.config.origin.kind
-    if origin not in ("cartomap", "reference") and run.state != "done":
+    if origin not in ("cartomap", "reference") and run.state != State.DONE:
         raise RunError(
             f"run {run.id} was recorded by {origin}, not trained by cartomap: it cannot be trained here"
         )
     print_warnings(run)
     by = None if a.job else acting(a)  # a job's starter was kept by whoever started it
-    if by and run.state not in ("done", "damaged"):  # team mode: who trains it, kept with its status
+    if by and run.state not in (State.DONE, State.DAMAGED):  # team mode: who trains it, kept with its status
         run.set_status(started_by=by)
     return train_with_progress(run, quiet=a.quiet, as_job=a.job)
 
@@ -64,8 +65,8 @@ def train_with_progress(run, *, quiet: bool = False, as_job: bool = False) -> in
 
     if process_rank() > 0:  # another process of a torchrun / accelerate launch: rank 0 reports
         continue_run(run, as_job=as_job)
-        return 0 if run.state == "done" else 3
-    if run.state == "done":
+        return 0 if run.state == State.DONE else 3
+    if run.state == State.DONE:
         print(f"run {run.id} exists (done): {run.path}")
         print_run_summary(run)
         return 0
@@ -94,9 +95,9 @@ def train_with_progress(run, *, quiet: bool = False, as_job: bool = False) -> in
             bar.close()
     state = run.state
     print(f"run {run.id} {state}: {run.path}")
-    if state == "done":
+    if state == State.DONE:
         print_run_summary(run)
-    return 0 if state == "done" else 3
+    return 0 if state == State.DONE else 3
 
 
 #: What each bundled demo's map files are called and titled, by task kind (``cartomap demo --task``).

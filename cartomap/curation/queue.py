@@ -32,6 +32,7 @@ from cartomap.data.annotations import votes_matrix
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_write_parquet
 from cartomap.runs import layout
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.scores.knn import cosine_top_k
 from cartomap.scores.metrics import softmax
@@ -257,7 +258,7 @@ def create_queue(
     guidelines = check_guidelines(guidelines)
     if int(per_item) != per_item or per_item < 1:
         raise CartomapError(f"annotators per item must be a whole number >= 1, got {per_item!r}")
-    if run.state != "done":
+    if run.state != State.DONE:
         raise RunError(
             f"run {run.id} is not finished (state: {run.state}): review queues need a finished run"
         )

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 
 POLL_S = 1.0  # how often a parallel executor looks at its runs and at the experiment's cancel flag
@@ -44,4 +45,4 @@ class Executor(Protocol):
 def unfinished(run: Run) -> bool:
     """A run a worker left behind without an outcome (killed mid-run, never started): it may be
     started again, and resumes from its last completed epoch."""
-    return run.state in ("interrupted", "queued", "exited")
+    return run.state in (State.INTERRUPTED, State.QUEUED, State.EXITED)

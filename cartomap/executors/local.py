@@ -8,6 +8,7 @@ waits for it).
 from __future__ import annotations
 
 from cartomap.executors.base import Watch
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 
 
@@ -30,7 +31,7 @@ class LocalExecutor:
                     run.request_cancel()
 
             train_run(run, on_step=on_step)
-            if run.state != "done":
+            if run.state != State.DONE:
                 break
         return {}
 

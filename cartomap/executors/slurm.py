@@ -29,6 +29,7 @@ from cartomap.config import ExecutorConfig
 from cartomap.errors import CartomapError
 from cartomap.executors.base import POLL_S, Watch, unfinished
 from cartomap.executors.worker import train_in_worker
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 
 
@@ -132,7 +133,7 @@ class SlurmExecutor:
                     watch.echo(f"{role}: job {job.job_id} ended before its run did; submitting it again")
                     (again,) = self.submit([(role, run)])
                     jobs[again] = (role, run)
-                elif failure is not None and run.state != "done":
+                elif failure is not None and run.state != State.DONE:
                     errors[run.id] = f"{role}: job {job.job_id}: {last_line(failure)}"
             if watch.cancelled() and not cancelling:
                 cancelling = True

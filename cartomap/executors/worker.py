@@ -17,6 +17,7 @@ from typing import Any
 
 from cartomap.errors import RunError
 from cartomap.io import atomic_write_bytes
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 
 PROBE_PREFIX = ".probe-"  # a file in the store's root that every worker must see
@@ -51,11 +52,11 @@ def train_in_worker(run_path: str, threads: int = 1, cwd: str | None = None) -> 
     torch.set_num_threads(max(1, int(threads)))
     host, pid = socket.gethostname(), os.getpid()
     outcome = {"run_id": run.id, "host": host, "pid": pid}
-    if run.state == "done":
-        return dict(outcome, state="done")
+    if run.state == State.DONE:
+        return dict(outcome, state=State.DONE)
     if run.is_locked():
         return dict(outcome, state="busy")
-    run.set_status(state=run.saved_status().get("state", "queued"), worker_host=host, worker_pid=pid)
+    run.set_status(state=run.saved_status().get("state", State.QUEUED), worker_host=host, worker_pid=pid)
     try:
         continue_run(run, as_job=True)
     except RunError:
@@ -65,8 +66,8 @@ def train_in_worker(run_path: str, threads: int = 1, cwd: str | None = None) -> 
     except KeyboardInterrupt:  # Ray's cancel of a task that had just started
         # Ray delivers the cancel late at times: by then a resume may have handed the run to another
         # task, which holds its lock; its status is that task's to write
-        if run.cancel_requested() and run.state != "done" and not run.is_locked():
-            run.set_status(state="cancelled")
+        if run.cancel_requested() and run.state != State.DONE and not run.is_locked():
+            run.set_status(state=State.CANCELLED)
         raise
     return dict(outcome, state=run.state)
 

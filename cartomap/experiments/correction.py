@@ -39,6 +39,7 @@ from cartomap.errors import DataError, RunError
 from cartomap.experiments.seeds import seed_siblings
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run, grid_role, method_of
 from cartomap.io import file_stamp
+from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores.reports import markdown_table, paired_test
 from cartomap.tasks import registry as task_kinds
@@ -86,7 +87,7 @@ def role_config(params: dict[str, Any], role: str, seed: int, data: DataConfig |
 
 def checkbase_run(run: Run) -> None:
     """RunError unless ``run`` can be retrained and has a set to be evaluated on."""
-    if run.state != "done":
+    if run.state != State.DONE:
         raise RunError(f"run {run.id} is {run.state}; a retrain after review starts from a finished run")
     kind = run.task_kind
     if kind.unit != "example":
@@ -315,7 +316,7 @@ def correction_results(exp: Experiment, store: RunStore) -> dict[str, Any]:
     for role in ROLES:
         for seed in seeds:
             run = exp.run(grid_role(role, seed), store)
-            if run is None or run.state != "done":
+            if run is None or run.state != State.DONE:
                 raise RunError(f"experiment {exp.id}: the {role} run of seed {seed} is not done")
             for which, set_name in sets:
                 frame = predictions(run, which)

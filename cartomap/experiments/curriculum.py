@@ -21,6 +21,7 @@ from cartomap.analysis.evaluation import predictions_on_test, run_scores
 from cartomap.config import ORDERS, OrderConfig, RunConfig
 from cartomap.errors import DataError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, grid_role
+from cartomap.runs.state import State
 from cartomap.runs.store import RunStore
 from cartomap.scores.reports import (
     aggregate_runs,
@@ -122,7 +123,7 @@ class CurriculumKind:
         params = CurriculumParams.from_params(exp.params)
         plan = [(DATAMAP, datamap_config(params))]
         datamap = exp.run(DATAMAP, store)
-        scores = str(datamap.metrics_path()) if datamap and datamap.state == "done" else None
+        scores = str(datamap.metrics_path()) if datamap and datamap.state == State.DONE else None
         for method in params.methods:
             needs = _needs_scores(method, params.difficulty)
             if needs and scores is None:

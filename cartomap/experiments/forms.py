@@ -36,7 +36,7 @@ from cartomap.experiments import registry
 from cartomap.experiments.combination import CombinationParams, TrainingSet, training_set_names
 from cartomap.experiments.curriculum import CurriculumParams, has_seeds_to_compare
 from cartomap.runs.progress import describe_progress
-from cartomap.runs.state import derive_state
+from cartomap.runs.state import State, derive_state
 from cartomap.runs.store import Run, RunStore
 from cartomap.tasks import registry as task_kinds
 from cartomap.training.forms import check_device, check_model, check_training_numbers
@@ -303,7 +303,7 @@ def find_baseline(store: RunStore, train_fingerprint: str) -> Run | None:
         try:
             if run.info.get("train_fingerprint") != train_fingerprint:
                 continue
-            if run.state != "done" or not run.has_metrics():
+            if run.state != State.DONE or not run.has_metrics():
                 continue
             plain = run.info["config"].get("order", {}).get("name", "shuffled") == "shuffled"
         except (OSError, ValueError, KeyError, RunError):  # a run folder being written, deleted or damaged
@@ -421,7 +421,7 @@ def runs_progress_table(exp, runs: RunStore) -> pd.DataFrame:
                 "epoch": view["epoch"],
                 "step": view["step"],
                 "loss": view["loss"],
-                "time left": view["time_left"] if view["state"] == "running" else "–",
+                "time left": view["time_left"] if view["state"] == State.RUNNING else "–",
                 "worker": f"{host}:{pid}" if host else "this job",
             }
         )
@@ -435,7 +435,9 @@ def experiment_progress(
     (0..1), the role being trained and its run's epoch / step / loss (from the run's status)."""
     state = derive_state(exp_status)
     done, planned = exp_status.get("runs_done"), exp_status.get("runs_planned")
-    fraction = 1.0 if state == "done" else (min(1.0, done / planned) if planned and done is not None else 0.0)
+    fraction = (
+        1.0 if state == State.DONE else (min(1.0, done / planned) if planned and done is not None else 0.0)
+    )
     run = describe_progress(run_status) if run_status else None
     return {
         "state": state,

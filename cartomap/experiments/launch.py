@@ -8,6 +8,7 @@ from cartomap.config import ExecutorConfig
 from cartomap.executors.registry import check_available
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.runs import jobs
+from cartomap.runs.state import State
 
 
 def start_experiment(
@@ -18,7 +19,7 @@ def start_experiment(
     ``executor``: where its runs train, saved with the experiment before the job starts (None: the
     one saved before, else local). CartomapError when its package is not installed. ``by``: the person
     who started it (the status's ``started_by``; the job acts as them)."""
-    if exp.state == "done" or exp.is_locked():
+    if exp.state == State.DONE or exp.is_locked():
         return exp
     if executor is not None:
         check_available(executor)
@@ -27,5 +28,5 @@ def start_experiment(
     pid = jobs.spawn(
         ["experiment", "run", exp.id, "--job"], exp.job_log_path, store.root, **jobs.as_person(by)
     )
-    exp.set_status(state="queued", pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
+    exp.set_status(state=State.QUEUED, pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
     return exp

@@ -42,6 +42,7 @@ from cartomap.data.derived import save_dataset
 from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json, atomic_write_parquet
+from cartomap.runs.state import State
 from cartomap.runs.store import RunStore
 from cartomap.scores import consensus, detectors, noise
 from cartomap.scores.metrics import softmax
@@ -255,7 +256,7 @@ def run_config(cfg: NoiseBenchmarkConfig, data: DataConfig, record: str, tests=(
 
 def _train(config: RunConfig, store: RunStore, what: str, echo: Echo):
     t0 = time.time()
-    ready = prepare_run(config, store).state == "done"
+    ready = prepare_run(config, store).state == State.DONE
     run = train_or_load(config, store)
     echo(f"  {what}: run {run.id} {'reloaded' if ready else f'trained in {time.time() - t0:.0f} s'}")
     return run

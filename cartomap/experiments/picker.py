@@ -17,6 +17,7 @@ from cartomap.errors import CartomapError
 from cartomap.experiments import registry
 from cartomap.experiments.store import Experiment
 from cartomap.runs.progress import run_label
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 
 GROUP_SEPARATOR = " › "
@@ -77,7 +78,7 @@ def picker_runs(runs: list[Run], experiments: list[Experiment]) -> list[PickerRu
 
 
 def _state(run: Run) -> str:
-    return _readable(lambda: run.status()["state"], "unknown")
+    return _readable(lambda: run.status()["state"], State.UNKNOWN)
 
 
 def default_run(entries: list[PickerRun]) -> str | None:
@@ -86,7 +87,7 @@ def default_run(entries: list[PickerRun]) -> str | None:
     healthy = [e.run for e in entries if not _readable(e.run.problems, ["unreadable"])]
     for candidates in (
         [r for r in healthy if _readable(r.has_metrics, False)],
-        [r for r in healthy if _state(r) == "done"],
+        [r for r in healthy if _state(r) == State.DONE],
         healthy,
         [e.run for e in entries],
     ):

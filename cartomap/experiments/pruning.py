@@ -43,6 +43,7 @@ from cartomap.errors import DataError, RunError
 from cartomap.experiments.launch import start_experiment
 from cartomap.experiments.store import Experiment, ExperimentStore, Section
 from cartomap.io import atomic_write_bytes, file_stamp
+from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore, run_id_for
 from cartomap.scores import detectors
 from cartomap.scores.consensus import (
@@ -319,7 +320,7 @@ def _done_fold_runs(exp: Experiment, plan: list[Fold], store: RunStore) -> list[
     for f, fold in enumerate(plan):
         run_id = run_id_for(fold.config, fold.train_fingerprint, None, (fold.held_out_fingerprint,))
         run = store.find_id(run_id) or exp.run(fold_role(f), store)
-        if run is None or run.state != "done":
+        if run is None or run.state != State.DONE:
             return None
         runs.append(run)
     return runs
@@ -590,7 +591,7 @@ class PruningKind:
             raise RunError(f"experiment {exp.id}: not every fold run is done")
         model0 = exp.run(MODEL0, store)
         model1 = exp.run(MODEL1, store) if params.train_model1 else None
-        if params.train_model1 and (model1 is None or model1.state != "done"):
+        if params.train_model1 and (model1 is None or model1.state != State.DONE):
             raise RunError(f"experiment {exp.id}: Model 1 was not trained")
         oof = held_out_scores(fold_runs, [str(i) for i in train.ids])
         results = analyse(
@@ -918,7 +919,7 @@ def fold_table_of(exp: Experiment, run_store: RunStore, ids: Sequence[str]) -> p
         if run is None:
             break
         try:
-            if run.state == "done" and run.has_metrics():
+            if run.state == State.DONE and run.has_metrics():
                 frames.append(run.metrics(columns=("id", "confidence", "aum")))
         except (OSError, ValueError, RunError):
             pass
@@ -941,7 +942,7 @@ def oof_of_run(
         return None
     for exp in exp_store.list(KIND):
         try:
-            if exp.state != "done":
+            if exp.state != State.DONE:
                 continue
             model0 = exp.run(MODEL0, run_store)
             if model0 is None or model0.info.get("train_fingerprint") != fingerprint:
@@ -965,7 +966,7 @@ def pruning_of_run(run: Run, exp_store: ExperimentStore, run_store: RunStore) ->
     found = []
     for exp in exp_store.list(KIND):
         try:
-            if exp.state != "done" or load_results(exp) is None:
+            if exp.state != State.DONE or load_results(exp) is None:
                 continue
             model0 = exp.run(MODEL0, run_store)
         except (OSError, ValueError, KeyError, RunError):

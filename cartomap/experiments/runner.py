@@ -20,6 +20,7 @@ from cartomap.executors.base import Watch
 from cartomap.executors.registry import open_executor
 from cartomap.experiments.registry import kind_of
 from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 
 WAIT_S = 5.0  # poll interval while every remaining run is trained by another process
@@ -79,9 +80,9 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
     from cartomap.training.prepare import prepare_run
 
     kind = kind_of(exp.kind)
-    exp.set_status(state="running", error=None, phase="starting", executor=config.kind, running=[])
+    exp.set_status(state=State.RUNNING, error=None, phase="starting", executor=config.kind, running=[])
     if exp.cancel_requested():
-        exp.set_status(state="cancelled", phase="cancelled")
+        exp.set_status(state=State.CANCELLED, phase="cancelled")
         exp.log("cancelled")
         return
     executor = open_executor(config, store.root, exp.executor_log_dir)
@@ -101,7 +102,7 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
     try:
         while True:
             if exp.cancel_requested():
-                exp.set_status(state="cancelled", phase="cancelled", running=[])
+                exp.set_status(state=State.CANCELLED, phase="cancelled", running=[])
                 exp.log("cancelled")
                 return
             planned = kind.planned_runs(exp, store.runs)
@@ -109,7 +110,7 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
             for role, run_config in planned:
                 run = _recorded_done(exp, role, run_config, store.runs) or prepare_run(run_config, store.runs)
                 exp.record_run(role, run.id)
-                if run.state != "done":
+                if run.state != State.DONE:
                     todo.append((role, run))
             exp.set_status(runs_planned=len(planned), runs_done=len(planned) - len(todo))
             if not todo:
@@ -128,11 +129,11 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
             errors = executor.train(free, watch)
             if exp.cancel_requested():
                 continue  # the top of the loop saves the cancel
-            stopped = [(role, run) for role, run in free if run.state != "done" and not run.is_locked()]
+            stopped = [(role, run) for role, run in free if run.state != State.DONE and not run.is_locked()]
             if stopped:
                 role, run = next(((r, x) for r, x in stopped if x.id in errors), stopped[0])
-                state = "cancelled" if run.state == "cancelled" else "failed"
-                own = run.status().get("error") if run.state == "failed" else None  # the run's own words
+                state = State.CANCELLED if run.state == State.CANCELLED else State.FAILED
+                own = run.status().get("error") if run.state == State.FAILED else None  # the run's own words
                 error = own or errors.get(run.id) or f"run {run.id} ({role}) ended {run.state}"
                 exp.set_status(state=state, phase=state, error=error, running=[])
                 exp.log(f"{state}: {error}")
@@ -141,7 +142,7 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
         executor.close()
     exp.set_status(phase="finalizing", role=None, run_id=None, running=[])
     kind.finalize(exp, store.runs)
-    exp.set_status(state="done", phase="done")
+    exp.set_status(state=State.DONE, phase="done")
     exp.log("done")
 
 
@@ -152,4 +153,4 @@ def _recorded_done(exp: Experiment, role: str, config: RunConfig, runs: RunStore
     run = runs.find_id(run_id) if run_id is not None else None
     if run is None:
         return None
-    return run if run.state == "done" and run.config == config else None
+    return run if run.state == State.DONE and run.config == config else None

@@ -22,6 +22,7 @@ from cartomap.analysis.datamap import with_regions
 from cartomap.config import RunConfig
 from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run
+from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores.stability import SUMMARY_METRICS, seed_table, stability_summary
 
@@ -266,7 +267,7 @@ def create_seeds(
     """The seeds experiment of a finished ``run`` (the existing one, or a new queued one): ``n_seeds``
     seeds in all, the run's own first, then own + 1, own + 2, ...; or the run's own and ``seeds``.
     RunError for a run that is not done or recorded no dynamics."""
-    if run.state != "done":
+    if run.state != State.DONE:
         raise RunError(f"run {run.id} is {run.state}; a seeds experiment starts from a finished run")
     if run.config.train.record == "none" or not run.has_metrics():
         raise RunError(f"run {run.id} recorded no training dynamics: there is no map to repeat")
@@ -307,7 +308,7 @@ def seed_siblings(run: Run, run_store: RunStore) -> dict[int, Run]:
     out = {}
     for other in run_store.list():
         try:
-            if other.id != run.id and (other.state != "done" or _without_seed(other) != target):
+            if other.id != run.id and (other.state != State.DONE or _without_seed(other) != target):
                 continue
         except (CartomapError, OSError, ValueError):
             continue  # a damaged run is nobody's sibling
@@ -319,14 +320,14 @@ def seed_siblings(run: Run, run_store: RunStore) -> dict[int, Run]:
 def create_seeds_from_runs(store: ExperimentStore, run: Run, others: list[Run], name: str = "") -> Experiment:
     """A seeds experiment over finished runs that are ``run`` but for their seed (any origin: nothing is
     trained); DataError when one of ``others`` differs in more than its seed or shares a seed."""
-    if run.state != "done" or not run.has_metrics():
+    if run.state != State.DONE or not run.has_metrics():
         raise RunError(
             f"run {run.id} is {run.state}; a seeds experiment starts from a finished run with a map"
         )
     target = _without_seed(run)
     existing: dict[int, str] = {}
     for other in others:
-        if other.state != "done" or _without_seed(other) != target:
+        if other.state != State.DONE or _without_seed(other) != target:
             raise DataError(
                 f"run {other.id} is not run {run.id} trained with another seed (its config or data differ, "
                 "or it is not done)",
@@ -360,7 +361,7 @@ def done_seeds_of(run: Run, exp_store: ExperimentStore) -> Experiment | None:
     """The newest finished seeds experiment (with its results) whose base is ``run``; else None."""
     for exp in exp_store.list(KIND):
         try:
-            if exp.params.get("base_run") != run.id or exp.state != "done":
+            if exp.params.get("base_run") != run.id or exp.state != State.DONE:
                 continue
         except (OSError, ValueError, KeyError):
             continue

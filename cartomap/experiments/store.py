@@ -25,7 +25,7 @@ from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, file_stamp, read_json
 from cartomap.runs import layout
 from cartomap.runs.folders import FolderStore
-from cartomap.runs.state import StatusFolder
+from cartomap.runs.state import State, StatusFolder, is_active, is_done
 from cartomap.runs.store import Run, RunStore
 
 SPEC = "spec.json"
@@ -139,8 +139,8 @@ class Experiment(StatusFolder):
                 run = store.find_id(run_id)
                 state = run.status()["state"] if run is not None else "lost"
             except (OSError, ValueError, RunError):
-                state = "damaged"
-            key = "done" if state == "done" else "running" if state in ("queued", "running") else "failed"
+                state = State.DAMAGED
+            key = "done" if is_done(state) else "running" if is_active(state) else "failed"
             counts[key] += 1
         return counts
 
@@ -206,7 +206,7 @@ class ExperimentStore(FolderStore[Experiment]):
                 atomic_write_parquet(tmp / file_name, frame)
             spec = {"kind": kind, "name": name, "params": params, "created_at": time.time()}
             atomic_write_json(tmp / SPEC, spec)
-            atomic_write_json(tmp / layout.STATUS, {"state": "queued", "updated_at": time.time()})
+            atomic_write_json(tmp / layout.STATUS, {"state": State.QUEUED, "updated_at": time.time()})
 
         return self.create_folder(experiment_id(kind, params), write)
 

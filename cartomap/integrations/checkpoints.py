@@ -33,7 +33,7 @@ from cartomap.integrations.origin import recorded_config
 from cartomap.io import atomic_write_json
 from cartomap.runs import jobs
 from cartomap.runs.importer import finish_run
-from cartomap.runs.state import Throttle
+from cartomap.runs.state import State, Throttle
 from cartomap.runs.store import Run, RunStore
 from cartomap.training.models import HF_CONFIG, is_checkpoint
 
@@ -318,14 +318,14 @@ def start_scoring(
     """Create the run and score it in a background job (unless done or already running); ``by``: the
     person who started it (the status's ``started_by``)."""
     run = prepare_scoring(paths, data, store, **options)
-    if run.state == "done" or run.is_locked():
+    if run.state == State.DONE or run.is_locked():
         return run
     atomic_write_json(
         run.job_config_path, run.config.to_dict()
     )  # the parameters, saved before the job starts
     run.clear_cancel()
     pid = jobs.spawn(scoring_job_args(run), run.job_log_path, store.root, **jobs.as_person(by))
-    run.set_status(state="queued", pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
+    run.set_status(state=State.QUEUED, pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
     return run
 
 
@@ -336,11 +336,11 @@ def scoring_job_args(run: Run) -> list[str]:
 
 def restart_scoring(run: Run, store: RunStore, by: str | None = None) -> Run:
     """Start the job of an interrupted or cancelled scoring run again (scored checkpoints are kept)."""
-    if run.state == "done" or run.is_locked():
+    if run.state == State.DONE or run.is_locked():
         return run
     run.clear_cancel()
     pid = jobs.spawn(scoring_job_args(run), run.job_log_path, store.root, **jobs.as_person(by))
-    run.set_status(state="queued", pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
+    run.set_status(state=State.QUEUED, pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
     return run
 
 
@@ -438,12 +438,12 @@ def score_run(run: Run, on_progress: Progress | None = None) -> Run:
 
     Holds the run's lock; progress goes to its status (and ``on_progress``); a cancel request stops
     it after the current batch, and a later call goes on with the next checkpoint."""
-    if run.state == "done":
+    if run.state == State.DONE:
         return run
     with run.work():
         if run.cancel_requested():
             run.log("cancelled before scoring started")
-            run.set_status(state="cancelled")
+            run.set_status(state=State.CANCELLED)
             return run
         _score_locked(run, on_progress)
     return run
@@ -487,7 +487,7 @@ def _score_locked(run: Run, on_progress: Progress | None) -> None:
         if on_progress is not None:
             on_progress(dict(status))
         if throttle.ready(force):
-            run.set_status(state="running", **status)
+            run.set_status(state=State.RUNNING, **status)
         if run.cancel_requested():
             raise _Cancelled
 
@@ -526,7 +526,7 @@ def _score_locked(run: Run, on_progress: Progress | None) -> None:
             report(e, n, force=True)
     except _Cancelled:
         run.log("cancelled; scoring again goes on with the next checkpoint")
-        run.set_status(state="cancelled")
+        run.set_status(state=State.CANCELLED)
         return
     _, dynamics = run.dynamics("eval")
     finish_run(run, {"eval": dynamics}, labels, ids, history, write_dynamics=False)

@@ -60,6 +60,7 @@ from cartomap.data.loading import from_frame
 from cartomap.errors import DataError, RunError
 from cartomap.integrations.origin import canonical, recorded_config
 from cartomap.runs.importer import dynamics_digest, examples_without_texts, finish_run
+from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import UNIT_SEPARATOR
@@ -654,7 +655,7 @@ class DynamicsRecorder:
             training=self.training(len(logits)),
         )
         run = self.store.create(config, examples)
-        if run.state != "done":
+        if run.state != State.DONE:
             source = "train" if self.mode == "train" else "eval"
             history = [{"epoch": e + 1} for e in range(len(logits))]
             with run.work():

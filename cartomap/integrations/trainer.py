@@ -84,7 +84,7 @@ from cartomap.integrations.trainer_config import (
 from cartomap.integrations.trainer_recording import IndexedFetch, LogitsRecording, broadcast
 from cartomap.runs.importer import finish_run
 from cartomap.runs.progress import StepClock
-from cartomap.runs.state import Throttle
+from cartomap.runs.state import State, Throttle
 from cartomap.runs.store import Run, RunStore
 
 MODES = {"train": ("train",), "eval": ("eval",), "both": ("train", "eval")}
@@ -355,7 +355,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         )
         run = self.store.create(config, self.examples)
         self.run = run
-        if run.state == "done":
+        if run.state == State.DONE:
             warnings.warn(reused_message(run), ReusedRunWarning, stacklevel=2)
             run.log("a training with this config on this data began: not recorded (the run is done)")
             return {"active": False, "start_epoch": 0, "path": str(run.path)}
@@ -384,7 +384,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
             f"({len(self.ids)} examples, ids from {self.how['ids']}, {self.world} process(es))"
             + (f"; resumed after epoch {start}" if resumed else "")
         )
-        run.set_status(state="running", error=None, pid=None)
+        run.set_status(state=State.RUNNING, error=None, pid=None)
         print(
             f"cartomap: recording {self.mode} dynamics into run {run.id} (ids from {self.how['ids']}): {run.path}",
             flush=True,
@@ -432,7 +432,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         done = state.global_step - self.start_step
         eta = self.clock.eta_s(state.global_step) if done > 0 and state.max_steps else None
         self.run.set_status(
-            state="running",
+            state=State.RUNNING,
             epoch=min(self.epoch + 1, epochs),
             epochs=epochs,
             step=state.global_step - self.epoch * per_epoch if per_epoch else None,
@@ -538,7 +538,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         run = self.run
         epochs = run.dynamics_epochs(self.sources[0])
         if not epochs:
-            run.set_status(state="failed", error="training ended before a complete epoch: nothing to map")
+            run.set_status(state=State.FAILED, error="training ended before a complete epoch: nothing to map")
             run.log("training ended before a complete epoch: nothing recorded")
             return
         dynamics = {source: run.dynamics(source)[1] for source in self.sources}

@@ -23,6 +23,7 @@ import pandas as pd
 from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, TrainConfig
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json, atomic_write_parquet
+from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore, with_label_keys, with_word_keys
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.sequence import SINGLE
@@ -131,7 +132,9 @@ def finish_run(
     first = write_metrics(run, dynamics, labels, ids)
     atomic_write_json(run.history_path, history)
     epochs = len(next(iter(dynamics.values())))
-    run.set_status(state="done", phase="done", epochs_done=epochs, metrics_source=first, eta_s=0, **status)
+    run.set_status(
+        state=State.DONE, phase="done", epochs_done=epochs, metrics_source=first, eta_s=0, **status
+    )
     return run
 
 
@@ -198,7 +201,7 @@ def import_reference_run(
         origin=OriginConfig(kind="reference"),  # not part of the identity: imported runs keep their ids
     )
     run = store.create(config, examples)
-    if run.state == "done":
+    if run.state == State.DONE:
         return run
     history = [{"epoch": e + 1, "reference_epoch": r} for e, r in enumerate(ref.epochs)]
     finish_run(run, {"train": ref.logits}, ref.gold, ref.ids, history, imported_from=str(folder.resolve()))

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cartomap.runs.state import State
 from cartomap.runs.tasks import task_of
 from cartomap.team.roles import USER_ENV
 
@@ -64,9 +65,9 @@ def start_task(
     the person who started it (kept in the task's status as ``started_by``)."""
     record = task_of(run, name)
     status = record.status_or_none()
-    if status and status.get("state") == "running":
+    if status and status.get("state") == State.RUNNING:
         return status.get("pid", -1)
-    record.update(state="queued", progress=0.0, error=None, pid=None, **started_by(by))
+    record.update(state=State.QUEUED, progress=0.0, error=None, pid=None, **started_by(by))
     pid = spawn(cli_args, record.log_path, store.root, **({"env": env} if env else {}), **as_person(by))
     record.update(pid=pid)
     return pid

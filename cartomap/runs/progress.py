@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cartomap.runs.state import derive_state
+from cartomap.runs.state import State, derive_state, is_active
 
 
 def format_duration(seconds: Any) -> str:
@@ -56,11 +56,11 @@ class StepClock:
 
 def time_left(status: dict[str, Any], state: str) -> str:
     """Time left as shown: "0 s" when done, the estimate, "estimating…" while an active job has none."""
-    if state == "done":
+    if state == State.DONE:
         return "0 s"
     eta = status.get("eta_s")
     if eta is None:
-        return ESTIMATING if state in ("queued", "running") else "–"
+        return ESTIMATING if is_active(state) else "–"
     return format_duration(eta)
 
 
@@ -75,9 +75,9 @@ def describe_progress(status: dict[str, Any]) -> dict[str, Any]:
     state = derive_state(status)
     total = status.get("total_steps") or 0
     done_steps = status.get("global_step") or 0
-    fraction = 1.0 if state == "done" else (min(1.0, done_steps / total) if total else 0.0)
+    fraction = 1.0 if state == State.DONE else (min(1.0, done_steps / total) if total else 0.0)
     epochs = status.get("epochs")
-    epoch = status.get("epochs_done") if state == "done" else status.get("epoch")
+    epoch = status.get("epochs_done") if state == State.DONE else status.get("epoch")
     loss, acc = status.get("loss"), status.get("dev_accuracy")
     step, per_epoch = status.get("step"), status.get("steps_per_epoch")
     return {

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from cartomap.errors import RunError
 from cartomap.runs import layout
-from cartomap.runs.state import DAMAGED
+from cartomap.runs.state import DAMAGED, State
 from cartomap.runs.store import Run
 
 
@@ -31,9 +31,9 @@ def _status_from_history(run: Run) -> dict:
     epochs = run.config.train.epochs
     model_saved = (run.model_dir / "config.json").exists() or any(run.model_dir.glob("*.safetensors"))
     if history and len(history) >= epochs and model_saved:
-        return {"state": "done", "phase": "done", "epochs_done": len(history)}
+        return {"state": State.DONE, "phase": "done", "epochs_done": len(history)}
     return {
-        "state": "cancelled",
+        "state": State.CANCELLED,
         "epochs_done": len(history),
         "error": "status rewritten by `cartomap repair`; train again to resume",
     }

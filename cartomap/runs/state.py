@@ -7,9 +7,12 @@ Saved states (in a ``status.json``, written atomically)::
        |          '------> cancelled (a cancel flag was seen between steps)
        '---------------->  cancelled (cancelled before it started)
 
-Three more states are *derived* when the status is read, never saved:
+The states are :class:`State`, a ``str``-valued enum: ask it (``State.DONE``, :func:`is_active`, ...),
+never spell a state's name elsewhere (``tests/test_architecture.py`` checks it). Three more states
+are *derived* when the status is read, never saved:
 
 * ``interrupted``: saved ``running``, but no process holds the lock any more (killed, crashed);
+  saved ``queued`` with the lock held reads ``running`` (its process is preparing the work);
 * ``exited``: saved ``queued`` with the pid of the job started for it, and that process is gone
   before it took the lock (it failed while starting);
 * ``damaged``: the status file exists but cannot be read (not JSON, not an object, no state):
@@ -27,6 +30,7 @@ import os
 import sys
 import time
 import traceback
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +38,73 @@ from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, is_locked, lock_file, read_json
 from cartomap.runs import layout
 
-SAVED_STATES = ("queued", "running", "done", "failed", "cancelled")
+
+class State(str, Enum):
+    """The state of a piece of long work, saved (``status.json`` holds its value) or derived on reading.
+
+    A ``str``: ``State.DONE == "done"``, and JSON, parquet and labels hold the plain string, so status
+    files written before the type existed read the same. Ask this class, never spell a state."""
+
+    def __str__(self) -> str:  # "done" in labels and f-strings, not "State.DONE" (enum.StrEnum's, 3.11+)
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    #: Derived: saved running, but no process holds the lock any more.
+    INTERRUPTED = "interrupted"
+    #: Derived: saved queued with the pid of its job, and that process is gone before it took the lock.
+    EXITED = "exited"
+    #: Derived: the status file cannot be read (see the module docstring).
+    DAMAGED = "damaged"
+    #: A reader's word for a folder it cannot read at this moment (being written or deleted); never saved.
+    UNKNOWN = "unknown"
+
+
+SAVED_STATES = (State.QUEUED, State.RUNNING, State.DONE, State.FAILED, State.CANCELLED)
 #: Work that is under way (or about to be): pages poll it, buttons offer Cancel.
-ACTIVE_STATES = ("queued", "running")
+ACTIVE_STATES = (State.QUEUED, State.RUNNING)
 #: Work that stopped before it was done: buttons offer Resume.
-RESUMABLE_STATES = ("cancelled", "failed", "interrupted", "exited")
+RESUMABLE_STATES = (State.CANCELLED, State.FAILED, State.INTERRUPTED, State.EXITED)
+#: Work that stopped without finishing: by failure (or its process dying), a cancel, or a damaged status.
+STOPPED_STATES = RESUMABLE_STATES + (State.DAMAGED,)
 #: A status file that cannot be read (see the module docstring).
-DAMAGED = "damaged"
-STATES = SAVED_STATES + ("interrupted", "exited", DAMAGED)
+DAMAGED = State.DAMAGED
+STATES = SAVED_STATES + (State.INTERRUPTED, State.EXITED, DAMAGED)
+
+
+def as_state(value: Any) -> State | None:
+    """``value`` (a state's string, as a status file holds it) as a :class:`State`; None for anything else."""
+    try:
+        return State(value)
+    except ValueError:
+        return None
+
+
+def is_active(state: Any) -> bool:
+    """Whether work in ``state`` is under way or about to be (queued or running)."""
+    return state in ACTIVE_STATES
+
+
+def is_done(state: Any) -> bool:
+    """Whether work in ``state`` finished (done)."""
+    return state == State.DONE
+
+
+def is_resumable(state: Any) -> bool:
+    """Whether work in ``state`` stopped before it was done and can go on (cancelled, failed,
+    interrupted, exited)."""
+    return state in RESUMABLE_STATES
+
+
+def is_stopped(state: Any) -> bool:
+    """Whether work in ``state`` stopped without finishing: resumable, or damaged."""
+    return state in STOPPED_STATES
 
 
 def pid_alive(pid: Any) -> bool:
@@ -61,15 +124,23 @@ def pid_alive(pid: Any) -> bool:
     return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
 
 
-def derive_state(status: dict[str, Any], locked: bool | None = None) -> str:
-    """The state a reader should see: the saved one, ``interrupted`` or ``exited`` (module docstring).
+def derive_state(status: dict[str, Any], locked: bool | None = None) -> State | Any:
+    """The state a reader should see: the saved one, ``interrupted``, ``exited`` or ``running``
+    (module docstring), as a :class:`State` (a value that is none is returned as it is).
 
-    ``locked``: whether a process holds the work's lock (None: unknown, so ``running`` stays)."""
-    state = status.get("state", "queued")
-    if state == "running" and locked is False:
-        return "interrupted"
-    if state == "queued" and status.get("pid") is not None and not pid_alive(status["pid"]):
-        return "exited"
+    ``locked``: whether a process holds the work's lock (None: unknown, so ``running`` stays). Saved
+    ``queued`` with its lock held reads ``running``: its process took the work and is preparing it
+    (loading a model, reading data) before its first progress write."""
+    saved = status.get("state", State.QUEUED)
+    state = as_state(saved)
+    if state is None:
+        return saved
+    if state == State.RUNNING and locked is False:
+        return State.INTERRUPTED
+    if state == State.QUEUED and locked:
+        return State.RUNNING
+    if state == State.QUEUED and status.get("pid") is not None and not pid_alive(status["pid"]):
+        return State.EXITED
     return state
 
 
@@ -113,6 +184,7 @@ class StatusFolder:
         if not isinstance(status, dict) or status.get("state") not in SAVED_STATES:
             found = status.get("state") if isinstance(status, dict) else type(status).__name__
             return {"state": DAMAGED, "error": f"{self.STATUS_NAME} holds no valid state (found {found!r})"}
+        status["state"] = State(status["state"])
         return status
 
     def status(self) -> dict[str, Any]:
@@ -131,7 +203,7 @@ class StatusFolder:
         return status
 
     @property
-    def state(self) -> str:
+    def state(self) -> State:
         return self.status()["state"]
 
     def is_locked(self) -> bool:
@@ -187,7 +259,7 @@ class StatusFolder:
         the failure itself; the saved state then reads ``interrupted`` (its lock is released)."""
         error = f"{type(err).__name__}: {err}"
         try:
-            self.set_status(state="failed", error=error)
+            self.set_status(state=State.FAILED, error=error)
         except OSError as status_err:
             raise RunError(
                 f"{self.describe()} failed ({error}), and its {self.STATUS_NAME} could not be saved "

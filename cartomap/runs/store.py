@@ -30,7 +30,7 @@ from cartomap.errors import RunError
 from cartomap.io import atomic_save, atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
 from cartomap.runs.folders import FolderStore
-from cartomap.runs.state import DAMAGED, StatusFolder
+from cartomap.runs.state import DAMAGED, State, StatusFolder
 from cartomap.runs.tasks import Task
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import UNIT_SEPARATOR, TaskKind, label_unit_keys
@@ -942,7 +942,7 @@ class RunStore(FolderStore[Run]):
                 atomic_write_parquet(tmp / layout.DEV_EXAMPLES, own_copy(dev), texts=True)
             for k, t in enumerate(tests):
                 atomic_write_parquet(tmp / layout.TEST_EXAMPLES.format(k=k), own_copy(t), texts=True)
-            atomic_write_json(tmp / layout.STATUS, {"state": "queued", "updated_at": time.time()})
+            atomic_write_json(tmp / layout.STATUS, {"state": State.QUEUED, "updated_at": time.time()})
             atomic_write_json(tmp / layout.CONFIG, info)  # last: the marker of a complete run
 
         run_id = self._id(config, train, dev, tests)

@@ -19,7 +19,7 @@ from typing import Any
 from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, read_json
 from cartomap.runs import layout
-from cartomap.runs.state import StatusFolder, Throttle
+from cartomap.runs.state import State, StatusFolder, Throttle
 
 
 @dataclass(frozen=True)
@@ -93,12 +93,12 @@ def task(run, name: str, **fields: Any):
     record = task_of(run, name)
     handle = record.acquire_lock()
     try:
-        record.update(state="running", progress=0.0, error=None, pid=os.getpid(), **fields)
+        record.update(state=State.RUNNING, progress=0.0, error=None, pid=os.getpid(), **fields)
         yield record.update
-        record.update(state="done", progress=1.0)
+        record.update(state=State.DONE, progress=1.0)
     except BaseException as err:
         try:
-            record.update(state="failed", error=f"{type(err).__name__}: {err}")
+            record.update(state=State.FAILED, error=f"{type(err).__name__}: {err}")
         except OSError as status_err:
             raise RunError(
                 f"task {name} failed ({type(err).__name__}: {err}), and its status could not be saved "

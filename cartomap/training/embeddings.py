@@ -19,6 +19,7 @@ import numpy as np
 
 from cartomap.errors import RunError
 from cartomap.io import atomic_save, atomic_write_json, read_json
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.training.models import HF_CONFIG, is_checkpoint
 
@@ -162,7 +163,7 @@ def embedding_model(run: Run, model: str | Path | None = None) -> Path:
     if origin.kind == "checkpoints" and origin.checkpoints and is_checkpoint(Path(origin.checkpoints[-1])):
         return Path(origin.checkpoints[-1])
     state = run.state
-    if state != "done":
+    if state != State.DONE:
         raise RunError(
             f"run {run.id} has no final model yet (state: {state}); embeddings need a finished run"
         )
@@ -207,8 +208,8 @@ def embed_run(
     if not force and not model:
         loaded = load_embeddings(run)
         if loaded is not None and loaded[0] == run.examples()["id"].astype(str).tolist():
-            if (task_status(run, TASK) or {}).get("state") == "queued":  # a job started for nothing
-                task_update(run, TASK, state="done", progress=1.0)
+            if (task_status(run, TASK) or {}).get("state") == State.QUEUED:  # a job started for nothing
+                task_update(run, TASK, state=State.DONE, progress=1.0)
             return loaded
     examples = run.examples()
     ids = examples["id"].astype(str).tolist()

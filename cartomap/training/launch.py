@@ -11,6 +11,7 @@ import time
 from cartomap.config import RunConfig
 from cartomap.io import atomic_write_json
 from cartomap.runs import jobs
+from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.training.prepare import prepare_run
 
@@ -28,12 +29,12 @@ def start_run_job(run: Run, store: RunStore, by: str | None = None) -> Run:
     """Train (or resume) an existing run in the background from its own copy of the data: the original
     files are not read again, so a run made in another folder, or whose files moved, resumes. ``by``: the
     person who started it (the status's ``started_by``; the job acts as them)."""
-    if run.state == "done" or run.is_locked():
+    if run.state == State.DONE or run.is_locked():
         return run
     atomic_write_json(run.job_config_path, run.info["config"])  # the parameters, saved before the job starts
     run.clear_cancel()
     pid = jobs.spawn(train_job_args(run), run.job_log_path, store.root, **jobs.as_person(by))
-    run.set_status(state="queued", pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
+    run.set_status(state=State.QUEUED, pid=pid, error=None, queued_at=time.time(), **jobs.started_by(by))
     return run
 
 

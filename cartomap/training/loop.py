@@ -33,7 +33,7 @@ from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
 from cartomap.runs import steps as step_log
 from cartomap.runs.progress import StepClock
-from cartomap.runs.state import Throttle
+from cartomap.runs.state import State, Throttle
 from cartomap.runs.store import Run, RunStore, arrow_ids, with_label_keys
 from cartomap.scores import entities
 from cartomap.scores.multilabel import combined_map
@@ -216,7 +216,7 @@ class Progress:
         if self.on_step is not None:
             self.on_step(dict(self.fields))
         if self.writes and self.throttle.ready(force):
-            self.run.set_status(state="running", **self.fields)
+            self.run.set_status(state=State.RUNNING, **self.fields)
 
 
 def process_rank() -> int:
@@ -278,7 +278,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     if any_process(accelerator, run.cancel_requested()):  # cancelled while queued
         if main:
             run.log("cancelled before training started")
-            run.set_status(state="cancelled")
+            run.set_status(state=State.CANCELLED)
         return
     label_names = run.label_names
     examples = run.examples()
@@ -434,7 +434,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
                 steps_log.flush()
                 if main:
                     run.log(f"cancelled during epoch {epoch + 1}; resume restarts that epoch")
-                    run.set_status(state="cancelled")
+                    run.set_status(state=State.CANCELLED)
                 return
 
         steps_log.flush()
@@ -523,7 +523,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         shutil.rmtree(run.state_dir, ignore_errors=True)
         final = history[-1] if history else {}
         run.set_status(
-            state="done",
+            state=State.DONE,
             phase="done",
             epochs_done=done,
             dev_accuracy=final.get("dev_accuracy"),
@@ -604,7 +604,7 @@ def continue_run(run: Run, on_step: StepCallback | None = None, *, as_job: bool 
     A direct call is an explicit start and clears an earlier cancel request; a background job
     (``as_job``) keeps one made while it was queued, and stops at once.
     """
-    if run.state == "done":
+    if run.state == State.DONE:
         return run
     if not as_job:
         run.clear_cancel()

@@ -25,6 +25,7 @@ import pandas as pd
 from cartomap.config import DEFAULT_MODEL
 from cartomap.errors import DataError, RunError
 from cartomap.io import atomic_write_parquet
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.sequence import PAIR
@@ -222,8 +223,8 @@ def similarity_run(
         and saved["id"].tolist() == ids
         and status.get("model") in (None, model)
     ):
-        if status.get("state") == "queued":  # a job started for nothing
-            task_update(run, TASK, state="done", progress=1.0)
+        if status.get("state") == State.QUEUED:  # a job started for nothing
+            task_update(run, TASK, state=State.DONE, progress=1.0)
         return saved
     with task(run, TASK, total=len(ids), model=model) as update:
         device = available_device(device)

@@ -54,6 +54,7 @@ import pandas as pd
 
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import filtered_path, load_generated, report_path
 
@@ -468,8 +469,8 @@ def run_filter(
             checkpoint_probabilities(run, generated.iloc[:0])  # raises the "train with checkpoints" error
         examples = examples_by_id(run)
     except CartomapError as err:
-        if (task_status(run, name) or {}).get("state") == "queued":  # started by the dashboard
-            task_update(run, name, state="failed", error=str(err))
+        if (task_status(run, name) or {}).get("state") == State.QUEUED:  # started by the dashboard
+            task_update(run, name, state=State.FAILED, error=str(err))
         raise
     t0 = time.time()
     with task(run, name, total=len(generated), batch=batch) as update:

@@ -39,6 +39,7 @@ import pandas as pd
 
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save, atomic_write_json
+from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.training.models import HF_CONFIG, is_checkpoint
 from cartomap.wanli.batches import (
@@ -567,7 +568,7 @@ def prepare_generation(
     before anything is written.
     """
     slug = batch_slug(batch)
-    if (batch_status(run, slug) or {}).get("state") == "running":
+    if (batch_status(run, slug) or {}).get("state") == State.RUNNING:
         raise RunError(f"batch {slug!r} is being generated right now")
     if generated_path(run, slug).exists() and not overwrite:
         raise CartomapError(f"batch {slug!r} exists already: pick another name or replace it")

@@ -32,7 +32,7 @@ from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.integrations.checkpoints import restart_scoring
 from cartomap.runs.jobs import start_task, tail
 from cartomap.runs.progress import describe_progress, state_text
-from cartomap.runs.state import ACTIVE_STATES, RESUMABLE_STATES, StatusFolder
+from cartomap.runs.state import State, StatusFolder, is_active, is_resumable
 from cartomap.runs.store import Run
 from cartomap.tasks.token import TOKEN
 from cartomap.team.roles import Action
@@ -108,23 +108,23 @@ def _log(job: StatusFolder) -> None:
 
 def _messages(job: StatusFolder, status: dict[str, Any], words: Wording) -> None:
     state = status["state"]
-    if state == "queued":
+    if state == State.QUEUED:
         st.caption(words.queued)
         if time.time() - float(status.get("updated_at") or time.time()) > STUCK_S:
             st.warning("The job has not started yet. The end of its log:")
             _log(job)
-    elif state == "exited":
+    elif state == State.EXITED:
         st.warning(words.exited)
         _log(job)
-    elif state == "failed":
+    elif state == State.FAILED:
         st.error(words.failed)
         st.code(str(status.get("error") or "no error message; see the log"), language=None)
         _log(job)
-    elif state == "cancelled":
+    elif state == State.CANCELLED:
         st.info(words.cancelled)
-    elif state == "interrupted":
+    elif state == State.INTERRUPTED:
         st.warning(words.interrupted)
-    elif state == "damaged":
+    elif state == State.DAMAGED:
         ident = getattr(job, "id", "")
         show_error(f"{status.get('error')}" + (f": see `cartomap repair {ident}`" if ident else ""))
 
@@ -138,7 +138,7 @@ def _live(job: StatusFolder, words: Wording, details: Details, drawn: str) -> No
     was drawn with): a finished job's page draws its results, and on queued -> running the sidebar's
     run picker and the buttons (Cancel) follow the same state as the panel."""
     status = _read(job)
-    if status is None or status["state"] != drawn or status["state"] not in ACTIVE_STATES:
+    if status is None or status["state"] != drawn or not is_active(status["state"]):
         st.rerun()  # the whole app
         return
     details(job, status)
@@ -155,30 +155,30 @@ def job_panel(
     cancel: Callable[[], Any] | None = None,
     cancel_label: str = "Cancel",
     resumes: Action = Action.TRAIN,
-) -> str:
+) -> State | None:
     """Progress of ``job`` (live while it is queued or running), the messages of a stopped job,
-    and Cancel (running) / Resume (stopped) buttons; returns the job's state ("none" before it
+    and Cancel (running) / Resume (stopped) buttons; returns the job's state (None before it
     ever ran). ``details(job, status)`` draws the progress itself. Button keys are
     ``{key}cancel_{job id}`` and ``{key}resume_{job id}``. In team mode Cancel is for who may cancel,
     Resume for who may do ``resumes`` (``pages.common.write_button``)."""
     status = _read(job)
     if status is None:
-        return "none"
+        return None
     state = status["state"]
-    if state in ACTIVE_STATES:
+    if is_active(state):
         _live(job, words, details, state)
     else:
         details(job, status)
         _messages(job, status, words)
     ident = getattr(job, "id", None) or getattr(job, "name", "")
-    if state == "running" and cancel is not None:
+    if state == State.RUNNING and cancel is not None:
         if write_button(
             cancel_label, Action.CANCEL, key=f"{key}cancel_{ident}", help="Stops after the current step"
         ):
             cancel()
             st.info("Cancel requested: the job stops after its current step.")
     elif (
-        state in RESUMABLE_STATES
+        is_resumable(state)
         and resume is not None
         and write_button("Resume", resumes, key=f"{key}resume_{ident}", type="primary")
     ):
@@ -195,7 +195,7 @@ def progress_bar(label: str, unit: str = "examples") -> Details:
         count = f" · {done:,} / {total:,} {status.get('unit', unit)}" if done is not None and total else ""
         phase = status.get("phase")
         text = f"{label}: {state_text(status['state'], phase)}{count}"
-        st.progress(1.0 if status["state"] == "done" else fraction, text=text)
+        st.progress(1.0 if status["state"] == State.DONE else fraction, text=text)
 
     return draw
 
@@ -205,10 +205,10 @@ def task_panel(run: Run, name: str, label: str, details: Details | None = None) 
     offers nothing else), else what went wrong last time, if anything (then False)."""
     task = run.task(name)
     status = _read(task)
-    if status is None or status["state"] == "done":
+    if status is None or status["state"] == State.DONE:
         return False
     job_panel(task, task_wording(label), details or progress_bar(label))
-    return status["state"] in ACTIVE_STATES
+    return is_active(status["state"])
 
 
 def start_task_button(run: Run, name: str, cli_args: list[str], button: str, key: str, **kwargs) -> None:
@@ -226,15 +226,15 @@ def start_task_button(run: Run, name: str, cli_args: list[str], button: str, key
 def _training_details(run: StatusFolder, status: dict[str, Any]) -> None:
     view = describe_progress(status)
     state = view["state"]
-    text = state_text(state, view["phase"]) if state == "running" else state
+    text = state_text(state, view["phase"]) if state == State.RUNNING else state
     st.progress(view["fraction"], text=f"Run {run.id}: {text}")
     cols = st.columns(5)
     cols[0].metric("Epoch", view["epoch"])
     cols[1].metric("Step", view["step"])
     cols[2].metric("Loss", view["loss"])
     cols[3].metric("Dev accuracy", view["dev_accuracy"])
-    cols[4].metric("Time left", view["time_left"] if state in ("running", "done") else "–")
-    if state == "running":
+    cols[4].metric("Time left", view["time_left"] if state in (State.RUNNING, State.DONE) else "–")
+    if state == State.RUNNING:
         training_curves(run, status)
 
 
@@ -273,7 +273,7 @@ def resume_training(run: Run) -> Run | None:
     return started
 
 
-def run_panel(run: Run) -> str:
+def run_panel(run: Run) -> State | None:
     """Epoch, step, loss, dev accuracy and time left of ``run`` (live while it trains), what went
     wrong when it stopped, and Cancel training / Resume; returns its state."""
 
@@ -283,7 +283,7 @@ def run_panel(run: Run) -> str:
 
     if not run.status_path.exists():
         st.warning(f"Run {run.id} cannot be read (deleted?).")
-        return "unknown"
+        return State.UNKNOWN
     origin = run.config.origin.kind
     if origin in ("trainer", "recorder"):  # recorded by the user's own script: nothing here to resume
         return job_panel(run, RECORDED, _training_details)
@@ -322,7 +322,7 @@ def demo_or_prompt(run: Run | None) -> Run | None:
                 f"with `cartomap repair {run.id}`, or delete it on the Train page."
             )
             return None
-        if run_state(run) == "done":
+        if run_state(run) == State.DONE:
             return run
         st.info(f"Run {run.id} has no results yet: they appear here when its training is done.")
         run_panel(run)
@@ -346,7 +346,7 @@ def demo_or_prompt(run: Run | None) -> Run | None:
 
 
 # --------------------------------------------------------------------------- experiments
-def experiment_panel(exp: Experiment, details: Details, *, key: str = "") -> str:
+def experiment_panel(exp: Experiment, details: Details, *, key: str = "") -> State | None:
     """Progress of experiment ``exp`` (live while it runs; ``details`` draws it), what went wrong
     when it stopped, and Cancel experiment / Resume; returns its state."""
 
@@ -361,7 +361,7 @@ def experiment_panel(exp: Experiment, details: Details, *, key: str = "") -> str
 
     if not exp.status_path.exists():
         st.warning(f"Experiment {exp.id} cannot be read (deleted?).")
-        return "unknown"
+        return State.UNKNOWN
     return job_panel(
         exp,
         EXPERIMENT,

@@ -23,6 +23,7 @@ from cartomap.experiments.seeds import (
     seeds_of,
 )
 from cartomap.runs.progress import state_text
+from cartomap.runs.state import State
 from cartomap.team.roles import Action
 from pages.common import (
     acting_as,
@@ -43,7 +44,7 @@ def _seeds_progress(exp, status: dict) -> None:
         min(1.0, done / total) if total else 0.0,
         text=f"Seeds: {state_text(status['state'], status.get('phase'))} · {done}/{total} runs",
     )
-    if status["state"] == "running" and status.get("role"):
+    if status["state"] == State.RUNNING and status.get("role"):
         st.caption(
             escape_markdown(
                 f"Training {registry.role_label(exp, status['role'])} (run {status.get('run_id')})."
@@ -65,7 +66,7 @@ def seeds_section(run, estore):
     row = measured_stability(run.config.train)
     if row is not None:
         st.caption(measured_caption(row))
-    if pending is not None and pending.state != "done":
+    if pending is not None and pending.state != State.DONE:
         experiment_panel(pending, _seeds_progress, key="dm_seeds_")
         return None, None
     siblings = {seed: estore.runs.get(rid) for seed, rid in cached.sibling_ids(run, estore.runs).items()}
