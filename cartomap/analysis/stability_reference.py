@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cartomap.config import EVAL_PASS, TRAIN_PASS, map_source, recorded_sources
+
 #: Where the figures come from, in words (the caption says it).
 MEASURED_ON = (
     "the default encoder, 4 epochs at lr 5e-5, two seeds, on 3,198 SNLI and 3,000 MultiNLI pairs "
@@ -181,9 +183,11 @@ def measured_stability(train_config) -> dict[str, Any] | None:
     """The measured row (a copy) of ``train_config``'s recording setting: its ``record`` mode ("both"
     draws the map from the training pass, as its metrics file does), ``record_points`` (eval only) and
     ``skip_epochs``; None when that setting was never measured (or nothing is recorded)."""
-    record = getattr(train_config, "record", "train")
-    record = "train" if record == "both" else record
-    points = int(getattr(train_config, "record_points", 1)) if record == "eval" else 1
+    mode = getattr(train_config, "record", TRAIN_PASS)
+    if not recorded_sources(mode):
+        return None
+    record = map_source(mode)
+    points = int(getattr(train_config, "record_points", 1)) if record == EVAL_PASS else 1
     key = (record, points, int(getattr(train_config, "skip_epochs", 0)))
     for row in MEASURED:
         if (row["record"], row["record_points"], row["skip_epochs"]) == key:

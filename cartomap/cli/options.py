@@ -9,6 +9,7 @@ from pathlib import Path
 from cartomap.config import (
     DEMO_DEV_OF,
     DEMO_TRAIN,
+    RECORD_CHOICES,
     DataConfig,
     ExecutorConfig,
     ModelConfig,
@@ -389,7 +390,7 @@ def add_training_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--early-stopping", type=int, default=d.early_stopping_patience, help="patience in epochs (0 = off)"
     )
-    g.add_argument("--record", choices=("train", "eval", "both", "none"), default=d.record)
+    g.add_argument("--record", choices=RECORD_CHOICES, default=d.record)
     g.add_argument(
         "--record-points",
         type=int,

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from cartomap.analysis.evaluation import run_scores
-from cartomap.config import DataConfig, RunConfig
+from cartomap.config import NO_RECORDING, DataConfig, RunConfig
 from cartomap.data import derived
 from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
@@ -103,7 +103,7 @@ class CombinationKind:
             data = combined_data(s, params.cache, params.replace_seed)
             for seed in params.seeds:
                 train = dataclasses.replace(
-                    params.base.train, seed=seed, record="none", save_checkpoints=False
+                    params.base.train, seed=seed, record=NO_RECORDING, save_checkpoints=False
                 )
                 config = params.base.replace(
                     data=data, train=train, tests=params.tests, name=f"{s.name} seed {seed}"

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis.evaluation import predictions_on_test, run_scores
-from cartomap.config import ORDERS, OrderConfig, RunConfig
+from cartomap.config import NO_RECORDING, ORDERS, OrderConfig, RunConfig
 from cartomap.errors import DataError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, grid_role
 from cartomap.runs.state import State
@@ -96,7 +96,7 @@ class CurriculumParams:
 def method_config(params: CurriculumParams, method: str, seed: int, scores: str) -> RunConfig:
     """The grid run for (method, seed): no dynamics recorded, no checkpoints (only test logits matter)."""
     base = params.base
-    train = dataclasses.replace(base.train, seed=seed, record="none", save_checkpoints=False)
+    train = dataclasses.replace(base.train, seed=seed, record=NO_RECORDING, save_checkpoints=False)
     order = OrderConfig(name=method, scores=scores, difficulty=params.difficulty)
     return base.replace(train=train, order=order, name=f"{method} seed {seed}")
 

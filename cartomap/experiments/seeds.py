@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from cartomap.analysis.datamap import with_regions
-from cartomap.config import RunConfig
+from cartomap.config import RunConfig, recorded_sources
 from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run
 from cartomap.runs.state import State
@@ -269,7 +269,7 @@ def create_seeds(
     RunError for a run that is not done or recorded no dynamics."""
     if run.state != State.DONE:
         raise RunError(f"run {run.id} is {run.state}; a seeds experiment starts from a finished run")
-    if run.config.train.record == "none" or not run.has_metrics():
+    if not recorded_sources(run.config.train.record) or not run.has_metrics():
         raise RunError(f"run {run.id} recorded no training dynamics: there is no map to repeat")
     if run.config.origin.kind != "cartomap":
         raise RunError(

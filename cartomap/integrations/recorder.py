@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DataConfig, TrainConfig
+from cartomap.config import SOURCES, DataConfig, TrainConfig, map_source
 from cartomap.data.dataset import TextDataset
 from cartomap.data.loading import from_frame
 from cartomap.errors import DataError, RunError
@@ -80,7 +80,7 @@ SETTING_ALIASES = {
     "warmup": ("warmup_ratio", "warmup_steps"),
     "gradient_accumulation_steps": (),
 }
-MODES = ("train", "eval")  # the logits of the training forward pass, or of an eval-mode pass after each epoch
+MODES = SOURCES  # the logits of the training forward pass, or of an eval-mode pass after each epoch
 #: The label of a sub-word that is not a word's first (and of special tokens), as Hugging Face aligns them.
 IGNORE_INDEX = -100
 
@@ -656,7 +656,7 @@ class DynamicsRecorder:
         )
         run = self.store.create(config, examples)
         if run.state != State.DONE:
-            source = "train" if self.mode == "train" else "eval"
+            source = map_source(self.mode)
             history = [{"epoch": e + 1} for e in range(len(logits))]
             with run.work():
                 finish_run(run, {source: logits}, self.labels, self.ids, history)

@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
-from cartomap.config import TrainConfig
+from cartomap.config import RECORDING_MODES, TrainConfig, recorded_sources
 from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.integrations.examples import (
     LABEL_COLUMNS,
@@ -87,7 +87,7 @@ from cartomap.runs.progress import StepClock
 from cartomap.runs.state import State, Throttle
 from cartomap.runs.store import Run, RunStore
 
-MODES = {"train": ("train",), "eval": ("eval",), "both": ("train", "eval")}
+MODES = {mode: recorded_sources(mode) for mode in RECORDING_MODES}  # mode -> the sources it records
 STATUS_EVERY_S = 1.0
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DataConfig, RunConfig, package_versions
+from cartomap.config import DataConfig, RunConfig, map_source, package_versions
 from cartomap.errors import RunError
 from cartomap.io import atomic_save, atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
@@ -559,8 +559,7 @@ class Run(StatusFolder):
         run recorded ("eval" for a run that recorded only the eval-mode pass), the others their own."""
         if source != "train":
             return source
-        record = self.config.train.record
-        return "eval" if record == "eval" else "train"
+        return map_source(self.config.train.record)
 
     def recompute_metrics(
         self, source: str = "train", *, reason: str = "", write: bool = True

@@ -10,12 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cartomap.config import DEFAULT_MODEL, DEMO_DEV, DataConfig, ModelConfig, RunConfig, TrainConfig
+from cartomap.config import (
+    DEFAULT_MODEL,
+    DEMO_DEV,
+    RECORDING_MODES,
+    DataConfig,
+    ModelConfig,
+    RunConfig,
+    TrainConfig,
+)
 from cartomap.data.forms import parse_names
 from cartomap.errors import CartomapError, DataError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-RECORD_MODES = ("train", "eval", "both")
 
 
 # --------------------------------------------------------------------------- form -> config
@@ -125,8 +132,10 @@ def build_run_config(
     else:
         raise CartomapError(f"unknown dev set choice {dev!r}: expected none, demo or path")
     check_training_numbers(epochs, batch_size, max_length, learning_rate)
-    if record not in RECORD_MODES:
-        raise CartomapError(f"unknown recording mode {record!r}: expected one of {', '.join(RECORD_MODES)}")
+    if record not in RECORDING_MODES:
+        raise CartomapError(
+            f"unknown recording mode {record!r}: expected one of {', '.join(RECORDING_MODES)}"
+        )
     train = TrainConfig(
         epochs=int(epochs),
         batch_size=int(batch_size),

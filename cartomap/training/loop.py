@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from cartomap.config import RunConfig
+from cartomap.config import RunConfig, recorded_sources
 from cartomap.data.conll import is_bio_tagged
 from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
@@ -345,7 +345,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
 
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
 
-    sources = {"train": ["train"], "eval": ["eval"], "both": ["train", "eval"], "none": []}[tc.record]
+    sources = list(recorded_sources(tc.record))
     per_epoch = recordings_per_epoch(tc)
     recorded = {
         s: np.zeros((tc.epochs * per_epoch[s], len(ids), n_classes), dtype=np.float32) for s in sources

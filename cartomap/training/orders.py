@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cartomap.config import RunConfig
+from cartomap.config import TRAIN_PASS, RunConfig, recorded_sources
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json
 from cartomap.runs import layout
@@ -36,7 +36,7 @@ def check_order(config: RunConfig, train) -> None:
     if kind.unit != "example":
         raise DataError(f"order {order.name!r}: a {kind.name} run trains in the shuffled order only")
 
-    if order.name not in ("shuffled",) and config.train.record in ("train", "both"):
+    if order.name not in ("shuffled",) and TRAIN_PASS in recorded_sources(config.train.record):
         raise DataError(
             f"order {order.name!r}: recording the training pass needs every example in every epoch; "
             "use record 'eval' (an eval-mode pass after each epoch) or 'none'"
