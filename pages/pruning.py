@@ -297,6 +297,7 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
     by = st.selectbox(
         "Rank suspects by",
         options,
+        format_func=lambda option: option if option == RULE else detectors.title(option),
         help="The consensus rule (the what-if settings above), or any registered detector "
         "(higher score = more likely a label error), listing as many suspects as the rule selects.",
         **kept("prune_rank_by", RULE, options=options),
@@ -305,7 +306,7 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
     if by != RULE:
         table = ranked_by(by, results["oof"], model0, examples, names, max(1, len(table)), folds)
         st.caption(
-            f"The {len(table):,} examples {by} scores highest (as many as the rule selects). "
+            f"The {len(table):,} examples {detectors.title(by)} scores highest (as many as the rule selects). "
             "Select a row to find it on Model 0's data map."
         )
     else:

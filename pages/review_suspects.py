@@ -47,6 +47,7 @@ from cartomap.runs.progress import state_text
 from cartomap.runs.sqlite import database_problem
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
+from cartomap.scores import detectors
 from cartomap.team.roles import Action
 from pages.common import (
     acting_as,
@@ -149,7 +150,12 @@ def new_queue_form(run: Run, first: bool) -> None:
             if not names:
                 st.info("This run has nothing a detector can score (no dynamics or metrics).")
                 return
-            detector = left.selectbox("Detector", names, **kept("rs_detector", names[0], options=names))
+            detector = left.selectbox(
+                "Detector",
+                names,
+                format_func=detectors.title,
+                **kept("rs_detector", names[0], options=names),
+            )
             top = right.number_input("Top k", min_value=1, max_value=100_000, step=10, **kept("rs_top", 50))
             default = f"{detector}-top{int(top)}"
         elif source == SOURCES[1]:

@@ -241,7 +241,8 @@ def test_suspects_ranked_by_any_detector(root, demo):
     at = page().run()
     box = at.selectbox(key="_kept_prune_rank_by")
     assert box.value == "consensus rule"  # the default
-    assert {"oof_margin", "cleanlab_self_confidence", "consensus_p1g0"} <= set(box.options)
+    names = ("oof_margin", "cleanlab_self_confidence", "consensus_p1g0")
+    assert {detectors.title(n) for n in names} <= set(box.options)  # shown by their titles
     n_rule = len(at.dataframe(key="prune_suspects").value)
     box.set_value("oof_margin").run()
     assert not at.exception, at.exception

@@ -42,7 +42,8 @@ def test_two_annotators_review_a_detector_queue_end_to_end(env):
     at = session(run.id).run()
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["Review suspects"]
-    # make a queue: detector aum, top 3, k = 2
+    # make a queue: detector aum, top 3, k = 2; detectors are offered by their titles
+    assert "−AUM" in at.selectbox(key="_kept_rs_detector").options
     at.selectbox(key="_kept_rs_detector").set_value("aum").run()
     at.number_input(key="_kept_rs_top").set_value(3).run()
     assert at.text_input(key="rs_new_name_aum-top3").value == "aum-top3"

@@ -94,4 +94,4 @@ def test_human_judgement_report_on_the_page(run):
     spearman = next(t for t in tables if "spearman with entropy" in t.columns)
     assert "confidence" in set(spearman["metric"])
     det = next(t for t in tables if "detector" in t.columns)
-    assert {"datamap_confidence", "aum"} <= set(det["detector"]) and "ap_low" in det.columns
+    assert {"1 − confidence", "−AUM"} <= set(det["detector"]) and "ap_low" in det.columns  # by title

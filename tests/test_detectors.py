@@ -235,3 +235,12 @@ def test_fit_rank_weights_finds_the_informative_score():
         detectors.fit_rank_weights(pd.DataFrame({"a": a}), np.zeros(2000, dtype=bool))
     with pytest.raises(DataError, match="one row"):
         detectors.fit_rank_weights(pd.DataFrame({"a": a[:10]}), flipped)
+
+
+def test_every_detector_has_one_title_people_read():
+    """The registry names each detector for people once (pages, menus, report tables ask it)."""
+    titles = [detectors.title(name) for name in detectors.NAMES]
+    assert all(titles) and len(set(titles)) == len(titles)
+    assert detectors.title("aum") == "−AUM" and detectors.title("datamap_confidence") == "1 − confidence"
+    with pytest.raises(DataError, match="unknown detector"):
+        detectors.title("nope")

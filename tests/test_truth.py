@@ -151,7 +151,7 @@ def test_report_of_a_run_with_votes(tmp_path):
     assert row["ap"] == pytest.approx(average_precision_score(y, 1 - m["confidence"]))
     assert row["auroc"] == pytest.approx(roc_auc_score(y, 1 - m["confidence"]))
     md = truth.truth_markdown(report)
-    assert "| datamap_confidence |" in md and "Spearman" in md
+    assert "| 1 − confidence |" in md and "Spearman" in md  # detectors by their titles (detectors.title)
     assert json.loads(truth.truth_json(report))["n"] == 60
 
 

@@ -116,10 +116,10 @@ def _detector_colourings(frame: pd.DataFrame) -> list[Colouring]:
     inputs = detector_inputs(frame)
     return [
         Colouring(
-            DETECTOR_PREFIX + (detectors.get(name).title or name),
+            DETECTOR_PREFIX + detectors.title(name),
             CONTINUOUS_KIND,
             None,
-            f"{detectors.get(name).title or name} (higher = more suspect)",
+            f"{detectors.title(name)} (higher = more suspect)",
             scale="YlOrRd",
             detector=name,
         )

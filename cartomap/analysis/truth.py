@@ -251,8 +251,13 @@ def spearman_frame(report: dict) -> pd.DataFrame:
 
 
 def detector_frame(report: dict, target: str) -> pd.DataFrame:
-    """One row per detector for ``target``: AP, AUROC, P@k and their intervals, best AP first."""
-    rows = [r for r in report["detectors"] if r["target"] == target]
+    """One row per detector for ``target`` (by its title, :func:`cartomap.scores.detectors.title`): AP,
+    AUROC, P@k and their intervals, best AP first."""
+    rows = [
+        {**r, "detector": detectors.title(r["detector"])}
+        for r in report["detectors"]
+        if r["target"] == target
+    ]
     frame = pd.DataFrame(rows).drop(columns=["target"], errors="ignore")
     return (
         frame.sort_values("ap", ascending=False, kind="stable").reset_index(drop=True)

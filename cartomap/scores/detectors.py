@@ -120,7 +120,7 @@ class Detector:
     needs: str | tuple[str, ...]  # DYNAMICS, OOF, SEEDS, FOLDS, EMBEDDINGS or several (a tuple after init)
     metrics: tuple[str, ...] = ()  # metric columns that stand in for the dynamics (all of them)
     seed_columns: tuple[str, ...] = ()  # seed-table columns it reads
-    title: str = ""
+    title: str = ""  # its name for people (pages, reports); ``name`` is the handle options and files use
 
     def __post_init__(self) -> None:
         needs = (self.needs,) if isinstance(self.needs, str) else tuple(self.needs)
@@ -471,6 +471,12 @@ def get(name: str) -> Detector:
     if name not in REGISTRY:
         raise DataError(f"unknown detector {name!r}; expected one of {', '.join(NAMES)}", field="detector")
     return REGISTRY[name]
+
+
+def title(name: str) -> str:
+    """How detector ``name`` is shown to people ("−AUM" for ``aum``): every page, menu and report table
+    asks this; the registered name stays the handle of options, files and review-queue sources."""
+    return get(name).title or name
 
 
 def available(inputs: DetectorInputs) -> list[str]:
