@@ -24,14 +24,22 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError, RunError
-from cartomap.scores.metrics import RegionRule, compute_metrics, correctness_bucket, region_partition, softmax
+from cartomap.scores.metrics import (
+    METRIC_COLUMNS,
+    RegionRule,
+    compute_metrics,
+    correctness_bucket,
+    region_partition,
+    softmax,
+)
 from cartomap.tasks import registry as task_kinds
 
 DEFAULT_MAX_POINTS = 20_000
 #: Axes of the main scatter in :func:`figure`; selection geometry on other axes (histograms) is ignored.
 MAIN_XREF, MAIN_YREF = "x", "y"
 #: Metric columns of :func:`map_frame`, in display order.
-METRIC_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum", "el2n", "region")
+#: The metrics a table of the map shows first, in this order.
+TABLE_METRIC_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum", "el2n", "region")
 RANGE_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum")
 #: At most this many selected points get a ring (a larger selection is sampled for drawing only).
 
@@ -382,19 +390,10 @@ def _bucket_categories(correct_fraction: np.ndarray, n_epochs: int | None) -> pd
     return pd.Categorical(labels[inverse.reshape(-1)]) if len(present) else pd.Categorical([])
 
 
-MAP_METRIC_COLUMNS = (
-    "id",
-    "label",
-    "predicted",
-    "confidence",
-    "variability",
-    "correctness",
-    "correct_count",
-    "forgetfulness",
-    "never_learned",
-    "aum",
-    "el2n",
-    "region",
+#: What the map reads of a run's metrics file: every column of it but the curricula's (the reference
+#: files' row index, threshold closeness, the difficulty scores).
+MAP_METRIC_COLUMNS = tuple(
+    c for c in METRIC_COLUMNS if c not in ("index", "threshold_closeness", "difficulty", "difficulty_code")
 )
 #: The human columns of a run with votes (cartomap.data.annotations) the map carries along.
 HUMAN_MAP_COLUMNS = ("human_n", "human_majority", "human_majority_share", "human_entropy", "gold_disagrees")
@@ -725,7 +724,7 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str], texts: bool = True)
     text_columns = (*task_kinds.text_fields(), SENTENCE) if texts else ()
     shown = ("id", *text_columns, *LABEL_COLUMNS, "gold", "predicted", "genre")
     cols = [c for c in shown if c in frame.columns]
-    cols += [c for c in METRIC_COLUMNS if c in frame.columns and c not in cols]
+    cols += [c for c in TABLE_METRIC_COLUMNS if c in frame.columns and c not in cols]
     cols += [c for c in SEED_COLUMNS if c in frame.columns and c not in cols]  # a map over seeds
     human = ("agreement", "human_entropy", "human_majority_share", "human_n", "gold_disagrees")
     cols += [c for c in human if c in frame.columns]  # data with votes

@@ -92,13 +92,10 @@ def cmd_show(a: argparse.Namespace) -> int:
         )
     if status["state"] == State.DONE and run.has_metrics():
         print_run_summary(run)
+        from cartomap.analysis.datamap import RANGE_COLUMNS
+
         m = run.metrics()
-        print(
-            m[["confidence", "variability", "correctness", "forgetfulness", "aum"]]
-            .describe()
-            .round(3)
-            .to_string()
-        )
+        print(m[[c for c in RANGE_COLUMNS if c in m.columns]].describe().round(3).to_string())
         print_seeds(run, a.cache)
     return 0
 

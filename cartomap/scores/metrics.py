@@ -42,17 +42,25 @@ DEFAULT_AMBIGUOUS_VAR = 0.2
 #: :func:`region_partition`: non-ambiguous examples split into easy / hard at this confidence.
 DEFAULT_CONF_SPLIT = 0.5
 
-METRIC_COLUMNS: tuple[str, ...] = (
-    "id",
-    "index",
-    "label",
-    "predicted",
+#: The metrics of a unit's training dynamics that every task kind's table has (an example, a word of a
+#: sentence, a label of an example), in :data:`METRIC_COLUMNS`' order; the others need the unit's class
+#: logits (AUM, EL2N) or are the curricula's (threshold closeness, difficulty).
+UNIT_METRICS: tuple[str, ...] = (
     "confidence",
     "variability",
     "correctness",
     "correct_count",
     "forgetfulness",
     "never_learned",
+)
+#: The columns of a run's metrics file (:func:`compute_metrics`), in order: every other list of metric
+#: columns is taken from it.
+METRIC_COLUMNS: tuple[str, ...] = (
+    "id",
+    "index",
+    "label",
+    "predicted",
+    *UNIT_METRICS,
     "threshold_closeness",
     "aum",
     "el2n",

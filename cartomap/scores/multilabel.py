@@ -57,12 +57,7 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "label_name",
     "present",
     "predicted",
-    "confidence",
-    "variability",
-    "correctness",
-    "correct_count",
-    "forgetfulness",
-    "never_learned",
+    *metrics.UNIT_METRICS,
     "region",
 )
 SCORE_COLUMNS: tuple[str, ...] = ("example", "n_scored", "score", "worst_label", "worst_score")

@@ -41,17 +41,7 @@ IGNORE_INDEX = -100
 #: cleanlab's default temperature of the ``softmin`` sentence score.
 DEFAULT_SOFTMIN_TEMPERATURE = aggregate.WORD_SOFTMIN_TEMPERATURE
 
-WORD_COLUMNS: tuple[str, ...] = (
-    "sentence",
-    "word",
-    "confidence",
-    "variability",
-    "correctness",
-    "correct_count",
-    "forgetfulness",
-    "never_learned",
-    "region",
-)
+WORD_COLUMNS: tuple[str, ...] = ("sentence", "word", *metrics.UNIT_METRICS, "region")
 SENTENCE_COLUMNS: tuple[str, ...] = ("sentence", "n_words", "score", "worst_word", "worst_score")
 
 
