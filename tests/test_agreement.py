@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import math
 
+import krippendorff
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats import inter_rater
 
 from cartomap.errors import DataError
 from cartomap.scores import agreement as A
-
-krippendorff = pytest.importorskip("krippendorff")  # the reference (the `test` extra)
-inter_rater = pytest.importorskip("statsmodels.stats.inter_rater")
 
 
 def decisions(rows) -> pd.DataFrame:

@@ -132,3 +132,14 @@ def test_bootstrap_leaves_out_resamples_without_a_positive():
             "p@5_high": 0.0,
         },
     )
+
+
+def test_ap_and_auroc_are_scikit_learns():
+    """The report's own AP and AUROC (fast enough for a bootstrap) are scikit-learn's numbers, ties too."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    t, s = FIX["ranking"]
+    rng = np.random.default_rng(0)
+    for idx in [np.arange(t.size), *(rng.integers(0, t.size, t.size) for _ in range(20))]:
+        assert abs(stats.average_precision(t[idx], s[idx]) - average_precision_score(t[idx], s[idx])) <= 1e-12
+        assert abs(stats.auroc(t[idx], s[idx]) - roc_auc_score(t[idx], s[idx])) <= 1e-12

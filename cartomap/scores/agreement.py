@@ -250,8 +250,8 @@ def _result(value: float, reason: str | None, with_reason: bool):
 def fleiss_kappa(counts, *, with_reason: bool = False):
     """Fleiss' kappa of an items x categories count matrix (array or :func:`count_matrix`'s DataFrame).
 
-    Every item must have the same number m >= 2 of ratings (the original Fleiss 1971 statistic, as
-    ``statsmodels.stats.inter_rater.fleiss_kappa(..., method="fleiss")``); a matrix whose rows sum to
+    Every item must have the same number m >= 2 of ratings (the original Fleiss 1971 statistic, computed
+    by ``statsmodels.stats.inter_rater.fleiss_kappa(..., method="fleiss")``); a matrix whose rows sum to
     different numbers is a DataError (use :func:`krippendorff_alpha`, which handles missing ratings).
     With N items, n_ij ratings of item i in category j::
 
@@ -283,40 +283,20 @@ def fleiss_kappa(counts, *, with_reason: bool = False):
     if m < 2:
         return _result(np.nan, f"{m} rating(s) per item: agreement needs at least 2", with_reason)
     p_j = table.sum(axis=0) / (table.shape[0] * m)
-    pe = float(np.sum(p_j**2))
-    if np.isclose(pe, 1.0):
+    if np.isclose(float(np.sum(p_j**2)), 1.0):
         only = int(np.argmax(p_j))
         what = repr(names[only]) if names is not None else f"column {only}"
         return _result(
             np.nan, f"every rating is {what}: chance agreement is 1, kappa is undefined", with_reason
         )
-    p_i = (np.sum(table.astype(np.float64) ** 2, axis=1) - m) / (m * (m - 1))
-    return _result((float(p_i.mean()) - pe) / (1.0 - pe), None, with_reason)
+    from statsmodels.stats import inter_rater  # statsmodels takes seconds to import: only where used
+
+    return _result(float(inter_rater.fleiss_kappa(table, method="fleiss")), None, with_reason)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Krippendorff's alpha
 # ---------------------------------------------------------------------------------------------------------
-
-
-def _delta2(level: str, domain: np.ndarray, n_c: np.ndarray) -> np.ndarray:
-    """The squared difference delta^2(c, k) between every two values of the domain."""
-    if level == "nominal":
-        return 1.0 - np.eye(len(domain))
-    v = domain.astype(np.float64)
-    if level == "interval":
-        return (v[:, None] - v[None, :]) ** 2
-    if level == "ratio":
-        total = v[:, None] + v[None, :]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            d = np.where(total != 0, (v[:, None] - v[None, :]) / np.where(total != 0, total, 1.0), 0.0)
-        return d**2
-    # ordinal: (sum_{g=c..k} n_g - (n_c + n_k) / 2)^2, the ranks' distance in the marginals
-    cum = np.cumsum(n_c)
-    lo = np.minimum.outer(np.arange(len(v)), np.arange(len(v)))
-    hi = np.maximum.outer(np.arange(len(v)), np.arange(len(v)))
-    between = cum[hi] - cum[lo] + n_c[lo]
-    return (between - (n_c[:, None] + n_c[None, :]) / 2.0) ** 2
 
 
 def krippendorff_alpha(table, level: str = "nominal", *, with_reason: bool = False):
@@ -333,7 +313,7 @@ def krippendorff_alpha(table, level: str = "nominal", *, with_reason: bool = Fal
     delta2 is 1 for different values (nominal), (c - k)^2 (interval), ((c - k) / (c + k))^2 (ratio),
     or (sum_{g=c..k} n_g - (n_c + n_k) / 2)^2 (ordinal). Higher = more agreement: 1 perfect, 0 what
     chance gives, negative systematic disagreement (Krippendorff: rely on alpha >= 0.8, tentative >= 0.667).
-    Checked against the ``krippendorff`` package. NaN where undefined: no unit with two values, or a
+    Computed by the ``krippendorff`` package from the units' value counts. NaN where undefined: no unit with two values, or a
     single value throughout (no expected disagreement). ``with_reason=True`` returns ``(alpha, reason)``.
     """
     if level not in ALPHA_LEVELS:
@@ -368,22 +348,18 @@ def krippendorff_alpha(table, level: str = "nominal", *, with_reason: bool = Fal
     pairable = m_u >= 2
     if not pairable.any():
         return _result(np.nan, "no item has two or more values (one annotator per item)", with_reason)
-    n_uc, m_u = n_uc[pairable], m_u[pairable]
-    weighted = n_uc / (m_u - 1.0)[:, None]
-    o = weighted.T @ n_uc - np.diag(weighted.sum(axis=0))
-    n_c = o.sum(axis=1)
-    n = n_c.sum()
+    n_uc = n_uc[pairable]
+    n_c = n_uc.sum(axis=0)  # the pairable values (the coincidences' marginals)
     if np.count_nonzero(n_c) < 2:
         only = domain[int(np.argmax(n_c))]
         return _result(
             np.nan, f"every value is {only!r}: no expected disagreement, alpha is undefined", with_reason
         )
-    d2 = _delta2(level, domain, n_c)
-    expected = float(np.sum(np.outer(n_c, n_c) * d2))
-    if expected == 0.0:
-        return _result(np.nan, "no expected disagreement, alpha is undefined", with_reason)
-    observed = float(np.sum(o * d2))
-    return _result(1.0 - (n - 1.0) * observed / expected, None, with_reason)
+    import krippendorff
+
+    values = np.arange(len(domain)) if level == "nominal" else domain  # nominal: only equality counts
+    alpha = krippendorff.alpha(value_counts=n_uc, value_domain=values, level_of_measurement=level)
+    return _result(float(alpha), None, with_reason)
 
 
 # ---------------------------------------------------------------------------------------------------------
