@@ -398,7 +398,11 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
         {
             "statistic": ["Fleiss' κ", "Krippendorff's α", "observed agreement"],
             "value": [s["fleiss_kappa"], s["krippendorff_alpha"], s["observed_agreement"]],
-            "note": [s.get("fleiss_kappa_reason") or "", s.get("krippendorff_alpha_reason") or "", ""],
+            "note": [
+                s.get("fleiss_kappa_reason") or s.get("fleiss_kappa_note") or "",
+                s.get("krippendorff_alpha_reason") or "",
+                "",
+            ],
         }
     )
     st.dataframe(for_display(agreement_table), hide_index=True, key="rs_agreement")

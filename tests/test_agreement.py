@@ -259,12 +259,46 @@ def test_agreement_summary():
     )
     # agreeing pairs: a 3*2, b 2*1 over all pairs a 4*3, b 2*1, c 2*1
     assert summary["observed_agreement"] == pytest.approx(8 / 16)
-    assert math.isnan(summary["fleiss_kappa"]) and "1 to 4" in summary["fleiss_kappa_reason"]
     assert summary["krippendorff_alpha"] == pytest.approx(A.krippendorff_alpha(A.units_by_coders(TABLE)))
+    # items have 1 to 4 counted decisions: kappa on the two with 2 (b, c), and the note says so
     equal = TABLE[TABLE["item"].isin(["b", "c"]) & (TABLE["decision"] != "unsure")]
+    assert summary["fleiss_kappa"] == pytest.approx(A.fleiss_kappa(A.count_matrix(equal)))
+    assert summary["fleiss_kappa_items"] == 2 and "2 of 4 items with 2" in summary["fleiss_kappa_note"]
     summary = A.agreement_summary(equal)
     assert summary["fleiss_kappa"] == pytest.approx(A.fleiss_kappa(A.count_matrix(equal)))
-    assert summary["fleiss_kappa_reason"] is None
+    assert summary["fleiss_kappa_reason"] is None and summary["fleiss_kappa_note"] is None
+    assert summary["fleiss_kappa_items"] == 2
+
+
+def test_two_annotators_and_one_unsure_decision_still_give_kappa():
+    """Two people reviewed 10 items; one was unsure about one: 9 items have two counted decisions. Fleiss'
+    kappa is statsmodels' on those 9 (never undefined because of the tenth), Krippendorff's alpha the
+    package's on all 10 (unequal counts are its case)."""
+    rng = np.random.default_rng(34)
+    values = ["keep", "remove", "relabel"]
+    rows = []
+    for k in range(10):
+        first = values[rng.integers(0, 3)]
+        second = first if rng.random() < 0.7 else values[rng.integers(0, 3)]
+        rows += [
+            (f"i{k}", "ann", first, "neutral"),
+            (f"i{k}", "bob", "unsure" if k == 4 else second, "neutral"),
+        ]
+    table = decisions(rows)
+    summary = A.agreement_summary(table)
+    counts = A.count_matrix(table)
+    nine = counts[counts.sum(axis=1) == 2].to_numpy()
+    assert len(nine) == 9 and summary["fleiss_kappa_items"] == 9
+    assert summary["fleiss_kappa"] == pytest.approx(
+        inter_rater.fleiss_kappa(nine, method="fleiss"), abs=1e-12
+    )
+    assert not math.isnan(summary["fleiss_kappa"]) and summary["fleiss_kappa_reason"] is None
+    assert "9 of 10 items" in summary["fleiss_kappa_note"]
+    coders = A.units_by_coders(table)  # items x annotators, bob's unsure item missing
+    codes = {v: i for i, v in enumerate(sorted(set(coders.stack().dropna())))}
+    data = coders.apply(lambda col: col.map(codes)).to_numpy(dtype=float).T  # coders x units
+    expected = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
+    assert summary["krippendorff_alpha"] == pytest.approx(expected, abs=1e-12)
 
 
 def test_edge_cases_never_crash():

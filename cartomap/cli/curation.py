@@ -170,7 +170,9 @@ def cmd_show(a: argparse.Namespace) -> int:
     print("final: " + ", ".join(f"{k} {v}" for k, v in counts(table).items()))
     stats = agreement(db.long_table())["summary"]
     print(
-        f"agreement: Fleiss' kappa {_num(stats['fleiss_kappa'])}, Krippendorff's alpha "
+        f"agreement: Fleiss' kappa {_num(stats['fleiss_kappa'])}"
+        + (f" ({stats['fleiss_kappa_note']})" if stats.get("fleiss_kappa_note") else "")
+        + ", Krippendorff's alpha "
         f"{_num(stats['krippendorff_alpha'])}, observed {_num(stats['observed_agreement'])}"
     )
     return 0

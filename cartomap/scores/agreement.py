@@ -488,26 +488,44 @@ def item_consensus(
     return frame.reset_index(drop=True)
 
 
+def _common_count(n_i: np.ndarray) -> int | None:
+    """The number of counted decisions most items have, among those with two or more (the larger on a
+    tie); None when no item has two."""
+    found = Counter(int(n) for n in n_i if n >= 2)
+    return max(found, key=lambda m: (found[m], m)) if found else None
+
+
 def agreement_summary(decisions: pd.DataFrame, *, unsure: str = "exclude") -> dict[str, Any]:
     """The whole table in numbers: ``n_items``, ``n_annotators``, ``n_decisions`` (all rows),
     ``n_unsure``, ``n_counted`` (rows the statistics count), ``observed_agreement`` (the share of agreeing
     pairs of decisions on the same item, over items with >= 2 counted decisions; NaN without such items),
     ``fleiss_kappa`` / ``fleiss_kappa_reason`` and ``krippendorff_alpha`` / ``krippendorff_alpha_reason``
-    (nominal). Never raises for agreement that is undefined: the value is NaN and the reason says why
-    (Fleiss' kappa also when items have different numbers of counted decisions)."""
+    (nominal). Never raises for agreement that is undefined: the value is NaN and the reason says why.
+
+    Fleiss' kappa needs the same number of decisions on every item; when items have different numbers
+    (an annotator was unsure, or has not reached an item yet), it is computed on the items with the
+    number most of them have (two or more): ``fleiss_kappa_items`` says on how many, and
+    ``fleiss_kappa_note`` says so in words (None when every item counted). Krippendorff's alpha uses
+    every item."""
     table, counted = _counted(decisions, unsure)
     counts = count_matrix(counted, unsure="category").to_numpy().astype(np.float64)
     n_i = counts.sum(axis=1) if counts.size else np.zeros(0)
     pairs = n_i * (n_i - 1)
     observed = float(np.sum(counts * (counts - 1)) / pairs.sum()) if pairs.sum() > 0 else np.nan
-    try:
-        kappa, kappa_reason = fleiss_kappa(counts, with_reason=True)
-    except DataError:
-        kappa = np.nan
-        kappa_reason = (
-            f"items have {int(n_i.min())} to {int(n_i.max())} counted decisions: Fleiss' kappa needs the same "
-            "number on every item (Krippendorff's alpha does not)"
+    kappa_items, kappa_note = len(n_i), None
+    common = _common_count(n_i)
+    if len(n_i) and np.any(n_i != n_i[0]) and common is not None:
+        same = n_i == common
+        kappa_items = int(same.sum())
+        kappa, kappa_reason = fleiss_kappa(counts[same], with_reason=True)
+        kappa_note = (
+            f"on the {kappa_items:,} of {len(n_i):,} items with {common} counted decisions (Fleiss' kappa "
+            "needs the same number on every item; Krippendorff's alpha uses them all)"
         )
+    elif len(n_i) and np.any(n_i != n_i[0]):
+        kappa, kappa_reason, kappa_items = np.nan, "no item has two counted decisions", 0
+    else:
+        kappa, kappa_reason = fleiss_kappa(counts, with_reason=True)
     alpha, alpha_reason = krippendorff_alpha(units_by_coders(counted, unsure="category"), with_reason=True)
     return {
         "n_items": int(table["item"].nunique()),
@@ -518,6 +536,8 @@ def agreement_summary(decisions: pd.DataFrame, *, unsure: str = "exclude") -> di
         "observed_agreement": observed,
         "fleiss_kappa": kappa,
         "fleiss_kappa_reason": kappa_reason,
+        "fleiss_kappa_items": kappa_items,
+        "fleiss_kappa_note": kappa_note,
         "krippendorff_alpha": alpha,
         "krippendorff_alpha_reason": alpha_reason,
     }
