@@ -11,10 +11,15 @@ for every page; pages read the choice with ``pages.common.current_run()``.
 import streamlit as st
 
 from pages.common import gate, sidebar_run_picker
+from pages.components import navigation
 
 st.set_page_config(page_title="cartomap", page_icon="🗺️", layout="wide")  # an emoji: no font fetched offline
 gate()  # team mode: who is signed in (or the sign-in button); a server open beyond 127.0.0.1 stops here
-DATA_MAP = st.Page("pages/data_map.py", title="Data map", icon=":material/scatter_plot:")
+PAGES = {
+    script: st.Page(script, title=title, icon=icon, url_path=navigation.address(title))
+    for script, title, icon in navigation.PAGES
+}
+DATA_MAP = PAGES["pages/data_map.py"]
 
 
 def landing() -> None:
@@ -25,21 +30,24 @@ def landing() -> None:
     st.switch_page(DATA_MAP, query_params=st.query_params.to_dict())
 
 
+def moved(page: st.Page):
+    """A hidden page at an address ``page`` had before: it opens ``page`` at its address, the query kept."""
+
+    def go() -> None:
+        st.switch_page(page, query_params=st.query_params.to_dict())
+
+    return go
+
+
+by_address = {page.url_path: page for page in PAGES.values()}
 page = st.navigation(
     [
         st.Page(landing, title="cartomap", default=True, visibility="hidden"),
-        st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
-        DATA_MAP,
-        st.Page("pages/neighbours.py", title="Neighbours", icon=":material/hub:"),
-        st.Page("pages/prompts.py", title="Prompts", icon=":material/edit_note:"),
-        st.Page("pages/generate.py", title="Generate", icon=":material/auto_awesome:"),
-        st.Page("pages/filter.py", title="Filter", icon=":material/filter_alt:"),
-        st.Page("pages/review.py", title="Review", icon=":material/rate_review:"),
-        st.Page("pages/pruning.py", title="Prune labels", icon=":material/content_cut:"),
-        st.Page("pages/review_suspects.py", title="Review suspects", icon=":material/fact_check:"),
-        st.Page("pages/artifacts.py", title="Artifacts", icon=":material/query_stats:"),
-        st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
-        st.Page("pages/experiments.py", title="Curricula & combinations", icon=":material/science:"),
+        *PAGES.values(),
+        *(
+            st.Page(moved(by_address[new]), title=by_address[new].title, url_path=old, visibility="hidden")
+            for old, new in navigation.moved_addresses().items()
+        ),
     ]
 )
 sidebar_run_picker()

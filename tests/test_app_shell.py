@@ -386,3 +386,19 @@ def test_the_job_panel_reruns_the_app_when_the_job_starts_so_the_sidebar_agrees(
         assert " · running · " in picker.options[0]
     finally:
         lock.close()
+
+
+def test_page_addresses_follow_their_titles():
+    """Each page's address is its title's words (the sidebar's names), and the address a page had by its
+    script's name still leads to it (a browser test follows them: test_browser.py)."""
+    from pages.components import navigation
+
+    assert [script.removeprefix("pages/") for script, _, _ in navigation.PAGES] == list(PAGES)
+    addresses = {title: navigation.address(title) for _, title, _ in navigation.PAGES}
+    assert addresses["Prune labels"] == "prune_labels" and addresses["Data map"] == "data_map"
+    assert addresses["Curricula & combinations"] == "curricula_combinations"
+    assert len(set(addresses.values())) == len(addresses)
+    assert navigation.moved_addresses() == {
+        "pruning": "prune_labels",
+        "experiments": "curricula_combinations",
+    }

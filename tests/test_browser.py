@@ -392,6 +392,34 @@ def test_a_deep_link_is_the_servers_first_visit(tmp_path, browser):
         assert f"run={run.id}" in browser.current_url and "Page not found" not in body()
 
 
+def test_page_addresses_follow_titles_and_old_ones_still_open_the_page(tmp_path, browser):
+    """/prune_labels opens "Prune labels"; /pruning, its address before, opens it at /prune_labels with
+    the query kept; the same for "Curricula & combinations" (/experiments)."""
+    from selenium.webdriver.common.by import By
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_app_datamap import make_run
+
+    cache = tmp_path / "cache"
+    run = make_run(cache)
+    body = lambda: browser.find_element(By.TAG_NAME, "body").text  # noqa: E731
+
+    def heading() -> str:
+        found = browser.find_elements(By.CSS_SELECTOR, "h1")
+        return found[0].text if found else ""
+
+    with serve(cache, tmp_path, cli=True) as url:
+        for old, new, title in (
+            ("prune_labels", "prune_labels", "Prune labels"),
+            ("pruning", "prune_labels", "Prune labels"),
+            ("experiments", "curricula_combinations", "Curricula & combinations"),
+        ):
+            browser.get(f"{url}/{old}?run={run.id}")
+            _wait(lambda new=new: f"/{new}?" in browser.current_url, 60, f"the address /{new}")
+            _wait(lambda title=title: title in heading(), 60, f"the page {title!r}")
+            assert f"run={run.id}" in browser.current_url and "Page not found" not in body()
+
+
 # --------------------------------------------------------------------------- compare two experiments
 def test_two_finished_experiments_compared_in_the_browser(tmp_path, browser):
     """Open the Compare page from the sidebar and pick two finished experiments in its multiselect:
