@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import patience
 import pytest
 
 import cartomap.runs.jobs
@@ -47,7 +48,7 @@ def spawned(monkeypatch) -> list:
 def _app():
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_file(str(PAGE), default_timeout=60)
+    return AppTest.from_file(str(PAGE), default_timeout=patience.WAIT_S)
 
 
 def _frames(at, column: str):
@@ -137,7 +138,7 @@ def test_registered_in_the_dashboard(env, spawned):
     from streamlit.testing.v1 import AppTest
 
     make_run(env)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=patience.WAIT_S).run()
     at.switch_page("pages/artifacts.py").run()
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["Artifacts"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import patience
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -25,7 +26,7 @@ def output_dir(tiny_model, tmp_path) -> Path:
 
 
 def page() -> AppTest:
-    return AppTest.from_file(str(REPO / "pages" / "train.py"), default_timeout=60)
+    return AppTest.from_file(str(REPO / "pages" / "train.py"), default_timeout=patience.WAIT_S)
 
 
 def test_score_checkpoints_from_the_train_page(root, spawned, output_dir):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import patience
 import pytest
 from test_compare import make_combination, make_curriculum, make_runs
 
@@ -34,7 +35,7 @@ def env(cache, monkeypatch):
 def _app():
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_file(str(PAGE), default_timeout=60)
+    return AppTest.from_file(str(PAGE), default_timeout=patience.WAIT_S)
 
 
 def _frames(at, column: str):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -89,7 +90,7 @@ def started(monkeypatch) -> list:
 
 
 def page(name: str) -> AppTest:
-    return AppTest.from_file(str(REPO / "pages" / name), default_timeout=60)
+    return AppTest.from_file(str(REPO / "pages" / name), default_timeout=patience.WAIT_S)
 
 
 def errors(at: AppTest) -> list[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 from test_app_datamap import make_run
 
@@ -33,7 +34,7 @@ def run(tmp_path, monkeypatch) -> Run:
 def _app():
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_file(str(PAGE), default_timeout=60)
+    return AppTest.from_file(str(PAGE), default_timeout=patience.WAIT_S)
 
 
 def _traces(at, prefix: str) -> list[dict]:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import patience
 import pytest
 from test_app_datamap import make_run
 
@@ -27,7 +28,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 def _app():
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_file(str(PAGE), default_timeout=60)
+    return AppTest.from_file(str(PAGE), default_timeout=patience.WAIT_S)
 
 
 def _map(at) -> dict:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
@@ -74,7 +75,7 @@ def started(monkeypatch) -> list:
 
 
 def page() -> AppTest:
-    return AppTest.from_file(str(REPO / "pages" / "experiments.py"), default_timeout=60)
+    return AppTest.from_file(str(REPO / "pages" / "experiments.py"), default_timeout=patience.WAIT_S)
 
 
 def errors(at: AppTest) -> list[str]:
@@ -113,7 +114,7 @@ def test_renders_on_an_empty_cache_also_from_the_app(root):
     assert at.multiselect(key="_kept_xc_modes").value == ["A", "A+B", "A◇B"]
     assert {"xp_start", "xc_start"} <= {b.key for b in at.button}
     assert any("No curriculum experiments yet" in c for c in texts(at))
-    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=patience.WAIT_S).run()
     app.switch_page("pages/experiments.py").run()
     assert not app.exception
     assert app.title[0].value == "Curricula & combinations"

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import patience
 import pytest
 
 from cartomap.analysis.neighbours import same_label_neighbors
@@ -47,7 +48,7 @@ def env(tmp_path, monkeypatch):
 def _app():
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_file(str(PAGE), default_timeout=60)
+    return AppTest.from_file(str(PAGE), default_timeout=patience.WAIT_S)
 
 
 def _table(at):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import patience
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_pruning import make_finished_experiment
@@ -24,7 +25,7 @@ def demo():
 
 
 def page() -> AppTest:
-    return AppTest.from_file(str(REPO / "pages" / "pruning.py"), default_timeout=60)
+    return AppTest.from_file(str(REPO / "pages" / "pruning.py"), default_timeout=patience.WAIT_S)
 
 
 def metrics(at: AppTest) -> dict[str, str]:
@@ -82,7 +83,7 @@ def test_what_if_counts_and_starts_model1_with_the_same_folds(root, demo, spawne
 
 def test_suspects_go_to_the_data_map_of_model0(root, demo):
     exp, truth = make_finished_experiment(root, demo)
-    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=patience.WAIT_S).run()
     at.switch_page("pages/pruning.py").run()
     assert not at.exception, at.exception
     first = at.dataframe(key="prune_suspects").value["id"].iloc[0]

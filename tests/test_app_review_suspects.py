@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pandas as pd
+import patience
 import pytest
 from curation_fixture import make_run
 from streamlit.testing.v1 import AppTest
@@ -28,7 +29,7 @@ def env(tmp_path, monkeypatch) -> Path:
 
 
 def session(run_id: str) -> AppTest:
-    at = AppTest.from_file(str(PAGE), default_timeout=60)
+    at = AppTest.from_file(str(PAGE), default_timeout=patience.WAIT_S)
     at.session_state["run_id"] = run_id
     return at
 

@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import patience
 from streamlit.testing.v1 import AppTest
 from test_app_train import make_run
 
@@ -34,7 +35,7 @@ PAGES = (
 def app() -> AppTest:
     missing = [p for p in PAGES if not (REPO / "pages" / p).exists()]
     assert not missing, f"pages declared in app.py are missing: {missing}"
-    return AppTest.from_file(str(REPO / "app.py"), default_timeout=30)
+    return AppTest.from_file(str(REPO / "app.py"), default_timeout=patience.WAIT_S)
 
 
 def script(body: str) -> AppTest:
@@ -43,7 +44,7 @@ def script(body: str) -> AppTest:
         "import streamlit as st\nfrom pages.common import *\nfrom pages.components.jobs import *\n"
         + textwrap.dedent(body)
     )
-    return AppTest.from_string(code, default_timeout=30)
+    return AppTest.from_string(code, default_timeout=patience.WAIT_S)
 
 
 def texts(at: AppTest) -> list[str]:
@@ -163,7 +164,7 @@ read, hover = datamap.map_frame, map_points.hover_text
 datamap.map_frame = lambda *a, **k: reads.append(1) or read(*a, **k)
 map_points.hover_text = lambda *a, **k: hovers.append(1) or hover(*a, **k)
 from streamlit.testing.v1 import AppTest
-at = AppTest.from_file({page!r}, default_timeout=60).run()
+at = AppTest.from_file({page!r}, default_timeout={timeout}).run()
 assert not at.exception, at.exception
 print(len(reads), len(hovers), len(at.get("plotly_chart")))
 """
@@ -178,7 +179,9 @@ def test_the_launchers_warm_up_reads_the_default_runs_map_for_the_first_page(tmp
 
     cache = tmp_path / "cache"
     make_map_run(cache)
-    code = WARM_UP_CHECK.format(root=str(REPO), cache=str(cache), page=str(REPO / "pages" / "data_map.py"))
+    code = WARM_UP_CHECK.format(
+        root=str(REPO), cache=str(cache), page=str(REPO / "pages" / "data_map.py"), timeout=patience.WAIT_S
+    )
     env = dict(os.environ, CARTOMAP_CACHE=str(cache))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import patience
 import pytest
 from token_fixture import STRENGTH, make_token_run, p_gold
 
@@ -24,7 +25,7 @@ def run(tmp_path, monkeypatch):
 def _app():
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_file(str(PAGE), default_timeout=60)
+    return AppTest.from_file(str(PAGE), default_timeout=patience.WAIT_S)
 
 
 def _click(point_id: str) -> dict:
@@ -109,7 +110,7 @@ def test_the_wanli_pages_say_plainly_they_do_not_apply_to_a_token_run(run, page)
     so in one line (naming the run's kind) and draw nothing else."""
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=patience.WAIT_S)
     at.session_state["run_id"] = run.id
     at.run()
     assert not at.exception

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from pathlib import Path
 
+import patience
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -59,7 +59,7 @@ def spawned(monkeypatch) -> list:
 
 
 def page() -> AppTest:
-    return AppTest.from_file(str(REPO / "pages" / "train.py"), default_timeout=30)
+    return AppTest.from_file(str(REPO / "pages" / "train.py"), default_timeout=patience.WAIT_S)
 
 
 def errors(at: AppTest) -> list[str]:
@@ -310,9 +310,10 @@ def test_real_training_job_runs_to_done(root, tiny_model):
     at.button(key="train_start").click().run()
     assert not errors(at)
     (run,) = runs(root)
-    deadline = time.time() + 120
-    while run.state in ("queued", "running") and time.time() < deadline:
-        time.sleep(0.5)
+    # the job's own process: waited for while its run folder shows progress (tests/patience.py)
+    patience.wait_progressing(
+        [], [run.path], until=lambda: run.state not in ("queued", "running"), what="the job"
+    )
     log = cartomap.runs.jobs.tail(run.path / "job.log", 40)
     assert run.state == "done", log
     assert len(run.metrics()) == len(demo_dev())

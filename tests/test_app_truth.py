@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import patience
 import pytest
 
 from cartomap.analysis import datamap as dm
@@ -28,7 +29,7 @@ def run(tmp_path, monkeypatch):
 def _app():
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_file(str(PAGE), default_timeout=60)
+    return AppTest.from_file(str(PAGE), default_timeout=patience.WAIT_S)
 
 
 def test_map_frame_carries_the_human_columns(run):

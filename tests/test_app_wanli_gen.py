@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import patience
 import pytest
 from test_generation import SECRET, Canned
 from test_prompts import make_run
@@ -40,7 +41,7 @@ def spawned(monkeypatch):
 def page(name: str, tiny_lm: str | None = None):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=patience.WAIT_S)
     if tiny_lm is not None:
         at.session_state["wanli_model"] = tiny_lm  # token counts with the tiny LM's (SmolLM2) tokenizer
     return at

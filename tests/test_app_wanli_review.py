@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_filtering import generated_rows, make_run, write_generated
@@ -39,7 +40,7 @@ def spawned(monkeypatch) -> list:
 
 
 def page(name: str) -> AppTest:
-    return AppTest.from_file(str(ROOT / "pages" / name), default_timeout=60)
+    return AppTest.from_file(str(ROOT / "pages" / name), default_timeout=patience.WAIT_S)
 
 
 def fake_checkpoints(run, epochs: int = 2) -> None:
@@ -270,7 +271,7 @@ def test_pages_render_inside_the_app(env):
     run = make_run(env, n=40)
     fake_checkpoints(run)
     filtered_batch(run)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=patience.WAIT_S).run()
     assert not at.exception, at.exception
     for name, title in (
         ("filter.py", "Filter generated examples"),

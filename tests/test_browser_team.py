@@ -22,7 +22,6 @@ from cartomap.curation import queue, sources  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent"),
-    pytest.mark.timeout(900),
     pytest.mark.slow,  # a Streamlit server, an OpenID Connect provider and two browsers
 ]
 
@@ -75,7 +74,7 @@ def buttons(driver, label: str) -> list:
     ]
 
 
-def click(driver, label: str, timeout: float = 60) -> None:
+def click(driver, label: str) -> None:
     """Click the enabled button ``label`` once it is there (a page rerun may replace it: tried again)."""
     from selenium.common.exceptions import StaleElementReferenceException
 
@@ -89,7 +88,7 @@ def click(driver, label: str, timeout: float = 60) -> None:
             return False
         return False
 
-    _wait(attempt, timeout, f"the button {label!r}")
+    _wait(attempt, what=f"the button {label!r}")
 
 
 def page_text(driver) -> str:
@@ -99,22 +98,22 @@ def page_text(driver) -> str:
 def sign_in(driver, url: str, who: str) -> None:
     """Open the dashboard, press Sign in, type ``who`` at the provider, come back signed in."""
     driver.get(f"{url}/")
-    click(driver, "Sign in", 90)
+    click(driver, "Sign in")
     name = _wait(
-        lambda: driver.find_elements("css selector", 'input[name="sub"]'), 60, "the provider's form"
+        lambda: driver.find_elements("css selector", 'input[name="sub"]'), what="the provider's form"
     )[0]
     name.send_keys(who)
-    click(driver, "Authorize", 30)
-    _wait(lambda: f"Signed in as {who}" in page_text(driver), 90, f"{who} signed in")
+    click(driver, "Authorize")
+    _wait(lambda: f"Signed in as {who}" in page_text(driver), what=f"{who} signed in")
 
 
 def decide(driver, url: str, run_id: str, who: str, decision: str, db, before: int) -> None:
     driver.get(f"{url}/review_suspects?run={run_id}")
-    _wait(lambda: f"Deciding as {who}" in page_text(driver), 90, f"the card for {who}")
+    _wait(lambda: f"Deciding as {who}" in page_text(driver), what=f"the card for {who}")
     assert not driver.find_elements("css selector", 'input[aria-label="Your name"]')  # no name to type
-    _wait(lambda: "Premise c1" in page_text(driver), 30, "the first card")
-    click(driver, decision, 30)
-    _wait(lambda: len(db.history()) > before, 30, f"{who}'s decision")
+    _wait(lambda: "Premise c1" in page_text(driver), what="the first card")
+    click(driver, decision)
+    _wait(lambda: len(db.history()) > before, what=f"{who}'s decision")
 
 
 def test_two_people_sign_in_and_review_one_queue_under_their_own_names(tmp_path, monkeypatch):
@@ -150,18 +149,16 @@ def test_two_people_sign_in_and_review_one_queue_under_their_own_names(tmp_path,
                 # each carries on with the next example under their own name
                 _wait(
                     lambda: "Premise n2" in page_text(alice) or alice.refresh() or False,
-                    60,
-                    "alice's next card",
+                    what="alice's next card",
                 )
-                click(alice, "Unsure", 30)
-                _wait(lambda: len(db.history()) > 2, 30, "alice's second decision")
+                click(alice, "Unsure")
+                _wait(lambda: len(db.history()) > 2, what="alice's second decision")
 
                 # an annotator can neither start nor cancel training
                 bob.get(f"{url}/train?run={training.id}")
                 _wait(
                     lambda: buttons(bob, "Cancel training") and buttons(bob, "Start training"),
-                    90,
-                    "the Train page",
+                    what="the Train page",
                 )
                 for label in ("Start training", "Cancel training"):
                     assert not buttons(bob, label)[0].is_enabled(), label

@@ -22,7 +22,6 @@ pytestmark = [
     pytest.mark.skipif(
         not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium chromium-driver"
     ),
-    pytest.mark.timeout(240),
 ]
 
 # the first chart's viewport geometry (test_browser_views._px converts data to pixels with it)
@@ -64,9 +63,9 @@ def _click_point(driver, x: float, y: float) -> None:
     chart = driver.find_element(By.CSS_SELECTOR, "[data-testid=stPlotlyChart] .js-plotly-plot")
     ActionChains(driver).move_to_element(chart).perform()  # the modebar shows on hover
     pan = '[data-testid=stPlotlyChart] .modebar-btn[data-title="Pan"]'
-    _wait(lambda: driver.find_elements(By.CSS_SELECTOR, pan), 10, "the modebar's Pan")[0].click()
-    _wait(lambda: driver.execute_script(_DRAGMODE_JS) == "pan", 10, "the map in pan mode")
-    geo = _wait(lambda: driver.execute_script(_GEOMETRY_JS), 30, "the map's axes")
+    _wait(lambda: driver.find_elements(By.CSS_SELECTOR, pan), what="the modebar's Pan")[0].click()
+    _wait(lambda: driver.execute_script(_DRAGMODE_JS) == "pan", what="the map in pan mode")
+    geo = _wait(lambda: driver.execute_script(_GEOMETRY_JS), what="the map's axes")
     px, py = _px(geo, x, y)
     actions = ActionBuilder(driver)
     actions.pointer_action.move_to_location(px, py)
@@ -83,7 +82,7 @@ def _pick_radio(driver, group: str, option: str) -> None:
         f"//div[@data-testid='stRadio'][.//*[normalize-space(text())='{group}']]"
         f"//label[.//*[normalize-space(text())='{option}']]"
     )
-    _wait(lambda: driver.find_elements(By.XPATH, xpath), 30, f"the option {option} of {group}")[0].click()
+    _wait(lambda: driver.find_elements(By.XPATH, xpath), what=f"the option {option} of {group}")[0].click()
 
 
 # about 15 s on 2 shared cores: in the default suite, as test_browser.py's tests are
@@ -94,17 +93,17 @@ def test_a_token_runs_word_map_opens_a_words_sentence_and_maps_sentences_in_the_
     sentences = tokens.sentence_map_frame(run).set_index("id")
     with serve(cache, tmp_path) as url:
         browser.get(f"{url}/data_map?run={run.id}")
-        drawn = _wait(lambda: len(p := _points(browser)) == 11 and p, 60, "the word map's 11 points")
+        drawn = _wait(lambda: len(p := _points(browser)) == 11 and p, what="the word map's 11 points")
         for unit_id, (x, y) in drawn.items():  # a point per word, where the word map puts it
             assert np.allclose((x, y), words.loc[unit_id, ["variability", "confidence"]], atol=1e-6)
         assert "11 examples" in _body(browser)
 
         berlin = drawn["sent-1#2"]  # alone at the bottom of the map
         _click_point(browser, *berlin)
-        _wait(lambda: "1 selected · " in _body(browser), 60, "the click to select Berlin")
-        _wait(lambda: "Mary visited Berlin" in _body(browser), 60, "the word's sentence")
+        _wait(lambda: "1 selected · " in _body(browser), what="the click to select Berlin")
+        _wait(lambda: "Mary visited Berlin" in _body(browser), what="the word's sentence")
         assert "sentence sent-1 (3 words)" in _body(browser)
-        rows = _wait(lambda: browser.execute_script(_TABLE_JS, "p(predicted)"), 30, "the sentence's words")
+        rows = _wait(lambda: browser.execute_script(_TABLE_JS, "p(predicted)"), what="the sentence's words")
         assert [r["token"] for r in rows] == ["Mary", "visited", "Berlin"]
         assert [r["gold"] for r in rows] == ["B-PER", "O", "B-LOC"]
         assert [r["predicted"] for r in rows] == ["B-PER", "O", "B-PER"]  # Berlin read as a person
@@ -115,8 +114,7 @@ def test_a_token_runs_word_map_opens_a_words_sentence_and_maps_sentences_in_the_
         _pick_radio(browser, "Map of", "Sentences")
         drawn = _wait(
             lambda: (p := _points(browser)) and set(p) == {"sent-0", "sent-1", "sent-2"} and p,
-            60,
-            "the sentence map's 3 points",
+            what="the sentence map's 3 points",
         )
         for sentence, (x, y) in drawn.items():  # each sentence at its worst word
             assert np.allclose((x, y), sentences.loc[sentence, ["variability", "confidence"]], atol=1e-6)

@@ -33,7 +33,6 @@ pytestmark = [
     pytest.mark.skipif(
         not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium chromium-driver"
     ),
-    pytest.mark.timeout(240),
 ]
 
 # every trace of the chart'th plotly figure on the page: name, ids (customdata) and coordinates
@@ -93,7 +92,7 @@ def _drag_box(driver, chart: int, corner_a: tuple[float, float], corner_b: tuple
     box plotly reports (``{"x": [lo, hi], "y": [lo, hi]}``)."""
     from selenium.webdriver.common.actions.action_builder import ActionBuilder
 
-    geo = _wait(lambda: driver.execute_script(_BOX_GEOMETRY_JS, chart), 30, "the chart in box mode")
+    geo = _wait(lambda: driver.execute_script(_BOX_GEOMETRY_JS, chart), what="the chart in box mode")
     (ax, ay), (bx, by) = _px(geo, *corner_a), _px(geo, *corner_b)
     actions = ActionBuilder(driver, duration=20)
     actions.pointer_action.move_to_location(ax, ay)
@@ -104,7 +103,7 @@ def _drag_box(driver, chart: int, corner_a: tuple[float, float], corner_b: tuple
         )
     actions.pointer_action.pointer_up()
     actions.perform()
-    box = _wait(lambda: driver.execute_script("return window.__box"), 10, "plotly's selection event")
+    box = _wait(lambda: driver.execute_script("return window.__box"), what="plotly's selection event")
     box["geo"] = geo
     return box
 
@@ -139,13 +138,13 @@ def test_the_epoch_slider_redraws_the_map_in_the_browser(tmp_path, browser):  # 
     expected = {k: epochs.map_at(logits, labels, k, ids).set_index("id") for k in (1, 2, 3)}
     with serve(cache, tmp_path, cli=True) as url:
         browser.get(f"{url}/data_map?run={run.id}")
-        full = _wait(lambda: len(p := _points(browser)) == 400 and p, 60, "the map's 400 points")
+        full = _wait(lambda: len(p := _points(browser)) == 400 and p, what="the map's 400 points")
         for i in ids[:20]:  # every recording: the run's own map
             assert np.allclose(full[i], expected[3].loc[i, ["variability", "confidence"]], atol=1e-6)
 
         css = '[data-testid=stSlider] input[type=range][aria-label="Map after recording"]'
         slider = lambda: browser.find_elements(By.CSS_SELECTOR, css)  # noqa: E731 - drawn anew on a rerun
-        _wait(slider, 30, "the epoch slider")
+        _wait(slider, what="the epoch slider")
         value = lambda: (s := slider()) and s[0].get_property("value")  # noqa: E731
         assert value() == "3"
 
@@ -153,9 +152,10 @@ def test_the_epoch_slider_redraws_the_map_in_the_browser(tmp_path, browser):  # 
             before = _points(browser)
             browser.execute_script("arguments[0].focus()", slider()[0])  # the thumb, as a Tab would
             ActionChains(browser).send_keys(key).perform()  # to the focused element
-            _wait(lambda: value() == str(k), 10, f"the slider at {k}")
+            _wait(lambda: value() == str(k), what=f"the slider at {k}")
             return _wait(
-                lambda: (p := _points(browser)) and len(p) == 400 and p != before and p, 60, f"the map at {k}"
+                lambda: (p := _points(browser)) and len(p) == 400 and p != before and p,
+                what=f"the map at {k}",
             )
 
         two = move(Keys.ARROW_LEFT, 2)
@@ -190,7 +190,7 @@ def test_the_selection_is_linked_both_ways_in_the_browser(tmp_path, browser):  #
     with serve(cache, tmp_path, cli=True) as url:
         # a box on the Data map: the examples inside it are selected there
         browser.get(f"{url}/data_map?run={run.id}")
-        _wait(lambda: len(_points(browser)) == 400, 60, "the data map")
+        _wait(lambda: len(_points(browser)) == 400, what="the data map")
         time.sleep(0.5)
         lo, hi = np.quantile(xy, 0.3, axis=0), np.quantile(xy, 0.7, axis=0)
         box = _drag_box(browser, 0, (lo[0], hi[1]), (hi[0], lo[1]))
@@ -198,10 +198,10 @@ def test_the_selection_is_linked_both_ways_in_the_browser(tmp_path, browser):  #
         possible = set(frame.loc[_in_box(xy, box, 0.5), "id"].astype(str))
         assert 3 < len(sure) < 200, len(sure)
         picked = _wait(
-            lambda: (r := _ringed(browser, 0, "selected")) and sure <= r and r, 60, "the map's selection"
+            lambda: (r := _ringed(browser, 0, "selected")) and sure <= r and r, what="the map's selection"
         )
         assert picked <= possible
-        _wait(lambda: f"{len(picked)} selected · " in _body(browser), 30, "the selection caption")
+        _wait(lambda: f"{len(picked)} selected · " in _body(browser), what="the selection caption")
         # the marginal histograms show the selection over the whole: as many examples as selected
         bars = {t["name"]: t["hover"] for t in _traces(browser, 0) or [] if t["type"] == "bar"}
         for column in ("variability", "confidence"):
@@ -213,9 +213,9 @@ def test_the_selection_is_linked_both_ways_in_the_browser(tmp_path, browser):  #
 
         # ... is ringed on the Neighbours page's 2-D view (the last chart there)
         _nav(browser, "Neighbours")
-        _wait(lambda: "The whole dataset in 2-D" in _body(browser), 120, "the Neighbours page")
+        _wait(lambda: "The whole dataset in 2-D" in _body(browser), what="the Neighbours page")
         rings = _wait(
-            lambda: _ringed(browser, -1, projection.SELECTED_TRACE), 120, "the rings on the 2-D view"
+            lambda: _ringed(browser, -1, projection.SELECTED_TRACE), what="the rings on the 2-D view"
         )
         assert rings == picked
         assert f"{len(picked)} examples selected" in _body(browser)
@@ -233,19 +233,18 @@ def test_the_selection_is_linked_both_ways_in_the_browser(tmp_path, browser):  #
         assert 3 < len(sure) < 200 and sure != picked, len(sure)
         chosen = _wait(
             lambda: (r := _ringed(browser, -1, projection.SELECTED_TRACE)) and r != picked and r,
-            60,
-            "the 2-D view's selection",
+            what="the 2-D view's selection",
         )
         assert sure <= chosen <= possible
-        _wait(lambda: f"{len(chosen)} examples selected" in _body(browser), 30, "the selection caption")
+        _wait(lambda: f"{len(chosen)} examples selected" in _body(browser), what="the selection caption")
 
         # "Show on the data map": the Data map lists them in its selection table
         button = "//button[.//*[contains(., 'Show on the data map')]]"
-        _wait(lambda: browser.find_elements(By.XPATH, button), 30, "the button")[0].click()
-        _wait(lambda: "/data_map" in browser.current_url, 60, "the Data map")
-        _wait(lambda: f"{len(chosen)} selected · " in _body(browser), 60, "the Data map's selection")
-        _wait(lambda: _ringed(browser, 0, "selected") == chosen, 60, "the selection ringed on the map")
-        rows = _wait(lambda: _visible_table_ids(browser), 30, "the selection table's rows")
+        _wait(lambda: browser.find_elements(By.XPATH, button), what="the button")[0].click()
+        _wait(lambda: "/data_map" in browser.current_url, what="the Data map")
+        _wait(lambda: f"{len(chosen)} selected · " in _body(browser), what="the Data map's selection")
+        _wait(lambda: _ringed(browser, 0, "selected") == chosen, what="the selection ringed on the map")
+        rows = _wait(lambda: _visible_table_ids(browser), what="the selection table's rows")
         assert set(rows) <= chosen and len(rows) >= min(len(chosen), 5), (rows, sorted(chosen))
         browser.save_screenshot(str(ARTIFACTS / "browser_linked_back.png"))
         assert not _page_errors(browser)

@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import patience
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -76,13 +77,13 @@ def test_the_data_map_page_says_when_the_model_is_near_chance(tmp_path, monkeypa
     monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
     monkeypatch.syspath_prepend(str(REPO))
     learned = make_run(cache, seed=1)
-    page = AppTest.from_file(str(REPO / "pages" / "data_map.py"), default_timeout=60)
+    page = AppTest.from_file(str(REPO / "pages" / "data_map.py"), default_timeout=patience.WAIT_S)
     page.session_state["run_id"] = learned.id
     page.run()
     assert not page.exception, page.exception
     assert not [w for w in page.warning if "Near chance" in w.value]
     guessing = _guessing(make_run(cache, epochs=2))  # another config: another run
-    page = AppTest.from_file(str(REPO / "pages" / "data_map.py"), default_timeout=60)
+    page = AppTest.from_file(str(REPO / "pages" / "data_map.py"), default_timeout=patience.WAIT_S)
     page.session_state["run_id"] = guessing.id
     page.run()
     assert not page.exception, page.exception
@@ -96,7 +97,7 @@ def test_prune_labels_says_when_model_0_is_near_chance(root):
     from cartomap.data.loading import load_dataset
 
     exp, _ = make_finished_experiment(root, load_dataset(DataConfig(path="demo:dev")))
-    page = lambda: AppTest.from_file(str(REPO / "pages" / "pruning.py"), default_timeout=60)  # noqa: E731
+    page = lambda: AppTest.from_file(str(REPO / "pages" / "pruning.py"), default_timeout=patience.WAIT_S)  # noqa: E731
     at = page().run()
     assert not at.exception, at.exception
     assert not [w for w in at.warning if "Near chance" in w.value]  # Model 0 at 60 % on 10 test pairs
@@ -127,7 +128,7 @@ def test_compare_says_which_runs_are_near_chance(root):
     table = cmp.comparison_table([good, bad], "test")
     warnings = cmp.chance_warnings([good, bad], table)
     assert len(warnings) == 1 and warnings[0].startswith(f"{table['run'][1]}: Near chance: test accuracy")
-    at = AppTest.from_file(str(REPO / "pages" / "compare.py"), default_timeout=60)
+    at = AppTest.from_file(str(REPO / "pages" / "compare.py"), default_timeout=patience.WAIT_S)
     at.session_state["cmp_runs"] = [good.id, bad.id]
     at.run()
     assert not at.exception, at.exception

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import patience
 import pytest
 
 from cartomap import cli
@@ -213,7 +214,7 @@ def test_a_local_ray_started_by_the_executor_listens_on_127_0_0_1_only(tmp_path)
         port = int(info["gcs"].rpartition(":")[2])
         assert listening_hosts(port) == {"127.0.0.1"}
     finally:
-        proc.communicate("\n", timeout=120)
+        proc.communicate("\n", timeout=patience.WAIT_S)
     assert proc.returncode == 0
 
 
@@ -240,7 +241,7 @@ def test_an_interrupted_driver_says_how_to_resume(how, data, tiny_model, tmp_pat
         os.kill(os.getpid(), signal.SIGTERM)
         import time
 
-        time.sleep(5)
+        time.sleep(patience.WAIT_S)  # the handler's exception ends the sleep at once
         raise AssertionError("SIGTERM did not stop the runner")
 
     opened = fake_local(monkeypatch, lambda config: FakeExecutor(config, interrupt))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 from curation_fixture import LABELS, make_run
 from test_pruning import make_finished_experiment
@@ -344,7 +345,8 @@ def test_processes_deciding_at_once_lose_nothing(tmp_path):
     ]
     time.sleep(1.0)
     go.touch()
-    assert [p.wait(120) for p in procs] == [0, 0, 0]
+    patience.wait_progressing(procs, [tmp_path], what="the deciding processes")
+    assert [p.returncode for p in procs] == [0, 0, 0]
     db = QueueDB(path)
     history = db.history()
     assert len(history) == 180 and history["id"].is_unique
@@ -367,8 +369,7 @@ def test_threads_deciding_at_once_lose_nothing(tmp_path):
     threads = [threading.Thread(target=work, args=(f"t{k}",)) for k in range(4)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join(60)
+    patience.wait_progressing(threads, [tmp_path], what="the deciding threads")
     assert not errors and len(QueueDB(path).history()) == 100
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import patience
 import pytest
 
 from cartomap.analysis import curves
@@ -130,7 +131,7 @@ def test_a_running_run_shows_its_curves(root, page):
     run = _running_run(root)
     lock = run.acquire_lock()  # as the training process would
     try:
-        at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=60)
+        at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=patience.WAIT_S)
         at.session_state["run_id"] = run.id
         at.run()
         assert not at.exception, at.exception

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 
 from cartomap.cli import main
@@ -166,7 +167,7 @@ def app_store(store, monkeypatch) -> RunStore:
 def data_map_page(run_id: str):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "pages" / "data_map.py"), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "pages" / "data_map.py"), default_timeout=patience.WAIT_S)
     at.session_state["run_id"] = run_id
     return at.run()
 
@@ -203,7 +204,7 @@ def test_the_default_run_of_the_dashboard_is_never_a_damaged_one(app_store):
         healthy = next(r for r in app_store.list() if r.id != victim.id)
         saved = victim.status_path.read_bytes()
         victim.status_path.write_text("garbage", encoding="utf-8")
-        at = AppTest.from_file(str(ROOT / "pages" / "data_map.py"), default_timeout=60).run()
+        at = AppTest.from_file(str(ROOT / "pages" / "data_map.py"), default_timeout=patience.WAIT_S).run()
         assert not at.exception and not at.error
         assert at.session_state["run_id"] == healthy.id
         victim.status_path.write_bytes(saved)

@@ -10,10 +10,10 @@ import json
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
+import patience
 import pytest
 
 from cartomap import cli
@@ -195,18 +195,20 @@ def test_a_killed_ray_worker_leaves_a_run_that_is_resumed(ray_session, local, da
 
     cache = tmp_path / "cache"
     thread, result = prune_in_thread(cache, data, tiny_model, "--executor", "ray")
-    killed = None
-    deadline = time.time() + 300
-    while killed is None and thread.is_alive() and time.time() < deadline:
+
+    def mid_run():
+        """(run, pid) of a run between its first and last epoch, its worker killed."""
         for run in RunStore(cache).list():
             status = run.saved_status()
             pid = status.get("worker_pid")
             if status.get("state") == "running" and pid and run.state_latest_path.exists():
                 os.kill(pid, signal.SIGKILL)  # mid-run: epoch 1 saved, epoch 2 under way
-                killed = (run, pid)
-                break
-        time.sleep(0.02)
-    thread.join(600)
+                return run, pid
+        return None
+
+    # however slow the machine, while the experiment makes progress (tests/patience.py)
+    killed = patience.wait_progressing(thread, [cache], until=mid_run, poll_s=0.02, what="the experiment")
+    patience.wait_progressing(thread, [cache], what="the experiment")
     assert killed is not None, "no run was caught between its first and last epoch"
     assert result.get("code") == 0, result.get("out")
     assert_same(outcome(cache), local)
@@ -230,15 +232,15 @@ def test_cancel_stops_the_ray_tasks_and_resume_finishes(ray_session, data, tiny_
     monkeypatch.setattr(ray_tasks, "POLL_S", 0.05)
     longer = ("--executor", "ray", "--epochs", str(CANCEL_EPOCHS))
     thread, result = prune_in_thread(cache, data, tiny_model, *longer)
-    deadline = time.time() + 300
-    while thread.is_alive() and time.time() < deadline:
+
+    def in_epoch_1() -> bool:
         statuses = [run.saved_status() for run in RunStore(cache).list()]
-        if any(st.get("state") == "running" and st.get("epoch") == 1 for st in statuses):
-            (exp,) = ExperimentStore(cache).list(KIND)
-            exp.request_cancel()
-            break
-        time.sleep(0.02)
-    thread.join(300)
+        return any(st.get("state") == "running" and st.get("epoch") == 1 for st in statuses)
+
+    if patience.wait_progressing(thread, [cache], until=in_epoch_1, poll_s=0.02, what="the experiment"):
+        (exp,) = ExperimentStore(cache).list(KIND)
+        exp.request_cancel()
+    patience.wait_progressing(thread, [cache], what="the experiment")
     assert result.get("code") == 3, result.get("out")
     (exp,) = ExperimentStore(cache).list(KIND)
     assert exp.state == "cancelled"

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 
 from cartomap.config import DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
@@ -253,10 +254,10 @@ def test_runner_waits_for_a_run_another_process_is_training(tiny_model, cache, d
     monkeypatch.setattr(experiments.time, "sleep", sleep)
     runner = threading.Thread(target=run_experiment, args=(exp, store))
     runner.start()
-    assert waited.wait(30)
+    assert patience.wait_progressing(runner, [cache], until=waited.is_set, what="the runner")
     assert exp.status()["phase"] == "waiting"
     handle.close()  # the other worker gave up: the runner takes the run over
-    runner.join(120)
+    patience.wait_progressing(runner, [cache], what="the runner")
     assert exp.state == "done" and set(exp.run_ids()) == {"first", "second"}
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import patience
 import pytest
 from test_damaged_runs import cli, finished_run, one_line_error
 
@@ -75,7 +76,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
             stdout=write,
             stderr=subprocess.PIPE,
             env=env,
-            timeout=120,
+            timeout=patience.WAIT_S,
         )
     finally:
         os.close(write)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 from test_app_neighbours import make_run
 
@@ -120,7 +121,7 @@ def run(tmp_path, monkeypatch):
 def _app():
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=patience.WAIT_S).run()
 
 
 def _values(v) -> list:

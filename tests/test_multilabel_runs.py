@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 
 from cartomap.config import DataConfig, ModelConfig, OrderConfig, RunConfig, TrainConfig
@@ -273,7 +274,7 @@ def test_the_data_map_page_offers_each_label_and_the_combined_view(ml_run, cache
     root = Path(__file__).resolve().parents[1]
     monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
     monkeypatch.syspath_prepend(str(root))
-    at = AppTest.from_file(str(root / "pages" / "data_map.py"), default_timeout=60)
+    at = AppTest.from_file(str(root / "pages" / "data_map.py"), default_timeout=patience.WAIT_S)
     at.run()
     assert not at.exception, at.exception
     (picker,) = [s for s in at.selectbox if s.label == "Map of"]
@@ -322,7 +323,7 @@ def test_pages_of_one_label_per_example_say_they_do_not_apply_to_a_multilabel_ru
 
     monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
     at = AppTest.from_file(
-        str(Path(__file__).resolve().parents[1] / "pages" / f"{page}.py"), default_timeout=60
+        str(Path(__file__).resolve().parents[1] / "pages" / f"{page}.py"), default_timeout=patience.WAIT_S
     )
     at.run()
     assert not at.exception

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 import torch
 
@@ -143,26 +144,24 @@ def two_processes(cache: Path, args: list[str], rendezvous: Path) -> list[subpro
         OMP_NUM_THREADS="1",
     )
     command = [sys.executable, "-c", LAUNCH, f"file://{rendezvous}", "--cache", str(cache), *args]
-    procs = [
-        subprocess.Popen(
-            command,
-            env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for r in range(2)
+    logs = [cache.parent / f"{cache.name}-rank{r}.log" for r in range(2)]
+    procs = []
+    for r, log in enumerate(logs):
+        with open(log, "wb") as out:  # a file, not a pipe: a full pipe would stop the process
+            procs.append(
+                subprocess.Popen(
+                    command,
+                    env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    # both ranks, however long the machine takes while they make progress (tests/patience.py)
+    patience.wait_progressing(procs, [cache, *logs], what="the two training processes", together=True)
+    return [
+        subprocess.CompletedProcess(command, proc.returncode, log.read_text(errors="replace"))
+        for proc, log in zip(procs, logs, strict=True)
     ]
-    out = []
-    for proc in procs:
-        try:
-            stdout, _ = proc.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            raise
-        out.append(subprocess.CompletedProcess(command, proc.returncode, stdout))
-    return out
 
 
 def test_two_processes_record_every_example_once_and_match_one_process(setup, capsys):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+import patience
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,19 +24,17 @@ def test_make_scale_data_runs_from_a_plain_clone(tmp_path):
     assert not (clone.parent / "shared").exists()
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    proc = subprocess.run(
+    proc = patience.run(  # as long as it makes progress
         [sys.executable, str(clone / "scripts" / "make_scale_data.py"), "--examples", "5000", "--out", "out"],
+        watch=[cwd],
         cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     frame = pd.read_parquet(cwd / "out" / "nli_5000.parquet")
     assert len(frame) == 5000 and not frame.duplicated(["premise", "hypothesis"]).any()
     assert set(frame["label"]) == {"entailment", "neutral", "contradiction"}
     assert (cwd / "out" / "nli_5000.jsonl.gz").exists()
-    bad = subprocess.run(
+    bad = patience.run(
         [
             sys.executable,
             str(clone / "scripts" / "make_scale_data.py"),
@@ -46,9 +44,6 @@ def test_make_scale_data_runs_from_a_plain_clone(tmp_path):
             "nowhere",
         ],
         cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert bad.returncode != 0 and "--source nowhere: no such file or folder" in bad.stderr
 

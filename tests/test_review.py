@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 from test_filtering import make_run
 
@@ -356,7 +357,8 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     ]
     time.sleep(1.0)  # both interpreters are up and waiting
     go.touch()
-    assert [p.wait(120) for p in procs] == [0, 0]
+    patience.wait_progressing(procs, [tmp_path], what="the annotating processes")
+    assert [p.returncode for p in procs] == [0, 0]
     db = ReviewDB(path)
     actions = db.actions()
     assert len(actions) == 400 and actions["id"].is_unique
@@ -381,14 +383,17 @@ def test_two_people_opening_new_batches_at_the_same_moment_both_get_in(tmp_path)
     """Both set up the same new databases at once: the journal-mode change waits for the other's lock
     (the busy timeout applies to it too) instead of failing with "database is locked"."""
     go = tmp_path / "go"
-    procs = [
-        subprocess.Popen([sys.executable, "-c", OPEN_NEW, str(tmp_path), str(go)], stderr=subprocess.PIPE)
-        for _ in range(2)
-    ]
+    logs = [tmp_path / f"stderr{k}.txt" for k in range(2)]
+    procs = []
+    for log in logs:
+        with open(log, "wb") as err:
+            procs.append(
+                subprocess.Popen([sys.executable, "-c", OPEN_NEW, str(tmp_path), str(go)], stderr=err)
+            )
     time.sleep(1.0)
     go.touch()
-    results = [p.communicate(timeout=120) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [err.decode()[-2000:] for _, err in results]
+    patience.wait_progressing(procs, [tmp_path], what="the processes opening batches")
+    assert [p.returncode for p in procs] == [0, 0], [log.read_text()[-2000:] for log in logs]
     for k in range(30):
         assert ReviewDB(tmp_path / f"new{k}.sqlite").label_names == LABELS
 

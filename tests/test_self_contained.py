@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import patience
 import pytest
 
 import cartomap.runs.jobs
@@ -182,7 +183,7 @@ def app(moved, monkeypatch):
 def page(name: str, run_id: str):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "pages" / f"{name}.py"), default_timeout=90)
+    at = AppTest.from_file(str(ROOT / "pages" / f"{name}.py"), default_timeout=patience.WAIT_S)
     at.session_state["run_id"] = run_id
     return at
 

@@ -7,6 +7,7 @@ import json
 import re
 
 import numpy as np
+import patience
 import pytest
 from token_fixture import CONLL
 
@@ -188,7 +189,7 @@ def test_pages_of_one_label_per_example_say_they_do_not_apply_to_a_token_run(
     run = train_or_load(token_config(tiny_model, train, dev, epochs=1), RunStore(cache))
     monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
     at = AppTest.from_file(
-        str(Path(__file__).resolve().parents[1] / "pages" / f"{page}.py"), default_timeout=60
+        str(Path(__file__).resolve().parents[1] / "pages" / f"{page}.py"), default_timeout=patience.WAIT_S
     )
     at.run()
     assert not at.exception

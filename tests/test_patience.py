@@ -1,0 +1,55 @@
+"""The tests' own waiting (tests/patience.py): it outlasts a slow job that makes progress and still fails
+on one that is stuck."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import patience
+import pytest
+
+TICKING = "import sys, time\nfor k in range(20):\n    print(k, flush=True)\n    time.sleep(0.3)\n"
+
+
+def test_a_job_that_keeps_making_progress_is_waited_for_past_the_stall_limit():
+    started = time.monotonic()
+    done = patience.run([sys.executable, "-c", TICKING], stall_s=5)  # 6 s, a line every 0.3 s
+    assert done.returncode == 0 and done.stdout.split() == [str(k) for k in range(20)]
+    assert time.monotonic() - started > 5
+
+
+def test_a_stuck_job_fails_and_is_stopped(tmp_path):
+    with pytest.raises(AssertionError, match="made no progress for 1 s"):
+        patience.run(
+            [sys.executable, "-c", "import sys, time; print('up', file=sys.stderr); time.sleep(600)"],
+            stall_s=1,
+        )
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with pytest.raises(AssertionError, match="the sleeper made no progress"):
+        patience.wait_progressing(proc, [tmp_path], stall_s=1, what="the sleeper")
+    assert proc.poll() is not None  # killed
+
+
+def test_files_changing_count_as_progress_and_until_ends_the_wait(tmp_path):
+    def writer():
+        for k in range(15):
+            (tmp_path / "status.json").write_text(str(k))
+            time.sleep(0.4)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    patience.wait_progressing(thread, [tmp_path], stall_s=5, what="the writer")  # 6 s in all
+    assert (tmp_path / "status.json").read_text() == "14"
+    assert patience.wait_progressing([], [tmp_path], until=lambda: "found", stall_s=1) == "found"
+    with pytest.raises(AssertionError, match="no progress"):
+        patience.wait_progressing([], [tmp_path], until=lambda: None, stall_s=1)
+
+
+def test_processes_that_need_each_other_are_stopped_when_one_fails():
+    failing = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    waiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    patience.wait_progressing([failing, waiting], stall_s=60, together=True)
+    assert failing.returncode == 3 and waiting.returncode is not None
