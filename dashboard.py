@@ -148,8 +148,11 @@ def warm_up(root: str | None = None) -> threading.Thread | None:
 
 
 def main(argv: list[str] | None = None) -> int | None:
-    """``streamlit run app.py ARGV...`` in this process, the legacy pages mode turned off first and the
-    warm-up started."""
+    """``streamlit run app.py ARGV...`` in this process, the legacy pages mode turned off first, cartomap's
+    thread policy in its environment (its jobs inherit it) and the warm-up started."""
+    from cartomap.runs import cpu
+
+    cpu.apply()
     without_legacy_pages()
     warm_up()
     from streamlit.web import cli

@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from cartomap.runs import cpu
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The suite's own trainings compute as cartomap's jobs do (cartomap/runs/cpu.py): set before torch loads.
+cpu.apply()
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -17,6 +17,7 @@ from cartomap.cli import analysis, curation, experiments, explore, integrations,
 from cartomap.cli.options import PrintableStream, option_error, printable
 from cartomap.cli.team import check_command
 from cartomap.errors import CartomapError, DataError
+from cartomap.runs import cpu
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    cpu.apply()  # before anything imports torch: how its threads wait and how many (runs/cpu.py)
     args = build_parser().parse_args(argv)
     stdout = sys.stdout
     sys.stdout = PrintableStream(stdout)  # what any command prints: control characters escaped

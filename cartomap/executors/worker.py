@@ -17,6 +17,7 @@ from typing import Any
 
 from cartomap.errors import RunError
 from cartomap.io import atomic_write_bytes
+from cartomap.runs import cpu
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
 
@@ -39,6 +40,7 @@ def train_in_worker(run_path: str, threads: int = 1, cwd: str | None = None) -> 
     there. A cancel asked for while the task waited stops it at once; a run another process holds is
     left to it (state ``busy``)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    cpu.apply()  # before torch is imported in this worker process (cartomap.runs.cpu)
     if cwd and os.path.isdir(cwd):
         os.chdir(cwd)
     path = Path(run_path)

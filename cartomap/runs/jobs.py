@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cartomap.runs import cpu
 from cartomap.runs.state import State
 from cartomap.runs.tasks import task_of
 from cartomap.team.roles import USER_ENV
@@ -26,7 +27,9 @@ def spawn(
     by: str | None = None,
 ) -> int:
     """Start ``cartomap <cli_args>`` detached from this process; output goes to ``log_path``. Returns the pid.
-    ``by``: the person who started it (team mode): the job acts as them (env ``CARTOMAP_USER``)."""
+    ``by``: the person who started it (team mode): the job acts as them (env ``CARTOMAP_USER``). The job
+    computes with cartomap's thread policy (:mod:`cartomap.runs.cpu`) unless this process's environment or
+    ``env`` chose otherwise."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "cartomap.cli"]
     if cache is not None:
@@ -34,6 +37,7 @@ def spawn(
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **(env or {}))
     if by:
         env[USER_ENV] = by
+    env.update(cpu.job_env(env))
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             args + cli_args,

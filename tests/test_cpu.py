@@ -1,0 +1,175 @@
+"""cartomap's CPU thread policy (cartomap.runs.cpu): how OpenMP threads wait and how many there are, given
+to every process cartomap starts, a user's own settings kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cartomap.runs import cpu, jobs
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY_VARIABLES = (*cpu.WAIT_VARIABLES, *cpu.THREAD_VARIABLES)
+
+
+def clean_env(**extra) -> dict[str, str]:
+    """This process's environment without any thread setting (a fresh user's shell), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in POLICY_VARIABLES}
+    return dict(env, PYTHONPATH=str(ROOT), **extra)
+
+
+def test_the_policy_shortens_spinning_unless_the_user_chose_how_threads_wait(monkeypatch):
+    monkeypatch.setattr(cpu, "usable_cpus", lambda: len(os.sched_getaffinity(0)))  # no quota
+    assert cpu.job_env({}) == {"GOMP_SPINCOUNT": str(cpu.SPIN_COUNT)}
+    assert cpu.SPIN_COUNT < 300_000  # GNU OpenMP's own default: the policy spins less
+    for variable, value in (
+        ("OMP_WAIT_POLICY", "ACTIVE"),
+        ("GOMP_SPINCOUNT", "300000"),
+        ("KMP_BLOCKTIME", "0"),
+    ):
+        assert cpu.job_env({variable: value}) == {}, variable
+    assert cpu.job_env({"OMP_WAIT_POLICY": ""}) == {"GOMP_SPINCOUNT": str(cpu.SPIN_COUNT)}  # empty = unset
+
+
+def test_threads_follow_the_cgroup_quota_unless_the_user_set_them(monkeypatch):
+    affinity = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(cpu, "usable_cpus", lambda: affinity)
+    assert "OMP_NUM_THREADS" not in cpu.job_env({})  # torch follows the affinity by itself
+    if affinity < 2:
+        pytest.skip("one CPU: no quota can allow fewer")
+    monkeypatch.setattr(cpu, "usable_cpus", lambda: affinity - 1)
+    assert cpu.job_env({})["OMP_NUM_THREADS"] == str(affinity - 1)
+    assert "OMP_NUM_THREADS" not in cpu.job_env({"OMP_NUM_THREADS": "7"})
+    assert "OMP_NUM_THREADS" not in cpu.job_env({"MKL_NUM_THREADS": "7"})
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_cgroup_v2_quota_is_the_smallest_along_the_path(tmp_path):
+    write(tmp_path / "proc_cgroup", "0::/user.slice/job\n")
+    write(tmp_path / "fs" / "user.slice" / "cpu.max", "300000 100000\n")
+    write(tmp_path / "fs" / "user.slice" / "job" / "cpu.max", "150000 100000\n")
+    assert cpu.cgroup_quota(tmp_path / "fs", tmp_path / "proc_cgroup") == 1.5
+    write(tmp_path / "fs" / "user.slice" / "job" / "cpu.max", "max 100000\n")
+    assert cpu.cgroup_quota(tmp_path / "fs", tmp_path / "proc_cgroup") == 3.0  # the parent's limit
+    write(tmp_path / "fs" / "user.slice" / "cpu.max", "max 100000\n")
+    assert cpu.cgroup_quota(tmp_path / "fs", tmp_path / "proc_cgroup") is None  # no limit
+
+
+def test_cgroup_v1_quota_and_unreadable_files(tmp_path):
+    write(tmp_path / "proc_cgroup", "4:memory:/x\n3:cpu,cpuacct:/docker/abc\n")
+    write(tmp_path / "fs" / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_quota_us", "200000\n")
+    write(tmp_path / "fs" / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_period_us", "100000\n")
+    write(tmp_path / "fs" / "cpu,cpuacct" / "cpu.cfs_quota_us", "-1\n")  # the root: no limit
+    write(tmp_path / "fs" / "cpu,cpuacct" / "cpu.cfs_period_us", "100000\n")
+    assert cpu.cgroup_quota(tmp_path / "fs", tmp_path / "proc_cgroup") == 2.0
+    assert cpu.cgroup_quota(tmp_path / "fs", tmp_path / "missing") is None
+    write(tmp_path / "garbled", "not a cgroup line\n0::/\n")
+    assert cpu.cgroup_quota(tmp_path / "nothing", tmp_path / "garbled") is None
+
+
+def test_usable_cpus_rounds_a_fractional_quota_up_within_the_affinity(monkeypatch):
+    affinity = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(cpu, "cgroup_quota", lambda: 0.5)
+    assert cpu.usable_cpus() == 1
+    monkeypatch.setattr(cpu, "cgroup_quota", lambda: 1000.0)
+    assert cpu.usable_cpus() == affinity
+    monkeypatch.setattr(cpu, "cgroup_quota", lambda: None)
+    assert cpu.usable_cpus() == affinity
+
+
+PROBE = """
+import json, os, sys
+{before}
+from cartomap.cli import main
+main(["--cache", sys.argv[1], "runs"])
+import torch
+print(json.dumps({{"env": {{k: os.environ.get(k) for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}},
+                  "threads": torch.get_num_threads()}}))
+"""
+
+
+@pytest.mark.parametrize(
+    "before, extra, expected",
+    [
+        ("", {}, {"GOMP_SPINCOUNT": str(cpu.SPIN_COUNT), "OMP_WAIT_POLICY": None}),  # cartomap's policy
+        (
+            "",
+            {"OMP_WAIT_POLICY": "ACTIVE"},
+            {"GOMP_SPINCOUNT": None, "OMP_WAIT_POLICY": "ACTIVE"},
+        ),  # the user's
+        ("import torch", {}, {"GOMP_SPINCOUNT": None, "OMP_WAIT_POLICY": None}),  # torch loaded: too late
+    ],
+)
+def test_the_command_line_sets_the_policy_before_torch_loads(before, extra, expected, tmp_path):
+    code = PROBE.format(before=before)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        env=clean_env(**extra),
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    probe = json.loads(out.stdout.strip().splitlines()[-1])
+    assert probe["env"] == expected
+    if not before:  # threads sized to the CPUs the process may use (the cgroup's quota too)
+        assert probe["threads"] == cpu.usable_cpus()
+
+
+def test_a_job_gets_the_policy_and_keeps_the_users_settings(tmp_path, monkeypatch):
+    started = []
+
+    class FakePopen:
+        def __init__(self, args, env, **kwargs):
+            started.append(env)
+            self.pid = 12345
+
+    monkeypatch.setattr(jobs.subprocess, "Popen", FakePopen)
+    for variable in POLICY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    jobs.spawn(["runs"], tmp_path / "job.log", tmp_path)
+    assert started[-1]["GOMP_SPINCOUNT"] == str(cpu.SPIN_COUNT)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # the user's choice in the dashboard's environment
+    jobs.spawn(["runs"], tmp_path / "job.log", tmp_path)
+    assert started[-1]["OMP_WAIT_POLICY"] == "PASSIVE" and "GOMP_SPINCOUNT" not in started[-1]
+    jobs.spawn(["runs"], tmp_path / "job.log", tmp_path, env={"GOMP_SPINCOUNT": "5"})  # the caller's
+    assert started[-1]["GOMP_SPINCOUNT"] == "5"
+
+
+WORKER = """
+import os, sys
+from cartomap.executors.worker import train_in_worker
+try:
+    train_in_worker(sys.argv[1])  # no such run: the worker refuses it, after setting the policy
+except Exception as err:
+    print(type(err).__name__)
+print(os.environ.get("GOMP_SPINCOUNT"), "torch" in sys.modules)
+"""
+
+LAUNCHER = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import dashboard
+from streamlit.web import cli
+cli.main = lambda **kwargs: 0  # the server itself is not started
+dashboard.main([])
+print(os.environ.get("GOMP_SPINCOUNT"))
+"""
+
+
+def test_an_executor_worker_and_the_dashboard_launcher_set_the_policy(tmp_path):
+    env = clean_env(CARTOMAP_WARM_UP="0")
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER, str(tmp_path / "nowhere")], capture_output=True, text=True, env=env
+    )
+    assert out.stdout.split() == ["RunError", str(cpu.SPIN_COUNT), "False"], out.stderr[-2000:]
+    out = subprocess.run([sys.executable, "-c", LAUNCHER, str(ROOT)], capture_output=True, text=True, env=env)
+    assert out.stdout.split()[-1:] == [str(cpu.SPIN_COUNT)], out.stderr[-2000:]
