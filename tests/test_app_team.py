@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+import patience
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -63,7 +64,7 @@ def spawned(monkeypatch) -> list:
 
 
 def page(name: str, run_id: str, queue_name: str = "q", **state) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=240)
+    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=patience.WAIT_S)
     at.session_state["run_id"] = run_id
     at.session_state["rs_queue"] = queue_name
     at.session_state["rs_new"] = False
@@ -173,7 +174,7 @@ def test_the_wanli_review_page_reviews_as_the_signed_in_person(env, monkeypatch,
         TEAM.replace('queues = ["q"]', f'queues = ["{batch}"]'), encoding="utf-8"
     )
     monkeypatch.setenv(USER_ENV, "bob@example.org")
-    at = AppTest.from_file(str(ROOT / "pages" / "review.py"), default_timeout=240)
+    at = AppTest.from_file(str(ROOT / "pages" / "review.py"), default_timeout=patience.WAIT_S)
     at.session_state["run_id"] = run.id
     at.run()
     assert not at.exception, at.exception
@@ -184,7 +185,7 @@ def test_the_wanli_review_page_reviews_as_the_signed_in_person(env, monkeypatch,
 
     assert set(open_review(run, batch).actions()["annotator"]) == {"bob@example.org"}
     monkeypatch.setenv(USER_ENV, "carol@example.org")
-    at = AppTest.from_file(str(ROOT / "pages" / "review.py"), default_timeout=240)
+    at = AppTest.from_file(str(ROOT / "pages" / "review.py"), default_timeout=patience.WAIT_S)
     at.session_state["run_id"] = run.id
     at.run()
     assert any("may only read" in i.value for i in at.info) and not [
@@ -196,7 +197,7 @@ def test_the_wanli_review_page_reviews_as_the_signed_in_person(env, monkeypatch,
 def test_an_annotator_cannot_start_or_cancel_training(env, monkeypatch, spawned):
     cache, run = env
     monkeypatch.setenv(USER_ENV, "bob@example.org")
-    at = AppTest.from_file(str(ROOT / "pages" / "train.py"), default_timeout=240)
+    at = AppTest.from_file(str(ROOT / "pages" / "train.py"), default_timeout=patience.WAIT_S)
     at.session_state["run_id"] = run.id
     at.run()
     assert at.button(key="train_start").disabled
@@ -206,7 +207,7 @@ def test_an_annotator_cannot_start_or_cancel_training(env, monkeypatch, spawned)
     run.set_status(state="running")
     handle = run.acquire_lock()
     try:
-        at = AppTest.from_file(str(ROOT / "pages" / "train.py"), default_timeout=240)
+        at = AppTest.from_file(str(ROOT / "pages" / "train.py"), default_timeout=patience.WAIT_S)
         at.session_state["run_id"] = run.id
         at.run()
         cancel = at.button(key=f"cancel_{run.id}")
@@ -225,7 +226,7 @@ def test_an_annotator_cannot_start_or_cancel_training(env, monkeypatch, spawned)
 def test_the_owner_starts_training_as_themselves(env, monkeypatch, spawned):
     cache, run = env
     monkeypatch.setenv(USER_ENV, "alice@example.org")
-    at = AppTest.from_file(str(ROOT / "pages" / "train.py"), default_timeout=240)
+    at = AppTest.from_file(str(ROOT / "pages" / "train.py"), default_timeout=patience.WAIT_S)
     at.run()
     at.button(key="train_start").click().run()
     assert not at.exception, at.exception
@@ -251,7 +252,7 @@ def helper_script() -> AppTest:
             if write_submit("Save", Action.GROUP):
                 st.session_state["saved"] = True
 
-    return AppTest.from_function(body, default_timeout=240)
+    return AppTest.from_function(body, default_timeout=patience.WAIT_S)
 
 
 def test_write_controls_are_checked_by_the_one_owner(env, monkeypatch):
@@ -272,7 +273,7 @@ def test_write_controls_are_checked_by_the_one_owner(env, monkeypatch):
 
 
 def app() -> AppTest:
-    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=patience.WAIT_S)
 
 
 def test_the_door_asks_people_to_sign_in_and_says_who_is_signed_in(env, monkeypatch):

@@ -96,7 +96,7 @@ def serve(cache: Path, tmp_path: Path, *, cli: bool = False, args: tuple[str, ..
         deadline = time.monotonic() + patience.WAIT_S  # seconds alone; far more on a busy machine
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:  # patience: retried
                     if resp.status == 200:
                         break
             except OSError:
@@ -111,7 +111,7 @@ def serve(cache: Path, tmp_path: Path, *, cli: bool = False, args: tuple[str, ..
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=10)  # patience: cleanup, killed after
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -47,7 +47,7 @@ def oidc_provider():
         yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
-        thread.join(5)
+        thread.join(5)  # patience: cleanup of a daemon thread, no check
         server.server_close()
 
 

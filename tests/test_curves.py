@@ -159,7 +159,7 @@ def test_a_finished_runs_curves_keep_the_step_curve(root):
 
     run = make_run(root, dev=True)
     run.steps_path.write_text("".join(json.dumps(r) + "\n" for r in STEPS))
-    at = AppTest.from_file(str(ROOT / "pages" / "data_map.py"), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "pages" / "data_map.py"), default_timeout=patience.WAIT_S)
     at.session_state["run_id"] = run.id
     at.run()
     assert not at.exception, at.exception

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import patience
 import pytest
 
 from cartomap.cli import main
@@ -187,7 +188,7 @@ def test_the_train_page_shows_a_token_runs_tagging_warning(root, tmp_path):
     (warning,) = run.warnings
     assert "sent-0 word 2: I-LOC after O" in warning
     at = AppTest.from_file(
-        str(Path(__file__).resolve().parents[1] / "pages" / "train.py"), default_timeout=30
+        str(Path(__file__).resolve().parents[1] / "pages" / "train.py"), default_timeout=patience.WAIT_S
     )
     at.session_state["run_id"] = run.id
     at.run()
@@ -468,7 +469,7 @@ def test_the_truth_report_on_the_page_lists_what_it_cannot_feed(voted_run):
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(
-        str(Path(__file__).resolve().parents[1] / "pages" / "data_map.py"), default_timeout=60
+        str(Path(__file__).resolve().parents[1] / "pages" / "data_map.py"), default_timeout=patience.WAIT_S
     )
     at.run()
     at.number_input(key="_kept_dm_truth_boot").set_value(0).run()

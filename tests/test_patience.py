@@ -3,10 +3,13 @@ on one that is stuck."""
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import patience
 import pytest
@@ -53,3 +56,41 @@ def test_processes_that_need_each_other_are_stopped_when_one_fails():
     waiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     patience.wait_progressing([failing, waiting], stall_s=60, together=True)
     assert failing.returncode == 3 and waiting.returncode is not None
+
+
+#: Wall-clock limits written into a test: each must come from patience.py (or say why it is harmless with a
+#: "# patience: <why>" comment on its line, e.g. a per-attempt limit inside a loop that retries).
+TIGHT = {
+    "a page's script-run limit": re.compile(r"default_timeout=\d"),
+    "a subprocess or wait limit": re.compile(r"\btimeout=\d"),
+    "a thread or process joined for a while": re.compile(r"\.(join|wait)\(\d"),
+    "a deadline": re.compile(r"(time\(\)|monotonic\(\)|perf_counter\(\)) \+ \d"),
+    "a duration asserted": re.compile(r"assert .*(time\(\)|monotonic\(\)|perf_counter\(\)) - \w+ <"),
+}
+
+
+def test_no_test_sets_a_tight_wall_clock_limit():
+    """A busy machine makes everything 5-30x slower: limits come from tests/patience.py, never a number of
+    seconds of one's own (pytest-timeout's marks may only raise the suite's limit)."""
+    found = []
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        if path.name in ("patience.py", "test_patience.py"):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "# patience:" in line:
+                continue
+            found += [
+                f"{path.name}:{number}: {what}: {line.strip()}"
+                for what, rx in TIGHT.items()
+                if rx.search(line)
+            ]
+            mark = re.search(r"mark\.timeout\(([\d *]+)\)", line)
+            if mark and eval(mark.group(1)) < 3600:  # noqa: S307 - digits and '*' only
+                found.append(f"{path.name}:{number}: a per-test limit under the suite's: {line.strip()}")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):  # _wait(predicate, 30, ...)
+            name = getattr(node, "func", None)
+            name = getattr(name, "id", getattr(name, "attr", None))
+            waits = isinstance(node, ast.Call) and name in ("_wait", "wait_for") and len(node.args) > 1
+            if waits and isinstance(node.args[1], ast.Constant):
+                found.append(f"{path.name}:{node.lineno}: a wait's own limit ({name})")
+    assert not found, "wall-clock limits a busy machine can hit (use tests/patience.py):\n" + "\n".join(found)
