@@ -1,36 +1,34 @@
 """How cartomap's processes compute on a CPU: how long idle threads wait actively, and how many threads.
 The one owner of that policy.
 
-Torch computes on a CPU with OpenMP threads, one per CPU the process may use. A step of training runs
-about a thousand short parallel pieces of work; between two of them a thread waits for the others, and
-GNU OpenMP (the one PyPI's torch ships) lets it spin (busy-wait) about 300,000 times, some milliseconds,
-before it sleeps. Alone on the machine that keeps the threads hot; beside other CPU-bound processes (the
-dashboard's server and its other jobs, a test suite, another user) the spinning burns the process's own
-share of the CPUs while the thread it waits for is not running, and a training took several times its
-fair share of time. Sleeping at once (``OMP_WAIT_POLICY=PASSIVE``) keeps the share, but then every piece
-of work waits for a sleeping thread to wake up, and alone it trained about twice as slowly.
-So every process cartomap starts for long work (training jobs, a run's tasks, experiments and their
-workers, the dashboard's server and so its jobs) computes with:
+Torch computes on a CPU with OpenMP threads, one per CPU the process may use. A training step runs about
+a thousand short pieces of parallel work; between two of them a thread waits for the others, and GNU
+OpenMP (the one PyPI's torch ships) lets it spin 300,000 times (about 3 ms) before it sleeps. Alone on
+the machine that keeps the threads hot; beside other CPU-bound processes (the dashboard's server and its
+other jobs, a test suite, another user) the spinning burns the process's own share of the CPUs while the
+thread it waits for is not running: beside two CPU-bound processes on 2 cores a training took 1.3 to 8
+times its fair share of time. Sleeping at once (``OMP_WAIT_POLICY=PASSIVE``) keeps the share, but then
+every piece of work waits for a thread to wake up, and alone it trained 8 % (quiet machine) to 100 %
+(busy one) slower. So every process cartomap starts for long work (the command line and so its jobs, the
+executors' workers, the dashboard's launcher and so its jobs) computes with:
 
-* **short spinning**: ``GOMP_SPINCOUNT`` = :data:`SPIN_COUNT`, a waiting thread spins a few hundred
-  microseconds, long enough to bridge the gap between two pieces of work of one step, then sleeps: alone
-  it trained as fast as with the default, beside two CPU-bound processes on 2 cores it kept its fair
-  share (``bench/bench_contention.py``, docs/benchmarks.md);
-* **threads sized to the CPUs this process may use**: torch follows the process's CPU affinity, not its
-  cgroup's CPU quota (a container's or a SLURM job's limit), so ``OMP_NUM_THREADS`` is set to the quota
-  (rounded up) when it allows fewer CPUs than the machine has.
+* **short spinning**: ``GOMP_SPINCOUNT`` = :data:`SPIN_COUNT`, a tenth of the default: a waiting thread
+  bridges the short gaps between the pieces of one step and sleeps through a long wait for a thread that
+  is not running. Alone it trained as fast as with the default, beside two CPU-bound processes on 2
+  cores it kept its fair share (``bench/bench_contention.py``, docs/benchmarks.md);
+* **threads sized to the CPUs this process may use**: torch follows the process's CPU affinity but not
+  its cgroup's CPU quota (a container's or a SLURM job's limit), so ``OMP_NUM_THREADS`` is set to the
+  quota (rounded up) when it allows fewer CPUs than the affinity.
 
-The thread count is never changed by the load while a run trains: it changes how sums are split between
+The thread count does not follow the load while a run trains: it changes how sums are split between
 threads and so the last bits of the results, and a resumed run must match one that was not interrupted.
 
 OpenMP reads its environment once, when torch loads it: :func:`apply` sets the policy in this process
-before torch is imported (the command line does so first thing, so a ``cartomap`` job and a foreground
-``cartomap train`` get it; so do a worker of the Ray and SLURM executors and the dashboard's launcher),
-and :func:`job_env` gives it to a process about to start. A user's own settings win: an
-``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` in the environment keeps its meaning
-(``GOMP_SPINCOUNT=300000`` is GNU OpenMP's default), so does an ``OMP_NUM_THREADS`` or
-``MKL_NUM_THREADS``; and a process that imported torch before (a script using cartomap as a library) is
-left as its owner set it.
+before torch is imported, :func:`job_env` gives it to a process about to start. A user's own settings
+win: an ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` in the environment keeps its meaning
+(``GOMP_SPINCOUNT=300000`` is GNU OpenMP's default; ``OMP_WAIT_POLICY=PASSIVE`` keeps more of a crowded
+machine), so does an ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS``; and a process that imported torch before
+(a script using cartomap as a library) is left as its owner set it.
 """
 
 from __future__ import annotations
