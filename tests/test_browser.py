@@ -409,8 +409,8 @@ def test_page_addresses_follow_titles_and_old_ones_still_open_the_page(tmp_path,
             ("experiments", "curricula_combinations", "Curricula & combinations"),
         ):
             browser.get(f"{url}/{old}?run={run.id}")
-            _wait(lambda new=new: f"/{new}?" in browser.current_url, 60, f"the address /{new}")
-            _wait(lambda title=title: title in heading(), 60, f"the page {title!r}")
+            _wait(lambda new=new: f"/{new}?" in browser.current_url, what=f"the address /{new}")
+            _wait(lambda title=title: title in heading(), what=f"the page {title!r}")
             assert f"run={run.id}" in browser.current_url and "Page not found" not in body()
 
 

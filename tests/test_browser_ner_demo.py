@@ -28,7 +28,6 @@ pytestmark = [
     pytest.mark.skipif(
         not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium chromium-driver"
     ),
-    pytest.mark.timeout(600),  # a busy machine: the server and chromium start slowly
 ]
 TRAIN_SENTENCES, DEV_SENTENCES = 30, 10
 
@@ -70,7 +69,7 @@ def test_the_ner_demos_word_map_in_the_browser(tmp_path, tiny_model, browser):  
     with serve(cache, tmp_path) as url:
         browser.get(f"{url}/data_map?run={run.id}")
         drawn = _wait(
-            lambda: len(p := _points(browser)) == n_words and p, 90, f"the word map's {n_words} points"
+            lambda: len(p := _points(browser)) == n_words and p, what=f"the word map's {n_words} points"
         )
         for unit_id, (x, y) in drawn.items():  # a point per word, where the word map puts it
             assert np.allclose((x, y), words.loc[unit_id, ["variability", "confidence"]], atol=1e-6)
@@ -80,7 +79,7 @@ def test_the_ner_demos_word_map_in_the_browser(tmp_path, tiny_model, browser):  
 
         # click the word whose point lies farthest from the others: its sentence opens (or, where points
         # overlap within the hover radius, the sentence of one of the words under the pointer)
-        geo = _wait(lambda: browser.execute_script(_GEOMETRY_JS), 30, "the map's axes")
+        geo = _wait(lambda: browser.execute_script(_GEOMETRY_JS), what="the map's axes")
         ids = list(drawn)
         px = np.array([_px(geo, *drawn[i]) for i in ids], dtype=float)
         gaps = np.sqrt(((px[:, None, :] - px[None, :, :]) ** 2).sum(-1))
@@ -88,8 +87,8 @@ def test_the_ner_demos_word_map_in_the_browser(tmp_path, tiny_model, browser):  
         target = ids[int(gaps.min(axis=1).argmax())]
         under = {ids[j] for j in np.flatnonzero(gaps[ids.index(target)] <= 6)} | {target}
         _click_point(browser, *drawn[target])
-        _wait(lambda: "1 selected · " in _body(browser), 60, "the click to select a word")
-        rows = _wait(lambda: browser.execute_script(_TABLE_JS, "p(predicted)"), 60, "the word's sentence")
+        _wait(lambda: "1 selected · " in _body(browser), what="the click to select a word")
+        rows = _wait(lambda: browser.execute_script(_TABLE_JS, "p(predicted)"), what="the word's sentence")
         opened = {tokens.split_unit_id(u)[0] for u in under}
         shown = [r["token"] for r in rows]  # the grid's rows on screen: a long sentence's first ones
         match = [s for s in opened if shown == run_words(run, s)[: len(shown)]]
@@ -105,8 +104,7 @@ def test_the_ner_demos_word_map_in_the_browser(tmp_path, tiny_model, browser):  
         _pick_radio(browser, "Map of", "Sentences")
         shown = _wait(
             lambda: (p := _points(browser)) and len(p) == len(sentences) and p,
-            60,
-            "the sentence map's points",
+            what="the sentence map's points",
         )
         for sid, (x, y) in shown.items():  # each sentence at its worst word
             assert np.allclose((x, y), sentences.loc[sid, ["variability", "confidence"]], atol=1e-6)

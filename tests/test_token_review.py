@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import patience
 import pytest
 from streamlit.testing.v1 import AppTest
 from token_fixture import OVER_EPOCHS, make_token_run
@@ -78,7 +79,7 @@ def test_decisions_correct_the_tags_of_their_sentences(run):
 def test_the_review_page_reviews_a_token_runs_tags(run, tmp_path, monkeypatch):
     monkeypatch.setenv("CARTOMAP_CACHE", str(run.path.parents[1]))
     monkeypatch.syspath_prepend(str(ROOT))
-    at = AppTest.from_file(str(PAGE), default_timeout=60)
+    at = AppTest.from_file(str(PAGE), default_timeout=patience.WAIT_S)
     at.session_state["run_id"] = run.id
     at.run()
     assert not at.exception, at.exception

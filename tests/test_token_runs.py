@@ -314,7 +314,7 @@ def test_the_compare_page_compares_two_token_runs(entity_runs, monkeypatch):
     root = Path(__file__).resolve().parents[1]
     monkeypatch.setenv("CARTOMAP_CACHE", str(a.path.parents[1]))
     monkeypatch.syspath_prepend(str(root))
-    at = AppTest.from_file(str(root / "pages" / "compare.py"), default_timeout=120).run()
+    at = AppTest.from_file(str(root / "pages" / "compare.py"), default_timeout=patience.WAIT_S).run()
     at.multiselect(key="_kept_cmp_runs").set_value([a.id, b.id]).run()
     assert not at.exception, at.exception
     table = next(d.value for d in at.dataframe if "entity_f1" in d.value.columns)
