@@ -48,14 +48,30 @@ def wait_for(
         time.sleep(poll_s)
 
 
-def cpu_ticks(pid: int) -> int:
-    """CPU time of process ``pid`` and of its children it waited for, in clock ticks (0 once gone)."""
+def _stat(pid: str) -> tuple[int, int] | None:
+    """(parent pid, CPU ticks: utime + stime + the waited-for children's) of process ``pid``."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return 0
+        return None
     fields = text[text.rindex(")") + 2 :].split()
-    return sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return int(fields[1]), sum(int(x) for x in fields[11:15])
+
+
+def cpu_ticks(pid: int) -> int:
+    """CPU time of process ``pid`` and of every process below it (a job's own workers, a bench's
+    trainings), in clock ticks; 0 once it is gone."""
+    stats = {int(p): st for p in os.listdir("/proc") if p.isdigit() and (st := _stat(p)) is not None}
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in stats.items():
+        children.setdefault(parent, []).append(child)
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        if current in stats:
+            total += stats[current][1]
+            todo += children.get(current, [])
+    return total
 
 
 def files_state(folders: Iterable[Path | str]) -> tuple:

@@ -24,6 +24,18 @@ def test_a_job_that_keeps_making_progress_is_waited_for_past_the_stall_limit():
     assert time.monotonic() - started > 5
 
 
+PARENT = """
+import subprocess, sys
+subprocess.run([sys.executable, "-c", "import time\\nend = time.time() + 8\\nwhile time.time() < end: pass"])
+"""
+
+
+def test_the_work_of_a_jobs_own_processes_counts_as_its_progress():
+    """A driver that only waits for the process it started (a bench, a launcher) is not stuck."""
+    done = patience.run([sys.executable, "-c", PARENT], stall_s=4)  # the child computes for 8 s
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_stuck_job_fails_and_is_stopped(tmp_path):
     with pytest.raises(AssertionError, match="made no progress for 1 s"):
         patience.run(
