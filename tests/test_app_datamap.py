@@ -396,7 +396,7 @@ def test_the_focused_example_shows_its_neighbours_when_embeddings_exist(run):
     assert any("Nearest neighbours" in m.value for m in at.markdown)
     group = next(d.value for d in at.dataframe if "similarity" in d.value.columns)
     assert group["id"].iloc[-1] == frame["id"].iloc[0] and len(group) == 5
-    assert set(group["label_name"]) == {frame["gold"].iloc[0]}
+    assert set(group["label"]) == {frame["gold"].iloc[0]}
 
 
 def test_save_group(run):

@@ -263,8 +263,11 @@ def test_review_page_without_filtered_batch(env):
 
 
 def test_navigation_lists_the_pages():
-    source = (ROOT / "app.py").read_text(encoding="utf-8")
-    assert '"pages/filter.py", title="Filter"' in source and '"pages/review.py", title="Review"' in source
+    from pages.components import navigation
+
+    titles = {script: title for script, title, _ in navigation.PAGES}
+    assert titles["pages/filter.py"] == "Filter" and titles["pages/review.py"] == "Review"
+    assert "navigation.PAGES" in (ROOT / "app.py").read_text(encoding="utf-8")
 
 
 def test_pages_render_inside_the_app(env):
