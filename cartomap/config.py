@@ -254,6 +254,18 @@ class TrainConfig:
         example once; the eval-mode pass runs ``record_points`` times."""
         return max(1, int(self.record_points)) if source == EVAL_PASS else 1
 
+    def view_label(self, source: str) -> str:
+        """Which recordings a map of dynamics ``source`` ("train" or "eval") is drawn from, in words: every
+        stability or truth figure names it."""
+        if source == "eval":
+            per = self.recordings_per_epoch("eval")
+            text = "eval-mode pass" + (" at the end of every epoch" if per == 1 else f", {per} an epoch")
+        else:
+            text = "training pass (one recording an epoch)"
+        if self.skip_epochs:
+            text += f", the first {self.skip_epochs} epoch(s) left out"
+        return text
+
     def map_burn_in(self, source: str, recordings) -> int:
         """How many of the recordings of ``source`` present (their indices, in order, or their number when
         they are 0, 1, ...) the map's metrics leave out: those of the first ``skip_epochs`` epochs, fewer when
@@ -309,6 +321,7 @@ class OrderConfig:
         0.5  # share of all iterations given to the curriculum (the paper's fair-comparison rule)
     )
     region_fraction: float = 0.33  # size of the E2L / A / H2L groups by rank (Cartography reference)
+    ambiguity: str = "variability"  # the ambiguity score (cartomap.scores.ambiguity) the cartography orders use where the papers use variability: the A group's rank, Cart-CL++'s v; another score of the scores file on request
 
 
 #: Where a run's dynamics come from (:class:`OriginConfig`).
@@ -384,6 +397,8 @@ class RunConfig:
         # that do not use them unchanged.
         if self.order == OrderConfig():
             d.pop("order")
+        elif d["order"].get("ambiguity") == OrderConfig.ambiguity:
+            d["order"].pop("ambiguity")  # added later: curriculum runs made before keep their ids
         if not self.tests:
             d.pop("tests")
         d["origin"].pop("training", None)  # a description of the training, not what decides it

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cartomap.analysis import datamap
+from cartomap.analysis import datamap, map_points
 from cartomap.errors import CartomapError
 from cartomap.experiments.seeds import seed_runs
 from cartomap.experiments.store import ExperimentStore
@@ -113,7 +113,7 @@ def page(run, after_picture=None) -> None:
     warning = None if per_label else cached.chance_warning(run)
     if warning:
         st.warning(escape_markdown(warning))
-    rule = map_filters.map_settings(run)
+    rule = map_filters.map_settings(run, cached.axes(run))
     if token_map.is_token_run(run):  # a point per word, or per sentence
         level, method = token_map.level_picker()
         if level == "sentence":
@@ -125,7 +125,7 @@ def page(run, after_picture=None) -> None:
                 burn_out=burn_out,
                 paths=(
                     lambda table: map_layers.selection_paths(
-                        run, table, burn_out or n_recorded, method=method
+                        run, table, burn_out or n_recorded, method=method, axis=rule.axis
                     )
                 )
                 if n_recorded >= 2
@@ -163,7 +163,8 @@ def page(run, after_picture=None) -> None:
 
     st.caption(
         f"{len(frame):,} examples · {len(filtered):,} match the filters. Drag a lasso or a box over the map "
-        "(or click a point) to select examples; x = variability, y = confidence."
+        f"(or click a point) to select examples; x = {map_points.axis_title(datamap.axis_of(frame))}, "
+        "y = confidence."
     )
     epochs_used = frame.attrs.get("n_epochs")
     recorded = frame.attrs.get("epochs_recorded") or epochs_used
@@ -175,7 +176,7 @@ def page(run, after_picture=None) -> None:
         over += f", leaving out the first {frame.attrs['burn_in']} recording(s) (skip_epochs)"
     if seeds_exp:
         over = f"over {epochs_used} epochs, the mean of {len(seed_map_runs or {})} seeds (burn-out applies to one run's map)"
-    rule_text = rule.describe(frame["variability"].to_numpy())  # ranks every example: once
+    rule_text = rule.describe(rule.values(frame))  # ranks every example: once
     st.caption(f"Regions: {rule_text}. Metrics {over}.")
     run_summary.summary_section(
         run,
@@ -187,10 +188,12 @@ def page(run, after_picture=None) -> None:
     table = datamap.selection_table(filtered, selected, texts=False)  # texts only for the rows listed
     paths = neighbours = generated = None
     if not seeds_exp and not split and n_recorded >= 2:
-        paths = map_layers.selection_paths(run, table, burn_out or n_recorded, view=view)
+        paths = map_layers.selection_paths(
+            run, table, burn_out or n_recorded, view=view, axis=datamap.axis_of(frame)
+        )
     if not split and not per_label:
         neighbours = map_layers.neighbour_layer(run, frame, selection.focused_id(table))
-        generated = map_layers.generated_layer(run)
+        generated = map_layers.generated_layer(run, datamap.axis_of(frame))
     fig = map_chart.draw_map(
         filtered,
         color_by,

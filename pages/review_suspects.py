@@ -48,6 +48,7 @@ from cartomap.runs.sqlite import database_problem
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.scores import detectors
+from cartomap.scores.metrics import DEFAULT_AXIS, REGIONS, RegionRule
 from cartomap.team.roles import Action
 from pages.common import (
     acting_as,
@@ -66,6 +67,7 @@ from pages.common import (
     visitor,
     write_button,
 )
+from pages.components import cached, map_filters
 from pages.components.jobs import demo_or_prompt, experiment_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -134,6 +136,32 @@ def _undo(db_path: str, annotator: str, item_id: str) -> None:
 
 
 # --------------------------------------------------------------------------- making a queue
+ANY_REGION = "any region"
+
+
+def region_filter(run: Run):
+    """(region or None, RegionRule): "Only the examples in a region" of the run's map, ranked on the
+    ambiguity axis picked beside it (e.g. the most suspect of the ambiguous examples)."""
+    options = [ANY_REGION, *REGIONS]
+    left, right = st.columns(2)
+    region = left.selectbox(
+        "Only the examples in a region",
+        options,
+        help="Of the examples the source gives, keep those in this region of the run's data map.",
+        **kept("rs_region", ANY_REGION, options=options),
+    )
+    if region == ANY_REGION:
+        return None, None
+    axes = list(cached.axes(run))
+    axis = right.selectbox(
+        "Regions ranked by",
+        axes,
+        format_func=map_filters.axis_label,
+        **kept("rs_region_axis", DEFAULT_AXIS if DEFAULT_AXIS in axes else axes[0], options=axes),
+    )
+    return region, RegionRule(axis=axis)
+
+
 def new_queue_form(run: Run, first: bool) -> None:
     """The form of a new queue, behind a toggle (on while the run has no queue): the experiments and
     detectors it offers are looked up only while it is open."""
@@ -175,6 +203,7 @@ def new_queue_form(run: Run, first: bool) -> None:
                 return
             exp_id = left.selectbox("Pruning experiment", ids, **kept("rs_pruning", ids[0], options=ids))
             default = f"pruning-{exp_id}"
+        region, rule = region_filter(run)
         name = st.text_input("Queue name", value=default, max_chars=80, key=f"rs_new_name_{default}")
         per_item = st.number_input(
             "Annotators per example (k)", min_value=1, max_value=20, **kept("rs_per_item", 2)
@@ -190,13 +219,23 @@ def new_queue_form(run: Run, first: bool) -> None:
             try:
                 if source == SOURCES[0]:
                     cand = sources.from_detector(
-                        run, detector, int(top), oof_logits=oof, seeds=seeds, folds=folds
+                        run,
+                        detector,
+                        int(top),
+                        oof_logits=oof,
+                        seeds=seeds,
+                        folds=folds,
+                        region=region,
+                        rule=rule,
                     )
-                elif source == SOURCES[1]:
-                    cand = sources.from_group(run, group)
                 else:
-                    exp = next(e for e in prunings if e.id == exp_id)
-                    cand = sources.from_suspects(run, suspects_of(exp, run, get_store()), exp.id)
+                    if source == SOURCES[1]:
+                        cand = sources.from_group(run, group)
+                    else:
+                        exp = next(e for e in prunings if e.id == exp_id)
+                        cand = sources.from_suspects(run, suspects_of(exp, run, get_store()), exp.id)
+                    if region is not None:
+                        cand = sources.in_region(run, cand, region, rule)
                 others = {s: r for s, r in seed_siblings(run, get_store()).items() if r.id != run.id}
                 items = queue.create_queue(
                     run,

@@ -107,3 +107,96 @@ def test_higher_is_more_ambiguous_for_every_score():
         assert values[2] >= values[0], name
         if entry.range is not None:
             assert entry.range[0] - 1e-12 <= values.min() and values.max() <= entry.range[1] + 1e-12, name
+
+
+# --------------------------------------------------------------------------- the region rule on an axis
+
+
+def _frame():
+    import pandas as pd
+
+    # variability ranks d first, mean entropy ranks a first
+    return pd.DataFrame(
+        {
+            "id": list("abcd"),
+            "confidence": [0.9, 0.8, 0.3, 0.6],
+            "variability": [0.01, 0.02, 0.03, 0.30],
+            "mean_entropy": [0.90, 0.10, 0.20, 0.05],
+        }
+    )
+
+
+def test_region_rule_ranks_on_its_axis():
+    from cartomap.scores.metrics import RegionRule
+
+    frame = _frame()
+    by_var = RegionRule(fraction=0.25, axis="variability").regions(frame)
+    by_entropy = RegionRule(fraction=0.25, axis="mean_entropy").regions(frame)
+    assert by_var.tolist() == ["easy-to-learn", "easy-to-learn", "hard-to-learn", "ambiguous"]
+    assert by_entropy.tolist() == ["ambiguous", "easy-to-learn", "hard-to-learn", "easy-to-learn"]
+    # by threshold: each axis has its own default cut (variability 0.2); one given is used as is
+    assert RegionRule(method="threshold").ambiguous_var == 0.2
+    rule = RegionRule(method="threshold", axis="mean_entropy", ambiguous_var=0.15)
+    assert rule.regions(frame).tolist() == ["ambiguous", "easy-to-learn", "ambiguous", "easy-to-learn"]
+    assert "mean entropy ≥ 0.15" in rule.describe()
+    assert "highest mean entropy (mean entropy ≥ 0.900 here)" in RegionRule(
+        fraction=0.25, axis="mean_entropy"
+    ).describe(frame["mean_entropy"].to_numpy())
+
+
+def test_region_rule_checks_its_axis_and_reads_old_saved_rules_as_variability():
+    from cartomap.scores.metrics import RegionRule
+
+    with pytest.raises(DataError, match="unknown ambiguity axis 'spread'"):
+        RegionRule(axis="spread")
+    saved = {"method": "rank", "fraction": 0.5, "ambiguous_var": 0.2, "conf_split": 0.5}  # before axes
+    assert RegionRule.from_dict(saved).axis == "variability"
+    rule = RegionRule(axis="mean_entropy", fraction=0.4)
+    assert RegionRule.from_dict(rule.to_dict()) == rule
+    frame = _frame().drop(columns="mean_entropy")
+    with pytest.raises(DataError, match="no mean_entropy column"):
+        rule.regions(frame)
+
+
+def test_compute_metrics_carries_the_map_scores_and_ranks_on_the_rule_s_axis():
+    from cartomap.scores.metrics import METRIC_COLUMNS, RegionRule, compute_metrics
+
+    logits = np.log(np.clip(PROBS, 1e-12, 1))
+    frame = compute_metrics(logits, LABELS, regions=RegionRule(fraction=1 / 3, axis="mean_entropy"))
+    assert list(frame.columns) == list(METRIC_COLUMNS)
+    for name in ambiguity.MAP_SCORES:
+        np.testing.assert_allclose(frame[name], EXPECTED[name], atol=1e-9)
+    assert frame["region"].tolist() == ["easy-to-learn", "easy-to-learn", "ambiguous"]  # C: entropy 1
+    assert frame.attrs["regions"]["axis"] == "mean_entropy"
+
+
+def test_a_metrics_file_written_before_the_scores_is_computed_again(tmp_path, tiny_model):
+    """An old run's metrics.parquet without the new score columns: asked for them, the run computes its
+    metrics again from its dynamics and keeps the file."""
+    import pandas as pd
+
+    from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from cartomap.data.loading import load_dataset
+    from cartomap.runs.store import RunStore
+    from cartomap.training.loop import train_or_load
+
+    demo = load_dataset(DataConfig(path="demo:dev"))
+    small = tmp_path / "small.jsonl"
+    rows = demo.frame.head(24)
+    rows.assign(label=[demo.label_names[v] for v in rows["label"]])[
+        ["id", "premise", "hypothesis", "label"]
+    ].to_json(small, orient="records", lines=True)
+    config = RunConfig(
+        data=DataConfig(path=str(small)),
+        dev=None,
+        model=ModelConfig(name_or_path=tiny_model, max_length=32),
+        train=TrainConfig(epochs=2, batch_size=8, save_checkpoints=False),
+    )
+    run = train_or_load(config, RunStore(tmp_path))
+    path = run.metrics_path()
+    whole = pd.read_parquet(path)
+    old = whole.drop(columns=[c for c in ambiguity.MAP_SCORES if c != "variability"])
+    old.to_parquet(path)
+    frame = run.metrics(columns=("id", "confidence", "mean_entropy"))
+    np.testing.assert_allclose(frame["mean_entropy"], whole["mean_entropy"])
+    assert "mean_entropy" in pd.read_parquet(path).columns  # kept

@@ -752,3 +752,34 @@ def test_the_focused_examples_neighbours_are_labelled_by_name(run):
     table = next(d.value for d in at.dataframe if "role" in d.value.columns)
     assert "label_name" not in table.columns and table["id"].iloc[-1] == ids[0]
     assert set(table["label"]) == {run.label_names[int(run.examples()["label"].iloc[0])]}
+
+
+def test_switching_the_ambiguity_axis_redraws_the_map_and_its_regions(run):
+    """The sidebar's axis picker: the map's x axis, its title and hover, the regions' rule and the axis's
+    range filter follow the score picked; Cartography's variability stays one click away."""
+    import json
+
+    from cartomap.scores.metrics import RegionRule
+
+    at = _app().run()
+    assert not at.exception, at.exception
+    picker = at.selectbox(key="_kept_dm_axis")
+    assert set(picker.options) >= {
+        "variability (Dataset Cartography's map)"
+        + (" · default" if RegionRule().axis == "variability" else ""),
+    } or any(o.startswith("variability (Dataset Cartography's map)") for o in picker.options)
+    picker.set_value("mean_entropy").run()
+    assert not at.exception, at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "the 33% of examples with the highest mean entropy" in captions and "x = mean entropy" in captions
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["xaxis"]["title"]["text"] == "mean entropy"
+    frame = dm.map_frame(run, regions=RegionRule(axis="mean_entropy"))
+    points = [t for t in spec["data"] if t.get("type") == "scattergl" and t.get("customdata") is not None]
+    xs = {i: x for t in points for i, x in zip(_numbers(t["customdata"]), _numbers(t["x"]), strict=True)}
+    some = frame["id"].iloc[0]
+    assert xs[some] == pytest.approx(float(frame["mean_entropy"].iloc[0]), abs=1e-6)
+    assert any(s.label == "Mean entropy" for s in at.slider)  # the range filter is on the axis
+    at.selectbox(key="_kept_dm_axis").set_value("variability").run()  # the tree of the last run
+    assert not at.exception
+    assert "highest variability" in " ".join(c.value for c in at.caption)

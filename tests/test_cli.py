@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 
@@ -545,3 +546,25 @@ def test_cli_demo_task_token_trains_the_bundled_ner_demo(tmp_path, monkeypatch, 
         == 3
     )
     assert len(RunStore(cache).list()) == 1  # the same run
+
+
+def test_map_on_another_axis_and_regions_ranked_by_it(trained, tmp_path, capsys):
+    """`cartomap map --ambiguity` ranks the regions by that score and draws it on x; `--x` draws another
+    score on x with the regions kept; the table names both."""
+    import pandas as pd
+
+    cache, _ = trained
+    table = tmp_path / "entropy.parquet"
+    args = ["--cache", str(cache), "map", "tiny", "--out", str(tmp_path / "m.html"), "--table", str(table)]
+    assert main([*args, "--ambiguity", "mean_entropy"]) == 0
+    out = capsys.readouterr().out
+    assert "x axis: mean entropy" in out and "highest mean entropy" in out
+    frame = pd.read_parquet(table)
+    top = frame.nlargest(round(len(frame) / 3), "mean_entropy", keep="first")["id"]
+    assert set(frame.loc[frame["region"] == "ambiguous", "id"]) == set(top)
+    assert "mean entropy" in (tmp_path / "m.html").read_text()
+    assert main([*args[:-2], "--x", "gold_bernoulli", "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "x axis: mean p(gold)" in out and "highest variability" in out
+    with pytest.raises((SystemExit, argparse.ArgumentError)):  # argparse: not one of the scores
+        main([*args[:-2], "--ambiguity", "spread", "--force"])

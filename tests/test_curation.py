@@ -630,3 +630,50 @@ def test_cards_carry_p_gold_of_the_runs_other_seeds(run, cache, capsys):
     plain = queue.create_queue(run, "plain", sources.from_group(run, "lasso"))
     assert "p_gold_seeds" not in plain.columns
     assert list(queue.gold_curves(queue.item_card(run, "plain", "c1")).columns) == ["this run"]
+
+
+def test_a_queue_of_the_ambiguous_examples_only_on_a_chosen_axis(run, cache, capsys):
+    """`--region ambiguous --ambiguity SCORE`: a detector's top k found among the examples in that region
+    of the run's map (ranked on that score), and any other source restricted to them."""
+    from cartomap.scores.metrics import RegionRule
+
+    metrics = run.metrics()
+    for axis in ("variability", "mean_entropy"):
+        rule = RegionRule(axis=axis)
+        ambiguous = set(metrics["id"][rule.regions(metrics) == "ambiguous"])
+        cand = sources.from_detector(run, "aum", 2, region="ambiguous", rule=rule)
+        scores = sources.from_detector(run, "aum", 8)
+        expected = [i for i in scores.ids if i in ambiguous][:2]
+        assert list(cand.ids) == expected and cand.queued_by == f"detector:aum in ambiguous by {axis}"
+    entropy = RegionRule(axis="mean_entropy")
+    inside = [
+        i for i in ("c1", "n2", "e0") if i in set(metrics["id"][entropy.regions(metrics) == "ambiguous"])
+    ]
+    if inside:
+        assert (
+            list(sources.in_region(run, sources.from_group(run, "lasso"), "ambiguous", entropy).ids) == inside
+        )
+    else:
+        with pytest.raises(CartomapError, match="none of the 3 examples is ambiguous by mean entropy"):
+            sources.in_region(run, sources.from_group(run, "lasso"), "ambiguous", entropy)
+    base = ["--cache", str(cache), "review-queue", "create", run.id]
+    assert (
+        main(
+            [
+                *base,
+                "amb",
+                "--detector",
+                "aum",
+                "--top",
+                "2",
+                "--region",
+                "ambiguous",
+                "--ambiguity",
+                "mean_entropy",
+            ]
+        )
+        == 0
+    )
+    assert "in ambiguous by mean_entropy" in capsys.readouterr().out
+    with pytest.raises(DataError, match="unknown region 'odd'"):
+        sources.region_ids(run, "odd")

@@ -8,7 +8,7 @@ import pytest
 
 from cartomap.config import ORDERS, OrderConfig
 from cartomap.errors import DataError
-from cartomap.scores.metrics import cartcl_pp_difficulty_code
+from cartomap.scores.metrics import cartcl_pp_difficulty, cartcl_pp_difficulty_code
 from cartomap.training.curricula import (
     ALL_DATA,
     CURRICULA,
@@ -470,3 +470,32 @@ def test_cart_stage_names_use_first_groups():
     p = training_plan(OrderConfig(name="cart", region_fraction=0.5), np.array([0, 1, 0, 1]), 2, 2, 0, overlap)
     assert [s.name for s in p.stages] == ["30% (E2L)", "66% (E2L+A)", "100% (E2L+A+H2L)", ALL_DATA]
     assert [sorted(rows(s)) for s in p.stages[:3]] == [[0], [0, 1, 3], [0, 1, 2, 3]]
+
+
+def test_cartography_orders_on_another_ambiguity_score(table):
+    """``OrderConfig.ambiguity`` puts another score where the papers use variability: the A group, the
+    Cart-CL list's A order and Cart-CL++'s v; variability stays the default."""
+    entropy = [0.0, 0.1, 0.2, 0.95, 0.3, 0.35, 0.9, 0.05, 0.4, 0.8]  # A by rank (3 rows): 3, 6, 9
+    with_entropy = table.assign(mean_entropy=entropy)
+    groups = cartography_groups(with_entropy, 0.3, "mean_entropy")
+    assert np.flatnonzero(groups["A"]).tolist() == [3, 6, 9]
+    assert groups["E2L"].tolist() == cartography_groups(table, 0.3)["E2L"].tolist()
+    order = OrderConfig(name="cart", region_fraction=0.3, ambiguity="mean_entropy")
+    assert needs_columns(order) == ("confidence", "mean_entropy")
+    # E2L 0 1 2, then A by entropy descending (3, 6, 9), then H2L by confidence ascending (8, 7; 9 is in A)
+    assert cart_list(with_entropy, 0.3, "mean_entropy").tolist() == [0, 1, 2, 3, 6, 9, 8, 7]
+    paper = difficulty_scores(with_entropy, OrderConfig(name="cart++", ambiguity="mean_entropy"))
+    np.testing.assert_allclose(paper, cartcl_pp_difficulty(table["confidence"], entropy))
+    with pytest.raises(DataError, match="mean_entropy"):
+        difficulty_scores(table, OrderConfig(name="cart++", ambiguity="mean_entropy"))
+
+
+def test_the_ambiguity_of_an_order_keeps_the_ids_of_runs_made_before_it():
+    from cartomap.config import RunConfig
+
+    before = RunConfig(order=OrderConfig(name="cart++", scores="m.parquet")).identity()
+    assert "ambiguity" not in before["order"]
+    after = RunConfig(
+        order=OrderConfig(name="cart++", scores="m.parquet", ambiguity="mean_entropy")
+    ).identity()
+    assert after["order"]["ambiguity"] == "mean_entropy"

@@ -9,7 +9,7 @@ import pytest
 
 from cartomap.config import DataConfig, RunConfig, TrainConfig
 from cartomap.data.loading import load_dataset
-from cartomap.errors import CartomapError
+from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_write_parquet
 from cartomap.runs.groups import list_groups, load_group, save_group
 from cartomap.runs.store import Run, RunStore
@@ -245,3 +245,23 @@ def test_hand_made_group_without_embeddings_and_mixed_labels(cache):
     assert frame["similarity"].isna().all()
     used = in_context_examples(frame, max_examples=2)  # the seed's label only, the closest two
     assert used["id"].tolist() == [ids[5], ids[1]] and used["position"].tolist() == [1, 2]
+
+
+def test_collect_groups_by_another_ambiguity_score(cache):
+    """WaNLI's seeds are the most variable per label; ``score`` picks them by another ambiguity score."""
+    import pandas as pd
+
+    run = make_run(cache)
+    ids = run.examples()["id"].astype(str).tolist()
+    metrics = pd.read_parquet(run.metrics_path())
+    # mean entropy ranks row 1 first among label 0 and row 7 among label 1 (variability: rows 0 and 6)
+    metrics["mean_entropy"] = [0.1, 0.9, 0.2, 0.3, 0.1, 0.1, 0.1, 0.8, 0.2, 0.1, 0.2, 0.1]
+    atomic_write_parquet(run.metrics_path(), metrics)
+    groups = collect_groups(
+        run, k=3, quantile=0.75, exclude_genres=("telephone",), query=None, score="mean_entropy"
+    )
+    assert [g["seed"] for g in groups] == [ids[1], ids[7]]
+    assert groups[0]["score"] == "mean_entropy" and groups[0]["seed_score"] == pytest.approx(0.9)
+    assert groups[0]["seed_variability"] == pytest.approx(0.10)
+    with pytest.raises(RunError, match="no margin_gap score"):
+        collect_groups(run, k=3, query=None, score="margin_gap")

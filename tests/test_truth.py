@@ -137,7 +137,7 @@ def test_report_of_a_run_with_votes(tmp_path):
     report = truth.truth_report(run, seeds=seeds, oof_logits=oof, folds=folds, n_boot=50)
     assert report["targets"] == {"gold_disagrees": 15}
     metrics = [r["metric"] for r in report["spearman"]]
-    assert metrics[:6] == list(truth.METRICS)
+    assert metrics[: len(truth.METRICS)] == list(truth.METRICS)
     assert "confidence_mean (seeds)" in metrics and "confidence_std (seeds)" in metrics
     assert "confidence (fold models)" in metrics and "aum (fold models)" in metrics
     assert {r["detector"] for r in report["detectors"]} == set(detectors.NAMES)
@@ -211,3 +211,40 @@ def test_cli_truth_and_export_on_a_tiny_model(tiny_model, tmp_path, capsys):
     table = pd.read_parquet(out / "detectors.parquet")
     assert list(table.columns) == ["id", "label", "datamap_confidence", "aum", "el2n", "forgetting"]
     assert len(table) == 60
+
+
+def test_truth_source_on_a_run_that_recorded_both_names_its_view(tiny_model, tmp_path, capsys):
+    """A `--record both` run: `truth` reads its main metrics (the training pass) unless `--source eval`,
+    and the report says which recordings its numbers are about; a pass the run did not record is refused."""
+    data = write_votes(tmp_path / "votes.jsonl", votes_rows())
+    cache = tmp_path / "cache"
+    train = ["--cache", str(cache), "train", "--data", data, "--dev", "none", "--model", tiny_model]
+    train += ["--epochs", "2", "--batch-size", "16", "--max-length", "32", "--quiet", "--record", "both"]
+    assert main(train) == 0
+    run = RunStore(cache).list()[0]
+    capsys.readouterr()
+    reports = {}
+    for source in ("train", "eval"):
+        out_json = tmp_path / f"{source}.json"
+        args = ["--cache", str(cache), "truth", run.id, "--bootstrap", "0", "--json", str(out_json)]
+        assert main([*args, "--source", source]) == 0
+        printed = capsys.readouterr().out
+        reports[source] = json.loads(out_json.read_text())
+        assert reports[source]["view"]["recording"] == source
+    assert "training pass" in reports["train"]["view"]["label"]
+    assert "eval-mode pass at the end of every epoch" in reports["eval"]["view"]["label"]
+    assert "from the eval-mode pass" in printed
+    rho = {s: {r["metric"]: r["spearman"] for r in reports[s]["spearman"]} for s in reports}
+    assert rho["train"]["confidence"] != rho["eval"]["confidence"]  # two views, two sets of numbers
+    assert {"mean_entropy", "variability"} <= set(rho["eval"])
+    # the default is the run's main metrics, named
+    assert main(["--cache", str(cache), "truth", run.id, "--bootstrap", "0"]) == 0
+    assert "training pass" in capsys.readouterr().out
+    # a run that recorded the eval-mode pass only has no training pass to report on
+    other = ["--cache", str(tmp_path / "c2"), "train", "--data", data, "--dev", "none", "--model", tiny_model]
+    other += ["--epochs", "2", "--batch-size", "16", "--max-length", "32", "--quiet"]
+    assert main(other) == 0
+    run2 = RunStore(tmp_path / "c2").list()[0]
+    capsys.readouterr()
+    assert main(["--cache", str(tmp_path / "c2"), "truth", run2.id, "--source", "train"]) == 2
+    assert "recorded eval (record=eval), not the train pass" in capsys.readouterr().err

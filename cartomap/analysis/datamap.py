@@ -24,12 +24,12 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError, RunError
+from cartomap.scores import ambiguity
 from cartomap.scores.metrics import (
     METRIC_COLUMNS,
     RegionRule,
     compute_metrics,
     correctness_bucket,
-    region_partition,
     softmax,
 )
 from cartomap.tasks import registry as task_kinds
@@ -38,8 +38,11 @@ DEFAULT_MAX_POINTS = 20_000
 #: Axes of the main scatter in :func:`figure`; selection geometry on other axes (histograms) is ignored.
 MAIN_XREF, MAIN_YREF = "x", "y"
 #: Metric columns of :func:`map_frame`, in display order.
+#: The ambiguity scores a map can be drawn and its regions ranked on (its second axis), every one a
+#: column of the run's metrics file (:data:`cartomap.scores.ambiguity.MAP_SCORES`).
+AXIS_COLUMNS: tuple[str, ...] = ambiguity.MAP_SCORES
 #: The metrics a table of the map shows first, in this order.
-TABLE_METRIC_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum", "el2n", "region")
+TABLE_METRIC_COLUMNS = ("confidence", *AXIS_COLUMNS, "correctness", "forgetfulness", "aum", "el2n", "region")
 RANGE_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum")
 #: At most this many selected points get a ring (a larger selection is sampled for drawing only).
 
@@ -306,6 +309,9 @@ def build_map_frame(
         out["agreement"] = agreement_of(joined["human_majority"], joined["gold_disagrees"])
     for col in ("confidence", "variability", "correctness"):
         out[col] = metrics[col].to_numpy(dtype=np.float64)
+    for col in AXIS_COLUMNS:  # the other ambiguity scores, where the metrics have them
+        if col not in out.columns and col in metrics.columns:
+            out[col] = metrics[col].to_numpy(dtype=np.float64)
     out["forgetfulness"] = metrics["forgetfulness"].to_numpy(dtype=np.int64)
     if "never_learned" in metrics.columns:
         out["never_learned"] = metrics["never_learned"].to_numpy(dtype=bool)
@@ -326,21 +332,53 @@ def build_map_frame(
 
 
 def with_regions(metrics: pd.DataFrame, rule: RegionRule | None = None) -> pd.DataFrame:
-    """``metrics`` with its region column drawn again by ``rule`` (default: by rank), from its confidence
-    and variability: a run's saved regions may come from another rule (before by-rank was the default)."""
+    """``metrics`` with its region column drawn again by ``rule`` (default: by rank on the default axis),
+    from its confidence and the rule's axis (:meth:`RegionRule.regions`): a run's saved regions may come
+    from another rule. DataError when ``metrics`` lack the axis's column."""
     rule = rule or RegionRule()
     out = metrics.copy(deep=False)  # only the region column is new
-    out["region"] = region_partition(
-        out["confidence"].to_numpy(dtype=np.float64), out["variability"].to_numpy(dtype=np.float64), rule
-    )
+    out["region"] = rule.regions(out)
     out.attrs = {**metrics.attrs, "regions": rule.to_dict()}
     return out
 
 
 def rule_of(frame: pd.DataFrame) -> RegionRule:
-    """The region rule a map or metrics frame was drawn with (its attrs; by rank when unknown)."""
+    """The region rule a map or metrics frame was drawn with (its attrs; by rank when unknown; a rule saved
+    before rules had an axis is on variability)."""
     saved = frame.attrs.get("regions")
-    return RegionRule(**saved) if isinstance(saved, dict) else RegionRule()
+    return RegionRule.from_dict(saved) if isinstance(saved, dict) else RegionRule()
+
+
+#: A map frame's ``attrs`` key of the score its x axis shows when that is not its regions' axis.
+X_AXIS = "x"
+
+
+def axis_of(frame: pd.DataFrame) -> str:
+    """The column a map frame's second axis (x) is drawn from: the score set by :func:`with_x_axis`, else the
+    axis its regions were drawn on (:func:`rule_of`)."""
+    x = frame.attrs.get(X_AXIS)
+    return x if x in AXIS_COLUMNS and x in frame.columns else rule_of(frame).axis
+
+
+def with_x_axis(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """``frame`` drawn with ``axis`` (an ambiguity score it has a column for) on x, whatever axis its regions
+    were drawn on: e.g. Cartography's map (variability) with regions ranked by another score. DataError when
+    the frame has no such column."""
+    if axis not in AXIS_COLUMNS:
+        raise DataError(
+            f"unknown ambiguity axis {axis!r}; expected one of {', '.join(AXIS_COLUMNS)}", field="x"
+        )
+    if axis not in frame.columns:
+        raise DataError(f"this map has no {axis} column (its metrics predate it)", field="x")
+    out = frame.copy(deep=False)
+    out.attrs = {**frame.attrs, X_AXIS: axis}
+    return out
+
+
+def axes_in(frame: pd.DataFrame) -> tuple[str, ...]:
+    """The ambiguity axes a metrics or map frame has columns for (a run's metrics written before a score
+    existed lack it until they are computed again)."""
+    return tuple(c for c in AXIS_COLUMNS if c in frame.columns)
 
 
 def _same_ids(a: pd.Series, b: pd.Series) -> bool:
@@ -740,9 +778,14 @@ TEXT_COLUMNS = task_kinds.text_fields()
 
 
 def display_columns(table: pd.DataFrame) -> list[str]:
-    """The columns of a :func:`selection_table` in the order the page shows them: :data:`LEADING_COLUMNS`,
-    the texts, the id, then the rest as they come (downloads keep the table's own order)."""
-    first = [c for c in (*LEADING_COLUMNS, *TEXT_COLUMNS, "id") if c in table.columns]
+    """The columns of a :func:`selection_table` in the order the page shows them: :data:`LEADING_COLUMNS`
+    (with the map's own axis, when it is another score, before variability), the texts, the id, then the
+    rest as they come (downloads keep the table's own order)."""
+    leading = list(LEADING_COLUMNS)
+    axis = axis_of(table)
+    if axis not in leading:
+        leading.insert(leading.index("variability"), axis)
+    first = [c for c in (*leading, *TEXT_COLUMNS, "id") if c in table.columns]
     return first + [c for c in table.columns if c not in first]
 
 

@@ -22,9 +22,10 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
+from cartomap.scores import ambiguity
 from cartomap.scores.metrics import RegionRule, compute_metrics, gold_probabilities, softmax
 
-#: Columns of :func:`trajectories`.
+#: Columns of :func:`trajectories` (and the map's axis, when it is another score).
 TRAJECTORY_COLUMNS = ("id", "k", "confidence", "variability")
 #: The selection's paths drawn over the map at most (a path per example; more is a tangle).
 MAX_TRAJECTORIES = 50
@@ -105,10 +106,13 @@ def trajectories(
     burn_in: Mapping[int, int] | None = None,
     start: int = 2,
     limit: int | None = MAX_TRAJECTORIES,
+    axis: str = ambiguity.VARIABILITY,
 ) -> pd.DataFrame:
     """The path of each ``selected`` example through the map: one row per (example, k) for
     k = ``start``..E with the confidence and variability it has on the map of the first k recordings
-    (mean and population std of its gold-label probability over recordings ``burn_in[k]``..k-1).
+    (mean and population std of its gold-label probability over recordings ``burn_in[k]``..k-1), and its
+    value on the map's ``axis`` (a score of :mod:`cartomap.scores.ambiguity`) over those recordings when
+    that is another score (a column of its own).
 
     ``ids`` (str) may be a ``pd.Index`` made once (550k ids take a tenth of a second to index).
     Columns id, k, confidence, variability; examples in selection order (repeats and ids not in ``ids``
@@ -125,12 +129,15 @@ def trajectories(
         chosen, positions = chosen[:limit], positions[:limit]
     ks = list(range(max(1, int(start)), n_recorded + 1))
     if not chosen or not ks:
-        return _empty_paths()
+        return _empty_paths(axis)
     part = logits[:, positions, :].astype(np.float64)
-    gold = gold_probabilities(softmax(part), labels[positions])  # [E, n]
+    probs = softmax(part)
+    chosen_labels = labels[positions]
+    gold = gold_probabilities(probs, chosen_labels)  # [E, n]
     burn_in = burn_in or {}
     conf = np.empty((len(chosen), len(ks)))
     var = np.empty_like(conf)
+    other = np.empty_like(conf)
     for j, k in enumerate(ks):
         b = int(burn_in.get(k, 0))
         if not 0 <= b < k:
@@ -138,20 +145,27 @@ def trajectories(
         window = gold[b:k]
         conf[:, j] = window.mean(axis=0)
         var[:, j] = window.std(axis=0, ddof=0)
-    return pd.DataFrame(
-        {
-            "id": np.repeat(np.asarray(chosen, dtype=object), len(ks)),
-            "k": np.tile(np.asarray(ks, dtype=np.int64), len(chosen)),
-            "confidence": conf.ravel(),
-            "variability": var.ravel(),
-        },
-        columns=list(TRAJECTORY_COLUMNS),
-    )
+        if axis != ambiguity.VARIABILITY:
+            other[:, j] = ambiguity.score(axis, probs[b:k], chosen_labels, part[b:k])
+    return _paths(chosen, ks, conf, var, axis, other)
 
 
-def _empty_paths() -> pd.DataFrame:
-    return pd.DataFrame({c: [] for c in TRAJECTORY_COLUMNS}).astype(
-        {"id": object, "k": np.int64, "confidence": np.float64, "variability": np.float64}
+def _paths(chosen, ks, conf, var, axis, other) -> pd.DataFrame:
+    columns = {
+        "id": np.repeat(np.asarray(chosen, dtype=object), len(ks)),
+        "k": np.tile(np.asarray(ks, dtype=np.int64), len(chosen)),
+        "confidence": conf.ravel(),
+        "variability": var.ravel(),
+    }
+    if axis != ambiguity.VARIABILITY:
+        columns[axis] = other.ravel()
+    return pd.DataFrame(columns)
+
+
+def _empty_paths(axis: str = ambiguity.VARIABILITY) -> pd.DataFrame:
+    columns = [*TRAJECTORY_COLUMNS, *([axis] if axis not in TRAJECTORY_COLUMNS else [])]
+    return pd.DataFrame({c: [] for c in columns}).astype(
+        {c: (object if c == "id" else np.int64 if c == "k" else np.float64) for c in columns}
     )
 
 
@@ -165,12 +179,13 @@ def grouped_trajectories(
     burn_in: Mapping[int, int] | None = None,
     start: int = 2,
     limit: int | None = MAX_TRAJECTORIES,
+    axis: str = ambiguity.VARIABILITY,
 ) -> pd.DataFrame:
     """:func:`trajectories` of points that are each made of several units (a sentence of its words, an
     example of its labels): for k = ``start``..E, :func:`map_at` of the first k recordings (``burn_in[k]``
     left out) of the units of ``groups`` ({point id: its unit ids}, in selection order), then
     ``aggregate`` (that metrics frame, ids = unit ids -> a frame with a row per point: id, confidence,
-    variability) places each point on that map.
+    variability, and the map's ``axis`` when that is another score) places each point on that map.
 
     Same columns and order as :func:`trajectories`: points in the order of ``groups`` (a point none of
     whose units is in ``ids`` dropped, the first ``limit`` kept), k ascending. A point keeps only its
@@ -188,13 +203,14 @@ def grouped_trajectories(
             positions.append(found)
     ks = list(range(max(1, int(start)), n_recorded + 1))
     if not chosen or not ks:
-        return _empty_paths()
+        return _empty_paths(axis)
     rows = np.concatenate(positions)
     part, part_labels = logits[:, rows, :], labels[rows]
     part_ids = index[rows].tolist()
     burn_in = burn_in or {}
     conf = np.empty((len(chosen), len(ks)))
     var = np.empty_like(conf)
+    other = np.empty_like(conf)
     for j, k in enumerate(ks):
         b = int(burn_in.get(k, 0))
         if not 0 <= b < k:
@@ -203,12 +219,6 @@ def grouped_trajectories(
         points = points.set_index(points["id"].astype(str)).reindex(chosen)
         conf[:, j] = points["confidence"].to_numpy(dtype=np.float64)
         var[:, j] = points["variability"].to_numpy(dtype=np.float64)
-    return pd.DataFrame(
-        {
-            "id": np.repeat(np.asarray(chosen, dtype=object), len(ks)),
-            "k": np.tile(np.asarray(ks, dtype=np.int64), len(chosen)),
-            "confidence": conf.ravel(),
-            "variability": var.ravel(),
-        },
-        columns=list(TRAJECTORY_COLUMNS),
-    )
+        if axis != ambiguity.VARIABILITY:
+            other[:, j] = points[axis].to_numpy(dtype=np.float64)
+    return _paths(chosen, ks, conf, var, axis, other)

@@ -10,7 +10,9 @@ Their points come from :mod:`cartomap.analysis.map_points`, their colours and th
 from :mod:`cartomap.analysis.style`; what is drawn over a map is :mod:`cartomap.analysis.overlay_figures`,
 a map as a file (the static matplotlib map, PNG, HTML) :mod:`cartomap.analysis.map_files`.
 
-x = variability, y = confidence, colour = correctness bucket ("k/E": correct in k of E epochs; or label /
+x = the map's ambiguity axis (:func:`cartomap.analysis.datamap.axis_of`: the axis its regions were drawn
+on; Cartography's variability or another score of :mod:`cartomap.scores.ambiguity`), y = confidence,
+colour = correctness bucket ("k/E": correct in k of E epochs; or label /
 region / genre). Region labels sit at the median point of their region's examples (the rule that drew
 the regions is :func:`cartomap.analysis.datamap.rule_of`); without regions at the reference's places:
 "easy-to-learn" top left, "ambiguous" middle right, "hard-to-learn" bottom left.
@@ -30,6 +32,7 @@ from cartomap.analysis.datamap import (
     MAIN_YREF,
     SENTENCE,
     as_map_frame,
+    axis_of,
     frame_memo,
     id_array,
     positions_of,
@@ -38,6 +41,7 @@ from cartomap.analysis.datamap import (
     unique_ids,
 )
 from cartomap.analysis.map_points import (
+    axis_title,
     check_color_by,
     check_map_columns,
     colour_groups,
@@ -64,7 +68,7 @@ def region_label_points(frame: pd.DataFrame) -> dict[str, tuple[float, float]]:
     if "region" not in frame.columns or frame.empty:
         return {}
     regions = str_array(frame["region"])
-    x = frame["variability"].to_numpy(dtype=np.float64)
+    x = frame[axis_of(frame)].to_numpy(dtype=np.float64)
     y = frame["confidence"].to_numpy(dtype=np.float64)
     out = {}
     for region in (EASY, AMBIGUOUS, HARD):
@@ -84,7 +88,8 @@ HIGHLIGHT_MAX_POINTS = 5_000
 MARGINAL_ALL = "all examples"
 MARGINAL_SELECTED = "selected"
 MARGINAL_BINS = 40
-MARGINAL_COLORS = {"variability": "teal", "confidence": "#622a87"}
+#: The marginal histograms' colours: the map's axis (top) and confidence (right).
+AXIS_COLOR, CONFIDENCE_COLOR = "teal", "#622a87"
 SELECTED_HIST_COLOR = "rgba(230,120,0,0.75)"
 
 
@@ -93,7 +98,7 @@ def _examples(n: int) -> str:
 
 
 def marginal_traces(frame: pd.DataFrame, selected_positions: np.ndarray | None = None) -> list:
-    """The data map's marginal histograms: variability on top (axes ``x``/``y2``), confidence on the right
+    """The data map's marginal histograms: the map's axis on top (axes ``x``/``y2``), confidence on the right
     (``x2``/``y``), :data:`MARGINAL_BINS` bins over every row of ``frame``. With a selection
     (``selected_positions``: row positions in ``frame``; None or empty: none) the selection's histogram is
     drawn over each one on the same bins, and both give the share of their own examples (%), so that 40
@@ -112,7 +117,8 @@ def marginal_traces(frame: pd.DataFrame, selected_positions: np.ndarray | None =
         return edges, np.histogram(everything, bins=edges)[0], everything.size
 
     traces = []
-    for column, colour in MARGINAL_COLORS.items():
+    axis = axis_of(frame)
+    for column, colour in ((axis, AXIS_COLOR), ("confidence", CONFIDENCE_COLOR)):
         values = frame[column].to_numpy(dtype=np.float64)
         summary = frame_memo(frame, ("marginal", column), lambda values=values: whole(values))
         if summary is None:
@@ -131,7 +137,8 @@ def marginal_traces(frame: pd.DataFrame, selected_positions: np.ndarray | None =
                 )
             )
         centers, width = (edges[:-1] + edges[1:]) / 2, np.diff(edges)
-        along = "x" if column == "variability" else "y"
+        along = "x" if column == axis else "y"
+        title = axis_title(column) if column == axis else column
         for name, counts, size, fill in parts:
             if chosen is None:
                 height = counts
@@ -146,12 +153,12 @@ def marginal_traces(frame: pd.DataFrame, selected_positions: np.ndarray | None =
             bar = go.Bar(  # no customdata: a click on a bar selects no example
                 width=width,
                 hovertext=hover,
-                name=escape_text(f"{column}: {name}"),
+                name=escape_text(f"{title}: {name}"),
                 showlegend=False,
                 marker_color=fill,
-                hovertemplate=f"{name}<br>{column} %{{{along}:.3f}}: %{{hovertext}}<extra></extra>",
+                hovertemplate=f"{name}<br>{title} %{{{along}:.3f}}: %{{hovertext}}<extra></extra>",
             )
-            if column == "variability":
+            if column == axis:
                 bar.update(x=centers, y=height, xaxis="x", yaxis="y2")
             else:
                 bar.update(y=centers, x=height, orientation="h", xaxis="x2", yaxis="y")
@@ -192,7 +199,8 @@ def data_map_figure(
     colouring = colouring_of(frame, color_by)
 
     fig = go.Figure()
-    all_x = frame["variability"].to_numpy(dtype=np.float64)
+    axis = axis_of(frame)
+    all_x = frame[axis].to_numpy(dtype=np.float64)
     all_y = frame["confidence"].to_numpy(dtype=np.float64)
     x_hi = max(0.05, float(np.nanmax(all_x)) * 1.05) if n_total else 0.5
     if sampled:
@@ -234,11 +242,11 @@ def data_map_figure(
             ]
         else:
             high_pos_drawn = high_pos
-        high = frame.iloc[high_pos_drawn][["id", "variability", "confidence"]]
+        high = frame.iloc[high_pos_drawn][["id", axis, "confidence"]]
         if len(high):
             fig.add_trace(
                 go.Scattergl(
-                    x=high["variability"].to_numpy(dtype=np.float64),
+                    x=high[axis].to_numpy(dtype=np.float64),
                     y=high["confidence"].to_numpy(dtype=np.float64),
                     mode="markers",
                     name=f"selected ({n_high:,})",
@@ -303,7 +311,7 @@ def data_map_figure(
             xanchor="right",
             bgcolor="rgba(255,255,255,0.6)",
         ),
-        xaxis=dict(domain=[0, 0.83], title=dict(text="variability"), range=[-0.01, x_hi], zeroline=False),
+        xaxis=dict(domain=[0, 0.83], title=dict(text=axis_title(axis)), range=[-0.01, x_hi], zeroline=False),
         yaxis=dict(domain=[0, 0.83], title=dict(text="confidence"), range=[-0.03, 1.03], zeroline=False),
         yaxis2=dict(domain=[0.85, 1], anchor="x", showticklabels=False, showgrid=False),
         xaxis2=dict(domain=[0.85, 1], anchor="y", showticklabels=False, showgrid=False),
@@ -396,12 +404,12 @@ def facet_map_figure(
             high = part[np.asarray([i in wanted for i in id_array(part["id"])], dtype=bool)]
             if len(high):
                 fig.add_trace(
-                    go_scatter_rings(high, marker_size, showlegend=k == 0),
+                    go_scatter_rings(high, marker_size, showlegend=k == 0, axis=axis_of(frame)),
                     row=row,
                     col=col,
                 )
     x_hi = (
-        max(0.05, float(np.nanmax(frame["variability"].to_numpy(dtype=np.float64))) * 1.05)
+        max(0.05, float(np.nanmax(frame[axis_of(frame)].to_numpy(dtype=np.float64))) * 1.05)
         if len(frame)
         else 0.5
     )
@@ -410,7 +418,7 @@ def facet_map_figure(
     for r in range(1, n_rows + 1):
         fig.update_yaxes(title_text="confidence", row=r, col=1)
     for c in range(1, n_cols + 1):
-        fig.update_xaxes(title_text="variability", row=n_rows, col=c)
+        fig.update_xaxes(title_text=axis_title(axis_of(frame)), row=n_rows, col=c)
     note = f"{len(shown):,} of {len(frame):,} examples drawn" if sampled else f"{len(frame):,} examples"
     fig.update_layout(
         title=dict(

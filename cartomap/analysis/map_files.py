@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from cartomap.analysis.datamap import DEFAULT_MAX_POINTS, as_map_frame, n_epochs_of, sample_rows
+from cartomap.analysis.datamap import DEFAULT_MAX_POINTS, as_map_frame, axis_of, n_epochs_of, sample_rows
 from cartomap.analysis.figures import ANNOTATIONS, data_map_figure, region_label_points
-from cartomap.analysis.map_points import check_map_columns
+from cartomap.analysis.map_points import axis_title, check_map_columns
 from cartomap.analysis.style import bucket_colors, correctness_legend_title
 from cartomap.io import atomic_save
 from cartomap.scores.metrics import bucket_order, correctness_bucket
@@ -54,7 +54,8 @@ def data_map_matplotlib(
     buckets = _buckets(shown)
     levels = bucket_order(_buckets(metrics))
     colors = bucket_colors(levels)
-    x = shown["variability"].to_numpy(dtype=np.float64)
+    axis = axis_of(metrics)
+    x = shown[axis].to_numpy(dtype=np.float64)
     y = shown["confidence"].to_numpy(dtype=np.float64)
     size = 30 if len(shown) < 5_000 else 8
     for level in levels:
@@ -79,20 +80,21 @@ def data_map_matplotlib(
         )
     if levels:
         ax.legend(title=correctness_legend_title(levels), loc="upper right", fancybox=True, markerscale=1.5)
-    ax.set_xlabel("variability", fontsize=13)
+    ax.set_xlabel(axis_title(axis), fontsize=13)
     ax.set_ylabel("confidence", fontsize=13)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlim(left=-0.01)
     sampled = f" ({len(shown):,} of {len(metrics):,} examples shown)" if len(shown) < len(metrics) else ""
     ax.set_title(f"{title} Data Map{sampled}".strip(), fontsize=17)
 
-    hist_specs = (("confidence", "#622a87"), ("variability", "teal"))
+    hist_specs = (("confidence", "#622a87"), (axis, "teal"))
     for row, (column, color) in enumerate(hist_specs):
         hax = fig.add_subplot(grid[row, 1])
         hax.hist(metrics[column].to_numpy(dtype=np.float64), bins=30, color=color, edgecolor="white")
-        hax.set_xlabel(column)
+        name = "confidence" if column == "confidence" else axis_title(column)
+        hax.set_xlabel(name)
         hax.set_ylabel("count")
-        hax.set_title(column)
+        hax.set_title(name)
     cax = fig.add_subplot(grid[2, 1])
     all_buckets = _buckets(metrics)
     counts = [int(np.sum(all_buckets == lvl)) for lvl in levels]

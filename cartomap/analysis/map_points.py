@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib import colormaps
 
 from cartomap.analysis import colourings
-from cartomap.analysis.datamap import MAIN_XREF, MAIN_YREF, frame_memo, id_array, str_array
+from cartomap.analysis.datamap import MAIN_XREF, MAIN_YREF, axis_of, frame_memo, id_array, str_array
 from cartomap.analysis.style import (
     NO_VALUE_COLOR,
     REGION_COLORS,
@@ -21,6 +21,7 @@ from cartomap.analysis.style import (
     palette_color,
 )
 from cartomap.errors import DataError
+from cartomap.scores import ambiguity
 from cartomap.scores.metrics import AMBIGUOUS, EASY, HARD, bucket_order, bucket_value
 from cartomap.tasks import registry as task_kinds
 
@@ -53,7 +54,7 @@ def shorten(series: pd.Series, n: int = HOVER_TEXT_CHARS) -> pd.Series:
 
 def hover_text(shown: pd.DataFrame) -> np.ndarray:
     """One escaped hover string per row: id, gold / predicted label, correctness and the start of
-    the texts. Confidence and variability are added by :data:`HOVER_TEMPLATE` from the coordinates
+    the texts. Confidence and the map's axis are added by :func:`hover_template` from the coordinates
     (formatted in the browser: a smaller payload)."""
     idx = shown.index
     text = "id: " + escape(shown["id"]).set_axis(idx)
@@ -68,11 +69,18 @@ def hover_text(shown: pd.DataFrame) -> np.ndarray:
     return text.to_numpy(dtype=object)
 
 
-HOVER_TEMPLATE = "%{hovertext}<br>confidence %{y:.3f} · variability %{x:.3f}<extra></extra>"
+def axis_title(axis: str) -> str:
+    """What a map's x axis is called: the ambiguity score's label ("variability", "mean entropy", ...)."""
+    return ambiguity.get(axis).label
+
+
+def hover_template(axis: str = ambiguity.VARIABILITY) -> str:
+    """Hover of a map point: the escaped :func:`hover_text`, then confidence and the axis's value."""
+    return f"%{{hovertext}}<br>confidence %{{y:.3f}} · {axis_title(axis)} %{{x:.3f}}<extra></extra>"
 
 
 def check_map_columns(metrics: pd.DataFrame) -> None:
-    missing = [c for c in ("confidence", "variability", "correctness") if c not in metrics.columns]
+    missing = [c for c in ("confidence", axis_of(metrics), "correctness") if c not in metrics.columns]
     if missing:
         raise DataError(
             f"metrics frame lacks columns {missing}; build it with cartomap.scores.metrics.compute_metrics",
@@ -186,11 +194,12 @@ def point_traces(
     import plotly.graph_objects as go
 
     colouring = colouring_of(frame, color_by)
-    x = shown["variability"].to_numpy(dtype=np.float64)
+    axis = axis_of(frame)
+    x = shown[axis].to_numpy(dtype=np.float64)
     y = shown["confidence"].to_numpy(dtype=np.float64)
     ids = id_array(shown["id"])
     hover = frame_memo(shown, "hover", lambda: hover_text(shown))  # the same sample on every rerun
-    common = dict(mode="markers", xaxis=xaxis, yaxis=yaxis, hovertemplate=HOVER_TEMPLATE)
+    common = dict(mode="markers", xaxis=xaxis, yaxis=yaxis, hovertemplate=hover_template(axis))
     traces = []
     if colouring.continuous:
         values = colourings.values(shown, colouring)
@@ -271,12 +280,15 @@ def point_traces(
     return traces, legend_title
 
 
-def go_scatter_rings(high: pd.DataFrame, marker_size: int, showlegend: bool = True):
-    """Black rings around the selected points ``high`` (hover off: the points under them have it)."""
+def go_scatter_rings(
+    high: pd.DataFrame, marker_size: int, showlegend: bool = True, axis: str = ambiguity.VARIABILITY
+):
+    """Black rings around the selected points ``high`` (hover off: the points under them have it), at
+    (``axis``, confidence)."""
     import plotly.graph_objects as go
 
     return go.Scattergl(
-        x=high["variability"].to_numpy(dtype=np.float64),
+        x=high[axis].to_numpy(dtype=np.float64),
         y=high["confidence"].to_numpy(dtype=np.float64),
         mode="markers",
         name="selected",

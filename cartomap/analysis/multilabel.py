@@ -273,15 +273,18 @@ def view_trajectories(
     burn_in=None,
     start: int = 2,
     limit: int | None = epochs.MAX_TRAJECTORIES,
+    axis: str = "variability",
 ) -> pd.DataFrame:
     """The paths of the ``selected`` points of ``view`` as recordings are added, from a multi-label run's
     unit dynamics (``logits`` [E, N * L, 2], ``labels``, unit ``ids``): a label view's point (or a unit of
     the every-pair view) is a unit, its path :func:`cartomap.analysis.epochs.trajectories`; a combined
     point is an example, after k recordings :func:`combined_points` of its labels' metrics over those
     recordings (:func:`cartomap.analysis.epochs.grouped_trajectories`). Columns id, k, confidence,
-    variability."""
+    variability (and the map's ``axis``, another ambiguity score)."""
     if view != COMBINED:
-        return epochs.trajectories(logits, labels, ids, selected, burn_in=burn_in, start=start, limit=limit)
+        return epochs.trajectories(
+            logits, labels, ids, selected, burn_in=burn_in, start=start, limit=limit, axis=axis
+        )
     groups = {
         str(e): [f"{e}{UNIT_SEPARATOR}{j}" for j in range(len(label_names))]
         for e in dict.fromkeys(str(s) for s in selected)
@@ -295,4 +298,5 @@ def view_trajectories(
         burn_in=burn_in,
         start=start,
         limit=limit,
+        axis=axis,
     )

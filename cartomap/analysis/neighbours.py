@@ -237,15 +237,19 @@ def seed_examples(
     quantile: float = SEED_QUANTILE,
     exclude_genres: Sequence[str] = (),
     genres: Sequence[str] | np.ndarray | None = None,
+    score: str = "variability",
 ) -> np.ndarray:
-    """Row indices of the seeds: per label, variability strictly above that label's ``quantile``.
+    """Row indices of the seeds: per label, the ambiguity ``score`` (WaNLI: variability; another score of
+    :mod:`cartomap.scores.ambiguity` on request) strictly above that label's ``quantile``.
 
-    ``metrics`` is a run's metrics frame (a ``variability`` column, rows in examples order);
+    ``metrics`` is a run's metrics frame (a column named ``score``, rows in examples order);
     ``labels`` default to its ``label`` column. Examples whose genre is in ``exclude_genres``
     (WaNLI leaves out MultiNLI's ``telephone``) are neither seeds nor counted in the quantile.
     Returns the seeds' row indices in ascending order.
     """
-    variability = metrics["variability"].to_numpy(dtype=np.float64)
+    if score not in metrics.columns:
+        raise CartomapError(f"the metrics have no {score} column to pick seeds by")
+    variability = metrics[score].to_numpy(dtype=np.float64)
     labels = metrics["label"].to_numpy() if labels is None else np.asarray(labels)
     if labels.shape != variability.shape:
         raise ValueError(f"expected {variability.size} labels, got shape {labels.shape}")

@@ -11,16 +11,16 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis.datamap import MAIN_XREF, MAIN_YREF, id_array, sample_rows
-from cartomap.analysis.map_points import HOVER_TEMPLATE
+from cartomap.analysis.map_points import axis_title, hover_template
 from cartomap.analysis.style import escape, escape_text
 
 #: Name of the trace :func:`add_trajectories` draws (tests and checks find it by this).
 TRAJECTORY_TRACE = "paths of the selection"
 
 
-def add_trajectories(fig, traj: pd.DataFrame, current_k: int | None = None):
-    """Draw :func:`cartomap.analysis.epochs.trajectories` (id, k, confidence, variability) over a data map
-    ``fig`` on its main axes: one dark line with markers per example (markers grow with k, so a path
+def add_trajectories(fig, traj: pd.DataFrame, current_k: int | None = None, axis: str = "variability"):
+    """Draw :func:`cartomap.analysis.epochs.trajectories` (id, k, confidence, the map's ``axis``) over a data
+    map ``fig`` on its main axes: one dark line with markers per example (markers grow with k, so a path
     reads from its small first point to its large last one), the point of the map after ``current_k``
     recordings ringed in red. One Scattergl trace (paths split by gaps) without ``customdata``: a lasso
     over a path selects no example by it. Hover: the escaped id, k and the point. Returns ``fig``."""
@@ -33,12 +33,12 @@ def add_trajectories(fig, traj: pd.DataFrame, current_k: int | None = None):
     for example_id, path in traj.groupby("id", sort=False):
         path = path.sort_values("k")
         label = escape_text(example_id)
-        for k, conf, var in zip(path["k"], path["confidence"], path["variability"], strict=True):
+        for k, conf, var in zip(path["k"], path["confidence"], path[axis], strict=True):
             xs.append(float(var))
             ys.append(float(conf))
             sizes.append(4 + 6 * int(k) / k_hi)
             hover.append(
-                f"id: {label}<br>after {int(k)} recordings<br>confidence {conf:.3f} · variability {var:.3f}"
+                f"id: {label}<br>after {int(k)} recordings<br>confidence {conf:.3f} · {axis_title(axis)} {var:.3f}"
             )
         xs.append(None)
         ys.append(None)
@@ -65,7 +65,7 @@ def add_trajectories(fig, traj: pd.DataFrame, current_k: int | None = None):
         if len(now):
             fig.add_trace(
                 go.Scattergl(
-                    x=now["variability"].to_numpy(dtype=np.float64),
+                    x=now[axis].to_numpy(dtype=np.float64),
                     y=now["confidence"].to_numpy(dtype=np.float64),
                     mode="markers",
                     name=f"after {int(current_k)} recordings",
@@ -76,7 +76,7 @@ def add_trajectories(fig, traj: pd.DataFrame, current_k: int | None = None):
                     yaxis=MAIN_YREF,
                 )
             )
-    x_hi = float(np.nanmax(traj["variability"].to_numpy(dtype=np.float64))) * 1.05
+    x_hi = float(np.nanmax(traj[axis].to_numpy(dtype=np.float64))) * 1.05
     shown = fig.layout.xaxis.range
     if shown is not None and x_hi > shown[1]:
         fig.update_layout(xaxis=dict(range=[shown[0], x_hi]))
@@ -104,7 +104,7 @@ GENERATED_REMOVED_COLOR = "#d62728"
 STRIP_DOMAIN = (0.745, 0.83)
 
 
-def add_neighbour_overlay(fig, overlay: pd.DataFrame):
+def add_neighbour_overlay(fig, overlay: pd.DataFrame, axis: str = "variability"):
     """Draw :func:`cartomap.analysis.overlays.neighbour_overlay` over a data map ``fig``: the focused example
     a large star, its neighbours diamonds (filled: the seed's gold label; open: another label), outlined in
     black so they stand out of any colouring. Hover: the escaped id, role and label only (never text).
@@ -136,7 +136,7 @@ def add_neighbour_overlay(fig, overlay: pd.DataFrame):
             name=f"{NEIGHBOUR_TRACE} ({len(overlay) - int(seed.sum())})",
             customdata=id_array(overlay["id"]),
             hovertext=hover,
-            hovertemplate=HOVER_TEMPLATE,
+            hovertemplate=hover_template(axis),
             marker=dict(
                 symbol=symbols.tolist(),
                 size=sizes.tolist(),
@@ -210,7 +210,7 @@ def add_generated_overlay(fig, overlay: pd.DataFrame, seed: int = 0):
                     legendgroup=f"generated-{name}",
                     hovertext=hover,
                     hovertemplate=(
-                        HOVER_TEMPLATE
+                        hover_template("variability")
                         if placed
                         else "%{hovertext}<br>estimated max variability %{x:.3f}<extra></extra>"
                     ),

@@ -5,7 +5,7 @@
   :mod:`cartomap.wanli.exemplars`: the nearest of any label, then those with the seed's label).
 * :func:`neighbour_overlay`: (map frame, focus id, neighbour ids) -> one row per example drawn: the
   focused example (role ``seed``) and its neighbours (role ``neighbour``) at their place on the map
-  (x = variability, y = confidence), with their gold label and whether it is the seed's.
+  (x = the map's axis, y = confidence), with their gold label and whether it is the seed's.
 * :func:`generated_overlay`: a filtered batch (``wanli/<batch>/filtered.parquet``) -> one row per
   generated pair with a score: x = its estimated max variability, y = its estimated confidence when
   the table has one (NaN otherwise: Stage 3 computes none, a generated pair has no gold label),
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from cartomap.analysis.datamap import axis_of
 from cartomap.analysis.neighbours import DEFAULT_K, same_label_neighbors
 from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.runs.store import Run
@@ -67,10 +68,10 @@ def focus_neighbour_ids(
 
 
 def neighbour_overlay(frame: pd.DataFrame, focus_id: str, neighbour_ids: Sequence[str]) -> pd.DataFrame:
-    """The focused example and its neighbours at their place on the map ``frame`` (id, variability,
+    """The focused example and its neighbours at their place on the map ``frame`` (id, the map's axis,
     confidence, gold): columns id, role (seed / neighbour), rank (0 for the seed, then 1, 2, ... in the
-    order given, repeats dropped), label (gold), same_label (the seed's gold label), x = variability,
-    y = confidence. Ids not on the map are left out (``attrs["missing"]`` counts the neighbours left out);
+    order given, repeats dropped), label (gold), same_label (the seed's gold label), x = the map's axis
+    (:func:`cartomap.analysis.datamap.axis_of`), y = confidence. Ids not on the map are left out (``attrs["missing"]`` counts the neighbours left out);
     a focus not on the map gives an empty frame."""
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in NEIGHBOUR_COLUMNS})
     focus_id = str(focus_id)
@@ -89,7 +90,7 @@ def neighbour_overlay(frame: pd.DataFrame, focus_id: str, neighbour_ids: Sequenc
             "rank": [order.index(i) for i in present],
             "label": gold,
             "same_label": gold == gold[0],
-            "x": rows["variability"].to_numpy(dtype=np.float64),
+            "x": rows[axis_of(frame)].to_numpy(dtype=np.float64),
             "y": rows["confidence"].to_numpy(dtype=np.float64),
         }
     )

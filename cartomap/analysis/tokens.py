@@ -19,7 +19,7 @@ import pandas as pd
 
 from cartomap.analysis import datamap, epochs
 from cartomap.errors import DataError, RunError
-from cartomap.scores.metrics import RegionRule, region_partition, softmax
+from cartomap.scores.metrics import RegionRule, softmax
 from cartomap.scores.tokens import SENTENCE_METHODS, sentence_metrics
 from cartomap.tasks.base import UNIT_SEPARATOR
 
@@ -154,9 +154,14 @@ def sentence_map_frame(
             "correctness": correctness,
             "forgetfulness": table["forgetfulness"].to_numpy(dtype=np.float64).astype(np.int64),
             "never_learned": correctness == 0,
-            "region": region_partition(conf, var, regions),
         }
     )
+    for column in datamap.AXIS_COLUMNS:  # the worst word's other ambiguity scores
+        if column not in sentence_metrics.columns and column in table.columns:
+            sentence_metrics[column] = table[column].to_numpy(dtype=np.float64)
+    rule = regions or RegionRule()
+    sentence_metrics["region"] = rule.regions(sentence_metrics)
+    sentence_metrics.attrs["regions"] = rule.to_dict()
     n_epochs = (
         datamap.n_epochs_of(run.metrics(columns=("correct_count", "correctness")), run)
         if at_k is None
@@ -237,6 +242,7 @@ def sentence_trajectories(
     burn_in=None,
     start: int = 2,
     limit: int | None = epochs.MAX_TRAJECTORIES,
+    axis: str = "variability",
 ) -> pd.DataFrame:
     """The paths of the ``selected`` sentences through the sentence-level map as recordings are added
     (:func:`cartomap.analysis.epochs.grouped_trajectories` over the word dynamics ``logits`` [E, M, C],
@@ -251,6 +257,7 @@ def sentence_trajectories(
         burn_in=burn_in,
         start=start,
         limit=limit,
+        axis=axis,
     )
 
 

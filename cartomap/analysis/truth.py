@@ -30,13 +30,21 @@ import pandas as pd
 
 from cartomap.data.annotations import ERROR_COLUMN, vote_columns
 from cartomap.errors import RunError
-from cartomap.scores import detectors
+from cartomap.scores import ambiguity, detectors
 from cartomap.scores import truth as stats
 
-#: Data-map metric columns correlated with the human entropy.
-METRICS: tuple[str, ...] = ("confidence", "variability", "correctness", "aum", "el2n", "forgetfulness")
+#: Data-map metric columns correlated with the human entropy: confidence, every ambiguity score a map can
+#: be drawn on (:data:`cartomap.scores.ambiguity.MAP_SCORES`), and the rest.
+METRICS: tuple[str, ...] = (
+    "confidence",
+    *ambiguity.MAP_SCORES,
+    "correctness",
+    "aum",
+    "el2n",
+    "forgetfulness",
+)
 #: Seed-table metrics whose mean and spread are correlated too.
-SEED_METRICS: tuple[str, ...] = ("confidence", "variability", "correctness", "aum")
+SEED_METRICS: tuple[str, ...] = ("confidence", *ambiguity.MAP_SCORES, "correctness", "aum")
 TARGETS = {"gold_disagrees": "gold ≠ human majority", ERROR_COLUMN: "known error"}
 #: The detector the literature measures the others against (cleanlab's self-confidence, Northcutt et
 #: al., 2021), named first among the ones a run cannot feed.
@@ -118,11 +126,15 @@ def truth_report(
     ks: Sequence[int] | None = None,
     sources: dict[str, Any] | None = None,
     commands: dict[str, str] | None = None,
+    source: str = "train",
 ) -> dict[str, Any]:
     """The report (JSON-ready dict: ``run``, ``n``, ``targets`` {name: errors}, ``entropy``, ``spearman``
-    rows, ``detectors`` rows, ``unavailable`` rows, ``n_boot``, ``seed``, ``ks``, ``sources``). RunError
-    when the run's data has neither votes nor a known-error column. ``commands``: {input kind: the
-    command that makes it for this run}, told beside each detector left out for want of it."""
+    rows, ``detectors`` rows, ``unavailable`` rows, ``n_boot``, ``seed``, ``ks``, ``sources``, ``view``).
+    RunError when the run's data has neither votes nor a known-error column. ``commands``: {input kind:
+    the command that makes it for this run}, told beside each detector left out for want of it.
+    ``source``: the metrics file the map's metrics and the dynamics detectors read
+    (:meth:`cartomap.runs.store.Run.metrics`; the run's main one by default), named in ``view``
+    ({"metrics", "recording", "label"})."""
     examples = human_examples(run)
     ids = examples["id"].astype(str).tolist()
     targets = {t: examples[t].to_numpy(dtype=bool) for t in TARGETS if t in examples.columns}
@@ -140,7 +152,7 @@ def truth_report(
     )
     masks = {t: (voted if t == "gold_disagrees" else np.ones(n, dtype=bool)) for t in targets}
     ks = list(ks) if ks is not None else stats.default_ks(int(max(m.sum() for m in masks.values())))
-    metrics = _aligned(run.metrics(), ids, "metrics file")
+    metrics = _aligned(run.metrics(source), ids, "metrics file")
     seed_table = _aligned(seeds, ids, "seeds table")
     fold_table = _aligned(folds, ids, "fold table")
     labels = examples["label"].to_numpy(dtype=np.int64)
@@ -153,6 +165,11 @@ def truth_report(
         "seed": int(seed),
         "ks": ks,
         "sources": dict(sources or {}),
+        "view": {
+            "metrics": source,
+            "recording": run.recorded_source(source),
+            "label": run.view_label(source),
+        },
         "spearman": [],
         "detectors": [],
     }
@@ -269,6 +286,12 @@ def detector_frame(report: dict, target: str) -> pd.DataFrame:
 def truth_markdown(report: dict) -> str:
     """The report as markdown tables (values with [2.5 %, 97.5 %] bootstrap intervals)."""
     lines = [f"# Human judgement: run {report['run']} ({report['n']:,} examples)", ""]
+    view = report.get("view") or {}
+    if view:
+        lines += [
+            f"Map metrics and dynamics detectors from the {view.get('label')} ({view.get('recording')} dynamics).",
+            "",
+        ]
     sources = report.get("sources") or {}
     if sources:
         lines += ["Also from: " + ", ".join(f"{k} {v}" for k, v in sources.items()), ""]

@@ -58,7 +58,7 @@ def cmd_truth(a: argparse.Namespace) -> int:
                 f"{option}: expected a whole number >= 0 (0 resamples: no intervals), got {value}"
             )
     run = RunStore(a.cache).get(a.run)
-    report = truth_of(run, a.cache, n_boot=a.bootstrap, seed=a.seed)
+    report = truth_of(run, a.cache, n_boot=a.bootstrap, seed=a.seed, source=run.metrics_source(a.source))
     print(truth_markdown(report), end="")
     if a.json:
         refuse_overwrite([Path(a.json)], a.force)
@@ -248,6 +248,13 @@ def add_commands(sub) -> None:
     tr.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the 95%% intervals")
     tr.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resamples")
     tr.add_argument("--force", action="store_true", help="replace --json")
+    tr.add_argument(
+        "--source",
+        choices=("train", "eval"),
+        default=None,
+        help="the recordings the map's metrics are from: the training pass or the eval-mode pass (default: "
+        "the run's main recording; a run that recorded both has its training pass there); the report names it",
+    )
     tr.set_defaults(func=cmd_truth)
 
     sb = sub.add_parser("subset", help="a stratified sample of a dataset (and the rest) as JSON Lines")

@@ -20,14 +20,23 @@ def cmd_create(a: argparse.Namespace) -> int:
 
     from cartomap.curation import queue, sources
     from cartomap.errors import CartomapError
+    from cartomap.scores.metrics import RegionRule
 
     run = _run(a)
+    rule = RegionRule(axis=a.ambiguity) if a.region else None
     if a.detector:
         from cartomap.experiments.truth import detector_extras
 
         extra = detector_extras(run, a.cache)
         candidates = sources.from_detector(
-            run, a.detector, a.top, oof_logits=extra.oof, seeds=extra.seeds, folds=extra.folds
+            run,
+            a.detector,
+            a.top,
+            oof_logits=extra.oof,
+            seeds=extra.seeds,
+            folds=extra.folds,
+            region=a.region,
+            rule=rule,
         )
     elif a.group:
         candidates = sources.from_group(run, a.group)
@@ -44,6 +53,8 @@ def cmd_create(a: argparse.Namespace) -> int:
             raise CartomapError(f"{path}: no such file (expected one example id per line)")
         ids = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         candidates = sources.from_selection(run, ids)
+    if a.region and not a.detector:  # a detector's top k are found among the region's examples already
+        candidates = sources.in_region(run, candidates, a.region, rule)
     top = a.top if not a.detector else None  # a detector's candidates are its top k already
     from cartomap.experiments.seeds import seed_siblings
     from cartomap.runs.store import RunStore
@@ -257,6 +268,9 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
+    from cartomap.scores import ambiguity
+    from cartomap.scores.metrics import DEFAULT_AXIS, REGIONS
+
     rq = sub.add_parser(
         "review-queue", help="review suspected label errors: queues, decisions, the corrected set"
     )
@@ -272,6 +286,18 @@ def add_commands(sub) -> None:
     source.add_argument("--ids", metavar="FILE", help="a file of example ids, one per line")
     c.add_argument("--top", type=int, default=50, help="how many examples a detector queues (default 50)")
     c.add_argument("--per-item", type=int, default=2, help="annotators per example (default 2)")
+    c.add_argument(
+        "--region",
+        choices=REGIONS,
+        default=None,
+        help="only the examples in this region of the run's map (e.g. the most suspect of the ambiguous ones)",
+    )
+    c.add_argument(
+        "--ambiguity",
+        choices=ambiguity.MAP_SCORES,
+        default=DEFAULT_AXIS,
+        help=f"with --region: the score the regions are ranked by (default {DEFAULT_AXIS})",
+    )
     text = c.add_mutually_exclusive_group()
     text.add_argument("--guidelines", help="guidelines for the annotators, shown with every example")
     text.add_argument("--guidelines-file", metavar="FILE", help="the guidelines from a UTF-8 text file")

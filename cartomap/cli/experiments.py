@@ -186,6 +186,7 @@ def cmd_curriculum(a: argparse.Namespace) -> int:
         difficulty=a.difficulty,
         compare=tuple(a.compare) if a.compare else None,
         datamap_epochs=a.datamap_epochs,
+        ambiguity=a.ambiguity,
     )
     return start_or_run(
         create_curriculum(params, store, name=a.name), store, a.background, executor, by=acting(a)
@@ -326,6 +327,12 @@ def add_commands(sub) -> None:
     cu.add_argument("--methods", nargs="+", choices=ORDERS, default=["oversampled", "cart-stra++"])
     cu.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     cu.add_argument("--difficulty", choices=("paper", "code"), default="paper", help="Cart-CL++ score")
+    cu.add_argument(
+        "--ambiguity",
+        default="variability",
+        help="the ambiguity score the cartography orders use where the papers use variability (the A group, "
+        "Cart-CL++'s v): variability (the default, the papers'), mean_entropy, gold_bernoulli, margin_gap",
+    )
     cu.add_argument("--compare", nargs=2, default=None, help="the two methods of the Mann-Whitney test")
     cu.add_argument(
         "--datamap-epochs", type=int, default=None, help="epochs of the data-map baseline (default: --epochs)"

@@ -117,6 +117,9 @@ def print_seeds(run, cache) -> None:
     print(f"Seeds: {summary.get('n_seeds')} seeds ({seeds}), experiment {exp.id}")
     for line in summary_lines(summary):
         print(f"  {line}")
+    if summary.get("eval"):  # a run that recorded both passes: the eval-mode pass's map too
+        for line in summary_lines(summary["eval"]):
+            print(f"  {line}")
 
 
 def detector_table(run, metrics, seeds_table, cache):
@@ -239,12 +242,14 @@ def region_rule(a: argparse.Namespace):
         fraction=a.ambiguous_fraction,
         ambiguous_var=a.ambiguous_var,
         conf_split=a.conf_split,
+        axis=a.ambiguity,
     )
 
 
 def cmd_map(a: argparse.Namespace) -> int:
-    from cartomap.analysis.datamap import map_frame
+    from cartomap.analysis.datamap import axis_of, map_frame, with_x_axis
     from cartomap.analysis.map_files import SAVE_SUFFIXES, save_data_map
+    from cartomap.analysis.map_points import axis_title
     from cartomap.io import refuse_overwrite
     from cartomap.runs.store import RunStore
 
@@ -286,9 +291,12 @@ def cmd_map(a: argparse.Namespace) -> int:
         else:
             atomic_write_parquet(Path(a.table), frame)
         print(f"wrote {a.table}: {len(frame):,} rows")
+    if a.x:
+        frame = with_x_axis(frame, a.x)
     path = save_data_map(frame, a.out, title=title)
     print(f"wrote {path}")
-    print(f"  regions: {rule.describe(frame['variability'].to_numpy())}")
+    print(f"  x axis: {axis_title(axis_of(frame))}; y axis: confidence")
+    print(f"  regions: {rule.describe(rule.values(frame))}")
     return 0
 
 
@@ -359,20 +367,33 @@ def cmd_cancel(a: argparse.Namespace) -> int:
 
 def add_region_arguments(p: argparse.ArgumentParser) -> None:
     """How the map draws regions and how many epochs its metrics use (shared by `map` and the page's defaults)."""
+    from cartomap.scores import ambiguity
     from cartomap.scores.metrics import REGION_METHODS, RegionRule
 
     d = RegionRule()
     g = p.add_argument_group("regions and epochs")
     g.add_argument(
+        "--ambiguity",
+        choices=ambiguity.MAP_SCORES,
+        default=d.axis,
+        help=f"the ambiguity score the ambiguous region is drawn on (default {d.axis}; variability is "
+        "Dataset Cartography's; docs/stability.md compares them)",
+    )
+    g.add_argument(
         "--regions",
         choices=REGION_METHODS,
         default=d.method,
-        help="ambiguous = the highest-variability share (rank, default) or variability >= a threshold",
+        help="ambiguous = the share with the highest --ambiguity score (rank, default) or the score >= a threshold",
     )
     g.add_argument(
         "--ambiguous-fraction", type=float, default=d.fraction, help="rank: share called ambiguous"
     )
-    g.add_argument("--ambiguous-var", type=float, default=d.ambiguous_var, help="threshold: variability cut")
+    g.add_argument(
+        "--ambiguous-var",
+        type=float,
+        default=None,
+        help="threshold: the cut on the --ambiguity score (default: the score's own; variability 0.2)",
+    )
     g.add_argument(
         "--conf-split", type=float, default=d.conf_split, help="easy-to-learn from this confidence"
     )
@@ -385,6 +406,8 @@ def add_region_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub) -> None:
+    from cartomap.scores import ambiguity
+
     sub.add_parser("runs", help="list runs").set_defaults(func=cmd_runs)
 
     s = sub.add_parser("show", help="a run's config, progress, history and metric summary")
@@ -444,6 +467,14 @@ def add_commands(sub) -> None:
         "(every (example, label)) or a label's name (that label's map)",
     )
     m.add_argument("--table", default="", help="also write the map's table to this .parquet or .csv file")
+    m.add_argument(
+        "--x",
+        default="",
+        choices=("", *ambiguity.MAP_SCORES),
+        metavar="SCORE",
+        help="the map's x axis, an ambiguity score (default: the one its regions are drawn on, --ambiguity); "
+        "y is confidence",
+    )
     add_region_arguments(m)
     m.add_argument("--force", action="store_true", help="replace --out if it exists")
     m.set_defaults(func=cmd_map)

@@ -24,14 +24,20 @@ def cmd_groups(a: argparse.Namespace) -> int:
     run = RunStore(a.cache).get(a.run)
     query = a.query if a.query > 0 else None
     settings = {"k": a.k, "quantile": a.quantile, "exclude_genres": list(a.exclude_genres), "query": query}
+    if a.ambiguity != "variability":
+        settings["score"] = a.ambiguity
     if not a.save:
         embeddings = load_embeddings(run) or embed_run(run)
-        groups = collect_groups(run, a.k, a.quantile, a.exclude_genres, query, embeddings=embeddings)
+        groups = collect_groups(
+            run, a.k, a.quantile, a.exclude_genres, query, embeddings=embeddings, score=a.ambiguity
+        )
     else:
         with task(run, "auto-groups", phase="embeddings", **settings) as update:
             embeddings = load_embeddings(run) or embed_run(run)
             update(phase="collecting", progress=0.5)
-            groups = collect_groups(run, a.k, a.quantile, a.exclude_genres, query, embeddings=embeddings)
+            groups = collect_groups(
+                run, a.k, a.quantile, a.exclude_genres, query, embeddings=embeddings, score=a.ambiguity
+            )
             saved = save_auto_groups(run, groups, settings=settings)
             update(groups=saved)
     counts: dict[str, int] = {}
@@ -122,10 +128,20 @@ def cmd_review_export(a: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
+    from cartomap.scores import ambiguity
+
     gr = sub.add_parser("groups", help="WaNLI stage 1: collect a run's automatic groups (seed + neighbours)")
     gr.add_argument("run")
     gr.add_argument("--k", type=int, default=4, help="neighbours per seed (WaNLI: 4)")
-    gr.add_argument("--quantile", type=float, default=0.75, help="seeds: above this variability quantile")
+    gr.add_argument(
+        "--quantile", type=float, default=0.75, help="seeds: above this quantile of --ambiguity, per label"
+    )
+    gr.add_argument(
+        "--ambiguity",
+        default="variability",
+        choices=ambiguity.MAP_SCORES,
+        help="the score seeds are picked by (WaNLI's procedure: variability, the default)",
+    )
     gr.add_argument(
         "--exclude-genres",
         type=name_list,

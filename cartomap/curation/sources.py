@@ -26,6 +26,7 @@ from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.runs.groups import load_group
 from cartomap.runs.store import Run
 from cartomap.scores import detectors
+from cartomap.scores.metrics import REGIONS, RegionRule
 
 SELECTION = "selection"
 
@@ -137,6 +138,32 @@ def available_detectors(
     return [n for n in detectors.NAMES if n in found]
 
 
+def region_ids(run: Run, region: str, rule: RegionRule | None = None) -> set[str]:
+    """The ids of ``run``'s examples (a token run's words) in ``region`` of its map by ``rule`` (default: by
+    rank on the default ambiguity axis), from the run's main metrics."""
+    if region not in REGIONS:
+        raise DataError(f"unknown region {region!r}; expected one of {', '.join(REGIONS)}", field="region")
+    rule = rule or RegionRule()
+    metrics = run.metrics(columns=("id", "confidence", rule.axis))
+    regions = rule.regions(metrics)
+    return set(metrics["id"].astype(str).to_numpy()[regions == region].tolist())
+
+
+def in_region(run: Run, candidates: Candidates, region: str, rule: RegionRule | None = None) -> Candidates:
+    """``candidates`` restricted to the examples in ``region`` of the run's map (:func:`region_ids`), in
+    their order; ``queued_by`` says so. CartomapError when none is left."""
+    rule = rule or RegionRule()
+    keep = region_ids(run, region, rule)
+    rows = [k for k, i in enumerate(candidates.ids) if i in keep]
+    if not rows:
+        raise CartomapError(f"none of the {len(candidates.ids):,} examples is {region} by {rule.axis_label}")
+    return Candidates(
+        tuple(candidates.ids[k] for k in rows),
+        tuple(candidates.scores[k] for k in rows),
+        f"{candidates.queued_by} in {region} by {rule.axis}",
+    )
+
+
 def from_detector(
     run: Run,
     name: str,
@@ -144,8 +171,11 @@ def from_detector(
     oof_logits=None,
     seeds: pd.DataFrame | None = None,
     folds: pd.DataFrame | None = None,
+    region: str | None = None,
+    rule: RegionRule | None = None,
 ) -> Candidates:
-    """The ``top`` examples detector ``name`` finds most suspect on ``run``."""
+    """The ``top`` examples detector ``name`` finds most suspect on ``run`` (among those in ``region`` of
+    its map by ``rule`` when given: e.g. the most suspect of the ambiguous examples)."""
     detector = detectors.get(name)
     inputs = detector_inputs(run, oof_logits, seeds, with_dynamics=False, folds=folds)  # metrics may do
     if not detector.is_available(inputs) and detectors.DYNAMICS in detector.needs:
@@ -159,7 +189,10 @@ def from_detector(
         )
     values = detector(inputs)
     ids = queue_ids(run)
-    return Candidates(tuple(ids), tuple(float(v) for v in values), f"detector:{name}").ordered(top)
+    found = Candidates(tuple(ids), tuple(float(v) for v in values), f"detector:{name}")
+    if region is not None:
+        found = in_region(run, found, region, rule)
+    return found.ordered(top)
 
 
 def from_group(run: Run, name: str) -> Candidates:

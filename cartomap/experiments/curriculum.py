@@ -50,12 +50,17 @@ class CurriculumParams:
     datamap_epochs: int | None = (
         None  # epochs of the data-map baseline; None = as the grid (a map needs >= 2)
     )
+    ambiguity: str = (
+        "variability"  # the score the cartography orders rank by where the papers use variability
+    )
 
     def to_params(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["base"] = self.base.to_dict()
         if d["datamap_epochs"] is None:
             d.pop("datamap_epochs")  # ids of experiments made before this option stay the same
+        if d["ambiguity"] == "variability":
+            d.pop("ambiguity")  # likewise
         return d
 
     @classmethod
@@ -68,6 +73,7 @@ class CurriculumParams:
             difficulty=p.get("difficulty", "paper"),
             compare=compare,
             datamap_epochs=p.get("datamap_epochs"),
+            ambiguity=p.get("ambiguity", "variability"),
         )
 
     def validate(self) -> None:
@@ -89,6 +95,13 @@ class CurriculumParams:
                 "the data-map baseline needs at least 2 epochs (variability is a spread over epochs); "
                 "set datamap_epochs"
             )
+        from cartomap.scores import ambiguity
+
+        if self.ambiguity not in ambiguity.MAP_SCORES:
+            raise DataError(
+                f"unknown ambiguity score {self.ambiguity!r}; expected one of {', '.join(ambiguity.MAP_SCORES)}",
+                field="ambiguity",
+            )
         if self.compare and not set(self.compare) <= set(self.methods):
             raise DataError(f"compare {list(self.compare)} must name two of the methods {list(self.methods)}")
 
@@ -97,7 +110,7 @@ def method_config(params: CurriculumParams, method: str, seed: int, scores: str)
     """The grid run for (method, seed): no dynamics recorded, no checkpoints (only test logits matter)."""
     base = params.base
     train = dataclasses.replace(base.train, seed=seed, record=NO_RECORDING, save_checkpoints=False)
-    order = OrderConfig(name=method, scores=scores, difficulty=params.difficulty)
+    order = OrderConfig(name=method, scores=scores, difficulty=params.difficulty, ambiguity=params.ambiguity)
     return base.replace(train=train, order=order, name=f"{method} seed {seed}")
 
 
@@ -123,7 +136,10 @@ class CurriculumKind:
         params = CurriculumParams.from_params(exp.params)
         plan = [(DATAMAP, datamap_config(params))]
         datamap = exp.run(DATAMAP, store)
-        scores = str(datamap.metrics_path()) if datamap and datamap.state == State.DONE else None
+        scores = None
+        if datamap and datamap.state == State.DONE:
+            datamap.metrics(columns=("id", params.ambiguity))  # metrics older than the score: computed again
+            scores = str(datamap.metrics_path())
         for method in params.methods:
             needs = _needs_scores(method, params.difficulty)
             if needs and scores is None:

@@ -24,6 +24,7 @@ from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
+from cartomap.scores import ambiguity
 from cartomap.scores.stability import SUMMARY_METRICS, seed_table, stability_summary
 
 KIND = "seeds"
@@ -35,7 +36,7 @@ ROLE_PREFIX = "seed"
 UNIT_NOUNS = {"example": "examples", "word": "words", "label": "(example, label) units"}
 METRIC_LABELS = {
     "confidence": "confidence",
-    "variability": "variability",
+    **{name: score.label for name, score in ambiguity.SCORES.items()},
     "correctness": "correctness",
     "aum": "AUM",
 }
@@ -142,13 +143,17 @@ def seeds_results(exp: Experiment, store: RunStore) -> dict[str, Any]:
     summary = stability_summary(frames)
     summary["base_run"] = exp.params["base_run"]
     summary["runs"] = {str(seed): run.id for seed, run in runs.items()}
-    summary["record"] = base_config(exp.params).train.record
+    train = base_config(exp.params).train
+    summary["record"] = train.record
+    if runs:
+        summary["view"] = next(iter(runs.values())).view_label()
     if runs:  # what a row of the map is: an example, a word, an (example, label)
         summary["units"] = UNIT_NOUNS[next(iter(runs.values())).task_kind.unit]
     out: dict[str, Any] = {PER_EXAMPLE: seed_table(frames)}
     if all(run.has_metrics("eval") for run in runs.values()):
         evals = {seed: with_regions(run.metrics("eval")) for seed, run in runs.items()}
         summary["eval"] = stability_summary(evals)
+        summary["eval"]["view"] = train.view_label("eval")
         out[PER_EXAMPLE_EVAL] = seed_table(evals)
     out[SUMMARY] = summary
     return out
@@ -200,7 +205,11 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     k = summary.get("n_seeds")
     spearman = summary.get("spearman", {})
     brown = summary.get("spearman_brown", {})
+    axis = summary.get("axis", "variability")  # summaries written before axes: variability's regions
     lines = [
+        f"recordings: {summary.get('view', 'the runs main metrics (not named when they were summarised)')}; "
+        "regions ranked by "
+        f"{METRIC_LABELS.get(axis, axis)}",
         "Spearman between seeds: "
         + ", ".join(f"{METRIC_LABELS.get(m, m)} {num(r)}" for m, r in _ordered(spearman)),
         f"region agreement {num(summary.get('region_agreement'))} · same region in all {k} seeds "

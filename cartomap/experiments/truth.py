@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from cartomap.analysis.truth import truth_report
 from cartomap.experiments.pruning import NLI_ORDER, fold_table_of, oof_of_run
-from cartomap.experiments.seeds import PER_EXAMPLE, done_seeds_of
+from cartomap.experiments.seeds import PER_EXAMPLE, PER_EXAMPLE_EVAL, done_seeds_of
 from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.store import RunStore
 from cartomap.scores import detectors
@@ -24,14 +24,16 @@ class DetectorExtras(NamedTuple):
     sources: dict[str, str]  # {what: experiment id}
 
 
-def detector_extras(run, cache) -> DetectorExtras:
-    """The extras of ``run`` (the truth report, review queues)."""
+def detector_extras(run, cache, source: str = "train") -> DetectorExtras:
+    """The extras of ``run`` (the truth report, review queues); ``source``: the metrics file the report is
+    about, whose seeds table (the eval-mode pass's for ``"eval"``) the seed detectors read."""
     estore = ExperimentStore(cache)
     sources = {}
     seeds_exp = done_seeds_of(run, estore)
-    seeds = seeds_exp.result(PER_EXAMPLE) if seeds_exp is not None else None
+    which = PER_EXAMPLE_EVAL if source == "eval" else PER_EXAMPLE
+    seeds = seeds_exp.result(which) if seeds_exp is not None else None
     if seeds is not None:
-        sources["seeds experiment"] = seeds_exp.id
+        sources["seeds experiment"] = f"{seeds_exp.id} ({run.view_label(source)})"
     rstore = RunStore(cache)
     found = oof_of_run(run, estore, rstore)
     oof = folds = None
@@ -66,10 +68,11 @@ def input_commands(run) -> dict[str, str]:
     }
 
 
-def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
+def truth_of(run, cache, n_boot: int = 1000, seed: int = 0, source: str = "train") -> dict:
     """The truth report of ``run`` with its detector extras, when it has them, and the commands that make
-    those it lacks (shared with the Data map page)."""
-    extra = detector_extras(run, cache)
+    those it lacks (shared with the Data map page); ``source``: the metrics file it is about
+    (:meth:`cartomap.runs.store.Run.metrics_source`)."""
+    extra = detector_extras(run, cache, source)
     return truth_report(
         run,
         seeds=extra.seeds,
@@ -79,4 +82,5 @@ def truth_of(run, cache, n_boot: int = 1000, seed: int = 0) -> dict:
         seed=seed,
         sources=extra.sources,
         commands=input_commands(run),
+        source=source,
     )

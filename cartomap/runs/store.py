@@ -32,8 +32,13 @@ from cartomap.runs import layout
 from cartomap.runs.folders import FolderStore
 from cartomap.runs.state import DAMAGED, State, StatusFolder
 from cartomap.runs.tasks import Task
+from cartomap.scores import ambiguity
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import UNIT_SEPARATOR, TaskKind, label_unit_keys
+
+#: Metric columns added after runs were made (the map's ambiguity axes): a metrics file without them is
+#: computed again from the run's dynamics when they are asked for (:meth:`Run.metrics`).
+AXIS_SCORES = tuple(c for c in ambiguity.MAP_SCORES if c != ambiguity.VARIABILITY)
 
 DEFAULT_ROOT = Path(os.environ.get("CARTOMAP_CACHE", "cache"))
 #: How a command or a form names a run's own copy of a data set: ``run:RUN`` (its training set),
@@ -548,9 +553,20 @@ class Run(StatusFolder):
         if not path.exists():
             raise RunError(f"run {self.id} has no {source} metrics yet (state: {self.state})")
         try:
-            return _read_columns(path, columns)
+            frame = _read_columns(path, columns)
         except Exception as err:  # pyarrow raises many kinds for a damaged file
             problem = f"{path.name} cannot be read ({_one_line(err)})"
+        else:
+            lacking = [c for c in (columns or AXIS_SCORES) if c in AXIS_SCORES and c not in frame.columns]
+            if not lacking:
+                return frame
+            # written before these ambiguity scores existed: computed again from the dynamics once (kept
+            # when the store is writable); a run whose dynamics cannot rebuild them keeps its file as is
+            try:
+                frame = self.recompute_metrics(source, reason=f"{path.name} has no {', '.join(lacking)}")
+            except RunError:
+                return frame
+            return frame if columns is None else frame[[c for c in columns if c in frame.columns]]
         frame = self.recompute_metrics(source, reason=problem)
         return frame if columns is None else frame[[c for c in columns if c in frame.columns]]
 
@@ -560,6 +576,23 @@ class Run(StatusFolder):
         if source != "train":
             return source
         return map_source(self.config.train.record)
+
+    def metrics_source(self, recording: str | None) -> str:
+        """The metrics file key (:meth:`metrics`) of the map drawn from ``recording`` ("train": the training
+        pass, "eval": the eval-mode pass; None: the run's first recorded one, its main metrics file).
+        RunError naming what the run recorded when it did not record that."""
+        if recording is None:
+            return "train"
+        record = self.config.train.record
+        recorded = {"train": ("train",), "eval": ("eval",), "both": ("train", "eval")}.get(record, ())
+        if recording not in recorded:
+            what = " and ".join(recorded) or "nothing"
+            raise RunError(f"run {self.id} recorded {what} (record={record}), not the {recording} pass")
+        return "eval" if recording == "eval" and record == "both" else "train"
+
+    def view_label(self, source: str = "train") -> str:
+        """The recordings behind metrics file ``source``, in words (:meth:`TrainConfig.view_label`)."""
+        return self.config.train.view_label(self.recorded_source(source))
 
     def recompute_metrics(
         self, source: str = "train", *, reason: str = "", write: bool = True

@@ -135,6 +135,7 @@ class AmbiguityScore:
     function: Callable[..., np.ndarray]
     needs_logits: bool = False
     range: tuple[float, float] | None = (0.0, 1.0)
+    threshold: float | None = None  # the region rule "by threshold": ambiguous from this value up
 
     @property
     def doc(self) -> str:
@@ -144,10 +145,12 @@ class AmbiguityScore:
 SCORES: dict[str, AmbiguityScore] = {
     s.name: s
     for s in (
-        AmbiguityScore(VARIABILITY, "variability", variability, range=(0.0, 0.5)),
-        AmbiguityScore("mean_entropy", "mean entropy", mean_entropy),
-        AmbiguityScore("gold_bernoulli", "mean p(gold)·(1 − p(gold))", gold_bernoulli, range=(0.0, 0.25)),
-        AmbiguityScore("margin_gap", "1 − mean margin", margin_gap),
+        AmbiguityScore(VARIABILITY, "variability", variability, range=(0.0, 0.5), threshold=0.2),
+        AmbiguityScore("mean_entropy", "mean entropy", mean_entropy, threshold=0.5),
+        AmbiguityScore(
+            "gold_bernoulli", "mean p(gold)·(1 − p(gold))", gold_bernoulli, range=(0.0, 0.25), threshold=0.16
+        ),
+        AmbiguityScore("margin_gap", "1 − mean margin", margin_gap, threshold=0.6),
         AmbiguityScore("entropy_of_mean", "entropy of the mean prediction", entropy_of_mean),
         AmbiguityScore("last_entropy", "entropy at the last recording", last_entropy),
         AmbiguityScore("epoch_disagreement", "disagreement between recordings", epoch_disagreement),

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
+from cartomap.scores import ambiguity
 from cartomap.tasks.base import softmax
 
 EASY = "easy-to-learn"
@@ -32,6 +33,9 @@ DEFAULT_RANK_FRACTION = 0.33
 DEFAULT_AMBIGUOUS_FRACTION = 1 / 3
 #: How :func:`region_partition` draws the line of the ambiguous region.
 REGION_METHODS = ("rank", "threshold")
+#: The map's second axis by default: the ambiguity score (:mod:`cartomap.scores.ambiguity`) the ambiguous
+#: region is ranked by and the map draws across. Cartography's variability stays one click away.
+DEFAULT_AXIS = ambiguity.VARIABILITY
 #: :func:`regions_by_threshold`: easy needs confidence >= this (and low variability).
 DEFAULT_EASY_CONF = 0.75
 #: :func:`regions_by_threshold`: hard needs confidence <= this (and low variability).
@@ -66,6 +70,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "el2n",
     "difficulty",
     "difficulty_code",
+    *(name for name in ambiguity.MAP_SCORES if name != ambiguity.VARIABILITY),
     "region",
 )
 
@@ -279,18 +284,21 @@ def regions_by_threshold(
 class RegionRule:
     """How every example gets one region (:func:`region_partition`).
 
-    ``method="rank"`` (default): ambiguous = the ``fraction`` of examples with the highest variability
-    (ties by index), as Dataset Cartography and WaNLI select by rank: variability's scale depends on
-    the number of epochs and on the model, so a fixed threshold means something else on every run.
-    ``method="threshold"``: ambiguous = variability >= ``ambiguous_var`` (the earlier default).
-    Either way the rest is easy-to-learn when confidence >= ``conf_split`` (the model's mean
-    probability of the gold label is at least one half), else hard-to-learn.
+    ``axis``: the ambiguity score the ambiguous region is drawn on (a name of
+    :data:`cartomap.scores.ambiguity.MAP_SCORES`; default :data:`DEFAULT_AXIS`; ``variability`` is Dataset
+    Cartography's). ``method="rank"`` (default): ambiguous = the ``fraction`` of examples with the highest
+    value on the axis (ties by index), as Dataset Cartography and WaNLI select by rank: a score's scale
+    depends on the number of epochs and on the model, so a fixed threshold means something else on every
+    run. ``method="threshold"``: ambiguous = value on the axis >= ``ambiguous_var`` (None: the axis's own
+    default, 0.2 for variability). Either way the rest is easy-to-learn when confidence >= ``conf_split``
+    (the model's mean probability of the gold label is at least one half), else hard-to-learn.
     """
 
     method: str = "rank"
     fraction: float = DEFAULT_AMBIGUOUS_FRACTION
-    ambiguous_var: float = DEFAULT_AMBIGUOUS_VAR
+    ambiguous_var: float | None = None
     conf_split: float = DEFAULT_CONF_SPLIT
+    axis: str = DEFAULT_AXIS
 
     def __post_init__(self) -> None:
         if self.method not in REGION_METHODS:
@@ -299,17 +307,52 @@ class RegionRule:
             )
         if not 0.0 <= self.fraction <= 1.0:
             raise DataError(f"must be in [0, 1], got {self.fraction}", field="fraction")
+        if self.axis not in ambiguity.MAP_SCORES:
+            raise DataError(
+                f"unknown ambiguity axis {self.axis!r}; expected one of {', '.join(ambiguity.MAP_SCORES)}",
+                field="ambiguity",
+            )
+        if self.ambiguous_var is None:
+            object.__setattr__(self, "ambiguous_var", ambiguity.get(self.axis).threshold)
 
-    def describe(self, var: np.ndarray | None = None) -> str:
-        """The rule in words, with the variability cut it gives on ``var`` when ranked."""
+    @classmethod
+    def from_dict(cls, saved: dict | None) -> RegionRule:
+        """The rule :meth:`to_dict` wrote; a dict saved before the rule had an axis meant variability."""
+        if not isinstance(saved, dict):
+            return cls()
+        known = {k: v for k, v in saved.items() if k in cls.__dataclass_fields__}
+        return cls(**{"axis": ambiguity.VARIABILITY, **known})
+
+    @property
+    def axis_label(self) -> str:
+        """What the axis is called on the map ("variability", "mean entropy", ...)."""
+        return ambiguity.get(self.axis).label
+
+    def values(self, frame) -> np.ndarray:
+        """The axis's values in a metrics or map frame (float [N]); DataError naming the column when the frame
+        has none (metrics written before that score existed: computed again from the dynamics)."""
+        if self.axis not in frame.columns:
+            raise DataError(
+                f"this map has no {self.axis} column ({self.axis_label}); its metrics predate it",
+                field=self.axis,
+            )
+        return np.asarray(frame[self.axis], dtype=np.float64)
+
+    def regions(self, frame) -> np.ndarray:
+        """:func:`region_partition` of a metrics or map frame's confidence and this rule's axis."""
+        return region_partition(np.asarray(frame["confidence"], dtype=np.float64), self.values(frame), self)
+
+    def describe(self, values: np.ndarray | None = None) -> str:
+        """The rule in words, with the cut it gives on ``values`` (the axis's values) when ranked."""
+        name = self.axis_label
         if self.method == "rank":
-            ambiguous = f"the {self.fraction:.0%} of examples with the highest variability"
-            if var is not None and len(var):
-                cut = ambiguous_cut(np.asarray(var, dtype=np.float64), self.fraction)
+            ambiguous = f"the {self.fraction:.0%} of examples with the highest {name}"
+            if values is not None and len(values):
+                cut = ambiguous_cut(np.asarray(values, dtype=np.float64), self.fraction)
                 if cut is not None:
-                    ambiguous += f" (variability ≥ {cut:.3f} here)"
+                    ambiguous += f" ({name} ≥ {cut:.3f} here)"
         else:
-            ambiguous = f"variability ≥ {self.ambiguous_var:g}"
+            ambiguous = f"{name} ≥ {self.ambiguous_var:g}"
         return (
             f"ambiguous = {ambiguous}; of the rest, easy-to-learn = confidence ≥ {self.conf_split:g}, "
             "hard-to-learn = below"
@@ -321,6 +364,7 @@ class RegionRule:
             "fraction": self.fraction,
             "ambiguous_var": self.ambiguous_var,
             "conf_split": self.conf_split,
+            "axis": self.axis,
         }
 
 
@@ -336,10 +380,12 @@ def region_partition(
     conf: np.ndarray, var: np.ndarray, rule: RegionRule | None = None, **overrides
 ) -> np.ndarray:
     """Every example in exactly one region (str array [N]) by ``rule`` (default :class:`RegionRule`:
-    by rank); keyword ``overrides`` replace fields of the rule (``method="threshold"``, ...).
+    by rank); keyword ``overrides`` replace fields of the rule (``method="threshold"``, ...). ``var`` holds
+    the values on the rule's axis (variability for Cartography's map; :meth:`RegionRule.regions` reads them
+    from a frame).
 
-    rank: ambiguous = the n = round(fraction * N) highest variability (round half up, ties by index,
-    exactly n); threshold: ambiguous = v >= ambiguous_var. Then easy-to-learn if c >= conf_split, else
+    rank: ambiguous = the n = round(fraction * N) highest values (round half up, ties by index, exactly
+    n); threshold: ambiguous = value >= ambiguous_var. Then easy-to-learn if c >= conf_split, else
     hard-to-learn.
     """
     rule = rule or RegionRule()
@@ -468,6 +514,7 @@ def compute_metrics(
     gold = gold_probabilities(probs, labels)
     conf = confidence(gold)
     var = variability(gold)
+    axes = {name: ambiguity.score(name, probs, labels) for name in ambiguity.MAP_SCORES}
     corr = correctness(probs, labels)
     counts = correct_counts(probs, labels)
     forget, never = forgetfulness(probs, labels)
@@ -488,7 +535,8 @@ def compute_metrics(
             "el2n": el2n(probs, labels, epoch=el2n_epoch),
             "difficulty": cartcl_pp_difficulty(conf, var),
             "difficulty_code": cartcl_pp_difficulty_code(counts, var),
-            "region": region_partition(conf, var, rule),
+            **{name: values for name, values in axes.items() if name != ambiguity.VARIABILITY},
+            "region": region_partition(conf, axes[rule.axis], rule),
         },
         columns=list(METRIC_COLUMNS),
     )

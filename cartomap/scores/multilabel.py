@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.scores import aggregate, metrics
+from cartomap.scores import aggregate, ambiguity, metrics
 from cartomap.tasks.base import sigmoid
 
 #: A label is predicted present when its probability is above this (logit > 0).
@@ -58,6 +58,7 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "present",
     "predicted",
     *metrics.UNIT_METRICS,
+    *(name for name in ambiguity.MAP_SCORES if name != ambiguity.VARIABILITY),  # where the units have them
     "region",
 )
 SCORE_COLUMNS: tuple[str, ...] = ("example", "n_scored", "score", "worst_label", "worst_score")
@@ -74,6 +75,7 @@ EXAMPLE_COLUMNS: tuple[str, ...] = (
     "worst_label",
     "worst_label_name",
     "worst_confidence",
+    *(name for name in ambiguity.MAP_SCORES if name != ambiguity.VARIABILITY),  # where the pairs have them
     "region",
 )
 
@@ -273,15 +275,10 @@ def label_metrics(
     hits = hits.reshape(n_epochs, n * n_labels)
     conf = metrics.confidence(flat)
     var = metrics.variability(flat)
+    # every ambiguity score of a yes/no unit from p(gold) alone: its two-class row (1 - p, p), gold = 1
+    axes = ambiguity.scores(np.stack([1.0 - flat, flat], axis=-1), np.ones(flat.shape[1], dtype=np.int64))
     rule = regions or metrics.RegionRule()
-    if regions_by == "all":
-        region = metrics.region_partition(conf, var, rule)
-    else:
-        by_label = np.empty((n, n_labels), dtype=object)
-        conf2, var2 = conf.reshape(n, n_labels), var.reshape(n, n_labels)
-        for j in range(n_labels):
-            by_label[:, j] = metrics.region_partition(conf2[:, j], var2[:, j], rule)
-        region = by_label.reshape(n * n_labels)
+    region = _regions_by(conf, axes[rule.axis], rule, regions_by, n_labels)
     example, label = flat_keys(n, n_labels)
     gold_flat = present.reshape(n * n_labels)
     frame = pd.DataFrame(
@@ -298,6 +295,7 @@ def label_metrics(
             "correct_count": hits.sum(axis=0).astype(np.int64),
             "forgetfulness": np.sum(hits[:-1] & ~hits[1:], axis=0).astype(np.int64),
             "never_learned": ~hits.any(axis=0),
+            **{name: values for name, values in axes.items() if name != ambiguity.VARIABILITY},
             "region": region,
         },
         columns=list(PAIR_COLUMNS),
@@ -457,13 +455,7 @@ def pairs_from_units(
             field="regions_by",
         )
     rule = regions or metrics.RegionRule()
-    if regions_by == "all":
-        region = metrics.region_partition(conf, var, rule)
-    else:
-        region = np.empty(len(units), dtype=object)
-        for j in range(n_labels):
-            rows = label == j
-            region[rows] = metrics.region_partition(conf[rows], var[rows], rule)
+    region = _regions_by(conf, rule.values(units), rule, regions_by, n_labels)
     frame = pd.DataFrame(
         {
             "example": example,
@@ -478,14 +470,34 @@ def pairs_from_units(
             "correct_count": counts,
             "forgetfulness": units["forgetfulness"].to_numpy(dtype=np.int64),
             "never_learned": counts == 0,
+            **{  # the units' other ambiguity scores
+                name: units[name].to_numpy(dtype=np.float64)
+                for name in ambiguity.MAP_SCORES
+                if name != ambiguity.VARIABILITY and name in units.columns
+            },
             "region": region,
         },
-        columns=list(PAIR_COLUMNS),
     )
+    frame = frame[[c for c in PAIR_COLUMNS if c in frame.columns]]
     frame.attrs["n_epochs"] = n_epochs
     frame.attrs["regions"] = rule.to_dict()
     frame.attrs["regions_by"] = regions_by
     return frame
+
+
+def _regions_by(
+    conf: np.ndarray, values: np.ndarray, rule: metrics.RegionRule, regions_by: str, n_labels: int
+) -> np.ndarray:
+    """Regions of (example, label) pairs in :func:`flat_keys` order by ``rule`` on the axis ``values``:
+    over all pairs (``regions_by="all"``) or ranked inside each label."""
+    if regions_by == "all":
+        return metrics.region_partition(conf, values, rule)
+    region = np.empty(len(conf), dtype=object)
+    label = np.arange(len(conf)) % max(n_labels, 1)
+    for j in range(n_labels):
+        rows = label == j
+        region[rows] = metrics.region_partition(conf[rows], values[rows], rule)
+    return region
 
 
 # --------------------------------------------------------------------------- per example
@@ -641,7 +653,8 @@ def example_metrics(
     rows = np.arange(n)
     _, counted = example_method(method)(conf, present, **options)
     out: dict[str, np.ndarray] = {}
-    for column in ("variability", "correctness", "forgetfulness"):
+    axes = [c for c in ambiguity.MAP_SCORES if c != "variability" and c in pairs.columns]
+    for column in ("variability", "correctness", "forgetfulness", *axes):
         values = to_dense(column).astype(np.float64)
         if method == "min":
             picked = values[rows, worst] if n_labels else np.full(n, np.nan)
@@ -652,11 +665,14 @@ def example_metrics(
     ids = to_dense("id")[:, 0] if "id" in pairs.columns and n_labels else rows.astype(str).astype(object)
     confidence = table["score"].to_numpy()
     region = np.full(n, None, dtype=object)
+    rule = regions or metrics.RegionRule()
+    if rule.axis not in out:
+        raise DataError(f"the pairs have no {rule.axis} column to draw regions on", field=rule.axis)
     if counted_any.any():
         region[counted_any] = metrics.region_partition(
-            confidence[counted_any], out["variability"][counted_any], regions or metrics.RegionRule()
+            confidence[counted_any], out[rule.axis][counted_any], rule
         )
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "example": rows.astype(np.int64),
             "id": ids,
@@ -673,10 +689,13 @@ def example_metrics(
                 dtype=object,
             ),
             "worst_confidence": table["worst_score"].to_numpy(),
+            **{column: out[column] for column in axes},  # the worst label's (or the mean) other scores
             "region": pd.Series(region, dtype=object),
         },
-        columns=list(EXAMPLE_COLUMNS),
     )
+    frame = frame[[c for c in EXAMPLE_COLUMNS if c in frame.columns]]
+    frame.attrs["regions"] = rule.to_dict()
+    return frame
 
 
 def combined_map(

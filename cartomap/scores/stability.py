@@ -23,12 +23,13 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.scores.metrics import REGIONS, RegionRule, region_partition
+from cartomap.scores import ambiguity
+from cartomap.scores.metrics import REGIONS, RegionRule
 
 #: Metrics whose pairwise Spearman correlation :func:`stability_summary` reports.
-SUMMARY_METRICS: tuple[str, ...] = ("confidence", "variability", "correctness", "aum")
+SUMMARY_METRICS: tuple[str, ...] = ("confidence", *ambiguity.MAP_SCORES, "correctness", "aum")
 #: Metrics whose value in every seed :func:`seed_table` keeps as ``<metric>@seed<s>``.
-PER_SEED_COLUMNS: tuple[str, ...] = ("confidence", "variability", "correctness", "region")
+PER_SEED_COLUMNS: tuple[str, ...] = ("confidence", *ambiguity.MAP_SCORES, "correctness", "region")
 #: Columns that are numbers but no metric to average (positions, class indices).
 NOT_AVERAGED = frozenset({"index", "label", "predicted"})
 
@@ -113,8 +114,7 @@ def _numeric_metrics(frame: pd.DataFrame) -> list[str]:
 
 
 def _rule(frame: pd.DataFrame) -> RegionRule:
-    saved = frame.attrs.get("regions")
-    return RegionRule(**saved) if isinstance(saved, dict) else RegionRule()
+    return RegionRule.from_dict(frame.attrs.get("regions"))
 
 
 # --------------------------------------------------------------------------- per example
@@ -145,8 +145,9 @@ def seed_table(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
       (1/S) sum_s m_s, ``m_std`` = sqrt((1/S) sum_s (m_s - m_mean)^2) (population std over seeds;
       higher = the seeds disagree more about the example), and ``m`` = ``m_mean``, so the table
       draws as a data map of the means;
-    * ``region``: the region of the mean map, :func:`region_partition` of mean confidence and mean
-      variability by the rule in the first frame's ``attrs["regions"]`` (default by rank);
+    * ``region``: the region of the mean map, :func:`region_partition` of mean confidence and the mean of
+      the rule's axis (variability or another ambiguity score) by the rule in the first frame's
+      ``attrs["regions"]`` (default by rank);
     * ``region_majority``: the most frequent per-seed region (ties: easy-to-learn, ambiguous,
       hard-to-learn); ``region_agreement`` = (seeds giving the majority) / S, in [1/S, 1], higher =
       more stable; ``region_votes`` = "k/S"; ``stable`` = every seed gives the same region;
@@ -175,8 +176,8 @@ def seed_table(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
         out[f"{m}_mean"] = mean
         out[f"{m}_std"] = values.std(axis=0, ddof=0)
     rule = _rule(first)
-    if {"confidence", "variability"} <= set(metrics):
-        out["region"] = region_partition(out["confidence"].to_numpy(), out["variability"].to_numpy(), rule)
+    if {"confidence", rule.axis} <= set(metrics):
+        out["region"] = rule.regions(out)
     if all("region" in f.columns for f in aligned.values()):
         regions = np.stack([f["region"].astype(str).to_numpy(dtype=object) for f in aligned.values()])
         majority, votes = majority_region(regions)
@@ -280,7 +281,8 @@ def stability_summary(frames: Mapping[int, pd.DataFrame]) -> dict[str, Any]:
     """The stability of a map over S >= 2 seeds, JSON-ready (NaN as None):
 
     ``n_seeds``, ``seeds``, ``n_examples``; ``spearman``: {metric: :func:`pairwise_spearman`} for
-    confidence, variability, correctness and aum (those the frames have); ``spearman_brown``:
+    confidence, every ambiguity score of :data:`cartomap.scores.ambiguity.MAP_SCORES`, correctness and aum
+    (those the frames have); ``axis``: the score the regions were ranked on; ``spearman_brown``:
     {metric: :func:`spearman_brown` (rho, S)}, the expected reliability of the S-seed mean map;
     ``region_agreement``: :func:`region_agreement_pairwise`; ``stable_share``: :func:`stable_share`.
     Higher = more stable everywhere."""
@@ -293,6 +295,7 @@ def stability_summary(frames: Mapping[int, pd.DataFrame]) -> dict[str, Any]:
         "n_seeds": k,
         "seeds": [int(s) for s in aligned],
         "n_examples": int(len(first)),
+        "axis": _rule(first).axis,
         "spearman": {m: _finite_or_none(r) for m, r in spearman.items()},
         "spearman_brown": {m: _finite_or_none(spearman_brown(r, k)) for m, r in spearman.items()},
         "region_agreement": _finite_or_none(region_agreement_pairwise(aligned)),

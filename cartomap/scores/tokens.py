@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.scores import aggregate, metrics
+from cartomap.scores import aggregate, ambiguity, metrics
 
 #: The label of the sub-tokens that are not scored (special tokens, a word's later pieces): the
 #: ``ignore_index`` of PyTorch's cross-entropy, which Hugging Face's token-classification models use.
@@ -367,8 +367,9 @@ def sentence_metrics(
 ) -> pd.DataFrame:
     """A sentence-level data map from :func:`word_metrics`' frame: per sentence its confidence by
     ``method`` over its words' confidences (:func:`sentence_scores`, lower = harder), its worst word
-    (lowest confidence) and that word's variability, correctness and forgetfulness, so that with
-    ``min`` a sentence sits on the map exactly where its worst word does."""
+    (lowest confidence) and that word's variability, correctness, forgetfulness and the other ambiguity
+    scores the words have (:data:`cartomap.scores.ambiguity.MAP_SCORES`), so that with ``min`` a sentence
+    sits on the map exactly where its worst word does, on any axis."""
     table = sentence_scores(
         words["confidence"].to_numpy(),
         words["sentence"].to_numpy(),
@@ -390,4 +391,7 @@ def sentence_metrics(
     )
     for column in ("variability", "correctness", "forgetfulness"):
         out[column] = picked[column].to_numpy(dtype=np.float64)
+    for column in ambiguity.MAP_SCORES:  # the worst word's other ambiguity scores, where the words have them
+        if column not in out.columns and column in picked.columns:
+            out[column] = picked[column].to_numpy(dtype=np.float64)
     return out

@@ -241,40 +241,41 @@ def needs_columns(order: OrderConfig) -> tuple[str, ...]:
         return ("length",)
     if order.name == "sts":
         return ("similarity",)
+    axis = order.ambiguity  # variability, the papers' (or another ambiguity score)
     if order.name in ("cart++", "cart-stra++"):
         _check_difficulty(order)
-        return (
-            ("confidence", "variability") if order.difficulty == "paper" else ("correct_count", "variability")
-        )
+        return ("confidence", axis) if order.difficulty == "paper" else ("correct_count", axis)
     if order.name == "cart" or order.name in SUBSETS:
-        return CARTOGRAPHY_COLUMNS
+        return ("confidence", axis)
     return ()
 
 
-def cartography_groups(table: pd.DataFrame, fraction: float) -> dict[str, np.ndarray]:
+def cartography_groups(
+    table: pd.DataFrame, fraction: float, axis: str = "variability"
+) -> dict[str, np.ndarray]:
     """{"E2L", "A", "H2L": bool mask per row} by rank (:func:`cartomap.scores.metrics.regions_by_rank`):
-    n = round(fraction * N) rows each; E2L = highest confidence, A = highest variability, H2L = lowest
-    confidence. Groups may overlap and need not cover the data."""
-    _check_columns(table, CARTOGRAPHY_COLUMNS, "cartography groups")
+    n = round(fraction * N) rows each; E2L = highest confidence, A = highest variability (or the
+    ambiguity score ``axis``), H2L = lowest confidence. Groups may overlap and need not cover the data."""
+    _check_columns(table, ("confidence", axis), "cartography groups")
     if not 0.0 < fraction <= 1.0:
         raise DataError(f"must be in (0, 1], got {fraction}", field="region_fraction")
-    regions = regions_by_rank(table["confidence"].to_numpy(), table["variability"].to_numpy(), fraction)
+    regions = regions_by_rank(table["confidence"].to_numpy(), table[axis].to_numpy(), fraction)
     return {short: regions[region] for short, region in GROUPS.items()}
 
 
-def cart_list(table: pd.DataFrame, fraction: float) -> np.ndarray:
+def cart_list(table: pd.DataFrame, fraction: float, axis: str = "variability") -> np.ndarray:
     """Cart-CL's list of rows: E2L, then A, then H2L, each group in the order the reference's selection
     writes it (cartography's ``write_filtered_data``, in the RoNLI fork too): E2L by confidence
-    descending, A by variability descending, H2L by confidence ascending (ties by row index). A row in
-    two groups appears once, at its first group.
+    descending, A by variability (or the ambiguity score ``axis``) descending, H2L by confidence ascending
+    (ties by row index). A row in two groups appears once, at its first group.
 
     Rows outside every group are not in the list (as in the public code, whose curriculum file holds
     the de-duplicated groups only, and as the paper's critique of Cart-CL says: they are left out);
     they come in with the final "all data" stage.
     """
-    groups = cartography_groups(table, fraction)
+    groups = cartography_groups(table, fraction, axis)
     conf = table["confidence"].to_numpy(dtype=np.float64)
-    var = table["variability"].to_numpy(dtype=np.float64)
+    var = table[axis].to_numpy(dtype=np.float64)
     orders = {
         E2L: np.argsort(-conf, kind="stable"),
         A: np.argsort(-var, kind="stable"),
@@ -296,7 +297,8 @@ def difficulty_scores(table: pd.DataFrame, order: OrderConfig) -> np.ndarray:
     * length: the token count (shorter first).
     * sts: -similarity (most similar premise-hypothesis pairs first).
     * cart++ / cart-stra++, difficulty "paper": s = 1 - c + v if c > 0.5 else 3 - c - v;
-      "code": s = (1 - count) + (1 - v if v < 0.5 else v), count = correct epochs (:mod:`cartomap.scores.metrics`).
+      "code": s = (1 - count) + (1 - v if v < 0.5 else v), count = correct epochs (:mod:`cartomap.scores.metrics`);
+      v = variability, or the order's ambiguity score (``order.ambiguity``).
     * cart: the row's position in :func:`cart_list`, +inf for rows outside every group.
     """
     columns = needs_columns(order)
@@ -309,10 +311,10 @@ def difficulty_scores(table: pd.DataFrame, order: OrderConfig) -> np.ndarray:
         return -table["similarity"].to_numpy(dtype=np.float64)
     if order.name == "cart":
         scores = np.full(len(table), np.inf)
-        ordered = cart_list(table, order.region_fraction)
+        ordered = cart_list(table, order.region_fraction, order.ambiguity)
         scores[ordered] = np.arange(ordered.size)
         return scores
-    var = table["variability"].to_numpy(dtype=np.float64)
+    var = table[order.ambiguity].to_numpy(dtype=np.float64)
     if order.difficulty == "paper":
         return cartcl_pp_difficulty(table["confidence"].to_numpy(dtype=np.float64), var)
     return cartcl_pp_difficulty_code(table["correct_count"].to_numpy(dtype=np.float64), var)
@@ -459,7 +461,7 @@ def training_plan(
     total = epochs * steps_per_epoch
 
     if order.name in SUBSETS:
-        groups = cartography_groups(table, _region_fraction(order))
+        groups = cartography_groups(table, _region_fraction(order), order.ambiguity)
         mask = np.logical_or.reduce([groups[g] for g in SUBSETS[order.name]])
         plan_stages = [("+".join(SUBSETS[order.name]), total, pool_of(all_rows[mask]))]
     elif order.name in CURRICULA:
@@ -499,7 +501,7 @@ def _curriculum_stages(order, labels, table, total, pool_of) -> list[tuple[str, 
 
 def _groups_in(rows: np.ndarray, table: pd.DataFrame, order: OrderConfig) -> str:
     """'E2L+A' etc.: the groups (by first group, as in :func:`cart_list`) with rows in ``rows``."""
-    groups = cartography_groups(table, order.region_fraction)
+    groups = cartography_groups(table, order.region_fraction, order.ambiguity)
     first = np.full(len(table), "", dtype=object)
     for name in (H2L, A, E2L):  # later assignments win: a row's first group
         first[groups[name]] = name

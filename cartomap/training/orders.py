@@ -41,7 +41,14 @@ def check_order(config: RunConfig, train) -> None:
             f"order {order.name!r}: recording the training pass needs every example in every epoch; "
             "use record 'eval' (an eval-mode pass after each epoch) or 'none'"
         )
-    needed = [c for c in needs_columns(order) if c in SCORE_COLUMNS]
+    from cartomap.scores import ambiguity
+
+    if order.ambiguity not in ambiguity.MAP_SCORES:
+        raise DataError(
+            f"unknown ambiguity score {order.ambiguity!r}; expected one of {', '.join(ambiguity.MAP_SCORES)}",
+            field="ambiguity",
+        )
+    needed = [c for c in needs_columns(order) if c in (*SCORE_COLUMNS, order.ambiguity)]
     if needed and not order.scores:
         raise DataError(
             f"order {order.name!r} needs {', '.join(needed)} from a baseline data map: "
@@ -62,9 +69,10 @@ def order_table(order, examples, resolve=None) -> pd.DataFrame:
     if not path.exists():
         raise DataError(f"order {order.name!r}: scores file {path} does not exist (a run's {layout.METRICS})")
     scores = pd.read_parquet(path)
-    missing = [c for c in ("id", *SCORE_COLUMNS) if c not in scores.columns]
+    wanted = tuple(dict.fromkeys((*SCORE_COLUMNS, order.ambiguity)))
+    missing = [c for c in ("id", *wanted) if c not in scores.columns]
     if missing:
-        raise DataError(f"{path}: missing column(s) {missing}; expected id, {', '.join(SCORE_COLUMNS)}")
+        raise DataError(f"{path}: missing column(s) {missing}; expected id, {', '.join(wanted)}")
     scores = scores.set_index(scores["id"].astype(str))
     ids = examples["id"].astype(str)
     absent = ids[~ids.isin(scores.index)]
@@ -73,7 +81,7 @@ def order_table(order, examples, resolve=None) -> pd.DataFrame:
             f"{path}: no scores for {len(absent)} training example(s), e.g. id {absent.iloc[0]!r}; "
             "the scores must come from a run on the same training set"
         )
-    for col in SCORE_COLUMNS:
+    for col in wanted:
         table[col] = scores.loc[ids, col].to_numpy(dtype=np.float64)
     for col in OPTIONAL_SCORE_COLUMNS:
         if col in scores.columns:

@@ -1,7 +1,8 @@
 """WaNLI Stage 1, exemplar collection: groups of in-context examples, a seed and its neighbours.
 
 Automatic groups (Liu et al., 2022): seeds are, per gold label, the examples above that label's
-0.75 quantile of variability; each seed's group is the seed and its k = 4 nearest neighbours
+0.75 quantile of variability (the paper's procedure, the default; another ambiguity score of
+:mod:`cartomap.scores.ambiguity` on request, ``score``); each seed's group is the seed and its k = 4 nearest neighbours
 with the same gold label, by cosine similarity of the task model's L2-normalised final-layer
 [CLS] vectors (:mod:`cartomap.training.embeddings`). As in the reference code, the ``query`` nearest
 examples of any label (the seed itself included) are searched, those with the seed's label are
@@ -56,12 +57,15 @@ def collect_groups(
     exclude_genres: Sequence[str] = DEFAULT_EXCLUDE,
     query: int | None = DEFAULT_QUERY,
     embeddings: tuple[list[str], np.ndarray] | None = None,
+    score: str = "variability",
 ) -> list[dict[str, Any]]:
-    """The automatic groups of ``run`` (WaNLI Stage 1), per label, most variable seed first.
+    """The automatic groups of ``run`` (WaNLI Stage 1), per label, most ambiguous seed first by ``score``
+    (variability, WaNLI's; or another ambiguity score of the run's metrics).
 
     Each group: name, seed, label (int), label_name, ids (k neighbours by increasing
     similarity, then the seed), similarities (cosine with the seed, 1.0 for the seed),
-    seed_variability. Needs the run's metrics and embeddings.
+    seed_variability, and with another ``score`` also ``seed_score`` and ``score`` (its name). Needs the
+    run's metrics and embeddings.
     """
     if k < 1:
         raise CartomapError(f"k must be at least 1, got {k}")
@@ -75,13 +79,17 @@ def collect_groups(
     metrics = metrics.set_index(metrics["id"].astype(str)).reindex(ids)
     labels = examples["label"].to_numpy()
     variability = metrics["variability"].to_numpy(dtype=np.float64)
+    if score not in metrics.columns:
+        raise RunError(f"run {run.id}'s metrics have no {score} score to pick seeds by")
+    ranked = metrics[score].to_numpy(dtype=np.float64)
     genres = examples["genre"].astype(str).to_numpy() if "genre" in examples.columns else None
     exclude = tuple(exclude_genres) if genres is not None else ()
     seeds = seed_examples(
-        pd.DataFrame({"variability": variability, "label": labels}),
+        pd.DataFrame({score: ranked, "label": labels}),
         quantile=quantile,
         exclude_genres=exclude,
         genres=genres,
+        score=score,
     )
     allowed = np.ones(len(ids), dtype=bool)
     if exclude:
@@ -122,10 +130,16 @@ def collect_groups(
                 "ids": [ids[i] for i in order],
                 "similarities": similarities,
                 "seed_variability": round(float(variability[seed]), 6),
+                **(
+                    {}
+                    if score == "variability"
+                    else {"score": score, "seed_score": round(float(ranked[seed]), 6)}
+                ),
             }
         )
     label_rank = {name: n for n, name in enumerate(names)}
-    groups.sort(key=lambda g: (label_rank[g["label_name"]], -g["seed_variability"]))
+    key = "seed_variability" if score == "variability" else "seed_score"
+    groups.sort(key=lambda g: (label_rank[g["label_name"]], -g[key]))
     return groups
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from cartomap.analysis import overlays, summary
+from cartomap.analysis import datamap, overlays, summary
 from cartomap.analysis.evaluation import run_chance_warning
+from cartomap.errors import CartomapError
 from cartomap.experiments.seeds import seed_siblings
 from cartomap.experiments.truth import truth_of
 from cartomap.runs.store import Run, RunStore
@@ -106,3 +107,17 @@ def chance_warning(run) -> str | None:
     """Near chance? The run's dev accuracy, else its final train-pass accuracy
     (:func:`cartomap.analysis.evaluation.run_chance_warning`), read again when its history changes."""
     return _chance(str(run.path), run.stamp(run.history_path))
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading the run's ambiguity scores…")
+def _axes(run_path: str, stamp: tuple) -> tuple[str, ...]:
+    run = Run(Path(run_path))
+    try:  # metrics written before a score existed are computed again from the dynamics here, once
+        return datamap.axes_in(run.metrics(columns=("id", *datamap.AXIS_COLUMNS)))
+    except CartomapError:
+        return ("variability",)
+
+
+def axes(run) -> tuple[str, ...]:
+    """The ambiguity axes the run's metrics have (:func:`cartomap.analysis.datamap.axes_in`)."""
+    return _axes(str(run.path), run.stamp(run.metrics_path()))

@@ -31,6 +31,9 @@ def human_section(run) -> None:
         except CartomapError as err:
             show_error(err)
             return
+        view = report.get("view") or {}
+        if view:
+            st.caption(f"Map metrics and dynamics detectors from the {view.get('label')}.")
         if report["spearman"]:
             st.markdown("**Data-map metrics vs human entropy**")
             st.dataframe(truth.spearman_frame(report), hide_index=True, key="dm_truth_spearman")

@@ -82,12 +82,13 @@ def map_figure(
     fig = figures.data_map_figure(
         filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
     )
+    axis = datamap.axis_of(filtered)
     if paths is not None:
-        overlay_figures.add_trajectories(fig, paths, current_k)
+        overlay_figures.add_trajectories(fig, paths, current_k, axis=axis)
     if generated is not None:
         overlay_figures.add_generated_overlay(fig, generated)
     if neighbours is not None:
-        overlay_figures.add_neighbour_overlay(fig, neighbours)
+        overlay_figures.add_neighbour_overlay(fig, neighbours, axis=axis)
     return fig
 
 

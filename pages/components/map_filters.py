@@ -12,20 +12,42 @@ from __future__ import annotations
 import streamlit as st
 
 from cartomap.analysis import colourings, datamap
-from cartomap.scores.metrics import RegionRule
+from cartomap.scores import ambiguity
+from cartomap.scores.metrics import DEFAULT_AXIS, RegionRule
 from pages.common import kept
 
 REGION_LABELS = {
-    "rank": "by rank: the most variable share",
-    "threshold": "by a variability threshold",
+    "rank": "by rank: the most ambiguous share",
+    "threshold": "by a threshold on the axis",
 }
 
 
-def map_settings(run) -> RegionRule:
-    """Sidebar: how regions are drawn."""
+def axis_label(axis: str) -> str:
+    """An axis as the picker offers it: Cartography's variability named as such, the default marked."""
+    label = ambiguity.get(axis).label
+    if axis == ambiguity.VARIABILITY:
+        label += " (Dataset Cartography's map)"
+    if axis == DEFAULT_AXIS:
+        label += " · default"
+    return label
+
+
+def map_settings(run, axes=datamap.AXIS_COLUMNS) -> RegionRule:
+    """Sidebar: the map's second axis (the ambiguity score it draws across and ranks the ambiguous region
+    by, among ``axes``: those the run's metrics have) and how regions are drawn."""
     sb = st.sidebar
     sb.subheader("Regions")
     default = RegionRule()
+    axes = list(axes) or [ambiguity.VARIABILITY]
+    axis = sb.selectbox(
+        "Ambiguity axis (x)",
+        axes,
+        format_func=axis_label,
+        help="The score the map draws across and the ambiguous region is ranked by. Variability (the spread "
+        "of p(gold) over the recordings) is Dataset Cartography's; the others are means over the same "
+        "recordings, which agree across seeds more (docs/stability.md).",
+        **kept("dm_axis", default.axis if default.axis in axes else axes[0], options=axes),
+    )
     methods = list(REGION_LABELS)
     method = sb.radio(
         "Regions",
@@ -41,17 +63,19 @@ def map_settings(run) -> RegionRule:
             step=0.01,
             **kept("dm_ambiguous_fraction", round(default.fraction, 2)),
         )
-        rule = RegionRule(method="rank", fraction=float(share))
+        rule = RegionRule(method="rank", fraction=float(share), axis=axis)
     else:
+        score = ambiguity.get(axis)
+        high = score.range[1] if score.range else None
         cut = sb.number_input(
-            "Ambiguous from variability",
+            f"Ambiguous from {score.label}",
             0.0,
-            0.5,
+            high,
             step=0.01,
             format="%.3f",
-            **kept("dm_ambiguous_var", default.ambiguous_var),
+            **kept(f"dm_ambiguous_cut_{axis}", RegionRule(axis=axis).ambiguous_var),
         )
-        rule = RegionRule(method="threshold", ambiguous_var=float(cut))
+        rule = RegionRule(method="threshold", ambiguous_var=float(cut), axis=axis)
     return rule
 
 
@@ -74,7 +98,7 @@ RUN_FILTER_KEYS = (
     "dm_regions",
     "dm_genres",
     "dm_conf",
-    "dm_var",
+    *(f"dm_range_{axis}" for axis in datamap.AXIS_COLUMNS),
     "dm_corr",
     "dm_stable_only",
     "dm_entropy",
@@ -85,9 +109,10 @@ FILTER_KEYS = RUN_FILTER_KEYS + (
     "dm_color",
     "dm_facet",
     "dm_max_points",
+    "dm_axis",
     "dm_region_rule",
     "dm_ambiguous_fraction",
-    "dm_ambiguous_var",
+    *(f"dm_ambiguous_cut_{axis}" for axis in datamap.AXIS_COLUMNS),
 )
 _FILTERS_RUN = "_dm_filters_run"  # the run the filter values in session state were set on
 
@@ -142,10 +167,14 @@ def sidebar_filters(frame):
     regions += sorted(present - set(regions))
     genres = sorted({str(g) for g in frame["genre"].unique()}) if "genre" in frame.columns else []
     corr_options = sorted(float(v) for v in frame["correctness"].dropna().unique()) or [0.0, 1.0]
-    var_hi = max(0.5, round(datamap.metric_bounds(frame, "variability")[1] + 0.005, 3))
+    axis = datamap.axis_of(frame)
+    score = ambiguity.get(axis)
+    top = score.range[1] if score.range else 0.0
+    var_hi = max(top, round(datamap.metric_bounds(frame, axis)[1] + 0.005, 3))
+    var_key = f"dm_range_{axis}"
 
     _valid_range("dm_conf", 0.0, 1.0)
-    _valid_range("dm_var", 0.0, var_hi)
+    _valid_range(var_key, 0.0, var_hi)
     _valid_range("dm_corr", None, None, options=corr_options)
     over_seeds = "stable" in frame.columns
     votes = "human_entropy" in frame.columns and "agreement" in frame.columns
@@ -159,7 +188,14 @@ def sidebar_filters(frame):
     if genres:
         chosen_genres = sb.multiselect("Genre", genres, **kept("dm_genres", genres, options=genres))
     conf = sb.slider("Confidence", 0.0, 1.0, step=0.01, **kept("dm_conf", (0.0, 1.0)))
-    var = sb.slider("Variability", 0.0, var_hi, step=0.005, format="%.3f", **kept("dm_var", (0.0, var_hi)))
+    var = sb.slider(
+        score.label[:1].upper() + score.label[1:],
+        0.0,
+        var_hi,
+        step=0.005,
+        format="%.3f",
+        **kept(var_key, (0.0, var_hi)),
+    )
     corr = sb.select_slider(
         "Correctness",
         options=corr_options,
@@ -200,12 +236,12 @@ def sidebar_filters(frame):
         )
     sb.button("Reset filters", on_click=reset_filters, key="dm_reset")
 
-    ranges = {"confidence": conf, "variability": var, "correctness": corr}
+    ranges = {"confidence": conf, axis: var, "correctness": corr}
     # a slider at its full extent does not filter (keeps values just outside the slider's grid)
     if tuple(conf) == (0.0, 1.0):
         ranges.pop("confidence")
     if tuple(var) == (0.0, var_hi):
-        ranges.pop("variability")
+        ranges.pop(axis)
     filtered = datamap.filter_frame(
         frame, labels=chosen_labels, regions=chosen_regions, genres=chosen_genres, ranges=ranges
     )

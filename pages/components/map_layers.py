@@ -52,13 +52,22 @@ def epoch_slider(run) -> tuple[int | None, int]:
     return (int(used) if int(used) < recorded else None), recorded
 
 
-def selection_paths(run, table, current_k: int, *, view: str | None = None, method: str | None = None):
+def selection_paths(
+    run,
+    table,
+    current_k: int,
+    *,
+    view: str | None = None,
+    method: str | None = None,
+    axis: str = "variability",
+):
     """The paths through the map of the selected examples shown (the first
     :data:`cartomap.analysis.epochs.MAX_TRAJECTORIES`): their point on the map of the first 2, 3, ..., E
     recordings (:func:`cartomap.analysis.epochs.trajectories`), when "Paths of the selection" is on;
     None otherwise. ``view``: a multi-label run's view (its points' paths,
     :func:`cartomap.analysis.multilabel.view_trajectories`); ``method``: the table lists a token run's
-    sentences, scored by that method (:func:`cartomap.analysis.tokens.sentence_trajectories`)."""
+    sentences, scored by that method (:func:`cartomap.analysis.tokens.sentence_trajectories`). ``axis``: the
+    map's x axis (the paths' x)."""
     if table.empty:
         return None
     n = len(table)
@@ -82,12 +91,14 @@ def selection_paths(run, table, current_k: int, *, view: str | None = None, meth
         burn_in = epochs.burn_ins(run.config.train, source, run.dynamics_epochs(source))
         picked = table["id"].astype(str).tolist()
         if method:
-            return tokens.sentence_trajectories(logits, labels, ids, picked, method=method, burn_in=burn_in)
+            return tokens.sentence_trajectories(
+                logits, labels, ids, picked, method=method, burn_in=burn_in, axis=axis
+            )
         if view is not None:
             return label_views.view_trajectories(
-                logits, labels, ids, view, picked, run.label_names, burn_in=burn_in
+                logits, labels, ids, view, picked, run.label_names, burn_in=burn_in, axis=axis
             )
-        return epochs.trajectories(logits, labels, ids, picked, burn_in=burn_in)
+        return epochs.trajectories(logits, labels, ids, picked, burn_in=burn_in, axis=axis)
     except CartomapError as err:
         show_error(err)
         return None
@@ -125,13 +136,20 @@ def neighbour_layer(run, frame, focus: str | None):
 NO_BATCH = ""
 
 
-def generated_layer(run):
+def generated_layer(run, axis: str = "variability"):
     """ "Generated pairs: <batch>" over the map (``dm_generated_<run>``), offered when the run has filtered
     WaNLI batches: each pair the filter scored at its estimated max variability, kept or removed. The
     filter estimates no confidence, so they go on a strip above the map (the caption says so). Returns the
-    overlay frame or None."""
+    overlay frame or None. The filter places a pair by its estimated max variability: on a map whose x axis
+    is another score they are not drawn, and the page says so."""
     names = list_batches(run, having=layout.FILTERED)
     if not names:
+        return None
+    if axis != "variability":
+        st.caption(
+            "Generated pairs of this run's WaNLI batches are placed by the filter's estimated max variability: "
+            "pick variability as the ambiguity axis to draw them."
+        )
         return None
     options = [NO_BATCH, *names]
     batch = st.selectbox(

@@ -48,7 +48,7 @@ def dynamics(run: Run, source: str) -> tuple[pd.Index, np.ndarray, np.ndarray]:
 def _frame(run_path: str, stamp: tuple, rule_json: str, burn_out: int | None) -> pd.DataFrame:
     # stamp: mtimes, so a rewritten run is reloaded; one frame per (run, rule, k): moving the epoch
     # slider back and forth draws from here
-    rule = RegionRule(**json.loads(rule_json))
+    rule = RegionRule.from_dict(json.loads(rule_json))
     run = Run(Path(run_path))
     if burn_out is None:
         return datamap.map_frame(run, regions=rule)
@@ -70,7 +70,7 @@ def _units_at(run_path: str, stamp: tuple, k: int, rule_json: str) -> pd.DataFra
     from cartomap.analysis import epochs
 
     run = Run(Path(run_path))
-    rule = RegionRule(**json.loads(rule_json))
+    rule = RegionRule.from_dict(json.loads(rule_json))
     return epochs.run_map_at(run, k, dynamics=dynamics(run, run.recorded_source()), regions=rule)
 
 
@@ -101,7 +101,7 @@ def _seed_frame(exp_path: str, stamp: tuple, run_path: str, rule_json: str) -> p
 
     run = Run(Path(run_path))
     table = Experiment(Path(exp_path)).result(PER_EXAMPLE)
-    table = datamap.with_regions(table, RegionRule(**json.loads(rule_json)))
+    table = datamap.with_regions(table, RegionRule.from_dict(json.loads(rule_json)))
     return datamap.seed_map_frame(table, run.examples(columns=datamap.MAP_EXAMPLE_COLUMNS), run.label_names)
 
 
@@ -120,7 +120,7 @@ def _label_view(run_path: str, stamp: tuple, view: str, rule_json: str, burn_out
 
     run = Run(Path(run_path))
     dynamics_read = None if burn_out is None else dynamics(run, run.recorded_source())
-    rule = RegionRule(**json.loads(rule_json))
+    rule = RegionRule.from_dict(json.loads(rule_json))
     return label_views.view_frame(run, view, rule, burn_out, dynamics=dynamics_read)
 
 

@@ -14,7 +14,7 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import datamap, figures, map_files
+from cartomap.analysis import datamap, figures, map_files, map_points
 from cartomap.analysis import multilabel as label_views
 from cartomap.errors import CartomapError
 from pages.common import SELECTED, escape_markdown, show_error
@@ -72,7 +72,7 @@ def selection_dataframe(shown, key: str):
             "gold": st.column_config.TextColumn("label"),
             "predicted": st.column_config.TextColumn("prediction"),
             "confidence": st.column_config.NumberColumn(format="%.3f"),
-            "variability": st.column_config.NumberColumn(format="%.3f"),
+            **{axis: st.column_config.NumberColumn(format="%.3f") for axis in datamap.AXIS_COLUMNS},
             "correctness": st.column_config.NumberColumn(format="%.2f"),
             "aum": st.column_config.NumberColumn(format="%.3f"),
             "el2n": st.column_config.NumberColumn(format="%.3f"),
@@ -101,8 +101,14 @@ def show_trajectory(run, table, table_event, seeds=None, per_label: bool = False
         for col in datamap.TEXT_COLUMNS:
             if col in table.columns:
                 st.text(f"{col}: {row[col]}")
+        axis = datamap.axis_of(table)
+        on_axis = (
+            ""
+            if axis == "variability" or axis not in row
+            else f"{map_points.axis_title(axis)} {row[axis]:.3f} · "
+        )
         st.text(
-            f"confidence {row['confidence']:.3f} · variability {row['variability']:.3f} · "
+            f"confidence {row['confidence']:.3f} · {on_axis}variability {row['variability']:.3f} · "
             f"correctness {row['correctness']:.2f} · region {row['region']}"
         )
     votes = [c for c in table.columns if str(c).startswith("votes_")]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap, figures, overlay_figures, tokens
+from cartomap.analysis import colourings, datamap, figures, map_points, overlay_figures, tokens
 from cartomap.errors import CartomapError
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
@@ -189,7 +189,8 @@ def sentence_level(
     )
     st.caption(
         f"{count(len(frame), 'sentence')} · y = {METHOD_LABELS[method]} (of the words' confidences), "
-        "x = the variability of its worst word. Click a point or drag a lasso to pick sentences."
+        f"x = the {map_points.axis_title(datamap.axis_of(frame))} of its worst word. Click a point or drag a "
+        "lasso to pick sentences."
         + (f" {count(skipped, 'sentence')} without a scored word are not drawn." if skipped else "")
         + after
     )
@@ -199,7 +200,7 @@ def sentence_level(
         frame, color_by=color_by, max_points=max_points, highlight_ids=selected or None
     )
     if drawn is not None:
-        overlay_figures.add_trajectories(fig, drawn, current_k)
+        overlay_figures.add_trajectories(fig, drawn, current_k, axis=datamap.axis_of(frame))
     st.plotly_chart(
         fig,
         key=SENTENCE_CHART,
@@ -216,7 +217,9 @@ def sentence_level(
         return
     extra = frame.set_index("id").loc[table["id"], ["n_words", "worst_word", "worst_token"]]
     table = table.assign(**{c: extra[c].to_numpy() for c in extra.columns})
-    columns = ["id", "confidence", "worst_token", "gold", "predicted", "variability", "n_words"]
+    axis = datamap.axis_of(frame)
+    columns = ["id", "confidence", "worst_token", "gold", "predicted", axis, "variability", "n_words"]
+    columns = list(dict.fromkeys(columns))
     columns += [c for c in table.columns if c not in columns and c not in ("worst_word",)]
     event = st.dataframe(
         table[columns],
@@ -229,7 +232,7 @@ def sentence_level(
             "gold": st.column_config.TextColumn("worst word's tag"),
             "predicted": st.column_config.TextColumn("its prediction"),
             "confidence": st.column_config.NumberColumn("score", format="%.3f"),
-            "variability": st.column_config.NumberColumn(format="%.3f"),
+            **{c: st.column_config.NumberColumn(format="%.3f") for c in datamap.AXIS_COLUMNS},
         },
     )
     rows = list(event.selection.rows) if event is not None else []
