@@ -131,13 +131,13 @@ class DataConfig:
                 )
         if self.label_separator == "":
             raise DataError("expected a non-empty separator", field="label_separator")
-        if self.skip_blank_tokens is not False and (
-            self.skip_blank_tokens is not True or self.task_kind.unit != "word"
-        ):
+        if self.skip_blank_tokens not in (False, True):
             raise DataError(
-                f"skip_blank_tokens is True or False, and True only for token data (task token), got "
-                f"{self.skip_blank_tokens!r} for {self.task_kind.name} data",
-                field="skip_blank_tokens",
+                f"expected True or False, got {self.skip_blank_tokens!r}", field="skip_blank_tokens"
+            )
+        if self.skip_blank_tokens and self.task_kind.unit != "word":
+            raise DataError(
+                f"is for token data (task token), not {self.task_kind.name} data", field="skip_blank_tokens"
             )
 
     @property

@@ -265,9 +265,14 @@ def test_zero_one_vectors_with_label_names_are_read_as_one_flag_per_label(tmp_pa
     """They were refused with "label 'sports' appears twice" (read as positions 0, 1, 1)."""
     from cartomap.data.loading import load_dataset
 
-    rows = ml_rows([[0, 1, 1], [1, 0, 0], [0, 0, 0], [True, True, False]])
+    rows = ml_rows([[0, 1, 1], [1, 0, 0], [0, 0, 0], [True, True, False], [1.0, 0.0, 1.0]])
     data = load_dataset(ml_config(write_jsonl(tmp_path / "ml.jsonl", rows)))
-    assert data.frame["labels"].tolist() == [["politics", "tech"], ["sports"], [], ["sports", "politics"]]
+    lists = [["politics", "tech"], ["sports"], [], ["sports", "politics"], ["sports", "tech"]]
+    assert data.frame["labels"].tolist() == lists
+    # float vectors (a loss's multi-hot targets) read one way only, also for two labels
+    rows = ml_rows([[0.0, 1.0], [1.0, 0.0]])
+    data = load_dataset(ml_config(write_jsonl(tmp_path / "two.jsonl", rows), names=("a", "b")))
+    assert data.frame["labels"].tolist() == [["b"], ["a"]]
 
 
 def test_positions_are_still_positions(tmp_path):
@@ -480,3 +485,11 @@ def test_the_truth_report_on_the_page_lists_what_it_cannot_feed(voted_run):
     assert first["detector"] == "cleanlab_self_confidence" and "out-of-fold probabilities" in first["needs"]
     assert first["command"].startswith(f"cartomap prune --data run:{voted_run.id} --test run:{voted_run.id} ")
     assert any("reference detector" in c.value for c in at.caption)
+
+
+def test_skip_blank_tokens_on_other_data_is_one_line(tiny_model, tmp_path, capsys):
+    data = write_jsonl(tmp_path / "pairs.jsonl", nli_rows("note", [1, 2, 3]))
+    cache = tmp_path / "cache"
+    assert train(cache, tiny_model, data, "--skip-blank-tokens") == 2
+    assert "--skip-blank-tokens: is for token data (task token), not pair data" in one_line_error(capsys)
+    nothing_in(cache)

@@ -228,6 +228,7 @@ OPTION_OF_FIELD = {
     "slurm_mem_gb": "--mem-per-run",
     "slurm_local": "--slurm-local",
     "connect_timeout_s": "--connect-timeout",
+    "skip_blank_tokens": "--skip-blank-tokens",
 }
 
 

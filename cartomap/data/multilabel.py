@@ -10,7 +10,7 @@ The labels of an example come in one of two shapes:
 * **one 0/1 column per label** (``label_columns``): the column names are the label names, in the
   given order; a cell holds 0 or 1 (also ``True``/``False``, ``0.0``/``1.0``, ``"0"``/``"1"``).
 * **a 0/1 vector per row** in the labels column, with ``label_names``: a list of one 0 or 1 (or
-  ``True``/``False``) per label name, in their order (``[0, 1, 1]``: the second and third labels).
+  ``True``/``False``, ``0.0``/``1.0``) per label name, in their order (``[0, 1, 1]``: the second and third labels).
   The whole column decides: every row a list of the same width of nothing but 0/1 (two or more
   numbers) is read so. Its width must be the number of label names; a column of 0/1 pairs
   without a repeated number (``[0, 1]``, ``[1, 0]`` for two labels) is refused, since it reads as
@@ -232,6 +232,9 @@ def _items(value: Any) -> list[Any] | None:
 
 
 def _is_flag(item: Any) -> bool:
+    """0 or 1 as an integer, a boolean or a float (a multi-hot vector of floats, as a loss takes it)."""
+    if isinstance(item, (float, np.floating)):
+        return item in (0.0, 1.0)
     return isinstance(item, (int, np.integer, bool, np.bool_)) and int(item) in (0, 1)
 
 
@@ -239,7 +242,7 @@ def flag_vectors(
     values: Sequence[Any], label_names: Sequence[str] | None, where: Callable[[int], str], field: str = LABELS
 ) -> list[list[str]] | None:
     """The label lists of a labels column of 0/1 vectors (see the module text), or None when the column
-    is not one: every row a list of the same width >= 2 of nothing but 0/1 (integers or booleans).
+    is not one: every row a list of the same width >= 2 of nothing but 0/1 (integers, booleans, floats).
     DataError when it is one but its width is not the number of ``label_names``, when the names are
     not given, or when it reads as label positions too (0/1 pairs for two labels, no number repeated)."""
     cells = [_items(v) for v in values]
@@ -249,7 +252,10 @@ def flag_vectors(
     width = len(rows[0])
     if width < 2 or any(len(r) != width for r in rows):
         return None
-    booleans = any(isinstance(x, (bool, np.bool_)) for c in cells if c is not None for x in c)
+    # booleans and floats are never label positions: such a column reads one way only
+    booleans = any(
+        isinstance(x, (bool, np.bool_, float, np.floating)) for c in cells if c is not None for x in c
+    )
     repeated = any(len(set(r)) < len(r) for r in rows)
     what = f"every row is a list of {width} numbers 0/1"
     if label_names is None:
