@@ -288,6 +288,8 @@ def parse_votes(
         keys: dict[int, Any] = {}
         for key, n in value.items():
             k = _class_of(key, names, index, "vote for label", where, field)
+            if _missing(n):
+                continue  # a key absent in this row of a Parquet struct column
             if k in keys:
                 raise DataError(
                     f"the keys {keys[k]!r} and {key!r} both name label {names[k]!r} (keys are matched "
