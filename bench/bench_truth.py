@@ -127,7 +127,8 @@ def human_part(a) -> str:
     from cartomap.cli import main as cli
     from cartomap.config import DataConfig
     from cartomap.data.loading import load_dataset
-    from cartomap.experiments.pruning import KIND, MODEL0, fold_table_of, oof_of_run
+    from cartomap.experiments.pruning import KIND, fold_table_of, oof_of_run
+    from cartomap.experiments.pruning_analysis import MODEL0
     from cartomap.experiments.store import ExperimentStore
     from cartomap.experiments.truth import truth_of
     from cartomap.runs.store import RunStore

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from cartomap.analysis import pruning_figures
 from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.config import (
     DEMO_DESCRIPTION,
@@ -30,12 +31,12 @@ from cartomap.config import (
 from cartomap.data.forms import FORMAT_CHOICES, parse_names
 from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
-from cartomap.experiments import forms, pruning, registry
+from cartomap.experiments import forms, pruning, pruning_analysis, registry
 from cartomap.experiments.store import Experiment, ExperimentStore
 from cartomap.runs.progress import state_text
 from cartomap.runs.state import State
 from cartomap.runs.store import RUN_REF, Run
-from cartomap.scores import detectors
+from cartomap.scores import consensus, detectors
 from cartomap.team.roles import Action
 from cartomap.training.forms import check_device, check_model
 from pages.common import (
@@ -182,7 +183,7 @@ def mismatches(results: dict, names: list[str], threshold: float) -> None:
         "Model confidence = |logit(predicted) − logit(gold)|: higher = more likely a label error."
     )
     left, right = st.columns([2, 3])
-    left.dataframe(pruning.named_matrix(results["matrix"], names), key="prune_matrix")
+    left.dataframe(pruning_analysis.named_matrix(results["matrix"], names), key="prune_matrix")
     fold_acc = results["summary"].get("fold_accuracy") or []
     if fold_acc:
         left.dataframe(
@@ -193,14 +194,14 @@ def mismatches(results: dict, names: list[str], threshold: float) -> None:
             key="prune_fold_accuracy",
         )
     with right:
-        options = pruning.all_categories(len(names))
+        options = consensus.all_categories(len(names))
         shown = st.multiselect(
             "Categories in the histogram",
             options,
-            format_func=lambda c: pruning.category_label(c, names),
+            format_func=lambda c: consensus.category_label(c, names),
             **kept("prune_hist_categories", list(results["summary"]["categories"]), options=options),
         )
-        fig = pruning.confidence_histogram(results["oof"], names, threshold, categories=shown or None)
+        fig = pruning_figures.confidence_histogram(results["oof"], names, threshold, categories=shown or None)
         st.plotly_chart(fig, key="prune_histogram", config={"displaylogo": False})
 
 
@@ -212,14 +213,14 @@ def threshold_tools(exp: Experiment, estore: ExperimentStore, results: dict, nam
     with left:
         st.caption("Examples above each threshold, per mismatch category; chosen = the categories pruned.")
         st.dataframe(results["sweep"], hide_index=True, key="prune_sweep")
-    options = pruning.all_categories(len(names))
+    options = consensus.all_categories(len(names))
     top = float(max(6.0, results["oof"]["confidence"].max() if len(results["oof"]) else 0.0))
     with right:
         st.markdown("**What if?** Other settings, without retraining the folds")
         categories = st.multiselect(
             "Categories",
             options,
-            format_func=lambda c: pruning.category_label(c, names),
+            format_func=lambda c: consensus.category_label(c, names),
             **kept(f"prune_whatif_categories_{exp.id}", list(s["categories"]), options=options),
         )
         threshold = st.slider(
@@ -231,8 +232,8 @@ def threshold_tools(exp: Experiment, estore: ExperimentStore, results: dict, nam
         )
         if not categories:
             st.info("Choose at least one category.")
-            return pruning.what_if(results["oof"], s["categories"], s["threshold"])
-        chosen = pruning.what_if(results["oof"], categories, threshold)
+            return pruning_analysis.what_if(results["oof"], s["categories"], s["threshold"])
+        chosen = pruning_analysis.what_if(results["oof"], categories, threshold)
         st.metric(
             "Would be pruned", f"{chosen.count:,}", f"{chosen.count - s['n_pruned']:+,} vs this experiment"
         )
@@ -268,7 +269,7 @@ def model_comparison(results: dict, names: list[str]) -> None:
         part = matrices[matrices["model"] == model]
         if len(part):
             col.markdown(f"**{pruning.role_name(model)}** · accuracy {_pct(s.get(f'{model}_test_accuracy'))}")
-            col.dataframe(pruning.named_matrix(part, names), key=f"prune_test_matrix_{model}")
+            col.dataframe(pruning_analysis.named_matrix(part, names), key=f"prune_test_matrix_{model}")
     if "type" not in test.columns:
         st.caption("Model 1 was not trained in this experiment.")
         return
@@ -281,16 +282,18 @@ def model_comparison(results: dict, names: list[str]) -> None:
     )
     counts = s["types_chosen" if scope == "type_chosen" else "types"]
     cols = st.columns(3)
-    for col, (t, title) in zip(cols, pruning.TYPE_NAMES.items(), strict=True):
+    for col, (t, title) in zip(cols, consensus.TYPE_NAMES.items(), strict=True):
         col.metric(title, f"{counts.get(str(t), 0):,}")
-    st.plotly_chart(pruning.change_scatter(test, scope), key="prune_change", config={"displaylogo": False})
+    st.plotly_chart(
+        pruning_figures.change_scatter(test, scope), key="prune_change", config={"displaylogo": False}
+    )
     st.caption("x: Model 0's confidence in its mismatch (0 = correct); y: Model 1's minus Model 0's.")
 
 
 def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
     st.subheader("Suspects")
     runs = get_store()
-    model0 = exp.run(pruning.MODEL0, runs)
+    model0 = exp.run(pruning_analysis.MODEL0, runs)
     examples = _examples(str(model0.path)) if model0 is not None else pd.DataFrame({"id": []})
     folds = pruning.fold_table_of(exp, runs, results["oof"]["id"].astype(str).tolist())
     options = [RULE, *detector_options(results["oof"], model0, folds)]
@@ -302,7 +305,7 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
         "(higher score = more likely a label error), listing as many suspects as the rule selects.",
         **kept("prune_rank_by", RULE, options=options),
     )
-    table = pruning.suspects_table(results["oof"], examples, names, mask=chosen.mask)
+    table = pruning_analysis.suspects_table(results["oof"], examples, names, mask=chosen.mask)
     if by != RULE:
         table = ranked_by(by, results["oof"], model0, examples, names, max(1, len(table)), folds)
         st.caption(
@@ -347,7 +350,10 @@ def _inputs(oof: pd.DataFrame, model0, folds: pd.DataFrame | None = None) -> det
         if set(ids) <= set(m.index):
             metrics = m.loc[ids.tolist()].reset_index()
     return detectors.DetectorInputs(
-        labels=oof["gold"].to_numpy(), oof_logits=pruning.logits_of(oof), metrics=metrics, folds=folds
+        labels=oof["gold"].to_numpy(),
+        oof_logits=pruning_analysis.logits_of(oof),
+        metrics=metrics,
+        folds=folds,
     )
 
 
@@ -371,7 +377,7 @@ def ranked_by(
     top = np.argsort(-score, kind="stable")[:n]
     mask = np.zeros(len(oof), dtype=bool)
     mask[top] = True
-    table = pruning.suspects_table(oof, examples, names, mask=mask)
+    table = pruning_analysis.suspects_table(oof, examples, names, mask=mask)
     by_id = dict(zip(oof["id"].astype(str), score, strict=True))
     table.insert(len(table.columns), "score", [by_id[i] for i in table["id"].astype(str)])
     return table.sort_values("score", ascending=False, kind="stable").reset_index(drop=True)
@@ -409,7 +415,7 @@ def show_results(exp: Experiment, estore: ExperimentStore) -> None:
     s = results["summary"]
     names = list(s["label_names"])
     headline(s)
-    model0 = exp.run(pruning.MODEL0, estore.runs)
+    model0 = exp.run(pruning_analysis.MODEL0, estore.runs)
     warning = _chance(str(model0.path), s.get("model0_test_accuracy")) if model0 is not None else None
     if warning:
         st.warning(f"Model 0: {escape_markdown(warning)}")
@@ -522,9 +528,9 @@ def new_experiment(estore: ExperimentStore) -> None:
         st.caption("run:RUN:SET is the selected run's own copy of that set (test_0, dev), as it was trained.")
 
     # the NLI shorthand P1G0 where the classes are in the NLI order; else the categories by name
-    options = pruning.all_categories(len(label_names)) if label_names else ["P1G0"]
+    options = consensus.all_categories(len(label_names)) if label_names else ["P1G0"]
     default = [
-        c for c in options if pruning.category_label(c, label_names).startswith("P:neutral G:entailment")
+        c for c in options if consensus.category_label(c, label_names).startswith("P:neutral G:entailment")
     ]
     c1, c2, c3, c4 = st.columns([1, 1, 4, 2])
     folds = c1.number_input("Folds", 2, 50, step=1, **kept("prune_folds", 10))
@@ -532,7 +538,7 @@ def new_experiment(estore: ExperimentStore) -> None:
     categories = c3.multiselect(
         "Categories to prune",
         options,
-        format_func=lambda c: pruning.category_label(c, label_names),
+        format_func=lambda c: consensus.category_label(c, label_names),
         help="P:X G:Y: the model predicts class X, the gold label is Y. The paper prunes predicted neutral, "
         "gold entailment (P1G0 in the NLI class order).",
         **kept("prune_categories", default or options[:1], options=options),
@@ -558,7 +564,7 @@ def new_experiment(estore: ExperimentStore) -> None:
             if not test_path:
                 raise CartomapError("give a test set: Model 0 and Model 1 are compared on it")
             named = [
-                pruning.category_name(*pruning.parse_category(c), label_names)
+                consensus.category_name(*consensus.parse_category(c), label_names)
                 for c in categories
                 if label_names
             ]
@@ -581,7 +587,7 @@ def new_experiment(estore: ExperimentStore) -> None:
                 folds=int(folds),
                 fold_seed=int(fold_seed),
                 # by label: the shorthand means what it says only in the NLI class order
-                categories=tuple(categories if tuple(label_names) in ((), pruning.NLI_ORDER) else named),
+                categories=tuple(categories if tuple(label_names) in ((), consensus.NLI_ORDER) else named),
                 threshold=float(threshold),
                 train_model1=bool(model1),
             )

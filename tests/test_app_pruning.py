@@ -12,7 +12,8 @@ from test_pruning import make_finished_experiment
 
 from cartomap.config import DataConfig, ExecutorConfig, RunConfig, TrainConfig
 from cartomap.data.loading import load_dataset
-from cartomap.experiments.pruning import KIND, MODEL0, PruningParams, fold_role, load_results
+from cartomap.experiments.pruning import KIND, PruningParams, fold_role, load_results
+from cartomap.experiments.pruning_analysis import MODEL0
 from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.store import RunStore
 
@@ -235,7 +236,7 @@ def test_parallel_runs_show_their_workers(root, demo):
 def test_suspects_ranked_by_any_detector(root, demo):
     import numpy as np
 
-    from cartomap.experiments.pruning import logits_of
+    from cartomap.experiments.pruning_analysis import logits_of
     from cartomap.scores import detectors
 
     exp, _ = make_finished_experiment(root, demo)

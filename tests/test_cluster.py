@@ -258,13 +258,13 @@ def test_the_same_prune_in_two_stores_gives_the_same_run_ids(data, tiny_model, t
     """Fold and Model 1 runs read derived datasets saved in each store: their ids come from config and
     data only, not from where the store is."""
     from cartomap.experiments.pruning import (
-        MODEL1,
         PruningKind,
         load_training_set,
         model1_config,
         params_of,
         pruned_training_set,
     )
+    from cartomap.experiments.pruning_analysis import MODEL1
     from cartomap.training.prepare import prepare_run
 
     ids = []

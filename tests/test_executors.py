@@ -23,7 +23,8 @@ from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.executors import registry
 from cartomap.executors.worker import probe_store, train_in_worker, write_probe
-from cartomap.experiments.pruning import KIND, MODEL0, MODEL1, fold_role, load_results
+from cartomap.experiments.pruning import KIND, fold_role, load_results
+from cartomap.experiments.pruning_analysis import MODEL0, MODEL1
 from cartomap.experiments.runner import run_experiment
 from cartomap.experiments.store import ExperimentStore
 

@@ -13,39 +13,39 @@ import pytest
 
 import cartomap.training.loop
 from cartomap import cli
+from cartomap.analysis.pruning_figures import change_scatter, confidence_histogram
 from cartomap.config import DataConfig, RunConfig, TrainConfig
 from cartomap.data import derived
 from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
 from cartomap.experiments.pruning import (
     KIND,
-    MODEL0,
-    MODEL1,
     PruningParams,
-    all_categories,
-    analyse,
-    category_label,
-    change_scatter,
-    confidence_histogram,
     export_pruned,
     fold_role,
     fold_table_of,
     load_results,
     model0_config,
-    named_matrix,
     pruned_jsonl_bytes,
     pruned_training_set,
+    write_results,
+)
+from cartomap.experiments.pruning_analysis import (
+    MODEL0,
+    MODEL1,
+    analyse,
+    named_matrix,
     report_text,
     scores_frame,
     suspects_table,
     what_if,
-    write_results,
 )
 from cartomap.experiments.registry import kind_of
 from cartomap.experiments.runner import run_experiment
 from cartomap.experiments.store import ExperimentStore
 from cartomap.io import atomic_write_parquet
 from cartomap.runs.store import RunStore
+from cartomap.scores.consensus import all_categories, category_label
 from cartomap.scores.metrics import compute_metrics
 
 LABELS = ("entailment", "neutral", "contradiction")

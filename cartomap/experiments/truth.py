@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from cartomap.analysis.truth import truth_report
-from cartomap.experiments.pruning import NLI_ORDER, fold_table_of, oof_of_run
+from cartomap.experiments.pruning import fold_table_of, oof_of_run
 from cartomap.experiments.seeds import PER_EXAMPLE, PER_EXAMPLE_EVAL, done_seeds_of
 from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.store import RunStore
 from cartomap.scores import detectors
+from cartomap.scores.consensus import NLI_ORDER
 
 
 class DetectorExtras(NamedTuple):

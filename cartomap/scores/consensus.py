@@ -2,7 +2,8 @@
 
 The pure computational core: k-fold assignment, mismatch categories ``PXGY`` (predicted X, gold Y),
 model confidence of a mismatch on raw logits, threshold selection and sweeps, and the Model 0 /
-Model 1 mismatch analysis on the test set. No training happens here: callers train on 9 folds,
+Model 1 mismatch analysis on the test set, and the categories named by their labels
+("P:neutral G:entailment"; the shorthand PXGY only in the NLI class order). No training happens here: callers train on 9 folds,
 score the held-out fold and pass the logits in.
 
 Shapes used throughout:
@@ -14,6 +15,7 @@ Shapes used throughout:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -219,3 +221,109 @@ def pruned_ids(ids, mask) -> np.ndarray:
     if mask.shape != ids.shape[:1]:
         raise DataError(f"mask has shape {mask.shape}, expected ({ids.shape[0]},)", field="mask")
     return ids[mask]
+
+
+# --------------------------------------------------------------------------- mismatch categories by name
+_CATEGORY = re.compile(r"^P(\d+)G(\d+)$")
+
+
+#: A category named by its labels: "P:neutral G:entailment" (a comma may separate the two parts).
+_NAMED_CATEGORY = re.compile(r"^P:\s*(?P<pred>.+?)\s*[\s,]\s*G:\s*(?P<gold>.+?)\s*$")
+
+
+#: The class order in which the shorthand PXGY means what the NLI papers say (P1G0: predicted neutral, gold
+#: entailment); with any other order the shorthand is refused and categories are named by label.
+NLI_ORDER: tuple[str, ...] = ("entailment", "neutral", "contradiction")
+
+
+#: Names of the Model 0 / Model 1 mismatch types on the test set (cartomap.scores.consensus.mismatch_types).
+TYPE_NAMES = {
+    TYPE_ONLY_MODEL0: "Type 1: only Model 0",
+    TYPE_ONLY_MODEL1: "Type 2: only Model 1",
+    TYPE_BOTH: "Type 3: both",
+}
+
+
+def category_name(pred: int, gold: int, label_names: Sequence[str]) -> str:
+    """(1, 0) with NLI labels -> "P:neutral G:entailment": a mismatch category named by its labels."""
+    return f"P:{label_names[pred]} G:{label_names[gold]}"
+
+
+def normalize_category(text: str) -> str:
+    """A category as given, in canonical spelling: "P1G0" (shorthand) or "P:neutral G:entailment" (named).
+    DataError for anything else, or for a correct prediction."""
+    text = str(text).strip()
+    named = _NAMED_CATEGORY.match(text)
+    if named:
+        if named["pred"] == named["gold"]:
+            raise DataError(f"{text!r} is a correct prediction, not a mismatch", field="categories")
+        return f"P:{named['pred']} G:{named['gold']}"
+    pred, gold = parse_category(text)
+    return f"P{pred}G{gold}"
+
+
+def resolve_category(text: str, label_names: Sequence[str]) -> str:
+    """The PXGY code of a category for classes ``label_names``.
+
+    A named category ("P:neutral G:entailment") is looked up by label; the shorthand PXGY is accepted
+    only when the classes are in the NLI order entailment, neutral, contradiction, where P1G0 means
+    "predicted neutral, gold entailment" as in the papers. In any other order it would silently mean
+    something else, so it is refused with the named form to use instead."""
+    names = [str(n) for n in label_names]
+    canonical = normalize_category(text)
+    named = _NAMED_CATEGORY.match(canonical)
+    if named:
+        unknown = [n for n in (named["pred"], named["gold"]) if n not in names]
+        if unknown:
+            raise DataError(
+                f"{canonical!r}: no class {unknown[0]!r}; the classes are {names}", field="categories"
+            )
+        return f"P{names.index(named['pred'])}G{names.index(named['gold'])}"
+    pred, gold = parse_category(canonical)
+    if max(pred, gold) >= len(names):
+        raise DataError(f"{canonical} names a class outside [0, {len(names)})", field="categories")
+    if tuple(names) != NLI_ORDER:
+        raise DataError(
+            f"{canonical} is NLI shorthand for the class order {', '.join(NLI_ORDER)}; these classes are "
+            f"{', '.join(names)}, so name the category by its labels, e.g. "
+            f"{category_name(pred, gold, names)!r} (predicted {names[pred]}, gold {names[gold]})",
+            field="categories",
+        )
+    return canonical
+
+
+def resolve_categories(categories: Iterable[str], label_names: Sequence[str]) -> list[str]:
+    """:func:`resolve_category` of each, as sorted distinct PXGY codes."""
+    return sorted({resolve_category(c, label_names) for c in categories})
+
+
+def parse_category(text: str) -> tuple[int, int]:
+    """``"P1G0"`` -> (1, 0): (predicted class, gold class). DataError unless PXGY with X != Y."""
+    match = _CATEGORY.match(str(text).strip().upper())
+    if not match:
+        raise DataError(
+            f"{text!r} is not a mismatch category: expected 'P:<predicted label> G:<gold label>' "
+            "(e.g. 'P:neutral G:entailment') or the NLI shorthand PXGY (e.g. P1G0)",
+            field="categories",
+        )
+    pred, gold = int(match[1]), int(match[2])
+    if pred == gold:
+        raise DataError(
+            f"{text!r}: P{pred}G{gold} is a correct prediction, not a mismatch", field="categories"
+        )
+    return pred, gold
+
+
+def all_categories(n_classes: int) -> list[str]:
+    """Every mismatch category PXGY (X != Y), ordered by X then Y: P0G1, P0G2, P1G0, ..."""
+    return [f"P{x}G{y}" for x in range(n_classes) for y in range(n_classes) if x != y]
+
+
+def category_label(category: str, label_names: Sequence[str]) -> str:
+    """A PXGY code by its labels: "P1G0" -> "P:neutral G:entailment", with the shorthand added where it
+    means that (classes in the NLI order): "P:neutral G:entailment (P1G0)"."""
+    pred, gold = parse_category(category)
+    if max(pred, gold) >= len(label_names):
+        return category
+    name = category_name(pred, gold, label_names)
+    return f"{name} ({category})" if tuple(str(n) for n in label_names) == NLI_ORDER else name
