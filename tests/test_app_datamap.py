@@ -133,6 +133,23 @@ def test_page_renders(run):
     assert at.session_state["selected_ids"] == []
 
 
+def test_the_pages_regions_are_the_runs_regions(run):
+    """By default the page draws the regions the run's metrics file (and the Neighbours page, and
+    `cartomap map`) has: a third of the 400 examples ambiguous (133), not round(0.33 * 400) = 132."""
+    at = _app().run()
+    at.selectbox(key="_kept_dm_color").set_value("region").run()
+    assert not at.exception, at.exception
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    shown = {
+        t["name"].rsplit(" (", 1)[0]: int(t["name"].rsplit(" (", 1)[1].rstrip(")").replace(",", ""))
+        for t in spec["data"]
+        if t.get("type") == "scattergl" and t.get("customdata") is not None and " (" in t.get("name", "")
+    }
+    saved = run.metrics()["region"].value_counts().to_dict()
+    assert shown == saved and shown["ambiguous"] == 133
+    assert at.select_slider(key="_kept_dm_ambiguous_fraction").value == pytest.approx(1 / 3, abs=1e-15)
+
+
 def test_region_rule_and_burn_out_are_shown_and_applied(run):
     at = _app().run()
     captions = " ".join(c.value for c in at.caption)

@@ -245,3 +245,12 @@ def test_compute_metrics_single_epoch_and_default_ids():
 def test_compute_metrics_rejects_bad_input(logits, labels):
     with pytest.raises(DataError):
         m.compute_metrics(logits, labels)
+
+
+def test_a_forms_ambiguous_shares_hold_the_rules_own_default():
+    from cartomap.scores.metrics import DEFAULT_AMBIGUOUS_FRACTION, RegionRule, ambiguous_shares
+
+    shares = ambiguous_shares()
+    assert len(shares) == 71 and shares[0] == 0.05 and shares[-1] == 0.75 and shares == sorted(shares)
+    assert DEFAULT_AMBIGUOUS_FRACTION in shares and 0.33 not in shares and 0.34 in shares
+    assert RegionRule().fraction in shares

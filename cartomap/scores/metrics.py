@@ -376,6 +376,19 @@ def ambiguous_cut(var: np.ndarray, fraction: float) -> float | None:
     return float(-np.partition(-np.asarray(var, dtype=np.float64), n - 1)[n - 1])  # the n-th highest
 
 
+def ambiguous_shares(low: float = 0.05, high: float = 0.75, step: float = 0.01) -> list[float]:
+    """The ambiguous shares a form offers for the rank rule: every ``step`` from ``low`` to ``high``, with
+    the rule's default (:data:`DEFAULT_AMBIGUOUS_FRACTION`, a third) itself in place of its rounded
+    neighbour, so a form left at its default draws the regions every other page and command draws (0.33
+    of 600 examples is 198 ambiguous, a third is 200)."""
+    count = int(round((high - low) / step)) + 1
+    shares = [round(low + k * step, 10) for k in range(count)]
+    if low <= DEFAULT_AMBIGUOUS_FRACTION <= high:
+        nearest = min(range(count), key=lambda k: abs(shares[k] - DEFAULT_AMBIGUOUS_FRACTION))
+        shares[nearest] = DEFAULT_AMBIGUOUS_FRACTION
+    return shares
+
+
 def region_partition(
     conf: np.ndarray, var: np.ndarray, rule: RegionRule | None = None, **overrides
 ) -> np.ndarray:

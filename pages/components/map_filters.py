@@ -13,7 +13,7 @@ import streamlit as st
 
 from cartomap.analysis import colourings, datamap
 from cartomap.scores import ambiguity
-from cartomap.scores.metrics import DEFAULT_AXIS, RegionRule
+from cartomap.scores.metrics import DEFAULT_AXIS, RegionRule, ambiguous_shares
 from pages.common import kept
 
 REGION_LABELS = {
@@ -56,12 +56,12 @@ def map_settings(run, axes=datamap.AXIS_COLUMNS) -> RegionRule:
         **kept("dm_region_rule", default.method, options=methods),
     )
     if method == "rank":
-        share = sb.slider(
+        shares = ambiguous_shares()  # the rule's own default among them (a third, not 0.33)
+        share = sb.select_slider(
             "Ambiguous share",
-            0.05,
-            0.75,
-            step=0.01,
-            **kept("dm_ambiguous_fraction", round(default.fraction, 2)),
+            shares,
+            format_func=lambda v: f"{v:.0%}",
+            **kept("dm_ambiguous_fraction", default.fraction, options=shares),
         )
         rule = RegionRule(method="rank", fraction=float(share), axis=axis)
     else:
