@@ -163,7 +163,9 @@ def refuse_overwrite(paths, force: bool = False, flag: str = "--force") -> None:
 
 
 # --------------------------------------------------------------------------- gzip
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
+#: The UTF-8 byte order mark some editors put first (dropped on reading).
+UTF8_BOM = b"\xef\xbb\xbf"
 #: The most bytes a compressed file may expand to (a small .gz can hold gigabytes of zeros): 2 GiB,
 #: raised with the environment variable ``CARTOMAP_MAX_DECOMPRESSED`` (bytes, or e.g. ``8G``, ``500M``).
 MAX_DECOMPRESSED = 2 * 1024**3
@@ -195,7 +197,7 @@ def gunzip(data: bytes, source: str, limit: int | None = None) -> bytes:
     limit = max_decompressed() if limit is None else limit
     compressed, parts, size = len(data), [], 0
     while data:
-        if data[:2] != _GZIP_MAGIC:
+        if data[:2] != GZIP_MAGIC:
             raise DataError("not a valid gzip file (data after the last gzip member)", location=source)
         inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
         try:
@@ -215,6 +217,36 @@ def gunzip(data: bytes, source: str, limit: int | None = None) -> bytes:
             raise DataError("not a valid gzip file (it ends before its last member does)", location=source)
         data = inflate.unused_data
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def read_data_bytes(path, source: str) -> bytes:
+    """A data file's bytes: gunzipped (:func:`gunzip`) when they start with the gzip mark, whatever the
+    name (a name ending in .gz without the mark is a DataError saying so), the UTF-8 byte order mark
+    dropped. Every reader of a user's data file reads it through this."""
+    data = Path(path).read_bytes()
+    if data[:2] == GZIP_MAGIC:
+        data = gunzip(data, source)
+    elif Path(path).suffix.lower() == ".gz":
+        raise DataError(
+            f"the name ends in .gz but the file is not gzip-compressed (it starts with {data[:8]!r}); "
+            "rename it without .gz if it is plain text, or compress it with gzip",
+            location=source,
+        )
+    return data[len(UTF8_BOM) :] if data[:3] == UTF8_BOM else data
+
+
+def decode_utf8(data: bytes, source: str) -> str:
+    """``data`` as UTF-8 text; a DataError naming the line, the column and the byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        line_start = data.rfind(b"\n", 0, e.start) + 1
+        raise DataError(
+            f"bytes are not valid UTF-8 (byte 0x{data[e.start]:02x} at byte offset {e.start}, "
+            f"column {e.start - line_start + 1} of the line); save the file as UTF-8",
+            location=f"{source}: line {line}",
+        ) from None
 
 
 def json_objects(text: str, source: str):

@@ -347,3 +347,23 @@ def test_comments_off_reads_hash_lines_as_tokens(tmp_path):
         read_tagged(path, comments=False)  # "# sent_id = 3" is then a token line of 4 columns
     path = write(tmp_path / "b.conll", "# O\nis O\n")
     assert read_tagged(path, comments=False).frame["tokens"].tolist() == [["#", "is"]]
+
+
+def test_token_files_and_tables_are_read_by_one_reader(tmp_path):
+    """CoNLL files and tables share the reader of cartomap.io: a byte that is not UTF-8 is named by its
+    line and column in both, and a gzip file under a plain name reads as its text."""
+    from cartomap.data.readers import read_table
+
+    bad = b"EU B-ORG\n" + b"re\xffjects O\n"
+    (tmp_path / "bad.conll").write_bytes(bad)
+    (tmp_path / "bad.csv").write_bytes(b"premise,hypothesis,label\na,b\xff,0\n")
+    for path, reader in ((tmp_path / "bad.conll", read_tagged), (tmp_path / "bad.csv", read_table)):
+        with pytest.raises(
+            DataError, match=r"not valid UTF-8 \(byte 0xff at byte offset \d+, column \d+"
+        ) as err:
+            reader(path)
+        assert "line 2" in str(err.value)
+    (tmp_path / "zipped.conll").write_bytes(gzip.compress("EU B-ORG\n".encode("utf-8-sig")))
+    assert read_tagged(tmp_path / "zipped.conll").frame.equals(
+        read_tagged(write(tmp_path / "eu.conll", "EU B-ORG\n")).frame
+    )

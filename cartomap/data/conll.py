@@ -36,7 +36,7 @@ from typing import Any
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.io import gunzip, json_objects
+from cartomap.io import decode_utf8, json_objects, read_data_bytes
 from cartomap.tasks.token import TOKEN
 
 #: Suffixes of files in CoNLL columns (each also with ``.gz``).
@@ -50,7 +50,6 @@ OUTSIDE = "O"
 ID_PREFIX = "sent-"
 #: The columns of a read file: the token kind's words and tags (:mod:`cartomap.tasks.token`).
 WORDS, TAGS = TOKEN.text_fields[0], TOKEN.label_field
-_GZIP_MAGIC = b"\x1f\x8b"
 _CONLLU_SKIP = re.compile(r"^\d+(-\d+|\.\d+)$")  # multiword token ranges and empty nodes
 _COMMENT_FIELD = re.compile(r"^#\s*([^=\s]+)\s*=\s*(.*?)\s*$")
 _BIO_TAG = re.compile(r"^([BIESLU])-(.+)$")
@@ -172,25 +171,7 @@ def read_text(path: Path, source: str) -> str:
         raise DataError(f"file not found: {path}", location=source)
     if path.is_dir():
         raise DataError("expected a file, found a folder", location=source)
-    data = path.read_bytes()
-    if data[:2] == _GZIP_MAGIC:
-        data = gunzip(data, source)
-    elif path.suffix.lower() == ".gz":
-        raise DataError(
-            f"the name ends in .gz but the file is not gzip-compressed (it starts with {data[:8]!r}); "
-            "rename it without .gz if it is plain text, or compress it with gzip",
-            location=source,
-        )
-    if data[:3] == b"\xef\xbb\xbf":
-        data = data[3:]
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise DataError(
-            f"bytes are not valid UTF-8 (byte 0x{data[e.start]:02x}); save the file as UTF-8",
-            location=f"{source}: line {line}",
-        ) from None
+    return decode_utf8(read_data_bytes(path, source), source)
 
 
 def _column(index: int, count: int, name: str, where: str) -> int:

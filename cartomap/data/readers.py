@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.io import gunzip
+from cartomap.io import decode_utf8, read_data_bytes
 
 FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "hf")
 
@@ -37,9 +37,6 @@ _SUFFIX_FORMATS = {
 
 #: JSON nested deeper than this is refused (Python's parser would otherwise end in a RecursionError).
 MAX_JSON_DEPTH = 100
-
-
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def read_table(
@@ -107,37 +104,14 @@ def read_source(path: Path, fmt: str, split: str | None, source: str):
 
 
 def _read_bytes(path: Path, source: str) -> bytes:
-    data = path.read_bytes()
-    if data[:2] == _GZIP_MAGIC:
-        data = gunzip(data, source)
-    elif path.suffix.lower() == ".gz":
-        raise DataError(
-            f"the name ends in .gz but the file is not gzip-compressed (it starts with {data[:8]!r}); "
-            "rename it without .gz if it is plain text, or compress it with gzip",
-            location=source,
-        )
-    if data[:3] == b"\xef\xbb\xbf":  # UTF-8 byte order mark
-        data = data[3:]
+    data = read_data_bytes(path, source)
     if not data.strip():
         raise DataError("the file is empty; expected a header and/or at least one row", location=source)
     return data
 
 
-def _decode(data: bytes, source: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        line_start = data.rfind(b"\n", 0, e.start) + 1
-        raise DataError(
-            f"bytes are not valid UTF-8 (byte 0x{data[e.start]:02x} at byte offset {e.start}, "
-            f"column {e.start - line_start + 1} of the line); save the file as UTF-8",
-            location=f"{source}: line {line}",
-        ) from None
-
-
 def _parse_json(data: bytes, source: str, allow_array: bool):
-    text = _decode(data, source)
+    text = decode_utf8(data, source)
     if allow_array and text.lstrip().startswith("["):
         try:
             records = json.loads(text)
@@ -259,7 +233,7 @@ def _records_frame(records: list[dict]) -> pd.DataFrame:
 
 
 def _parse_delimited(data: bytes, source: str, delimiter: str):
-    text = _decode(data, source)
+    text = decode_utf8(data, source)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     header: list[str] | None = None
     rows: list[list[str]] = []
