@@ -90,6 +90,9 @@ from cartomap.team.access import Access, Visitor, identify, listen_refusal
 from cartomap.team.roles import Action, load_team, refusal
 
 RUN_KEY = "run_id"  # st.session_state key of the selected run id
+#: The address's parameter naming a saved view of the run (the Data map page restores it); a view belongs to
+#: its run, so picking another run drops it.
+VIEW_PARAM = "view"
 _PICKER_KEY = "_run_picker"
 _QP_SEEN = "_run_query_param"
 _QP_LEFT = "_run_query_param_left"  # (the address this session's selection last moved away from, when)
@@ -195,6 +198,8 @@ def select_run(run_id: str | None) -> None:
         st.session_state[_QP_LEFT] = (before, time.time())
     st.session_state[RUN_KEY] = run_id
     st.session_state[_QP_SEEN] = run_id
+    if st.query_params.get("run") != run_id:
+        st.query_params.pop(VIEW_PARAM, None)
     st.query_params["run"] = run_id
 
 

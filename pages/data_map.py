@@ -21,9 +21,16 @@ ringed on the map, drawn over the whole distribution in the map's marginal histo
 its own examples, ``figures.marginal_traces``) and listed in the selection table.
 
 When the run has a finished seeds experiment (``cartomap seeds`` or *Add seeds* here) the page draws
-the map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region agreement" as a colour,
-"Stable only" as a filter and one trajectory per seed; without one it says how stable such maps were
-measured to be (``cartomap.analysis.stability_reference``) and offers *Add seeds* (a background job).
+the map of the seeds' means (``dm_seeds_mean_<run>``, a toggle in the sidebar), with "region agreement" as a
+colour, "Stable only" as a filter and one trajectory per seed; without one it says how stable such maps were
+measured to be (``cartomap.analysis.stability_reference``) and offers *Add seeds* (a background job), in a
+block after the map, collapsed unless a seeds experiment runs: the map comes first.
+
+Saved views (``saved_views``, the sidebar's first section): the map's settings, selection and focus under a
+name, restored there or by ``?view=NAME`` in the address. Text search (``text_search``, above the map): the
+examples whose texts hold a text or match a regular expression become the selection. Tags (``tags``): set on
+the selection or the focused example, a sidebar filter, a column of the selection table and downloads. Where
+neighbours are missing the example's panel offers "Compute embeddings" (``embeddings``).
 
 A run with two or more recordings gets a slider "Map after recording": the map from the first k
 recordings, with the selected examples' paths over it (``map_layers``). A session's first single map comes
@@ -73,8 +80,11 @@ from pages.components import (
     map_layers,
     maps,
     run_summary,
+    saved_views,
     seeds,
     selection,
+    tags,
+    text_search,
     token_map,
 )
 from pages.components.jobs import demo_or_prompt
@@ -110,9 +120,11 @@ def page(run, after_picture=None) -> None:
     """Everything of the page but its title and the training curves, for a run with metrics;
     ``after_picture`` is called once the map's picture is sent (:func:`pages.components.map_chart.draw_map`)."""
     per_label = run.task_kind.unit == "label"  # multi-label: several maps, picked below
+    saved_views.restore_from_address(run)  # ?view=NAME: before any widget is drawn
     warning = None if per_label else cached.chance_warning(run)
     if warning:
         st.warning(escape_markdown(warning))
+    saved_views.views_panel(run)  # the sidebar's first section
     rule = map_filters.map_settings(run, cached.axes(run))
     if token_map.is_token_run(run):  # a point per word, or per sentence
         level, method = token_map.level_picker()
@@ -135,7 +147,7 @@ def page(run, after_picture=None) -> None:
             return
     view = label_map.view_picker(run) if per_label else None
     estore = ExperimentStore(get_store().root)
-    seeds_exp, seeds_done = (None, None) if per_label else seeds.seeds_section(run, estore)
+    seeds_exp, seeds_done = (None, None) if per_label else seeds.seeds_map(run, estore)
     burn_out, n_recorded = (None, 0) if seeds_exp else map_layers.epoch_slider(run)
     try:
         if per_label:
@@ -151,8 +163,11 @@ def page(run, after_picture=None) -> None:
         st.stop()
     seed_map_runs = seed_runs(seeds_exp, get_store()) if seeds_exp else None
     map_filters.filters_follow_run(run.id)
-    filtered, color_by, max_points = map_filters.sidebar_filters(frame)
+    filtered, color_by, max_points = map_filters.sidebar_filters(
+        frame, more=lambda rows: tags.tag_filter(run, rows)
+    )
     split = map_filters.split_by_label()
+    text_search.search_box(frame)  # a search replaces the selection, as a lasso does
     st.session_state.setdefault(SELECTED, [])
     if split:
         map_chart.take_facet_event(filtered, max_points)
@@ -207,7 +222,10 @@ def page(run, after_picture=None) -> None:
         after_picture=after_picture,
     )
 
+    if not per_label:
+        seeds.seeds_section(run, estore, seeds_done)  # after the map: the map comes first
     selection.selection_section(run, frame, filtered, table, selected, seed_map_runs, per_label=per_label)
+    tags.tag_tools(run, table)
     human_judgement.human_section(run)
     st.divider()
     groups.group_tools(run, table)

@@ -29,7 +29,7 @@ from cartomap.errors import CartomapError
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.store import Run
 from cartomap.team.roles import Action
-from cartomap.training.embeddings import embedding_problem, load_embeddings
+from cartomap.training.embeddings import has_embeddings, load_embeddings
 from pages.common import (
     SELECTED,
     acting_as,
@@ -43,11 +43,13 @@ from pages.common import (
     through_app,
     write_submit,
 )
+from pages.components.embeddings import offer_embeddings
 from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
 
 MAX_SEED_OPTIONS = 2000
+EMBED_KEY = "nb_start_embeddings"
 SOURCES = ("Current selection", "A saved group", "Most ambiguous per label")
 TEXT_CHARS = 70
 
@@ -379,15 +381,6 @@ def projection_view(run: Run, points: pd.DataFrame, group_ids: list[str], seed: 
     selection_tools(run, selected)
 
 
-def embed_or_reason(run: Run, command: list[str]) -> None:
-    """The "Compute embeddings" button, or why the run cannot have them (a run without its weights)."""
-    problem = embedding_problem(run)
-    if problem:
-        st.warning(f"No embeddings can be computed here: {problem}.", icon="⚠️")
-        return
-    task_or_button(run, "embeddings", command, "Embeddings", "Compute embeddings")
-
-
 # --------------------------------------------------------------------------- page
 def main() -> None:
     st.title("Nearest neighbours")
@@ -396,13 +389,8 @@ def main() -> None:
         st.stop()
     emb_stamp = run.stamp(run.embeddings_path, run.embedding_ids_path)
     embeddings = _embeddings(str(run.path), emb_stamp)
-    if embeddings is None:
-        st.info(
-            "Neighbours are found in the task model's [CLS] space: first compute the final-layer [CLS] "
-            "vector of every training example under this run's model (a background job; on a CPU about "
-            "a minute per few thousand pairs with the default encoder)."
-        )
-        embed_or_reason(run, ["embed", run.id, "--quiet"])
+    if embeddings is None:  # none, or files that cannot be read: computed (again)
+        offer_embeddings(run, key=EMBED_KEY, force=has_embeddings(run))
         st.stop()
 
     stamp = run.stamp(run.examples_path, run.metrics_path())
@@ -410,7 +398,7 @@ def main() -> None:
     index = _id_index(str(run.path), stamp)
     if len(embeddings[0]) != len(points):
         st.warning("The embeddings do not match the run's examples: compute them again.")
-        embed_or_reason(run, ["embed", run.id, "--quiet", "--force"])
+        offer_embeddings(run, key=EMBED_KEY, force=True)
         st.stop()
 
     exclude: tuple = ()

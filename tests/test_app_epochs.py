@@ -140,8 +140,19 @@ def test_paths_are_capped(cache):
     at.run()
     assert not at.exception, at.exception
     (paths,) = _paths(_map(at))
+    assert paths["name"] == f"{overlay_figures.TRAJECTORY_TRACE} ({epochs.DEFAULT_TRAJECTORIES})"
+    assert any(f"{epochs.DEFAULT_TRAJECTORIES} of 120 drawn" in c.label for c in at.checkbox)
+    # more on request, never past the cap
+    drawn = at.number_input(key="_kept_dm_paths_drawn")
+    assert drawn.max == epochs.MAX_TRAJECTORIES
+    drawn.set_value(epochs.MAX_TRAJECTORIES).run()
+    assert not at.exception, at.exception
+    (paths,) = _paths(_map(at))
     assert paths["name"] == f"{overlay_figures.TRAJECTORY_TRACE} ({epochs.MAX_TRAJECTORIES})"
     assert any(f"{epochs.MAX_TRAJECTORIES} of 120 drawn" in c.label for c in at.checkbox)
+    at.session_state["dm_paths_drawn"] = 500  # kept from elsewhere: held to the cap
+    at.run()
+    assert not at.exception and at.number_input(key="_kept_dm_paths_drawn").value == epochs.MAX_TRAJECTORIES
 
 
 def test_a_stored_k_beyond_the_recordings_falls_back_to_every_recording(cache):

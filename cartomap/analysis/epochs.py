@@ -29,6 +29,9 @@ from cartomap.scores.metrics import RegionRule, compute_metrics, gold_probabilit
 TRAJECTORY_COLUMNS = ("id", "k", "confidence", "variability")
 #: The selection's paths drawn over the map at most (a path per example; more is a tangle).
 MAX_TRAJECTORIES = 50
+#: The selection's paths drawn by default: a few that can still be told apart (up to
+#: :data:`MAX_TRAJECTORIES` on request).
+DEFAULT_TRAJECTORIES = 10
 
 
 def _check_k(k: int, n_recorded: int) -> int:

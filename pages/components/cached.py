@@ -16,6 +16,7 @@ from cartomap.analysis.evaluation import run_chance_warning
 from cartomap.errors import CartomapError
 from cartomap.experiments.seeds import seed_siblings
 from cartomap.experiments.truth import truth_of
+from cartomap.runs import tags as run_tags
 from cartomap.runs.store import Run, RunStore
 from cartomap.wanli.batches import filtered_path, load_filtered
 from pages.common import get_store
@@ -57,6 +58,17 @@ def neighbour_ids(run, focus: str, k: int) -> dict[str, list[str]]:
     and of its own label, by the run's embeddings."""
     stamp = run.stamp(run.embeddings_path, run.embedding_ids_path)
     return _neighbour_ids(str(run.path), stamp, focus, k)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _tags(run_path: str, stamp: tuple):
+    return run_tags.tags_of(Run(Path(run_path)))
+
+
+def tags(run):
+    """The run's tags (:func:`cartomap.runs.tags.tags_of`: id, tag, tagged_by, tagged_at), read again
+    whenever they change."""
+    return _tags(str(run.path), run_tags.stamp(run))
 
 
 @st.cache_data(max_entries=8, show_spinner=False)

@@ -12,6 +12,11 @@ from cartomap.analysis import multilabel as label_views
 from pages.common import kept
 
 
+def view_key(run) -> str:
+    """The session key of the run's view picker (a saved view keeps it: ``pages.components.saved_views``)."""
+    return f"dm_label_view_{run.id}"
+
+
 def view_picker(run) -> str:
     """A multi-label run's view picker (one label's map, every example at its worst label, every
     (example, label); ``dm_label_view_<run>``), with a caption that says what this page does not show
@@ -24,7 +29,7 @@ def view_picker(run) -> str:
         format_func=lambda v: label_views.view_title(v, names),
         help="A multi-label run records every label of every example: pick one label's map, or every "
         "example at its worst label (the lowest confidence over its labels).",
-        **kept(f"dm_label_view_{run.id}", label_views.COMBINED, options=options),
+        **kept(view_key(run), label_views.COMBINED, options=options),
     )
     st.caption(
         "A multi-label run: not shown here yet are seeds and nearest neighbours. A point of the combined "

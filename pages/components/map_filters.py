@@ -15,6 +15,7 @@ from cartomap.analysis import colourings, datamap
 from cartomap.scores import ambiguity
 from cartomap.scores.metrics import DEFAULT_AXIS, RegionRule, ambiguous_shares
 from pages.common import kept
+from pages.components.tags import TAG_FILTER
 
 REGION_LABELS = {
     "rank": "by rank: the most ambiguous share",
@@ -103,6 +104,7 @@ RUN_FILTER_KEYS = (
     "dm_stable_only",
     "dm_entropy",
     "dm_disagree",
+    TAG_FILTER,
 )
 #: Every filter and display setting the "Reset" clears: the run's filters and how the map is drawn.
 FILTER_KEYS = RUN_FILTER_KEYS + (
@@ -155,8 +157,10 @@ def split_by_label() -> bool:
     )
 
 
-def sidebar_filters(frame):
-    """Filter widgets in the sidebar; returns (filtered frame, colour-by, max points drawn)."""
+def sidebar_filters(frame, more=None):
+    """Filter widgets in the sidebar; returns (filtered frame, colour-by, max points drawn). ``more``: a
+    filter of the run's own (the tags: ``more(filtered)`` draws its widgets and returns the rows it keeps),
+    drawn with the others, before "Reset filters"."""
     sb = st.sidebar
     sb.subheader("Filters")
     labels = [str(g) for g in frame[["label", "gold"]].drop_duplicates().sort_values("label")["gold"]]
@@ -234,6 +238,7 @@ def sidebar_filters(frame):
             help="Only the examples whose region is the same in every seed.",
             **kept("dm_stable_only", False),
         )
+    slot = sb.container()  # ``more``'s widgets, filled once the other filters are applied
     sb.button("Reset filters", on_click=reset_filters, key="dm_reset")
 
     ranges = {"confidence": conf, axis: var, "correctness": corr}
@@ -251,4 +256,7 @@ def sidebar_filters(frame):
         filtered = filtered[filtered["gold_disagrees"].to_numpy(dtype=bool)]
     if stable:
         filtered = datamap.stable_only(filtered)
+    if more is not None:
+        with slot:
+            filtered = more(filtered)
     return filtered, color_by, int(max_points)

@@ -3,8 +3,10 @@
 A run with two or more recordings gets a slider "Map after recording" (``dm_burn_out_<run>``, the reference's
 burn-out): the map from the first k recordings, computed from the dynamics read once per run and recording
 (``pages.components.maps.dynamics``) and sliced. Over the single map the selected examples' paths are drawn
-(``dm_paths``; :func:`cartomap.analysis.epochs.trajectories`, the first 50): their point on the map of the
-first 2, 3, ..., E recordings, the point of the map shown ringed. A token run's sentence-level map and every
+(``dm_paths``; :func:`cartomap.analysis.epochs.trajectories`, the first
+:data:`~cartomap.analysis.epochs.DEFAULT_TRAJECTORIES` by default, up to ``MAX_TRAJECTORIES`` with "Paths
+drawn", ``dm_paths_drawn``): their point on the map of the first 2, 3, ..., E recordings, the point of the map
+shown ringed. A token run's sentence-level map and every
 view of a multi-label run have both too: a sentence after k recordings is its words' metrics over those
 recordings aggregated as its map does (``cartomap.analysis.tokens``), an example of the combined view its
 labels' (``cartomap.analysis.multilabel``).
@@ -28,6 +30,31 @@ from cartomap.wanli.batches import list_batches
 from pages.common import count, escape_markdown, kept, show_error
 from pages.components import cached, maps
 
+PATHS = "dm_paths"
+PATHS_DRAWN = "dm_paths_drawn"
+SHOW_NEIGHBOURS = "dm_show_neighbours"
+
+
+def burn_out_key(run) -> str:
+    """The session key of the run's "Map after recording" slider."""
+    return f"dm_burn_out_{run.id}"
+
+
+def generated_key(run) -> str:
+    """The session key of the run's "Generated pairs" picker."""
+    return f"dm_generated_{run.id}"
+
+
+def view_keys(run) -> dict[str, str]:
+    """The settings of what is drawn over the map that a saved view keeps ({name: session key})."""
+    return {
+        "paths": PATHS,
+        "paths_drawn": PATHS_DRAWN,
+        "show_neighbours": SHOW_NEIGHBOURS,
+        "burn_out": burn_out_key(run),
+        "generated": generated_key(run),
+    }
+
 
 def epoch_slider(run) -> tuple[int | None, int]:
     """The map over epochs: a slider "Map after recording k of E" (a run with 2 or more recordings) that
@@ -37,7 +64,7 @@ def epoch_slider(run) -> tuple[int | None, int]:
     recorded = len(run.dynamics_epochs(run.recorded_source()))
     if recorded < 2:
         return None, recorded
-    key = f"dm_burn_out_{run.id}"
+    key = burn_out_key(run)
     if not isinstance(st.session_state.get(key), int) or not 1 <= st.session_state[key] <= recorded:
         st.session_state.pop(key, None)  # recordings lost since (a repaired run): every one again
     used = st.slider(
@@ -61,8 +88,9 @@ def selection_paths(
     method: str | None = None,
     axis: str = "variability",
 ):
-    """The paths through the map of the selected examples shown (the first
-    :data:`cartomap.analysis.epochs.MAX_TRAJECTORIES`): their point on the map of the first 2, 3, ..., E
+    """The paths through the map of the selected examples shown (the first "Paths drawn" of them,
+    :data:`cartomap.analysis.epochs.DEFAULT_TRAJECTORIES` by default, at most ``MAX_TRAJECTORIES``): their
+    point on the map of the first 2, 3, ..., E
     recordings (:func:`cartomap.analysis.epochs.trajectories`), when "Paths of the selection" is on;
     None otherwise. ``view``: a multi-label run's view (its points' paths,
     :func:`cartomap.analysis.multilabel.view_trajectories`); ``method``: the table lists a token run's
@@ -71,25 +99,40 @@ def selection_paths(
     if table.empty:
         return None
     n = len(table)
-    shown = min(n, epochs.MAX_TRAJECTORIES)
+    kept_drawn = st.session_state.get(PATHS_DRAWN, epochs.DEFAULT_TRAJECTORIES)
+    most = min(max(1, int(kept_drawn)), epochs.MAX_TRAJECTORIES) if isinstance(kept_drawn, int) else None
+    st.session_state[PATHS_DRAWN] = most or epochs.DEFAULT_TRAJECTORIES
+    shown = min(n, st.session_state[PATHS_DRAWN])
     noun = "sentence" if method else "example"
     label = (
         f"Paths of the selection over the recordings ({shown:,} of {n:,} drawn)"
         if n > shown
         else (f"Paths of the selection over the recordings ({count(n, noun)})")
     )
-    if not st.checkbox(
+    left, right = st.columns([3, 1], vertical_alignment="center")
+    on = left.checkbox(
         label,
         help=f"Each selected {noun}'s point on the map of the first 2, 3, ... "
         "recordings, joined by a line; small marker first, the red ring = the map shown.",
-        **kept("dm_paths", True),
-    ):
+        **kept(PATHS, True),
+    )
+    if n > epochs.DEFAULT_TRAJECTORIES:
+        right.number_input(
+            "Paths drawn",
+            1,
+            epochs.MAX_TRAJECTORIES,
+            step=5,
+            help=f"The first this many of the selection (at most {epochs.MAX_TRAJECTORIES}: more is a tangle).",
+            disabled=not on,
+            **kept(PATHS_DRAWN, epochs.DEFAULT_TRAJECTORIES),
+        )
+    if not on:
         return None
     source = run.recorded_source()
     try:
         ids, logits, labels = maps.dynamics(run, source)
         burn_in = epochs.burn_ins(run.config.train, source, run.dynamics_epochs(source))
-        picked = table["id"].astype(str).tolist()
+        picked = table["id"].astype(str).tolist()[:shown]
         if method:
             return tokens.sentence_trajectories(
                 logits, labels, ids, picked, method=method, burn_in=burn_in, axis=axis
@@ -115,7 +158,7 @@ def neighbour_layer(run, frame, focus: str | None):
         f"Show the focused example and its {k} nearest neighbours on the map",
         help="Nearest by cosine similarity of the model's [CLS] vectors: the nearest of any label and the "
         "nearest with the focused example's label (a WaNLI exemplar group is the seed and the latter).",
-        **kept("dm_show_neighbours", True),
+        **kept(SHOW_NEIGHBOURS, True),
     ):
         return None
     try:
@@ -157,7 +200,7 @@ def generated_layer(run, axis: str = "variability"):
         options,
         format_func=lambda n: "none drawn" if n == NO_BATCH else f"Generated pairs: {n}",
         help="Pairs generated and filtered from this run (WaNLI): where the filter placed them.",
-        **kept(f"dm_generated_{run.id}", NO_BATCH, options=options),
+        **kept(generated_key(run), NO_BATCH, options=options),
     )
     if batch == NO_BATCH:
         return None

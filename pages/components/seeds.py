@@ -1,10 +1,11 @@
 """The Data map page's seeds block: the map of the means over seeds, or how stable such maps are.
 
 When the run has a finished seeds experiment (``cartomap seeds`` or *Add seeds* here) the page draws the
-map of the seeds' means (``dm_seeds_mean_<run>`` toggles it), with "region agreement" as a colour, "Stable
+map of the seeds' means (``dm_seeds_mean_<run>``, a toggle in the sidebar), with "region agreement" as a colour, "Stable
 only" as a filter and one trajectory per seed; without one it says how stable such maps were measured to
 be (``cartomap.analysis.stability_reference``) and offers *Add seeds* (a background job, its panel
-following it), or a map of the finished runs that are this run but for their seed.
+following it), or a map of the finished runs that are this run but for their seed. That block comes after
+the map (collapsed unless a seeds experiment is running), so the map is the first thing the page shows.
 """
 
 from __future__ import annotations
@@ -52,23 +53,50 @@ def _seeds_progress(exp, status: dict) -> None:
         )
 
 
-def seeds_section(run, estore):
-    """Whether the map is the mean over a finished seeds experiment (the toggle), that experiment,
-    and what the page says about the map's stability: the seeds' summary, or the measured stability
-    of such maps with an "Add seeds" button (a background job; its panel follows it)."""
+def mean_key(run) -> str:
+    """The session key of the toggle "Map of k seeds (means)" of ``run`` (a saved view keeps it)."""
+    return f"dm_seeds_mean_{run.id}"
+
+
+def seeds_map(run, estore):
+    """Whether the map is the mean over a finished seeds experiment: a toggle in the sidebar when the run
+    has one (``dm_seeds_mean_<run>``). Returns (the experiment whose mean map is drawn, or None; the
+    finished seeds experiment, or None)."""
     done = done_seeds_of(run, estore)
+    if done is None:
+        return None, None
+    n = len(done.params["seeds"])
+    on = st.sidebar.toggle(
+        f"Map of {n} seeds (means)",
+        help="The map of every metric's mean over the seeds, coloured by region agreement if you like, "
+        "with one probability line per seed for the focused example; off: this run's own map.",
+        **kept(mean_key(run), True),
+    )
+    return (done if on else None), done
+
+
+def seeds_section(run, estore, done=None) -> None:
+    """Drawn after the map, collapsed unless a seeds experiment is running: what the page says about the
+    map's stability, the finished seeds experiment's summary (``done``), or the measured stability of such
+    maps with an "Add seeds" button (a background job; its panel follows it) or a map of this run's finished
+    siblings of other seeds."""
     if done is not None:
-        n = len(done.params["seeds"])
-        on = st.toggle(f"Map of {n} seeds (means)", **kept(f"dm_seeds_mean_{run.id}", True))
-        st.caption(datamap.seeds_caption(done.result(SUMMARY) or {}))
-        return (done if on else None), done
+        with st.expander(f"Seeds: the map of {len(done.params['seeds'])} seeds"):
+            st.caption(datamap.seeds_caption(done.result(SUMMARY) or {}))
+        return
     pending = seeds_of(run, estore)
+    active = pending is not None and pending.state != "done"
+    with st.expander("Seeds: how stable is this map?", expanded=active):
+        _seeds_block(run, estore, pending)
+
+
+def _seeds_block(run, estore, pending) -> None:
     row = measured_stability(run.config.train)
     if row is not None:
         st.caption(measured_caption(row))
     if pending is not None and pending.state != State.DONE:
         experiment_panel(pending, _seeds_progress, key="dm_seeds_")
-        return None, None
+        return
     siblings = {seed: estore.runs.get(rid) for seed, rid in cached.sibling_ids(run, estore.runs).items()}
     if len(siblings) > 1:
         left, right = st.columns([1, 3])
@@ -96,7 +124,7 @@ def seeds_section(run, estore):
             "script with other seeds (same settings), then map them together here or with "
             "`cartomap seeds RUN --with`."
         )
-        return None, None
+        return
     left, right = st.columns([1, 3])
     n_seeds = left.number_input(
         "Seeds in all", 2, 10, step=1, help="The run's own seed and the next ones.", **kept("dm_n_seeds", 3)
@@ -114,4 +142,3 @@ def seeds_section(run, estore):
         else:
             flash("success", f"Started the seeds experiment {exp.id} in the background.")
             st.rerun()
-    return None, None

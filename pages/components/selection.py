@@ -17,11 +17,19 @@ import streamlit as st
 from cartomap.analysis import datamap, figures, map_files, map_points
 from cartomap.analysis import multilabel as label_views
 from cartomap.errors import CartomapError
+from cartomap.runs import tags as run_tags
 from pages.common import SELECTED, escape_markdown, show_error
-from pages.components import cached, token_map
+from pages.components import cached, tags, token_map
+from pages.components.embeddings import WHAT_FOR, offer_embeddings
 
 TABLE_HEIGHT = 360
 TABLE_MAX_ROWS = 5_000  # rows sent to the browser; groups and downloads hold the whole selection
+TAGS = run_tags.TAGS_COLUMN
+#: Why the focused example's panel offers the run's embeddings.
+NEIGHBOURS_NEED = (
+    "The focused example's nearest neighbours (listed here and drawn on the map: ★ it, ◆/◇ its neighbours) "
+    "need the run's embeddings. " + WHAT_FOR
+)
 
 
 def clear_selection() -> None:
@@ -59,9 +67,14 @@ def focused_id(table) -> str | None:
 
 def selection_dataframe(shown, key: str):
     """The selection as a table, one row clickable (it focuses that example below): label, prediction,
-    confidence, variability and region first, then the texts (shown in full in the example's panel)."""
+    confidence, variability and region first, then the examples' tags (when the run has some), the texts
+    (shown in full in the example's panel) and the rest."""
+    columns = datamap.display_columns(shown)
+    if TAGS in columns:  # beside where the example sits, before the long texts
+        columns.remove(TAGS)
+        columns.insert(len([c for c in datamap.LEADING_COLUMNS if c in columns]), TAGS)
     return st.dataframe(
-        shown[datamap.display_columns(shown)],
+        shown[columns],
         key=key,
         on_select="rerun",
         selection_mode="single-row",
@@ -76,6 +89,7 @@ def selection_dataframe(shown, key: str):
             "correctness": st.column_config.NumberColumn(format="%.2f"),
             "aum": st.column_config.NumberColumn(format="%.3f"),
             "el2n": st.column_config.NumberColumn(format="%.3f"),
+            TAGS: st.column_config.TextColumn("tags"),
         },
     )
 
@@ -156,13 +170,25 @@ def show_trajectory(run, table, table_event, seeds=None, per_label: bool = False
         st.plotly_chart(fig, key="dm_trajectory", config={"displaylogo": False})
 
 
-def focus_neighbours(run, table) -> None:
-    """The focused example's nearest same-label neighbours, when the run's embeddings are computed
-    (``cartomap embed RUN`` or the Neighbours page); a table (the texts are data)."""
+def shown_focus(table) -> str | None:
+    """The example the panel under the table shows: the kept focus, or the only row of a one-row table;
+    None when it is not in ``table``."""
     focus = st.session_state.get("dm_focus")
     if len(table) == 1:
         focus = str(table["id"].iloc[0])
-    if not focus or focus not in set(table["id"]) or not run.embeddings_path.exists():
+    return focus if focus and focus in set(table["id"]) else None
+
+
+def focus_neighbours(run, table) -> None:
+    """The focused example's nearest same-label neighbours, when the run's embeddings are computed; else
+    what they are for and "Compute embeddings" (``cartomap embed RUN`` as a background job, its panel
+    following it; ``pages.components.embeddings``). A table (the texts are data)."""
+    focus = shown_focus(table)
+    if focus is None or run.task_kind.unit != "example":
+        return
+    if not run.embeddings_path.exists():
+        st.markdown("**Nearest neighbours with the same label**")
+        offer_embeddings(run, key="dm_embed", why=NEIGHBOURS_NEED)
         return
     from cartomap.analysis.neighbours import labelled_by_name, neighbour_group
 
@@ -196,26 +222,32 @@ def selection_section(run, frame, filtered, table, selected, seeds=None, per_lab
     if table.empty:
         st.info("Nothing selected (or nothing of the selection matches the filters).")
         return
-    shown = datamap.selection_table(filtered, table["id"].head(TABLE_MAX_ROWS).tolist())
+    shown = tags.with_tags(run, datamap.selection_table(filtered, table["id"].head(TABLE_MAX_ROWS).tolist()))
     if len(shown) < len(table):
         st.caption(
             f"The table lists the first {len(shown):,} of {len(table):,}; saving and downloading take all of them."
         )
     table_event = selection_dataframe(shown, key=table_key(table))
     show_trajectory(run, shown, table_event, seeds, per_label=per_label)
+    tags.example_tags(run, shown_focus(shown))
     if token_map.is_token_run(run):  # the focused word's sentence, tag by tag
         token_map.word_level_sentence(run, frame, shown)
     if not per_label:
         focus_neighbours(run, shown)
 
 
+def download_table(run, filtered, selected):
+    """The selection as downloaded: every selected row under the filters, with its texts and its tags."""
+    return tags.with_tags(run, datamap.selection_table(filtered, selected))
+
+
 def downloads(run, filtered, selected, fig) -> None:
-    """The selection (every row under the filters, with its texts: made when a button is clicked) and the
-    map as files."""
+    """The selection (every row under the filters, with its texts and tags: made when a button is clicked)
+    and the map as files."""
     stem = f"cartomap-{run.id}"
 
     def table():
-        return datamap.selection_table(filtered, selected)
+        return download_table(run, filtered, selected)
 
     empty = not selected or filtered.empty
     cols = st.columns(4)

@@ -38,6 +38,14 @@ def is_token_run(run) -> bool:
     return run.task_kind.unit == "word"
 
 
+#: The map settings of a token run a saved view keeps ({name: session key}; ``pages.components.saved_views``).
+VIEW_KEYS = {
+    "token_level": "dm_token_level",
+    "sentence_method": "dm_sentence_method",
+    "sentence_color": "dm_sentence_color",
+}
+
+
 def level_picker() -> tuple[str, str]:
     """A token run's map level (words or sentences) and, at sentence level, how a sentence is scored."""
     left, right = st.columns([2, 3])
@@ -48,7 +56,7 @@ def level_picker() -> tuple[str, str]:
         horizontal=True,
         help="Words: a point per word (its first sub-word's dynamics). Sentences: a point per sentence, "
         "scored over its words' confidences.",
-        **kept("dm_token_level", "word", options=list(tokens.LEVELS)),
+        **kept(VIEW_KEYS["token_level"], "word", options=list(tokens.LEVELS)),
     )
     method = "min"
     if level == "sentence":
@@ -58,7 +66,7 @@ def level_picker() -> tuple[str, str]:
             format_func=METHOD_LABELS.get,
             help="y = this score of the words' confidences (lower = harder); x, correctness and the tags "
             "shown are those of the sentence's worst word.",
-            **kept("dm_sentence_method", "min", options=list(tokens.METHODS)),
+            **kept(VIEW_KEYS["sentence_method"], "min", options=list(tokens.METHODS)),
         )
     return str(level), str(method)
 
@@ -178,7 +186,7 @@ def sentence_level(
     selected = [str(i) for i in st.session_state.get(SELECTED_SENTENCES) or []]
     offered = list(colourings.available(frame))
     color_by = st.selectbox(
-        "Colour sentences by", offered, **kept("dm_sentence_color", "correctness", options=offered)
+        "Colour sentences by", offered, **kept(VIEW_KEYS["sentence_color"], "correctness", options=offered)
     )
     skipped = frame.attrs.get("n_unscored", 0)
     after = (
