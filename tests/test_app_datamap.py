@@ -358,7 +358,7 @@ def test_training_curves_close_the_page_and_the_map_stays_its_first_chart(tmp_pa
     assert [a["text"] for a in curves["layout"]["annotations"]] == ["loss", "accuracy"]
     loss = next(t for t in curves["data"] if t["name"] == "train loss")
     assert _numbers(loss["y"]) == pytest.approx([1.0, 0.5, 1 / 3])
-    assert at.expander[-1].label == "Training curves"
+    assert at.main.expander[-1].label == "Training curves"  # the sidebar has its own
 
 
 def test_a_run_without_a_history_has_no_training_curves(run):

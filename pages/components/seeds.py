@@ -85,7 +85,7 @@ def seeds_section(run, estore, done=None) -> None:
             st.caption(datamap.seeds_caption(done.result(SUMMARY) or {}))
         return
     pending = seeds_of(run, estore)
-    active = pending is not None and pending.state != "done"
+    active = pending is not None and pending.state != State.DONE
     with st.expander("Seeds: how stable is this map?", expanded=active):
         _seeds_block(run, estore, pending)
 
