@@ -48,7 +48,7 @@ from cartomap.runs.sqlite import database_problem
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.scores import detectors
-from cartomap.scores.metrics import DEFAULT_AXIS, REGIONS, RegionRule
+from cartomap.scores.metrics import DEFAULT_AXIS, REGIONS
 from cartomap.team.roles import Action
 from pages.common import (
     acting_as,
@@ -154,12 +154,12 @@ def region_filter(run: Run):
         return None, None
     axes = list(cached.axes(run))
     axis = right.selectbox(
-        "Regions ranked by",
+        "Regions drawn on",
         axes,
         format_func=map_filters.axis_label,
         **kept("rs_region_axis", DEFAULT_AXIS if DEFAULT_AXIS in axes else axes[0], options=axes),
     )
-    return region, RegionRule(axis=axis)
+    return region, run.region_rule(axis=axis)  # the run's kind's method (a token run's by threshold)
 
 
 def new_queue_form(run: Run, first: bool) -> None:

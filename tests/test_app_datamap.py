@@ -157,7 +157,7 @@ def test_region_rule_and_burn_out_are_shown_and_applied(run):
     assert "Metrics over 3 epochs" in captions
     frame = dm.map_frame(run)
     assert (frame["region"] == "ambiguous").sum() == 133  # round(400 / 3)
-    at.radio(key="_kept_dm_region_rule").set_value("threshold").run()
+    at.radio(key="_kept_dm_region_rule_pair").set_value("threshold").run()
     assert not at.exception
     captions = " ".join(c.value for c in at.caption)
     assert "Regions: ambiguous = variability ≥ 0.2" in captions

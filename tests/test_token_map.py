@@ -120,3 +120,25 @@ def test_p_predicted_is_of_the_recording_the_map_is_after(cache, tmp_path):
     np.testing.assert_allclose(tokens.predicted_probabilities(run, berlin), [0.9])
     with pytest.raises(DataError, match="expected 1 to 3"):
         tokens.predicted_probabilities(run, berlin, k=4)
+
+
+def test_a_token_runs_regions_are_drawn_by_threshold_unless_told(cache, tmp_path):
+    """'O' holds most words of a NER corpus: a rank among all words would put the minority tags' words in
+    the ambiguous share wholesale, so a token run's map judges each word by its own score (its kind's
+    rule); rank stays one option away. By hand on OVER_EPOCHS, variability (population std of p(gold)):
+    Berlin (0.1, 0.2, 0.9) 0.356 and The (0.3, 0.9, 0.9) 0.283 reach 0.2; Arnold, Paris and Mary 0.082,
+    the rest 0."""
+    from cartomap.scores.metrics import RegionRule
+    from cartomap.tasks.token import TOKEN
+
+    run = make_token_run(cache, tmp_path, gold_probs=OVER_EPOCHS)
+    assert TOKEN.region_method == "threshold" and run.region_rule().method == "threshold"
+    assert RegionRule.for_kind(None).method == "rank"  # a pair or a text: Cartography's rank
+    frame = datamap.map_frame(run)
+    rule = datamap.rule_of(frame)
+    assert rule == run.region_rule()
+    assert (frame["region"].to_numpy() == rule.regions(frame)).all()
+    by_var = datamap.map_frame(run, regions=run.region_rule(axis="variability"))
+    assert set(by_var.loc[by_var["region"] == "ambiguous", "id"]) == {"sent-1#2", "sent-2#0"}
+    ranked = datamap.map_frame(run, regions=run.region_rule(axis="variability", method="rank"))
+    assert (ranked["region"] == "ambiguous").sum() == 4  # a third of 11 words, ties by index

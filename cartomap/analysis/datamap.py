@@ -461,7 +461,7 @@ def map_frame(
 ) -> pd.DataFrame:
     """Metrics of every training example of ``run`` joined with its texts (see :func:`build_map_frame`).
 
-    ``regions``: the rule of the region column (default by rank). ``burn_out``: metrics over the first
+    ``regions``: the rule of the region column (default: the run's, :meth:`Run.region_rule`). ``burn_out``: metrics over the first
     that many epochs only (computed from the dynamics; the reference's ``--burn_out``), from ``dynamics``
     ((ids, logits [E, N, C], labels) of the recorded source, read once by the caller) when given, else
     read here. ``examples``: the run's texts (id, :data:`MAP_EXAMPLE_COLUMNS`, votes) already read, e.g.
@@ -469,6 +469,7 @@ def map_frame(
     ``metrics_at``: the metrics over the first ``burn_out`` recordings already computed
     (:func:`cartomap.analysis.epochs.run_map_at` with the same ``regions``), used instead of computing
     them again. Reads only the Parquet columns the map shows."""
+    regions = regions or run.region_rule()
     recorded = run.recorded_source(source)
     epochs = run.dynamics_epochs(recorded)
     if burn_out is not None and burn_out < len(epochs) and metrics_at is not None:

@@ -159,7 +159,7 @@ def sentence_map_frame(
     for column in datamap.AXIS_COLUMNS:  # the worst word's other ambiguity scores
         if column not in sentence_metrics.columns and column in table.columns:
             sentence_metrics[column] = table[column].to_numpy(dtype=np.float64)
-    rule = regions or RegionRule()
+    rule = regions or run.region_rule()
     sentence_metrics["region"] = rule.regions(sentence_metrics)
     sentence_metrics.attrs["regions"] = rule.to_dict()
     n_epochs = (

@@ -20,10 +20,9 @@ def cmd_create(a: argparse.Namespace) -> int:
 
     from cartomap.curation import queue, sources
     from cartomap.errors import CartomapError
-    from cartomap.scores.metrics import RegionRule
 
     run = _run(a)
-    rule = RegionRule(axis=a.ambiguity) if a.region else None
+    rule = run.region_rule(axis=a.ambiguity) if a.region else None
     if a.detector:
         from cartomap.experiments.truth import detector_extras
 

@@ -233,11 +233,13 @@ def cmd_import(a: argparse.Namespace) -> int:
     return 0
 
 
-def region_rule(a: argparse.Namespace):
-    """The RegionRule of the --regions options."""
+def region_rule(a: argparse.Namespace, run=None):
+    """The RegionRule of the --regions options; ``--regions`` left out: ``run``'s kind's (a token run's by
+    threshold), by rank without a run."""
     from cartomap.scores.metrics import RegionRule
 
-    return RegionRule(
+    return RegionRule.for_kind(
+        run.task_kind if run is not None else None,
         method=a.regions,
         fraction=a.ambiguous_fraction,
         ambiguous_var=a.ambiguous_var,
@@ -258,7 +260,7 @@ def cmd_map(a: argparse.Namespace) -> int:
     refuse_overwrite([a.out], a.force)
     run = RunStore(a.cache).get(a.run)
     title = a.title or f"{run.config.data.path} ({run.id})"
-    rule = region_rule(a)
+    rule = region_rule(a, run)
     if a.level == "sentence":
         from cartomap.analysis.tokens import sentence_map_frame
 
@@ -382,8 +384,9 @@ def add_region_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--regions",
         choices=REGION_METHODS,
-        default=d.method,
-        help="ambiguous = the share with the highest --ambiguity score (rank, default) or the score >= a threshold",
+        default=None,
+        help="ambiguous = the share with the highest --ambiguity score (rank) or the score >= a threshold; "
+        "default: the run's kind's (rank; a token run's threshold, where 'O' holds most words)",
     )
     g.add_argument(
         "--ambiguous-fraction", type=float, default=d.fraction, help="rank: share called ambiguous"

@@ -143,7 +143,7 @@ def region_ids(run: Run, region: str, rule: RegionRule | None = None) -> set[str
     rank on the default ambiguity axis), from the run's main metrics."""
     if region not in REGIONS:
         raise DataError(f"unknown region {region!r}; expected one of {', '.join(REGIONS)}", field="region")
-    rule = rule or RegionRule()
+    rule = rule or run.region_rule()
     metrics = run.metrics(columns=("id", "confidence", rule.axis))
     regions = rule.regions(metrics)
     return set(metrics["id"].astype(str).to_numpy()[regions == region].tolist())
@@ -152,7 +152,7 @@ def region_ids(run: Run, region: str, rule: RegionRule | None = None) -> set[str
 def in_region(run: Run, candidates: Candidates, region: str, rule: RegionRule | None = None) -> Candidates:
     """``candidates`` restricted to the examples in ``region`` of the run's map (:func:`region_ids`), in
     their order; ``queued_by`` says so. CartomapError when none is left."""
-    rule = rule or RegionRule()
+    rule = rule or run.region_rule()
     keep = region_ids(run, region, rule)
     rows = [k for k, i in enumerate(candidates.ids) if i in keep]
     if not rows:

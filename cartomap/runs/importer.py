@@ -98,7 +98,9 @@ def write_metrics(
     train = run.config.train
     for source in sources:
         logits = dynamics[source]
-        frame = compute_metrics(logits, labels, ids, burn_in=train.map_burn_in(source, len(logits)))
+        frame = compute_metrics(
+            logits, labels, ids, regions=run.region_rule(), burn_in=train.map_burn_in(source, len(logits))
+        )
         name = "train" if source == sources[0] else source
         if run.task_kind.unit == "word":  # each word keyed by (sentence id, word index) too
             frame = with_word_keys(frame, ids)

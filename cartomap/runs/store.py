@@ -200,6 +200,14 @@ class Run(StatusFolder):
             name = task_kinds.BY_COLUMN_COUNT[2 if self.info["is_pair"] else 1]
         return task_kinds.kind(name) if name else self.config.task_kind
 
+    def region_rule(self, **overrides):
+        """The rule this run's map draws its regions by unless told otherwise: its task kind's
+        (:meth:`cartomap.scores.metrics.RegionRule.for_kind`; a token run's is by threshold), with
+        ``overrides`` (None values ignored)."""
+        from cartomap.scores.metrics import RegionRule
+
+        return RegionRule.for_kind(self.task_kind, **overrides)
+
     @property
     def warnings(self) -> list[str]:
         """What was suspicious about the data when the run was made (a class far smaller than the others,
@@ -607,7 +615,7 @@ class Run(StatusFolder):
             ids, logits = self.dynamics(recorded)
             labels = self.unit_labels(recorded)[1]
             burn_in = self.config.train.map_burn_in(recorded, self.dynamics_epochs(recorded))  # skip_epochs
-            frame = compute_metrics(logits, labels, ids, burn_in=burn_in)
+            frame = compute_metrics(logits, labels, ids, regions=self.region_rule(), burn_in=burn_in)
             if self.task_kind.unit == "word":  # keyed by (sentence id, word index) too, as training writes it
                 frame = with_word_keys(frame, ids)
             if self.task_kind.unit == "label":  # keyed by (example id, label) too, as training writes it

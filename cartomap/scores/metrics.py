@@ -316,6 +316,13 @@ class RegionRule:
             object.__setattr__(self, "ambiguous_var", ambiguity.get(self.axis).threshold)
 
     @classmethod
+    def for_kind(cls, kind, **overrides) -> RegionRule:
+        """The default rule of a task kind's maps (:class:`cartomap.tasks.base.TaskKind`'s ``region_method``:
+        a token run's is by threshold), with ``overrides`` (None values ignored)."""
+        chosen = {k: v for k, v in overrides.items() if v is not None}
+        return cls(**{"method": getattr(kind, "region_method", "rank"), **chosen})
+
+    @classmethod
     def from_dict(cls, saved: dict | None) -> RegionRule:
         """The rule :meth:`to_dict` wrote; a dict saved before the rule had an axis meant variability."""
         if not isinstance(saved, dict):

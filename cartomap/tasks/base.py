@@ -81,6 +81,11 @@ class TaskKind:
     a pair), tried in order after the fields themselves when a form guesses a file's mapping.
     ``suffixes``: file suffixes that mean this kind whatever the config says of its columns (".conll":
     token classification), a final ".gz" looked through.
+    ``region_method``: how its map draws the ambiguous region unless told otherwise, a name of
+    :data:`cartomap.scores.metrics.REGION_METHODS`: "rank" (the top share on the ambiguity axis, as Dataset
+    Cartography and WaNLI select) or "threshold" (each unit by its own score: where one class holds most
+    units, a rank among all of them puts the minority classes' units in the ambiguous share wholesale;
+    docs/stability.md measures it on WikiGold).
     """
 
     name: str
@@ -93,6 +98,7 @@ class TaskKind:
     output: str = "softmax"
     source_columns: tuple[tuple[str, ...], ...] = ()
     suffixes: tuple[str, ...] = ()
+    region_method: str = "rank"
 
     def __post_init__(self) -> None:
         if not self.name or not self.text_fields or len(set(self.text_fields)) != len(self.text_fields):

@@ -21,4 +21,6 @@ TOKEN = TaskKind(
     head="token",
     source_columns=(("words",),),
     suffixes=(".conll", ".conllu", ".bio", ".iob", ".iob2"),
+    # "O" holds most words (83 % of WikiGold's): a rank among all words calls every entity word ambiguous
+    region_method="threshold",
 )

@@ -262,7 +262,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     import torch.nn.functional as F
     from transformers import get_linear_schedule_with_warmup
 
-    from cartomap.scores.metrics import compute_metrics
+    from cartomap.scores.metrics import RegionRule, compute_metrics
     from cartomap.training.models import load_classifier, load_tokenizer
 
     cfg: RunConfig = run.config
@@ -507,7 +507,9 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             burn_in = tc.map_burn_in(s, rows)
             if s == "train" and burn_in < tc.skip_epochs:
                 run.log(f"the map leaves out {burn_in} epoch(s), not {tc.skip_epochs}: {done} were trained")
-            frame = compute_metrics(recorded[s][rows], labels, ids, burn_in=burn_in)
+            frame = compute_metrics(
+                recorded[s][rows], labels, ids, regions=RegionRule.for_kind(task), burn_in=burn_in
+            )
             if task.unit == "word":  # each word's unit keyed by (sentence id, word index) too
                 frame.insert(1, "example_id", np.repeat(example_ids, unit_counts))
                 frame.insert(2, "word", np.concatenate([np.arange(n) for n in unit_counts]))

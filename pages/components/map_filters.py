@@ -14,6 +14,7 @@ import streamlit as st
 from cartomap.analysis import colourings, datamap
 from cartomap.scores import ambiguity
 from cartomap.scores.metrics import DEFAULT_AXIS, RegionRule, ambiguous_shares
+from cartomap.tasks import registry as task_kinds
 from pages.common import kept
 from pages.components.tags import TAG_FILTER
 
@@ -33,12 +34,18 @@ def axis_label(axis: str) -> str:
     return label
 
 
+def region_rule_key(run) -> str:
+    """The session key of the region rule picked for maps of ``run``'s task kind: each kind keeps its own,
+    so a token run opens on its kind's rule (by threshold) after a pair run was ranked, and back."""
+    return f"dm_region_rule_{run.task_kind.name}"
+
+
 def map_settings(run, axes=datamap.AXIS_COLUMNS) -> RegionRule:
     """Sidebar: the map's second axis (the ambiguity score it draws across and ranks the ambiguous region
     by, among ``axes``: those the run's metrics have) and how regions are drawn."""
     sb = st.sidebar
     sb.subheader("Regions")
-    default = RegionRule()
+    default = run.region_rule()  # its task kind's: a token run's by threshold
     axes = list(axes) or [ambiguity.VARIABILITY]
     axis = sb.selectbox(
         "Ambiguity axis (x)",
@@ -54,7 +61,7 @@ def map_settings(run, axes=datamap.AXIS_COLUMNS) -> RegionRule:
         "Regions",
         methods,
         format_func=REGION_LABELS.get,
-        **kept("dm_region_rule", default.method, options=methods),
+        **kept(region_rule_key(run), default.method, options=methods),
     )
     if method == "rank":
         shares = ambiguous_shares()  # the rule's own default among them (a third, not 0.33)
@@ -112,7 +119,7 @@ FILTER_KEYS = RUN_FILTER_KEYS + (
     "dm_facet",
     "dm_max_points",
     "dm_axis",
-    "dm_region_rule",
+    *(f"dm_region_rule_{kind}" for kind in task_kinds.names()),  # region_rule_key
     "dm_ambiguous_fraction",
     *(f"dm_ambiguous_cut_{axis}" for axis in datamap.AXIS_COLUMNS),
 )
