@@ -169,7 +169,11 @@ def test_the_registry_names_the_configs_executors():
         registry.entry("kubernetes")
 
 
-@pytest.mark.parametrize("name", registry.names())
+@pytest.mark.parametrize(
+    "name",
+    # another executor than local starts Ray or a SLURM stand-in: with -m slow (the default suite's 10 minutes)
+    [pytest.param(name, marks=() if name == "local" else pytest.mark.slow) for name in registry.names()],
+)
 def test_every_registered_executor_gives_the_same_runs_and_results_as_local(
     name, local, data, tiny_model, tmp_path, request
 ):
@@ -189,6 +193,7 @@ def test_every_registered_executor_gives_the_same_runs_and_results_as_local(
     SPECIFIC_CHECKS[name](result, out)
 
 
+@pytest.mark.slow  # a local Ray, a worker killed mid-run and a resume
 def test_a_killed_ray_worker_leaves_a_run_that_is_resumed(ray_session, local, data, tiny_model, tmp_path):
     """SIGKILL the Ray worker training a run after its first epoch: Ray retries the task, the retry
     resumes the run from epoch 1, and the experiment ends with the same runs and results."""
@@ -221,6 +226,7 @@ def test_a_killed_ray_worker_leaves_a_run_that_is_resumed(ray_session, local, da
 CANCEL_EPOCHS = 12
 
 
+@pytest.mark.slow  # a local Ray, cancelled mid-run and resumed
 def test_cancel_stops_the_ray_tasks_and_resume_finishes(ray_session, data, tiny_model, tmp_path, monkeypatch):
     from cartomap.executors import ray_tasks
     from cartomap.runs.store import RunStore

@@ -153,6 +153,7 @@ def test_export_writes_seeds_parquet_and_refuses_to_overwrite(local, tmp_path, c
     assert cli.main(["--cache", str(local["cache"]), "export", "tiny", "--out", str(out), "--force"]) == 0
 
 
+@pytest.mark.slow  # a local Ray
 def test_ray_gives_the_same_runs_and_results(ray_session, local, tiny_model, tmp_path):
     cache = tmp_path / "cache"
     train_base(cache, tiny_model)

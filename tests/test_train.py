@@ -193,6 +193,7 @@ def crash_args(tiny_model):
     ]
 
 
+@pytest.mark.slow  # three trainings in subprocesses, one SIGKILLed mid-epoch (test_cancel_then_resume stays default)
 def test_killed_run_resumes_with_identical_dynamics(crash_args, tmp_path):
     """SIGKILL in the middle of epoch 2, start again: same dynamics as an uninterrupted run."""
     crashed, clean = tmp_path / "crashed", tmp_path / "clean"
