@@ -397,4 +397,9 @@ def test_experiment_list_counts_runs_from_their_own_states(tmp_path, capsys):
     (row,) = [line for line in capsys.readouterr().out.splitlines() if exp.id in line]
     assert "interrupted" in row and "2/4 done" in row
     summary = exp.summary(store.runs)
-    assert (summary["runs"], summary["running"], summary["failed"]) == ("2/4 done", 1, 1)
+    assert (summary["runs"], summary["running"], summary["queued"], summary["failed"]) == (
+        "2/4 done",
+        0,
+        1,
+        1,
+    )

@@ -45,8 +45,14 @@ def cmd_experiment(a: argparse.Namespace) -> int:
         print(f"asked experiment {exp.id} to stop")
         return 0
     if a.action == "delete":
-        store.delete(exp.id)
-        print(f"deleted experiment {exp.id} (its runs stay in the run store)")
+        outcome = store.delete(exp.id)
+        deleted, kept = outcome["deleted"], outcome["kept"]
+        print(
+            f"deleted experiment {exp.id} and {len(deleted)} of its runs"
+            + (f": {', '.join(deleted)}" if deleted else "")
+        )
+        for run_id, why in kept.items():
+            print(f"kept run {run_id}: {why}")
         return 0
     executor = executor_config(a)
     saved = executor or exp.executor()
@@ -249,13 +255,14 @@ def cmd_seeds(a: argparse.Namespace) -> int:
 def cmd_retrain(a: argparse.Namespace) -> int:
     """Retrain a finished run on its training set as it was, pruned of the review queue and corrected by the
     review's decisions, with the same seeds: what the review changed."""
-    from cartomap.experiments.correction import checkbase_run, create_correction
+    from cartomap.experiments.correction import checkbase_run, create_correction, pick_seeds
     from cartomap.experiments.store import ExperimentStore
 
     executor = executor_config(a)
     store = ExperimentStore(a.cache)
     run = store.runs.get(a.run)
     checkbase_run(run)  # before a review queue's decisions are written
+    pick_seeds(run.config.train.seed, a.seeds, a.seed_list)  # so is the count of runs
     decisions = a.decisions
     if a.queue:
         from cartomap.curation.corrected import write_corrected

@@ -229,6 +229,8 @@ OPTION_OF_FIELD = {
     "slurm_local": "--slurm-local",
     "connect_timeout_s": "--connect-timeout",
     "skip_blank_tokens": "--skip-blank-tokens",
+    "seeds": "--seeds",  # how many runs an experiment makes (experiments.store.check_run_count)
+    "folds": "--folds",
 }
 
 

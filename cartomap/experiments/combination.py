@@ -15,7 +15,7 @@ from cartomap.config import NO_RECORDING, DataConfig, RunConfig
 from cartomap.data import derived
 from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
-from cartomap.experiments.store import Experiment, ExperimentStore, Section, grid_role
+from cartomap.experiments.store import Experiment, ExperimentStore, Section, check_run_count, grid_role
 from cartomap.runs.store import RunStore
 from cartomap.scores.reports import results_matrix
 from cartomap.tasks import registry as task_kinds
@@ -70,6 +70,11 @@ class CombinationParams:
             raise DataError("at least one training set is needed")
         if not self.tests:
             raise DataError("at least one test set is needed")
+        check_run_count(
+            len(self.training_sets) * len(self.seeds),
+            f"{len(self.training_sets)} training sets x {len(self.seeds):,} seeds",
+            "seeds",
+        )
         for s in self.training_sets:
             if s.mode not in ("A", "A+B", "A◇B"):
                 raise DataError(f"training set {s.name!r}: mode {s.mode!r}; expected A, A+B or A◇B")

@@ -37,7 +37,15 @@ from cartomap.data.decisions import apply_decisions, decision_counts, read_decis
 from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError, RunError
 from cartomap.experiments.seeds import seed_siblings
-from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run, grid_role, method_of
+from cartomap.experiments.store import (
+    Experiment,
+    ExperimentStore,
+    Section,
+    base_run,
+    check_run_count,
+    grid_role,
+    method_of,
+)
 from cartomap.io import file_stamp
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
@@ -62,14 +70,20 @@ REPORT_ROWS = 50  # changed predictions listed by `cartomap report` (all are in 
 # --------------------------------------------------------------------------- parameters and data
 def pick_seeds(base_seed: int, n_seeds: int = 3, seeds=None) -> tuple[int, ...]:
     """The base run's seed first, then ``seeds`` (duplicates dropped), else base + 1, base + 2, ... up to
-    ``n_seeds`` in all. DataError for fewer than 1."""
+    ``n_seeds`` in all. DataError for fewer than 1, or for more runs than an experiment may make (three
+    per seed: original, pruned and corrected)."""
     if seeds:
         picked = [int(base_seed)] + [int(s) for s in seeds]
     else:
         if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or n_seeds < 1:
             raise DataError(f"expected a number of seeds >= 1, got {n_seeds!r}", field="seeds")
+        check_run_count(
+            len(ROLES) * int(n_seeds), f"{len(ROLES)} training sets x {int(n_seeds):,} seeds", "seeds"
+        )
         picked = [int(base_seed) + k for k in range(int(n_seeds))]
-    return tuple(dict.fromkeys(picked))
+    picked = list(dict.fromkeys(picked))
+    check_run_count(len(ROLES) * len(picked), f"{len(ROLES)} training sets x {len(picked):,} seeds", "seeds")
+    return tuple(picked)
 
 
 def base_config(params: dict[str, Any]) -> RunConfig:
@@ -489,10 +503,10 @@ def create_correction(
     their seed are reused for ``original``. RunError for a run that cannot be retrained, DataError (naming
     the file, row and column) for bad decisions; nothing is written then."""
     checkbase_run(run)
+    picked = pick_seeds(run.config.train.seed, n_seeds, seeds)  # a count past the cap: before any reading
     train = load_dataset(run.data_config("train"))
     decisions = read_decisions(decisions_path, train)
     check_sets(train, decisions)
-    picked = pick_seeds(run.config.train.seed, n_seeds, seeds)
     siblings = seed_siblings(run, store.runs)
     existing = {str(s): siblings[s].id for s in picked[1:] if s in siblings}
     params = correction_params(run, picked, decisions, str(Path(store.root).resolve()))

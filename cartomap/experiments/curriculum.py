@@ -20,7 +20,7 @@ import pandas as pd
 from cartomap.analysis.evaluation import predictions_on_test, run_scores
 from cartomap.config import NO_RECORDING, ORDERS, OrderConfig, RunConfig
 from cartomap.errors import DataError
-from cartomap.experiments.store import Experiment, ExperimentStore, Section, grid_role
+from cartomap.experiments.store import Experiment, ExperimentStore, Section, check_run_count, grid_role
 from cartomap.runs.state import State
 from cartomap.runs.store import RunStore
 from cartomap.scores.reports import (
@@ -84,6 +84,11 @@ class CurriculumParams:
             raise DataError("methods must be distinct and at least one")
         if not self.seeds:
             raise DataError("at least one seed is needed")
+        check_run_count(
+            len(self.methods) * len(self.seeds) + 1,
+            f"{len(self.methods)} methods x {len(self.seeds):,} seeds + the data-map baseline",
+            "seeds",
+        )
         if self.base.dev is None:
             raise DataError("a curriculum experiment needs a validation set (dev) to pick the best run")
         if not self.base.tests:

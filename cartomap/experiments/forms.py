@@ -35,6 +35,7 @@ from cartomap.executors.registry import check_available
 from cartomap.experiments import registry
 from cartomap.experiments.combination import CombinationParams, TrainingSet, training_set_names
 from cartomap.experiments.curriculum import CurriculumParams, has_seeds_to_compare
+from cartomap.experiments.store import MAX_RUNS, check_run_count
 from cartomap.runs.progress import describe_progress
 from cartomap.runs.state import State, derive_state
 from cartomap.runs.store import Run, RunStore
@@ -63,7 +64,7 @@ MODE_DESCRIPTIONS = {
     "A+B": "A + B: B added to A (augmentation)",
     "A◇B": "A ◇ B: random examples of A replaced by B (same size as A)",
 }
-MAX_SEEDS = 100
+MAX_SEEDS = MAX_RUNS  # every seed makes at least one run: the cap of an experiment's runs is the most
 ALPHA = 0.05  # significance level of the sentences in significance_sentences
 
 
@@ -85,13 +86,11 @@ def parse_seeds(text: str) -> tuple[int, ...]:
         low, high = int(match[1]), int(match[2] or match[1])
         if high < low:
             raise DataError(f"range {part!r} runs backwards; write it low-high", field="seeds")
-        if high - low + 1 > MAX_SEEDS:
-            raise DataError(f"range {part!r} has more than {MAX_SEEDS} seeds", field="seeds")
+        check_run_count(high - low + 1, f"range {part!r} ({high - low + 1:,} seeds)", "seeds")
         seeds.extend(s for s in range(low, high + 1) if s not in seeds)
     if not seeds:
         raise DataError("give at least one seed, e.g. 0-4", field="seeds")
-    if len(seeds) > MAX_SEEDS:
-        raise DataError(f"{len(seeds)} seeds; at most {MAX_SEEDS}", field="seeds")
+    check_run_count(len(seeds), f"{len(seeds):,} seeds", "seeds")
     return tuple(seeds)
 
 

@@ -41,6 +41,7 @@ from cartomap.data.dataset import TextDataset
 from cartomap.data.derived import save_dataset
 from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
+from cartomap.experiments.store import check_run_count
 from cartomap.io import atomic_write_json, atomic_write_parquet
 from cartomap.runs.state import State
 from cartomap.runs.store import RunStore
@@ -378,6 +379,11 @@ def run_noise_benchmark(cfg: NoiseBenchmarkConfig, cache: str | Path, echo: Echo
     """
     cache = Path(cache)
     store = RunStore(cache)
+    check_run_count(
+        len(cfg.settings) * len(cfg.rates) * (int(cfg.folds) + 1),
+        f"{len(cfg.settings)} settings x {len(cfg.rates)} rates x ({int(cfg.folds):,} folds + Model 0)",
+        "folds",
+    )
     for setting in cfg.settings:
         if setting not in (noise.SYMMETRIC, noise.ASYMMETRIC):
             raise DataError(

@@ -51,7 +51,7 @@ from cartomap.experiments.pruning_analysis import (
     test_scores,
     what_if,
 )
-from cartomap.experiments.store import Experiment, ExperimentStore, Section
+from cartomap.experiments.store import Experiment, ExperimentStore, Section, check_run_count
 from cartomap.io import atomic_write_bytes, file_stamp
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore, run_id_for
@@ -103,6 +103,8 @@ class PruningParams:
         # a canonical spelling and order: the same choice is the same experiment
         object.__setattr__(self, "categories", tuple(sorted({normalize_category(c) for c in cats})))
         object.__setattr__(self, "folds", int(self.folds))
+        models = " + Models 0 and 1" if self.train_model1 else " + Model 0"
+        check_run_count(self.folds + 1 + bool(self.train_model1), f"{self.folds:,} folds{models}", "folds")
         threshold = float(self.threshold)
         if not math.isfinite(threshold) or threshold < 0:
             raise DataError(f"expected a finite number >= 0, got {self.threshold!r}", field="threshold")

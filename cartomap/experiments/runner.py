@@ -19,7 +19,7 @@ from cartomap.config import ExecutorConfig, RunConfig
 from cartomap.executors.base import Watch
 from cartomap.executors.registry import open_executor
 from cartomap.experiments.registry import kind_of
-from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.experiments.store import Experiment, ExperimentStore, check_run_count
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 
@@ -51,7 +51,41 @@ def run_experiment(
             line = f"interrupted; resume with: cartomap experiment run {exp.id}"
             exp.log(f"{line} (runs in flight resume from their last completed epoch)")
             raise Interrupted(line) from None
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                if exp.saved_status().get("state") != State.DONE:
+                    stop_unstarted(exp, store.runs)
     return exp
+
+
+def stop_unstarted(exp: Experiment, runs: RunStore) -> list[str]:
+    """Save the experiment's runs that never started as ``cancelled`` (saved ``queued``, no process holds
+    them, no training job of their own was started for them): an experiment that stopped (cancelled, failed,
+    interrupted) leaves no run ``queued`` that nothing will train. Resuming the experiment trains them.
+    Best effort: a status that cannot be written (a full disk) leaves that run as it was. Returns the
+    ids of the runs it stopped."""
+    stopped = []
+    for run_id in dict.fromkeys(exp.run_ids().values()):
+        run = runs.find_id(run_id)
+        try:
+            if run is None or run.is_locked():
+                continue
+            status = run.saved_status()
+            if (
+                status.get("state") != State.QUEUED or status.get("pid") is not None
+            ):  # a job of its own has it
+                continue
+            run.set_status(
+                state=State.CANCELLED,
+                phase="cancelled",
+                error=f"experiment {exp.id} stopped before it started",
+            )
+        except (OSError, ValueError):
+            continue
+        stopped.append(run.id)
+    if stopped:
+        exp.log(f"runs not started, saved as cancelled: {', '.join(stopped)}")
+    return stopped
 
 
 class Interrupted(KeyboardInterrupt):
@@ -106,9 +140,12 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
                 exp.log("cancelled")
                 return
             planned = kind.planned_runs(exp, store.runs)
+            check_run_count(len(planned), f"the plan of experiment {exp.id}")  # a plug-in kind's too
             todo = []
             for role, run_config in planned:
-                run = _recorded_done(exp, role, run_config, store.runs) or prepare_run(run_config, store.runs)
+                run = _recorded_done(exp, role, run_config, store.runs) or prepare_run(
+                    run_config, store.runs, made_for=exp.id
+                )
                 exp.record_run(role, run.id)
                 if run.state != State.DONE:
                     todo.append((role, run))

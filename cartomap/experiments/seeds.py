@@ -21,7 +21,7 @@ import pandas as pd
 from cartomap.analysis.datamap import with_regions
 from cartomap.config import RunConfig, recorded_sources
 from cartomap.errors import CartomapError, DataError, RunError
-from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run
+from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run, check_run_count
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores import ambiguity
@@ -55,12 +55,14 @@ def seed_of(role_name: str) -> int | None:
 def pick_seeds(base_seed: int, n_seeds: int = 3, seeds=None) -> tuple[int, ...]:
     """The seeds of the experiment, the base run's own first: ``seeds`` as given (duplicates dropped),
     else ``base_seed``, base_seed + 1, base_seed + 2, ... up to ``n_seeds`` in all. DataError for fewer
-    than 2 seeds (nothing to compare)."""
+    than 2 seeds (nothing to compare), or more than an experiment may make (a run each)."""
     if seeds:
         picked = [int(base_seed)] + [int(s) for s in seeds]
     else:
+        check_run_count(int(n_seeds), f"{int(n_seeds):,} seeds", "seeds")  # before the list is built
         picked = [int(base_seed) + k for k in range(max(int(n_seeds), 0))]
     out = tuple(dict.fromkeys(picked))
+    check_run_count(len(out), f"{len(out):,} seeds", "seeds")
     if len(out) < 2:
         raise DataError(
             f"a seeds experiment needs at least 2 seeds (the run's own is {base_seed})", field="seeds"

@@ -21,11 +21,11 @@ from typing import Any
 import pandas as pd
 
 from cartomap.config import ExecutorConfig
-from cartomap.errors import RunError
+from cartomap.errors import DataError, RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, file_stamp, read_json
 from cartomap.runs import layout
 from cartomap.runs.folders import FolderStore
-from cartomap.runs.state import State, StatusFolder, is_active, is_done
+from cartomap.runs.state import State, StatusFolder
 from cartomap.runs.store import Run, RunStore
 
 SPEC = "spec.json"
@@ -34,6 +34,24 @@ RESULTS = "results"
 EXECUTOR = "executor.json"
 JOBS = "jobs"
 SEED_SEPARATOR = "@seed"
+#: The most runs one experiment (or one label-noise benchmark) may make. Each run is a fine-tuning with
+#: its own folder and its own copy of the data, made before anything trains: a mistyped count
+#: (``--seeds 100000``) would fill the store with queued runs. The largest grids of the papers are far
+#: below it (11 training orders x 5 seeds + the data-map baseline = 56; 10 folds + Models 0 and 1 = 12).
+MAX_RUNS = 200
+
+
+def check_run_count(n: int, what: str, field: str | None = None) -> None:
+    """DataError (naming ``field``, the option or form field that set the count) when ``what`` ("3
+    methods x 500 seeds + the data-map baseline") would make more than :data:`MAX_RUNS` runs; called
+    before anything is written."""
+    if n > MAX_RUNS:
+        raise DataError(
+            f"{what} would make {n:,} runs; an experiment makes at most {MAX_RUNS} (each run is a "
+            "fine-tuning with its own folder and copy of the data, all made before training starts): "
+            "use fewer, or split the grid into several experiments",
+            field=field,
+        )
 
 
 def grid_role(method: str, seed: int) -> str:
@@ -130,23 +148,23 @@ class Experiment(StatusFolder):
         return None
 
     def run_states(self, store: RunStore) -> dict[str, int]:
-        """How many of its runs are done, running (or queued) and failed (failed, interrupted, exited,
-        cancelled, damaged or lost), from the runs' own states: right even when the experiment's job
-        stopped before it counted them."""
-        counts = {"done": 0, "running": 0, "failed": 0}
+        """How many of its runs are done, running (a process trains it), queued (waiting for a worker,
+        submitted to Ray or SLURM, or not started yet) and failed (failed, interrupted, exited, cancelled,
+        damaged or lost), from the runs' own states: right even when the experiment's job stopped
+        before it counted them."""
+        counts = {"done": 0, "running": 0, "queued": 0, "failed": 0}
         for run_id in self.run_ids().values():
             try:
                 run = store.find_id(run_id)
                 state = run.status()["state"] if run is not None else "lost"
             except (OSError, ValueError, RunError):
                 state = State.DAMAGED
-            key = "done" if is_done(state) else "running" if is_active(state) else "failed"
-            counts[key] += 1
+            counts[state if state in (State.DONE, State.RUNNING, State.QUEUED) else "failed"] += 1
         return counts
 
     def summary(self, store: RunStore | None = None) -> dict[str, Any]:
-        """One row of ``cartomap experiment list``; with the run ``store``, the runs done/running/failed
-        come from the runs' own states."""
+        """One row of ``cartomap experiment list``; with the run ``store``, the runs done, running,
+        queued and failed come from the runs' own states."""
         status = self.status()
         planned = status.get("runs_planned", "?")
         row = {
@@ -160,7 +178,11 @@ class Experiment(StatusFolder):
             counts = self.run_states(store)
             total = max(planned, len(self.run_ids())) if isinstance(planned, int) else len(self.run_ids())
             row["runs"] = f"{counts['done']}/{total or '?'} done"
-            row["running"], row["failed"] = counts["running"], counts["failed"]
+            row["running"], row["queued"], row["failed"] = (
+                counts["running"],
+                counts["queued"],
+                counts["failed"],
+            )
         row["created"] = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.spec.get("created_at", 0)))
         return row
 
@@ -210,6 +232,46 @@ class ExperimentStore(FolderStore[Experiment]):
 
         return self.create_folder(experiment_id(kind, params), write)
 
+    def delete(self, key: str) -> dict[str, Any]:
+        """Delete an experiment (refused while its job runs) and the runs its runner made that nothing
+        else uses; returns ``{"experiment": id, "deleted": [run ids], "kept": {run id: why}}``.
+
+        A run of the experiment is kept when another experiment records it (a role, or its base run),
+        when it was not made for this experiment (a run of yours it reused: a seeds experiment's base
+        run, an identical run trained before; runs made before runs recorded their experiment), when it
+        holds work of yours (review queues, saved groups, WaNLI batches), or while a process trains it. A
+        run made for an experiment deleted before is deleted with the last experiment that used it."""
+        exp = self.get(key)
+        if exp.is_locked():
+            raise RunError(f"experiment {exp.id} is busy right now: cancel it first")
+        others = [e for e in self.list() if e.id != exp.id]
+        used = set()
+        for other in others:
+            try:
+                used |= set(other.run_ids().values()) | {other.params.get("base_run")}
+            except (OSError, ValueError, KeyError):  # a damaged experiment keeps what it may use
+                used |= _ids_in(other.path)
+        existing = {e.id for e in others}
+        mine = list(dict.fromkeys(exp.run_ids().values()))
+        super().delete(exp.id)
+        deleted: list[str] = []
+        kept: dict[str, str] = {}
+        for run_id in mine:
+            run = self.runs.find_id(run_id)
+            if run is None:
+                continue
+            why = _why_kept(run, exp.id, used, existing)
+            if why:
+                kept[run_id] = why
+                continue
+            try:
+                self.runs.delete(run_id)
+            except (RunError, OSError) as err:
+                kept[run_id] = f"it could not be deleted ({err})"
+            else:
+                deleted.append(run_id)
+        return {"experiment": exp.id, "deleted": deleted, "kept": kept}
+
     def list(self, kind: str | None = None) -> list[Experiment]:
         """Every experiment (of ``kind``), newest first."""
         found = super().list()
@@ -227,6 +289,47 @@ class Section:
     table: pd.DataFrame
     best_columns: tuple[str, ...] | None = None
     formats: dict[str, str] = field(default_factory=dict)  # column -> printf format for display
+
+
+def _ids_in(folder: Path) -> set[str]:
+    """Every run id a damaged experiment's files may name (any 12-hex word of its runs.json and spec)."""
+    import re
+
+    words: set[str] = set()
+    for name in (RUNS, SPEC):
+        try:
+            words |= set(re.findall(r"\b[0-9a-f]{12}\b", (folder / name).read_text(errors="replace")))
+        except OSError:
+            continue
+    return words
+
+
+def _why_kept(run: Run, exp_id: str, used: set, existing: set) -> str:
+    """Why deleting experiment ``exp_id`` keeps ``run`` ("" when it goes with it)."""
+    if run.id in used:
+        return "another experiment uses it"
+    try:
+        made_for = run.made_for
+    except (RunError, OSError, ValueError):
+        return f"it is damaged (its {layout.CONFIG} cannot be read): delete it with `cartomap delete`"
+    if made_for != exp_id and (not made_for or made_for in existing):
+        return (
+            "the experiment did not make it (a run of yours, or made before runs recorded their experiment)"
+        )
+    work = [
+        what
+        for what, folder in (
+            ("review queues", run.review_dir),
+            ("saved groups", run.groups_dir),
+            ("WaNLI batches", run.wanli_dir),
+        )
+        if folder.is_dir() and any(folder.iterdir())
+    ]
+    if work:
+        return f"it holds your {' and '.join(work)}"
+    if run.is_locked():
+        return "a process is training it"
+    return ""
 
 
 def base_run(exp: Experiment, runs) -> Any:

@@ -221,6 +221,12 @@ class Run(StatusFolder):
         again: a run works from its own copy (:meth:`data_config`)."""
         return dict(self.info.get("provenance", {}))
 
+    @property
+    def made_for(self) -> str:
+        """The id of the experiment whose runner made this run ("" for a run made any other way: by a
+        user's command, a page, a Trainer callback, or before runs recorded it)."""
+        return str(self.provenance.get("experiment") or "")
+
     def resolve_path(self, path: str) -> str:
         """A path of the config (a model folder, a scores file) as a process in any folder can open it:
         as given when it exists from here (or is absolute, or is no file path at all), else relative to
@@ -947,13 +953,15 @@ class RunStore(FolderStore[Run]):
             for name in (layout.STATUS, layout.EXAMPLES, layout.DYNAMICS, layout.HISTORY)
         )
 
-    def create(self, config: RunConfig, train, dev=None, tests=(), warnings=()) -> Run:
+    def create(self, config: RunConfig, train, dev=None, tests=(), warnings=(), made_for: str = "") -> Run:
         """Create the run folder for ``config`` on the loaded datasets; return the existing run if any.
 
         The folder is assembled under a temporary name and renamed into place, so a failure
         leaves nothing behind and a reader never sees a half-made run. A run of this config and data
         that lost its config.json (damaged) gets it back, with any data copy it lost. ``warnings``:
-        what was suspicious about the data (kept with the run, :attr:`Run.warnings`).
+        what was suspicious about the data (kept with the run, :attr:`Run.warnings`). ``made_for``: the
+        experiment whose runner makes the run (its provenance, :attr:`Run.made_for`): deleting that
+        experiment deletes the run when nothing else uses it. An existing run keeps its provenance.
         """
 
         def write(tmp: Path) -> None:
@@ -970,7 +978,7 @@ class RunStore(FolderStore[Run]):
                     {"name": name, "n": len(t), "fingerprint": t.fingerprint()}
                     for name, t in zip(dataset_names(config.tests), tests, strict=True)
                 ],
-                "provenance": provenance(config),
+                "provenance": provenance(config) | ({"experiment": made_for} if made_for else {}),
                 "warnings": list(warnings),
                 "versions": package_versions(),
                 "created_at": time.time(),

@@ -23,8 +23,9 @@ def load_data(config: RunConfig):
     return train, dev, tests
 
 
-def prepare_run(config: RunConfig, store: RunStore | None = None) -> Run:
+def prepare_run(config: RunConfig, store: RunStore | None = None, made_for: str = "") -> Run:
     """Validate the data and return the run for this config (existing or newly created). Trains nothing.
+    ``made_for``: the experiment making it (:meth:`cartomap.runs.store.RunStore.create`).
 
     What looks wrong but is no error (a class of one example, a dev set without a class of training,
     words the model's tokenizer turns into no sub-word) is kept with the run: ``run.warnings``
@@ -43,4 +44,4 @@ def prepare_run(config: RunConfig, store: RunStore | None = None) -> Run:
             if data is not None:
                 tokenize_words(tokenizer, data.frame, config.model.max_length, data.task_kind, data.source)
                 warnings += subwordless_warnings(tokenizer, data)
-    return store.create(config, train, dev, tests, warnings=warnings)
+    return store.create(config, train, dev, tests, warnings=warnings, made_for=made_for)

@@ -23,6 +23,7 @@ from cartomap.experiments.seeds import (
     done_seeds_of,
     seeds_of,
 )
+from cartomap.experiments.store import MAX_RUNS
 from cartomap.runs.progress import state_text
 from cartomap.runs.state import State
 from cartomap.team.roles import Action
@@ -127,7 +128,12 @@ def _seeds_block(run, estore, pending) -> None:
         return
     left, right = st.columns([1, 3])
     n_seeds = left.number_input(
-        "Seeds in all", 2, 10, step=1, help="The run's own seed and the next ones.", **kept("dm_n_seeds", 3)
+        "Seeds in all",
+        2,
+        MAX_RUNS,  # an experiment's cap: a run per seed
+        step=1,
+        help="The run's own seed and the next ones.",
+        **kept("dm_n_seeds", 3),
     )
     right.caption(
         f"Add seeds trains this run {int(n_seeds) - 1} more times, changing only the seed, and draws the "
