@@ -1,7 +1,11 @@
 """Atomic file writes: write to a temporary file in the same folder, then rename.
 
-A reader never sees a half-written file, and a crash leaves the old file intact. Also the one gzip
-reader every data reader shares (:func:`gunzip`: every member, output capped before it is produced).
+A reader never sees a half-written file, and a crash leaves the old file intact. A folder is written the
+same way (:func:`atomic_folder`: checkpoints, resume points, models). A write that fails removes its
+temporary file or folder, and a library's failed write (safetensors, torch, pyarrow) is raised as the
+OSError it stands for, naming the file (:func:`as_os_error`): a full disk is one line for the user.
+Also the one gzip reader every data reader shares (:func:`gunzip`: every member, output capped before
+it is produced).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import struct
 import tempfile
 import zlib
@@ -30,6 +35,42 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()  # what open() would have given; mkstemp makes files 0600
 
 
+#: Rust's ``std::io::Error`` as safetensors words it: "... No space left on device (os error 28)".
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def as_os_error(err: BaseException, path: str | Path, tmp: str | Path | None = None) -> OSError | None:
+    """The OSError a failed write of ``path`` stands for, naming ``path``: an OSError without a file name
+    (pyarrow's, Python's own write) or naming the temporary ``tmp`` (a file or folder removed by now)
+    gets ``path`` and its errno's plain words; safetensors' error ("... (os error 28)") becomes the
+    OSError of that errno. ``err`` itself for an OSError that names another file or has no errno; None
+    for anything else (a bug is never dressed up as a disk error)."""
+    if isinstance(err, OSError):
+        if err.errno is None or err.filename is not None and not _inside(err.filename, tmp):
+            return err
+        return OSError(err.errno, os.strerror(err.errno), os.fspath(path))
+    match = _RUST_OS_ERROR.search(str(err))
+    if match is not None and type(err).__name__ == "SafetensorError":
+        code = int(match.group(1))
+        return OSError(code, os.strerror(code), os.fspath(path))
+    return None
+
+
+def _inside(filename, tmp) -> bool:
+    """Whether ``filename`` is the temporary ``tmp`` or a file in it."""
+    if tmp is None:
+        return False
+    name, tmp = Path(os.fsdecode(filename)), Path(tmp)
+    return name == tmp or tmp in name.parents
+
+
+def _raise_as_os_error(err: BaseException, path, tmp=None) -> None:
+    """Raise :func:`as_os_error`'s OSError for ``err`` when it is another exception (else return)."""
+    mapped = as_os_error(err, path, tmp) if isinstance(err, Exception) else None
+    if mapped is not None and mapped is not err:
+        raise mapped from err
+
+
 def _atomic(path: Path, write: Callable[[Path], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -39,10 +80,69 @@ def _atomic(path: Path, write: Callable[[Path], None]) -> Path:
         write(Path(tmp))
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        _raise_as_os_error(err, path, tmp)
         raise
     return path
+
+
+def atomic_folder(folder: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` on a fresh temporary folder beside ``folder`` (``.tmp-<name>``), then put it in
+    ``folder``'s place. A failure removes the temporary folder (nothing half-written is left, the old
+    ``folder`` is untouched) and raises a library's disk error as the OSError it stands for, naming the
+    folder (:func:`as_os_error`)."""
+    folder = Path(folder)
+    tmp = folder.parent / f".tmp-{folder.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        write(tmp)
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _raise_as_os_error(err, folder, tmp)
+        raise
+    return folder
+
+
+class _RecordingFile:
+    """A file object for ``torch.save`` that keeps the OSError of a failed write: torch reports it only as
+    "unexpected pos" (a RuntimeError), so :func:`torch_save` raises the OSError instead."""
+
+    def __init__(self, handle):
+        self.handle, self.error = handle, None
+
+    def write(self, data):
+        try:
+            return self.handle.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self):
+        return self.handle.flush()
+
+
+def torch_save(obj: Any, path: str | Path) -> None:
+    """``torch.save(obj, path)``; a write that fails (a full disk) raises its OSError naming ``path``,
+    not torch's RuntimeError."""
+    import torch
+
+    path = Path(path)
+    try:
+        with open(path, "wb") as handle:
+            recorder = _RecordingFile(handle)
+            try:
+                torch.save(obj, recorder)
+            except RuntimeError:
+                if recorder.error is None:
+                    raise
+                raise recorder.error from None
+    except OSError as err:
+        _raise_as_os_error(err, path)
+        raise
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -74,6 +174,23 @@ def atomic_write_parquet(path: str | Path, frame, *, texts: bool = False) -> Pat
 def atomic_save(path: str | Path, save: Callable[[Path], None]) -> Path:
     """Call ``save(tmp_path)`` and move the result to ``path`` (for torch/safetensors/figures)."""
     return _atomic(Path(path), save)
+
+
+#: Free bytes below which a disk counts as full for :func:`disk_full`.
+FULL_BELOW = 1 << 20
+
+
+def disk_full(path: str | Path) -> bool:
+    """Whether the filesystem of ``path`` (or of the nearest folder above it that exists) has less than
+    :data:`FULL_BELOW` bytes free for this process: what a library's vague I/O error (SQLite's "disk
+    I/O error") means when it is so."""
+    path = Path(path).absolute()
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    try:
+        return shutil.disk_usage(path).free < FULL_BELOW
+    except OSError:
+        return False
 
 
 def file_stamp(path: str | Path) -> tuple[int, int] | tuple[()]:

@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return broken_pipe()
     except sqlite3.OperationalError as err:  # the review store: locked by another writer, or a full disk
-        print(f"cartomap: error: the review database: {err} (try again in a moment)", file=sys.stderr)
+        full = "full" in str(err)  # SQLite's "database or disk is full"
+        hint = OS_HINTS[errno.ENOSPC] if full else " (try again in a moment)"
+        print(f"cartomap: error: the review database: {err}{hint}", file=sys.stderr)
         return 2
     except OSError as err:
         print(f"cartomap: error: {printable(os_error_line(err))}", file=sys.stderr)

@@ -275,12 +275,16 @@ def create_queue(
     cards = build_cards(run, ordered, neighbours, seed_runs)
     if folder.exists():  # a queue whose creation stopped half-way: nothing was decided in it
         shutil.rmtree(folder)
-    db = QueueDB(folder / layout.REVIEW_DB, label_names=run.label_names, per_item=int(per_item))
-    db.load_items(cards[["id", "position", "score", "gold"]])
-    db.log_write("created", by, items=int(len(cards)), queued_by=candidates.queued_by)
-    if guidelines:
-        db.set_guidelines(guidelines, by)
-    atomic_write_parquet(folder / layout.QUEUE, cards)
+    try:
+        db = QueueDB(folder / layout.REVIEW_DB, label_names=run.label_names, per_item=int(per_item))
+        db.load_items(cards[["id", "position", "score", "gold"]])
+        db.log_write("created", by, items=int(len(cards)), queued_by=candidates.queued_by)
+        if guidelines:
+            db.set_guidelines(guidelines, by)
+        atomic_write_parquet(folder / layout.QUEUE, cards)
+    except BaseException:  # a full disk, an interrupt: no half-made queue is left (nothing was decided)
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return cards
 
 

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from cartomap.errors import CartomapError
+from cartomap.io import disk_full
 
 BUSY_TIMEOUT_MS = 30_000
 RETRY_SECONDS = 30.0  # how long a write that met "database is locked" is tried again (retry_busy)
@@ -202,16 +203,22 @@ class SQLiteStore:
         process (:func:`keep_open`), so closing a connection does not checkpoint and delete
         the WAL each time (that made every action cost an fsync or two).
         """
-        keep_open(self.path)
-        con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         try:
-            con.row_factory = sqlite3.Row
-            con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            con.execute("PRAGMA synchronous=NORMAL")
-            con.execute("PRAGMA foreign_keys=ON")
-            yield con
-        finally:
-            con.close()
+            keep_open(self.path)
+            con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            try:
+                con.row_factory = sqlite3.Row
+                con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                con.execute("PRAGMA synchronous=NORMAL")
+                con.execute("PRAGMA foreign_keys=ON")
+                yield con
+            finally:
+                con.close()
+        except sqlite3.OperationalError as err:
+            # a full disk reads "disk I/O error" in WAL mode: said as what it is (database_problem, the CLI)
+            if "full" not in str(err) and "I/O" in str(err) and disk_full(self.path):
+                raise sqlite3.OperationalError(f"database or disk is full ({err}: {self.path})") from err
+            raise
 
     @staticmethod
     @contextlib.contextmanager

@@ -228,17 +228,21 @@ class StatusFolder:
         """Output of the background job working on it."""
         return self.path / layout.JOB_LOG
 
-    def log(self, message: str) -> None:
+    def log(self, message: str, warn: bool = True) -> None:
         """Append a time-stamped line to the human-readable log. Best effort: a log that cannot be
-        written (a full disk, a read-only store) is said on stderr, never raised, so it cannot stand
-        between a failure and its status."""
+        written (a full disk, a read-only store) is said on stderr (unless ``warn`` is False: the
+        failure being logged is said anyway), never raised, so it cannot stand between a failure and
+        its status."""
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.log_path, "a", encoding="utf-8") as handle:
                 handle.write(f"{stamp} {message}\n")
         except OSError as err:
-            print(f"cartomap: warning: {self.log_path} not written ({err.strerror or err})", file=sys.stderr)
+            if warn:
+                print(
+                    f"cartomap: warning: {self.log_path} not written ({err.strerror or err})", file=sys.stderr
+                )
 
     @contextlib.contextmanager
     def work(self):
@@ -265,7 +269,7 @@ class StatusFolder:
                 f"{self.describe()} failed ({error}), and its {self.STATUS_NAME} could not be saved "
                 f"({status_err.strerror or status_err}); it reads 'interrupted' and can be resumed"
             ) from err
-        self.log("failed:\n" + traceback.format_exc())
+        self.log("failed:\n" + traceback.format_exc(), warn=False)  # the failure itself is said
 
     def request_cancel(self) -> None:
         self.cancel_path.touch()

@@ -29,7 +29,7 @@ import numpy as np
 from cartomap.config import RunConfig, recorded_sources
 from cartomap.data.conll import is_bio_tagged
 from cartomap.errors import RunError
-from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
+from cartomap.io import atomic_folder, atomic_write_json, atomic_write_parquet, read_json, torch_save
 from cartomap.runs import layout
 from cartomap.runs import steps as step_log
 from cartomap.runs.progress import StepClock
@@ -148,20 +148,17 @@ def build_optimizer(model, cfg, device_type: str = "cpu"):
 # --------------------------------------------------------------------------- resume state
 def save_state(run: Run, epoch: int, model, optimizer, scheduler, trainer: dict) -> None:
     """Write the resume point of a completed epoch into the run's state folder (assembled under a
-    temporary name, then renamed), then point its "latest" file at it and drop older ones."""
-    import torch
+    temporary name, then renamed: :func:`cartomap.io.atomic_folder`, which leaves nothing behind when a
+    write fails), then point its "latest" file at it and drop older ones."""
     from safetensors.torch import save_model
 
-    final = run.state_epoch_dir(epoch)
-    tmp = final.parent / f".tmp-{final.name}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_model(model, str(tmp / layout.STATE_WEIGHTS))
-    torch.save(optimizer.state_dict(), tmp / layout.STATE_OPTIMIZER)
-    torch.save(scheduler.state_dict(), tmp / layout.STATE_SCHEDULER)
-    atomic_write_json(tmp / layout.STATE_COUNTERS, trainer)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
+    def write(tmp: Path) -> None:
+        save_model(model, str(tmp / layout.STATE_WEIGHTS))
+        torch_save(optimizer.state_dict(), tmp / layout.STATE_OPTIMIZER)
+        torch_save(scheduler.state_dict(), tmp / layout.STATE_SCHEDULER)
+        atomic_write_json(tmp / layout.STATE_COUNTERS, trainer)
+
+    final = atomic_folder(run.state_epoch_dir(epoch), write)
     atomic_write_json(run.state_latest_path, {"epoch": epoch})
     for old in run.state_dir.iterdir():
         if old.is_dir() and old != final and not old.name.startswith("."):
@@ -184,16 +181,17 @@ def load_state(run: Run, model, optimizer, scheduler) -> dict | None:
 
 
 def save_pretrained_atomic(model, tokenizer, folder: Path) -> None:
+    """The model's weights (safetensors) and the tokenizer (when given) into ``folder``, atomically
+    (:func:`cartomap.io.atomic_folder`: a failed write leaves no temporary folder)."""
     from cartomap.training.models import quiet_transformers
 
-    tmp = folder.parent / f".tmp-{folder.name}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    with quiet_transformers():
-        model.save_pretrained(tmp, safe_serialization=True)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(tmp)
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    def write(tmp: Path) -> None:
+        with quiet_transformers():
+            model.save_pretrained(tmp, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+
+    atomic_folder(folder, write)
 
 
 # --------------------------------------------------------------------------- the loop
