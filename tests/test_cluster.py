@@ -134,6 +134,157 @@ def test_ray_address_from_the_environment_is_checked_too(tmp_path, monkeypatch):
     assert code == 2 and "RAY_ADDRESS=127.0.0.1:1: cannot reach" in err
 
 
+class SilentPort:
+    """A TCP server on 127.0.0.1 that accepts connections and never says a word: a port that passes a
+    TCP check but is no Ray cluster (``ray.init`` used to wait on it for good). Stopped on exit."""
+
+    def __enter__(self):
+        import socket
+        import threading
+
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.held: list = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+        return self
+
+    def _accept(self):
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.server.accept()[0])
+
+    def __exit__(self, *exc):
+        self.server.close()
+        for conn in self.held:
+            conn.close()
+        self.thread.join(timeout=patience.WAIT_S)
+
+
+def test_a_port_that_is_no_ray_cluster_is_one_line_within_the_timeout(tmp_path):
+    cache = tmp_path / "cache"
+    with SilentPort() as port:
+        address = f"127.0.0.1:{port.port}"
+        with pytest.raises(CartomapError, match="nothing there answers as a Ray cluster does"):
+            registry.check_available(ExecutorConfig(kind="ray", ray_address=address, connect_timeout_s=2))
+        code, out, err = run_cli(
+            "--cache", str(cache), *PRUNE, "--executor", "ray", "--ray-address", address, "--connect-timeout", "2"
+        )  # fmt: skip
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"--ray-address {address}: cannot reach the Ray cluster at {address} within 2 s" in err
+    assert not cache.exists() and out == ""  # nothing created
+
+
+def test_an_http_server_is_no_ray_cluster_either(tmp_path):
+    """A port that answers, but not as a gRPC server does (here a plain HTTP server)."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(CartomapError, match="what answers there is no Ray cluster"):
+            registry.check_available(ExecutorConfig(kind="ray", ray_address=address, connect_timeout_s=5))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=patience.WAIT_S)
+
+
+KEEPS_ADDRESS = """
+import sys
+from cartomap.executors import ray_tasks
+ray_tasks.before_import(sys.argv[1])  # what the Ray executor does before it imports ray
+print(ray_tasks._address_ray_uses(sys.argv[1]))
+"""
+
+
+def test_a_loopback_address_is_the_one_ray_joins():
+    """Ray rewrote 127.0.0.1:PORT to the host's own address (where a Ray listening on 127.0.0.1 is not),
+    then waited on it for good. In a fresh process, as the CLI has: the address stays as given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    for address in ("127.0.0.1:6379", "localhost:6379"):
+        done = patience.run([sys.executable, "-c", KEEPS_ADDRESS, address], env=env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "127.0.0.1:6379", (address, done.stdout)
+
+
+HEAD = """
+import sys
+from cartomap.executors.ray_tasks import start_local_ray
+start_local_ray(num_cpus=2, num_gpus=0)
+import ray
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.readline()
+ray.shutdown()
+"""
+
+
+def tiny_finished_run(cache: Path, data, tiny_model: str):
+    """A finished run of the tiny BERT on the 60 training pairs, with synthetic dynamics (no training)."""
+    from cartomap.config import ModelConfig, RunConfig, TrainConfig
+    from cartomap.io import atomic_write_parquet
+    from cartomap.runs.store import RunStore
+    from cartomap.scores.metrics import compute_metrics
+
+    config = RunConfig(
+        data=DataConfig(path=str(data[0])),
+        dev=None,
+        model=ModelConfig(name_or_path=tiny_model, max_length=32),
+        train=TrainConfig(epochs=2, batch_size=16, seed=1, record="train"),
+    )
+    train = load_dataset(config.data)
+    run = RunStore(cache).create(config, train)
+    logits = np.random.default_rng(0).normal(size=(2, len(train), 3)).astype(np.float32)
+    atomic_write_parquet(run.metrics_path(), compute_metrics(logits, train.labels, train.ids))
+    run.set_status(state="done", epochs_done=2)
+    return run
+
+
+@pytest.mark.slow
+def test_a_ray_on_127_0_0_1_is_joined_at_that_address(data, tiny_model, tmp_path):
+    """A Ray listening on 127.0.0.1 only (as cartomap's own local Ray does) joined with --ray-address
+    127.0.0.1:PORT: without the cluster's token one line and no experiment left; with it the grid trains
+    there, and the address saved is the one given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    head = subprocess.Popen(
+        [sys.executable, "-c", HEAD], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        address = head.stdout.readline().strip()
+        assert address.startswith("127.0.0.1:"), address
+        cache = tmp_path / "cache"
+        base = tiny_finished_run(cache, data, tiny_model)
+        seeds = [
+            sys.executable,
+            "-m",
+            "cartomap.cli",
+            "--cache",
+            str(cache),
+            "seeds",
+            base.id,
+            "--seeds",
+            "2",
+        ]
+        seeds += ["--executor", "ray", "--ray-address", address, "--connect-timeout", "10"]
+        refused = patience.run(seeds, watch=[cache], env=env)
+        said = [line for line in refused.stderr.splitlines() if line.startswith("cartomap")]
+        assert refused.returncode == 2 and len(said) == 1, refused.stderr
+        assert "could not join the Ray cluster at " + address in said[0] and "RAY_AUTH_MODE=token" in said[0]
+        assert "Traceback" not in refused.stderr and ExperimentStore(cache).list() == []
+        joined = patience.run(seeds, watch=[cache], env={**env, "RAY_AUTH_MODE": "token"})
+        assert joined.returncode == 0, joined.stderr[-3000:]
+        (exp,) = ExperimentStore(cache).list()
+        assert exp.state == "done" and exp.executor().ray_address == address
+        assert f"the cluster at {address} (from --ray-address)" in joined.stdout
+    finally:
+        head.communicate("\n", timeout=patience.WAIT_S)
+
+
 # --------------------------------------------------------------------------- on a running Ray
 def test_ray_address_in_the_environment_is_said_and_saved(ray_session, tmp_path, monkeypatch):
     from cartomap.executors.ray_tasks import RayExecutor

@@ -163,6 +163,7 @@ def cmd_noise_benchmark(a: argparse.Namespace) -> int:
 
 
 def start_or_run(exp, store, background: bool, executor=None, by: str | None = None) -> int:
+    from cartomap.executors.base import ExecutorUnavailable
     from cartomap.experiments.launch import start_experiment
 
     if background:
@@ -171,7 +172,14 @@ def start_or_run(exp, store, background: bool, executor=None, by: str | None = N
             f"experiment {exp.id} started in the background; follow it with `cartomap experiment show {exp.id}`"
         )
         return 0
-    code = run_in_foreground(exp, store, executor=executor)
+    fresh = not exp.log_path.exists()  # made by this command: it never ran
+    try:
+        code = run_in_foreground(exp, store, executor=executor)
+    except ExecutorUnavailable as err:
+        if not fresh:
+            raise
+        store.delete(exp.id)  # nothing ran: the same command later makes it again
+        raise ExecutorUnavailable(f"{err} (experiment {exp.id} not kept)") from None
     if code == 0:
         from cartomap.experiments import registry  # scipy, sklearn, plotly: only when a report is printed
 

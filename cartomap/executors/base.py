@@ -18,10 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from cartomap.errors import CartomapError
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
 
 POLL_S = 1.0  # how often a parallel executor looks at its runs and at the experiment's cancel flag
+
+
+class ExecutorUnavailable(CartomapError):
+    """An executor could not be opened (a cluster that cannot be joined): nothing was submitted, so an
+    experiment created for this attempt may be removed (`cartomap prune ...` leaves none behind)."""
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,11 @@ experiment (one machine, all its GPUs; it listens on 127.0.0.1 only) and stopped
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
+import ipaddress
+import math
 import os
 import socket
 import sys
@@ -25,7 +28,7 @@ from pathlib import Path
 
 from cartomap.config import ExecutorConfig
 from cartomap.errors import CartomapError, RunError
-from cartomap.executors.base import POLL_S, Watch
+from cartomap.executors.base import POLL_S, ExecutorUnavailable, Watch
 from cartomap.executors.worker import probe_store, train_in_worker, write_probe
 from cartomap.runs.store import Run
 
@@ -33,11 +36,14 @@ PROBE_TIMEOUT_S = 300  # a node busy with other work may take a while to run the
 
 
 def pin_loopback() -> None:
-    """Make a Ray started by this process listen on 127.0.0.1 only.
+    """Make a Ray started by this process listen on 127.0.0.1 only, and keep a loopback address given
+    to join (``127.0.0.1:PORT``) as it is.
 
-    Ray binds its servers to the node's address; on Linux it takes the loopback address only when it
-    believes clusters are off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), read when ``ray`` is first
-    imported: so this must run before that import (:class:`RayExecutor` calls it first thing)."""
+    Ray binds its servers to the node's address, and rewrites a loopback address to join into the
+    host's own (where a Ray listening on 127.0.0.1 is not: the driver then waits on it for good); on
+    Linux it does neither when it believes clusters are off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``),
+    read when ``ray`` is first imported: so this must run before that import (:class:`RayExecutor` and
+    :func:`check_ray` call it first thing)."""
     if "ray" not in sys.modules:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -45,11 +51,14 @@ def pin_loopback() -> None:
 
 def start_local_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
     """Start a Ray instance on this machine that listens on 127.0.0.1 only, with no dashboard
-    (:func:`pin_loopback` first: before ``ray`` is imported)."""
+    (:func:`pin_loopback` first: before ``ray`` is imported). Always a new one (``address="local"``):
+    without it ``ray.init`` joins the cluster named in Ray's ``/tmp/ray/ray_current_cluster``, which a
+    ``ray start`` stopped long ago leaves behind (it then refuses the CPU count, or waits)."""
     pin_loopback()
     import ray
 
     ray.init(
+        address="local",
         num_cpus=num_cpus,
         num_gpus=num_gpus,
         include_dashboard=False,
@@ -97,9 +106,64 @@ def ray_address(config: ExecutorConfig) -> tuple[str, str]:
     return (env, "RAY_ADDRESS") if env else ("", "")
 
 
+#: What an HTTP/2 client sends first (RFC 9113 3.4), then an empty SETTINGS frame: every gRPC server (a
+#: Ray cluster's GCS, a Ray Client server) answers with a SETTINGS frame of its own.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_SETTINGS = 4  # the frame type of a SETTINGS frame (byte 3 of a frame header)
+
+
+def split_address(address: str) -> tuple[str, int] | None:
+    """(host, port) of ``HOST:PORT`` or ``ray://HOST:PORT``; None for auto, local and "" (and a port
+    that is not a number: :func:`check_ray` refuses it)."""
+    host_port = address.removeprefix("ray://")
+    if not address or address in ("auto", "local") or ":" not in host_port:
+        return None
+    host, _, port = host_port.rpartition(":")
+    return (host.strip("[]"), int(port)) if port.isdigit() else None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def speaks_grpc(host: str, port: int, timeout: float) -> str:
+    """ "" when the server at (host, port) answers an HTTP/2 connection preface with a SETTINGS frame
+    within ``timeout`` seconds (as a Ray cluster's GCS and a Ray Client server do), else why not: the
+    TCP connection's error, "no answer", or what the port did instead."""
+    try:
+        conn = socket.create_connection((host, port), timeout=timeout)
+    except TimeoutError:
+        return "no answer"
+    except OSError as err:
+        return err.strerror or type(err).__name__
+    head = b""
+    with conn:
+        try:
+            conn.settimeout(timeout)
+            conn.sendall(_HTTP2_PREFACE)
+            while len(head) < 9:
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except TimeoutError:
+            return "the port takes connections, but nothing there answers as a Ray cluster does"
+        except OSError as err:
+            return err.strerror or type(err).__name__
+    if len(head) == 9 and head[3] == _SETTINGS:
+        return ""
+    return "the port takes connections, but what answers there is no Ray cluster (no gRPC)"
+
+
 def check_ray(config: ExecutorConfig) -> None:
-    """Before anything is created: Ray Client's package, and that the cluster's address answers
-    (a TCP connection within ``connect_timeout_s``; a wrong address would make ``ray.init`` wait)."""
+    """Before anything is created: Ray Client's package, and that a Ray cluster answers at the address
+    within ``connect_timeout_s`` (a gRPC server there, which Ray's GCS is: a port that takes TCP
+    connections but is no Ray would make ``ray.init`` wait for good)."""
     address, source = ray_address(config)
     given = f"--ray-address {address}" if source == "--ray-address" else f"RAY_ADDRESS={address}"
     if address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
@@ -110,19 +174,16 @@ def check_ray(config: ExecutorConfig) -> None:
     host_port = address.removeprefix("ray://")
     if not address or address in ("auto", "local") or ":" not in host_port:
         return
-    host, _, port = host_port.rpartition(":")
-    if not port.isdigit():
+    where = split_address(address)
+    if where is None:
         raise CartomapError(f"{given}: expected auto, HOST:PORT or ray://HOST:PORT")
     timeout = config.connect_timeout_s
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
-    except OSError as err:
-        why = "no answer" if isinstance(err, TimeoutError) else (err.strerror or type(err).__name__)
+    why = speaks_grpc(*where, timeout)
+    if why:
         raise CartomapError(
             f"{given}: cannot reach the Ray cluster at {host_port} within {timeout} s ({why}); "
             "check the address and that `ray start --head` runs there (--connect-timeout to wait longer)"
-        ) from None
+        )
 
 
 def check_resources(config: ExecutorConfig, gpus: int) -> None:
@@ -140,13 +201,95 @@ def check_resources(config: ExecutorConfig, gpus: int) -> None:
     )
 
 
+#: Ray's own count of one-second tries to reach a cluster's GCS (``ray.init`` of an address); set from
+#: ``--connect-timeout`` while joining, so that a cluster that answers but refuses (a missing auth token)
+#: fails in about that time, not in Ray's 20 tries.
+GCS_WAIT_ENV = "RAY_gcs_server_port_wait_time_s"
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str):
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
+def before_import(address: str) -> None:
+    """What must happen before ``ray`` is imported for ``address`` (the one Ray will join, "" for a local
+    Ray): :func:`pin_loopback` for a local Ray (it listens on 127.0.0.1 only) and for a loopback address
+    (Ray keeps it, not the host's own)."""
+    where = split_address(address)
+    if not address or (where is not None and is_loopback(where[0])):
+        pin_loopback()
+
+
+def join_ray(address: str, timeout_s: float, given: str) -> None:
+    """``ray.init(address)`` at the address as given (a loopback one is not rewritten to the host's
+    address: :func:`pin_loopback` came first), trying for about ``timeout_s`` seconds; ExecutorUnavailable
+    in one line when it cannot join (the address Ray would use instead, a token the cluster wants,
+    Ray's own error)."""
+    import ray
+
+    where = split_address(address)
+    if where is not None and not address.startswith("ray://") and is_loopback(where[0]):
+        used = _address_ray_uses(address)
+        if used is not None and not is_loopback(used.rpartition(":")[0].strip("[]")):
+            raise ExecutorUnavailable(
+                f"{given}: Ray would connect to {used} instead of the loopback address given (ray was "
+                "imported in this process before cartomap could keep the address); run the command in "
+                "a fresh process"
+            )
+    try:
+        with _environ(GCS_WAIT_ENV, str(max(1, math.ceil(timeout_s)))):
+            ray.init(address=address, configure_logging=False)
+    except Exception as err:  # ConnectionError, RuntimeError, AuthenticationError: Ray's words for them
+        if ray.is_initialized():
+            ray.shutdown()
+        raise ExecutorUnavailable(
+            f"{given}: could not join the Ray cluster at {address}: {_why(err)}"
+        ) from None
+
+
+def _address_ray_uses(address: str) -> str | None:
+    """The address ``ray.init`` would connect to for ``address`` (Ray rewrites a loopback one when it
+    believes clusters are on); None when Ray does not say."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        return canonicalize_bootstrap_address(address)
+    except Exception:  # a private helper: another Ray version may lack it
+        return None
+
+
+def _why(err: BaseException) -> str:
+    """What went wrong joining, in a few words: a cluster that wants an auth token says how to give it;
+    else the innermost cause's last line (Ray puts a whole traceback into some messages: its last line
+    is the error)."""
+    causes = [err]
+    while causes[-1].__cause__ is not None and len(causes) < 10:
+        causes.append(causes[-1].__cause__)
+    text = " ".join(f"{type(c).__name__}: {c}" for c in causes)
+    if "AuthenticationError" in text or "InvalidAuthToken" in text:
+        return (
+            "it uses token authentication: set RAY_AUTH_MODE=token, with the cluster's token in "
+            "~/.ray/auth_token or RAY_AUTH_TOKEN"
+        )
+    lines = [line.strip() for line in str(causes[-1]).splitlines() if line.strip()]
+    return f"{type(causes[-1]).__name__}: {lines[-1] if lines else ''}".rstrip(": ")
+
+
 class RayExecutor:
     name = "ray"
 
     def __init__(self, config: ExecutorConfig, store_root: Path):
         address, source = ray_address(config)
-        if not address:
-            pin_loopback()  # before ray is imported: a local Ray listens on 127.0.0.1 only
+        before_import(address)
         check_ray(config)
         import ray
 
@@ -155,7 +298,8 @@ class RayExecutor:
         self.started_ray = False
         if not ray.is_initialized():
             if address:
-                ray.init(address=address, configure_logging=False)
+                given = f"--ray-address {address}" if source == "--ray-address" else f"RAY_ADDRESS={address}"
+                join_ray(address, config.connect_timeout_s, given)
             else:
                 start_local_ray()
             self.started_ray = True
