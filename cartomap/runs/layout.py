@@ -80,7 +80,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (
         CONFIG,
         "RunConfig (paths as given), package versions, data fingerprints, provenance (absolute paths, "
-        "the folder it was made from), label names, data warnings",
+        "the folder it was made from, the experiment that made it), label names, data warnings",
     ),
     (STATUS, "state (queued, running, done, failed, cancelled), progress, error, pid"),
     (
