@@ -169,7 +169,7 @@ def test_a_cancelled_experiment_leaves_no_run_queued(cache, monkeypatch, capsys)
     (row,) = [line for line in capsys.readouterr().out.splitlines() if exp.id in line]
     assert "cancelled" in row and "1/3 done" in row
     summary = exp.summary(store.runs)
-    assert (summary["running"], summary["queued"], summary["failed"]) == (0, 0, 2)
+    assert (summary["running"], summary["queued"], summary["cancelled"], summary["failed"]) == (0, 0, 2, 0)
 
 
 def test_a_run_with_a_job_of_its_own_is_left_to_it(cache, monkeypatch):

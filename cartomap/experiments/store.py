@@ -149,22 +149,23 @@ class Experiment(StatusFolder):
 
     def run_states(self, store: RunStore) -> dict[str, int]:
         """How many of its runs are done, running (a process trains it), queued (waiting for a worker,
-        submitted to Ray or SLURM, or not started yet) and failed (failed, interrupted, exited, cancelled,
-        damaged or lost), from the runs' own states: right even when the experiment's job stopped
-        before it counted them."""
-        counts = {"done": 0, "running": 0, "queued": 0, "failed": 0}
+        submitted to Ray or SLURM, or not started yet), cancelled and failed (failed, interrupted,
+        exited, damaged or lost), from the runs' own states: right even when the experiment's job
+        stopped before it counted them."""
+        counts = {"done": 0, "running": 0, "queued": 0, "cancelled": 0, "failed": 0}
         for run_id in self.run_ids().values():
             try:
                 run = store.find_id(run_id)
                 state = run.status()["state"] if run is not None else "lost"
             except (OSError, ValueError, RunError):
                 state = State.DAMAGED
-            counts[state if state in (State.DONE, State.RUNNING, State.QUEUED) else "failed"] += 1
+            counted = (State.DONE, State.RUNNING, State.QUEUED, State.CANCELLED)
+            counts[state if state in counted else "failed"] += 1
         return counts
 
     def summary(self, store: RunStore | None = None) -> dict[str, Any]:
         """One row of ``cartomap experiment list``; with the run ``store``, the runs done, running,
-        queued and failed come from the runs' own states."""
+        queued, cancelled and failed come from the runs' own states."""
         status = self.status()
         planned = status.get("runs_planned", "?")
         row = {
@@ -178,11 +179,7 @@ class Experiment(StatusFolder):
             counts = self.run_states(store)
             total = max(planned, len(self.run_ids())) if isinstance(planned, int) else len(self.run_ids())
             row["runs"] = f"{counts['done']}/{total or '?'} done"
-            row["running"], row["queued"], row["failed"] = (
-                counts["running"],
-                counts["queued"],
-                counts["failed"],
-            )
+            row.update({column: counts[column] for column in ("running", "queued", "cancelled", "failed")})
         row["created"] = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.spec.get("created_at", 0)))
         return row
 
