@@ -1,7 +1,7 @@
 """Time from the click on "Train the NER demo" to the NER demo's first word map, in a real browser, with the
 machine's load beside it.
 
-Starts ``cartomap dashboard`` on a fresh run store, opens it in headless Debian chromium (selenium), clicks
+Starts ``cartomap dashboard`` (of this checkout) on a fresh run store, opens it in headless Debian chromium (selenium), clicks
 **Train the NER demo** and waits for the map itself (not the training curves the page shows while the run
 trains): the server-drawn picture of the map (``img`` "picture of the data map") and the plotly chart
 whose points are the run's words (point ids ``<sentence id>#<word>``). The stages in between come from
@@ -9,8 +9,9 @@ the run's own files: the job starts training (``log.txt``), each epoch ends (``h
 the eval-mode recording pass and the dev evaluation), the run is done (``status.json``). The 1-minute
 load average is sampled every 5 s (``os.getloadavg``) and printed with the CPU count, and the training
 job's CPU time (user + system, psutil) is read while it runs: on a shared machine the wall-clock figures
-are only comparable at a similar load, and the CPU seconds say how much work the job itself did. Needs
-chromium + chromium-driver.
+are only comparable at a similar load, and the CPU seconds say how much work the job itself did. The
+server and the training job are stopped at the end, also when the bench stops early. Needs chromium +
+chromium-driver and Linux (/proc).
 
     python bench/bench_ner_first_map.py [--port 8612] [--timeout 1800]
 """
@@ -20,12 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
+
+from processes import new_tag, start_dashboard, stop  # bench/processes.py: what the bench starts and stops
 
 FLAGS = [
     "--headless=new",
@@ -40,36 +41,24 @@ FLAGS = [
 ROOT = Path(__file__).resolve().parent.parent
 BUTTON = "Train the NER demo"
 PICTURE_ALT = "picture of the data map"  # pages/data_map.py's PICTURE_ALT
-# The largest number of word points any plotly chart of the page draws (0 while none is drawn).
+# The word map's chart (its figure's meta counts the points; the training curves' has none): the word points
+# its traces hold and the count the figure says it shows (null while it is not drawn).
 _WORD_POINTS_JS = """
-let most = 0;
 for (const gd of document.querySelectorAll('[data-testid=stPlotlyChart] .js-plotly-plot')) {
-  for (const t of (gd._fullData || [])) {
+  const meta = gd._fullLayout && gd._fullLayout.meta;
+  if (!meta || meta.n_total === undefined || !gd._fullData) continue;
+  let words = 0;
+  for (const t of gd._fullData) {
     const ids = t.customdata ? Array.from(t.customdata) : [];
-    const words = ids.filter(c => String(c).includes('#')).length;
-    if (words > most) most = words;
+    words += ids.filter(c => String(c).includes('#')).length;
   }
+  return {points: words, n_shown: meta.n_shown};
 }
-return most;
+return null;
 """
-_PICTURE_JS = f"return [...document.querySelectorAll('img')].some(i => i.alt === '{PICTURE_ALT}');"
-
-
-def start_server(cache: str, port: int, log: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        ["cartomap", "--cache", cache, "dashboard", "--headless", "--port", str(port)],
-        cwd=ROOT,
-        stdout=open(log, "wb"),  # noqa: SIM115 - the server keeps it
-        stderr=subprocess.STDOUT,
-    )
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
-            return proc
-        except OSError:
-            if proc.poll() is not None:
-                raise SystemExit(f"server exited: {log.read_text()[-2000:]}") from None
-            time.sleep(0.3)
+# the picture decoded and displayed (it is hidden once the chart is drawn)
+_PICTURE_JS = f"""return [...document.querySelectorAll('img')].some(i => i.alt === '{PICTURE_ALT}'
+    && i.complete && i.naturalWidth > 0 && i.offsetParent !== null);"""
 
 
 class LoadSampler(threading.Thread):
@@ -123,7 +112,8 @@ def main() -> None:
     load.start()
     load_before = os.getloadavg()
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-    server = start_server(cache, args.port, logs / "server.log")
+    tag = new_tag()  # the server and the training job it starts: all stopped at the end
+    server = start_dashboard(cache, args.port, logs / "server.log", tag)
     marks: dict[str, float] = {}
     epochs: list[float] = []
     cpu: dict = {}  # the training job's CPU time
@@ -169,16 +159,15 @@ def main() -> None:
                     raise SystemExit(f"the NER demo's run {folder.name} is {state}: see {folder}/log.txt")
             if "picture" not in marks and driver.execute_script(_PICTURE_JS):
                 marks["picture"] = now
-            points = driver.execute_script(_WORD_POINTS_JS) or 0
-            if points > 100:
+            chart = driver.execute_script(_WORD_POINTS_JS)
+            if chart and chart["points"] and chart["points"] == chart["n_shown"]:
                 marks["chart"] = now
-                marks["points"] = points
+                marks["points"] = chart["points"]
             time.sleep(0.5)
     finally:
         load.done.set()
         driver.quit()
-        server.terminate()
-        server.wait()
+        stop(server, tag)  # the server, and the training job when the bench stopped before it ended
     folder = run_folder(cache)
     history = json.loads((folder / "history.json").read_text())
     config = json.loads((folder / "config.json").read_text())["config"]
