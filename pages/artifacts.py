@@ -24,7 +24,6 @@ from cartomap.analysis import artifacts
 from cartomap.config import DEMO_DESCRIPTION, DEMO_DEV, DEMO_TRAIN, DataConfig, RunConfig
 from cartomap.data.dataset import TextDataset
 from cartomap.data.derived import balanced_sample
-from cartomap.data.forms import FORMAT_CHOICES
 from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
 from cartomap.io import file_stamp
@@ -53,6 +52,7 @@ from pages.common import (
     through_app,
     write_button,
 )
+from pages.components.forms import source_form
 from pages.components.jobs import progress_bar, run_panel, start_task_button, task_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -141,14 +141,18 @@ def pick_dataset():
     run = current_run()
     if run is not None and not applies_per_example(run, "The artifact analysis of the selected run's data"):
         run = None  # the demo or a file still can be analysed
-    options = list(SOURCES) if run is not None else ["demo", "path"]
-    source = st.radio(
+    options = {k: words for k, words in SOURCES.items() if k != "run" or run is not None}
+    picked = source_form(
+        "af",
         "Data",
         options,
-        format_func=SOURCES.get,
+        next(iter(options)),
+        DEMO_TRAIN,
+        formats=True,
         horizontal=True,
-        **kept("af_source", options[0], options=options),
+        placeholder="/data/train.jsonl",
     )
+    source = picked.kind
     if source == "run":
         stamp = run.stamp(run.examples_path, run.dev_examples_path)
         train, dev = _run_data(str(run.path), stamp)
@@ -160,18 +164,12 @@ def pick_dataset():
         train = _file_data(_config_json(config), ())
         dev = _file_data(_config_json(DataConfig(path=DEMO_DEV)), (), tuple(train.label_names))
         return train, "demo", dev, RunConfig(), None
-    c1, c2, c3, c4 = st.columns([4, 1, 2, 1])
-    path = c1.text_input(
-        "Path",
-        placeholder="/data/train.jsonl",
-        help="JSON Lines, CSV, TSV, Parquet or a saved HF dataset folder",
-        **kept("af_path", ""),
-    ).strip()
-    fmt = c2.selectbox("Format", FORMAT_CHOICES, **kept("af_format", "auto", options=FORMAT_CHOICES))
-    cols = c3.text_input(
+    path, fmt = picked.path, picked.format
+    c1, c2 = st.columns([3, 1])
+    cols = c1.text_input(
         "Text columns", help="premise,hypothesis or one column", **kept("af_cols", "premise,hypothesis")
     )
-    label = c4.text_input("Label column", **kept("af_label", "label")).strip() or "label"
+    label = c2.text_input("Label column", **kept("af_label", "label")).strip() or "label"
     if not path:
         st.info("Enter the path of a labelled dataset.")
         st.stop()

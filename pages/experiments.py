@@ -51,7 +51,7 @@ from pages.common import (
     through_app,
     write_button,
 )
-from pages.components.forms import columns_form, executor_form, model_form, source_form, upload_field
+from pages.components.forms import columns_form, executor_form, model_form, source_form
 from pages.components.jobs import experiment_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -385,7 +385,7 @@ def curricula_tab() -> None:
         DEMO_TRAIN,
         upload=True,
         run_ref=f"{RUN_REF}{run.id}" if run is not None else "",
-    )
+    ).path
     from_run = run is not None and train_path.startswith(RUN_REF)
     with_dev = from_run and "dev" in run.data_sets()
     dev_path = source_form(
@@ -395,7 +395,7 @@ def curricula_tab() -> None:
         "run" if with_dev else "demo",
         DEMO_DEV,
         run_ref=f"{RUN_REF}{run.id}:dev" if with_dev else "",
-    )
+    ).path
     tests_text = _test_sets_form("xp", run if from_run else None)
     mapping = columns_form("xp")
     values = model_form("xp")
@@ -492,7 +492,7 @@ def combinations_tab() -> None:
         format_func=forms.MODE_DESCRIPTIONS.get,
         **kept("xc_modes", list(forms.MODES), options=list(forms.MODES)),
     )
-    dev_path = source_form("xc_dev", "Validation set", COMBO_DEV_SOURCES, "none", DEMO_DEV)
+    dev_path = source_form("xc_dev", "Validation set", COMBO_DEV_SOURCES, "none", DEMO_DEV).path
     tests_text = _test_sets_form("xc")
     mapping = columns_form("xc")
     values = model_form("xc")
@@ -561,22 +561,17 @@ def corrections_tab() -> None:
         st.info("Select a finished run (sidebar) to retrain it after a review.")
     else:
         st.markdown(f"Base run: `{run.id}` {escape_markdown(run.config.name or '')}")
-        c1, c2 = st.columns([2, 3])
-        source = c1.radio(
+        path = source_form(
+            "xr",
             "Decisions file (.parquet, .jsonl or .csv)",
-            list(DECISION_SOURCES),
-            format_func=DECISION_SOURCES.get,
-            **kept("xr_source", "upload", options=list(DECISION_SOURCES)),
-        )
-        with c2:
-            if source == "upload":
-                path = upload_field("xr", label="Decisions file")
-            else:
-                path = st.text_input(
-                    "Decisions file path",
-                    placeholder="/data/review/fix.decisions.parquet",
-                    **kept("xr_path", ""),
-                ).strip()
+            DECISION_SOURCES,
+            "upload",
+            upload=True,
+            path_label="Decisions file path",
+            upload_label="Decisions file",
+            placeholder="/data/review/fix.decisions.parquet",
+            path_help=None,
+        ).path
         c1, c2, c3 = st.columns([1, 2, 2])
         n_seeds = c1.number_input(
             "Seeds in all",

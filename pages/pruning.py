@@ -28,7 +28,7 @@ from cartomap.config import (
     RunConfig,
     TrainConfig,
 )
-from cartomap.data.forms import FORMAT_CHOICES, parse_names
+from cartomap.data.forms import parse_names
 from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
 from cartomap.experiments import forms, pruning, pruning_analysis, registry
@@ -53,7 +53,7 @@ from pages.common import (
     through_app,
     write_button,
 )
-from pages.components.forms import executor_form, model_form
+from pages.components.forms import executor_form, model_form, source_form
 from pages.components.jobs import experiment_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -467,14 +467,18 @@ def training_data() -> tuple[DataConfig | None, str]:
     run = current_run()
     if run is not None and not applies_per_example(run, "Pruning the selected run's training set"):
         run = None  # the demo or a file still can be pruned
-    sources = [k for k in SOURCES if k != "run" or run is not None]
-    source = st.radio(
+    sources = {k: words for k, words in SOURCES.items() if k != "run" or run is not None}
+    picked = source_form(
+        "prune",
         "Training set",
         sources,
-        format_func=SOURCES.get,
+        next(iter(sources)),
+        DEMO_TRAIN,
+        formats=True,
         horizontal=True,
-        **kept("prune_source", sources[0], options=sources),
+        placeholder="/data/train.jsonl",
     )
+    source = picked.kind
     if source == "run":
         try:
             data = run.data_config()
@@ -484,19 +488,16 @@ def training_data() -> tuple[DataConfig | None, str]:
         st.caption(escape_markdown(f"Run {run.id}: its own copy of {run.config.data.path}"))
         return data, source
     if source == "demo":
-        return DataConfig(path=DEMO_TRAIN), source
-    c1, c2, c3 = st.columns([4, 1, 2])
-    path = c1.text_input("Path", placeholder="/data/train.jsonl", **kept("prune_path", "")).strip()
-    fmt = c2.selectbox("Format", FORMAT_CHOICES, **kept("prune_format", "auto", options=FORMAT_CHOICES))
-    names = c3.text_input(
+        return DataConfig(path=picked.path), source
+    names = st.text_input(
         "Label names (optional)",
         placeholder="entailment, neutral, contradiction",
         **kept("prune_label_names", ""),
     )
-    if not path:
+    if not picked.path:
         return None, source
     try:
-        return DataConfig(path=path, format=fmt, label_names=parse_names(names)), source
+        return DataConfig(path=picked.path, format=picked.format, label_names=parse_names(names)), source
     except CartomapError as err:
         show_error(err)
         return None, source

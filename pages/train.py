@@ -13,8 +13,15 @@ import time
 
 import streamlit as st
 
-from cartomap.config import DEMO_DESCRIPTION, DEMO_TRAIN, RECORD_LABELS, RECORDING_MODES, TrainConfig
-from cartomap.data.forms import FORMAT_CHOICES, guess_columns, preview_table
+from cartomap.config import (
+    DEMO_DESCRIPTION,
+    DEMO_DEV,
+    DEMO_TRAIN,
+    RECORD_LABELS,
+    RECORDING_MODES,
+    TrainConfig,
+)
+from cartomap.data.forms import guess_columns, preview_table
 from cartomap.errors import CartomapError
 from cartomap.integrations.checkpoints import DEFAULT_BATCH_SIZE, start_scoring
 from cartomap.io import file_stamp
@@ -36,7 +43,7 @@ from pages.common import (
     through_app,
     write_button,
 )
-from pages.components.forms import model_form, upload_field
+from pages.components.forms import model_form, source_form
 from pages.components.jobs import run_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -95,31 +102,23 @@ with st.container(border=True):
 # ----- 1. data
 st.header("New run")
 st.subheader("1 · Training data")
-source = st.radio(
+picked = source_form(
+    "train",
     "Data",
-    list(SOURCES),
-    format_func=SOURCES.get,
+    SOURCES,
+    "demo",
+    DEMO_TRAIN,
+    upload=True,
+    formats=True,
+    split=True,
     horizontal=True,
-    **kept("train_source", "demo", options=list(SOURCES), on_change=_source_changed),
+    on_change=_source_changed,
+    upload_label="Data file",
+    placeholder="/data/train.jsonl, a folder saved with datasets' save_to_disk, or demo:dev",
 )
-fmt, split = "auto", ""
-if source == "demo":
-    data_path = DEMO_TRAIN
-elif source == "path":
-    c1, c2, c3 = st.columns([4, 1, 1])
-    data_path = c1.text_input(
-        "Path",
-        placeholder="/data/train.jsonl, a folder saved with datasets' save_to_disk, or demo:dev",
-        help="JSON Lines (plain or .gz), CSV, TSV, Parquet, a saved Hugging Face dataset folder, "
-        "hf:NAME for a hub dataset, or demo:train / demo:dev.",
-        **kept("train_path", ""),
-    ).strip()
-    fmt = c2.selectbox("Format", FORMAT_CHOICES, **kept("train_format", "auto", options=FORMAT_CHOICES))
-    split = c3.text_input("Split", help="For a Hugging Face DatasetDict", **kept("train_split", ""))
-else:
-    data_path = upload_field("train", "Data file")
-    if data_path:
-        st.text(f"Using {ss.get('train_upload_name', '')} (saved as {data_path})")
+source, data_path, fmt, split = picked.kind, picked.path, picked.format, picked.split
+if source == "upload" and data_path:
+    st.text(f"Using {ss.get('train_upload_name', '')} (saved as {data_path})")
 
 columns: list[str] | None = None
 if data_path:
@@ -179,20 +178,21 @@ label_names = st.text_input(
 
 # ----- 3. dev set
 st.subheader("3 · Dev set")
-c1, c2, c3 = st.columns([3, 3, 1])
-with c1:
-    dev = st.radio(
-        "Evaluated after every epoch",
-        list(DEV_CHOICES),
-        format_func=DEV_CHOICES.get,
-        **kept("train_dev", "demo" if source == "demo" else "none", options=list(DEV_CHOICES)),
-    )
-dev_path = dev_split = ""
-if dev == "path":
-    dev_path = c2.text_input(
-        "Dev set path", help="Read with the training data's format and columns.", **kept("train_dev_path", "")
-    ).strip()
-    dev_split = c3.text_input("Dev split", **kept("train_dev_split", ""))
+picked_dev = source_form(
+    "train_dev",
+    "Evaluated after every epoch",
+    DEV_CHOICES,
+    "demo" if source == "demo" else "none",
+    DEMO_DEV,
+    split=True,
+    key="train_dev",
+    path_label="Dev set path",
+    split_label="Dev split",
+    placeholder="/data/dev.jsonl",
+    path_help="Read with the training data's format and columns.",
+)
+dev = picked_dev.kind
+dev_path, dev_split = (picked_dev.path, picked_dev.split) if dev == "path" else ("", "")
 
 # ----- 4. model and training
 st.subheader("4 · Model and training")

@@ -465,3 +465,51 @@ def test_the_state_check_catches_spellings(tmp_path):
     )
     found = _state_spellings(source, {"queued", "running", "done", "failed", "cancelled", "unknown"})
     assert [line for _, line in found] == [2, 3, 3, 4, 5, 6, 6, 7, 9]
+
+
+#: The one owner of the data-source picker (demo, a path with its format and split, an upload, a run's
+#: own copy) and of the pieces it is made of.
+SOURCE_FORM_OWNER = "pages.components.forms"
+SOURCE_FORM_PIECES = {"FORMAT_CHOICES", "upload_field", "file_uploader"}
+
+
+def _source_form_pieces(path: Path) -> list[tuple[str, int]]:
+    """(name, line) of every use of a piece of the data-source picker in a file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in SOURCE_FORM_PIECES:
+            found.append((node.id, node.lineno))
+        elif isinstance(node, ast.Attribute) and node.attr in SOURCE_FORM_PIECES:
+            found.append((node.attr, node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            found += [(a.name, node.lineno) for a in node.names if a.name in SOURCE_FORM_PIECES]
+    return found
+
+
+#: Files uploaded for something other than a dataset: a review tool's export to import.
+OTHER_UPLOADS = {("pages.review_suspects", "file_uploader")}
+
+
+def test_pages_pick_a_data_source_only_through_source_form():
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} uses {name}"
+        for module, path in MODULES.items()
+        if module.split(".")[0] in ("pages", "app") and module != SOURCE_FORM_OWNER
+        for name, line in _source_form_pieces(path)
+        if (module, name) not in OTHER_UPLOADS
+    ]
+    assert not bad, "a page picks a data source by itself (use source_form):\n" + "\n".join(bad)
+
+
+def test_the_source_form_check_catches_pieces(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from cartomap.data.forms import FORMAT_CHOICES\n"
+        'f = st.selectbox("Format", FORMAT_CHOICES)\n'
+        'u = st.file_uploader("Data")\n'
+        "p = forms.upload_field('x')\n"
+        "s = source_form('x', 'Data', {}, 'demo')\n",
+        encoding="utf-8",
+    )
+    assert [line for _, line in _source_form_pieces(source)] == [1, 2, 3, 4]

@@ -8,6 +8,7 @@ so two forms on one page differ by their prefix and nothing typed is lost on a r
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 
 import streamlit as st
 
@@ -134,39 +135,103 @@ def upload_field(prefix: str, label: str = "Training file") -> str:
     return ss.get(f"{prefix}_upload_path", "")
 
 
+@dataclass(frozen=True)
+class Source:
+    """What :func:`source_form` gives back: ``kind`` the choice (``demo``, ``path``, ``upload``, ``run``,
+    ``none``); ``path`` the dataset's path ('' while none is given yet, ``none`` for no set, the run
+    reference for ``run``); ``format`` and ``split`` as typed (``auto`` and '' where the form does not
+    ask for them)."""
+
+    kind: str
+    path: str
+    format: str = "auto"
+    split: str = ""
+
+
+#: What a dataset path field takes, in the forms' words (:func:`cartomap.data.loading.load_dataset`).
+PATH_HELP = (
+    "JSON Lines (plain or .gz), CSV, TSV, Parquet, a saved Hugging Face dataset folder, hf:NAME for a hub "
+    "dataset, or demo:train / demo:dev."
+)
+PATH_PLACEHOLDER = "/data/file.jsonl (JSON Lines, CSV, TSV, Parquet, saved HF dataset), or demo:dev"
+
+
 def source_form(
     prefix: str,
     label: str,
     choices: dict,
     default: str,
-    demo_path: str,
+    demo_path: str = "",
     upload: bool = False,
     run_ref: str = "",
-) -> str:
-    """A dataset picked as the demo, a path (or an upload), or with a "run" choice the selected run's own
-    copy (``run_ref``, e.g. ``run:ID:dev``); its path ('' when none given)."""
-    c1, c2 = st.columns([2, 3])
-    source = c1.radio(
-        label,
-        list(choices),
+    *,
+    formats: bool = False,
+    split: bool = False,
+    horizontal: bool = False,
+    on_change=None,
+    key: str | None = None,
+    path_label: str | None = None,
+    split_label: str = "Split",
+    upload_label: str = "Training file",
+    placeholder: str = PATH_PLACEHOLDER,
+    path_help: str | None = PATH_HELP,
+) -> Source:
+    """The one picker of where a dataset comes from, on every page that picks one: ``choices`` (choice ->
+    words, in the order shown) among the bundled demo (``demo``: ``demo_path``), a path on this machine
+    (``path``, with its format when ``formats`` and its Hugging Face split when ``split``), an upload
+    (``upload``, offered when ``upload``), no set (``none``) or the selected run's own copy (``run``:
+    ``run_ref``, e.g. ``run:ID:dev``).
+
+    Kept in ``st.session_state`` (:func:`pages.common.kept`): the choice under ``<prefix>_source`` (or
+    ``key``), the path under ``<prefix>_path``, the format and split under ``<prefix>_format`` and
+    ``<prefix>_split``, an upload under ``<prefix>_upload*`` (:func:`upload_field`). ``horizontal``: the
+    choices in a row above the fields, else beside them; ``on_change`` runs when the choice changes. The
+    path field is labelled ``path_label`` ("Path" in a row, else "<label> path")."""
+    options = list(choices)
+    radio = dict(
         format_func=choices.get,
-        **kept(f"{prefix}_source", default, options=list(choices)),
+        **kept(key or f"{prefix}_source", default, options=options, on_change=on_change),
     )
-    if source == "demo":
-        return demo_path
-    if source == "none":
-        return "none"
-    if source == "run":
-        c2.caption(f"{run_ref}: the selected run's own copy, as it was trained")
-        return run_ref
-    if source == "upload" and upload:
-        with c2:
-            return upload_field(prefix)
-    return c2.text_input(
-        f"{label} path",
-        placeholder="/data/file.jsonl (JSON Lines, CSV, TSV, Parquet, saved HF dataset), or demo:dev",
+    extra = [1] * (int(formats) + int(split))
+    if horizontal:
+        kind = st.radio(label, options, horizontal=True, **radio)
+        cells = None
+    else:
+        c1, *cells = st.columns([2, 3, *extra])
+        kind = c1.radio(label, options, **radio)
+    if kind == "demo":
+        return Source(kind, demo_path)
+    if kind == "none":
+        return Source(kind, "none")
+    if kind == "run":
+        if run_ref:
+            (cells[0] if cells else st).caption(f"{run_ref}: the selected run's own copy, as it was trained")
+        return Source(kind, run_ref)
+    if kind == "upload" and upload:
+        if cells:
+            with cells[0]:
+                return Source(kind, upload_field(prefix, upload_label))
+        return Source(kind, upload_field(prefix, upload_label))
+    if cells is None:
+        cells = st.columns([4, *extra])
+    field, *rest = cells
+    path = field.text_input(
+        path_label or ("Path" if horizontal else f"{label} path"),
+        placeholder=placeholder,
+        help=path_help,
         **kept(f"{prefix}_path", ""),
     ).strip()
+    fmt = "auto"
+    if formats:
+        fmt = rest.pop(0).selectbox(
+            "Format", FORMAT_CHOICES, **kept(f"{prefix}_format", "auto", options=FORMAT_CHOICES)
+        )
+    hf_split = ""
+    if split:
+        hf_split = rest.pop(0).text_input(
+            split_label, help="For a Hugging Face DatasetDict", **kept(f"{prefix}_split", "")
+        )
+    return Source(kind, path, fmt, hf_split.strip())
 
 
 def executor_form(prefix: str) -> dict:
