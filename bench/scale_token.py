@@ -27,6 +27,8 @@ import re
 import time
 from pathlib import Path
 
+import scale_harness as harness
+
 STAGES = ("token_setup", "token_load", "token_tokenise", "token_train", "token_recorder", "token_datamap")
 RECORD_EPOCHS = 10
 DEV_SENTENCES = 1_000
@@ -86,16 +88,9 @@ def write_conll(path: Path, ids: list[str], rows: list[list[str]]) -> None:
     atomic_write_text(path, "\n\n".join(parts) + "\n")
 
 
-def _bench():
-    import bench_scale
-
-    return bench_scale
-
-
 def stage_token_setup(rows, n: int, work: Path, args) -> None:
-    b = _bench()
     t0 = time.perf_counter()
-    out = b.ROOT / "cache" / "scale" / "token"
+    out = harness.ROOT / "cache" / "scale" / "token"
     out.mkdir(parents=True, exist_ok=True)
     train, dev = out / f"synthetic_{n}.conll", out / f"synthetic_dev_{DEV_SENTENCES}.conll"
     if not train.exists():
@@ -107,11 +102,11 @@ def stage_token_setup(rows, n: int, work: Path, args) -> None:
         from cartomap.training.models import save_random_classifier
 
         save_random_classifier(tiny)  # the tests' tiny model; loaded with a token head of 4 tags
-    b.save_state(work, conll=str(train), dev=str(dev), tiny_model=str(tiny), n=n)
+    harness.save_state(work, conll=str(train), dev=str(dev), tiny_model=str(tiny), n=n)
     rows.add(
         "synthetic sentences from the demo texts (cached CoNLL)",
         time.perf_counter() - t0,
-        b.peak_mib(),
+        harness.peak_mib(),
         f"{train.name} {train.stat().st_size / 1e6:.0f} MB",
     )
 
@@ -131,8 +126,7 @@ def token_config(state: dict, n: int):
 def stage_token_load(rows, n: int, work: Path, args) -> None:
     from cartomap.data.loading import load_dataset
 
-    b = _bench()
-    state = b.load_state(work)
+    state = harness.load_state(work)
     config = token_config(state, n)
 
     def load():
@@ -148,17 +142,17 @@ def stage_token_load(rows, n: int, work: Path, args) -> None:
     dev = load_dataset(config.dev, label_names=data.label_names)
     run = rows.measure(
         "create the run (config, its own copy examples.parquet)",
-        lambda: b.store_of(work).create(config, data, dev),
+        lambda: harness.store_of(work).create(config, data, dev),
         note=lambda r: f"run {r.id}",
     )
-    b.save_state(work, run=run.id)
+    harness.save_state(work, run=run.id)
 
 
 def stage_token_tokenise(rows, n: int, work: Path, args) -> None:
     from cartomap.training.batching import tokenize
     from cartomap.training.models import load_tokenizer
 
-    run = _bench().main_run(work)
+    run = harness.main_run(work)
     examples = run.examples()
     tokenizer = load_tokenizer(run.config.model.name_or_path)
     rows.measure(
@@ -171,12 +165,11 @@ def stage_token_tokenise(rows, n: int, work: Path, args) -> None:
 def stage_token_train(rows, n: int, work: Path, args) -> None:
     from cartomap.training.loop import continue_run
 
-    b = _bench()
-    run = b.main_run(work)
+    run = harness.main_run(work)
     if run.state == "done":
         rows.add("train 1 epoch: the run was trained before (--keep); not timed again")
         return
-    b.reset_peak()
+    harness.reset_peak()
     c0, t0 = time.process_time(), time.perf_counter()
     continue_run(run)
     total, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -186,7 +179,7 @@ def stage_token_train(rows, n: int, work: Path, args) -> None:
     rows.add(
         "train 1 epoch, tiny model as a token classifier (tokenise, loop, record per word, dev, save)",
         total,
-        b.peak_mib(),
+        harness.peak_mib(),
         f"loop {loop:.0f} s = {n / loop:,.0f} sentences/s; {words:,} words recorded; dev word accuracy "
         f"{record.get('dev_accuracy', float('nan')):.3f}",
         cpu=cpu,
@@ -208,22 +201,21 @@ def stage_token_recorder(rows, n: int, work: Path, args) -> None:
     from cartomap.runs.store import arrow_ids, with_word_keys
     from cartomap.scores.metrics import compute_metrics
 
-    b = _bench()
-    run = b.main_run(work)
+    run = harness.main_run(work)
     data = load_dataset(run.data_config())
     config = run.config.replace(
         dev=None,
         train=dataclasses.replace(run.config.train, epochs=RECORD_EPOCHS, record="train"),  # as written below
         name=f"token scale {n:,}: {RECORD_EPOCHS} recorded epochs (synthetic logits, bench_scale.py)",
     )
-    rec = b.store_of(work).create(config, data)
+    rec = harness.store_of(work).create(config, data)
     unit_ids, labels, counts = data.task_kind.units(data.frame)
     m, c = len(unit_ids), len(data.label_names)
     rng = np.random.default_rng(0)
     skill = rng.normal(1.0, 1.5, m).astype(np.float32)
     gc.collect()
-    base = b.rss_mib()
-    b.reset_peak()
+    base = harness.rss_mib()
+    harness.reset_peak()
     t0 = time.perf_counter()
     recorded = np.zeros((RECORD_EPOCHS, m, c), dtype=np.float32)
     starts = np.cumsum(counts) - counts
@@ -241,9 +233,9 @@ def stage_token_recorder(rows, n: int, work: Path, args) -> None:
     rows.add(
         f"recorder: {RECORD_EPOCHS} epochs of per-word logits held in memory",
         fill,
-        b.peak_mib(),
+        harness.peak_mib(),
         f"{m:,} words x {c} tags; arrays {recorded.nbytes / 2**20:.0f} MiB, "
-        f"{b.peak_mib() - base - recorded.nbytes / 2**20:.0f} MiB beyond them",
+        f"{harness.peak_mib() - base - recorded.nbytes / 2**20:.0f} MiB beyond them",
     )
 
     def write():
@@ -263,7 +255,7 @@ def stage_token_recorder(rows, n: int, work: Path, args) -> None:
     atomic_write_json(rec.history_path, history)
     rec.log("dynamics written by bench/bench_scale.py --task token (synthetic logits, no model)")
     rec.set_status(state="done", phase="done", epochs_done=RECORD_EPOCHS, metrics_source="train")
-    b.save_state(work, recorded=rec.id)
+    harness.save_state(work, recorded=rec.id)
     metrics = recorded = None  # freed before the integration below
     gc.collect()
 
@@ -315,8 +307,7 @@ def stage_token_datamap(rows, n: int, work: Path, args) -> None:
     from cartomap.analysis import datamap as dm
     from cartomap.analysis import figures, tokens
 
-    b = _bench()
-    run = b.main_run(work, "recorded")
+    run = harness.main_run(work, "recorded")
     words = rows.measure(
         "word-level map frame: metrics joined with each word and its sentence (cold)",
         lambda: dm.map_frame(run),
@@ -367,24 +358,30 @@ def stage_token_datamap(rows, n: int, work: Path, args) -> None:
     )
     dynamics = None  # freed before the page reads its own
 
-    b.prepare_pages(work)
-    app = b.app_test("data_map.py", work)
+    harness.prepare_pages(work)
+    app = harness.app_test("data_map.py", work)
     app.session_state["run_id"] = run.id
-    b.timed_run(rows, "Data map page, word level: open the run (page script; frame read the first time)", app)
+    harness.timed_run(
+        rows, "Data map page, word level: open the run (page script; frame read the first time)", app
+    )
     app.session_state["selected_ids"] = [some]
-    b.timed_run(rows, "Data map page, word level: a word picked, its sentence shown", app)
-    level = b.app_test("data_map.py", work)
+    harness.timed_run(rows, "Data map page, word level: a word picked, its sentence shown", app)
+    level = harness.app_test("data_map.py", work)
     level.session_state["run_id"] = run.id
     level.session_state["dm_token_level"] = "sentence"
-    b.timed_run(rows, "Data map page, sentence level (min): open (its frame computed the first time)", level)
+    harness.timed_run(
+        rows, "Data map page, sentence level (min): open (its frame computed the first time)", level
+    )
     level.session_state["dm_sentence_ids"] = [sentence]
-    b.timed_run(rows, "Data map page, sentence level: a sentence picked and opened", level)
+    harness.timed_run(rows, "Data map page, sentence level: a sentence picked and opened", level)
     level.session_state[f"dm_burn_out_{run.id}"] = half
-    b.timed_run(
+    harness.timed_run(
         rows,
         f"Data map page, sentence level: the map after {half} of {RECORD_EPOCHS} recordings (dynamics read "
         "the first time), the picked sentence's path",
         level,
     )
     level.session_state["dm_sentence_ids"] = picked
-    b.timed_run(rows, f"Data map page, sentence level: {len(picked)} sentences picked, their paths", level)
+    harness.timed_run(
+        rows, f"Data map page, sentence level: {len(picked)} sentences picked, their paths", level
+    )

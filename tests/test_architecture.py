@@ -190,6 +190,35 @@ def test_the_cycle_finder_finds_cycles():
     assert _cycles({"a": ["b"], "b": []}) == []
 
 
+def _bench_graph(folder: Path) -> dict[str, list[str]]:
+    """The scripts of a folder run with it on ``sys.path`` (``bench/``), and the ones of them each
+    imports (module level and inside functions)."""
+    names = {path.stem for path in folder.glob("*.py")}
+    graph = {}
+    for path in sorted(folder.glob("*.py")):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+        graph[path.stem] = sorted((found & names) - {path.stem})
+    return graph
+
+
+def test_no_import_cycles_in_the_benchmarks():
+    graph = _bench_graph(ROOT / "bench")
+    assert "scale_harness" in graph["bench_scale"] and "scale_harness" in graph["scale_token"]
+    assert _cycles(graph) == [], "import cycles among bench/'s scripts (function-level imports count)"
+
+
+def test_the_bench_cycle_check_reads_function_level_imports(tmp_path):
+    (tmp_path / "a.py").write_text("def f():\n    import b\n", encoding="utf-8")
+    (tmp_path / "b.py").write_text("from a import f\nimport json\n", encoding="utf-8")
+    graph = _bench_graph(tmp_path)
+    assert graph == {"a": ["b"], "b": ["a"]} and _cycles(graph) == [["a", "b"]]
+
+
 def test_no_private_names_imported_across_modules():
     bad = [
         f"{path.relative_to(ROOT)}:{line} imports {name} from {target}"
