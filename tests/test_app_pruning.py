@@ -211,6 +211,41 @@ def test_the_runs_go_to_ray_or_slurm_from_the_form(root, spawned):
     assert spawned == [["experiment", "run", exp.id, "--job"]]
 
 
+def _setting_keys(at: AppTest) -> set[str]:
+    return {w.key for kind in ("number_input", "text_input", "checkbox") for w in getattr(at, kind) if w.key}
+
+
+def test_the_executor_form_offers_every_registered_executor_with_its_settings(root, monkeypatch):
+    """The form reads the registry: every registered executor by its name and description (one
+    registered by this test too), each with exactly the settings its entry declares, and its note."""
+    from cartomap.executors import registry
+
+    made_up = registry.ExecutorEntry(
+        "elsewhere",
+        "a made-up executor of this test",
+        lambda config, root, log_dir: None,
+        options=(
+            registry.ExecutorOption("ray_address", "where", "Where it runs", str, "over there"),
+            registry.ExecutorOption("cpus_per_run", "width", "How wide", int, 3, low=1, high=8),
+        ),
+        note="A made-up executor's note.",
+    )
+    monkeypatch.setitem(registry.REGISTRY, made_up.name, made_up)
+    at = page().run()
+    assert not at.exception, at.exception
+    offered = at.radio(key="_kept_prune_executor").options
+    assert offered == [f"{e.name}: {e.description}" for e in registry.REGISTRY.values()]
+    at.radio(key="_kept_prune_executor").set_value("local").run()
+    others = _setting_keys(at)  # the rest of the page's form
+    for entry in registry.REGISTRY.values():
+        at.radio(key="_kept_prune_executor").set_value(entry.name).run()
+        assert not at.exception, (entry.name, at.exception)
+        assert _setting_keys(at) - others == {f"_kept_prune_{o.key}" for o in entry.options}, entry.name
+        assert entry.note in [c.value for c in at.caption], entry.name
+    assert at.text_input(key="_kept_prune_where").value == "over there"
+    assert at.number_input(key="_kept_prune_width").value == 3
+
+
 def test_parallel_runs_show_their_workers(root, demo):
     data = demo.subset(list(range(30)))
     params = PruningParams(

@@ -169,6 +169,32 @@ def test_the_registry_names_the_configs_executors():
         registry.entry("kubernetes")
 
 
+def test_every_executors_form_settings_are_build_executor_config_keywords(monkeypatch):
+    """The dashboard's executor form asks for the settings each entry declares and passes them to
+    build_executor_config by name: every name is one of its keywords, no two settings of an executor
+    share a name or a form key, and the form's defaults give the config's defaults."""
+    import inspect
+
+    from cartomap.experiments import forms
+
+    keywords = set(inspect.signature(forms.build_executor_config).parameters) - {"kind"}
+    monkeypatch.setattr(forms, "check_available", lambda config: None)  # ray / submitit not needed
+    for entry in registry.REGISTRY.values():
+        names, keys = [o.name for o in entry.options], [o.key for o in entry.options]
+        assert set(names) <= keywords, entry.name
+        assert len(set(names)) == len(names) and len(set(keys)) == len(keys), entry.name
+        assert all(o.label and o.type in registry.OPTION_TYPES for o in entry.options), entry.name
+        defaults = {o.name: o.default for o in entry.options}
+        assert forms.build_executor_config(entry.name, **defaults) == ExecutorConfig(kind=entry.name)
+    assert [o.name for o in registry.entry("local").options] == []
+    assert {"ray_address", "cpus_per_run", "gpus_per_run"} == {o.name for o in registry.entry("ray").options}
+    assert {"slurm_partition", "slurm_time_min", "sbatch", "slurm_mem_gb", "slurm_local"} < {
+        o.name for o in registry.entry("slurm").options
+    }
+    with pytest.raises(ValueError, match="type 'float'"):
+        registry.ExecutorOption("x", "x", "X", float, 0.5)
+
+
 @pytest.mark.parametrize(
     "name",
     # another executor than local starts Ray or a SLURM stand-in: with -m slow (the default suite's 10 minutes)

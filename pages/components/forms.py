@@ -234,76 +234,47 @@ def source_form(
     return Source(kind, path, fmt, hf_split.strip())
 
 
+def _option_rows(options: tuple[registry.ExecutorOption, ...]) -> list[list[registry.ExecutorOption]]:
+    """The settings laid out in rows: two to a row, a wide one alone."""
+    rows: list[list[registry.ExecutorOption]] = []
+    for option in options:
+        if option.wide or not rows or len(rows[-1]) == 2 or rows[-1][0].wide:
+            rows.append([option])
+        else:
+            rows[-1].append(option)
+    return rows
+
+
+def _option_field(place, prefix: str, option: registry.ExecutorOption):
+    """One executor setting's widget in ``place`` (the page or a column), kept under ``<prefix>_<key>``."""
+    value = kept(f"{prefix}_{option.key}", option.default)
+    if option.type is int:
+        return place.number_input(
+            option.label, option.low, option.high, step=option.step, help=option.help, **value
+        )
+    if option.type is bool:
+        return place.checkbox(option.label, help=option.help, **value)
+    return place.text_input(option.label, placeholder=option.placeholder, help=option.help, **value)
+
+
 def executor_form(prefix: str) -> dict:
-    """Where an experiment's runs train: local, Ray or SLURM with their options, as keyword arguments of
+    """Where an experiment's runs train: every registered executor (:mod:`cartomap.executors.registry`)
+    by its name and description, and the settings the chosen one declares, as keyword arguments of
     :func:`cartomap.experiments.forms.build_executor_config` (checked when the experiment starts)."""
-    d = ExecutorConfig()
     with st.expander("Where the runs train"):
         labels = registry.descriptions()
         kind = st.radio(
             "Executor",
             list(labels),
             format_func=lambda name: f"{name}: {labels[name]}",
-            **kept(f"{prefix}_executor", d.kind, options=list(labels)),
+            **kept(f"{prefix}_executor", ExecutorConfig().kind, options=list(labels)),
         )
+        entry = registry.entry(kind)
         values: dict = {"kind": kind}
-        if kind == "local":
-            st.caption("The experiment's job trains its runs one after another (nothing to install).")
-            return values
-        c1, c2 = st.columns(2)
-        values["cpus_per_run"] = c1.number_input(
-            "CPUs per run",
-            1,
-            256,
-            step=1,
-            help="CPU threads of one run",
-            **kept(f"{prefix}_cpus", d.cpus_per_run),
-        )
-        values["gpus_per_run"] = c2.number_input(
-            "GPUs per run (-1 = automatic)",
-            -1,
-            16,
-            step=1,
-            help="automatic: one GPU per run where the Ray cluster has GPUs, else none",
-            **kept(f"{prefix}_gpus", -1),
-        )
-        if kind == "ray":
-            values["ray_address"] = st.text_input(
-                "Ray address",
-                placeholder="blank: start a local Ray (all GPUs of this machine); auto; ray://host:10001",
-                **kept(f"{prefix}_ray_address", ""),
-            )
-        else:
-            c1, c2 = st.columns(2)
-            values["slurm_partition"] = c1.text_input(
-                "Partition", placeholder="the cluster's default", **kept(f"{prefix}_partition", "")
-            )
-            values["slurm_time_min"] = c2.number_input(
-                "Time limit per run (minutes)",
-                1,
-                60 * 24 * 14,
-                step=30,
-                **kept(f"{prefix}_time", d.slurm_time_min),
-            )
-            values["sbatch"] = st.text_input(
-                "Extra sbatch options", placeholder="account=nlp, qos=high", **kept(f"{prefix}_sbatch", "")
-            )
-            c1, c2 = st.columns(2)
-            values["slurm_mem_gb"] = c1.number_input(
-                "Memory per run (GB; 0 = the partition's default)",
-                0,
-                4096,
-                step=4,
-                **kept(f"{prefix}_mem", d.slurm_mem_gb),
-            )
-            values["slurm_local"] = c2.checkbox(
-                "No SLURM here: run the jobs on this machine (local stand-in)",
-                help="submitit's local executor, for trying it out; partition, sbatch options and GPUs "
-                "must be left empty",
-                **kept(f"{prefix}_slurm_local", False),
-            )
-        st.caption(
-            "Every worker must see the run store: on a cluster set CARTOMAP_CACHE to a folder on a shared "
-            "filesystem, the same path on every node (checked when the experiment starts)."
-        )
+        for row in _option_rows(entry.options):
+            places = [st] if row[0].wide else st.columns(2)
+            for place, option in zip(places, row, strict=False):
+                values[option.name] = _option_field(place, prefix, option)
+        if entry.note:
+            st.caption(entry.note)
     return values
