@@ -223,7 +223,7 @@ def page(run, after_picture=None) -> None:
     )
 
     if not per_label:
-        seeds.seeds_section(run, estore, seeds_done)  # after the map: the map comes first
+        seeds.seeds_section(run, estore, seeds_done, axis=rule.axis)  # after the map: the map comes first
     selection.selection_section(run, frame, filtered, table, selected, seed_map_runs, per_label=per_label)
     tags.tag_tools(run, table)
     human_judgement.human_section(run)

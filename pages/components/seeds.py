@@ -76,11 +76,11 @@ def seeds_map(run, estore):
     return (done if on else None), done
 
 
-def seeds_section(run, estore, done=None) -> None:
+def seeds_section(run, estore, done=None, axis: str | None = None) -> None:
     """Drawn after the map, collapsed unless a seeds experiment is running: what the page says about the
     map's stability, the finished seeds experiment's summary (``done``), or the measured stability of such
     maps with an "Add seeds" button (a background job; its panel follows it) or a map of this run's finished
-    siblings of other seeds."""
+    siblings of other seeds. ``axis``: the map's ambiguity axis (the measured figures are the axis's)."""
     if done is not None:
         with st.expander(f"Seeds: the map of {len(done.params['seeds'])} seeds"):
             st.caption(datamap.seeds_caption(done.result(SUMMARY) or {}))
@@ -88,13 +88,13 @@ def seeds_section(run, estore, done=None) -> None:
     pending = seeds_of(run, estore)
     active = pending is not None and pending.state != State.DONE
     with st.expander("Seeds: how stable is this map?", expanded=active):
-        _seeds_block(run, estore, pending)
+        _seeds_block(run, estore, pending, axis)
 
 
-def _seeds_block(run, estore, pending) -> None:
+def _seeds_block(run, estore, pending, axis: str | None = None) -> None:
     row = measured_stability(run.config.train)
     if row is not None:
-        st.caption(measured_caption(row))
+        st.caption(measured_caption(row, axis))
     if pending is not None and pending.state != State.DONE:
         experiment_panel(pending, _seeds_progress, key="dm_seeds_")
         return
