@@ -10,8 +10,11 @@ The 2-D view is linked with the Data map: it rings the Data map's selection, and
 on it (``nb_map``'s selection event, resolved exactly on the server by
 ``cartomap.analysis.projection.selection_ids``) replaces that same selection (``selected_ids``;
 ``_nb_event_sig`` is the last event taken, so a stale one is not taken twice); "Show on the data map"
-goes there (``pages.common.show_on_map``). It can be coloured by label, region, confidence, variability
-and, with votes in the data, the annotators' agreement (``cartomap.analysis.colourings.for_projection``).
+goes there (``pages.common.show_on_map``). It can be coloured by label, region, confidence, each ambiguity
+score of the map's second axis and, with votes in the data, the annotators' agreement
+(``cartomap.analysis.colourings.for_projection``). Its regions, like the group table's, are the default
+rule's (``cartomap.analysis.neighbours.with_default_regions``); the seeds "Most ambiguous per label" are
+WaNLI's, by variability whatever the map's axis.
 """
 
 from __future__ import annotations
@@ -271,7 +274,7 @@ def show_group(run: Run, group: pd.DataFrame, k: int) -> None:
         column_config={
             "similarity": st.column_config.NumberColumn(format="%.5f"),
             "confidence": st.column_config.NumberColumn(format="%.3f"),
-            "variability": st.column_config.NumberColumn(format="%.3f"),
+            **{axis: st.column_config.NumberColumn(format="%.3f") for axis in datamap.AXIS_COLUMNS},
         },
     )
 

@@ -17,6 +17,7 @@ from cartomap.analysis import datamap as dm
 from cartomap.analysis import overlay_figures
 from cartomap.io import atomic_write_parquet
 from cartomap.runs.store import Run
+from cartomap.scores import ambiguity
 from cartomap.wanli.batches import filtered_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,14 +140,36 @@ def write_filtered(run, batch: str = "b1") -> pd.DataFrame:
     return frame
 
 
+def _not_drawn_notes(at) -> list[str]:
+    return [c.value for c in at.caption if c.value.startswith("Generated pairs of this run's WaNLI batches")]
+
+
 def test_generated_pairs_of_a_batch_are_drawn_on_a_strip_and_hidden(run):
     at = _app()
     at.run()
     assert not at.exception, at.exception
     assert not [s for s in at.selectbox if s.label == "Generated pairs"]  # no batch: not offered
+    assert not _not_drawn_notes(at)
     write_filtered(run)
     at.run()
     assert not at.exception, at.exception
+    # the filter places the pairs by their estimated max variability: on a map whose x is another score
+    # they are not offered, and the page says why and how to draw them
+    other = next(axis for axis in dm.AXIS_COLUMNS if axis != ambiguity.VARIABILITY)
+    for axis in dict.fromkeys((run.region_rule().axis, other)):  # the default axis, and another
+        if axis == ambiguity.VARIABILITY:
+            continue
+        if at.selectbox(key="_kept_dm_axis").value != axis:  # the default axis: the page as it opens
+            at.selectbox(key="_kept_dm_axis").select(axis).run()
+            assert not at.exception, at.exception
+        assert not [s for s in at.selectbox if s.label == "Generated pairs"]
+        (note,) = _not_drawn_notes(at)
+        assert f"this map's x is {ambiguity.get(axis).label}" in note
+        assert "Pick variability as the ambiguity axis (x)" in note
+    # on Cartography's map (x = variability) they are offered
+    at.selectbox(key="_kept_dm_axis").select(ambiguity.VARIABILITY).run()
+    assert not at.exception, at.exception
+    assert not _not_drawn_notes(at)
     box = next(s for s in at.selectbox if s.label == "Generated pairs")
     assert box.options == ["none drawn", "Generated pairs: b1"] and not _traces(
         at, overlay_figures.GENERATED_TRACE
@@ -171,6 +194,7 @@ def test_generated_pairs_of_a_batch_are_drawn_on_a_strip_and_hidden(run):
 def test_a_filtered_table_without_its_scores_is_one_error_naming_the_file(run):
     atomic_write_parquet(filtered_path(run, "b1"), write_filtered(run).drop(columns="max_variability"))
     at = _app()
+    at.session_state["dm_axis"] = ambiguity.VARIABILITY  # the pairs are drawn on Cartography's map only
     at.session_state["dm_generated_" + run.id] = "b1"
     at.run()
     assert not at.exception, at.exception

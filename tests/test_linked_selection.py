@@ -14,7 +14,15 @@ import pytest
 from test_app_neighbours import make_run
 
 from cartomap.analysis import colourings, projection
-from cartomap.analysis.datamap import GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY, points_in_box
+from cartomap.analysis.datamap import (
+    AXIS_COLUMNS,
+    GOLD_IS_MAJORITY,
+    GOLD_NOT_MAJORITY,
+    NO_MAJORITY,
+    points_in_box,
+)
+from cartomap.scores import ambiguity
+from cartomap.scores.metrics import RegionRule
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,7 +102,10 @@ def test_points_frame_carries_the_map_and_the_votes(tmp_path):
     frame = projection.points_frame(run)
     metrics = run.metrics().set_index("id")
     assert np.allclose(frame["confidence"], metrics.loc[frame["id"], "confidence"])
-    assert np.allclose(frame["variability"], metrics.loc[frame["id"], "variability"])
+    for axis in AXIS_COLUMNS:  # every ambiguity axis of the map, the default rule's among them
+        assert np.allclose(frame[axis], metrics.loc[frame["id"], axis])
+    # regions by the default rule (by rank on the default axis), whatever rule the run saved
+    assert frame["region"].tolist() == RegionRule().regions(metrics.loc[frame["id"]]).tolist()
     assert "agreement" not in frame.columns
     examples = run.examples()
     n = len(examples)
@@ -153,7 +164,9 @@ def test_the_data_maps_selection_is_ringed_on_the_2d_view(run):
     assert sorted(_rings(_view(at))) == sorted(ids[:7])
     assert any("7 examples selected" in c.value for c in at.caption)
     colours = at.radio(key="_kept_nb_color")
-    assert colours.options == ["label", "region", "confidence", "variability"]
+    # the map's confidence and every ambiguity score of its second axis (the run's metrics have them all)
+    axes = [ambiguity.get(axis).label for axis in AXIS_COLUMNS]
+    assert colours.options == ["label", "region", "confidence", *axes]
     colours.set_value("variability").run()
     assert not at.exception, at.exception
     spec = _view(at)

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cartomap.analysis.datamap import AXIS_COLUMNS
 from cartomap.analysis.neighbours import (
     labelled_by_name,
     neighbour_group,
@@ -18,7 +19,7 @@ from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_write_parquet
 from cartomap.runs.store import RunStore
-from cartomap.scores.metrics import region_partition
+from cartomap.scores.metrics import RegionRule, region_partition
 from cartomap.training.embeddings import load_embeddings, save_embeddings
 
 
@@ -188,22 +189,46 @@ def test_neighbour_group_needs_embeddings(tmp_path):
 
 def test_neighbour_group_adds_metrics(run_with_embeddings):
     run, data, _ = run_with_embeddings
+    n = len(data)
+    default = RegionRule()
     metrics = pd.DataFrame(
         {
             "id": data.ids,
             "label": data.labels,
-            "variability": np.linspace(0, 0.4, len(data)),
+            "variability": np.linspace(0, 0.4, n),
+            default.axis: np.linspace(0, 0.4, n)[np.random.default_rng(1).permutation(n)],
             "confidence": 0.5,
             "region": "ambiguous",
         }
     )
     atomic_write_parquet(run.path / "metrics.parquet", metrics)
     group = neighbour_group(run, data.ids[0], k=2)
-    assert group["variability"].notna().all()
-    # regions are drawn by the default rule (by rank: the most variable third is ambiguous), not as saved
-    ranked = region_partition(metrics["confidence"], metrics["variability"])
+    assert group["variability"].notna().all() and group[default.axis].notna().all()
+    # regions are drawn by the default rule (by rank on its axis: the top third is ambiguous), not as saved
+    ranked = region_partition(metrics["confidence"], metrics[default.axis], default)
     expected = pd.Series(ranked, index=metrics["id"].astype(str)).reindex(group["id"])
     assert group["region"].tolist() == expected.tolist()
+
+
+def test_neighbour_group_of_metrics_without_the_default_axis_keeps_their_regions(run_with_embeddings):
+    """Metrics written before the default axis's score existed, with no dynamics to compute it from: the
+    group still has their metrics, and the regions they were saved with."""
+    run, data, _ = run_with_embeddings
+    others = [a for a in AXIS_COLUMNS if a != RegionRule().axis]
+    metrics = pd.DataFrame(
+        {
+            "id": data.ids,
+            "label": data.labels,
+            **{axis: np.linspace(0, 0.4, len(data)) for axis in others},
+            "confidence": 0.5,
+            "region": np.where(np.arange(len(data)) % 2 == 0, "ambiguous", "easy-to-learn"),
+        }
+    )
+    atomic_write_parquet(run.path / "metrics.parquet", metrics)
+    group = neighbour_group(run, data.ids[0], k=2)
+    assert RegionRule().axis not in group.columns and all(group[a].notna().all() for a in others)
+    saved = metrics.set_index("id")["region"].reindex(group["id"])
+    assert group["region"].tolist() == saved.tolist()
 
 
 def test_pca_projection_cached(run_with_embeddings):

@@ -8,11 +8,14 @@ import pytest
 
 from cartomap.analysis import figures, overlay_figures, overlays
 from cartomap.errors import CartomapError, DataError
+from cartomap.scores import ambiguity
+from cartomap.scores.metrics import RegionRule
 
 
 def map_frame() -> pd.DataFrame:
-    """Five examples of a map: ids a..e, gold labels and their place (x = variability, y = confidence)."""
-    return pd.DataFrame(
+    """Five examples of Dataset Cartography's map (its rule on variability): ids a..e, gold labels and their
+    place (x = variability, y = confidence)."""
+    frame = pd.DataFrame(
         {
             "id": ["a", "b", "c", "d", "<e>"],
             "label": [0, 0, 1, 0, 1],
@@ -25,6 +28,8 @@ def map_frame() -> pd.DataFrame:
             "region": ["easy-to-learn"] * 5,
         }
     )
+    frame.attrs["regions"] = RegionRule(axis=ambiguity.VARIABILITY).to_dict()
+    return frame
 
 
 def test_neighbour_overlay_places_the_seed_and_its_neighbours_on_the_map():
@@ -33,7 +38,7 @@ def test_neighbour_overlay_places_the_seed_and_its_neighbours_on_the_map():
     assert out["id"].tolist() == ["b", "c", "a"]  # seed first, repeats and the seed itself dropped
     assert out["role"].tolist() == ["seed", "neighbour", "neighbour"]
     assert out["rank"].tolist() == [0, 1, 2]
-    assert out["x"].tolist() == [0.20, 0.30, 0.10]
+    assert out["x"].tolist() == [0.20, 0.30, 0.10] and out.attrs["axis"] == ambiguity.VARIABILITY
     assert out["y"].tolist() == [0.8, 0.7, 0.9]
     assert out["label"].tolist() == ["entailment", "neutral", "entailment"]
     assert out["same_label"].tolist() == [True, False, True]
@@ -55,6 +60,7 @@ def test_neighbour_markers_hover_ids_and_labels_escaped_and_select_by_id():
     assert list(trace.marker.symbol) == ["star", "diamond", "diamond-open"]  # a: another label than <e>
     assert trace.hovertext[0].startswith("id: &lt;e&gt;<br>focused example · label neutral")
     assert all("<e>" not in h for h in trace.hovertext)
+    assert "variability %{x:.3f}" in trace.hovertemplate  # the map's axis, from the overlay
     assert overlay_figures.figure_ids(fig) == before  # the markers are not counted as points again
 
 

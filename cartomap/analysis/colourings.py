@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from cartomap.scores import detectors
+from cartomap.scores import ambiguity, detectors
 
 CATEGORICAL = "categorical"
 CONTINUOUS_KIND = "continuous"
@@ -161,13 +161,17 @@ def values(frame: pd.DataFrame, colouring: Colouring) -> np.ndarray:
 # --------------------------------------------------------------------------- other views of the examples
 
 #: What the 2-D projection of the embeddings (:func:`cartomap.analysis.projection.points_frame`: label
-#: names in ``label``) can be coloured by, in display order: the data map's categories and axes, and the
-#: annotators' agreement when the data has votes.
+#: names in ``label``) can be coloured by, in display order: the data map's categories, its confidence and
+#: every ambiguity score its second axis can show (:data:`cartomap.scores.ambiguity.MAP_SCORES`, named by
+#: their labels), and the annotators' agreement when the data has votes.
 PROJECTION_COLOURINGS = (
     Colouring("label", CATEGORICAL, "label", "gold label"),
     Colouring("region", CATEGORICAL, "region", "region"),
     Colouring("confidence", CONTINUOUS_KIND, "confidence", "confidence (data map)", scale="RdYlGn"),
-    Colouring("variability", CONTINUOUS_KIND, "variability", "variability (data map)", scale="Viridis"),
+    *(
+        Colouring(ambiguity.get(axis).label, CONTINUOUS_KIND, axis, f"{ambiguity.get(axis).label} (data map)")
+        for axis in ambiguity.MAP_SCORES
+    ),
     BUILT_IN["human entropy"],
     BUILT_IN["gold vs majority"],
 )

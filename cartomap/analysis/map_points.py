@@ -74,7 +74,7 @@ def axis_title(axis: str) -> str:
     return ambiguity.get(axis).label
 
 
-def hover_template(axis: str = ambiguity.VARIABILITY) -> str:
+def hover_template(axis: str) -> str:
     """Hover of a map point: the escaped :func:`hover_text`, then confidence and the axis's value."""
     return f"%{{hovertext}}<br>confidence %{{y:.3f}} · {axis_title(axis)} %{{x:.3f}}<extra></extra>"
 
@@ -280,9 +280,7 @@ def point_traces(
     return traces, legend_title
 
 
-def go_scatter_rings(
-    high: pd.DataFrame, marker_size: int, showlegend: bool = True, axis: str = ambiguity.VARIABILITY
-):
+def go_scatter_rings(high: pd.DataFrame, marker_size: int, showlegend: bool = True, *, axis: str):
     """Black rings around the selected points ``high`` (hover off: the points under them have it), at
     (``axis``, confidence)."""
     import plotly.graph_objects as go

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from cartomap.analysis.datamap import with_regions
+from cartomap.analysis.datamap import AXIS_COLUMNS, with_regions
 from cartomap.errors import CartomapError, RunError
 from cartomap.runs.store import Run
+from cartomap.scores.metrics import RegionRule
 from cartomap.tasks import registry as task_kinds
 
 DEFAULT_K = 4  # WaNLI: the seed plus its 4 nearest same-label neighbours
@@ -275,6 +276,17 @@ def _text_columns(frame: pd.DataFrame) -> list[str]:
     return list(task_kinds.of_columns(frame.columns).text_fields)
 
 
+def with_default_regions(metrics: pd.DataFrame) -> pd.DataFrame:
+    """``metrics`` with its regions drawn by the default rule (:class:`RegionRule`: by rank on the default
+    axis), whatever rule the run saved. Metrics without the default axis's column (written before that score
+    existed, their dynamics gone, so :meth:`Run.metrics` could not compute it again) keep the regions they
+    were saved with."""
+    rule = RegionRule()
+    if rule.axis not in metrics.columns:
+        return metrics
+    return with_regions(metrics, rule)
+
+
 def labelled_by_name(group: pd.DataFrame) -> pd.DataFrame:
     """A :func:`neighbour_group` as a person reads it: ``label`` is the class name (``label_name``'s
     values); the integer code is left out."""
@@ -296,7 +308,9 @@ def neighbour_group(
 
     This is the order of a WaNLI prompt. Columns: position (1..), role (neighbour/seed), id,
     similarity (cosine with the seed; 1.0 for the seed), label, label_name, the text columns,
-    genre when known, and the seed's data-map metrics when the run has them. Fewer than k
+    genre when known, and each example's data-map metrics when the run has them: confidence, every
+    ambiguity axis the metrics have (:data:`cartomap.analysis.datamap.AXIS_COLUMNS`) and the region by the
+    default rule (:func:`with_default_regions`). Fewer than k
     neighbours come back when the label has too few examples. ``embeddings`` (from
     :func:`cartomap.training.embeddings.load_embeddings`), ``examples`` (``run.examples()``) and
     ``metrics`` (``run.metrics()``) save reading them again on every call (a page keeps them).
@@ -341,12 +355,11 @@ def neighbour_group(
         except RunError:
             metrics = None
     if metrics is not None:
-        metrics = with_regions(metrics)  # the default rule (by rank), whatever rule the run saved
-    if metrics is not None:
+        metrics = with_default_regions(metrics)
         at = metrics.iloc[[r for r in rows if r < len(metrics)]] if len(metrics) == len(examples) else None
         if at is None or at["id"].astype(str).tolist() != group["id"].tolist():  # not in examples order
             at = metrics.set_index(metrics["id"].astype(str)).reindex(group["id"])
-        for col in ("confidence", "variability", "region"):
+        for col in ("confidence", *AXIS_COLUMNS, "region"):
             if col in metrics.columns:
                 group[col] = at[col].to_numpy()
     return group

@@ -10,17 +10,26 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cartomap.analysis.datamap import MAIN_XREF, MAIN_YREF, id_array, sample_rows
+from cartomap.analysis.datamap import AXIS_COLUMNS, MAIN_XREF, MAIN_YREF, id_array, sample_rows
 from cartomap.analysis.map_points import axis_title, hover_template
 from cartomap.analysis.style import escape, escape_text
+from cartomap.scores import ambiguity
+from cartomap.scores.metrics import RegionRule
 
 #: Name of the trace :func:`add_trajectories` draws (tests and checks find it by this).
 TRAJECTORY_TRACE = "paths of the selection"
 
 
-def add_trajectories(fig, traj: pd.DataFrame, current_k: int | None = None, axis: str = "variability"):
-    """Draw :func:`cartomap.analysis.epochs.trajectories` (id, k, confidence, the map's ``axis``) over a data
-    map ``fig`` on its main axes: one dark line with markers per example (markers grow with k, so a path
+def paths_axis(traj: pd.DataFrame) -> str:
+    """The map's axis a frame of :func:`cartomap.analysis.epochs.trajectories` places its points on: the
+    ambiguity score it has a column of besides variability (which every such frame has), else variability."""
+    others = [c for c in AXIS_COLUMNS if c != ambiguity.VARIABILITY and c in traj.columns]
+    return others[0] if len(others) == 1 else ambiguity.VARIABILITY
+
+
+def add_trajectories(fig, traj: pd.DataFrame, current_k: int | None = None, axis: str | None = None):
+    """Draw :func:`cartomap.analysis.epochs.trajectories` (id, k, confidence, the map's ``axis``, by default
+    the one the frame is on: :func:`paths_axis`) over a data map ``fig`` on its main axes: one dark line with markers per example (markers grow with k, so a path
     reads from its small first point to its large last one), the point of the map after ``current_k``
     recordings ringed in red. One Scattergl trace (paths split by gaps) without ``customdata``: a lasso
     over a path selects no example by it. Hover: the escaped id, k and the point. Returns ``fig``."""
@@ -28,6 +37,7 @@ def add_trajectories(fig, traj: pd.DataFrame, current_k: int | None = None, axis
 
     if traj.empty:
         return fig
+    axis = axis or paths_axis(traj)
     xs, ys, sizes, hover = [], [], [], []
     k_hi = max(int(traj["k"].max()), 1)
     for example_id, path in traj.groupby("id", sort=False):
@@ -104,15 +114,17 @@ GENERATED_REMOVED_COLOR = "#d62728"
 STRIP_DOMAIN = (0.745, 0.83)
 
 
-def add_neighbour_overlay(fig, overlay: pd.DataFrame, axis: str = "variability"):
+def add_neighbour_overlay(fig, overlay: pd.DataFrame, axis: str | None = None):
     """Draw :func:`cartomap.analysis.overlays.neighbour_overlay` over a data map ``fig``: the focused example
     a large star, its neighbours diamonds (filled: the seed's gold label; open: another label), outlined in
-    black so they stand out of any colouring. Hover: the escaped id, role and label only (never text).
+    black so they stand out of any colouring. Hover: the escaped id, role and label only (never text), and
+    the point on the map's ``axis`` (default: the overlay's, ``attrs["axis"]``, else the default rule's).
     ``customdata`` is the example id, so a click on a marker selects that example. Returns ``fig``."""
     import plotly.graph_objects as go
 
     if overlay.empty:
         return fig
+    axis = axis or overlay.attrs.get("axis") or RegionRule().axis
     seed = overlay["role"].to_numpy() == "seed"
     same = overlay["same_label"].to_numpy(dtype=bool)
     symbols = np.where(seed, "star", np.where(same, "diamond", "diamond-open"))
@@ -210,7 +222,7 @@ def add_generated_overlay(fig, overlay: pd.DataFrame, seed: int = 0):
                     legendgroup=f"generated-{name}",
                     hovertext=hover,
                     hovertemplate=(
-                        hover_template("variability")
+                        hover_template(ambiguity.VARIABILITY)  # drawn on a map whose x is variability
                         if placed
                         else "%{hovertext}<br>estimated max variability %{x:.3f}<extra></extra>"
                     ),

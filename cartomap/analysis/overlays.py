@@ -30,6 +30,8 @@ from cartomap.runs.store import Run
 SEED, NEIGHBOUR = "seed", "neighbour"
 KEPT = "kept"
 NEIGHBOUR_COLUMNS = ("id", "role", "rank", "label", "same_label", "x", "y")
+#: The ``attrs`` key of a :func:`neighbour_overlay`: the map's axis its x is (a column of the map frame).
+AXIS = "axis"
 GENERATED_COLUMNS = ("gen_id", "label", "status", "x", "y")
 #: Columns a filtered table needs for :func:`generated_overlay`.
 FILTERED_NEEDS = ("gen_id", "intended_label", "max_variability", "kept")
@@ -71,9 +73,12 @@ def neighbour_overlay(frame: pd.DataFrame, focus_id: str, neighbour_ids: Sequenc
     """The focused example and its neighbours at their place on the map ``frame`` (id, the map's axis,
     confidence, gold): columns id, role (seed / neighbour), rank (0 for the seed, then 1, 2, ... in the
     order given, repeats dropped), label (gold), same_label (the seed's gold label), x = the map's axis
-    (:func:`cartomap.analysis.datamap.axis_of`), y = confidence. Ids not on the map are left out (``attrs["missing"]`` counts the neighbours left out);
-    a focus not on the map gives an empty frame."""
+    (:func:`cartomap.analysis.datamap.axis_of`; its name is ``attrs["axis"]``), y = confidence. Ids not on
+    the map are left out (``attrs["missing"]`` counts the neighbours left out); a focus not on the map gives
+    an empty frame."""
+    axis = axis_of(frame)
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in NEIGHBOUR_COLUMNS})
+    empty.attrs[AXIS] = axis
     focus_id = str(focus_id)
     order = [focus_id] + [i for i in dict.fromkeys(str(n) for n in neighbour_ids) if i != focus_id]
     at = frame.assign(_id=frame["id"].astype(str)).drop_duplicates("_id").set_index("_id")
@@ -90,11 +95,12 @@ def neighbour_overlay(frame: pd.DataFrame, focus_id: str, neighbour_ids: Sequenc
             "rank": [order.index(i) for i in present],
             "label": gold,
             "same_label": gold == gold[0],
-            "x": rows[axis_of(frame)].to_numpy(dtype=np.float64),
+            "x": rows[axis].to_numpy(dtype=np.float64),
             "y": rows["confidence"].to_numpy(dtype=np.float64),
         }
     )
     out.attrs["missing"] = len(order) - len(present)
+    out.attrs[AXIS] = axis
     return out
 
 

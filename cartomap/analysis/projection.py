@@ -26,17 +26,19 @@ import pandas as pd
 
 from cartomap.analysis import colourings
 from cartomap.analysis.datamap import (
+    AXIS_COLUMNS,
     agreement_of,
     event_selection,
     points_in_box,
     points_in_polygon,
-    with_regions,
 )
+from cartomap.analysis.neighbours import with_default_regions
 from cartomap.analysis.style import NO_VALUE_COLOR, REGION_COLORS, escape, escape_text, palette_color
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
+from cartomap.scores import ambiguity
 from cartomap.tasks import registry as task_kinds
 
 METHODS = ("pca", "umap")
@@ -260,8 +262,10 @@ MAX_POINTS = 20_000  # more points than this are sampled (the group always shown
 
 def points_frame(run: Run) -> pd.DataFrame:
     """One row per example, in examples order: id, label (name), texts, genre; with data-map metrics
-    region (the default rule, by rank), confidence and variability; with votes in the data human_entropy
-    and agreement (gold vs the annotators' majority, :func:`cartomap.analysis.datamap.agreement_of`)."""
+    region (the default rule, by rank on the default axis: :func:`cartomap.analysis.neighbours.with_default_regions`),
+    confidence and every ambiguity axis the metrics have (:data:`cartomap.analysis.datamap.AXIS_COLUMNS`);
+    with votes in the data human_entropy and agreement (gold vs the annotators' majority,
+    :func:`cartomap.analysis.datamap.agreement_of`)."""
     human = ("human_entropy", "human_majority", "gold_disagrees")
     examples = run.examples(columns=("id", "label", *task_kinds.text_fields(), "genre", *human))
     names = np.asarray([*run.label_names, ""], dtype=object)
@@ -269,8 +273,7 @@ def points_frame(run: Run) -> pd.DataFrame:
     frame = pd.DataFrame({"id": examples["id"].astype(str).to_numpy()})
     frame["label"] = names[np.where((codes >= 0) & (codes < len(names) - 1), codes, len(names) - 1)]
     try:
-        # the default rule (by rank), whatever rule the run saved
-        metrics = with_regions(run.metrics(columns=("id", "confidence", "variability", "region")))
+        metrics = with_default_regions(run.metrics(columns=("id", "confidence", *AXIS_COLUMNS, "region")))
         if len(metrics) == len(frame) and np.array_equal(
             metrics["id"].astype(str).to_numpy(dtype=object), frame["id"].to_numpy(dtype=object)
         ):
@@ -278,8 +281,9 @@ def points_frame(run: Run) -> pd.DataFrame:
         else:
             aligned = metrics.set_index(metrics["id"].astype(str)).reindex(frame["id"]).reset_index(drop=True)
         frame["region"] = aligned["region"].astype(object).fillna("").to_numpy()
-        for col in ("confidence", "variability"):
-            frame[col] = aligned[col].to_numpy(dtype=np.float64)
+        for col in ("confidence", *AXIS_COLUMNS):
+            if col in aligned.columns:
+                frame[col] = aligned[col].to_numpy(dtype=np.float64)
     except (RunError, KeyError):
         pass
     for col in (*task_kinds.text_fields_in(examples.columns), "genre"):
@@ -299,9 +303,10 @@ def _hover(frame: pd.DataFrame) -> list[str]:
     parts.append("label: " + escape(frame["label"]).set_axis(frame.index))
     if "region" in frame.columns:
         parts.append("region: " + escape(frame["region"]).set_axis(frame.index))
-    for col in ("confidence", "variability"):
+    for col in ("confidence", *AXIS_COLUMNS):
         if col in frame.columns:
-            parts.append(f"{col}: " + frame[col].map("{:.3f}".format).set_axis(frame.index))
+            name = col if col == "confidence" else ambiguity.get(col).label
+            parts.append(f"{name}: " + frame[col].map("{:.3f}".format).set_axis(frame.index))
     for col in task_kinds.text_fields_in(frame.columns):
         if col in frame.columns:
             short = frame[col].map(lambda s: s if len(s) <= HOVER_CHARS else s[: HOVER_CHARS - 1] + "…")
@@ -337,8 +342,8 @@ def projection_figure(
     """Plotly figure of the 2-D projection, selectable by box and lasso (``dragmode`` lasso).
 
     ``points`` from :func:`points_frame` (same row order as ``coords``); ``color_by`` one of
-    :func:`cartomap.analysis.colourings.for_projection` (label, region, confidence, variability, human
-    entropy, gold vs majority; label when ``points`` cannot be coloured so): one Scattergl trace per
+    :func:`cartomap.analysis.colourings.for_projection` (label, region, confidence, the ambiguity
+    axes, human entropy, gold vs majority; label when ``points`` cannot be coloured so): one Scattergl trace per
     category, or one with a colour scale (grey: no value). ``highlight_ids`` (the Data map's selection)
     are ringed in black; the group's points are drawn larger with a dark outline, the seed as a star.
     Above ``max_points`` rows a sample is drawn (:func:`shown_rows`; the selection and group always).

@@ -26,6 +26,7 @@ from cartomap.analysis import epochs, overlay_figures, overlays, tokens
 from cartomap.analysis import multilabel as label_views
 from cartomap.errors import CartomapError
 from cartomap.runs import layout
+from cartomap.scores import ambiguity
 from cartomap.wanli.batches import list_batches
 from pages.common import count, escape_markdown, kept, show_error
 from pages.components import cached, maps
@@ -86,7 +87,7 @@ def selection_paths(
     *,
     view: str | None = None,
     method: str | None = None,
-    axis: str = "variability",
+    axis: str,
 ):
     """The paths through the map of the selected examples shown (the first "Paths drawn" of them,
     :data:`cartomap.analysis.epochs.DEFAULT_TRAJECTORIES` by default, at most ``MAX_TRAJECTORIES``): their
@@ -179,19 +180,20 @@ def neighbour_layer(run, frame, focus: str | None):
 NO_BATCH = ""
 
 
-def generated_layer(run, axis: str = "variability"):
+def generated_layer(run, axis: str):
     """ "Generated pairs: <batch>" over the map (``dm_generated_<run>``), offered when the run has filtered
     WaNLI batches: each pair the filter scored at its estimated max variability, kept or removed. The
     filter estimates no confidence, so they go on a strip above the map (the caption says so). Returns the
     overlay frame or None. The filter places a pair by its estimated max variability: on a map whose x axis
-    is another score they are not drawn, and the page says so."""
+    (``axis``) is another score they are not drawn, and the page says so."""
     names = list_batches(run, having=layout.FILTERED)
     if not names:
         return None
-    if axis != "variability":
+    if axis != ambiguity.VARIABILITY:
         st.caption(
-            "Generated pairs of this run's WaNLI batches are placed by the filter's estimated max variability: "
-            "pick variability as the ambiguity axis to draw them."
+            f"Generated pairs of this run's WaNLI batches are not drawn: the filter places them by their "
+            f"estimated max variability, and this map's x is {ambiguity.get(axis).label}. Pick "
+            f"{ambiguity.get(ambiguity.VARIABILITY).label} as the ambiguity axis (x) in the sidebar to draw them."
         )
         return None
     options = [NO_BATCH, *names]
