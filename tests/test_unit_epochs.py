@@ -166,6 +166,23 @@ def test_the_combined_view_after_k_recordings_puts_each_example_at_its_worst_lab
     assert three["worst_label"].tolist() == whole["worst_label"].tolist()
 
 
+def test_a_combined_map_saved_before_an_axis_existed_is_aggregated_again_from_the_units(ml_run):
+    """A run's saved combined map written before an ambiguity score existed lacks its column: the combined
+    view aggregates the units' metrics again (the saved map's aggregation), with every axis."""
+    from cartomap.analysis.datamap import AXIS_COLUMNS
+    from cartomap.io import atomic_write_parquet
+    from cartomap.scores.ambiguity import VARIABILITY
+
+    whole = views.view_frame(ml_run, "combined")
+    saved = ml_run.example_metrics()
+    old = saved.drop(columns=[c for c in AXIS_COLUMNS if c != VARIABILITY])
+    atomic_write_parquet(ml_run.example_metrics_path(), old)
+    again = views.view_frame(ml_run, "combined")
+    pd.testing.assert_frame_equal(again, whole)
+    for axis in AXIS_COLUMNS:
+        np.testing.assert_allclose(again[axis], saved[axis])
+
+
 def test_the_paths_of_a_views_points(ml_run):
     ids, logits, labels = _dynamics(ml_run)
     names = ml_run.label_names

@@ -71,7 +71,8 @@ def burn_ins(train_config, source: str, epochs: Sequence[int]) -> dict[int, int]
 def run_map_at(run, k: int, *, source: str = "train", dynamics=None, regions: RegionRule | None = None):
     """:func:`map_at` over the first ``k`` recordings of ``run``'s recorded ``source`` (its units: a word
     of a token run, an (example, label) of a multi-label run), leaving out the recordings the run's
-    ``skip_epochs`` leaves out of that map (:meth:`cartomap.config.TrainConfig.map_burn_in`).
+    ``skip_epochs`` leaves out of that map (:meth:`cartomap.config.TrainConfig.map_burn_in`), regions by
+    ``regions`` (default: the run's rule, :meth:`cartomap.runs.store.Run.region_rule`).
     ``dynamics``: (ids, logits [E, N, C], labels) of that source already read (else read here)."""
     recorded = run.recorded_source(source)
     if dynamics is None:
@@ -81,7 +82,7 @@ def run_map_at(run, k: int, *, source: str = "train", dynamics=None, regions: Re
         ids, logits, labels = dynamics
     k = _check_k(k, np.asarray(logits).shape[0])
     burn_in = run.config.train.map_burn_in(recorded, run.dynamics_epochs(recorded)[:k])
-    return map_at(logits, labels, k, list(ids), regions=regions, burn_in=burn_in)
+    return map_at(logits, labels, k, list(ids), regions=regions or run.region_rule(), burn_in=burn_in)
 
 
 def _checked(logits, labels, ids) -> tuple[np.ndarray, np.ndarray, pd.Index]:

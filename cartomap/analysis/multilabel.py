@@ -29,6 +29,7 @@ import pandas as pd
 
 from cartomap.analysis import epochs
 from cartomap.analysis.datamap import (
+    AXIS_COLUMNS,
     LABEL_COLUMNS,
     MAP_METRIC_COLUMNS,
     build_map_frame,
@@ -106,10 +107,12 @@ def view_frame(
     run, view: str, regions: RegionRule | None = None, burn_out: int | None = None, *, dynamics=None
 ) -> pd.DataFrame:
     """The map frame of ``view`` (:func:`views`) of a multi-label ``run``, regions drawn by ``regions``
-    (default by rank) over the view's own points. ``burn_out``: the map after that many recordings (the
-    units' metrics over the first ``burn_out`` recordings, :func:`cartomap.analysis.epochs.run_map_at`, from
-    ``dynamics`` (ids, logits, labels) of the recorded source when given, else read here)."""
+    (default: the run's rule, :meth:`cartomap.runs.store.Run.region_rule`) over the view's own points.
+    ``burn_out``: the map after that many recordings (the units' metrics over the first ``burn_out``
+    recordings, :func:`cartomap.analysis.epochs.run_map_at`, from ``dynamics`` (ids, logits, labels) of the
+    recorded source when given, else read here)."""
     _check(run)
+    regions = regions or run.region_rule()
     names = run.label_names
     label = None if view in (COMBINED, UNITS) else _label_of(view, names)
     units = None if burn_out is None else epochs.run_map_at(run, burn_out, dynamics=dynamics)
@@ -142,15 +145,22 @@ def combined_frame(
     a point per example; gold = its label set, predicted = the labels predicted present after the last
     recording, worst_label = the label it sits at. ``units``: per-unit metrics (every label of every
     example, in order; e.g. over the first k recordings) to aggregate instead
-    (:func:`cartomap.scores.multilabel.combined_map`, the saved map's aggregation)."""
+    (:func:`cartomap.scores.multilabel.combined_map`, the saved map's aggregation). Regions by ``regions``
+    (default: the run's rule) on its axis, a column of the frame with every other ambiguity axis."""
     _check(run)
+    regions = regions or run.region_rule()
     names = run.label_names
     examples = run.examples(columns=("id", *run.task_kind.text_fields, run.task_kind.label_field))
+    example_ids = examples["id"].astype(str).tolist()
     if units is None:
         combined = run.example_metrics()
         units = run.metrics(columns=("predicted",))
+        if any(axis not in combined.columns for axis in AXIS_COLUMNS):
+            # saved before these ambiguity scores existed: aggregated again from the units' metrics (which
+            # :meth:`cartomap.runs.store.Run.metrics` computes again from the dynamics)
+            combined = combined_map(run.metrics(), example_ids, names)
     else:
-        combined = combined_map(units, examples["id"].astype(str).tolist(), names)
+        combined = combined_map(units, example_ids, names)
     predicted = units["predicted"].to_numpy(dtype=np.int64).reshape(len(examples), len(names)) == 1
     gold_sets = label_sets(examples[run.task_kind.label_field], names)
     predicted_sets = label_sets([[names[j] for j in np.flatnonzero(row)] for row in predicted], names)
@@ -168,7 +178,11 @@ def combined_frame(
             "label": np.asarray([code[s] for s in gold_sets], dtype=np.int64),
             "predicted": np.asarray([code[s] for s in predicted_sets], dtype=np.int64),
             "confidence": combined["confidence"].to_numpy(dtype=np.float64),
-            "variability": combined["variability"].to_numpy(dtype=np.float64),
+            **{  # every ambiguity axis the worst labels have: the regions and the map's x are drawn on one
+                axis: combined[axis].to_numpy(dtype=np.float64)
+                for axis in AXIS_COLUMNS
+                if axis in combined.columns
+            },
             "correctness": correctness,
             "correct_count": np.round(correctness * n_epochs).astype(np.int64),
             "forgetfulness": combined["forgetfulness"].to_numpy(dtype=np.float64).round().astype(np.int64),
