@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from cartomap.errors import DataError
-from cartomap.scores import metrics
+from cartomap.scores import ambiguity, metrics
 from cartomap.scores.tokens import (
     IGNORE_INDEX,
     SENTENCE_METHODS,
@@ -64,14 +64,16 @@ VAR = [0.2, 0.1, 0.3, 0.1, 0.25, 0.0]
 CORRECTNESS = [0.5, 1.0, 0.5, 0.5, 0.5, 1.0]
 COUNT = [1, 2, 1, 1, 1, 2]
 FORGOT = [0, 0, 1, 1, 0, 0]
-# Regions (default rule: the third of words with the highest variability is ambiguous, round(6/3) = 2:
+# Regions (Cartography's rule: the third of words with the highest variability is ambiguous, round(6/3) = 2:
 # s1w0 (0.3) and s2w1 (0.25); of the rest, confidence >= 0.5 is easy).
 REGIONS = [metrics.EASY, metrics.EASY, metrics.AMBIGUOUS, metrics.HARD, metrics.AMBIGUOUS, metrics.EASY]
+#: Dataset Cartography's rule (ranked on variability), the one :data:`REGIONS` is worked out by hand for.
+CARTOGRAPHY = metrics.RegionRule(axis=ambiguity.VARIABILITY)
 
 
-def hand_words() -> pd.DataFrame:
+def hand_words(**options) -> pd.DataFrame:
     sentence, word = flat_keys(LENGTHS)
-    return word_metrics_from_probs(PROBS, GOLD, sentence, word)
+    return word_metrics_from_probs(PROBS, GOLD, sentence, word, **options)
 
 
 def test_flat_keys_and_split():
@@ -93,19 +95,32 @@ def test_word_metrics_by_hand():
     assert words["correct_count"].tolist() == COUNT
     assert words["forgetfulness"].tolist() == FORGOT
     assert words["never_learned"].tolist() == [False] * 6
-    assert words["region"].tolist() == REGIONS
+    assert hand_words(regions=CARTOGRAPHY)["region"].tolist() == REGIONS
+    # by default on the default axis, a column of the words (every ambiguity score of the map is)
+    axis = metrics.RegionRule().axis
+    assert all(name in words.columns for name in ambiguity.MAP_SCORES)
+    assert words[axis].tolist() == pytest.approx(ambiguity.score(axis, PROBS, GOLD).tolist())
+    assert words["region"].tolist() == metrics.region_partition(CONF, words[axis].to_numpy()).tolist()
 
 
 def test_word_metrics_from_gold_probabilities_and_correctness():
     gold = np.array([[0.4, 0.8, 0.9, 0.4, 0.2, 0.5], [0.8, 1.0, 0.3, 0.2, 0.7, 0.5]])
     correct = np.array([[False, True, True, True, False, True], [True, True, False, False, True, True]])
     sentence, word = flat_keys(LENGTHS)
-    words = word_metrics(gold, correct, sentence, word)
-    pd.testing.assert_frame_equal(words, hand_words())
+    # p(gold) alone gives Cartography's axis: its rule draws the same words as the tag probabilities do
+    words = word_metrics(gold, correct, sentence, word, regions=CARTOGRAPHY)
+    pd.testing.assert_frame_equal(words, hand_words(regions=CARTOGRAPHY)[list(words.columns)])
+    # the other axes need every tag's probability: with their scores, the same frame as from the probabilities
+    axes = ambiguity.scores(PROBS, GOLD)
+    pd.testing.assert_frame_equal(word_metrics(gold, correct, sentence, word, axes=axes), hand_words())
+    with pytest.raises(DataError, match=metrics.RegionRule().axis):
+        word_metrics(gold, correct, sentence, word)  # the default axis, which p(gold) alone does not give
 
 
 def test_word_never_learned_and_single_epoch():
-    words = word_metrics(np.array([[0.1, 0.9]]), np.array([[False, True]]), [0, 0], [0, 1])
+    words = word_metrics(
+        np.array([[0.1, 0.9]]), np.array([[False, True]]), [0, 0], [0, 1], regions=CARTOGRAPHY
+    )
     assert words["never_learned"].tolist() == [True, False]
     assert words["variability"].tolist() == [0.0, 0.0]
     assert words["forgetfulness"].tolist() == [0, 0]
@@ -215,9 +230,14 @@ def test_sentence_metrics_put_a_sentence_where_its_worst_word_is():
     assert table["variability"].tolist() == pytest.approx([0.2, 0.3, 0.1])
     assert table["correctness"].tolist() == pytest.approx([0.5, 0.5, 0.5])
     assert table["forgetfulness"].tolist() == [0, 1, 1]
+    # the worst word's value on every ambiguity axis the words have
+    for axis in ambiguity.MAP_SCORES:
+        assert table[axis].tolist() == pytest.approx(hand_words()[axis].iloc[[0, 2, 3]].tolist()), axis
     padded = sentence_metrics(hand_words(), n_sentences=4)  # sentence 3 has no words
+    # no score on any metric: confidence, worst_confidence, variability, correctness, forgetfulness, other axes
     assert (
-        padded["worst_word"].tolist() == [0, 0, 0, -1] and padded.iloc[3].drop("sentence").isna().sum() == 5
+        padded["worst_word"].tolist() == [0, 0, 0, -1]
+        and padded.iloc[3].drop("sentence").isna().sum() == 5 + len(ambiguity.MAP_SCORES) - 1
     )
     mean = sentence_metrics(hand_words(), method="mean")
     assert mean["confidence"].tolist() == pytest.approx([0.75, 0.6, 1.25 / 3])
@@ -236,6 +256,13 @@ def test_sentence_metrics_put_a_sentence_where_its_worst_word_is():
         (lambda: word_metrics(np.array([[1.5]]), np.array([[True]]), [0], [0]), "gold_probs"),
         (lambda: word_metrics(np.array([[0.5, 0.5]]), np.array([[True, True]]), [0], [0]), "sentence"),
         (lambda: word_metrics_from_probs(PROBS, np.array([0, 0, 0, 0, 0, 3]), *flat_keys(LENGTHS)), "labels"),
+        (lambda: word_metrics(np.array([[0.5]]), np.array([[True]]), [0], [0], axes={"nope": [0.1]}), "nope"),
+        (
+            lambda: word_metrics(
+                np.array([[0.5]]), np.array([[True]]), [0], [0], axes={"margin_gap": [0.1, 0.2]}
+            ),
+            "margin_gap",
+        ),
     ],
 )
 def test_bad_inputs_name_the_field(call, field):

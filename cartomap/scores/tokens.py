@@ -27,7 +27,7 @@ default). Each docstring gives the formula and the direction of the score.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -41,7 +41,13 @@ IGNORE_INDEX = -100
 #: cleanlab's default temperature of the ``softmin`` sentence score.
 DEFAULT_SOFTMIN_TEMPERATURE = aggregate.WORD_SOFTMIN_TEMPERATURE
 
-WORD_COLUMNS: tuple[str, ...] = ("sentence", "word", *metrics.UNIT_METRICS, "region")
+WORD_COLUMNS: tuple[str, ...] = (
+    "sentence",
+    "word",
+    *metrics.UNIT_METRICS,
+    *(name for name in ambiguity.MAP_SCORES if name != ambiguity.VARIABILITY),  # where the words have them
+    "region",
+)
 SENTENCE_COLUMNS: tuple[str, ...] = ("sentence", "n_words", "score", "worst_word", "worst_score")
 
 
@@ -168,15 +174,22 @@ def word_metrics(
     word: np.ndarray,
     *,
     regions: metrics.RegionRule | None = None,
+    axes: Mapping[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    """One row per word (the columns of :data:`WORD_COLUMNS`), from ``gold_probs`` [E, M] and
+    """One row per word (the columns of :data:`WORD_COLUMNS` it has), from ``gold_probs`` [E, M] and
     ``correct`` [E, M] with their keys ``sentence`` and ``word`` [M], rows in the given order.
 
     The sequence-level definitions (Swayamdipta et al., 2020; Toneva et al., 2019), per word m:
     confidence = mean_e p_e(y*) (higher = easier); variability = std_e p_e(y*), ddof 0 (higher = more
     ambiguous); correctness = (1/E) sum_e correct_e (higher = easier); correct_count = sum_e correct_e;
     forgetfulness = #{e : correct_e and not correct_e+1} (higher = less stable); never_learned = no
-    epoch correct; region = :func:`cartomap.scores.metrics.region_partition` over all words.
+    epoch correct; region = :func:`cartomap.scores.metrics.region_partition` over all words by ``regions``
+    (default :class:`~cartomap.scores.metrics.RegionRule`), on the rule's axis.
+
+    ``axes``: the words' other ambiguity scores ({name of :data:`cartomap.scores.ambiguity.MAP_SCORES`:
+    values [M]}, :func:`cartomap.scores.ambiguity.scores` of their tag probabilities), carried as columns.
+    p(gold) alone gives only variability: a rule on another axis needs that axis among ``axes``
+    (:func:`word_metrics_from_probs` computes them all), else DataError naming it.
     """
     gold = np.asarray(gold_probs, dtype=np.float64)
     hits = np.asarray(correct)
@@ -193,7 +206,28 @@ def word_metrics(
     sentence, word = _check_keys(sentence, word, gold.shape[1])
     conf = metrics.confidence(gold)
     var = metrics.variability(gold)
-    return pd.DataFrame(
+    others = {}
+    for name, values in (axes or {}).items():
+        if name not in ambiguity.MAP_SCORES:
+            raise DataError(
+                f"not a score of the map; expected one of {', '.join(ambiguity.MAP_SCORES)}", field=name
+            )
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != conf.shape:
+            raise DataError(
+                f"expected {len(conf)} values (one per word), got shape {values.shape}", field=name
+            )
+        if name != ambiguity.VARIABILITY:
+            others[name] = values
+    rule = regions or metrics.RegionRule()
+    on_axis = {ambiguity.VARIABILITY: var, **others}.get(rule.axis)
+    if on_axis is None:
+        raise DataError(
+            f"the regions are drawn on {rule.axis} ({rule.axis_label}), which p(gold) alone does not give: "
+            "pass the words' tag probabilities (word_metrics_from_probs) or their scores (axes)",
+            field=rule.axis,
+        )
+    frame = pd.DataFrame(
         {
             "sentence": sentence,
             "word": word,
@@ -203,10 +237,13 @@ def word_metrics(
             "correct_count": hits.sum(axis=0).astype(np.int64),
             "forgetfulness": np.sum(hits[:-1] & ~hits[1:], axis=0).astype(np.int64),
             "never_learned": ~hits.any(axis=0),
-            "region": metrics.region_partition(conf, var, regions),
+            **others,
+            "region": metrics.region_partition(conf, on_axis, rule),
         },
-        columns=list(WORD_COLUMNS),
     )
+    frame = frame[[c for c in WORD_COLUMNS if c in frame.columns]]
+    frame.attrs["regions"] = rule.to_dict()
+    return frame
 
 
 def word_metrics_from_probs(
@@ -218,7 +255,8 @@ def word_metrics_from_probs(
     regions: metrics.RegionRule | None = None,
 ) -> pd.DataFrame:
     """:func:`word_metrics` from the tag probabilities ``probs`` [E, M, C] and gold tags ``labels`` [M]:
-    p_e(y*) = probs[e, m, labels[m]], correct = argmax == gold."""
+    p_e(y*) = probs[e, m, labels[m]], correct = argmax == gold, and every ambiguity score of the map
+    (:func:`cartomap.scores.ambiguity.scores` over all the tags: a word's as a sequence's example's)."""
     probs = np.asarray(probs, dtype=np.float64)
     labels = np.asarray(labels)
     if probs.ndim != 3:
@@ -230,7 +268,8 @@ def word_metrics_from_probs(
     if labels.size and (labels.min() < 0 or labels.max() >= probs.shape[2]):
         raise DataError(f"gold tags must be in [0, {probs.shape[2]})", field="labels")
     gold = metrics.gold_probabilities(probs, labels)
-    return word_metrics(gold, correct_from_probs(probs, labels), sentence, word, regions=regions)
+    axes = ambiguity.scores(probs, labels)
+    return word_metrics(gold, correct_from_probs(probs, labels), sentence, word, regions=regions, axes=axes)
 
 
 # --------------------------------------------------------------------------- sentence scores
