@@ -113,7 +113,11 @@ def marginal_traces(frame: pd.DataFrame, selected_positions: np.ndarray | None =
         everything = values[np.isfinite(values)]
         if not everything.size:
             return None
-        edges = np.histogram_bin_edges(everything, bins=MARGINAL_BINS)
+        lo, hi = float(everything.min()), float(everything.max())
+        edges = np.linspace(lo, hi, MARGINAL_BINS + 1)  # numpy's equal bins over the values' range
+        if not np.all(np.diff(edges) > 0):  # one value, or values a rounding error apart (numpy refuses
+            # those): numpy's range for a single value, one unit wide around it
+            edges = np.linspace(lo - 0.5, hi + 0.5, MARGINAL_BINS + 1)
         return edges, np.histogram(everything, bins=edges)[0], everything.size
 
     traces = []
