@@ -13,6 +13,8 @@ from multilabel_fixture import make_multilabel_run
 from test_app_epochs import _app, _map, _paths, _points, _values
 from token_fixture import OVER_EPOCHS, make_token_run
 
+from cartomap.scores.ambiguity import VARIABILITY
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -57,6 +59,7 @@ def _ok(at) -> None:
 def test_a_token_runs_word_map_after_k_recordings_and_a_words_path(cache, tmp_path):
     run = make_token_run(cache, tmp_path, OVER_EPOCHS)
     at = _app()
+    at.session_state["dm_axis"] = VARIABILITY  # the points below are worked out on Cartography's axis
     at.session_state["selected_ids"] = ["sent-1#2"]  # "Berlin": p(gold) 0.1, 0.2, 0.9
     at.run()
     _ok(at)
@@ -87,6 +90,7 @@ def test_a_token_runs_word_map_after_k_recordings_and_a_words_path(cache, tmp_pa
 def test_a_token_runs_sentence_map_after_k_recordings_and_a_sentences_path(cache, tmp_path):
     run = make_token_run(cache, tmp_path, OVER_EPOCHS)
     at = _app()
+    at.session_state["dm_axis"] = VARIABILITY  # the points below are worked out on Cartography's axis
     at.session_state["dm_token_level"] = "sentence"
     at.run()
     _ok(at)
@@ -135,6 +139,7 @@ def test_a_token_runs_sentence_map_after_k_recordings_and_a_sentences_path(cache
 def test_a_multilabel_runs_views_after_k_recordings_and_their_paths(cache, tmp_path):
     run = make_multilabel_run(cache, tmp_path)
     at = _app()
+    at.session_state["dm_axis"] = VARIABILITY  # the points below are worked out on Cartography's axis
     at.session_state["selected_ids"] = ["ex-2"]
     at.run()
     _ok(at)

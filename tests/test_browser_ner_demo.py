@@ -22,6 +22,7 @@ from cartomap.config import DEMO_NER_DEV, DEMO_NER_TRAIN, DataConfig, ModelConfi
 from cartomap.data.conll import records
 from cartomap.data.loading import load_dataset
 from cartomap.runs.store import RunStore
+from cartomap.scores.metrics import RegionRule
 from cartomap.training.loop import train_or_load
 
 pytestmark = [
@@ -61,8 +62,11 @@ def test_the_ner_demos_word_map_in_the_browser(tmp_path, tiny_model, browser):  
     )
     run = train_or_load(config, RunStore(cache))
     assert run.state == "done" and run.task_kind.name == "token"
-    words = dm.map_frame(run).set_index("id")
-    sentences = tokens.sentence_map_frame(run).set_index("id")
+    words = dm.map_frame(run)
+    sentences = tokens.sentence_map_frame(run)
+    x = dm.axis_of(words)  # the maps' x: the axis of their regions, the default one
+    assert x == dm.axis_of(sentences) == RegionRule().axis
+    words, sentences = words.set_index("id"), sentences.set_index("id")
     n_words = len(words)
     assert n_words > 500  # every word of the 30 sentences
     f1 = run.history()[-1]["dev_entity_f1"]
@@ -71,8 +75,8 @@ def test_the_ner_demos_word_map_in_the_browser(tmp_path, tiny_model, browser):  
         drawn = _wait(
             lambda: len(p := _points(browser)) == n_words and p, what=f"the word map's {n_words} points"
         )
-        for unit_id, (x, y) in drawn.items():  # a point per word, where the word map puts it
-            assert np.allclose((x, y), words.loc[unit_id, ["variability", "confidence"]], atol=1e-6)
+        for unit_id, point in drawn.items():  # a point per word, where the word map puts it
+            assert np.allclose(point, words.loc[unit_id, [x, "confidence"]], atol=1e-6)
         body = _body(browser)
         assert f"{n_words:,} examples" in body
         assert f"dev entity F1 {f1:.1%} last" in body  # the run summary: the field's measure
@@ -106,8 +110,8 @@ def test_the_ner_demos_word_map_in_the_browser(tmp_path, tiny_model, browser):  
             lambda: (p := _points(browser)) and len(p) == len(sentences) and p,
             what="the sentence map's points",
         )
-        for sid, (x, y) in shown.items():  # each sentence at its worst word
-            assert np.allclose((x, y), sentences.loc[sid, ["variability", "confidence"]], atol=1e-6)
+        for sid, point in shown.items():  # each sentence at its worst word
+            assert np.allclose(point, sentences.loc[sid, [x, "confidence"]], atol=1e-6)
         assert all(s.startswith("wikigold-") for s in shown)  # the demo's own sentence ids
         browser.save_screenshot(str(ARTIFACTS / "browser_ner_demo_sentences.png"))
         assert not _page_errors(browser)

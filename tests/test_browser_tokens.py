@@ -3,7 +3,8 @@ see test_browser.py): the word map is drawn, a click on a word's point opens its
 with the gold and predicted tags, and "Map of: Sentences" draws the sentence map.
 
 The run is tests/token_fixture.py's (3 CoNLL sentences, 11 words, hand-set logits, no training): every
-word sits at (0, p) but "Berlin", read as a person in both recordings, alone at (0, (1 - p) / 3)."""
+word sits at confidence p but "Berlin", read as a person in both recordings, alone at (1 - p) / 3; x is the
+map's axis, the default one (the same for every word: each spreads its probabilities over the tags alike)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from token_fixture import make_token_run
 
 from cartomap.analysis import datamap as dm
 from cartomap.analysis import tokens
+from cartomap.scores.metrics import RegionRule
 
 pytestmark = [
     pytest.mark.skipif(
@@ -89,13 +91,16 @@ def _pick_radio(driver, group: str, option: str) -> None:
 def test_a_token_runs_word_map_opens_a_words_sentence_and_maps_sentences_in_the_browser(tmp_path, browser):  # noqa: F811 - the imported fixture
     cache = tmp_path / "cache"
     run = make_token_run(cache, tmp_path)
-    words = dm.map_frame(run).set_index("id")
-    sentences = tokens.sentence_map_frame(run).set_index("id")
+    words = dm.map_frame(run)
+    sentences = tokens.sentence_map_frame(run)
+    x = dm.axis_of(words)  # the maps' x: the axis of their regions, the default one
+    assert x == dm.axis_of(sentences) == RegionRule().axis
+    words, sentences = words.set_index("id"), sentences.set_index("id")
     with serve(cache, tmp_path) as url:
         browser.get(f"{url}/data_map?run={run.id}")
         drawn = _wait(lambda: len(p := _points(browser)) == 11 and p, what="the word map's 11 points")
-        for unit_id, (x, y) in drawn.items():  # a point per word, where the word map puts it
-            assert np.allclose((x, y), words.loc[unit_id, ["variability", "confidence"]], atol=1e-6)
+        for unit_id, point in drawn.items():  # a point per word, where the word map puts it
+            assert np.allclose(point, words.loc[unit_id, [x, "confidence"]], atol=1e-6)
         assert "11 examples" in _body(browser)
 
         berlin = drawn["sent-1#2"]  # alone at the bottom of the map
@@ -116,8 +121,8 @@ def test_a_token_runs_word_map_opens_a_words_sentence_and_maps_sentences_in_the_
             lambda: (p := _points(browser)) and set(p) == {"sent-0", "sent-1", "sent-2"} and p,
             what="the sentence map's 3 points",
         )
-        for sentence, (x, y) in drawn.items():  # each sentence at its worst word
-            assert np.allclose((x, y), sentences.loc[sentence, ["variability", "confidence"]], atol=1e-6)
+        for sentence, point in drawn.items():  # each sentence at its worst word
+            assert np.allclose(point, sentences.loc[sentence, [x, "confidence"]], atol=1e-6)
         assert np.allclose(drawn["sent-1"], berlin, atol=1e-6)
         assert "3 sentences" in _body(browser)
         browser.save_screenshot(str(ARTIFACTS / "browser_token_sentences.png"))

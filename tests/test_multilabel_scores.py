@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from cartomap.errors import DataError
-from cartomap.scores import metrics
+from cartomap.scores import ambiguity, metrics
 from cartomap.scores.multilabel import (
     EXAMPLE_METHODS,
     PAIR_COLUMNS,
@@ -30,6 +30,8 @@ from cartomap.scores.multilabel import (
 )
 
 EASY, AMBIGUOUS, HARD = metrics.EASY, metrics.AMBIGUOUS, metrics.HARD
+#: Dataset Cartography's rule (ranked on variability), the one the regions below are worked out by hand for.
+CARTOGRAPHY = metrics.RegionRule(axis=ambiguity.VARIABILITY)
 
 # ----------------------------------------------------------------------------- the hand fixture
 #
@@ -62,7 +64,7 @@ COUNT = [2, 1, 1, 0, 2, 2]
 FORGOT = [0, 1, 0, 0, 0, 0]
 NEVER = [False, False, False, True, False, False]
 PREDICTED = [True, True, True, False, False, False]
-# Regions, default rule (the third with the highest variability is ambiguous; else easy iff conf >= 0.5):
+# Regions, Cartography's rule (the third with the highest variability is ambiguous; else easy iff conf >= 0.5):
 # per label (round(3/3) = 1 each): toxic vars (0.05, 0.1, 0) -> b; insult vars (0.2, 0.1, 0.15) -> a;
 # b insult (conf 0.3) is hard. Over all six pairs (round(6/3) = 2): a insult (0.2) and c insult (0.15).
 REGIONS_BY_LABEL = [EASY, AMBIGUOUS, AMBIGUOUS, HARD, EASY, EASY]
@@ -74,7 +76,7 @@ def hand_pairs(**options) -> pd.DataFrame:
 
 
 def test_pairs_by_hand():
-    pairs = hand_pairs()
+    pairs = hand_pairs(regions=CARTOGRAPHY)
     assert list(pairs.columns) == list(PAIR_COLUMNS)
     assert pairs["example"].tolist() == [0, 0, 1, 1, 2, 2] and pairs["label"].tolist() == [0, 1, 0, 1, 0, 1]
     assert pairs["id"].tolist() == ["a", "a", "b", "b", "c", "c"]
@@ -88,8 +90,13 @@ def test_pairs_by_hand():
     assert pairs["forgetfulness"].tolist() == FORGOT
     assert pairs["never_learned"].tolist() == NEVER
     assert pairs["region"].tolist() == REGIONS_BY_LABEL
-    assert hand_pairs(regions_by="all")["region"].tolist() == REGIONS_ALL
+    assert hand_pairs(regions=CARTOGRAPHY, regions_by="all")["region"].tolist() == REGIONS_ALL
     assert pairs.attrs["n_epochs"] == 2 and pairs.attrs["regions_by"] == "label"
+    # the default rule's axis is a column of the pairs, as is every axis they can be ranked on
+    default = hand_pairs()
+    assert metrics.RegionRule().axis in default.columns
+    assert all(axis in default.columns for axis in ambiguity.MAP_SCORES)
+    assert default.attrs["regions"] == metrics.RegionRule().to_dict()
 
 
 def test_gold_probabilities_and_correct_by_hand():
@@ -108,7 +115,7 @@ def test_gold_probabilities_and_correct_by_hand():
 
 
 def test_label_maps_and_summary():
-    insult = label_map(hand_pairs(), "insult")
+    insult = label_map(hand_pairs(regions=CARTOGRAPHY), "insult")
     assert insult["id"].tolist() == IDS and insult["confidence"].tolist() == pytest.approx([0.5, 0.3, 0.65])
     assert insult["region"].tolist() == [AMBIGUOUS, HARD, EASY]
     assert label_map(hand_pairs(), 0)["confidence"].tolist() == pytest.approx([0.65, 0.5, 0.9])
@@ -116,7 +123,7 @@ def test_label_maps_and_summary():
     assert label_map(shuffled, 1)["example"].tolist() == [0, 1, 2]
     with pytest.raises(DataError, match="unknown label 'spam'"):
         label_map(hand_pairs(), "spam")
-    summary = label_summary(hand_pairs())
+    summary = label_summary(hand_pairs(regions=CARTOGRAPHY))
     assert summary["label_name"].tolist() == NAMES and summary["n_present"].tolist() == [2, 1]
     assert summary["confidence"].tolist() == pytest.approx([2.05 / 3, 1.45 / 3])
     assert summary["correctness"].tolist() == pytest.approx([2.5 / 3, 1.5 / 3])
@@ -124,7 +131,7 @@ def test_label_maps_and_summary():
 
 
 def test_example_view_min_puts_an_example_where_its_worst_label_is():
-    table = example_metrics(hand_pairs())
+    table = example_metrics(hand_pairs(), regions=CARTOGRAPHY)
     # worst label = the lower confidence: insult in every example (0.5 < 0.65, 0.3 < 0.5, 0.65 < 0.9)
     assert table["id"].tolist() == IDS
     assert table["confidence"].tolist() == pytest.approx([0.5, 0.3, 0.65])
@@ -135,6 +142,15 @@ def test_example_view_min_puts_an_example_where_its_worst_label_is():
     assert table["n_labels"].tolist() == [2, 2, 2] and table["n_present"].tolist() == [1, 2, 0]
     # one of three ambiguous (a, var 0.2); b (0.3) hard, c (0.65) easy
     assert table["region"].tolist() == [AMBIGUOUS, HARD, EASY]
+    # by default on the default axis, which the examples carry (their worst label's value)
+    default = example_metrics(hand_pairs())
+    axis = metrics.RegionRule().axis
+    pairs = hand_pairs()
+    assert default[axis].tolist() == pytest.approx(pairs.loc[pairs["label"] == 1, axis].tolist())
+    assert (
+        default["region"].tolist()
+        == metrics.region_partition(default["confidence"].to_numpy(), default[axis].to_numpy()).tolist()
+    )
 
 
 def test_example_view_mean_is_the_centroid_of_the_labels():
@@ -147,7 +163,7 @@ def test_example_view_mean_is_the_centroid_of_the_labels():
 
 
 def test_example_view_present_only_leaves_out_absent_labels():
-    table = example_metrics(hand_pairs(), method="present_only")
+    table = example_metrics(hand_pairs(), method="present_only", regions=CARTOGRAPHY)
     # a: toxic only (0.65); b: both ((0.5 + 0.3) / 2); c: no gold label -> no score, no region
     assert table["n_scored"].tolist() == [1, 2, 0]
     assert table["confidence"].tolist()[:2] == pytest.approx([0.65, 0.4]) and np.isnan(table["confidence"][2])
