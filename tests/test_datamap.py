@@ -7,7 +7,7 @@ from matplotlib.path import Path as MplPath
 
 from cartomap.analysis import datamap as dm
 from cartomap.analysis import figures, map_files, map_points, overlay_figures
-from cartomap.scores.metrics import compute_metrics
+from cartomap.scores.metrics import RegionRule, compute_metrics
 
 LABELS = ("entailment", "neutral", "contradiction")
 
@@ -124,7 +124,8 @@ def test_lasso_on_100k_points_selects_exactly_those_inside(big):
         }
     }
     ids = dm.resolve_selection(big, event)
-    oracle = MplPath(np.c_[px, py]).contains_points(np.c_[big["variability"], big["confidence"]])
+    x = big[dm.axis_of(big)]  # the geometry is in the map's coordinates: x on its axis
+    oracle = MplPath(np.c_[px, py]).contains_points(np.c_[x, big["confidence"]])
     assert sorted(ids) == sorted(big.loc[oracle, "id"])
     assert 1_000 < len(ids) < 100_000
     # box: the count is known from the coordinates
@@ -135,9 +136,14 @@ def test_lasso_on_100k_points_selects_exactly_those_inside(big):
             "lasso": [],
         }
     }
-    v, c = big["variability"], big["confidence"]
+    v, c = big[dm.axis_of(big)], big["confidence"]
     expected = ((v >= 0.05) & (v <= 0.2) & (c >= 0.3) & (c <= 0.7)).sum()
     assert len(dm.resolve_selection(big, box)) == expected
+    # on Cartography's map (x = variability) the same lasso selects by variability
+    cartography = dm.with_x_axis(big, "variability")
+    oracle = MplPath(np.c_[px, py]).contains_points(np.c_[big["variability"], big["confidence"]])
+    assert sorted(dm.resolve_selection(cartography, event)) == sorted(big.loc[oracle, "id"])
+    assert sorted(ids) != sorted(big.loc[oracle, "id"])
 
 
 def test_sampled_map_resolves_every_point(big):
@@ -147,7 +153,8 @@ def test_sampled_map_resolves_every_point(big):
     assert set(drawn) <= set(big["id"])
     assert any(t.type == "heatmap" for t in fig.data)  # density of all points
     # the browser only reports the drawn points; the geometry brings back all of them
-    px, py = [0.0, 0.5, 0.5, 0.0], [0.0, 0.0, 1.1, 1.1]  # the whole map
+    x_hi = 1.05 * float(big[dm.axis_of(big)].max())
+    px, py = [0.0, x_hi, x_hi, 0.0], [0.0, 0.0, 1.1, 1.1]  # the whole map
     drawn_points = [{"customdata": i, "curve_number": 1} for i in drawn]
     event = {
         "selection": {
@@ -210,7 +217,9 @@ def test_figure_colours_and_marginals(frame, color_by):
     # customdata stays aligned with coordinates
     t = scatter[0]
     row = frame.set_index("id").loc[t.customdata[0]]
-    assert t.x[0] == pytest.approx(row["variability"]) and t.y[0] == pytest.approx(row["confidence"])
+    axis = dm.axis_of(frame)
+    assert axis == RegionRule().axis  # the map's x is the default axis
+    assert t.x[0] == pytest.approx(row[axis]) and t.y[0] == pytest.approx(row["confidence"])
     json.loads(fig.to_json())
     with pytest.raises(ValueError):
         figures.data_map_figure(frame, "nope")
@@ -231,7 +240,8 @@ def test_a_filter_that_keeps_every_row_returns_the_frame_itself_and_lookups_foll
 
 def test_marginal_histograms_show_the_selection_over_the_whole():
     """Six examples, variability 0..0.5 in 40 bins: the whole in the first, middle and last bins; the
-    selection (two of them, and an id not on the map) drawn over it as shares of its own examples."""
+    selection (two of them, and an id not on the map) drawn over it as shares of its own examples.
+    Cartography's map: x = variability."""
     six = dm.as_map_frame(
         pd.DataFrame(
             {
@@ -246,6 +256,7 @@ def test_marginal_histograms_show_the_selection_over_the_whole():
         ),
         ["x", "y"],
     )
+    six = dm.with_x_axis(six, "variability")
 
     def bars(fig):
         return {t.name: t for t in fig.data if t.type == "bar"}
@@ -368,8 +379,8 @@ def test_selection_table_and_files(frame):
 
 def test_display_columns_put_label_prediction_and_place_first(frame):
     table = dm.selection_table(frame, frame["id"].iloc[:3])
-    shown = dm.display_columns(table)
-    assert shown[:8] == [
+    # Cartography's map (x = variability): its axis is already among the leading columns
+    assert dm.display_columns(dm.with_x_axis(table, "variability"))[:8] == [
         "gold",
         "predicted",
         "confidence",
@@ -379,6 +390,22 @@ def test_display_columns_put_label_prediction_and_place_first(frame):
         "hypothesis",
         "id",
     ]
+    # the default map: its axis comes before variability when it is another score
+    shown = dm.display_columns(table)
+    axis = RegionRule().axis
+    assert dm.axis_of(table) == axis
+    expected = [
+        "gold",
+        "predicted",
+        "confidence",
+        *([axis] if axis != "variability" else []),
+        "variability",
+        "region",
+        "premise",
+        "hypothesis",
+        "id",
+    ]
+    assert shown[: len(expected)] == expected
     assert sorted(shown) == sorted(table.columns)
     assert (
         dm.display_columns(table[["id", "text"]] if "text" in table else table[["id", "region"]])[0]

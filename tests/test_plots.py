@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from cartomap.analysis.datamap import as_map_frame
+from cartomap.analysis.datamap import as_map_frame, with_x_axis
 from cartomap.analysis.figures import data_map_figure
 from cartomap.analysis.map_files import data_map_matplotlib, save_data_map
 from cartomap.errors import DataError
-from cartomap.scores.metrics import compute_metrics
+from cartomap.scores.metrics import RegionRule, compute_metrics
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +25,10 @@ def _scatter_ids(fig):
     return [x for t in fig.data if t.type == "scattergl" for x in t.customdata]
 
 
+def _scatter_x(ax):
+    return np.concatenate([c.get_offsets()[:, 0] for c in ax.collections])
+
+
 def test_matplotlib_figure(frame):
     fig = data_map_matplotlib(frame, title="Test")
     assert isinstance(fig, Figure)
@@ -34,7 +38,13 @@ def test_matplotlib_figure(frame):
     assert {"easy-to-learn", "ambiguous", "hard-to-learn"} <= texts
     assert sum(len(c.get_offsets()) for c in main.collections) == 500
     assert main.get_legend() is not None
-    assert main.get_xlabel() == "variability" and main.get_ylabel() == "confidence"
+    # x: the default axis
+    assert main.get_xlabel() == RegionRule().axis_label and main.get_ylabel() == "confidence"
+    np.testing.assert_allclose(np.sort(_scatter_x(main)), np.sort(frame[RegionRule().axis]))
+    # Cartography's map: x = variability
+    cartography = data_map_matplotlib(with_x_axis(frame, "variability")).axes[0]
+    assert cartography.get_xlabel() == "variability"
+    np.testing.assert_allclose(np.sort(_scatter_x(cartography)), np.sort(frame["variability"]))
     if "matplotlib.pyplot" in sys.modules:  # no figure registered with pyplot
         assert sys.modules["matplotlib.pyplot"].get_fignums() == []
 
@@ -58,7 +68,7 @@ def test_plotly_figure(frame, color):
     assert "confidence" in trace.hovertemplate and trace.hovertext[0].startswith("id: ")
     # customdata and coordinates stay aligned
     row = frame.set_index("id").loc[trace.customdata[0]]
-    assert trace.x[0] == pytest.approx(row["variability"])
+    assert trace.x[0] == pytest.approx(row[RegionRule().axis])  # x: the default axis
     assert trace.y[0] == pytest.approx(row["confidence"])
     if color == "label":  # traces are named "<label> (<count>)"
         assert {t.name.split(" (")[0] for t in fig.data if t.type == "scattergl"} <= {
@@ -106,7 +116,7 @@ def test_plotly_hover_escapes_ids():
         }
     )
     frame.attrs["n_epochs"] = 3
-    fig = data_map_figure(frame)
+    fig = data_map_figure(with_x_axis(frame, "variability"))  # Cartography's map: the one axis it has
     hover = " ".join(
         str(t)
         for trace in fig.data
@@ -144,8 +154,8 @@ def test_region_labels_sit_on_their_regions(frame):
     for region in ("easy-to-learn", "ambiguous", "hard-to-learn"):
         rows = frame[frame["region"] == region]
         x, y, ref = at[region]
-        assert ref == "x"  # data coordinates
-        assert x == pytest.approx(rows["variability"].median()) and y == pytest.approx(
+        assert ref == "x"  # data coordinates: on the default axis
+        assert x == pytest.approx(rows[RegionRule().axis].median()) and y == pytest.approx(
             rows["confidence"].median()
         )
     assert at["easy-to-learn"][1] > at["hard-to-learn"][1]

@@ -2,8 +2,9 @@
 
 * :func:`map_frame`: one row per training example, metrics joined with the example texts.
 * :func:`filter_frame`: label / region / genre / metric-range filters.
-* :func:`figure`: the plotly WebGL data map (x = variability, y = confidence) with marginal
-  histograms; above ``max_points`` it draws a density layer of every point plus a random sample.
+* :func:`figure`: the plotly WebGL data map (x = the map's ambiguity axis, :func:`axis_of`;
+  y = confidence) with marginal histograms; above ``max_points`` it draws a density layer of every
+  point plus a random sample.
 * :func:`resolve_selection`: ids from a Streamlit plotly selection event. A lasso or box over a
   sampled map is resolved on the server against *every* point of the filtered frame
   (:func:`points_in_polygon`, :func:`points_in_box`), so the selection is exact.
@@ -326,6 +327,8 @@ def build_map_frame(
     out.attrs["label_names"] = list(label_names)
     if "regions" in metrics.attrs:
         out.attrs["regions"] = dict(metrics.attrs["regions"])
+    if metrics.attrs.get(X_AXIS) in out.columns:  # drawn on another axis than its regions' (with_x_axis)
+        out.attrs[X_AXIS] = metrics.attrs[X_AXIS]
     if "epochs_recorded" in metrics.attrs:
         out.attrs["epochs_recorded"] = metrics.attrs["epochs_recorded"]
     return out
@@ -655,12 +658,13 @@ def is_empty_event(event: Any) -> bool:
 
 def geometry_mask(frame: pd.DataFrame, event: Any) -> np.ndarray | None:
     """Bool mask over ``frame`` of the points inside any box or lasso of the event (union);
-    None when the event holds no geometry on the main axes."""
+    None when the event holds no geometry on the main axes. The geometry is in the map's coordinates: x on
+    the frame's axis (:func:`axis_of`), y confidence."""
     sel = event_selection(event)
     boxes, lassos = _shapes(sel, "box"), _shapes(sel, "lasso")
     if not boxes and not lassos:
         return None
-    x = frame["variability"].to_numpy(dtype=np.float64)
+    x = frame[axis_of(frame)].to_numpy(dtype=np.float64)
     y = frame["confidence"].to_numpy(dtype=np.float64)
     mask = np.zeros(len(frame), dtype=bool)
     for xs, ys in boxes:
@@ -713,7 +717,7 @@ def resolve_facet_selection(
     sampled = len(frame) > max_points
     mask = None
     if sampled or not clicked:
-        x = frame["variability"].to_numpy(dtype=np.float64)
+        x = frame[axis_of(frame)].to_numpy(dtype=np.float64)  # the panels' x: the map's axis
         y = frame["confidence"].to_numpy(dtype=np.float64)
         panel = str_array(frame[column]) if column in frame.columns else np.full(len(frame), "", dtype=object)
         for kind in ("box", "lasso"):

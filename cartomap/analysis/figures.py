@@ -63,7 +63,7 @@ ANNOTATIONS = (
 
 
 def region_label_points(frame: pd.DataFrame) -> dict[str, tuple[float, float]]:
-    """Where each region's label goes, in data coordinates (variability, confidence): the median of the
+    """Where each region's label goes, in data coordinates (the map's axis, confidence): the median of the
     region's examples, for every region present in ``frame``'s region column ({} without one)."""
     if "region" not in frame.columns or frame.empty:
         return {}
@@ -183,10 +183,10 @@ def data_map_figure(
     """The data map of ``frame`` (from :func:`cartomap.analysis.datamap.map_frame`, possibly filtered,
     or a metrics frame) as a plotly figure.
 
-    Main axes ``x``/``y`` (variability / confidence): one Scattergl trace per colour group, each
-    point's ``customdata`` its example id, escaped hover text. Marginal histograms of variability
-    (top, axes x/y2) and confidence (right, axes x2/y) over every row, and of the selection
-    (``highlight_ids``) over them (:func:`marginal_traces`). Above ``max_points`` rows a
+    Main axes ``x``/``y`` (the map's axis, :func:`cartomap.analysis.datamap.axis_of` / confidence): one
+    Scattergl trace per colour group, each point's ``customdata`` its example id, escaped hover text.
+    Marginal histograms of the axis (top, axes x/y2) and confidence (right, axes x2/y) over every row,
+    and of the selection (``highlight_ids``) over them (:func:`marginal_traces`). Above ``max_points`` rows a
     heatmap of the binned counts of every row is drawn under a random sample of ``max_points``
     points, and ``layout.meta`` says so (``{"n_total", "n_shown", "sampled"}``).
     ``highlight_ids`` (the current selection) are ringed in black (at most
@@ -349,7 +349,7 @@ def facet_map_figure(
     height_per_row: int = 380,
 ):
     """Small multiples of the data map: one panel per value of ``facet`` (default the gold label), in
-    rows of :data:`FACET_COLUMNS`, every panel on the same axes (x = variability, y = confidence) and
+    rows of :data:`FACET_COLUMNS`, every panel on the same axes (x = the map's axis, y = confidence) and
     colour scale. Subplot k (0-based, row-major) is on axes ``x{k+1}``/``y{k+1}`` (``x``/``y`` for the
     first); ``layout.meta["facets"]`` lists the panels' values in that order, so a box or lasso drawn on
     one panel is resolved against that panel's rows (:func:`cartomap.analysis.datamap.resolve_facet_selection`).

@@ -36,8 +36,9 @@ def _buckets(metrics: pd.DataFrame) -> np.ndarray:
 def data_map_matplotlib(
     metrics: pd.DataFrame, title: str = "", max_points: int = DEFAULT_MAX_POINTS, seed=0
 ) -> Figure:
-    """The reference data map: scatter (x = variability, y = confidence, colour = correctness bucket)
-    with region annotations, plus histograms of confidence, variability and correctness.
+    """The reference data map: scatter (x = the map's axis, :func:`cartomap.analysis.datamap.axis_of`:
+    variability on Cartography's map; y = confidence, colour = correctness bucket) with region annotations,
+    plus histograms of confidence, the axis and correctness.
 
     The scatter shows at most ``max_points`` randomly sampled examples; histograms use all of them.
     """
