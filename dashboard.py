@@ -81,14 +81,14 @@ def script_imports(path: Path) -> list[str]:
 
 def _default_map_frame(root: str) -> str | None:
     """Read the map frame of the run the picker opens by default into the cache the Data map page reads
-    (``pages.components.maps``: the same key as the page's first draw, regions by rank at its default
-    share) and draw its figure and the figure's picture once (both kept with the frame); returns
-    the run's id, None when there is none."""
+    (``pages.components.maps``: the same key as the page's first draw, regions by the rule its sidebar
+    starts with, ``pages.components.map_filters.default_rule``) and draw its figure and the figure's
+    picture once (both kept with the frame); returns the run's id, None when there is none."""
+    from cartomap.analysis.datamap import axis_of
     from cartomap.experiments.picker import default_run, picker_runs
     from cartomap.experiments.store import ExperimentStore
     from cartomap.runs.store import RunStore
-    from cartomap.scores.metrics import RegionRule
-    from pages.components import maps
+    from pages.components import cached, map_filters, maps
 
     store = RunStore(root)
     run_id = default_run(picker_runs(store.list(), ExperimentStore(store.root).list()))
@@ -97,8 +97,8 @@ def _default_map_frame(root: str) -> str | None:
     run = store.get(run_id)
     if not run.has_metrics():
         return None
-    frame = maps.map_frame(run, RegionRule(method="rank", fraction=round(RegionRule().fraction, 2)))
-    if {"variability", "confidence", "correctness"} <= set(frame.columns):
+    frame = maps.map_frame(run, map_filters.default_rule(run, cached.axes(run)))
+    if {"confidence", axis_of(frame), "correctness"} <= set(frame.columns):
         from cartomap.analysis import preview
 
         # the figure once, and its picture: the drawn sample, hover text, density, histograms and the

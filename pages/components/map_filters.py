@@ -40,12 +40,26 @@ def region_rule_key(run) -> str:
     return f"dm_region_rule_{run.task_kind.name}"
 
 
+def default_rule(run, axes=datamap.AXIS_COLUMNS) -> RegionRule:
+    """The rule :func:`map_settings` gives while nothing is picked: the run's own (its task kind's,
+    :meth:`cartomap.runs.store.Run.region_rule`; a token run's by threshold) on its axis when the run's
+    metrics have that among ``axes``, else on the first of them; the threshold, where it is one, the axis's
+    own. The launcher's warm-up reads the default run's map by it: the key of the page's first map."""
+    default = run.region_rule()
+    axes = list(axes) or [ambiguity.VARIABILITY]
+    axis = default.axis if default.axis in axes else axes[0]
+    if default.method == "rank":
+        return RegionRule(method="rank", fraction=float(default.fraction), axis=axis)
+    return RegionRule(method="threshold", axis=axis)
+
+
 def map_settings(run, axes=datamap.AXIS_COLUMNS) -> RegionRule:
     """Sidebar: the map's second axis (the ambiguity score it draws across and ranks the ambiguous region
-    by, among ``axes``: those the run's metrics have) and how regions are drawn."""
+    by, among ``axes``: those the run's metrics have) and how regions are drawn (at first by
+    :func:`default_rule`)."""
     sb = st.sidebar
     sb.subheader("Regions")
-    default = run.region_rule()  # its task kind's: a token run's by threshold
+    default = default_rule(run, axes)
     axes = list(axes) or [ambiguity.VARIABILITY]
     axis = sb.selectbox(
         "Ambiguity axis (x)",
@@ -54,7 +68,7 @@ def map_settings(run, axes=datamap.AXIS_COLUMNS) -> RegionRule:
         help="The score the map draws across and the ambiguous region is ranked by. Variability (the spread "
         "of p(gold) over the recordings) is Dataset Cartography's; the others are means over the same "
         "recordings, which agree across seeds more (docs/stability.md).",
-        **kept("dm_axis", default.axis if default.axis in axes else axes[0], options=axes),
+        **kept("dm_axis", default.axis, options=axes),
     )
     methods = list(REGION_LABELS)
     method = sb.radio(
