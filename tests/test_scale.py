@@ -263,8 +263,9 @@ def test_sampled_umap_fits_the_sample_and_places_the_rest():
 
 # --------------------------------------------------------------------------- the map frame
 def reference_build_map_frame(metrics, examples, label_names, n_epochs=None):
-    """build_map_frame as it was before the positional join (a hash merge and a string per row)."""
-    from cartomap.analysis.datamap import id_array, n_epochs_of
+    """build_map_frame as it was before the positional join (a hash merge and a string per row), with the
+    map's ambiguity axes (every score the metrics have a column for, after correctness)."""
+    from cartomap.analysis.datamap import AXIS_COLUMNS, id_array, n_epochs_of
     from cartomap.scores.metrics import correctness_bucket
 
     def names(codes):
@@ -290,6 +291,9 @@ def reference_build_map_frame(metrics, examples, label_names, n_epochs=None):
         out["genre"] = genre.astype(str).astype("category")
     for col in ("confidence", "variability", "correctness"):
         out[col] = joined[col].astype(np.float64)
+    for col in AXIS_COLUMNS:
+        if col not in out.columns and col in joined.columns:
+            out[col] = joined[col].astype(np.float64)
     out["forgetfulness"] = joined["forgetfulness"].astype(np.int64)
     if "never_learned" in joined.columns:
         out["never_learned"] = joined["never_learned"].astype(bool)
@@ -346,15 +350,29 @@ def test_map_frame_is_the_joined_frame_it_was(order):
     assert got.attrs["n_epochs"] == 5
 
 
-def test_map_frame_of_a_run_reads_only_its_columns(tmp_path):
-    from cartomap.analysis.datamap import map_frame
+def test_map_frame_of_a_run_reads_only_its_columns(tmp_path, monkeypatch):
+    from cartomap.analysis.datamap import AXIS_COLUMNS, MAP_METRIC_COLUMNS, map_frame
+    from cartomap.scores.metrics import METRIC_COLUMNS
 
     sys.path.insert(0, str(Path(__file__).parent))
     from test_app_datamap import make_run
 
     run = make_run(tmp_path / "cache", epochs=4)
+    asked = []
+    read_metrics = type(run).metrics
+
+    def spy(self, *args, **kwargs):
+        asked.append(kwargs.get("columns"))
+        return read_metrics(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(run), "metrics", spy)
     got = map_frame(run)
-    want = reference_build_map_frame(run.metrics(), run.examples(), run.label_names)
+    # the map reads its columns of the metrics file, every ambiguity axis among them, and not the curricula's
+    assert asked and all(columns is not None for columns in asked)
+    read = {c for columns in asked for c in columns}
+    assert read == set(MAP_METRIC_COLUMNS) and set(AXIS_COLUMNS) <= read
+    assert set(METRIC_COLUMNS) - read  # the curricula's columns stay on disk
+    want = reference_build_map_frame(read_metrics(run), run.examples(), run.label_names)
     pd.testing.assert_frame_equal(got, want)
     assert got.attrs["n_epochs"] == 4
 
