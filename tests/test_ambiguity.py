@@ -135,7 +135,9 @@ def test_region_rule_ranks_on_its_axis():
     assert by_var.tolist() == ["easy-to-learn", "easy-to-learn", "hard-to-learn", "ambiguous"]
     assert by_entropy.tolist() == ["ambiguous", "easy-to-learn", "hard-to-learn", "easy-to-learn"]
     # by threshold: each axis has its own default cut (variability 0.2); one given is used as is
-    assert RegionRule(method="threshold").ambiguous_var == 0.2
+    assert RegionRule(method="threshold", axis="variability").ambiguous_var == 0.2
+    default = RegionRule(method="threshold")
+    assert default.ambiguous_var == ambiguity.get(default.axis).threshold
     rule = RegionRule(method="threshold", axis="mean_entropy", ambiguous_var=0.15)
     assert rule.regions(frame).tolist() == ["ambiguous", "easy-to-learn", "ambiguous", "easy-to-learn"]
     assert "mean entropy ≥ 0.15" in rule.describe()

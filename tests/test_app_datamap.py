@@ -16,7 +16,7 @@ from cartomap.data.loading import load_dataset
 from cartomap.io import atomic_write_parquet
 from cartomap.runs.groups import list_groups
 from cartomap.runs.store import Run, RunStore
-from cartomap.scores.metrics import compute_metrics
+from cartomap.scores.metrics import RegionRule, compute_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "pages" / "data_map.py"
@@ -153,11 +153,17 @@ def test_the_pages_regions_are_the_runs_regions(run):
 def test_region_rule_and_burn_out_are_shown_and_applied(run):
     at = _app().run()
     captions = " ".join(c.value for c in at.caption)
-    assert "Regions: ambiguous = the 33% of examples with the highest variability" in captions
+    default = RegionRule()  # the page opens on the default axis
+    assert f"Regions: ambiguous = the 33% of examples with the highest {default.axis_label}" in captions
     assert "Metrics over 3 epochs" in captions
     frame = dm.map_frame(run)
     assert (frame["region"] == "ambiguous").sum() == 133  # round(400 / 3)
     at.radio(key="_kept_dm_region_rule_pair").set_value("threshold").run()
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    by_threshold = RegionRule(method="threshold")  # the default axis's own cut
+    assert f"Regions: ambiguous = {by_threshold.axis_label} ≥ {by_threshold.ambiguous_var:g}" in captions
+    at.selectbox(key="_kept_dm_axis").set_value("variability").run()  # Cartography's map
     assert not at.exception
     captions = " ".join(c.value for c in at.caption)
     assert "Regions: ambiguous = variability ≥ 0.2" in captions
@@ -180,16 +186,19 @@ def test_injected_selection_fills_table_and_filters_change_it(run):
     assert not at.exception, at.exception
     table = _table(at)
     assert table is not None and sorted(table["id"]) == sorted(picked)
-    assert list(table.columns[:8]) == [
+    axis = RegionRule().axis  # the map's default axis leads, before variability when it is another score
+    leading = [
         "gold",
         "predicted",
         "confidence",
+        *([axis] if axis != "variability" else []),
         "variability",
         "region",
         "premise",
         "hypothesis",
         "id",
     ]
+    assert list(table.columns[: len(leading)]) == leading
     assert _selected_caption(at).startswith("**40 selected**")
 
     # a label filter shrinks the table; the selection itself is kept
@@ -247,17 +256,18 @@ def _marginals(at) -> dict[str, list[int]]:
 
 def test_the_histograms_show_the_selection_from_session_state(run):
     frame = dm.map_frame(run)
+    x = RegionRule().axis_label  # the top histogram: the map's default axis
     at = _app().run()
-    assert set(_marginals(at)) == {"variability: all examples", "confidence: all examples"}
+    assert set(_marginals(at)) == {f"{x}: all examples", "confidence: all examples"}
     # a selection made elsewhere (a lasso, a group, the Neighbours page's 2-D view): the shared state
     picked = frame.sort_values("confidence")["id"].iloc[:40].tolist()  # the 40 least confident
     at.session_state["selected_ids"] = picked
     at.run()
     assert not at.exception, at.exception
     hists = _marginals(at)
-    assert sum(hists["variability: all examples"]) == 400
+    assert sum(hists[f"{x}: all examples"]) == 400
     conf = hists["confidence: selected (40)"]
-    assert sum(conf) == 40 and sum(hists["variability: selected (40)"]) == 40
+    assert sum(conf) == 40 and sum(hists[f"{x}: selected (40)"]) == 40
     # the 40 least confident sit in the lowest confidence bins: the first bins of the selection's histogram
     low = frame["confidence"].nsmallest(40).max()
     edges = np.histogram_bin_edges(frame["confidence"], bins=40)
@@ -271,7 +281,7 @@ def test_the_histograms_show_the_selection_from_session_state(run):
     assert sum(hists[f"confidence: selected ({n_sel})"]) == n_sel
     # cleared: the whole distribution only
     at.button(key="dm_clear").click().run()
-    assert set(_marginals(at)) == {"variability: all examples", "confidence: all examples"}
+    assert set(_marginals(at)) == {f"{x}: all examples", "confidence: all examples"}
 
 
 def test_ids_of_another_run_are_counted_with_and_without_filters(run):

@@ -12,6 +12,7 @@ import pytest
 from test_app_datamap import make_run
 
 from cartomap.analysis import epochs, overlay_figures
+from cartomap.scores.metrics import RegionRule
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "pages" / "data_map.py"
@@ -43,7 +44,7 @@ def _values(v) -> list:
 
 
 def _points(spec) -> dict[str, tuple[float, float]]:
-    """{id: (variability, confidence)} of the map's example points."""
+    """{id: (x, confidence)} of the map's example points (x: the map's axis)."""
     out = {}
     for t in spec["data"]:
         if t.get("type") == "scattergl" and t.get("customdata") and not t["name"].startswith("selected"):
@@ -72,6 +73,7 @@ def test_the_slider_redraws_the_map_from_the_first_k_recordings(cache):
     assert len(full) == 400
     ids, logits = run.dynamics()
     labels = run.examples()["label"].to_numpy()
+    axis = RegionRule().axis  # the map's x: the default axis
 
     slider.set_value(2).run()
     assert not at.exception, at.exception
@@ -79,14 +81,22 @@ def test_the_slider_redraws_the_map_from_the_first_k_recordings(cache):
     expected = epochs.map_at(logits, labels, 2, ids).set_index("id")
     assert set(two) == set(full) and two != full
     some = ids[5]
-    assert two[some][0] == pytest.approx(expected.loc[some, "variability"], abs=1e-6)
+    assert two[some][0] == pytest.approx(expected.loc[some, axis], abs=1e-6)
     assert two[some][1] == pytest.approx(expected.loc[some, "confidence"], abs=1e-6)
     assert "Metrics over the first 2 of 3 epochs" in " ".join(c.value for c in at.caption)
 
     at.slider(key=f"_kept_dm_burn_out_{run.id}").set_value(1).run()
-    assert {round(x, 9) for x, _ in _points(_map(at)).values()} == {0.0}  # one recording: no variability
+    one = _points(_map(at))
+    expected = epochs.map_at(logits, labels, 1, ids).set_index("id")
+    assert one[some][0] == pytest.approx(expected.loc[some, axis], abs=1e-6)
     at.slider(key=f"_kept_dm_burn_out_{run.id}").set_value(3).run()
     assert _points(_map(at)) == full  # back to the stored metrics
+
+    # Cartography's map (x = variability) after one recording: no variability
+    at.selectbox(key="_kept_dm_axis").set_value("variability").run()
+    at.slider(key=f"_kept_dm_burn_out_{run.id}").set_value(1).run()
+    assert not at.exception, at.exception
+    assert {round(x, 9) for x, _ in _points(_map(at)).values()} == {0.0}
 
 
 def test_a_run_with_one_recording_has_no_slider(cache):
@@ -108,10 +118,11 @@ def test_the_paths_of_a_selection_are_drawn_over_the_map(cache):
     (paths, now) = _paths(_map(at)) + [
         t for t in _map(at)["data"] if str(t.get("name", "")).startswith("after 3 recordings")
     ]
-    expected = epochs.trajectories(logits, labels, ids, picked)
+    axis = RegionRule().axis  # the paths run across the map's default axis
+    expected = epochs.trajectories(logits, labels, ids, picked, axis=axis)
     xs = [x for x in _values(paths["x"]) if x is not None]
     assert len(xs) == 3 * 2  # 3 examples, k = 2 and 3
-    assert np.allclose(xs, expected["variability"].to_numpy())  # selection order, k ascending
+    assert np.allclose(xs, expected[axis].to_numpy())  # selection order, k ascending
     assert "customdata" not in paths
     # the ring of "after 3 recordings" sits on the examples' points of the map
     full = _points(_map(at))

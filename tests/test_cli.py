@@ -563,8 +563,13 @@ def test_map_on_another_axis_and_regions_ranked_by_it(trained, tmp_path, capsys)
     top = frame.nlargest(round(len(frame) / 3), "mean_entropy", keep="first")["id"]
     assert set(frame.loc[frame["region"] == "ambiguous", "id"]) == set(top)
     assert "mean entropy" in (tmp_path / "m.html").read_text()
+    from cartomap.scores.metrics import RegionRule
+
     assert main([*args[:-2], "--x", "gold_bernoulli", "--force"]) == 0
     out = capsys.readouterr().out
-    assert "x axis: mean p(gold)" in out and "highest variability" in out
+    assert "x axis: mean p(gold)" in out and f"highest {RegionRule().axis_label}" in out  # the default rule's
+    assert main([*args[:-2], "--x", "gold_bernoulli", "--ambiguity", "variability", "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "x axis: mean p(gold)" in out and "highest variability" in out  # Cartography's regions
     with pytest.raises((SystemExit, argparse.ArgumentError)):  # argparse: not one of the scores
         main([*args[:-2], "--ambiguity", "spread", "--force"])

@@ -15,7 +15,7 @@ from cartomap.config import DataConfig, RunConfig, TrainConfig
 from cartomap.data.loading import load_dataset
 from cartomap.io import atomic_write_parquet
 from cartomap.runs.store import Run, RunStore
-from cartomap.scores.metrics import compute_metrics
+from cartomap.scores.metrics import RegionRule, compute_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -178,7 +178,8 @@ def test_data_map_page_with_damaged_runs(app_store):
     at = data_map_page(victim.id)  # recomputed from the dynamics: the map is drawn
     assert not at.exception and not at.error
     assert len(at.get("plotly_chart")) >= 1
-    assert "Regions: ambiguous = the 33% of examples with the highest variability" in " ".join(
+    axis = RegionRule().axis_label  # the run's default rule: ranked on the default axis
+    assert f"Regions: ambiguous = the 33% of examples with the highest {axis}" in " ".join(
         c.value for c in at.caption
     )
     truncate(victim.metrics_path())

@@ -100,8 +100,9 @@ def test_regions_by_threshold_and_partition():
     assert r["ambiguous"].tolist() == [False, False, False, False, False, True]
     none = ~(r["easy-to-learn"] | r["hard-to-learn"] | r["ambiguous"])
     assert none.tolist() == [False, False, True, False, False, False]
-    threshold = m.RegionRule(method="threshold")
-    part = m.region_partition(conf, var, threshold)  # the earlier default, kept as an option
+    # Cartography's variability by threshold: the earlier default, kept as an option
+    threshold = m.RegionRule(method="threshold", axis="variability")
+    part = m.region_partition(conf, var, threshold)
     assert part.tolist() == [
         "easy-to-learn",
         "hard-to-learn",
@@ -133,11 +134,16 @@ def test_region_partition_by_rank_is_the_default():
     assert m.region_partition(conf, var, fraction=0.0).tolist().count("ambiguous") == 0
     # independent of the scale of variability (a longer run has smaller std): the same partition
     np.testing.assert_array_equal(m.region_partition(conf, var / 7), part)
-    # the fixed threshold is not: with var / 7 nothing reaches 0.2
-    assert "ambiguous" not in m.region_partition(conf, var / 7, method="threshold").tolist()
+    # the fixed threshold is not: with var / 7 nothing reaches variability's 0.2
+    cartography = m.RegionRule(method="threshold", axis="variability")
+    assert "ambiguous" not in m.region_partition(conf, var / 7, cartography).tolist()
     rule = m.RegionRule()
-    assert "the 33% of examples with the highest variability (variability ≥ 0.100 here)" in rule.describe(var)
-    assert "variability ≥ 0.2" in m.RegionRule(method="threshold").describe(var)
+    name = rule.axis_label  # the default axis's name on the map
+    assert f"the 33% of examples with the highest {name} ({name} ≥ 0.100 here)" in rule.describe(var)
+    assert "the 33% of examples with the highest variability (variability ≥ 0.100 here)" in m.RegionRule(
+        axis="variability"
+    ).describe(var)
+    assert "variability ≥ 0.2" in cartography.describe(var)
     with pytest.raises(DataError):
         m.RegionRule(method="quantile")
 
@@ -146,15 +152,20 @@ def test_compute_metrics_regions_by_rank_with_exact_counts():
     rng = np.random.default_rng(1)
     frame = m.compute_metrics(rng.normal(size=(4, 300, 3)), rng.integers(0, 3, 300))
     counts = frame["region"].value_counts()
-    assert counts["ambiguous"] == 100  # the highest-variability third
+    assert counts["ambiguous"] == 100  # the third highest on the default axis
     assert counts["easy-to-learn"] + counts["hard-to-learn"] == 200
     assert (frame.loc[frame["region"] == "easy-to-learn", "confidence"] >= 0.5).all()
     assert (frame.loc[frame["region"] == "hard-to-learn", "confidence"] < 0.5).all()
-    cut = frame.loc[frame["region"] == "ambiguous", "variability"].min()
-    assert (frame.loc[frame["region"] != "ambiguous", "variability"] <= cut).all()
+    axis = m.RegionRule().axis
+    cut = frame.loc[frame["region"] == "ambiguous", axis].min()
+    assert (frame.loc[frame["region"] != "ambiguous", axis] <= cut).all()
     assert frame.attrs["regions"]["method"] == "rank"
+    assert frame.attrs["regions"]["axis"] == m.DEFAULT_AXIS
+    # Cartography's rule by threshold, the earlier default
     old = m.compute_metrics(
-        rng.normal(size=(4, 300, 3)), rng.integers(0, 3, 300), regions=m.RegionRule("threshold")
+        rng.normal(size=(4, 300, 3)),
+        rng.integers(0, 3, 300),
+        regions=m.RegionRule("threshold", axis="variability"),
     )
     assert old.attrs["regions"]["method"] == "threshold"
     np.testing.assert_array_equal(
@@ -218,8 +229,17 @@ def test_compute_metrics_columns_and_values():
     np.testing.assert_allclose(frame["difficulty"], [0.708179, 2.719526], atol=1e-6)
     # the public RoNLI code's score on the *count* of correct epochs: (1 - 2) + (1 - 0.2248), (1 - 0) + (1 - 0.0471)
     np.testing.assert_allclose(frame["difficulty_code"], [-0.2248456, 1.9528595], atol=1e-6)
-    assert frame["region"].tolist() == ["ambiguous", "hard-to-learn"]
+    # the default rule: a third of 2 rounds to 1, the example higher on the default axis; the other by
+    # its confidence (example 0: 0.517, easy; example 1: 0.233, hard)
+    expected = ["easy-to-learn", "hard-to-learn"]
+    expected[int(np.argmax(frame[m.DEFAULT_AXIS].to_numpy()))] = "ambiguous"
+    assert frame["region"].tolist() == expected
     assert frame.attrs["n_epochs"] == 3
+    # Cartography's rule: example 0's gold probability swings more (variability 0.225 against 0.047)
+    cartography = m.compute_metrics(
+        LOGITS.astype(np.float32), LABELS, ids=["a", "b"], regions=m.RegionRule(axis="variability")
+    )
+    assert cartography["region"].tolist() == ["ambiguous", "hard-to-learn"]
 
 
 def test_compute_metrics_single_epoch_and_default_ids():

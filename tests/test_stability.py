@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from cartomap.errors import DataError
-from cartomap.scores.metrics import AMBIGUOUS, EASY, HARD
+from cartomap.scores.metrics import AMBIGUOUS, EASY, HARD, RegionRule
 from cartomap.scores.stability import (
     align_frames,
     majority_region,
@@ -43,6 +43,8 @@ def frame(conf, var, corr, aum, regions, predicted=(0, 1, 2, 0), ids=IDS, labels
         }
     )
     out.attrs["n_epochs"] = 2
+    # Cartography's maps (regions by variability): the one axis these frames have
+    out.attrs["regions"] = RegionRule(axis="variability").to_dict()
     return out
 
 
