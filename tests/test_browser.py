@@ -243,7 +243,7 @@ def _lasso_and_check(driver, frame, polygon, *, sampled: bool, shot: str) -> lis
     driver.save_screenshot(str(ARTIFACTS / shot))
 
     polygon_data = _parse_path(lasso[0])
-    xy = np.c_[frame["variability"].to_numpy(), frame["confidence"].to_numpy()]
+    xy = np.c_[frame[dm.axis_of(frame)].to_numpy(), frame["confidence"].to_numpy()]  # x is the map's axis
     inside = MplPath(polygon_data).contains_points(xy)
     expected = set(frame.loc[inside, "id"])
     n_selected = int(caption.split(" selected")[0].replace(",", ""))
@@ -288,7 +288,13 @@ def test_lasso_selects_points_in_browser(server, browser):
     assert "Data map" in browser.title or browser.find_elements("css selector", "h1")
 
     # 1. every point drawn: plotly's own selection, ids from customdata; a concave lasso
-    concave = [(0.0, -0.02), (0.16, -0.02), (0.16, 0.36), (0.08, 0.14), (-0.005, 0.36)]
+    x = frame[dm.axis_of(frame)]  # the map's x axis (its scale is the score's): the shapes in its span
+    lo, span = float(x.min()), float(x.max() - x.min())
+
+    def at(f: float) -> float:
+        return lo + f * span
+
+    concave = [(at(-0.01), -0.02), (at(0.6), -0.02), (at(0.6), 1.02), (at(0.3), 0.5), (at(-0.01), 1.02)]
     rows = _lasso_and_check(browser, frame, concave, sampled=False, shot="browser_datamap_lasso.png")
     assert len(rows) > 3
 
@@ -299,7 +305,7 @@ def test_lasso_selects_points_in_browser(server, browser):
     box.send_keys("100\ue007")  # enter
     _wait(lambda: (g := _map_geometry(browser)) and "100 of 400" in g["title"], what="the sampled map")
     time.sleep(0.5)
-    band = [(0.05, 0.3), (0.45, 0.3), (0.45, 0.9), (0.05, 0.9)]
+    band = [(at(0.1), 0.3), (at(0.9), 0.3), (at(0.9), 0.9), (at(0.1), 0.9)]
     _lasso_and_check(browser, frame, band, sampled=True, shot="browser_datamap_sampled.png")
 
 

@@ -28,6 +28,7 @@ from test_browser import (
 
 from cartomap.analysis import datamap as dm
 from cartomap.analysis import epochs, projection
+from cartomap.analysis.map_points import axis_title
 from cartomap.scores.metrics import RegionRule
 
 pytestmark = [
@@ -189,7 +190,7 @@ def test_the_selection_is_linked_both_ways_in_the_browser(tmp_path, browser):  #
     cache = tmp_path / "cache"
     run = make_run(cache)  # metrics and embeddings; the page makes the PCA projection
     frame = dm.map_frame(run)
-    xy = np.c_[frame["variability"].to_numpy(), frame["confidence"].to_numpy()]
+    xy = np.c_[frame[dm.axis_of(frame)].to_numpy(), frame["confidence"].to_numpy()]  # x is the map's axis
     with serve(cache, tmp_path, cli=True) as url:
         # a box on the Data map: the examples inside it are selected there
         browser.get(f"{url}/data_map?run={run.id}")
@@ -207,7 +208,7 @@ def test_the_selection_is_linked_both_ways_in_the_browser(tmp_path, browser):  #
         _wait(lambda: f"{len(picked)} selected · " in _body(browser), what="the selection caption")
         # the marginal histograms show the selection over the whole: as many examples as selected
         bars = {t["name"]: t["hover"] for t in _traces(browser, 0) or [] if t["type"] == "bar"}
-        for column in ("variability", "confidence"):
+        for column in (axis_title(dm.axis_of(frame)), "confidence"):  # the map's x axis by its name, and y
             hover = bars[f"{column}: selected ({len(picked)})"]
             assert sum(int(h.split(" ")[0].replace(",", "")) for h in hover) == len(picked)
             assert len(bars[f"{column}: all examples"]) == len(hover)  # the same bins
