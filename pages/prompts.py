@@ -20,6 +20,7 @@ from cartomap.errors import CartomapError
 from cartomap.runs.groups import list_groups
 from cartomap.runs.jobs import start_task
 from cartomap.runs.store import Run
+from cartomap.scores import ambiguity
 from cartomap.team.roles import Action
 from cartomap.training.embeddings import has_embeddings, load_embeddings
 from cartomap.wanli import exemplars
@@ -52,6 +53,7 @@ from pages.common import (
     through_app,
     write_button,
 )
+from pages.components import cached
 from pages.components.jobs import demo_or_prompt, task_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -113,14 +115,32 @@ def template_widgets(labels: tuple[str, ...]) -> PromptTemplate | None:
 def collect_panel(run: Run, examples, n_auto: int) -> None:
     with st.expander("Collect automatic groups (WaNLI Stage 1)", expanded=n_auto == 0):
         st.caption(
-            "Seeds: per label, the examples above that label's variability quantile (the most ambiguous). "
-            "Each group is a seed and its k nearest neighbours of the same label in the task model's "
-            "[CLS] space, by increasing similarity with the seed last. Collecting again replaces them."
+            "Seeds: per label, the examples above that label's quantile of the seed score (the most "
+            "ambiguous; WaNLI ranks by variability, the default). Each group is a seed and its k nearest "
+            "neighbours of the same label in the task model's [CLS] space, by increasing similarity with the "
+            "seed last. Collecting again replaces them."
+        )
+        scores = list(cached.axes(run)) or [ambiguity.VARIABILITY]
+        score = st.selectbox(
+            "Seeds ranked by",
+            scores,
+            format_func=lambda name: ambiguity.get(name).label,
+            help="WaNLI's procedure ranks seeds by variability; the map's other ambiguity scores agree "
+            "across seeds more (docs/stability.md).",
+            **kept(
+                "wanli_score",
+                ambiguity.VARIABILITY if ambiguity.VARIABILITY in scores else scores[0],
+                options=scores,
+            ),
         )
         c1, c2, c3 = st.columns(3)
         k = c1.number_input("Neighbours k", 1, 20, **kept("wanli_k", DEFAULT_K))
         quantile = c2.number_input(
-            "Variability quantile", 0.0, 0.99, step=0.05, **kept("wanli_quantile", SEED_QUANTILE)
+            f"{ambiguity.get(score).label.capitalize()} quantile",
+            0.0,
+            0.99,
+            step=0.05,
+            **kept("wanli_quantile", SEED_QUANTILE),
         )
         query = c3.number_input(
             "Examples searched (0: all of the label)",
@@ -146,13 +166,17 @@ def collect_panel(run: Run, examples, n_auto: int) -> None:
             if has_embeddings(run) and len(examples) <= exemplars.COLLECT_IN_PAGE_MAX:
                 try:
                     with st.spinner("Collecting…"):
-                        groups = collect_groups(run, int(k), float(quantile), tuple(exclude), query_arg)
+                        groups = collect_groups(
+                            run, int(k), float(quantile), tuple(exclude), query_arg, score=score
+                        )
                         settings = {
                             "k": int(k),
                             "quantile": float(quantile),
                             "exclude_genres": list(exclude),
                             "query": query_arg,
                         }
+                        if score != ambiguity.VARIABILITY:  # as the command line keeps it
+                            settings["score"] = score
                         saved = save_auto_groups(run, groups, settings=settings)
                 except CartomapError as err:
                     show_error(err)
@@ -160,7 +184,7 @@ def collect_panel(run: Run, examples, n_auto: int) -> None:
                 st.session_state["_wanli_collected"] = saved
                 st.rerun()
             args = ["groups", run.id, "--save", "--k", str(int(k)), "--quantile", str(float(quantile))]
-            args += ["--exclude-genres", ",".join(exclude), "--query", str(int(query))]
+            args += ["--exclude-genres", ",".join(exclude), "--query", str(int(query)), "--ambiguity", score]
             try:
                 start_task(run, TASK, args, get_store(), by=acting_as())
             except (CartomapError, OSError) as err:

@@ -118,6 +118,36 @@ def test_prompts_page_collects_groups(env, spawned):
     assert task_status(run, "auto-groups")["state"] == "queued"
 
 
+def test_prompts_page_ranks_seeds_by_the_score_picked(env, spawned):
+    """WaNLI ranks seeds by variability (the default); another ambiguity score of the run is one pick away,
+    its seeds the top quantile of that score, and kept with the groups' settings and the job's command."""
+    import pandas as pd
+
+    from cartomap.io import atomic_write_parquet
+    from cartomap.wanli.exemplars import collect_groups
+
+    run = make_run(env)
+    metrics = pd.read_parquet(run.metrics_path())  # mean entropy ranks rows 1 and 7 first (variability: 0, 6)
+    metrics["mean_entropy"] = [0.1, 0.9, 0.2, 0.3, 0.1, 0.1, 0.1, 0.8, 0.2, 0.1, 0.2, 0.1]
+    atomic_write_parquet(run.metrics_path(), metrics)
+    at = page("prompts.py").run()
+    picker = at.selectbox(key="_kept_wanli_score")
+    assert picker.value == "variability" and picker.options == ["variability", "mean entropy"]
+    picker.set_value("mean_entropy").run()
+    assert any(n.label == "Mean entropy quantile" for n in at.number_input)
+    at.number_input(key="_kept_wanli_query").set_value(0).run()
+    at.button(key="wanli_collect").click().run()
+    assert not at.exception, at.exception
+    saved = auto_groups(run)
+    assert saved[0]["settings"]["score"] == "mean_entropy"
+    expected = collect_groups(run, score="mean_entropy", query=None)
+    assert [g["seed"] for g in saved] == [g["seed"] for g in expected]
+    assert [g["seed"] for g in expected] != [g["seed"] for g in collect_groups(run, query=None)]
+    (run.path / "embeddings.npy").unlink()  # the job's command carries the score
+    at.button(key="wanli_collect").click().run()
+    assert spawned and spawned[0][spawned[0].index("--ambiguity") + 1] == "mean_entropy"
+
+
 def test_prompts_page_collects_groups_of_a_big_run_as_a_job(env, spawned, monkeypatch):
     """The search is quadratic: above COLLECT_IN_PAGE_MAX examples the page never collects while the
     user waits, it starts the background job even though the embeddings exist."""
