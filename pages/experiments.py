@@ -35,6 +35,7 @@ from cartomap.io import file_stamp
 from cartomap.runs.progress import state_text
 from cartomap.runs.state import State
 from cartomap.runs.store import RUN_REF
+from cartomap.scores import ambiguity
 from cartomap.team.roles import Action
 from cartomap.training.curricula import CURRICULA, DIFFICULTIES
 from cartomap.training.similarity import load_similarity
@@ -316,7 +317,9 @@ def _start(create, params, name: str, selected_key: str, where: dict) -> None:
 
 
 # --------------------------------------------------------------------------- tab 1: curricula
-def _stage_preview(train, values: dict, methods: list[str], difficulty: str, seed: int) -> None:
+def _stage_preview(
+    train, values: dict, methods: list[str], difficulty: str, seed: int, score: str = ambiguity.VARIABILITY
+) -> None:
     """Plan.stage_table of a chosen order, from a finished baseline run's data map on this training set."""
     if not st.checkbox("Preview the stages of an order", **kept("xp_preview", False)):
         return
@@ -335,7 +338,7 @@ def _stage_preview(train, values: dict, methods: list[str], difficulty: str, see
             "trains one first (its 'datamap' run), or train one on the Train page."
         )
         return
-    order = OrderConfig(name=order_name, difficulty=difficulty)
+    order = OrderConfig(name=order_name, difficulty=difficulty, ambiguity=score)
     examples = dataset.frame[["id", "label", *dataset.text_columns]]
     lengths = similarity = None
     try:
@@ -420,6 +423,15 @@ def curricula_tab() -> None:
         )
         b = c4.selectbox("… against B", methods, **kept("xp_compare_b", methods[-1], options=methods))
         compare = (a, b)
+    scores = list(ambiguity.MAP_SCORES)
+    score = st.selectbox(
+        "Ambiguity score of the cartography orders",
+        scores,
+        format_func=lambda name: ambiguity.get(name).label,
+        help="where the papers rank by variability (the A group, Cart-CL++'s v): variability, the papers' "
+        "and the default, or another ambiguity score of the data map (docs/stability.md)",
+        **kept("xp_ambiguity", ambiguity.VARIABILITY, options=scores),
+    )
     datamap_epochs = st.number_input(
         "Data-map baseline epochs (0 = as above)",
         0,
@@ -440,7 +452,7 @@ def curricula_tab() -> None:
         form_error = None
     if train is not None:
         with st.expander("Stage preview", expanded=bool(ss.get("xp_preview"))):
-            _stage_preview(train, values, methods, difficulty, seeds[0])
+            _stage_preview(train, values, methods, difficulty, seeds[0], score)
     if write_button("Start curriculum experiment", Action.EXPERIMENT, type="primary", key="xp_start"):
         if form_error is not None:
             show_error(form_error)
@@ -455,6 +467,7 @@ def curricula_tab() -> None:
                     difficulty=difficulty,
                     compare=compare,
                     datamap_epochs=int(datamap_epochs) or None,
+                    ambiguity=score,
                     **values,
                 )
                 with st.spinner("Checking the data…"):

@@ -138,6 +138,8 @@ def test_start_builds_the_params_and_starts_the_job(root, started):
     use(at, "xp_methods", ["oversampled", "cart++", "cart-stra++"])
     use(at, "xp_compare_b", "cart++")
     use(at, "xp_difficulty", "code")
+    assert at.selectbox(key="_kept_xp_ambiguity").value == "variability"  # the papers' score by default
+    use(at, "xp_ambiguity", "mean_entropy")
     at.button(key="xp_start").click().run()
     assert "at least 2 epochs" in " ".join(errors(at))  # a 1-epoch data map has no variability
     assert not started
@@ -149,6 +151,7 @@ def test_start_builds_the_params_and_starts_the_job(root, started):
     params = CurriculumParams.from_params(exp.params)
     assert params.methods == ("oversampled", "cart++", "cart-stra++") and params.seeds == (0, 1)
     assert params.compare == ("oversampled", "cart++") and params.difficulty == "code"
+    assert params.ambiguity == "mean_entropy"
     assert params.base.data.path == "demo:train" and params.base.dev.path == "demo:dev"
     assert [(t.path, t.name) for t in params.base.tests] == [("demo:dev", "held-out")]
     assert params.base.train.epochs == 1 and params.datamap_epochs == 2

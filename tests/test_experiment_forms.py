@@ -90,7 +90,10 @@ def test_build_curriculum_params():
     assert params.base.tests == (DEMO_TEST,) and params.base.train.epochs == 1
     assert params.base.train.batch_size == 16 and params.base.model.name_or_path == "default"
     assert curriculum(methods=["oversampled"], compare=("oversampled", "cart++")).compare is None
+    assert params.ambiguity == "variability"  # the papers' score unless asked
+    assert curriculum(ambiguity="mean_entropy").ambiguity == "mean_entropy"
     for bad, match in [
+        (dict(ambiguity="nope"), "unknown ambiguity score"),
         (dict(tests=()), "test set"),
         (dict(dev=None), "validation set"),
         (dict(methods=[]), "at least one method"),

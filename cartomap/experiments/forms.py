@@ -180,6 +180,7 @@ def build_curriculum_params(
     difficulty: str = "paper",
     compare: Sequence[str] | None = None,
     datamap_epochs: int | None = None,
+    ambiguity: str = CurriculumParams.ambiguity,
     model: str = "default",
     epochs: int = TrainConfig.epochs,
     batch_size: int = TrainConfig.batch_size,
@@ -189,7 +190,8 @@ def build_curriculum_params(
 ) -> CurriculumParams:
     """Validated :class:`CurriculumParams` from the form (raises CartomapError / DataError).
 
-    ``compare``: the two methods of the Mann-Whitney test; ignored with a single method.
+    ``compare``: the two methods of the Mann-Whitney test; ignored with a single method. ``ambiguity``: the
+    ambiguity score the cartography orders use where the papers use variability (theirs by default).
     """
     if not tests:
         raise DataError("a curriculum experiment needs at least one test set: add one line under Test sets")
@@ -220,6 +222,7 @@ def build_curriculum_params(
         difficulty=difficulty,
         compare=pair,
         datamap_epochs=datamap_epochs,
+        ambiguity=ambiguity,
     )
     params.validate()
     return params
