@@ -26,6 +26,7 @@ from cartomap.scores.metrics import RegionRule
 from cartomap.training.loop import train_or_load
 
 pytestmark = [
+    pytest.mark.slow,  # a Streamlit server and chromium on a token run: with -m slow (the default suite's 10 minutes)
     pytest.mark.skipif(
         not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium chromium-driver"
     ),

@@ -21,6 +21,7 @@ from cartomap.analysis import tokens
 from cartomap.scores.metrics import RegionRule
 
 pytestmark = [
+    pytest.mark.slow,  # a Streamlit server and chromium on a token run: with -m slow (the default suite's 10 minutes)
     pytest.mark.skipif(
         not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium chromium-driver"
     ),

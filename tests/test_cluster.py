@@ -143,22 +143,29 @@ class SilentPort:
         import threading
 
         self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.1)  # accept() wakes to see the stop (closing the socket would not wake it)
         self.port = self.server.getsockname()[1]
         self.held: list = []
+        self.stop = threading.Event()
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
         return self
 
     def _accept(self):
-        with contextlib.suppress(OSError):
-            while True:
+        while not self.stop.is_set():
+            try:
                 self.held.append(self.server.accept()[0])
+            except TimeoutError:
+                continue
+            except OSError:
+                return
 
     def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=patience.WAIT_S)
         self.server.close()
         for conn in self.held:
             conn.close()
-        self.thread.join(timeout=patience.WAIT_S)
 
 
 def test_a_port_that_is_no_ray_cluster_is_one_line_within_the_timeout(tmp_path):

@@ -278,6 +278,7 @@ def test_first_occurrences_keeps_each_row_once_and_allows_repeats_only_in_last_b
     assert first_occurrences(parts)[2].tolist() == [0]
 
 
+@pytest.mark.slow  # two processes under accelerate: with -m slow
 def test_two_processes_record_every_example_exactly_once(tiny_model, tmp_path):
     """torchrun with 2 CPU processes (gloo): 37 rows in batches of 4 leave the second process's last
     batch short, so the sampler repeats rows there; each example must be kept once, at its own row."""

@@ -164,6 +164,7 @@ def two_processes(cache: Path, args: list[str], rendezvous: Path) -> list[subpro
     ]
 
 
+@pytest.mark.slow  # two torch processes (gloo) training: with -m slow
 def test_two_processes_record_every_example_once_and_match_one_process(setup, capsys):
     tmp, args = setup
     assert cli_main(["--cache", str(tmp / "one"), *args]) == 0
@@ -205,6 +206,7 @@ def test_two_processes_record_every_example_once_and_match_one_process(setup, ca
         assert np.abs(m1[column] - m2[column]).max() < tolerance, column
 
 
+@pytest.mark.slow  # two torch processes (gloo) training: with -m slow
 def test_with_dropout_two_processes_train_another_run(setup, tiny_model, capsys):
     """Dropout on (the tiny model's 0.1): each process draws the masks of its share of a batch, so two
     processes do not compute what one does. Hence a run in two processes has an id of its own, and a
