@@ -45,10 +45,40 @@ def _css(driver, selector: str):
 
 def _type(driver, selector: str, text: str, enter: bool = True) -> None:
     """Type ``text`` into the input found by ``selector`` (replacing what it holds), then Enter."""
-    field = _wait(lambda: _css(driver, selector), what=selector)[0]
-    field.click()
+    # found and shown (an expander just opened draws its fields a moment later: not yet interactable)
+    field = _wait(lambda: _shown(driver, selector), what=selector)[0]
+    _wait(lambda: _clicked(field), what=f"{selector} to take a click")
     field.send_keys("\ue009a")  # ctrl+a: what was there goes
     field.send_keys(text + ("\ue007" if enter else ""))
+
+
+def _shown(driver, selector: str) -> list:
+    """The elements of ``selector`` shown and enabled ([] while Streamlit redraws them)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    try:
+        return [f for f in _css(driver, selector) if f.is_displayed() and f.is_enabled()]
+    except StaleElementReferenceException:
+        return []
+
+
+def _clicked(field) -> bool:
+    """Click ``field``; False while the browser says it cannot be clicked yet (covered, still animating)."""
+    from selenium.common.exceptions import (
+        ElementClickInterceptedException,
+        ElementNotInteractableException,
+        StaleElementReferenceException,
+    )
+
+    try:
+        field.click()
+    except (
+        ElementNotInteractableException,
+        ElementClickInterceptedException,
+        StaleElementReferenceException,
+    ):
+        return False
+    return True
 
 
 def _slider_value(driver) -> str | None:
