@@ -23,18 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from processes import new_tag, start_dashboard, stop  # bench/processes.py: what the bench starts and stops
+from processes import (  # bench/processes.py: what the bench starts and stops
+    CHROMIUM_FLAGS,
+    new_tag,
+    start_dashboard,
+    stop,
+)
 
-FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1000",
-]
 ROOT = Path(__file__).resolve().parent.parent
 
 # The map's picture (sent before the chart on a session's first map) decoded and displayed.
@@ -162,7 +157,7 @@ def main() -> None:
     args = parser.parse_args()
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for flag in FLAGS:
+    for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
     rows = []
     for repeat in range(args.repeats):

@@ -26,18 +26,13 @@ import threading
 import time
 from pathlib import Path
 
-from processes import new_tag, start_dashboard, stop  # bench/processes.py: what the bench starts and stops
+from processes import (  # bench/processes.py: what the bench starts and stops
+    CHROMIUM_FLAGS,
+    new_tag,
+    start_dashboard,
+    stop,
+)
 
-FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1000",
-]
 ROOT = Path(__file__).resolve().parent.parent
 BUTTON = "Train the NER demo"
 PICTURE_ALT = "picture of the data map"  # pages/data_map.py's PICTURE_ALT
@@ -106,7 +101,7 @@ def main() -> None:
     cache, logs = tempfile.mkdtemp(prefix="ner-first-map-"), Path(tempfile.mkdtemp())
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for flag in FLAGS:
+    for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
     load = LoadSampler()
     load.start()

@@ -100,3 +100,16 @@ def stop(server: subprocess.Popen | None, tag: str, grace: float = 30.0) -> list
     if left:
         raise SystemExit(f"processes the bench started are still there: {left}")
     return sorted(targets)
+
+
+#: Headless chromium for the benches that time a page (bench_first_map, bench_ner_first_map).
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+)

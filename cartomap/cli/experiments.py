@@ -336,6 +336,8 @@ def cmd_prune(a: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
+    from cartomap.scores import ambiguity
+
     cu = sub.add_parser("curriculum", help="compare training orders x seeds (cartography curricula)")
     add_data_arguments(cu)
     add_training_arguments(cu)
@@ -344,7 +346,7 @@ def add_commands(sub) -> None:
     cu.add_argument("--difficulty", choices=("paper", "code"), default="paper", help="Cart-CL++ score")
     cu.add_argument(
         "--ambiguity",
-        default="variability",
+        default=ambiguity.VARIABILITY,
         help="the ambiguity score the cartography orders use where the papers use variability (the A group, "
         "Cart-CL++'s v): variability (the default, the papers'), mean_entropy, gold_bernoulli, margin_gap",
     )

@@ -18,13 +18,14 @@ def cmd_groups(a: argparse.Namespace) -> int:
     """WaNLI stage 1: collect (and with --save, store) a run's automatic groups; embeddings first if missing."""
     from cartomap.runs.store import RunStore
     from cartomap.runs.tasks import task
+    from cartomap.scores import ambiguity
     from cartomap.training.embeddings import embed_run, load_embeddings
     from cartomap.wanli.exemplars import collect_groups, save_auto_groups
 
     run = RunStore(a.cache).get(a.run)
     query = a.query if a.query > 0 else None
     settings = {"k": a.k, "quantile": a.quantile, "exclude_genres": list(a.exclude_genres), "query": query}
-    if a.ambiguity != "variability":
+    if a.ambiguity != ambiguity.VARIABILITY:
         settings["score"] = a.ambiguity
     if not a.save:
         embeddings = load_embeddings(run) or embed_run(run)
@@ -138,7 +139,7 @@ def add_commands(sub) -> None:
     )
     gr.add_argument(
         "--ambiguity",
-        default="variability",
+        default=ambiguity.VARIABILITY,
         choices=ambiguity.MAP_SCORES,
         help="the score seeds are picked by (WaNLI's procedure: variability, the default)",
     )
