@@ -435,14 +435,11 @@ def test_two_finished_experiments_compared_in_the_browser(tmp_path, browser):
     make_combination(cache)
     with serve(cache, tmp_path) as url:
         browser.get(url)
-        # app.py's navigation (page titles), not Streamlit's file list of pages/ shown before it runs
-        link = "//a[@data-testid='stSidebarNavLink'][contains(., 'Compare')]"
-        _wait(lambda: browser.find_elements(By.XPATH, link), what="the dashboard's navigation")
-        browser.find_element(By.XPATH, link).click()
-        # the Compare page's own "Experiments" box: the Data map it came from has multiselects too
+        # app.py's navigation (page titles), not Streamlit's file list of pages/ shown before it runs;
+        # then the Compare page's own "Experiments" box: the Data map it came from has multiselects too
         # (Gold label, Region), so counting multiselects can pick one of those before Compare renders
         experiments = "//div[@data-testid='stMultiSelect'][.//*[contains(., 'Experiments')]]//input"
-        _wait(lambda: browser.find_elements(By.XPATH, experiments), what="the Compare page's Experiments box")
+        _nav(browser, "Compare", lambda: browser.find_elements(By.XPATH, experiments))
         for name in ("tiny curricula", "tiny combination"):
             box = browser.find_element(By.XPATH, experiments)
             box.click()
@@ -512,12 +509,46 @@ def _page_errors(driver) -> list[str]:
     return [e.text for e in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')]
 
 
-def _nav(driver, title: str) -> None:
+def _idle(driver) -> bool:
+    """Whether no script run is in flight: Streamlit shows its status widget while one is."""
+    return not driver.execute_script("return document.querySelector('[data-testid=stStatusWidget]') !== null")
+
+
+def _nav(driver, title: str, arrived=None, *, tries: int = 3) -> None:
+    """Open the page ``title`` from the sidebar as a person does, and wait until ``arrived()`` (default: the
+    page's heading shows ``title``). A click landing while the app is still busy with its first run can
+    be dropped by the frontend, and a person would click again: so the link is clicked once the app is
+    idle, and again when the app has then sat idle for 8 s without the page coming (at most ``tries``
+    clicks). Waits while the app works, however long a busy machine makes that; the failure names the
+    address and what the page showed."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     link = f"//a[@data-testid='stSidebarNavLink'][contains(., '{title}')]"
+    if arrived is None:
+        arrived = lambda: any(title in h.text for h in driver.find_elements(By.CSS_SELECTOR, "h1"))  # noqa: E731
     _wait(lambda: driver.find_elements(By.XPATH, link), what=f"the {title} link")
-    driver.find_element(By.XPATH, link).click()
+    _wait(lambda: _idle(driver), what="the app idle before the click")
+    deadline = time.monotonic() + patience.WAIT_S
+    for _ in range(tries):
+        with contextlib.suppress(StaleElementReferenceException):  # drawn again meanwhile: click anew
+            driver.find_element(By.XPATH, link).click()
+        idle_since = None
+        while time.monotonic() < deadline:
+            with contextlib.suppress(StaleElementReferenceException):
+                if arrived():
+                    return
+            if not _idle(driver):
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > 8:
+                break  # the app sits idle on the old page: the click was not taken
+            time.sleep(0.25)
+    body = driver.find_element(By.TAG_NAME, "body").text
+    raise AssertionError(
+        f"the {title} page did not come: at {driver.current_url}, the page shows {body[:600]!r}"
+    )
 
 
 @pytest.mark.fullsize  # not in CI's `-m slow`: building the 550k runs takes hours on 2 cores
@@ -566,7 +597,7 @@ def test_full_size_run_in_the_browser(tmp_path, browser):
         assert not _page_errors(browser)
 
         # 5. Neighbours: the seeds, a seed's group and the 2-D view
-        _nav(browser, "Neighbours")
+        _nav(browser, "Neighbours", lambda: "Nearest neighbours" in body())
         _wait(
             lambda: "Nearest neighbours" in body() and "The whole dataset in 2-D" in body(), what="Neighbours"
         )
@@ -579,9 +610,8 @@ def test_full_size_run_in_the_browser(tmp_path, browser):
         assert not _page_errors(browser)
 
         # 6. Compare: the trained 550k run and the trained first tenth side by side
-        _nav(browser, "Compare")
         runs_box = "//div[@data-testid='stMultiSelect'][.//*[contains(., 'Runs')]]//input"
-        _wait(lambda: browser.find_elements(By.XPATH, runs_box), what="Compare's Runs box")
+        _nav(browser, "Compare", lambda: browser.find_elements(By.XPATH, runs_box))
         for run in (trained, small):
             box = browser.find_element(By.XPATH, runs_box)
             box.click()
