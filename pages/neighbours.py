@@ -31,6 +31,7 @@ from cartomap.analysis.projection import load_projection, points_frame, project_
 from cartomap.errors import CartomapError
 from cartomap.runs.groups import count_table_groups, list_groups, save_group
 from cartomap.runs.store import Run
+from cartomap.tasks import registry as task_kinds
 from cartomap.team.roles import Action
 from cartomap.training.embeddings import has_embeddings, load_embeddings
 from pages.common import (
@@ -78,7 +79,7 @@ def _id_index(run_path: str, stamp: tuple) -> pd.Index:
 
 @st.cache_resource(max_entries=2, show_spinner=False)
 def _examples(run_path: str, stamp: tuple) -> pd.DataFrame:
-    return Run(Path(run_path)).examples(columns=("id", "label", *datamap.TEXT_COLUMNS, "genre"))
+    return Run(Path(run_path)).examples(columns=("id", "label", *task_kinds.text_fields(), "genre"))
 
 
 @st.cache_resource(max_entries=4, show_spinner="Finding the most ambiguous examples…")
@@ -149,7 +150,7 @@ def _group(
 def _describe(points: pd.DataFrame, index: pd.Index, options: list[str]):
     """format_func for the seed picker: id · label · start of the texts (plain text, never HTML),
     made for the offered ids only."""
-    cols = [c for c in datamap.TEXT_COLUMNS if c in points.columns]
+    cols = [c for c in task_kinds.text_fields() if c in points.columns]
 
     def short(s: str) -> str:
         return s if len(s) <= TEXT_CHARS else s[: TEXT_CHARS - 1] + "…"

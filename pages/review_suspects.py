@@ -49,6 +49,7 @@ from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.scores import detectors
 from cartomap.scores.metrics import DEFAULT_AXIS, REGIONS
+from cartomap.tasks import registry as task_kinds
 from cartomap.team.roles import Action
 from pages.common import (
     acting_as,
@@ -294,7 +295,7 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
                     "under review"
                 )
             )
-        for column in queue.TEXT_COLUMNS:
+        for column in task_kinds.text_fields():
             if column in card and isinstance(card[column], str):
                 if not word:
                     st.caption(column.capitalize())

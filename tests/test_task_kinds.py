@@ -77,6 +77,8 @@ def test_a_kind_is_checked_when_made():
         TaskKind(name="x", description="", text_fields=("t",), noun="t", unit="sentence")
     with pytest.raises(ValueError, match="distinct text fields"):
         TaskKind(name="x", description="", text_fields=("t", "t"), noun="t")
+    with pytest.raises(ValueError, match="keeps it in the column 'label'.*not 'verdict'"):
+        TaskKind(name="x", description="", text_fields=("t",), noun="t", label_field="verdict")
     word = TaskKind(
         name="w", description="", text_fields=("tokens",), noun="sentence", unit="word", head="token"
     )

@@ -438,7 +438,14 @@ MAP_METRIC_COLUMNS = tuple(
 )
 #: The human columns of a run with votes (cartomap.data.annotations) the map carries along.
 HUMAN_MAP_COLUMNS = ("human_n", "human_majority", "human_majority_share", "human_entropy", "gold_disagrees")
-MAP_EXAMPLE_COLUMNS = ("id", *task_kinds.text_fields(), "genre", *HUMAN_MAP_COLUMNS)
+
+
+def map_example_columns() -> tuple[str, ...]:
+    """The columns of a run's examples a map carries: id, every registered kind's text fields (asked of
+    the registry when called: a kind registered after import counts), genre and the human columns."""
+    return ("id", *task_kinds.text_fields(), "genre", *HUMAN_MAP_COLUMNS)
+
+
 #: ``agreement`` values of a map frame with votes.
 GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY = "gold = majority", "gold ≠ majority", "no majority (tie)"
 
@@ -467,7 +474,7 @@ def map_frame(
     ``regions``: the rule of the region column (default: the run's, :meth:`Run.region_rule`). ``burn_out``: metrics over the first
     that many epochs only (computed from the dynamics; the reference's ``--burn_out``), from ``dynamics``
     ((ids, logits [E, N, C], labels) of the recorded source, read once by the caller) when given, else
-    read here. ``examples``: the run's texts (id, :data:`MAP_EXAMPLE_COLUMNS`, votes) already read, e.g.
+    read here. ``examples``: the run's texts (id, :func:`map_example_columns`, votes) already read, e.g.
     another map frame of the same run (the texts of 2M examples take seconds to read); else read here.
     ``metrics_at``: the metrics over the first ``burn_out`` recordings already computed
     (:func:`cartomap.analysis.epochs.run_map_at` with the same ``regions``), used instead of computing
@@ -491,7 +498,7 @@ def map_frame(
         metrics = with_regions(run.metrics(source, columns=MAP_METRIC_COLUMNS), regions)
     vote_cols = [f"votes_{name}" for name in run.label_names]
     if examples is None:
-        examples = run.examples(columns=(*MAP_EXAMPLE_COLUMNS, *vote_cols))
+        examples = run.examples(columns=(*map_example_columns(), *vote_cols))
     return build_map_frame(
         metrics,
         examples,
@@ -779,7 +786,6 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str], texts: bool = True)
 #: example sits on the map; then its texts and everything else (:func:`display_columns`).
 LEADING_COLUMNS = ("gold", "predicted", "confidence", "variability", "region")
 #: Every task kind's text fields (:func:`cartomap.tasks.registry.text_fields`).
-TEXT_COLUMNS = task_kinds.text_fields()
 
 
 def display_columns(table: pd.DataFrame) -> list[str]:
@@ -790,7 +796,7 @@ def display_columns(table: pd.DataFrame) -> list[str]:
     axis = axis_of(table)
     if axis not in leading:
         leading.insert(leading.index("variability"), axis)
-    first = [c for c in (*leading, *TEXT_COLUMNS, "id") if c in table.columns]
+    first = [c for c in (*leading, *task_kinds.text_fields(), "id") if c in table.columns]
     return first + [c for c in table.columns if c not in first]
 
 

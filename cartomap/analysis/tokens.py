@@ -21,6 +21,7 @@ from cartomap.analysis import datamap, epochs
 from cartomap.errors import DataError, RunError
 from cartomap.scores.metrics import RegionRule, softmax
 from cartomap.scores.tokens import SENTENCE_METHODS, sentence_metrics
+from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import UNIT_SEPARATOR
 
 #: The two levels of a token run's map.
@@ -313,7 +314,7 @@ def sentence_words(word_frame: pd.DataFrame, sentence_id: str, p_predicted=None)
     of that sentence (filtered out, or another run's)."""
     rows = sentence_rows(word_frame, sentence_id)
     part = word_frame.iloc[rows]
-    text = next((c for c in datamap.TEXT_COLUMNS if c in part.columns), None)
+    text = next((c for c in task_kinds.text_fields() if c in part.columns), None)
     probs = np.full(len(part), np.nan) if p_predicted is None else np.asarray(p_predicted, dtype=np.float64)
     if probs.shape != (len(part),):
         raise ValueError(f"expected {len(part)} probabilities (one per word), got shape {probs.shape}")

@@ -20,9 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from cartomap.curation.queue import TEXT_COLUMNS, load_queue, open_queue
+from cartomap.curation.queue import load_queue, open_queue
 from cartomap.data import interchange
 from cartomap.errors import CartomapError
+from cartomap.tasks import registry as task_kinds
 
 TOOLS = ("labelstudio", "argilla")
 
@@ -35,7 +36,7 @@ def _tool(tool: str) -> str:
 
 def tool_queue(items: pd.DataFrame) -> pd.DataFrame:
     """The queue in the interchange's columns: id, texts, label (gold name), prediction, score, detector."""
-    texts = [c for c in TEXT_COLUMNS if c in items.columns]
+    texts = [c for c in task_kinds.text_fields() if c in items.columns]
     frame = items[["id", *texts]].copy()
     frame["id"] = frame["id"].astype(str)
     frame["label"] = items["gold"].astype(str).to_numpy()

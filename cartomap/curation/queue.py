@@ -43,7 +43,6 @@ NEIGHBOURS = 5
 MAX_QUEUE = 100_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 #: Every task kind's text fields (:func:`cartomap.tasks.registry.text_fields`).
-TEXT_COLUMNS = task_kinds.text_fields()
 #: How a token run's card marks the word under review in its sentence (:func:`mark_word`).
 WORD_MARKS = ("⟦", "⟧")
 
@@ -194,7 +193,7 @@ def build_cards(
     else:
         picked = examples.iloc[rows].reset_index(drop=True)
         gold = picked["label"].to_numpy(dtype=np.int64)
-        for column in TEXT_COLUMNS:
+        for column in task_kinds.text_fields():
             if column in picked.columns:
                 frame[column] = picked[column].astype(str).to_numpy()
     frame["gold"] = [names[g] for g in gold]
@@ -226,12 +225,17 @@ def build_cards(
         frame["neighbour_ids"] = [[ids[j] for j in r if j >= 0] for r in idx]
         frame["neighbour_labels"] = [[names[labels[j]] for j in r if j >= 0] for r in idx]
         frame["neighbour_similarity"] = [[float(s) for s in r if not math.isnan(s)] for r in sims]
-        for column in TEXT_COLUMNS:
+        for column in task_kinds.text_fields():
             if column in examples.columns:
                 texts = examples[column].astype(str).to_numpy()
                 frame[f"neighbour_{column}"] = [[str(texts[j]) for j in r if j >= 0] for r in idx]
     else:
-        for column in ("ids", "labels", "similarity", *(c for c in TEXT_COLUMNS if c in examples.columns)):
+        for column in (
+            "ids",
+            "labels",
+            "similarity",
+            *(c for c in task_kinds.text_fields() if c in examples.columns),
+        ):
             frame[f"neighbour_{column}"] = [[] for _ in range(len(rows))]
     return frame
 
@@ -350,7 +354,7 @@ def item_card(run: Run, name: str, item_id: str, items: pd.DataFrame | None = No
             "similarity": listed("neighbour_similarity"),
         }
     )
-    for column in TEXT_COLUMNS:
+    for column in task_kinds.text_fields():
         if f"neighbour_{column}" in card:
             table[column] = listed(f"neighbour_{column}")
     card["neighbours"] = table

@@ -446,7 +446,7 @@ def _build(
     columns: dict[str, Any] = {"id": pd.Series(ids, dtype=str)}
     for col in out_text:
         columns[col] = pd.Series(texts[col], dtype=str)
-    columns["label"] = pd.Series(np.asarray(codes, dtype=np.int64))
+    columns[config.task_kind.label_field] = pd.Series(np.asarray(codes, dtype=np.int64))
     used_src = {*text_cols, config.label_column}
     if id_col and id_col in frame.columns:
         used_src.add(id_col)

@@ -22,9 +22,9 @@ import pandas as pd
 
 from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, TrainConfig
 from cartomap.errors import DataError
-from cartomap.io import atomic_write_json, atomic_write_parquet
+from cartomap.io import atomic_write_json
 from cartomap.runs.state import State
-from cartomap.runs.store import Run, RunStore, with_label_keys, with_word_keys
+from cartomap.runs.store import Run, RunStore, keyed_metrics
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.sequence import SINGLE
 
@@ -102,17 +102,7 @@ def write_metrics(
             logits, labels, ids, regions=run.region_rule(), burn_in=train.map_burn_in(source, len(logits))
         )
         name = "train" if source == sources[0] else source
-        if run.task_kind.unit == "word":  # each word keyed by (sentence id, word index) too
-            frame = with_word_keys(frame, ids)
-        if run.task_kind.unit == "label":  # each (example, label) keyed too; and the combined map
-            from cartomap.scores.multilabel import combined_map
-
-            example_ids = run.examples(columns=["id"])["id"].astype(str).tolist()
-            frame = with_label_keys(frame, example_ids, run.label_names)
-            atomic_write_parquet(
-                run.example_metrics_path(name), combined_map(frame, example_ids, run.label_names)
-            )
-        atomic_write_parquet(run.metrics_path(name), frame)
+        run.save_metrics(name, *keyed_metrics(run.task_kind, frame, ids, run.example_ids(), run.label_names))
     return sources[0]
 
 

@@ -625,11 +625,7 @@ class Run(StatusFolder):
             labels = self.unit_labels(recorded)[1]
             burn_in = self.config.train.map_burn_in(recorded, self.dynamics_epochs(recorded))  # skip_epochs
             frame = compute_metrics(logits, labels, ids, regions=self.region_rule(), burn_in=burn_in)
-            if self.task_kind.unit == "word":  # keyed by (sentence id, word index) too, as training writes it
-                frame = with_word_keys(frame, ids)
-            if self.task_kind.unit == "label":  # keyed by (example id, label) too, as training writes it
-                example_ids = self.examples(columns=["id"])["id"].astype(str).tolist()
-                frame = with_label_keys(frame, example_ids, self.label_names)
+            frame = keyed_metrics(self.task_kind, frame, ids, self.example_ids(), self.label_names)[0]
         except Exception as err:
             because = f"{reason}, and " if reason else ""
             raise RunError(
@@ -646,6 +642,18 @@ class Run(StatusFolder):
                 + (f": {reason}" if reason else "")
             )
         return frame
+
+    def example_ids(self) -> list[str]:
+        """The ids of the training examples, in examples.parquet order."""
+        return self.examples(columns=["id"])["id"].astype(str).tolist()
+
+    def save_metrics(self, name: str, frame: pd.DataFrame, per_example: pd.DataFrame | None = None) -> None:
+        """Write metrics file ``name`` (:meth:`metrics_path`) and, for a kind whose units are not examples'
+        own, its per-example map (:meth:`example_metrics_path`, the second item of :func:`keyed_metrics`)
+        first, so that a reader never finds the units' file newer than the map made of them."""
+        if per_example is not None:
+            atomic_write_parquet(self.example_metrics_path(name), per_example)
+        atomic_write_parquet(self.metrics_path(name), frame)
 
     def dynamics_epochs(self, source: str = "train") -> list[int]:
         folder = self.dynamics_dir(source)
@@ -858,6 +866,28 @@ def with_label_keys(
     for k, (name, values) in enumerate(label_unit_keys(example_ids, label_names).items()):
         frame.insert(1 + k, name, values)
     return frame
+
+
+def keyed_metrics(
+    kind: TaskKind,
+    frame: pd.DataFrame,
+    unit_ids: Sequence[str],
+    example_ids: Sequence[str],
+    label_names: Sequence[str],
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """(metrics frame keyed as ``kind``'s units are, the per-example map or None), as every writer of a
+    run's metrics keeps them (training, the importer, a recomputation): an example's metrics as they are;
+    a word's with its sentence id and word index (:func:`with_word_keys`); an (example, label) unit's with
+    the example id, label index and name (:func:`with_label_keys`), and then the example-level map of
+    those units (:func:`cartomap.scores.multilabel.combined_map`) as the second item."""
+    if kind.unit == "word":
+        return with_word_keys(frame, unit_ids), None
+    if kind.unit == "label":
+        from cartomap.scores.multilabel import combined_map
+
+        frame = with_label_keys(frame, example_ids, label_names)
+        return frame, combined_map(frame, example_ids, label_names)
+    return frame, None
 
 
 def own_copy(dataset) -> pd.DataFrame:

@@ -23,6 +23,10 @@ import numpy as np
 UNITS = ("example", "word", "label")
 #: The extra key column of a unit beside the example id (:attr:`TaskKind.unit_columns`).
 UNIT_KEYS = {"example": (), "word": ("word",), "label": ("label",)}
+#: The gold column of a kind whose unit is an example, in every table of a run (examples, metrics, queues,
+#: decisions): one label code per row. A file names its own column (``DataConfig.label_column``), read
+#: into this one; the list-valued gold of the other units has each kind's own name (``tags``, ``labels``).
+EXAMPLE_LABEL_FIELD = "label"
 #: Between an example's id and a unit's position in the unit's own id ("sent-3#0": word 0 of sent-3).
 UNIT_SEPARATOR = "#"
 #: The class names of one label unit's recorded row (multi-label): the label is absent (0) or present (1).
@@ -73,7 +77,8 @@ class TaskKind:
     ``examples.parquet`` and every table of examples, in the order the tokenizer reads them (a pair's
     first and second text). A user's file maps its own columns onto these (``DataConfig.text_columns``).
     ``noun``: what one example is called in messages ("pair", "text"); plural by adding "s".
-    ``label_field``: the column of the gold label (int codes into the label names).
+    ``label_field``: the column of the gold label (int codes into the label names): :data:`EXAMPLE_LABEL_FIELD`
+    for a kind of one label per example; a list per row for the other units.
     ``unit``: what one row of dynamics is about, one of :data:`UNITS`.
     ``head``: the model head that predicts it, one of :data:`HEADS`.
     ``output``: how logits become probabilities, one of :data:`OUTPUTS`.
@@ -107,6 +112,12 @@ class TaskKind:
             raise ValueError(f"task kind {self.name!r}: every set of source columns names each text field")
         if self.label_field in self.text_fields:
             raise ValueError(f"task kind {self.name!r}: the label field is one of the text fields")
+        if self.unit == "example" and self.label_field != EXAMPLE_LABEL_FIELD:
+            raise ValueError(
+                f"task kind {self.name!r}: a kind of one label per example keeps it in the column "
+                f"{EXAMPLE_LABEL_FIELD!r} (a file's own column is mapped onto it by its label_column), "
+                f"not {self.label_field!r}"
+            )
         for field, value, choices in (
             ("unit", self.unit, UNITS),
             ("head", self.head, HEADS),

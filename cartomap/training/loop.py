@@ -29,14 +29,13 @@ import numpy as np
 from cartomap.config import RunConfig, recorded_sources
 from cartomap.data.conll import is_bio_tagged
 from cartomap.errors import RunError
-from cartomap.io import atomic_folder, atomic_write_json, atomic_write_parquet, read_json, torch_save
+from cartomap.io import atomic_folder, atomic_write_json, read_json, torch_save
 from cartomap.runs import layout
 from cartomap.runs import steps as step_log
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import State, Throttle
-from cartomap.runs.store import Run, RunStore, arrow_ids, with_label_keys
+from cartomap.runs.store import Run, RunStore, arrow_ids, keyed_metrics
 from cartomap.scores import entities
-from cartomap.scores.multilabel import combined_map
 from cartomap.training.batching import (
     DynamicPadding,
     EpochBatches,
@@ -287,7 +286,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             f"run {run.id}: a {task.name} run trains in one process (its units are per {task.unit})"
         )
     # One recorded row per unit: an example, or a word of a sentence ("<id>#<k>", TaskKind.units).
-    ids, labels, unit_counts = task.units(examples, label_names)
+    ids, labels, _ = task.units(examples, label_names)
     example_ids = examples["id"].astype(str).to_numpy()
     train_ids = arrow_ids(ids)  # converted once, written with every epoch's logits
     base_model = run.resolve_path(cfg.model.name_or_path)  # a relative folder works from any folder
@@ -508,17 +507,8 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             frame = compute_metrics(
                 recorded[s][rows], labels, ids, regions=RegionRule.for_kind(task), burn_in=burn_in
             )
-            if task.unit == "word":  # each word's unit keyed by (sentence id, word index) too
-                frame.insert(1, "example_id", np.repeat(example_ids, unit_counts))
-                frame.insert(2, "word", np.concatenate([np.arange(n) for n in unit_counts]))
-            if task.unit == "label":  # each unit keyed by (example id, label) too; and the combined map
-                frame = with_label_keys(frame, example_ids, label_names)
-                atomic_write_parquet(
-                    run.example_metrics_path("train" if s == sources[0] else s),
-                    combined_map(frame, example_ids, label_names),
-                )
-            path = run.metrics_path("train" if s == sources[0] else s)  # the first source: the main file
-            atomic_write_parquet(path, frame)
+            name = "train" if s == sources[0] else s  # the first source: the main file
+            run.save_metrics(name, *keyed_metrics(task, frame, ids, example_ids, label_names))
         save_pretrained_atomic(accelerator.unwrap_model(model), tokenizer, run.model_dir)
         shutil.rmtree(run.state_dir, ignore_errors=True)
         final = history[-1] if history else {}

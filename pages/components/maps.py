@@ -102,7 +102,7 @@ def _seed_frame(exp_path: str, stamp: tuple, run_path: str, rule_json: str) -> p
     run = Run(Path(run_path))
     table = Experiment(Path(exp_path)).result(PER_EXAMPLE)
     table = datamap.with_regions(table, RegionRule.from_dict(json.loads(rule_json)))
-    return datamap.seed_map_frame(table, run.examples(columns=datamap.MAP_EXAMPLE_COLUMNS), run.label_names)
+    return datamap.seed_map_frame(table, run.examples(columns=datamap.map_example_columns()), run.label_names)
 
 
 def seed_map_frame(exp, run: Run, rule: RegionRule | None = None) -> pd.DataFrame:

@@ -18,6 +18,7 @@ from cartomap.analysis import datamap, figures, map_files, map_points
 from cartomap.analysis import multilabel as label_views
 from cartomap.errors import CartomapError
 from cartomap.runs import tags as run_tags
+from cartomap.tasks import registry as task_kinds
 from pages.common import SELECTED, escape_markdown, show_error
 from pages.components import cached, tags, token_map
 from pages.components.embeddings import WHAT_FOR, offer_embeddings
@@ -112,7 +113,7 @@ def show_trajectory(run, table, table_event, seeds=None, per_label: bool = False
     with left:
         st.markdown("**The focused example**")
         st.text(f"id: {focus}\ngold: {row['gold']} · predicted: {row['predicted']}")
-        for col in datamap.TEXT_COLUMNS:
+        for col in task_kinds.text_fields():
             if col in table.columns:
                 st.text(f"{col}: {row[col]}")
         axis = datamap.axis_of(table)

@@ -1,0 +1,207 @@
+"""Conformance of every task kind: the checks each registered kind passes, as scikit-learn's estimator checks.
+
+A kind (cartomap.tasks) is a plug-in: every layer asks it what a unit is, which columns hold an example,
+how logits become probabilities. These tests run the same pipeline for each registered kind and for a
+fourth one defined here alone (a fact-checking kind with its own field names: "claim"/"evidence" judged
+with a "verdict"), which proves that a new kind of an existing unit needs nothing but its declaration
+and one ``register`` call: the file below is the whole of it.
+
+Each kind: a few rows in its own columns are written to a JSON Lines file, loaded (:func:`load_dataset`),
+trained on a tiny random BERT with learning rate 0 (the oracle: the model never changes, so every
+recorded epoch is the same and each unit's variability is 0), and then read back through what the
+pages and commands use: the dynamics, the metrics (as training wrote them and as recomputed from the
+dynamics: the same frame), the map frame, the summary, the reference export.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import patience
+import pytest
+
+from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from cartomap.data.loading import load_dataset
+from cartomap.runs.store import RunStore
+from cartomap.scores import ambiguity
+from cartomap.tasks import registry
+from cartomap.tasks.base import UNITS, TaskKind
+from cartomap.training.loop import train_or_load
+
+#: The fourth kind, declared here and nowhere else: a claim and its evidence, judged with a verdict. Its
+#: files name the verdict "verdict" (read into the run's gold column "label", as every kind of one label
+#: per example keeps it) and may call the texts "statement"/"source".
+FACT_CHECK = TaskKind(
+    name="fact-check",
+    description="a claim and the evidence it is judged against, labelled with a verdict",
+    text_fields=("claim", "evidence"),
+    noun="claim",
+    source_columns=(("statement", "source"),),
+)
+#: The column of a kind's files that holds the gold label, where it is not the kind's own label field.
+FILE_LABEL = {FACT_CHECK.name: "verdict"}
+
+#: Label names per unit: an example's class, a word's tag, a label of a multi-label example.
+NAMES = {
+    "example": ("supported", "refuted", "not enough info"),
+    "word": ("B-LOC", "B-PER", "I-PER", "O"),
+    "label": ("sports", "politics", "tech"),
+}
+WORDS = [
+    (["Anna", "Smith", "lives", "in", "Paris"], ["B-PER", "I-PER", "O", "O", "B-LOC"]),
+    (["Bob", "visited", "Rome"], ["B-PER", "O", "B-LOC"]),
+    (["the", "cat", "sat"], ["O", "O", "O"]),
+    (["Oslo", "is", "cold"], ["B-LOC", "O", "O"]),
+]
+SETS = [["sports"], ["politics", "tech"], [], ["tech"], ["sports", "politics", "tech"], ["politics"]]
+
+
+def file_fields(kind: TaskKind) -> tuple[str, ...]:
+    """The text columns of the test's files: the last names a kind knows its fields by (its own when it
+    knows no others), so that loading maps a file's columns onto the kind's fields."""
+    return kind.known_columns[-1]
+
+
+def rows_of(kind: TaskKind) -> list[dict]:
+    """A few rows in a file's columns (:func:`file_fields`, the label under its file name), whatever the
+    kind's unit."""
+    label = FILE_LABEL.get(kind.name, kind.label_field)
+    if kind.unit == "word":
+        return [{file_fields(kind)[0]: w, label: t} for w, t in WORDS]
+    rows = []
+    for i in range(6):
+        texts = {f: f"{f} number {i} says the {['cat', 'dog', 'bird'][i % 3]} sat" for f in file_fields(kind)}
+        rows.append({**texts, label: SETS[i] if kind.unit == "label" else NAMES["example"][i % 3]})
+    return rows
+
+
+KINDS = [*registry.KINDS.values(), FACT_CHECK]
+ROOT = Path(__file__).resolve().parents[1]
+#: The pages that open on a run (``?run=ID``): each draws every kind's run, or says in words why a part
+#: applies to examples with one label each; never an exception.
+RUN_PAGES = ("data_map.py", "neighbours.py", "review_suspects.py", "pruning.py", "prompts.py")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fact_check_registered():
+    """The fact-checking kind registered while this module runs (a plug-in's one ``register`` call)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(registry.KINDS, FACT_CHECK.name, FACT_CHECK)
+        yield
+
+
+@pytest.fixture(params=KINDS, ids=lambda k: k.name)
+def kind(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_model):
+    """{kind name: (cache, run)}: each kind's rows trained on a tiny random BERT with learning rate 0,
+    once per module."""
+    done = {}
+    for kind in KINDS:
+        folder = tmp_path_factory.mktemp(kind.name)
+        path = folder / "data.jsonl"
+        write_rows(kind, path)
+        config = RunConfig(
+            data=data_config(kind, path),
+            dev=data_config(kind, path),
+            model=ModelConfig(tiny_model, max_length=32),
+            train=TrainConfig(epochs=2, batch_size=2, learning_rate=0.0, warmup_ratio=0.0, record="eval"),
+        )
+        run = train_or_load(config, RunStore(folder / "cache"))
+        done[kind.name] = (folder / "cache", run)
+    return done
+
+
+def data_config(kind: TaskKind, path) -> DataConfig:
+    label = FILE_LABEL.get(kind.name, kind.label_field)
+    return DataConfig(path=str(path), task=kind.name, text_columns=file_fields(kind), label_column=label)
+
+
+def write_rows(kind: TaskKind, path) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows_of(kind)), encoding="utf-8")
+
+
+def test_a_kind_declares_a_known_unit_head_and_output(kind):
+    assert kind.unit in UNITS and registry.kind(kind.name) is kind
+    assert kind.unit_columns[0] == "id" and len(kind.unit_columns) == 1 + (kind.unit != "example")
+    logits = np.array([[[0.5, -1.0], [2.0, 0.0]]])
+    probs = kind.probabilities(logits)
+    assert probs.shape == logits.shape and np.all((probs > 0) & (probs < 1))
+
+
+def test_a_kinds_file_loads_as_that_kind_with_consistent_units(kind, tmp_path):
+    path = tmp_path / "data.jsonl"
+    write_rows(kind, path)
+    data = load_dataset(data_config(kind, path))
+    assert data.task_kind is kind and len(data) == len(rows_of(kind))
+    assert set(NAMES[kind.unit]) >= set(data.label_names)
+    unit_ids, gold, counts = kind.units(data.frame, data.label_names)
+    assert kind.unit_ids(data.frame, data.label_names)[0] == unit_ids
+    assert int(counts.sum()) == len(unit_ids) == len(gold) and len(set(unit_ids)) == len(unit_ids)
+    assert gold.min() >= 0 and gold.max() < len(kind.unit_classes(data.label_names))
+    first, second = kind.inputs(data.frame)
+    assert len(first) == len(data) and (second is None) == (not kind.is_pair)
+    # the table's kind is found again from its columns alone (a run's examples.parquet is read so)
+    assert registry.of_columns(data.frame.columns) is kind
+
+
+def test_a_kind_trains_and_every_reader_of_the_run_agrees(kind, trained, tmp_path, capsys):
+    from cartomap.analysis.datamap import map_frame
+    from cartomap.cli import main
+
+    cache, run = trained[kind.name]
+    assert run.state == "done"
+    run = RunStore(cache).get(run.id)  # read back from its folder, as a page opens it
+    assert run.task_kind is kind
+
+    # dynamics: one row per unit, in the kind's unit order; lr 0 => every recorded epoch the same
+    ids, logits = run.dynamics(run.recorded_source())
+    unit_ids, gold = run.unit_labels(run.recorded_source())
+    assert ids == unit_ids and logits.shape == (2, len(ids), len(kind.unit_classes(run.label_names)))
+    np.testing.assert_allclose(logits[0], logits[1], atol=1e-5)
+
+    # metrics: keyed like the dynamics, every map score there, no spread when nothing changed
+    metrics = run.metrics()
+    assert metrics["id"].astype(str).tolist() == ids and metrics["label"].tolist() == gold.tolist()
+    assert set(ambiguity.MAP_SCORES) <= set(metrics.columns)
+    np.testing.assert_allclose(metrics["variability"], 0.0, atol=1e-5)
+    # recomputed from the dynamics (a damaged or old metrics file): the frame training wrote
+    again = run.recompute_metrics(write=False)
+    pd.testing.assert_frame_equal(again[metrics.columns], metrics, check_dtype=False, atol=1e-6)
+
+    # the map the Data map page draws: a point per unit with its texts
+    frame = map_frame(run)
+    assert len(frame) == len(ids)
+    text = kind.text_fields[0]
+    assert text in frame.columns and frame[text].notna().all(), f"the map lost the texts of {kind.name}"
+    listed = run.summary()  # the run's row of `cartomap runs` and the run picker
+    assert (listed["state"], listed["epochs"], listed["problem"]) == ("done", "2/2", "")
+
+    # the commands: the reference export (every recorded epoch and the metrics, by the same ids), the map
+    out = tmp_path / "export"
+    assert main(["--cache", str(cache), "export", run.id, "--out", str(out)]) == 0
+    assert len(pd.read_json(out / "td_metrics.jsonl", lines=True)) == len(ids)
+    assert main(["--cache", str(cache), "map", run.id, "--out", str(tmp_path / "map.html")]) == 0
+    assert (tmp_path / "map.html").stat().st_size > 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("page", RUN_PAGES)
+def test_every_run_page_opens_on_a_run_of_every_kind(kind, page, trained, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    cache, run = trained[kind.name]
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    monkeypatch.syspath_prepend(str(ROOT))  # `from pages.common import ...`, as under `streamlit run app.py`
+    at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=patience.WAIT_S)
+    at.query_params["run"] = run.id
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = " ".join(str(m.value) for m in (*at.markdown, *at.caption, *at.info, *at.warning, *at.error))
+    assert "Traceback" not in shown
