@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis import datamap as dm
-from cartomap.analysis import figures
+from cartomap.analysis import figures, selection
 from cartomap.scores.metrics import compute_metrics
 
 
@@ -107,7 +107,7 @@ def time_page(n: int, lasso: dict, repeats: int) -> tuple[float, float]:
         os.environ["CARTOMAP_CACHE"] = str(Path(tmp) / "cache")
         if str(ROOT) not in sys.path:
             sys.path.insert(0, str(ROOT))
-        selected = dm.resolve_selection(dm.map_frame(run), lasso, sampled=True)
+        selected = selection.resolve_selection(dm.map_frame(run), lasso, sampled=True)
         app = AppTest.from_file(str(ROOT / "pages" / "data_map.py"), default_timeout=300)
         t0 = time.perf_counter()
         app.run()
@@ -169,9 +169,11 @@ def main() -> None:
         frame = make_frame(n)
         t_fig, fig = best_time(lambda f=frame: figures.data_map_figure(f, "correctness"), args.repeats)
         t_json, payload = best_time(fig.to_json, args.repeats)
-        t_lasso, ids = best_time(lambda f=frame: dm.resolve_selection(f, lasso, sampled=True), args.repeats)
+        t_lasso, ids = best_time(
+            lambda f=frame: selection.resolve_selection(f, lasso, sampled=True), args.repeats
+        )
         t_box, box_ids = best_time(
-            lambda f=frame: dm.resolve_selection(f, BOX_EVENT, sampled=True), args.repeats
+            lambda f=frame: selection.resolve_selection(f, BOX_EVENT, sampled=True), args.repeats
         )
         row = {
             "points": f"{n:,}",

@@ -57,6 +57,8 @@ from scale_harness import (
     timed_run,
 )
 
+from cartomap.analysis import selection
+
 FULL = 550_000
 STAGES = (
     "setup",
@@ -317,7 +319,7 @@ def stage_recorder(rows: Rows, n: int, work: Path, args) -> None:
 
     from cartomap.data.loading import load_dataset
     from cartomap.io import atomic_write_json, atomic_write_parquet
-    from cartomap.runs.store import arrow_ids
+    from cartomap.runs.tables import arrow_ids
     from cartomap.scores.metrics import compute_metrics
 
     run = main_run(work)
@@ -400,8 +402,6 @@ def lasso_event(frame, share: float) -> tuple[dict, int]:
     """A concave star-shaped lasso around the map's middle, scaled to hold about ``share`` of the points."""
     import numpy as np
 
-    from cartomap.analysis import datamap as dm
-
     x = frame["variability"].to_numpy()
     y = frame["confidence"].to_numpy()
     cx, cy = float(np.median(x)), float(np.median(y))
@@ -423,10 +423,10 @@ def lasso_event(frame, share: float) -> tuple[dict, int]:
     lo, hi, want = 0.01, 4.0, share * len(frame)
     for _ in range(30):
         mid = (lo + hi) / 2
-        count = int(dm.geometry_mask(frame, event(mid)).sum())
+        count = int(selection.geometry_mask(frame, event(mid)).sum())
         lo, hi = (mid, hi) if count < want else (lo, mid)
     best = event((lo + hi) / 2)
-    return best, int(dm.geometry_mask(frame, best).sum())
+    return best, int(selection.geometry_mask(frame, best).sum())
 
 
 def stage_datamap(rows: Rows, n: int, work: Path, args) -> None:
@@ -453,7 +453,7 @@ def stage_datamap(rows: Rows, n: int, work: Path, args) -> None:
     event, inside = lasso_event(frame, LASSO_SHARE)
     ids = rows.measure(
         "lasso (200-vertex concave polygon) resolved on the server, exact ids",
-        lambda: dm.resolve_selection(frame, event, sampled=True),
+        lambda: selection.resolve_selection(frame, event, sampled=True),
         note=lambda r: f"{len(r):,} of {len(frame):,} points selected",
         goal="<= 1 s for 200k of 550k",
         limit=1.0,

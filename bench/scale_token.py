@@ -198,7 +198,8 @@ def stage_token_recorder(rows, n: int, work: Path, args) -> None:
     from cartomap.data.loading import load_dataset
     from cartomap.integrations import DynamicsRecorder
     from cartomap.io import atomic_write_json, atomic_write_parquet
-    from cartomap.runs.store import arrow_ids, with_word_keys
+    from cartomap.runs.tables import arrow_ids
+    from cartomap.runs.units import with_word_keys
     from cartomap.scores.metrics import compute_metrics
 
     run = harness.main_run(work)

@@ -81,6 +81,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from cartomap.analysis import selection
 from cartomap.errors import CartomapError
 from cartomap.experiments.picker import PickerRun, default_run, picker_runs
 from cartomap.experiments.store import ExperimentStore
@@ -335,13 +336,12 @@ def show_error(err: BaseException | str) -> None:
 
 def new_chart_event(chart_key: str, seen_key: str):
     """The selection event of chart ``chart_key`` when it is new (see the module docstring), else None."""
-    from cartomap.analysis import datamap
 
     event = st.session_state.get(chart_key)
-    if event is None or datamap.is_empty_event(event):
+    if event is None or selection.is_empty_event(event):
         st.session_state.pop(seen_key, None)
         return None
-    sig = datamap.event_signature(event)
+    sig = selection.event_signature(event)
     if sig == st.session_state.get(seen_key):
         return None
     st.session_state[seen_key] = sig

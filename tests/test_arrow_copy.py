@@ -11,7 +11,8 @@ import pytest
 
 from cartomap.config import DataConfig, RunConfig, TrainConfig
 from cartomap.data.loading import load_dataset
-from cartomap.runs.store import Run, RunStore, _read_columns
+from cartomap.runs.store import Run, RunStore
+from cartomap.runs.tables import read_columns
 from cartomap.scores.metrics import AMBIGUOUS, RegionRule, region_partition, top_by_rank
 
 
@@ -26,7 +27,7 @@ def test_a_new_run_has_the_copy_and_it_reads_as_the_parquet_file(tmp_path):
     assert run.examples_arrow_path.exists()
     for columns in (None, ["id"], ["hypothesis", "id", "no such column"], ["id", "premise", "genre"]):
         fast = run.examples(columns=columns)
-        pd.testing.assert_frame_equal(fast, _read_columns(run.examples_path, columns))
+        pd.testing.assert_frame_equal(fast, read_columns(run.examples_path, columns))
     assert list(run.examples(columns=["hypothesis", "id"]).columns) == ["hypothesis", "id"]
 
 
@@ -37,12 +38,12 @@ def test_an_old_run_gets_the_copy_on_its_first_read_of_texts_only(tmp_path):
     assert not run.examples_arrow_path.exists()
     texts = run.examples(columns=["id", "premise"])
     assert run.examples_arrow_path.exists()
-    pd.testing.assert_frame_equal(texts, _read_columns(run.examples_path, ["id", "premise"]))
+    pd.testing.assert_frame_equal(texts, read_columns(run.examples_path, ["id", "premise"]))
 
 
 def test_a_copy_older_than_the_parquet_file_is_not_read(tmp_path):
     run = make_run(tmp_path / "cache")
-    frame = _read_columns(run.examples_path, None)
+    frame = read_columns(run.examples_path, None)
     changed = frame.assign(premise="rewritten")
     changed.to_parquet(run.examples_path, index=False)
     old = run.examples_arrow_path.stat().st_mtime_ns
@@ -54,7 +55,7 @@ def test_a_copy_older_than_the_parquet_file_is_not_read(tmp_path):
 def test_a_damaged_copy_falls_back_to_the_parquet_file(tmp_path):
     run = make_run(tmp_path / "cache")
     run.examples_arrow_path.write_bytes(b"not an arrow file")
-    pd.testing.assert_frame_equal(run.examples(columns=["id"]), _read_columns(run.examples_path, ["id"]))
+    pd.testing.assert_frame_equal(run.examples(columns=["id"]), read_columns(run.examples_path, ["id"]))
 
 
 def test_a_read_only_store_reads_the_parquet_file_without_the_copy(tmp_path, monkeypatch):
@@ -70,7 +71,7 @@ def test_a_read_only_store_reads_the_parquet_file_without_the_copy(tmp_path, mon
 
     monkeypatch.setattr(store_module, "write_arrow_copy", read_only)
     texts = run.examples(columns=["id", "premise"])
-    pd.testing.assert_frame_equal(texts, _read_columns(run.examples_path, ["id", "premise"]))
+    pd.testing.assert_frame_equal(texts, read_columns(run.examples_path, ["id", "premise"]))
     assert not run.examples_arrow_path.exists()
 
 
@@ -79,7 +80,7 @@ def test_token_runs_list_columns_survive_the_copy(tmp_path):
 
     run = make_token_run(tmp_path / "cache", tmp_path)
     fast = run.examples()
-    slow = _read_columns(run.examples_path, None)
+    slow = read_columns(run.examples_path, None)
     assert list(fast.columns) == list(slow.columns)
     for column in fast.columns:
         assert [np.asarray(v).tolist() for v in fast[column]] == [

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap.analysis import colourings, figures, map_points
+from cartomap.analysis import colourings, figures, map_points, selection
 from cartomap.analysis import datamap as dm
 from cartomap.scores.metrics import compute_metrics
 
@@ -142,15 +142,15 @@ def test_a_lasso_on_one_panel_selects_that_class_only():
     facets = list(LABELS)
     box = {"xref": "x2", "yref": "y2", "x": [-1, 5], "y": [-1, 2]}  # everything, on the neutral panel
     event = {"selection": {"points": [], "box": [box], "lasso": []}}
-    got = dm.resolve_facet_selection(frame, event, facets)
+    got = selection.resolve_facet_selection(frame, event, facets)
     assert got == frame.loc[frame["gold"] == "neutral", "id"].tolist()
     lasso = {"xref": "x", "yref": "y", "x": [-1, 5, 5, -1], "y": [-1, -1, 2, 2]}
     event = {"selection": {"points": [], "box": [], "lasso": [lasso]}}
     assert (
-        dm.resolve_facet_selection(frame, event, facets)
+        selection.resolve_facet_selection(frame, event, facets)
         == frame.loc[frame["gold"] == "entailment", "id"].tolist()
     )
     clicked = {"selection": {"points": [{"customdata": "ex5"}], "box": [], "lasso": []}}
-    assert dm.resolve_facet_selection(frame, clicked, facets) == ["ex5"]
+    assert selection.resolve_facet_selection(frame, clicked, facets) == ["ex5"]
     off = {"xref": "x9", "yref": "y9", "x": [-1, 5], "y": [-1, 2]}
-    assert dm.resolve_facet_selection(frame, {"selection": {"box": [off]}}, facets) == []
+    assert selection.resolve_facet_selection(frame, {"selection": {"box": [off]}}, facets) == []

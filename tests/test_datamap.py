@@ -6,7 +6,7 @@ import pytest
 from matplotlib.path import Path as MplPath
 
 from cartomap.analysis import datamap as dm
-from cartomap.analysis import figures, map_files, map_points, overlay_figures
+from cartomap.analysis import figures, map_files, map_points, overlay_figures, selection
 from cartomap.scores.metrics import RegionRule, compute_metrics
 
 LABELS = ("entailment", "neutral", "contradiction")
@@ -64,30 +64,33 @@ U_SHAPE = ([0, 3, 3, 2, 2, 1, 1, 0], [0, 0, 3, 3, 1, 1, 3, 3])
 )
 def test_points_in_polygon_hand_made(poly, inside, outside):
     pts = np.array(inside + outside, dtype=float)
-    mask = dm.points_in_polygon(pts[:, 0], pts[:, 1], *poly)
+    mask = selection.points_in_polygon(pts[:, 0], pts[:, 1], *poly)
     assert mask.tolist() == [True] * len(inside) + [False] * len(outside)
     # closing the polygon explicitly changes nothing
     closed = (list(poly[0]) + [poly[0][0]], list(poly[1]) + [poly[1][0]])
-    assert dm.points_in_polygon(pts[:, 0], pts[:, 1], *closed).tolist() == mask.tolist()
+    assert selection.points_in_polygon(pts[:, 0], pts[:, 1], *closed).tolist() == mask.tolist()
     # vertex order (clockwise or not) changes nothing
-    assert dm.points_in_polygon(pts[:, 0], pts[:, 1], poly[0][::-1], poly[1][::-1]).tolist() == mask.tolist()
+    assert (
+        selection.points_in_polygon(pts[:, 0], pts[:, 1], poly[0][::-1], poly[1][::-1]).tolist()
+        == mask.tolist()
+    )
 
 
 def test_points_in_polygon_degenerate_and_non_finite():
     x = np.array([0.5, np.nan, 0.5, np.inf])
     y = np.array([0.5, 0.5, np.nan, 0.5])
-    assert dm.points_in_polygon(x, y, *SQUARE).tolist() == [True, False, False, False]
-    assert not dm.points_in_polygon(x, y, [0, 1], [0, 1]).any()  # fewer than 3 vertices
-    assert dm.points_in_polygon([], [], *SQUARE).shape == (0,)
+    assert selection.points_in_polygon(x, y, *SQUARE).tolist() == [True, False, False, False]
+    assert not selection.points_in_polygon(x, y, [0, 1], [0, 1]).any()  # fewer than 3 vertices
+    assert selection.points_in_polygon([], [], *SQUARE).shape == (0,)
     with pytest.raises(ValueError):
-        dm.points_in_polygon([0.1, 0.2], [0.1], *SQUARE)
+        selection.points_in_polygon([0.1, 0.2], [0.1], *SQUARE)
 
 
 def test_points_in_polygon_self_intersecting_uses_even_odd():
     # a pentagram: the central pentagon is covered twice, so it is outside by the even-odd rule
     angles = np.pi / 2 + np.arange(5) * 4 * np.pi / 5
     px, py = np.cos(angles), np.sin(angles)
-    mask = dm.points_in_polygon([0.0, 0.0], [0.0, 0.7], px, py)
+    mask = selection.points_in_polygon([0.0, 0.0], [0.0, 0.7], px, py)
     assert mask.tolist() == [False, True]
 
 
@@ -99,7 +102,7 @@ def test_points_in_polygon_matches_matplotlib_on_random_concave_polygons():
         angles = np.sort(rng.random(k)) * 2 * np.pi
         radius = rng.uniform(0.1, 0.45, k)  # star-shaped, concave
         px, py = 0.5 + radius * np.cos(angles), 0.5 + radius * np.sin(angles)
-        ours = dm.points_in_polygon(x, y, px, py)
+        ours = selection.points_in_polygon(x, y, px, py)
         oracle = MplPath(np.c_[px, py]).contains_points(np.c_[x, y])
         assert np.array_equal(ours, oracle)
 
@@ -107,7 +110,7 @@ def test_points_in_polygon_matches_matplotlib_on_random_concave_polygons():
 def test_points_in_box():
     x = np.array([0.0, 0.5, 1.0, 1.5])
     y = np.array([0.5, 0.5, 0.5, 0.5])
-    assert dm.points_in_box(x, y, (1.0, 0.0), (0, 1)).tolist() == [True, True, True, False]
+    assert selection.points_in_box(x, y, (1.0, 0.0), (0, 1)).tolist() == [True, True, True, False]
 
 
 def test_lasso_on_100k_points_selects_exactly_those_inside(big):
@@ -123,7 +126,7 @@ def test_lasso_on_100k_points_selects_exactly_those_inside(big):
             "lasso": [{"xref": "x", "yref": "y", "x": px, "y": py}],
         }
     }
-    ids = dm.resolve_selection(big, event)
+    ids = selection.resolve_selection(big, event)
     x = big[dm.axis_of(big)]  # the geometry is in the map's coordinates: x on its axis
     oracle = MplPath(np.c_[px, py]).contains_points(np.c_[x, big["confidence"]])
     assert sorted(ids) == sorted(big.loc[oracle, "id"])
@@ -138,11 +141,11 @@ def test_lasso_on_100k_points_selects_exactly_those_inside(big):
     }
     v, c = big[dm.axis_of(big)], big["confidence"]
     expected = ((v >= 0.05) & (v <= 0.2) & (c >= 0.3) & (c <= 0.7)).sum()
-    assert len(dm.resolve_selection(big, box)) == expected
+    assert len(selection.resolve_selection(big, box)) == expected
     # on Cartography's map (x = variability) the same lasso selects by variability
     cartography = dm.with_x_axis(big, "variability")
     oracle = MplPath(np.c_[px, py]).contains_points(np.c_[big["variability"], big["confidence"]])
-    assert sorted(dm.resolve_selection(cartography, event)) == sorted(big.loc[oracle, "id"])
+    assert sorted(selection.resolve_selection(cartography, event)) == sorted(big.loc[oracle, "id"])
     assert sorted(ids) != sorted(big.loc[oracle, "id"])
 
 
@@ -163,10 +166,10 @@ def test_sampled_map_resolves_every_point(big):
             "lasso": [{"xref": "x", "yref": "y", "x": px, "y": py}],
         }
     }
-    assert len(dm.resolve_selection(big, event)) == 100_000
+    assert len(selection.resolve_selection(big, event)) == 100_000
     # a click on a drawn point (no geometry) gives that point
     click = {"selection": {"points": [{"customdata": drawn[5]}], "box": [], "lasso": []}}
-    assert dm.resolve_selection(big, click) == [drawn[5]]
+    assert selection.resolve_selection(big, click) == [drawn[5]]
     # geometry drawn on a marginal histogram is ignored
     hist = {
         "selection": {
@@ -175,7 +178,7 @@ def test_sampled_map_resolves_every_point(big):
             "lasso": [],
         }
     }
-    assert dm.resolve_selection(big, hist) == []
+    assert selection.resolve_selection(big, hist) == []
 
 
 def test_unsampled_map_uses_customdata(frame):
@@ -190,17 +193,17 @@ def test_unsampled_map_uses_customdata(frame):
         }
     }
     # plotly's own choice wins when every point is drawn; frame order
-    assert dm.resolve_selection(frame, event) == frame["id"].iloc[[1, 3, 7]].tolist()
-    assert dm.resolve_selection(frame, {"selection": {"points": [], "box": [], "lasso": []}}) == []
-    assert dm.resolve_selection(frame, None) == []
+    assert selection.resolve_selection(frame, event) == frame["id"].iloc[[1, 3, 7]].tolist()
+    assert selection.resolve_selection(frame, {"selection": {"points": [], "box": [], "lasso": []}}) == []
+    assert selection.resolve_selection(frame, None) == []
 
 
 def test_event_signature_and_empty():
     a = {"selection": {"points": [{"customdata": "b"}, {"customdata": "a"}], "box": [], "lasso": []}}
     b = {"selection": {"points": [{"customdata": "a"}, {"customdata": "b"}], "box": [], "lasso": []}}
-    assert dm.event_signature(a) == dm.event_signature(b)
-    assert dm.is_empty_event({"selection": {"points": [], "box": [], "lasso": []}})
-    assert not dm.is_empty_event(a)
+    assert selection.event_signature(a) == selection.event_signature(b)
+    assert selection.is_empty_event({"selection": {"points": [], "box": [], "lasso": []}})
+    assert not selection.is_empty_event(a)
 
 
 # --------------------------------------------------------------------------- figure

@@ -14,7 +14,8 @@ from cartomap.config import DataConfig, RunConfig
 from cartomap.data.annotations import DERIVED_COLUMNS, vote_columns
 from cartomap.data.loading import from_frame, load_dataset
 from cartomap.errors import DataError
-from cartomap.runs.store import RunStore, own_copy
+from cartomap.runs.store import RunStore
+from cartomap.runs.units import own_copy
 from cartomap.scores import human
 
 NLI = ("entailment", "neutral", "contradiction")

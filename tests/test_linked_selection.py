@@ -14,13 +14,8 @@ import pytest
 from test_app_neighbours import make_run
 
 from cartomap.analysis import colourings, projection
-from cartomap.analysis.datamap import (
-    AXIS_COLUMNS,
-    GOLD_IS_MAJORITY,
-    GOLD_NOT_MAJORITY,
-    NO_MAJORITY,
-    points_in_box,
-)
+from cartomap.analysis.datamap import AXIS_COLUMNS, GOLD_IS_MAJORITY, GOLD_NOT_MAJORITY, NO_MAJORITY
+from cartomap.analysis.selection import points_in_box
 from cartomap.scores import ambiguity
 from cartomap.scores.metrics import RegionRule
 

@@ -481,7 +481,7 @@ def test_epoch_table_from_arrow_ids_equals_the_frame(tmp_path):
     """Ids converted to Arrow once (as the loop does) give the file that the pandas frame gave."""
     import pyarrow.parquet as pq
 
-    from cartomap.runs.store import arrow_ids, logits_frame, logits_table
+    from cartomap.runs.tables import arrow_ids, logits_frame, logits_table
 
     ids = [f"ex-{i}" for i in range(50)]
     logits = np.random.default_rng(1).normal(size=(50, 3)).astype(np.float32)

@@ -5,9 +5,7 @@
 * :func:`figure`: the plotly WebGL data map (x = the map's ambiguity axis, :func:`axis_of`;
   y = confidence) with marginal histograms; above ``max_points`` it draws a density layer of every
   point plus a random sample.
-* :func:`resolve_selection`: ids from a Streamlit plotly selection event. A lasso or box over a
-  sampled map is resolved on the server against *every* point of the filtered frame
-  (:func:`points_in_polygon`, :func:`points_in_box`), so the selection is exact.
+* what a person selected on the map (a lasso, a box, clicks) is :mod:`cartomap.analysis.selection`'s.
 * :func:`gold_trajectory`, :func:`selection_table`, :func:`to_csv_bytes`, :func:`to_jsonl_bytes`,
   :func:`map_html_bytes`, :func:`map_png_bytes`.
 
@@ -17,7 +15,6 @@ HTML-escaped (plotly renders a subset of HTML in those strings).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -36,8 +33,6 @@ from cartomap.scores.metrics import (
 from cartomap.tasks import registry as task_kinds
 
 DEFAULT_MAX_POINTS = 20_000
-#: Axes of the main scatter in :func:`figure`; selection geometry on other axes (histograms) is ignored.
-MAIN_XREF, MAIN_YREF = "x", "y"
 #: Metric columns of :func:`map_frame`, in display order.
 #: The ambiguity scores a map can be drawn and its regions ranked on (its second axis), every one a
 #: column of the run's metrics file (:data:`cartomap.scores.ambiguity.MAP_SCORES`).
@@ -546,205 +541,6 @@ def filter_frame(
         if hi is not None:
             mask &= values <= hi
     return frame if mask.all() else frame[mask]
-
-
-# --------------------------------------------------------------------------- geometry
-
-
-def points_in_box(x, y, x_range, y_range) -> np.ndarray:
-    """Bool mask: x within x_range and y within y_range (closed; each range in either order)."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    x0, x1 = sorted(float(v) for v in x_range)
-    y0, y1 = sorted(float(v) for v in y_range)
-    return (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
-
-
-def points_in_polygon(x, y, poly_x, poly_y) -> np.ndarray:
-    """Bool mask of the points inside the polygon, by the even-odd rule (PNPOLY ray casting).
-
-    The polygon is closed implicitly (a repeated first vertex is fine); it may be concave or
-    self-intersecting. An edge from (x_i, y_i) to (x_j, y_j) is crossed by the ray from a point
-    (px, py) towards +x when min(y_i, y_j) <= py < max(y_i, y_j) and px is left of the edge at py,
-    the usual half-open rule, so every point of the plane is decided exactly once. Non-finite
-    points are outside. Cost: O(N log N + total crossings): the points are sorted by y once and
-    each edge only touches the points in its y band.
-    """
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"x and y differ in length: {x.shape[0]} != {y.shape[0]}")
-    px = np.asarray(poly_x, dtype=np.float64).ravel()
-    py = np.asarray(poly_y, dtype=np.float64).ravel()
-    if px.shape != py.shape:
-        raise ValueError("polygon x and y differ in length")
-    finite = np.isfinite(px) & np.isfinite(py)
-    px, py = px[finite], py[finite]
-    inside = np.zeros(x.shape[0], dtype=bool)
-    if px.size < 3 or x.size == 0:
-        return inside
-    # candidates: finite points inside the polygon's bounding box
-    cand = np.flatnonzero(
-        np.isfinite(x)
-        & np.isfinite(y)
-        & (x >= px.min())
-        & (x <= px.max())
-        & (y >= py.min())
-        & (y <= py.max())
-    )
-    if cand.size == 0:
-        return inside
-    order = np.argsort(y[cand], kind="stable")
-    cand = cand[order]
-    cx, cy = x[cand], y[cand]
-    parity = np.zeros(cand.size, dtype=bool)
-    xj, yj = np.roll(px, 1), np.roll(py, 1)
-    for x_i, y_i, x_j, y_j in zip(px.tolist(), py.tolist(), xj.tolist(), yj.tolist(), strict=True):
-        if y_i == y_j:
-            continue  # horizontal edge: never crossed under the half-open rule
-        lo, hi = (y_i, y_j) if y_i < y_j else (y_j, y_i)
-        start = np.searchsorted(cy, lo, side="left")
-        stop = np.searchsorted(cy, hi, side="left")
-        if start >= stop:
-            continue
-        band_y = cy[start:stop]
-        x_cross = x_i + (band_y - y_i) * (x_j - x_i) / (y_j - y_i)
-        parity[start:stop] ^= cx[start:stop] < x_cross
-    inside[cand] = parity
-    return inside
-
-
-# --------------------------------------------------------------------------- selection
-
-
-def _shapes(selection: Mapping[str, Any], kind: str) -> list[tuple[list[float], list[float]]]:
-    shapes = []
-    for shape in selection.get(kind) or []:
-        xref = shape.get("xref") or MAIN_XREF
-        yref = shape.get("yref") or MAIN_YREF
-        if xref != MAIN_XREF or yref != MAIN_YREF:
-            continue  # drawn on a marginal histogram
-        xs, ys = list(shape.get("x") or []), list(shape.get("y") or [])
-        if xs and len(xs) == len(ys):
-            shapes.append((xs, ys))
-    return shapes
-
-
-def _point_id(point: Mapping[str, Any]) -> str | None:
-    custom = point.get("customdata")
-    if isinstance(custom, list | tuple):
-        custom = custom[0] if custom else None
-    return None if custom is None else str(custom)
-
-
-def event_selection(event: Any) -> dict[str, Any]:
-    """The ``selection`` dict of a Streamlit plotly event (or the dict itself); {} when absent."""
-    if event is None:
-        return {}
-    selection = (
-        event.get("selection", event) if isinstance(event, Mapping) else getattr(event, "selection", {})
-    )
-    return dict(selection or {})
-
-
-def event_signature(event: Any) -> str:
-    """A short string that changes when the user's selection changes (to tell a new event from a stale one)."""
-    sel = event_selection(event)
-    ids = sorted({i for i in (_point_id(p) for p in sel.get("points") or []) if i is not None})
-    return json.dumps(
-        {"ids": ids, "box": sel.get("box") or [], "lasso": sel.get("lasso") or []},
-        sort_keys=True,
-        default=str,
-    )
-
-
-def is_empty_event(event: Any) -> bool:
-    sel = event_selection(event)
-    return not (sel.get("points") or sel.get("box") or sel.get("lasso"))
-
-
-def geometry_mask(frame: pd.DataFrame, event: Any) -> np.ndarray | None:
-    """Bool mask over ``frame`` of the points inside any box or lasso of the event (union);
-    None when the event holds no geometry on the main axes. The geometry is in the map's coordinates: x on
-    the frame's axis (:func:`axis_of`), y confidence."""
-    sel = event_selection(event)
-    boxes, lassos = _shapes(sel, "box"), _shapes(sel, "lasso")
-    if not boxes and not lassos:
-        return None
-    x = frame[axis_of(frame)].to_numpy(dtype=np.float64)
-    y = frame["confidence"].to_numpy(dtype=np.float64)
-    mask = np.zeros(len(frame), dtype=bool)
-    for xs, ys in boxes:
-        mask |= points_in_box(x, y, (min(xs), max(xs)), (min(ys), max(ys)))
-    for xs, ys in lassos:
-        mask |= points_in_polygon(x, y, xs, ys)
-    return mask
-
-
-def resolve_selection(
-    frame: pd.DataFrame, event: Any, *, max_points: int = DEFAULT_MAX_POINTS, sampled: bool | None = None
-) -> list[str]:
-    """Example ids selected by a Streamlit plotly selection event, in frame order.
-
-    ``frame`` is the (filtered) frame the figure was drawn from. When the figure shows every point
-    (``len(frame) <= max_points``, or ``sampled=False``) the ids are the ``customdata`` of the
-    event's points, as plotly chose them. When the figure is sampled, the box / lasso geometry is
-    tested on the server against every row of ``frame``, so points not drawn are selected too;
-    a plain click (no geometry) still gives the clicked points. Without points the geometry is used
-    in either case. Ids not in ``frame`` are dropped.
-    """
-    sel = event_selection(event)
-    if sampled is None:
-        sampled = len(frame) > max_points
-    ids = pd.Series(id_array(frame["id"]), dtype=object)
-    clicked = {i for i in (_point_id(p) for p in sel.get("points") or []) if i is not None}
-    mask = geometry_mask(frame, sel) if (sampled or not clicked) else None
-    if mask is None:
-        mask = ids.isin(list(clicked)).to_numpy()
-    return ids[mask].tolist()
-
-
-def resolve_facet_selection(
-    frame: pd.DataFrame,
-    event: Any,
-    facets: Sequence[str],
-    column: str = "gold",
-    *,
-    max_points: int = DEFAULT_MAX_POINTS,
-) -> list[str]:
-    """Example ids selected on a map split into panels (:func:`cartomap.analysis.figures.facet_map_figure`),
-    in frame order. ``facets``: the panels' values of ``column`` in subplot order (its ``layout.meta``).
-
-    A box or lasso drawn on panel k (axes ``x{k+1}``, ``x`` for the first) selects the rows of that
-    panel inside it, tested on the server against every row (exact on a sampled map too); clicked points
-    (no geometry, or a map that draws every point) are taken by their ids."""
-    sel = event_selection(event)
-    ids = pd.Series(id_array(frame["id"]), dtype=object)
-    clicked = {i for i in (_point_id(p) for p in sel.get("points") or []) if i is not None}
-    sampled = len(frame) > max_points
-    mask = None
-    if sampled or not clicked:
-        x = frame[axis_of(frame)].to_numpy(dtype=np.float64)  # the panels' x: the map's axis
-        y = frame["confidence"].to_numpy(dtype=np.float64)
-        panel = str_array(frame[column]) if column in frame.columns else np.full(len(frame), "", dtype=object)
-        for kind in ("box", "lasso"):
-            for shape in sel.get(kind) or []:
-                xref = str(shape.get("xref") or MAIN_XREF)
-                k = int(xref[1:] or 1) - 1 if xref[1:].isdigit() or xref == MAIN_XREF else -1
-                xs, ys = list(shape.get("x") or []), list(shape.get("y") or [])
-                if not 0 <= k < len(facets) or not xs or len(xs) != len(ys):
-                    continue
-                inside = (
-                    points_in_box(x, y, (min(xs), max(xs)), (min(ys), max(ys)))
-                    if kind == "box"
-                    else points_in_polygon(x, y, xs, ys)
-                )
-                mask = (np.zeros(len(frame), dtype=bool) if mask is None else mask) | (
-                    inside & (panel == str(facets[k]))
-                )
-    if mask is None:
-        mask = ids.isin(list(clicked)).to_numpy()
-    return ids[mask].tolist()
 
 
 # --------------------------------------------------------------------------- figure

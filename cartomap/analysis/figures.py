@@ -28,8 +28,6 @@ import pandas as pd
 from cartomap.analysis import colourings
 from cartomap.analysis.datamap import (
     DEFAULT_MAX_POINTS,
-    MAIN_XREF,
-    MAIN_YREF,
     SENTENCE,
     as_map_frame,
     axis_of,
@@ -50,6 +48,7 @@ from cartomap.analysis.map_points import (
     go_scatter_rings,
     point_traces,
 )
+from cartomap.analysis.selection import MAIN_XREF, MAIN_YREF
 from cartomap.analysis.style import escape_text, palette_color
 from cartomap.scores.metrics import AMBIGUOUS, EASY, HARD
 from cartomap.tasks import registry as task_kinds
@@ -352,7 +351,7 @@ def facet_map_figure(
     rows of :data:`FACET_COLUMNS`, every panel on the same axes (x = the map's axis, y = confidence) and
     colour scale. Subplot k (0-based, row-major) is on axes ``x{k+1}``/``y{k+1}`` (``x``/``y`` for the
     first); ``layout.meta["facets"]`` lists the panels' values in that order, so a box or lasso drawn on
-    one panel is resolved against that panel's rows (:func:`cartomap.analysis.datamap.resolve_facet_selection`).
+    one panel is resolved against that panel's rows (:func:`cartomap.analysis.selection.resolve_facet_selection`).
     Above ``max_points`` rows a random sample is drawn (``layout.meta["sampled"]``)."""
     from plotly.subplots import make_subplots
 

@@ -10,7 +10,8 @@ import pandas as pd
 from matplotlib import colormaps
 
 from cartomap.analysis import colourings
-from cartomap.analysis.datamap import MAIN_XREF, MAIN_YREF, axis_of, frame_memo, id_array, str_array
+from cartomap.analysis.datamap import axis_of, frame_memo, id_array, str_array
+from cartomap.analysis.selection import MAIN_XREF, MAIN_YREF
 from cartomap.analysis.style import (
     NO_VALUE_COLOR,
     REGION_COLORS,

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cartomap.analysis.datamap import AXIS_COLUMNS, MAIN_XREF, MAIN_YREF, id_array, sample_rows
+from cartomap.analysis.datamap import AXIS_COLUMNS, id_array, sample_rows
 from cartomap.analysis.map_points import axis_title, hover_template
+from cartomap.analysis.selection import MAIN_XREF, MAIN_YREF
 from cartomap.analysis.style import escape, escape_text
 from cartomap.scores import ambiguity
 from cartomap.scores.metrics import RegionRule

@@ -25,14 +25,9 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis import colourings
-from cartomap.analysis.datamap import (
-    AXIS_COLUMNS,
-    agreement_of,
-    event_selection,
-    points_in_box,
-    points_in_polygon,
-)
+from cartomap.analysis.datamap import AXIS_COLUMNS, agreement_of
 from cartomap.analysis.neighbours import with_default_regions
+from cartomap.analysis.selection import clicked_ids, event_selection, shapes_mask
 from cartomap.analysis.style import NO_VALUE_COLOR, REGION_COLORS, escape, escape_text, palette_color
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save
@@ -485,27 +480,10 @@ def selection_ids(coords: np.ndarray, ids: Sequence[str], event, *, sampled: boo
     coords = np.asarray(coords, dtype=np.float64)
     if len(coords) != len(ids):
         raise ValueError(f"{len(coords)} coordinates for {len(ids)} examples")
-    clicked = set()
-    for point in sel.get("points") or []:
-        custom = point.get("customdata")
-        if isinstance(custom, list | tuple):
-            custom = custom[0] if custom else None
-        if custom is not None:
-            clicked.add(str(custom))
+    clicked = clicked_ids(sel)
     mask = None
-    if sampled or not clicked:
-        x, y = coords[:, 0], coords[:, 1]
-        for kind in ("box", "lasso"):
-            for shape in sel.get(kind) or []:
-                xs, ys = list(shape.get("x") or []), list(shape.get("y") or [])
-                if not xs or len(xs) != len(ys):
-                    continue
-                inside = (
-                    points_in_box(x, y, (min(xs), max(xs)), (min(ys), max(ys)))
-                    if kind == "box"
-                    else points_in_polygon(x, y, xs, ys)
-                )
-                mask = inside if mask is None else mask | inside
+    if sampled or not clicked:  # the 2-D view has no marginal axes: every shape counts
+        mask = shapes_mask(coords[:, 0], coords[:, 1], sel, keep=lambda shape: True)
     if mask is None:
         mask = pd.Index(ids).isin(list(clicked))
     return ids[mask].tolist()

@@ -188,7 +188,7 @@ def word_metrics_at(
     """A token run's word metrics over its first ``k`` recordings (:func:`cartomap.analysis.epochs.run_map_at`,
     or ``units``, its result already computed) keyed like its metrics file: the unit id, then the
     sentence id (``example_id``) and word index (``word``) of each word."""
-    from cartomap.runs.store import with_word_keys
+    from cartomap.runs.units import with_word_keys
 
     require_token_run(run)
     if units is None:

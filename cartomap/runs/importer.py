@@ -24,7 +24,8 @@ from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, Tr
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json
 from cartomap.runs.state import State
-from cartomap.runs.store import Run, RunStore, keyed_metrics
+from cartomap.runs.store import Run, RunStore
+from cartomap.runs.units import keyed_metrics
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.sequence import SINGLE
 

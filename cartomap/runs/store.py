@@ -25,20 +25,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DataConfig, RunConfig, map_source, package_versions
+from cartomap.config import DataConfig, RunConfig, package_versions
 from cartomap.errors import RunError
-from cartomap.io import atomic_save, atomic_write_json, atomic_write_parquet, read_json
+from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
 from cartomap.runs.folders import FolderStore
+from cartomap.runs.paths import RunPaths
+from cartomap.runs.recorded import RunRecords
 from cartomap.runs.state import DAMAGED, State, StatusFolder
-from cartomap.runs.tasks import Task
-from cartomap.scores import ambiguity
+from cartomap.runs.tables import (
+    one_line,
+    parquet_columns,
+    read_arrow_copy,
+    read_columns,
+    write_arrow_copy,
+)
+from cartomap.runs.units import own_copy
 from cartomap.tasks import registry as task_kinds
-from cartomap.tasks.base import UNIT_SEPARATOR, TaskKind, label_unit_keys
-
-#: Metric columns added after runs were made (the map's ambiguity axes): a metrics file without them is
-#: computed again from the run's dynamics when they are asked for (:meth:`Run.metrics`).
-AXIS_SCORES = tuple(c for c in ambiguity.MAP_SCORES if c != ambiguity.VARIABILITY)
+from cartomap.tasks.base import TaskKind
 
 DEFAULT_ROOT = Path(os.environ.get("CARTOMAP_CACHE", "cache"))
 #: How a command or a form names a run's own copy of a data set: ``run:RUN`` (its training set),
@@ -65,97 +69,8 @@ def run_id_for(
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-def _parquet_columns(path: Path) -> list[str]:
-    import pyarrow.parquet as pq
-
-    return list(pq.read_schema(path).names)
-
-
-def write_arrow_copy(path: Path, frame: pd.DataFrame) -> Path:
-    """``frame`` as an uncompressed Arrow IPC file at ``path`` (atomic), for :func:`_read_arrow_copy`."""
-    import pyarrow as pa
-
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-
-    def save(tmp: Path) -> None:
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-
-    return atomic_save(path, save)
-
-
-def _read_arrow_copy(path: Path, source: Path, columns: Sequence[str] | None) -> pd.DataFrame | None:
-    """The columns of the Arrow copy ``path`` of the Parquet file ``source``, memory-mapped (the frame's
-    buffers are the file's pages: nothing decoded); None when there is no copy, it is older than
-    ``source`` or cannot be read (then ``source`` is read as before)."""
-    import pyarrow as pa
-
-    try:
-        if path.stat().st_mtime_ns < source.stat().st_mtime_ns:
-            return None
-        table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-    except (OSError, pa.ArrowException):
-        return None
-    if columns is not None:
-        table = table.select([c for c in columns if c in table.column_names])
-    return table.to_pandas()
-
-
-def _one_line(err: BaseException) -> str:
-    """An exception as "Type: message" on one line (pyarrow's messages span several)."""
-    return f"{type(err).__name__}: {' '.join(str(err).split())}"
-
-
-def _read_columns(path: Path, columns: Sequence[str] | None) -> pd.DataFrame:
-    if not path.exists():
-        raise FileNotFoundError(path)
-    if columns is None:
-        return pd.read_parquet(path)
-    present = set(_parquet_columns(path))
-    return pd.read_parquet(path, columns=[c for c in columns if c in present])
-
-
-def logits_frame(ids, logits: np.ndarray) -> pd.DataFrame:
-    """One row per example: id and one float32 column per class (logit_0, logit_1, ...)."""
-    frame = pd.DataFrame(
-        np.asarray(logits, dtype=np.float32), columns=[f"logit_{c}" for c in range(logits.shape[1])]
-    )
-    frame.insert(0, "id", pd.Series(list(ids), dtype=str))
-    return frame
-
-
-def arrow_ids(ids):
-    """The example ids as an Arrow string array (as pandas' str columns are stored), for :func:`logits_table`."""
-    import pyarrow as pa
-
-    if isinstance(ids, pa.ChunkedArray):
-        ids = ids.combine_chunks()
-    if isinstance(ids, pa.Array):
-        return ids.cast(pa.large_string())
-    ids = list(ids)
-    try:
-        return pa.array(ids, type=pa.large_string())
-    except (pa.ArrowTypeError, pa.ArrowInvalid):  # not all str (ints, numpy strings)
-        return pa.array([str(i) for i in ids], type=pa.large_string())
-
-
-def logits_table(ids, logits: np.ndarray):
-    """:func:`logits_frame` as an Arrow table, built column by column without pandas: id (string) and
-    logit_0, logit_1, ... (float32)."""
-    import pyarrow as pa
-
-    logits = np.asarray(logits, dtype=np.float32)
-    ids = arrow_ids(ids)
-    if len(ids) != logits.shape[0]:
-        raise ValueError(f"{len(ids)} ids for {logits.shape[0]} rows of logits")
-    columns = {"id": ids}
-    for c in range(logits.shape[1]):
-        columns[f"logit_{c}"] = pa.array(np.ascontiguousarray(logits[:, c]))
-    return pa.table(columns)
-
-
 @dataclass(frozen=True)
-class Run(StatusFolder):
+class Run(RunPaths, RunRecords, StatusFolder):
     """A handle on one run folder. Reading is cheap: nothing is loaded until asked for."""
 
     path: Path
@@ -176,7 +91,7 @@ class Run(StatusFolder):
             raise RunError(f"run {self.id} is damaged: {layout.CONFIG} is missing{self.REMEDY}") from None
         except (OSError, ValueError) as err:
             raise RunError(
-                f"run {self.id} is damaged: {layout.CONFIG} cannot be read ({_one_line(err)}){self.REMEDY}"
+                f"run {self.id} is damaged: {layout.CONFIG} cannot be read ({one_line(err)}){self.REMEDY}"
             ) from None
         if not isinstance(info, dict) or not isinstance(info.get("config"), dict):
             raise RunError(f"run {self.id} is damaged: {layout.CONFIG} holds no run config{self.REMEDY}")
@@ -247,157 +162,6 @@ class Run(StatusFolder):
     def describe(self) -> str:
         return f"run {self.id}"
 
-    # -- paths: every file of the run folder (names in cartomap.runs.layout) ---
-    @property
-    def config_path(self) -> Path:
-        return self.path / layout.CONFIG
-
-    @property
-    def examples_path(self) -> Path:
-        return self.path / layout.EXAMPLES
-
-    @property
-    def examples_arrow_path(self) -> Path:
-        return self.path / layout.EXAMPLES_ARROW
-
-    @property
-    def dev_examples_path(self) -> Path:
-        return self.path / layout.DEV_EXAMPLES
-
-    def test_examples_path(self, k: int) -> Path:
-        return self.path / layout.TEST_EXAMPLES.format(k=k)
-
-    def dynamics_dir(self, source: str = "train") -> Path:
-        return self.path / layout.DYNAMICS / source
-
-    def epoch_path(self, source: str, epoch: int) -> Path:
-        """Logits of 0-based ``epoch`` of ``source`` (train, eval, dev, test_<k>)."""
-        return self.dynamics_dir(source) / layout.EPOCH_FILE.format(epoch=epoch)
-
-    @property
-    def history_path(self) -> Path:
-        return self.path / layout.HISTORY
-
-    @property
-    def steps_path(self) -> Path:
-        """The training loss every k steps (:mod:`cartomap.runs.steps`)."""
-        return self.path / layout.STEPS
-
-    def metrics_path(self, source: str = "train") -> Path:
-        """Data-map metrics of ``source``: the first recorded source has the plain name."""
-        if source == "train":
-            return self.path / layout.METRICS
-        return self.path / layout.METRICS_OF_SOURCE.format(source=source)
-
-    def example_metrics_path(self, source: str = "train") -> Path:
-        """A multi-label run's combined map of ``source`` (one row per example,
-        :func:`cartomap.scores.multilabel.example_metrics`): the first recorded source has the plain name."""
-        if source == "train":
-            return self.path / layout.EXAMPLE_METRICS
-        return self.path / layout.EXAMPLE_METRICS_OF_SOURCE.format(source=source)
-
-    def example_metrics(self, source: str = "train") -> pd.DataFrame:
-        """A multi-label run's combined map of ``source`` (:meth:`example_metrics_path`); RunError when the
-        run has none (another task kind, or training has not finished)."""
-        path = self.example_metrics_path(source)
-        if not path.exists():
-            raise RunError(
-                f"run {self.id} has no combined per-example map (a multi-label run writes it when training ends)"
-            )
-        return self._read_copy(path)
-
-    def has_metrics(self, source: str = "train") -> bool:
-        return self.metrics_path(source).exists()
-
-    @property
-    def plan_path(self) -> Path:
-        return self.path / layout.PLAN
-
-    @property
-    def job_config_path(self) -> Path:
-        return self.path / layout.JOB_CONFIG
-
-    @property
-    def checkpoints_dir(self) -> Path:
-        return self.path / layout.CHECKPOINTS
-
-    def checkpoint_dir(self, epoch: int) -> Path:
-        """End-of-epoch weights of 1-based ``epoch``."""
-        return self.checkpoints_dir / layout.CHECKPOINT.format(epoch=epoch)
-
-    @property
-    def state_dir(self) -> Path:
-        """Resume point: ``epoch_<e>/`` of the last completed epoch and ``latest.json``."""
-        return self.path / layout.STATE
-
-    def state_epoch_dir(self, epoch: int) -> Path:
-        return self.state_dir / layout.STATE_EPOCH.format(epoch=epoch)
-
-    @property
-    def state_latest_path(self) -> Path:
-        return self.state_dir / layout.STATE_LATEST
-
-    @property
-    def embeddings_path(self) -> Path:
-        return self.path / layout.EMBEDDINGS
-
-    @property
-    def embedding_ids_path(self) -> Path:
-        return self.path / layout.EMBEDDING_IDS
-
-    def projection_path(self, method: str) -> Path:
-        return self.path / layout.PROJECTION.format(method=method)
-
-    @property
-    def similarity_path(self) -> Path:
-        return self.path / layout.SIMILARITY
-
-    @property
-    def groups_dir(self) -> Path:
-        return self.path / layout.GROUPS
-
-    @property
-    def views_dir(self) -> Path:
-        """The folder of the run's saved views of the Data map (``cartomap.runs.views``)."""
-        return self.path / layout.VIEWS
-
-    @property
-    def tags_path(self) -> Path:
-        """The run's tags of examples (``cartomap.runs.tags``)."""
-        return self.path / layout.TAGS_DB
-
-    @property
-    def wanli_dir(self) -> Path:
-        return self.path / layout.WANLI
-
-    @property
-    def review_dir(self) -> Path:
-        """The folder of the run's review queues (``review/<queue>/``)."""
-        return self.path / layout.REVIEW
-
-    def review_queue_dir(self, queue: str) -> Path:
-        return self.review_dir / queue
-
-    def corrected_path(self, queue: str) -> Path:
-        """The training set as corrected by review queue ``queue`` (``run:RUN:corrected/<queue>``)."""
-        return self.review_queue_dir(queue) / layout.CORRECTED
-
-    @staticmethod
-    def stamp(*paths: Path) -> tuple[int | None, ...]:
-        """Modification times (ns) of ``paths``, None for a missing one: the cache key of a view that
-        reads them, so a rewritten file is read again."""
-        out = []
-        for path in paths:
-            try:
-                out.append(os.stat(path).st_mtime_ns)
-            except FileNotFoundError:
-                out.append(None)
-        return tuple(out)
-
-    def task(self, name: str) -> Task:
-        """Background task ``name`` of this run (its status, lock and log under ``tasks/``)."""
-        return Task(self.path, name)
-
     # -- data -------------------------------------------------------------
     def data_sets(self) -> list[str]:
         """The data sets the run holds a copy of: "train", then "dev" and "test_<k>" when it has them, then
@@ -442,7 +206,7 @@ class Run(StatusFolder):
             raise RunError(
                 f"run {self.id} has no {which} examples (its data sets: {', '.join(self.data_sets())})"
             )
-        columns = _parquet_columns(path)
+        columns = parquet_columns(path)
         kind = task_kinds.of_columns(columns)
         return DataConfig(
             path=str(path.resolve()),
@@ -483,11 +247,11 @@ class Run(StatusFolder):
     def _read_copy(self, path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """One of the run's data copies; RunError (damaged, with the way out) when it is lost or unreadable."""
         try:
-            return _read_columns(path, columns)
+            return read_columns(path, columns)
         except FileNotFoundError:
             raise self.damaged(f"{path.name} is missing") from None
         except Exception as err:  # pyarrow raises many kinds for a damaged file
-            raise self.damaged(f"{path.name} cannot be read ({_one_line(err)})") from None
+            raise self.damaged(f"{path.name} cannot be read ({one_line(err)})") from None
 
     def examples(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The run's training examples; ``columns`` reads only those of them the file has (a column
@@ -497,7 +261,7 @@ class Run(StatusFolder):
         Read from the memory-mapped Arrow copy (:data:`layout.EXAMPLES_ARROW`) when it is there and not
         older than the Parquet file: no decoding, the texts of 2M pairs in milliseconds. A run made
         before it existed gets it on the first read that wants texts, where the store can be written."""
-        fast = _read_arrow_copy(self.examples_arrow_path, self.examples_path, columns)
+        fast = read_arrow_copy(self.examples_arrow_path, self.examples_path, columns)
         if fast is not None:
             return fast
         wants_texts = columns is None or bool(set(columns) & set(self.task_kind.text_fields))
@@ -547,7 +311,7 @@ class Run(StatusFolder):
         except FileNotFoundError:
             return []
         except (OSError, ValueError) as err:
-            raise self.damaged(f"{layout.HISTORY} cannot be read ({_one_line(err)})") from None
+            raise self.damaged(f"{layout.HISTORY} cannot be read ({one_line(err)})") from None
         if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
             raise self.damaged(f"{layout.HISTORY} holds no list of epoch records")
         return history
@@ -561,165 +325,6 @@ class Run(StatusFolder):
             return read(self.steps_path)
         except (OSError, UnicodeDecodeError):  # being replaced right now, or damaged: no step curve
             return []
-
-    def metrics(self, source: str = "train", columns: Sequence[str] | None = None) -> pd.DataFrame:
-        """The data-map metrics of ``source``; ``columns`` reads only those of them the file has. A
-        metrics file that cannot be read (damaged by hand, a disk fault) is recomputed from the recorded
-        dynamics and written again; RunError when neither can be read."""
-        path = self.metrics_path(source)
-        if not path.exists():
-            raise RunError(f"run {self.id} has no {source} metrics yet (state: {self.state})")
-        try:
-            frame = _read_columns(path, columns)
-        except Exception as err:  # pyarrow raises many kinds for a damaged file
-            problem = f"{path.name} cannot be read ({_one_line(err)})"
-        else:
-            lacking = [c for c in (columns or AXIS_SCORES) if c in AXIS_SCORES and c not in frame.columns]
-            if not lacking:
-                return frame
-            # written before these ambiguity scores existed: computed again from the dynamics once (kept
-            # when the store is writable); a run whose dynamics cannot rebuild them keeps its file as is
-            try:
-                frame = self.recompute_metrics(source, reason=f"{path.name} has no {', '.join(lacking)}")
-            except RunError:
-                return frame
-            return frame if columns is None else frame[[c for c in columns if c in frame.columns]]
-        frame = self.recompute_metrics(source, reason=problem)
-        return frame if columns is None else frame[[c for c in columns if c in frame.columns]]
-
-    def recorded_source(self, source: str = "train") -> str:
-        """The dynamics behind metrics file ``source``: the plain metrics file holds the first source the
-        run recorded ("eval" for a run that recorded only the eval-mode pass), the others their own."""
-        if source != "train":
-            return source
-        return map_source(self.config.train.record)
-
-    def metrics_source(self, recording: str | None) -> str:
-        """The metrics file key (:meth:`metrics`) of the map drawn from ``recording`` ("train": the training
-        pass, "eval": the eval-mode pass; None: the run's first recorded one, its main metrics file).
-        RunError naming what the run recorded when it did not record that."""
-        if recording is None:
-            return "train"
-        record = self.config.train.record
-        recorded = {"train": ("train",), "eval": ("eval",), "both": ("train", "eval")}.get(record, ())
-        if recording not in recorded:
-            what = " and ".join(recorded) or "nothing"
-            raise RunError(f"run {self.id} recorded {what} (record={record}), not the {recording} pass")
-        return "eval" if recording == "eval" and record == "both" else "train"
-
-    def view_label(self, source: str = "train") -> str:
-        """The recordings behind metrics file ``source``, in words (:meth:`TrainConfig.view_label`)."""
-        return self.config.train.view_label(self.recorded_source(source))
-
-    def recompute_metrics(
-        self, source: str = "train", *, reason: str = "", write: bool = True
-    ) -> pd.DataFrame:
-        """Compute metrics file ``source`` again from the recorded dynamics (every completed epoch) and,
-        with ``write`` and no process training the run, save it. RunError, naming ``reason`` and what
-        else is wrong, when the dynamics cannot rebuild it."""
-        from cartomap.scores.metrics import compute_metrics
-
-        try:
-            recorded = self.recorded_source(source)
-            ids, logits = self.dynamics(recorded)
-            labels = self.unit_labels(recorded)[1]
-            burn_in = self.config.train.map_burn_in(recorded, self.dynamics_epochs(recorded))  # skip_epochs
-            frame = compute_metrics(logits, labels, ids, regions=self.region_rule(), burn_in=burn_in)
-            frame = keyed_metrics(self.task_kind, frame, ids, self.example_ids(), self.label_names)[0]
-        except Exception as err:
-            because = f"{reason}, and " if reason else ""
-            raise RunError(
-                f"run {self.id} is damaged: {because}its dynamics cannot rebuild the metrics "
-                f"({_one_line(err)}){self.REMEDY}"
-            ) from None
-        if write and not self.is_locked():
-            try:
-                atomic_write_parquet(self.metrics_path(source), frame)
-            except OSError:  # a read-only store: the metrics are used, not kept
-                return frame
-            self.log(
-                f"recomputed {self.metrics_path(source).name} from the dynamics"
-                + (f": {reason}" if reason else "")
-            )
-        return frame
-
-    def example_ids(self) -> list[str]:
-        """The ids of the training examples, in examples.parquet order."""
-        return self.examples(columns=["id"])["id"].astype(str).tolist()
-
-    def save_metrics(self, name: str, frame: pd.DataFrame, per_example: pd.DataFrame | None = None) -> None:
-        """Write metrics file ``name`` (:meth:`metrics_path`) and, for a kind whose units are not examples'
-        own, its per-example map (:meth:`example_metrics_path`, the second item of :func:`keyed_metrics`)
-        first, so that a reader never finds the units' file newer than the map made of them."""
-        if per_example is not None:
-            atomic_write_parquet(self.example_metrics_path(name), per_example)
-        atomic_write_parquet(self.metrics_path(name), frame)
-
-    def dynamics_epochs(self, source: str = "train") -> list[int]:
-        folder = self.dynamics_dir(source)
-        if not folder.exists():
-            return []
-        return sorted(int(p.stem.split("_")[1]) for p in folder.glob("epoch_*.parquet"))
-
-    def dynamics(self, source: str = "train") -> tuple[list[str], np.ndarray]:
-        """Unit ids (examples.parquet order; a token run's words ``<id>#<k>``, :meth:`TaskKind.units`) and
-        logits [E, N, C] for the completed epochs."""
-        ids = self.unit_labels(source, labels=False)[0]
-        epochs = self.dynamics_epochs(source)
-        if not epochs:
-            raise RunError(f"run {self.id} has no recorded {source} dynamics")
-        arrays = [self.read_epoch(source, e, ids) for e in epochs]
-        return ids, np.stack(arrays)
-
-    def unit_labels(self, source: str = "train", labels: bool = True) -> tuple[list[str], np.ndarray | None]:
-        """(unit ids, gold label of each unit as int64) of ``source``'s examples in their order: one per
-        example, one per word of a token run (ids ``<id>#<k>``), or one per label of every example of a
-        multi-label run (ids ``<id>#<j>``, 1 = present); labels None when not asked for."""
-        kind = self.task_kind
-        columns = ["id", kind.label_field] if labels else ["id"]
-        if source not in ("dev",) and not source.startswith("test_"):
-            frame = self.examples(columns=None if kind.unit != "example" else columns)
-        else:
-            frame = self._source_frame(source)
-        if kind.unit == "example":
-            ids = frame["id"].astype(str).tolist()
-            return ids, frame[kind.label_field].to_numpy(dtype=np.int64) if labels else None
-        if not labels:
-            return kind.unit_ids(frame, self.label_names)[0], None
-        unit_ids, unit_labels, _ = kind.units(frame, self.label_names)
-        return unit_ids, unit_labels
-
-    def _source_frame(self, source: str) -> pd.DataFrame:
-        if source == "dev":
-            return self.dev_examples()
-        return self.test_examples(int(source.split("_", 1)[1]))
-
-    def read_epoch(self, source: str, epoch: int, ids: list[str]) -> np.ndarray:
-        path = self.epoch_path(source, epoch)
-        try:
-            frame = pd.read_parquet(path)
-        except FileNotFoundError:
-            raise
-        except Exception as err:  # pyarrow raises many kinds for a damaged file
-            raise RunError(
-                f"run {self.id}: {path.relative_to(self.path)} cannot be read ({_one_line(err)})"
-            ) from None
-        frame = frame.set_index("id").reindex(ids)
-        if frame.isna().any().any():
-            raise RunError(f"run {self.id}: epoch {epoch} of {source} dynamics is missing examples")
-        return frame.to_numpy(dtype=np.float32)
-
-    def write_epoch(self, source: str, epoch: int, ids, logits: np.ndarray) -> Path:
-        """Write :func:`logits_table` as Parquet without dictionary encoding (unique ids and float logits
-        gain nothing from it: a third of the CPU time and a smaller file at 550k rows). ``ids`` may be
-        an Arrow string array (:func:`arrow_ids`), made once for every epoch: converting 550k Python
-        strings costs more than writing the file."""
-        import pyarrow.parquet as pq
-
-        table = logits_table(ids, logits)
-        return atomic_save(
-            self.epoch_path(source, epoch), lambda p: pq.write_table(table, p, use_dictionary=False)
-        )
 
     @property
     def model_dir(self) -> Path:
@@ -769,7 +374,7 @@ class Run(StatusFolder):
             if not self.data_path(which).exists():
                 continue  # said by problems()
             try:
-                _parquet_columns(self.data_path(which))
+                parquet_columns(self.data_path(which))
             except Exception as err:
                 out.append(f"{self.data_path(which).name} cannot be read ({type(err).__name__})")
         sources = sorted(p.name for p in (self.path / layout.DYNAMICS).glob("*") if p.is_dir())
@@ -777,7 +382,7 @@ class Run(StatusFolder):
         for source in sources:
             for epoch in self.dynamics_epochs(source):
                 try:
-                    _parquet_columns(self.epoch_path(source, epoch))
+                    parquet_columns(self.epoch_path(source, epoch))
                 except Exception as err:
                     broken_sources.add(source)
                     out.append(
@@ -789,7 +394,7 @@ class Run(StatusFolder):
             if not path.exists():
                 continue
             try:
-                _parquet_columns(path)
+                parquet_columns(path)
             except Exception as err:
                 source = "train" if path == self.metrics_path() else path.stem.split("_", 1)[1]
                 fixable = self.recorded_source(source) not in broken_sources and self.dynamics_epochs(
@@ -845,68 +450,6 @@ class Run(StatusFolder):
                 return self.path.stat().st_mtime
             except OSError:
                 return 0.0
-
-
-def with_word_keys(frame: pd.DataFrame, unit_ids: Sequence[str]) -> pd.DataFrame:
-    """A token run's metrics frame with each word's key beside its unit id, as training writes it: the
-    sentence id (``example_id``) and word index (``word``) of every ``<id>#<k>`` (columns 1 and 2)."""
-    keys = [str(i).rpartition(UNIT_SEPARATOR) for i in unit_ids]
-    frame = frame.copy()
-    frame.insert(1, "example_id", [k[0] for k in keys])
-    frame.insert(2, "word", np.asarray([int(k[2]) for k in keys], dtype=np.int64))
-    return frame
-
-
-def with_label_keys(
-    frame: pd.DataFrame, example_ids: Sequence[str], label_names: Sequence[str]
-) -> pd.DataFrame:
-    """A multi-label run's metrics frame with each unit's key beside its unit id, as training writes it: the
-    example id, label index and label name (:func:`cartomap.tasks.base.label_unit_keys`, columns 1 to 3)."""
-    frame = frame.copy()
-    for k, (name, values) in enumerate(label_unit_keys(example_ids, label_names).items()):
-        frame.insert(1 + k, name, values)
-    return frame
-
-
-def keyed_metrics(
-    kind: TaskKind,
-    frame: pd.DataFrame,
-    unit_ids: Sequence[str],
-    example_ids: Sequence[str],
-    label_names: Sequence[str],
-) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """(metrics frame keyed as ``kind``'s units are, the per-example map or None), as every writer of a
-    run's metrics keeps them (training, the importer, a recomputation): an example's metrics as they are;
-    a word's with its sentence id and word index (:func:`with_word_keys`); an (example, label) unit's with
-    the example id, label index and name (:func:`with_label_keys`), and then the example-level map of
-    those units (:func:`cartomap.scores.multilabel.combined_map`) as the second item."""
-    if kind.unit == "word":
-        return with_word_keys(frame, unit_ids), None
-    if kind.unit == "label":
-        from cartomap.scores.multilabel import combined_map
-
-        frame = with_label_keys(frame, example_ids, label_names)
-        return frame, combined_map(frame, example_ids, label_names)
-    return frame, None
-
-
-def own_copy(dataset) -> pd.DataFrame:
-    """The frame a run keeps of a loaded dataset: its rows as loaded, plus the human columns
-    (:func:`cartomap.scores.human.human_columns`: human_n, human_majority, human_majority_share,
-    human_entropy in bits, gold_disagrees) after its ``votes_<label>`` columns when it has votes."""
-    from cartomap.data.annotations import votes_matrix
-    from cartomap.scores.human import human_columns
-
-    frame = dataset.frame
-    votes = votes_matrix(frame, dataset.label_names)
-    if votes is None:
-        return frame
-    derived = human_columns(votes, frame["label"].to_numpy(dtype=np.int64))
-    out = frame.drop(columns=[c for c in derived if c in frame.columns])
-    at = max(out.columns.get_loc(c) for c in out.columns if str(c).startswith("votes_")) + 1
-    for offset, (name, values) in enumerate(derived.items()):
-        out.insert(at + offset, name, values)
-    return out
 
 
 def _absolute(path: str) -> str:

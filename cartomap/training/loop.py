@@ -34,7 +34,9 @@ from cartomap.runs import layout
 from cartomap.runs import steps as step_log
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import State, Throttle
-from cartomap.runs.store import Run, RunStore, arrow_ids, keyed_metrics
+from cartomap.runs.store import Run, RunStore
+from cartomap.runs.tables import arrow_ids
+from cartomap.runs.units import keyed_metrics
 from cartomap.scores import entities
 from cartomap.training.batching import (
     DynamicPadding,

@@ -18,7 +18,7 @@ import logging
 
 import streamlit as st
 
-from cartomap.analysis import datamap, figures, overlay_figures, preview
+from cartomap.analysis import datamap, figures, overlay_figures, preview, selection
 from pages.common import SELECTED, new_chart_event
 
 FACET_CHART = "datamap_facets"
@@ -30,7 +30,7 @@ def take_facet_event(filtered, max_points: int) -> None:
     if event is None:
         return
     facets = st.session_state.get("_dm_facets") or figures.facet_levels(filtered)
-    st.session_state[SELECTED] = datamap.resolve_facet_selection(
+    st.session_state[SELECTED] = selection.resolve_facet_selection(
         filtered, event, facets, max_points=max_points
     )
     st.session_state.pop("dm_focus", None)
@@ -149,5 +149,5 @@ def take_event(filtered, max_points: int) -> None:
     event = new_chart_event("datamap", "_dm_event_sig")
     if event is None:
         return
-    st.session_state[SELECTED] = datamap.resolve_selection(filtered, event, max_points=max_points)
+    st.session_state[SELECTED] = selection.resolve_selection(filtered, event, max_points=max_points)
     st.session_state.pop("dm_focus", None)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap, figures, map_points, overlay_figures, tokens
+from cartomap.analysis import colourings, datamap, figures, map_points, overlay_figures, selection, tokens
 from cartomap.errors import CartomapError
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
@@ -154,7 +154,7 @@ def _take_event(frame, max_points: int) -> None:
     event = new_chart_event(SENTENCE_CHART, "_dm_sentence_sig")
     if event is None:
         return
-    st.session_state[SELECTED_SENTENCES] = datamap.resolve_selection(frame, event, max_points=max_points)
+    st.session_state[SELECTED_SENTENCES] = selection.resolve_selection(frame, event, max_points=max_points)
     st.session_state.pop(FOCUS, None)
 
 
