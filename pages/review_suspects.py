@@ -33,7 +33,7 @@ import streamlit as st
 
 from cartomap.curation import aggregate, corrected, exchange, queue, sources
 from cartomap.curation.store import MAX_GUIDELINES
-from cartomap.data.interchange import label_studio_tasks
+from cartomap.data.label_studio import label_studio_tasks
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch
 from cartomap.experiments import registry as experiment_kinds

@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 
 from cartomap.config import REVIEW_DECISIONS
+from cartomap.data import argilla as AR
 from cartomap.data import interchange as I
+from cartomap.data import label_studio as LS
 from cartomap.errors import DataError
 from cartomap.scores import agreement
 
@@ -106,7 +108,7 @@ def annotate_label_studio(tasks):
 
 
 def test_label_studio_tasks(queue):
-    tasks = I.label_studio_tasks(queue, label_names=NAMES)
+    tasks = LS.label_studio_tasks(queue, label_names=NAMES)
     assert tasks[0] == {
         "data": {
             "item_id": "e1",
@@ -120,12 +122,12 @@ def test_label_studio_tasks(queue):
     }
     assert [t["data"]["gold_label"] for t in tasks] == ["entailment", "neutral", "neutral"]
     assert tasks[2]["data"]["prediction"] == "contradiction"
-    only = I.label_studio_tasks(queue, label_names=NAMES, text_columns=["hypothesis"], extra_columns=[])
+    only = LS.label_studio_tasks(queue, label_names=NAMES, text_columns=["hypothesis"], extra_columns=[])
     assert set(only[0]["data"]) == {"item_id", "hypothesis", "gold_label"}
 
 
 def test_label_studio_config_is_valid_xml_with_the_questions():
-    config = I.label_studio_config(
+    config = LS.label_studio_config(
         ("premise", "hypothesis"), ['say "no" <b>', "neutral"], extra_columns=("score",)
     )
     root = ET.fromstring(config)
@@ -146,21 +148,21 @@ def test_label_studio_config_is_valid_xml_with_the_questions():
     assert choices["new_label"].get("whenChoiceValue") == "relabel"
     assert [t.get("name") for t in root.iter("TextArea")] == ["note"]
     with pytest.raises(DataError, match="not usable as a Label Studio name"):
-        I.label_studio_config(("premise text",), NAMES)
+        LS.label_studio_config(("premise text",), NAMES)
 
 
 def test_label_studio_round_trip(queue, tmp_path):
-    tasks_path, config_path = I.write_label_studio(queue, tmp_path / "review.json", label_names=NAMES)
+    tasks_path, config_path = LS.write_label_studio(queue, tmp_path / "review.json", label_names=NAMES)
     assert config_path == tmp_path / "review.config.xml"
     ET.fromstring(config_path.read_text())
     tasks = json.loads(tasks_path.read_text())
     assert len(tasks) == 3
     export = tmp_path / "export.json"
     export.write_text(json.dumps(annotate_label_studio(tasks)))
-    got = I.read_label_studio(export, label_names=NAMES, users={1: "alice", "bob@example.org": "bob"})
+    got = LS.read_label_studio(export, label_names=NAMES, users={1: "alice", "bob@example.org": "bob"})
     assert rows(got) == EXPECTED
     # without a users mapping: the tool's own ids (an object's email)
-    raw = I.read_label_studio(export)
+    raw = LS.read_label_studio(export)
     assert raw["annotator"].tolist() == ["1", "bob@example.org", "1", "1", "bob@example.org"]
     # the table feeds the agreement statistics as it is
     consensus = agreement.item_consensus(got).set_index("item")
@@ -225,20 +227,20 @@ def test_label_studio_bad_exports(tmp_path, tasks, match):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(tasks))
     with pytest.raises(DataError, match=match):
-        I.read_label_studio(path, label_names=NAMES)
+        LS.read_label_studio(path, label_names=NAMES)
 
 
 def test_label_studio_unreadable_files(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text('[{"data": {}},\n{oops}]')
     with pytest.raises(DataError, match=r"broken\.json:2: not valid JSON"):
-        I.read_label_studio(path)
+        LS.read_label_studio(path)
     with pytest.raises(DataError, match=r"missing\.json: no such file"):
-        I.read_label_studio(tmp_path / "missing.json")
+        LS.read_label_studio(tmp_path / "missing.json")
 
 
 def test_empty_export_is_an_empty_table():
-    table = I.label_studio_decisions([])
+    table = LS.label_studio_decisions([])
     assert list(table.columns) == list(I.DECISION_COLUMNS) and table.empty
 
 
@@ -282,12 +284,12 @@ def argilla_responses(records):
 
 
 def test_argilla_folder(queue, tmp_path):
-    folder = I.write_argilla(
+    folder = AR.write_argilla(
         queue, tmp_path / "review", label_names=NAMES, name="snli-review", min_submitted=2
     )
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-    assert files == sorted([I.ARGILLA_RECORDS, I.ARGILLA_SETTINGS, I.ARGILLA_DATASET])
-    dataset = json.loads((folder / I.ARGILLA_DATASET).read_text())
+    assert files == sorted([AR.ARGILLA_RECORDS, AR.ARGILLA_SETTINGS, AR.ARGILLA_DATASET])
+    dataset = json.loads((folder / AR.ARGILLA_DATASET).read_text())
     assert dataset["name"] == "snli-review"
     # argilla 2.8's DatasetModel: these fields only, status "draft" or "ready" (None failed from_disk)
     assert (
@@ -306,7 +308,7 @@ def test_argilla_folder(queue, tmp_path):
         }
         and dataset["status"] == "draft"
     )
-    settings = json.loads((folder / I.ARGILLA_SETTINGS).read_text())
+    settings = json.loads((folder / AR.ARGILLA_SETTINGS).read_text())
     assert [f["name"] for f in settings["fields"]] == ["premise", "hypothesis", "gold_label"]
     questions = {q["name"]: q for q in settings["questions"]}
     assert [o["value"] for o in questions["decision"]["settings"]["options"]] == list(REVIEW_DECISIONS)
@@ -321,7 +323,7 @@ def test_argilla_folder(queue, tmp_path):
         "detector": "terms",
     }
     assert settings["distribution"] == {"strategy": "overlap", "min_submitted": 2}
-    records = json.loads((folder / I.ARGILLA_RECORDS).read_text())
+    records = json.loads((folder / AR.ARGILLA_RECORDS).read_text())
     assert records[1] == {
         "id": "e2",
         "fields": {"premise": "Two dogs run.", "hypothesis": "Animals move.", "gold_label": "neutral"},
@@ -335,27 +337,27 @@ def test_argilla_folder(queue, tmp_path):
 
 
 def test_argilla_round_trip(queue, tmp_path):
-    folder = I.write_argilla(queue, tmp_path / "review", label_names=NAMES)
-    records, users = argilla_responses(json.loads((folder / I.ARGILLA_RECORDS).read_text()))
-    (folder / I.ARGILLA_RECORDS).write_text(json.dumps(records))
-    got = I.read_argilla(folder, users=users)
+    folder = AR.write_argilla(queue, tmp_path / "review", label_names=NAMES)
+    records, users = argilla_responses(json.loads((folder / AR.ARGILLA_RECORDS).read_text()))
+    (folder / AR.ARGILLA_RECORDS).write_text(json.dumps(records))
+    got = AR.read_argilla(folder, users=users)
     assert rows(got) == EXPECTED
-    assert I.read_argilla(folder / I.ARGILLA_RECORDS, users=users).equals(got)  # the records file itself
+    assert AR.read_argilla(folder / AR.ARGILLA_RECORDS, users=users).equals(got)  # the records file itself
 
 
 def test_argilla_new_labels_checked_against_the_folders_settings(queue, tmp_path):
-    folder = I.write_argilla(queue, tmp_path / "review", label_names=NAMES)
-    records = json.loads((folder / I.ARGILLA_RECORDS).read_text())
+    folder = AR.write_argilla(queue, tmp_path / "review", label_names=NAMES)
+    records = json.loads((folder / AR.ARGILLA_RECORDS).read_text())
     records[0]["responses"] = {
         "decision": [{"value": "relabel", "user_id": "u1"}],
         "new_label": [{"value": "sad", "user_id": "u1"}],
     }
-    (folder / I.ARGILLA_RECORDS).write_text(json.dumps(records))
+    (folder / AR.ARGILLA_RECORDS).write_text(json.dumps(records))
     with pytest.raises(
         DataError,
         match=r"records\.json record 0: field 'responses\.new_label\[0\]\.value': unknown label 'sad'",
     ):
-        I.read_argilla(folder)
+        AR.read_argilla(folder)
 
 
 @pytest.mark.parametrize(
@@ -393,7 +395,7 @@ def test_argilla_bad_records(tmp_path, records, match):
     path = tmp_path / "records.json"
     path.write_text(json.dumps(records))
     with pytest.raises(DataError, match=match):
-        I.read_argilla(path, label_names=NAMES)
+        AR.read_argilla(path, label_names=NAMES)
 
 
 def test_argilla_records_file_zip_and_folder_hold_the_same(queue, tmp_path):
@@ -402,25 +404,25 @@ def test_argilla_records_file_zip_and_folder_hold_the_same(queue, tmp_path):
     options = dict(
         label_names=NAMES, name="snli-review", guidelines="Relabel only when sure.", min_submitted=2
     )
-    folder = I.write_argilla(queue, tmp_path / "review", **options)
-    records_path, settings_path = I.write_argilla_records(queue, tmp_path / "argilla.json", **options)
+    folder = AR.write_argilla(queue, tmp_path / "review", **options)
+    records_path, settings_path = AR.write_argilla_records(queue, tmp_path / "argilla.json", **options)
     assert records_path.is_file() and settings_path == tmp_path / "argilla.settings.json"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["argilla.json", "argilla.settings.json", "review"]
-    assert json.loads(records_path.read_text()) == json.loads((folder / I.ARGILLA_RECORDS).read_text())
+    assert json.loads(records_path.read_text()) == json.loads((folder / AR.ARGILLA_RECORDS).read_text())
     settings = json.loads(settings_path.read_text())
-    assert settings == json.loads((folder / I.ARGILLA_SETTINGS).read_text())
+    assert settings == json.loads((folder / AR.ARGILLA_SETTINGS).read_text())
     assert settings["guidelines"] == "Relabel only when sure."
-    with zipfile.ZipFile(io.BytesIO(I.argilla_zip(queue, "snli-review", **options))) as archive:
+    with zipfile.ZipFile(io.BytesIO(AR.argilla_zip(queue, "snli-review", **options))) as archive:
         names = sorted(archive.namelist())
         assert names == sorted(
-            f"snli-review/{p}" for p in (I.ARGILLA_RECORDS, I.ARGILLA_SETTINGS, I.ARGILLA_DATASET)
+            f"snli-review/{p}" for p in (AR.ARGILLA_RECORDS, AR.ARGILLA_SETTINGS, AR.ARGILLA_DATASET)
         )
-        for path in (I.ARGILLA_RECORDS, I.ARGILLA_SETTINGS, I.ARGILLA_DATASET):
+        for path in (AR.ARGILLA_RECORDS, AR.ARGILLA_SETTINGS, AR.ARGILLA_DATASET):
             assert json.loads(archive.read(f"snli-review/{path}")) == json.loads((folder / path).read_text())
     # the records file comes back as the folder does
     records, users = argilla_responses(json.loads(records_path.read_text()))
     records_path.write_text(json.dumps(records))
-    assert len(I.read_argilla(records_path, label_names=NAMES, users=users)) > 0
+    assert len(AR.read_argilla(records_path, label_names=NAMES, users=users)) > 0
 
 
 def test_argilla_folder_is_complete_or_absent(queue, tmp_path):
@@ -428,14 +430,14 @@ def test_argilla_folder_is_complete_or_absent(queue, tmp_path):
     taken.mkdir()
     (taken / "other.txt").write_text("mine")
     with pytest.raises(DataError, match=r"taken: exists and is not an empty folder"):
-        I.write_argilla(queue, taken, label_names=NAMES)
+        AR.write_argilla(queue, taken, label_names=NAMES)
     assert [p.name for p in taken.iterdir()] == ["other.txt"]
     bad = queue.assign(label=["entailment", 1, "sad"])
     with pytest.raises(DataError, match=r"field 'label': row 2: unknown label 'sad'"):
-        I.write_argilla(bad, tmp_path / "new", label_names=NAMES)
+        AR.write_argilla(bad, tmp_path / "new", label_names=NAMES)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]  # nothing half-written
     with pytest.raises(DataError, match="not usable as an Argilla name"):
-        I.write_argilla(
+        AR.write_argilla(
             queue.rename(columns={"premise": "Premise"}),
             tmp_path / "x",
             label_names=NAMES,
@@ -443,7 +445,7 @@ def test_argilla_folder_is_complete_or_absent(queue, tmp_path):
         )
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert (I.write_argilla(queue, empty, label_names=NAMES) / I.ARGILLA_RECORDS).exists()
+    assert (AR.write_argilla(queue, empty, label_names=NAMES) / AR.ARGILLA_RECORDS).exists()
 
 
 # --------------------------------------------------------------------------- the queue
@@ -471,7 +473,7 @@ def test_bad_queues(queue, change, match):
     bad = change(queue)
     if match is None:  # a column named like the gold label's key, chosen as an extra
         with pytest.raises(DataError, match="must be distinct and not named"):
-            I.label_studio_tasks(bad, label_names=NAMES, extra_columns=["gold_label"])
+            LS.label_studio_tasks(bad, label_names=NAMES, extra_columns=["gold_label"])
         return
     with pytest.raises(DataError, match=match):
-        I.label_studio_tasks(bad, label_names=NAMES)
+        LS.label_studio_tasks(bad, label_names=NAMES)

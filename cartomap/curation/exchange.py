@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from cartomap.curation.queue import load_queue, open_queue
-from cartomap.data import interchange
+from cartomap.data import argilla, label_studio
 from cartomap.errors import CartomapError
 from cartomap.tasks import registry as task_kinds
 
@@ -48,7 +48,7 @@ def tool_queue(items: pd.DataFrame) -> pd.DataFrame:
 
 
 def argilla_options(run: Any, queue: str) -> dict[str, Any]:
-    """The options of the queue's Argilla files (:func:`cartomap.data.interchange.argilla_files`): its
+    """The options of the queue's Argilla files (:func:`cartomap.data.argilla.argilla_files`): its
     label names, its dataset name (the queue's name as Argilla spells names), each record open until
     the queue's k annotators submitted it, and the queue's guidelines (the dataset's)."""
     name = "".join(c if c.isalnum() or c in "_-" else "-" for c in queue.lower()) or "cartomap-review"
@@ -73,21 +73,21 @@ def export_queue(run: Any, queue: str, out: str | Path, tool: str, overwrite: bo
     if tool == "labelstudio":
         files = [out, out.with_name(f"{out.stem}.config.xml")]
     elif out.suffix.lower() == ".json" and not out.is_dir():
-        files = [out, interchange.argilla_settings_path(out)]
+        files = [out, argilla.argilla_settings_path(out)]
     else:
-        return [interchange.write_argilla(frame, out, **argilla_options(run, queue))]
+        return [argilla.write_argilla(frame, out, **argilla_options(run, queue))]
     existing = [str(p) for p in files if p.exists()]
     if existing and not overwrite:
         raise CartomapError(f"{', '.join(existing)} exists already: choose another name or pass --force")
     if tool == "labelstudio":
-        return list(interchange.write_label_studio(frame, out, label_names=list(run.label_names)))
-    return list(interchange.write_argilla_records(frame, out, **argilla_options(run, queue)))
+        return list(label_studio.write_label_studio(frame, out, label_names=list(run.label_names)))
+    return list(argilla.write_argilla_records(frame, out, **argilla_options(run, queue)))
 
 
 def argilla_download(run: Any, queue: str) -> bytes:
-    """The queue's Argilla dataset folder as a ZIP file (:func:`cartomap.data.interchange.argilla_zip`)."""
+    """The queue's Argilla dataset folder as a ZIP file (:func:`cartomap.data.argilla.argilla_zip`)."""
     options = argilla_options(run, queue)
-    return interchange.argilla_zip(tool_queue(load_queue(run, queue)), options["name"], **options)
+    return argilla.argilla_zip(tool_queue(load_queue(run, queue)), options["name"], **options)
 
 
 def read_decisions(
@@ -96,8 +96,8 @@ def read_decisions(
     """The decisions table (item, annotator, decision, new_label, note) of a tool's export."""
     _tool(tool)
     if tool == "labelstudio":
-        return interchange.read_label_studio(path, label_names=label_names, users=users)
-    return interchange.read_argilla(path, label_names=label_names, users=users)
+        return label_studio.read_label_studio(path, label_names=label_names, users=users)
+    return argilla.read_argilla(path, label_names=label_names, users=users)
 
 
 def import_decisions(
@@ -126,9 +126,9 @@ def import_upload(
         raise CartomapError(f"{name}: not a JSON file ({err})") from None
     names = list(run.label_names)
     if tool == "labelstudio":
-        table = interchange.label_studio_decisions(parsed, label_names=names, source=name)
+        table = label_studio.label_studio_decisions(parsed, label_names=names, source=name)
     else:
-        table = interchange.argilla_decisions(parsed, label_names=names, source=name)
+        table = argilla.argilla_decisions(parsed, label_names=names, source=name)
     return record_table(run, queue, table, tool, name, by=by)
 
 

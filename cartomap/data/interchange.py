@@ -19,16 +19,9 @@ relabel moves it to) and a free ``note``. What comes back is the long **decision
 
 :mod:`cartomap.scores.agreement` reads that table as it is.
 
-Label Studio: :func:`write_label_studio` writes the tasks to import (``[{"data": {...}}, ...]``) and the
-labeling config to paste into the project (:func:`label_studio_config`); :func:`read_label_studio` reads
-the project's JSON export (tasks with ``annotations[].result[]`` of type ``choices`` / ``textarea``).
-Cancelled (skipped) annotations are left out.
-
-Argilla 2.x: :func:`write_argilla` writes the folder ``rg.Dataset.to_disk`` writes
-(``.argilla/dataset.json``, ``.argilla/settings.json``, ``records.json``), which ``rg.Dataset.from_disk``
-loads (:func:`argilla_zip`: that folder as a ZIP download); :func:`write_argilla_records` writes the records
-file ``dataset.records.to_json`` writes, with its settings file (``rg.Settings.to_json``) next to it; :func:`read_argilla` reads the ``records.json`` of such a folder exported after the review
-(``responses``: question -> ``[{"value", "user_id", "status"}]``). Only submitted responses count.
+The tools' own formats: :mod:`cartomap.data.label_studio` (tasks, labeling config, JSON export) and
+:mod:`cartomap.data.argilla` (2.x ``to_disk`` folders, records files); both read their files back into the
+decisions table with the readers below.
 
 Malformed input is a DataError naming the file, the task or record index and the field.
 """
@@ -37,21 +30,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import re
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
 import numpy as np
 import pandas as pd
 
 from cartomap.config import REVIEW_DECISIONS
 from cartomap.errors import DataError
-from cartomap.io import atomic_write_json, atomic_write_text
 from cartomap.tasks import registry as task_kinds
 
 #: The decisions table: one row per (item, annotator).
@@ -66,12 +53,6 @@ NOTE_QUESTION = "note"
 ITEM_KEY = "item_id"
 #: The key / field of the gold label shown to the reviewers.
 GOLD_KEY = "gold_label"
-#: The files of an Argilla dataset folder (``rg.Dataset.to_disk``).
-ARGILLA_RECORDS = "records.json"
-ARGILLA_SETTINGS = ".argilla/settings.json"
-ARGILLA_DATASET = ".argilla/dataset.json"
-_ARGILLA_NAME = re.compile(r"^(?=.*[a-z0-9])[a-z0-9_-]+$")
-_LS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 #: Label Studio's and Argilla's own key for a text (a choice's caption, a note's value, a text field's
 #: type): their format's name, not a column of a queue.
 TEXT_KEY = "text"
@@ -82,7 +63,7 @@ TEXT_KEY = "text"
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _missing(value: Any) -> bool:
+def is_missing(value: Any) -> bool:
     if value is None or value is pd.NA:
         return True
     return isinstance(value, (float, np.floating)) and math.isnan(value)
@@ -111,8 +92,8 @@ def queue_text_columns(queue: pd.DataFrame, text_columns: Sequence[str] | None =
         ) from None
 
 
-def _label_name(value: Any, label_names: Sequence[str] | None, row: int, column: str) -> str:
-    if _missing(value):
+def label_name_of(value: Any, label_names: Sequence[str] | None, row: int, column: str) -> str:
+    if is_missing(value):
         raise DataError(f"row {row}: no {column}", field=column)
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and label_names is not None:
         if not 0 <= int(value) < len(label_names):
@@ -129,7 +110,7 @@ def _label_name(value: Any, label_names: Sequence[str] | None, row: int, column:
     return name
 
 
-def _queue_rows(
+def queue_rows(
     queue: pd.DataFrame,
     *,
     label_names: Sequence[str],
@@ -167,7 +148,7 @@ def _queue_rows(
     seen: set[str] = set()
     for i, record in enumerate(queue.to_dict("records")):
         item = record[id_column]
-        if _missing(item) or str(item).strip() == "":
+        if is_missing(item) or str(item).strip() == "":
             raise DataError(f"row {i}: no id", field=id_column)
         item = str(item)
         if item in seen:
@@ -177,18 +158,18 @@ def _queue_rows(
         seen.add(item)
         row: dict[str, Any] = {
             "item": item,
-            "gold": _label_name(record[label_column], names, i, label_column),
+            "gold": label_name_of(record[label_column], names, i, label_column),
         }
         for c in texts:
-            if _missing(record[c]):
+            if is_missing(record[c]):
                 raise DataError(f"row {i}: no text", field=c)
             row[c] = str(record[c])
         for c in extras:
             value = record[c]
-            if _missing(value):
+            if is_missing(value):
                 row[c] = None
             elif c == "prediction":
-                row[c] = _label_name(value, names, i, c)
+                row[c] = label_name_of(value, names, i, c)
             elif isinstance(value, (float, np.floating)):
                 row[c] = float(value)
             elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
@@ -199,7 +180,7 @@ def _queue_rows(
     return texts, extras, rows
 
 
-def _display(value: Any) -> str:
+def display_value(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
@@ -208,119 +189,11 @@ def _display(value: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Label Studio
+# Reading the tools' files back
 # ---------------------------------------------------------------------------------------------------------
 
 
-def label_studio_config(
-    text_columns: Sequence[str], label_names: Sequence[str], *, extra_columns: Sequence[str] = ()
-) -> str:
-    """The labeling config (XML) of a review project, to paste into Label Studio's Labeling Interface.
-
-    Shows each text column, the gold label and the extra columns as ``Text``; asks ``decision``
-    (``Choices``, single, required: keep / relabel / remove / unsure), ``new_label`` (``Choices`` of
-    ``label_names``, shown once "relabel" is chosen) and ``note`` (``TextArea``). Names must be plain
-    identifiers (letters, digits, ``_ . -``); every value is XML-escaped."""
-    shown = [*text_columns, GOLD_KEY, *extra_columns]
-    for name in shown:
-        if not _LS_NAME.match(str(name)):
-            raise DataError(
-                f"{name!r} is not usable as a Label Studio name (letters, digits, _ . -; not starting with a digit)",
-                field="text_columns",
-            )
-    target = str(text_columns[0])
-    lines = ["<View>"]
-    for name in shown:
-        title = "gold label" if name == GOLD_KEY else str(name)
-        lines.append(f'  <Header value={quoteattr(title)} size="6"/>')
-        lines.append(f"  <Text name={quoteattr(str(name))} value={quoteattr('$' + str(name))}/>")
-    lines.append(
-        f'  <Choices name={quoteattr(DECISION_QUESTION)} toName={quoteattr(target)} choice="single" '
-        'required="true" showInline="true">'
-    )
-    lines += [f"    <Choice value={quoteattr(d)}/>" for d in REVIEW_DECISIONS]
-    lines.append("  </Choices>")
-    lines.append(
-        f'  <Choices name={quoteattr(NEW_LABEL_QUESTION)} toName={quoteattr(target)} choice="single" '
-        f'showInline="true" visibleWhen="choice-selected" whenTagName={quoteattr(DECISION_QUESTION)} '
-        'whenChoiceValue="relabel">'
-    )
-    lines += [f"    <Choice value={quoteattr(str(n))}/>" for n in label_names]
-    lines.append("  </Choices>")
-    lines.append(
-        f'  <TextArea name={quoteattr(NOTE_QUESTION)} toName={quoteattr(target)} rows="2" '
-        'placeholder="note (optional)" maxSubmissions="1" editable="true"/>'
-    )
-    lines.append("</View>")
-    return "\n".join(lines) + "\n"
-
-
-def label_studio_tasks(
-    queue: pd.DataFrame,
-    *,
-    label_names: Sequence[str],
-    text_columns: Sequence[str] | None = None,
-    id_column: str = "id",
-    label_column: str = "label",
-    extra_columns: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """The queue as Label Studio tasks to import: ``[{"data": {"item_id", <texts>, "gold_label",
-    <extras>}}, ...]`` (extras as display strings). The example id travels as ``data.item_id``."""
-    return _tasks(
-        *_queue_rows(
-            queue,
-            label_names=label_names,
-            text_columns=text_columns,
-            id_column=id_column,
-            label_column=label_column,
-            extra_columns=extra_columns,
-        )
-    )
-
-
-def _tasks(
-    texts: tuple[str, ...], extras: tuple[str, ...], rows: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    tasks = []
-    for row in rows:
-        data: dict[str, Any] = {ITEM_KEY: row["item"]}
-        data.update({c: row[c] for c in texts})
-        data[GOLD_KEY] = row["gold"]
-        data.update({c: _display(row[c]) for c in extras})
-        tasks.append({"data": data})
-    return tasks
-
-
-def write_label_studio(
-    queue: pd.DataFrame,
-    path: str | Path,
-    *,
-    label_names: Sequence[str],
-    text_columns: Sequence[str] | None = None,
-    id_column: str = "id",
-    label_column: str = "label",
-    extra_columns: Sequence[str] | None = None,
-) -> tuple[Path, Path]:
-    """Write the tasks (:func:`label_studio_tasks`) to ``path`` (JSON) and the labeling config
-    (:func:`label_studio_config`) next to it as ``<stem>.config.xml``; returns both paths. Atomic."""
-    path = Path(path)
-    texts, extras, rows = _queue_rows(
-        queue,
-        label_names=label_names,
-        text_columns=text_columns,
-        id_column=id_column,
-        label_column=label_column,
-        extra_columns=extra_columns,
-    )
-    config = label_studio_config(texts, [str(n) for n in label_names], extra_columns=extras)
-    tasks = _tasks(texts, extras, rows)
-    config_path = path.with_name(f"{path.stem}.config.xml")
-    atomic_write_text(config_path, config)
-    atomic_write_json(path, tasks)
-    return path, config_path
-
-
-def _load_json(path: str | Path) -> Any:
+def load_tool_json(path: str | Path) -> Any:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -336,10 +209,10 @@ def _load_json(path: str | Path) -> Any:
         ) from err
 
 
-def _annotator(raw: Any, users: Mapping[Any, str] | None, where: str, field: str) -> str:
+def annotator_name(raw: Any, users: Mapping[Any, str] | None, where: str, field: str) -> str:
     if isinstance(raw, Mapping):
-        raw = next((raw[k] for k in ("email", "username", "id") if not _missing(raw.get(k))), None)
-    if _missing(raw) or isinstance(raw, (bool, list, dict)) or str(raw).strip() == "":
+        raw = next((raw[k] for k in ("email", "username", "id") if not is_missing(raw.get(k))), None)
+    if is_missing(raw) or isinstance(raw, (bool, list, dict)) or str(raw).strip() == "":
         raise DataError("no annotator", location=where, field=field)
     name = str(raw).strip()
     if users:
@@ -348,7 +221,7 @@ def _annotator(raw: Any, users: Mapping[Any, str] | None, where: str, field: str
     return name
 
 
-def _decision(value: Any, where: str, field: str) -> str:
+def decision_value(value: Any, where: str, field: str) -> str:
     if not isinstance(value, str) or value.strip() not in REVIEW_DECISIONS:
         raise DataError(
             f"unknown decision {value!r}; expected one of {list(REVIEW_DECISIONS)}",
@@ -358,8 +231,8 @@ def _decision(value: Any, where: str, field: str) -> str:
     return value.strip()
 
 
-def _new_label(value: Any, label_names: Sequence[str] | None, where: str, field: str) -> str | None:
-    if _missing(value) or (isinstance(value, str) and value.strip() == ""):
+def new_label_value(value: Any, label_names: Sequence[str] | None, where: str, field: str) -> str | None:
+    if is_missing(value) or (isinstance(value, str) and value.strip() == ""):
         return None
     if not isinstance(value, str):
         raise DataError(f"expected a label name, got {value!r}", location=where, field=field)
@@ -370,8 +243,8 @@ def _new_label(value: Any, label_names: Sequence[str] | None, where: str, field:
     return value.strip()
 
 
-def _note(value: Any, where: str, field: str) -> str | None:
-    if _missing(value):
+def note_value(value: Any, where: str, field: str) -> str | None:
+    if is_missing(value):
         return None
     if isinstance(value, list):
         if not all(isinstance(v, str) for v in value):
@@ -382,7 +255,7 @@ def _note(value: Any, where: str, field: str) -> str | None:
     return value.strip() or None
 
 
-def _single_choice(value: Any, where: str, field: str) -> Any:
+def single_choice_value(value: Any, where: str, field: str) -> Any:
     if not isinstance(value, Mapping):
         raise DataError(f"expected an object with 'choices', got {value!r}", location=where, field=field)
     choices = value.get("choices")
@@ -395,7 +268,7 @@ def _single_choice(value: Any, where: str, field: str) -> Any:
     return choices[0]
 
 
-def _decisions_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def decisions_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=[*DECISION_COLUMNS, "_where"])
     repeated = frame.duplicated(["item", "annotator"], keep="first")
     if repeated.any():
@@ -412,489 +285,3 @@ def _decisions_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     for c in ("new_label", "note"):
         frame[c] = frame[c].astype(object).where(frame[c].notna(), None)
     return frame.reset_index(drop=True)
-
-
-def label_studio_decisions(
-    tasks: Any,
-    *,
-    label_names: Sequence[str] | None = None,
-    users: Mapping[Any, str] | None = None,
-    source: str = "tasks",
-) -> pd.DataFrame:
-    """The decisions table (:data:`DECISION_COLUMNS`) of Label Studio's JSON export, already parsed.
-
-    Each task needs ``data.item_id`` (the example id, as :func:`label_studio_tasks` wrote it) and a list
-    ``annotations``; each annotation not ``was_cancelled`` needs ``completed_by`` (a user id, or an object
-    with email/username/id) and a ``result`` list holding a ``decision`` choice; ``new_label`` (checked
-    against ``label_names`` when given) and ``note`` (textarea) are optional. Other results (other
-    ``from_name``s) are ignored. ``source`` names the file in errors."""
-    if not isinstance(tasks, list):
-        raise DataError(f"expected a list of tasks, got {type(tasks).__name__}", location=source)
-    names = None if label_names is None else [str(n) for n in label_names]
-    rows: list[dict[str, Any]] = []
-    for t, task in enumerate(tasks):
-        where = f"{source} task {t}"
-        if not isinstance(task, Mapping):
-            raise DataError(f"expected an object, got {type(task).__name__}", location=where)
-        data = task.get("data")
-        if not isinstance(data, Mapping):
-            raise DataError("expected an object", location=where, field="data")
-        item = data.get(ITEM_KEY)
-        if _missing(item) or isinstance(item, (bool, list, dict)) or str(item).strip() == "":
-            raise DataError("no example id", location=where, field=f"data.{ITEM_KEY}")
-        annotations = task.get("annotations", [])
-        if not isinstance(annotations, list):
-            raise DataError(
-                f"expected a list, got {type(annotations).__name__}", location=where, field="annotations"
-            )
-        for a, annotation in enumerate(annotations):
-            at = f"annotations[{a}]"
-            if not isinstance(annotation, Mapping):
-                raise DataError(
-                    f"expected an object, got {type(annotation).__name__}", location=where, field=at
-                )
-            if annotation.get("was_cancelled"):
-                continue
-            annotator = _annotator(annotation.get("completed_by"), users, where, f"{at}.completed_by")
-            result = annotation.get("result")
-            if not isinstance(result, list):
-                raise DataError(
-                    f"expected a list, got {type(result).__name__}", location=where, field=f"{at}.result"
-                )
-            found: dict[str, Any] = {}
-            for r, region in enumerate(result):
-                rf = f"{at}.result[{r}]"
-                if not isinstance(region, Mapping):
-                    raise DataError(
-                        f"expected an object, got {type(region).__name__}", location=where, field=rf
-                    )
-                name = region.get("from_name")
-                if name == DECISION_QUESTION:
-                    found["decision"] = _decision(
-                        _single_choice(region.get("value"), where, f"{rf}.value"),
-                        where,
-                        f"{rf}.value.choices",
-                    )
-                elif name == NEW_LABEL_QUESTION:
-                    found["new_label"] = _new_label(
-                        _single_choice(region.get("value"), where, f"{rf}.value"),
-                        names,
-                        where,
-                        f"{rf}.value.choices",
-                    )
-                elif name == NOTE_QUESTION:
-                    value = region.get("value")
-                    if not isinstance(value, Mapping):
-                        raise DataError(
-                            f"expected an object with {TEXT_KEY!r}, got {value!r}",
-                            location=where,
-                            field=f"{rf}.value",
-                        )
-                    found["note"] = _note(value.get(TEXT_KEY), where, f"{rf}.value.{TEXT_KEY}")
-            if "decision" not in found:
-                raise DataError(
-                    f"no {DECISION_QUESTION!r} choice in the result", location=where, field=f"{at}.result"
-                )
-            rows.append(
-                {
-                    "item": str(item),
-                    "annotator": annotator,
-                    "decision": found["decision"],
-                    "new_label": found.get("new_label") if found["decision"] == "relabel" else None,
-                    "note": found.get("note"),
-                    "_where": where,
-                }
-            )
-    return _decisions_frame(rows)
-
-
-def read_label_studio(
-    path: str | Path, *, label_names: Sequence[str] | None = None, users: Mapping[Any, str] | None = None
-) -> pd.DataFrame:
-    """The decisions table of a Label Studio JSON export file (see :func:`label_studio_decisions`)."""
-    return label_studio_decisions(_load_json(path), label_names=label_names, users=users, source=str(path))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Argilla 2.x
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _argilla_name(name: str, field: str) -> str:
-    if not _ARGILLA_NAME.match(name):
-        raise DataError(
-            f"{name!r} is not usable as an Argilla name (lowercase letters, digits, _ and -); rename the column",
-            field=field,
-        )
-    return name
-
-
-def _question(
-    name: str, title: str, settings: dict[str, Any], *, required: bool, description: str | None = None
-):
-    return {
-        "id": None,
-        "name": name,
-        "title": title,
-        "description": description,
-        "required": required,
-        "settings": settings,
-        "inserted_at": None,
-        "updated_at": None,
-    }
-
-
-def _options(values: Sequence[str]) -> list[dict[str, Any]]:
-    return [{"value": v, TEXT_KEY: v, "description": None} for v in values]
-
-
-def argilla_settings(
-    text_columns: Sequence[str],
-    label_names: Sequence[str],
-    *,
-    extra_columns: Mapping[str, str] | None = None,
-    guidelines: str | None = None,
-    min_submitted: int = 1,
-) -> dict[str, Any]:
-    """The dataset settings (``rg.Settings`` serialised, ``.argilla/settings.json``): a ``TextField`` per
-    text column and the gold label, the ``LabelQuestion``s ``decision`` (required) and ``new_label``,
-    the ``TextQuestion`` ``note``, metadata properties for the extra columns (``{name: "terms" |
-    "float"}``) and the task distribution: each record stays open until ``min_submitted`` reviewers
-    submitted it (set it to the number of reviewers wanted per example)."""
-    if isinstance(min_submitted, bool) or not isinstance(min_submitted, int) or min_submitted < 1:
-        raise DataError(
-            f"min_submitted must be an integer >= 1, got {min_submitted!r}", field="min_submitted"
-        )
-    fields = [
-        {
-            "id": None,
-            "name": _argilla_name(str(c), "text_columns"),
-            "title": "gold label" if c == GOLD_KEY else str(c),
-            "required": True,
-            "settings": {"type": TEXT_KEY, "use_markdown": False},
-            "inserted_at": None,
-            "updated_at": None,
-        }
-        for c in [*text_columns, GOLD_KEY]
-    ]
-    questions = [
-        _question(
-            DECISION_QUESTION,
-            "Is the gold label right?",
-            {"type": "label_selection", "options": _options(list(REVIEW_DECISIONS)), "visible_options": None},
-            required=True,
-            description="keep: the gold label is right; relabel: it is another class (choose it below); "
-            "remove: the example is unusable; unsure: no decision",
-        ),
-        _question(
-            NEW_LABEL_QUESTION,
-            "New label (relabel only)",
-            {
-                "type": "label_selection",
-                "options": _options([str(n) for n in label_names]),
-                "visible_options": None,
-            },
-            required=False,
-        ),
-        _question(NOTE_QUESTION, "Note", {"type": TEXT_KEY, "use_markdown": False}, required=False),
-    ]
-    metadata = []
-    for name, kind in (extra_columns or {}).items():
-        settings: dict[str, Any] = (
-            {"type": "terms", "values": None}
-            if kind == "terms"
-            else {"type": "float", "min": None, "max": None}
-        )
-        metadata.append(
-            {
-                "id": None,
-                "name": _argilla_name(str(name), "extra_columns"),
-                "title": str(name),
-                "settings": settings,
-                "visible_for_annotators": True,
-                "inserted_at": None,
-                "updated_at": None,
-            }
-        )
-    return {
-        "guidelines": guidelines,
-        "questions": questions,
-        "fields": fields,
-        "vectors": [],
-        "metadata": metadata,
-        "allow_extra_metadata": False,
-        "distribution": {"strategy": "overlap", "min_submitted": min_submitted},
-    }
-
-
-def _extra_kinds(extras: Sequence[str], rows: list[dict[str, Any]]) -> dict[str, str]:
-    kinds = {}
-    for c in extras:
-        values = [r[c] for r in rows if r[c] is not None]
-        kinds[c] = "float" if values and all(isinstance(v, (int, float)) for v in values) else "terms"
-    return kinds
-
-
-def argilla_records(
-    queue: pd.DataFrame,
-    *,
-    label_names: Sequence[str],
-    text_columns: Sequence[str] | None = None,
-    id_column: str = "id",
-    label_column: str = "label",
-    extra_columns: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """The queue as Argilla records (``Record.to_dict``, the ``records.json`` of ``to_disk``): ``id`` =
-    the example id, ``fields`` = texts and gold label, ``metadata`` = extras (numbers stay numbers,
-    others as text), no responses yet."""
-    return _records(
-        *_queue_rows(
-            queue,
-            label_names=label_names,
-            text_columns=text_columns,
-            id_column=id_column,
-            label_column=label_column,
-            extra_columns=extra_columns,
-        )
-    )
-
-
-def _records(
-    texts: tuple[str, ...], extras: tuple[str, ...], rows: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    kinds = _extra_kinds(extras, rows)
-    return [
-        {
-            "id": row["item"],
-            "fields": {**{c: row[c] for c in texts}, GOLD_KEY: row["gold"]},
-            "metadata": {
-                c: (float(row[c]) if kinds[c] == "float" else str(row[c]))
-                for c in extras
-                if row[c] is not None
-            },
-            "suggestions": {},
-            "responses": {},
-            "vectors": {},
-            "status": "pending",
-            "_server_id": None,
-        }
-        for row in rows
-    ]
-
-
-def argilla_files(
-    queue: pd.DataFrame,
-    *,
-    label_names: Sequence[str],
-    name: str = "cartomap-review",
-    text_columns: Sequence[str] | None = None,
-    id_column: str = "id",
-    label_column: str = "label",
-    extra_columns: Sequence[str] | None = None,
-    guidelines: str | None = None,
-    min_submitted: int = 1,
-) -> dict[str, Any]:
-    """The files of the folder ``rg.Dataset.to_disk`` writes, as {path in the folder: JSON value}:
-    :data:`ARGILLA_DATASET` (name, guidelines), :data:`ARGILLA_SETTINGS` (:func:`argilla_settings`, what
-    ``rg.Settings.to_json`` writes) and :data:`ARGILLA_RECORDS` (:func:`argilla_records`, what
-    ``dataset.records.to_json`` writes)."""
-    texts, extras, rows = _queue_rows(
-        queue,
-        label_names=label_names,
-        text_columns=text_columns,
-        id_column=id_column,
-        label_column=label_column,
-        extra_columns=extra_columns,
-    )
-    settings = argilla_settings(
-        texts,
-        [str(n) for n in label_names],
-        extra_columns=_extra_kinds(extras, rows),
-        guidelines=guidelines,
-        min_submitted=min_submitted,
-    )
-    dataset = {  # DatasetModel's fields, as an unpublished dataset's to_disk writes them
-        "id": None,
-        "inserted_at": None,
-        "updated_at": None,
-        "name": str(name),
-        "status": "draft",
-        "guidelines": guidelines,
-        "allow_extra_metadata": False,
-        "distribution": settings["distribution"],
-        "workspace_id": None,
-        "last_activity_at": None,
-    }
-    return {
-        ARGILLA_DATASET: dataset,
-        ARGILLA_SETTINGS: settings,
-        ARGILLA_RECORDS: _records(texts, extras, rows),
-    }
-
-
-def write_argilla(queue: pd.DataFrame, folder: str | Path, **options: Any) -> Path:
-    """Write the queue as the folder ``rg.Dataset.to_disk`` writes (load it with
-    ``rg.Dataset.from_disk(folder, workspace=...)``): the files of :func:`argilla_files` (``options``
-    are its keyword arguments). ``folder`` must not exist or be empty; it is assembled under a temporary
-    name and renamed, so it is complete or absent. Returns ``folder``."""
-    folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise DataError(
-            "exists and is not an empty folder; expected a new or empty folder", location=str(folder)
-        )
-    files = argilla_files(queue, **options)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
-    try:
-        for path, value in files.items():
-            atomic_write_json(tmp / path, value)
-        os.chmod(tmp, 0o777 & ~_umask())
-        if folder.exists():
-            folder.rmdir()
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder
-
-
-def argilla_settings_path(path: str | Path) -> Path:
-    """The settings file written next to a records file: ``<stem>.settings.json``."""
-    path = Path(path)
-    return path.with_name(f"{path.stem}.settings.json")
-
-
-def write_argilla_records(queue: pd.DataFrame, path: str | Path, **options: Any) -> tuple[Path, Path]:
-    """Write the queue as Argilla's records file (``dataset.records.to_json(path)``'s format: a list of
-    ``Record.to_dict``; load it with ``dataset.records.from_json(path)``) at ``path`` and its dataset
-    settings next to it (:func:`argilla_settings_path`, ``rg.Settings.to_json``'s format: make the dataset
-    with ``rg.Settings.from_json``); ``options`` are :func:`argilla_files`'s. Atomic; returns both paths."""
-    path = Path(path)
-    files = argilla_files(queue, **options)
-    settings = argilla_settings_path(path)
-    atomic_write_json(settings, files[ARGILLA_SETTINGS])
-    atomic_write_json(path, files[ARGILLA_RECORDS])
-    return path, settings
-
-
-def argilla_zip(queue: pd.DataFrame, folder_name: str = "cartomap-review", **options: Any) -> bytes:
-    """The folder of :func:`write_argilla` as the bytes of a ZIP file (a download): unzipped, it loads with
-    ``rg.Dataset.from_disk(<folder_name>)``; ``options`` are :func:`argilla_files`'s."""
-    import io
-    import zipfile
-
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path, value in argilla_files(queue, **options).items():
-            archive.writestr(f"{folder_name}/{path}", json.dumps(value, indent=1))
-    return buffer.getvalue()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _argilla_label_names(folder: Path) -> list[str] | None:
-    """The new_label options of a dataset folder's settings, or None without settings."""
-    path = folder / ARGILLA_SETTINGS
-    if not path.exists():
-        return None
-    settings = _load_json(path)
-    questions = settings.get("questions") if isinstance(settings, Mapping) else None
-    for q in questions if isinstance(questions, list) else []:
-        if isinstance(q, Mapping) and q.get("name") == NEW_LABEL_QUESTION:
-            options = (q.get("settings") or {}).get("options")
-            if isinstance(options, list):
-                return [str(o.get("value")) for o in options if isinstance(o, Mapping)]
-    return None
-
-
-def argilla_decisions(
-    records: Any,
-    *,
-    label_names: Sequence[str] | None = None,
-    users: Mapping[Any, str] | None = None,
-    source: str = "records",
-) -> pd.DataFrame:
-    """The decisions table (:data:`DECISION_COLUMNS`) of Argilla records (``Record.to_dict``), parsed.
-
-    Each record needs ``id`` (the example id) and ``responses``: question name -> list of
-    ``{"value", "user_id", "status"}``. A response whose ``status`` is given and not ``"submitted"``
-    (draft, discarded) is left out. Every reviewer with a response needs a ``decision``; ``new_label``
-    (checked against ``label_names`` when given) and ``note`` are optional; other questions are ignored."""
-    if not isinstance(records, list):
-        raise DataError(f"expected a list of records, got {type(records).__name__}", location=source)
-    names = None if label_names is None else [str(n) for n in label_names]
-    rows: list[dict[str, Any]] = []
-    for i, record in enumerate(records):
-        where = f"{source} record {i}"
-        if not isinstance(record, Mapping):
-            raise DataError(f"expected an object, got {type(record).__name__}", location=where)
-        item = record.get("id")
-        if _missing(item) or isinstance(item, (bool, list, dict)) or str(item).strip() == "":
-            raise DataError("no example id", location=where, field="id")
-        responses = record.get("responses")
-        responses = {} if responses is None else responses
-        if not isinstance(responses, Mapping):
-            raise DataError(
-                f"expected an object, got {type(responses).__name__}", location=where, field="responses"
-            )
-        per_user: dict[str, dict[str, Any]] = {}
-        for question in (DECISION_QUESTION, NEW_LABEL_QUESTION, NOTE_QUESTION):
-            answers = responses.get(question, [])
-            field = f"responses.{question}"
-            if not isinstance(answers, list):
-                raise DataError(f"expected a list, got {type(answers).__name__}", location=where, field=field)
-            for k, answer in enumerate(answers):
-                af = f"{field}[{k}]"
-                if not isinstance(answer, Mapping):
-                    raise DataError(
-                        f"expected an object, got {type(answer).__name__}", location=where, field=af
-                    )
-                status = answer.get("status")
-                if status is not None and status != "submitted":
-                    continue
-                user = _annotator(answer.get("user_id"), users, where, f"{af}.user_id")
-                value = answer.get("value")
-                if question == DECISION_QUESTION:
-                    parsed = _decision(value, where, f"{af}.value")
-                elif question == NEW_LABEL_QUESTION:
-                    parsed = _new_label(value, names, where, f"{af}.value")
-                else:
-                    parsed = _note(value, where, f"{af}.value")
-                per_user.setdefault(user, {})[question] = parsed
-        for user, answers in per_user.items():
-            if DECISION_QUESTION not in answers:
-                raise DataError(
-                    f"reviewer {user!r} answered {sorted(answers)} but not {DECISION_QUESTION!r}",
-                    location=where,
-                    field=f"responses.{DECISION_QUESTION}",
-                )
-            decision = answers[DECISION_QUESTION]
-            rows.append(
-                {
-                    "item": str(item),
-                    "annotator": user,
-                    "decision": decision,
-                    "new_label": answers.get(NEW_LABEL_QUESTION) if decision == "relabel" else None,
-                    "note": answers.get(NOTE_QUESTION),
-                    "_where": where,
-                }
-            )
-    return _decisions_frame(rows)
-
-
-def read_argilla(
-    path: str | Path, *, label_names: Sequence[str] | None = None, users: Mapping[Any, str] | None = None
-) -> pd.DataFrame:
-    """The decisions table of an Argilla dataset folder written by ``rg.Dataset.to_disk`` after the review
-    (its ``records.json``), or of a records JSON file itself. Without ``label_names``, new labels are
-    checked against the folder's ``new_label`` options (``.argilla/settings.json``) when it has them."""
-    path = Path(path)
-    if path.is_dir():
-        if label_names is None:
-            label_names = _argilla_label_names(path)
-        path = path / ARGILLA_RECORDS
-    return argilla_decisions(_load_json(path), label_names=label_names, users=users, source=str(path))
