@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cartomap.analysis import colourings, figures, map_points, selection
+from cartomap.analysis import colourings, figures, map_points, seed_maps, selection
 from cartomap.analysis import datamap as dm
 from cartomap.scores.metrics import compute_metrics
 
@@ -36,7 +36,7 @@ def _frame(n: int = 60, votes: bool = False, seeds: bool = False, genre: bool = 
         metrics["region_majority"] = metrics["region"]
         metrics["stable"] = np.arange(n) % 2 == 1
         metrics["confidence_std"] = np.linspace(0.0, 0.3, n)
-        return dm.seed_map_frame(metrics, examples, LABELS, 3)
+        return seed_maps.seed_map_frame(metrics, examples, LABELS, 3)
     return dm.build_map_frame(metrics, examples, LABELS)
 
 

@@ -1,7 +1,7 @@
 """What a data map can be coloured by: every per-example score a run's map frame carries.
 
 Pure functions of a map frame (:func:`cartomap.analysis.datamap.map_frame`, or the map over seeds,
-:func:`cartomap.analysis.datamap.seed_map_frame`); no streamlit here.
+:func:`cartomap.analysis.seed_maps.seed_map_frame`); no streamlit here.
 
 * :data:`CATEGORICAL`: the colourings drawn with a discrete palette, one trace per level (correctness
   bucket "k/E", gold label, region, genre, seeds agreeing on the region, gold vs the annotators'

@@ -503,7 +503,7 @@ def _probability_layout(fig, height: int, y_title: str):
 
 def seed_trajectory_figure(traj: pd.DataFrame, gold: str | None = None, height: int = 260):
     """One line per seed of the gold-label probability by epoch
-    (:func:`cartomap.analysis.datamap.seed_trajectories`), and their mean (thick, black); y from 0 to 1."""
+    (:func:`cartomap.analysis.seed_maps.seed_trajectories`), and their mean (thick, black); y from 0 to 1."""
     import plotly.graph_objects as go
 
     fig = go.Figure()

@@ -39,7 +39,7 @@ GOLD_VS_MAJORITY = "gold vs majority"
 HUMAN_COLOR_BY = (HUMAN_ENTROPY, GOLD_VS_MAJORITY)
 
 
-#: Colour of a map over seeds (:func:`cartomap.analysis.datamap.seed_map_frame`): how many seeds agree
+#: Colour of a map over seeds (:func:`cartomap.analysis.seed_maps.seed_map_frame`): how many seeds agree
 #: on an example's region ("3/3", "2/3", ...).
 AGREEMENT = "region agreement"
 

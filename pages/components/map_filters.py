@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap
+from cartomap.analysis import colourings, datamap, seed_maps
 from cartomap.scores import ambiguity
 from cartomap.scores.metrics import DEFAULT_AXIS, RegionRule, ambiguous_shares
 from cartomap.tasks import registry as task_kinds
@@ -276,7 +276,7 @@ def sidebar_filters(frame, more=None):
     if disagree:
         filtered = filtered[filtered["gold_disagrees"].to_numpy(dtype=bool)]
     if stable:
-        filtered = datamap.stable_only(filtered)
+        filtered = seed_maps.stable_only(filtered)
     if more is not None:
         with slot:
             filtered = more(filtered)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import datamap
+from cartomap.analysis import datamap, seed_maps
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
 
@@ -102,7 +102,9 @@ def _seed_frame(exp_path: str, stamp: tuple, run_path: str, rule_json: str) -> p
     run = Run(Path(run_path))
     table = Experiment(Path(exp_path)).result(PER_EXAMPLE)
     table = datamap.with_regions(table, RegionRule.from_dict(json.loads(rule_json)))
-    return datamap.seed_map_frame(table, run.examples(columns=datamap.map_example_columns()), run.label_names)
+    return seed_maps.seed_map_frame(
+        table, run.examples(columns=datamap.map_example_columns()), run.label_names
+    )
 
 
 def seed_map_frame(exp, run: Run, rule: RegionRule | None = None) -> pd.DataFrame:

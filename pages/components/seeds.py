@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cartomap.analysis import datamap
+from cartomap.analysis import seed_maps
 from cartomap.analysis.stability_reference import measured_caption, measured_stability
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch, registry
@@ -83,7 +83,7 @@ def seeds_section(run, estore, done=None, axis: str | None = None) -> None:
     siblings of other seeds. ``axis``: the map's ambiguity axis (the measured figures are the axis's)."""
     if done is not None:
         with st.expander(f"Seeds: the map of {len(done.params['seeds'])} seeds"):
-            st.caption(datamap.seeds_caption(done.result(SUMMARY) or {}))
+            st.caption(seed_maps.seeds_caption(done.result(SUMMARY) or {}))
         return
     pending = seeds_of(run, estore)
     active = pending is not None and pending.state != State.DONE

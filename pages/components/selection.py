@@ -14,7 +14,7 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import datamap, figures, map_files, map_points
+from cartomap.analysis import datamap, figures, map_files, map_points, seed_maps
 from cartomap.analysis import multilabel as label_views
 from cartomap.errors import CartomapError
 from cartomap.runs import tags as run_tags
@@ -151,7 +151,7 @@ def show_trajectory(run, table, table_event, seeds=None, per_label: bool = False
             if seeds:
                 st.markdown(f"**Probability of the gold label by epoch, in each of {len(seeds)} seeds**")
                 fig = figures.seed_trajectory_figure(
-                    datamap.seed_trajectories(seeds, focus, source), gold=str(row["gold"])
+                    seed_maps.seed_trajectories(seeds, focus, source), gold=str(row["gold"])
                 )
             elif per_label:
                 # a combined point: its worst label where the map shown has it (after k recordings, maybe another)
