@@ -2,7 +2,7 @@
 
 Prompts: WaNLI prompts (cartomap.wanli.prompts.build_prompt) of groups of 5 real pairs of the bundled
 demo training set, each group one label (entailment, neutral, contradiction in turn), so the
-prompts look like the ones the pipeline sends. Generation: ``cartomap.wanli.generation.LocalLM`` with the
+prompts look like the ones the pipeline sends. Generation: ``cartomap.wanli.generators.LocalLM`` with the
 paper's sampling (top_p 0.5, temperature 1.0, stop at a blank line) and ``--max-new-tokens``.
 
 * batched: ``batch_size = --batch-size`` prompts per ``generate`` call (left padding; a batch runs
@@ -79,7 +79,7 @@ def main() -> None:
     import torch
     import transformers
 
-    from cartomap.wanli.generation import GenerationConfig, LocalLM, ensure_smollm2
+    from cartomap.wanli.generators import GenerationConfig, LocalLM, ensure_smollm2
     from cartomap.wanli.prompts import count_tokens
 
     if a.threads:

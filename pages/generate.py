@@ -23,15 +23,8 @@ from cartomap.runs.store import Run
 from cartomap.team.roles import Action
 from cartomap.wanli.batches import batch_info, batch_slug, list_batches, load_generated
 from cartomap.wanli.exemplars import AUTO, MAX_EXAMPLES
-from cartomap.wanli.generation import (
-    CREDENTIALS_ENV,
-    SMOLLM2,
-    GenerationConfig,
-    credentials_for,
-    prepare_generation,
-    request_stop,
-    task_name,
-)
+from cartomap.wanli.generation import prepare_generation, request_stop, task_name
+from cartomap.wanli.generators import CREDENTIALS_ENV, SMOLLM2, GenerationConfig, credentials_for
 from cartomap.wanli.prompts import DEFAULT_INSTRUCTION, DEFAULT_LABEL_WORDS, PromptTemplate
 from pages.common import (
     acting_as,

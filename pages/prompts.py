@@ -34,7 +34,7 @@ from cartomap.wanli.exemplars import (
     in_context_examples,
     save_auto_groups,
 )
-from cartomap.wanli.generation import SMOLLM2, cache_root_of, load_generator_tokenizer
+from cartomap.wanli.generators import SMOLLM2, cache_root_of, load_generator_tokenizer
 from cartomap.wanli.prompts import (
     DEFAULT_INSTRUCTION,
     DEFAULT_LABEL_WORDS,

@@ -39,7 +39,7 @@ def tiny_lm(tmp_path_factory) -> str:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from cartomap.wanli.generation import load_generator_tokenizer
+    from cartomap.wanli.generators import load_generator_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny-lm")
     tokenizer = load_generator_tokenizer("smollm2", tmp_path_factory.mktemp("lm-cache"))

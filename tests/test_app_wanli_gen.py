@@ -15,7 +15,8 @@ from cartomap.runs.groups import list_groups, load_group
 from cartomap.runs.tasks import task_status
 from cartomap.wanli.batches import batch_info
 from cartomap.wanli.exemplars import auto_groups, collect_groups, save_auto_groups
-from cartomap.wanli.generation import GenerationConfig, run_generation
+from cartomap.wanli.generation import run_generation
+from cartomap.wanli.generators import GenerationConfig
 from cartomap.wanli.prompts import PromptTemplate, build_prompt
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,15 +16,8 @@ from cartomap.runs.groups import save_group
 from cartomap.runs.tasks import task_status
 from cartomap.wanli.batches import batch_dir, batch_info, batch_slug, info_path, list_batches, load_generated
 from cartomap.wanli.exemplars import auto_groups, collect_groups, save_auto_groups
-from cartomap.wanli.generation import (
-    COLUMNS,
-    GenerationConfig,
-    LocalLM,
-    OpenAICompatible,
-    prepare_generation,
-    request_stop,
-    run_generation,
-)
+from cartomap.wanli.generation import COLUMNS, prepare_generation, request_stop, run_generation
+from cartomap.wanli.generators import GenerationConfig, LocalLM, OpenAICompatible
 from cartomap.wanli.prompts import PromptTemplate, build_prompt
 
 SECRET = "sk-test-0123456789-secret"
@@ -86,7 +79,7 @@ def test_stop_criterion_per_sequence(tiny_lm):
     import torch
     from transformers import AutoTokenizer
 
-    from cartomap.wanli.generation import _stop_criterion
+    from cartomap.wanli.generators import _stop_criterion
 
     tok = AutoTokenizer.from_pretrained(tiny_lm)
     prompt = tok("1. A\nImplication: B\n\n2.")["input_ids"]  # the prompt's own blank line does not count
@@ -316,7 +309,7 @@ def test_a_key_in_the_base_url_is_never_written(cache, stub, monkeypatch):
     (HTTP basic) from memory only, and no file of the run, no status and no log holds them."""
     import base64
 
-    from cartomap.wanli.generation import CREDENTIALS_ENV, split_credentials
+    from cartomap.wanli.generators import CREDENTIALS_ENV, split_credentials
 
     monkeypatch.delenv("CARTOMAP_TEST_KEY", raising=False)
     monkeypatch.delenv(CREDENTIALS_ENV, raising=False)

@@ -31,7 +31,8 @@ from cartomap.training.prepare import prepare_run
 from cartomap.wanli.batches import batch_info, load_generated, load_report
 from cartomap.wanli.exemplars import auto_groups, collect_groups, save_auto_groups
 from cartomap.wanli.filtering import FilterConfig, run_filter
-from cartomap.wanli.generation import GenerationConfig, run_generation
+from cartomap.wanli.generation import run_generation
+from cartomap.wanli.generators import GenerationConfig
 from cartomap.wanli.review import export_reviewed, open_review
 
 N_SAMPLES = 8

@@ -59,12 +59,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
     """WaNLI stage 2: generate a batch of new pairs from groups (task "generate-<batch>")."""
     from cartomap.runs.store import RunStore
     from cartomap.wanli.batches import generated_path
-    from cartomap.wanli.generation import (
-        GenerationConfig,
-        execute_generation,
-        prepare_generation,
-        resolve_groups,
-    )
+    from cartomap.wanli.generation import execute_generation, prepare_generation, resolve_groups
+    from cartomap.wanli.generators import GenerationConfig
     from cartomap.wanli.prompts import DEFAULT_INSTRUCTION, PromptTemplate, label_words_for
 
     run = RunStore(a.cache).get(a.run)

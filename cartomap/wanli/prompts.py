@@ -146,7 +146,7 @@ def encode(tokenizer, texts: str | list[str], **kwargs):
 
 
 def count_tokens(prompt: str, tokenizer) -> int:
-    """Tokens of ``prompt`` as fed to the generator by :class:`cartomap.wanli.generation.LocalLM`."""
+    """Tokens of ``prompt`` as fed to the generator by :class:`cartomap.wanli.generators.LocalLM`."""
     return len(encode(tokenizer, prompt)["input_ids"])
 
 
