@@ -3,7 +3,7 @@
 Data: synthetic confidences in [0, 1]. Token runs: ``--sentences`` sentences of 1 to 29 words (about
 15 on average), rows in key order; a sentence's score from its words by ``tokens.sentence_scores``.
 Multi-label runs: an ``--examples`` x ``--labels`` matrix with about 10% of labels present; an
-example's score from its labels by ``multilabel.example_scores``. Only the public functions of
+example's score from its labels by ``label_examples.example_scores``. Only the public functions of
 ``cartomap.scores.tokens`` and ``cartomap.scores.multilabel`` are called, so the same script times any
 version of them (run it with ``PYTHONPATH`` at the checkout to time).
 
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from cartomap.scores import multilabel, tokens
+from cartomap.scores import label_examples, tokens
 
 
 def timed(call, repeats: int) -> tuple[float, float]:
@@ -58,8 +58,10 @@ def main() -> None:
         rows.append(
             (f"{args.sentences:,} sentences, {len(conf):,} words", f"sentence_scores ({method})", wall, cpu)
         )
-    for method in multilabel.EXAMPLE_METHODS:
-        wall, cpu = timed(lambda m=method: multilabel.example_scores(scores, gold, method=m), args.repeats)
+    for method in label_examples.EXAMPLE_METHODS:
+        wall, cpu = timed(
+            lambda m=method: label_examples.example_scores(scores, gold, method=m), args.repeats
+        )
         rows.append((f"{args.examples:,} x {args.labels}", f"example_scores ({method})", wall, cpu))
     print(f"\nmedian of {args.repeats}:\n")
     print("| size | stage | wall s | CPU s |")

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cartomap.scores import label_examples
 from cartomap.scores import multilabel as ml
 
 
@@ -65,7 +66,7 @@ def run(n: int, n_labels: int, epochs: int, repeats: int, folder: Path) -> list[
     wall, cpu, pairs = timed(lambda: ml.label_metrics_from_logits(logits, gold, ids=ids), repeats)
     add("pairs (label_metrics_from_logits)", wall, cpu, f"{len(pairs):,} rows")
     for method in ("min", "present_only"):
-        wall, cpu, _ = timed(lambda m=method: ml.example_metrics(pairs, method=m), repeats)
+        wall, cpu, _ = timed(lambda m=method: label_examples.example_metrics(pairs, method=m), repeats)
         add(f"example ({method})", wall, cpu)
     paths = [folder / f"epoch_{e}.parquet" for e in range(epochs)]
 

@@ -16,8 +16,8 @@ from cartomap.config import DataConfig, RunConfig, TrainConfig
 from cartomap.data.loading import load_dataset
 from cartomap.io import atomic_write_parquet
 from cartomap.runs.store import Run, RunStore
+from cartomap.scores.label_examples import combined_map
 from cartomap.scores.metrics import compute_metrics
-from cartomap.scores.multilabel import combined_map
 from cartomap.tasks.base import label_unit_keys
 from cartomap.tasks.multilabel import MULTILABEL
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cartomap.errors import DataError
-from cartomap.scores import aggregate, multilabel, tokens
+from cartomap.scores import aggregate, label_examples, tokens
 
 # ----------------------------------------------------------------------------- the word table
 #
@@ -40,7 +40,7 @@ def _sentence(method: str, **options) -> list[float]:
 
 
 def _example(method: str, conf=LABEL_CONF, gold=LABEL_GOLD, **options) -> list[float]:
-    return multilabel.example_scores(conf, gold, method=method, **options)["score"].tolist()
+    return label_examples.example_scores(conf, gold, method=method, **options)["score"].tolist()
 
 
 def test_sentence_scores_pinned():
@@ -99,7 +99,7 @@ def test_example_scores_pinned():
     # ema, alpha 0.8, scores high to low: 0.8 * low + 0.2 * high
     assert _example("ema") == pytest.approx([0.53, 0.34, 0.7])
     assert _example("ema") == [0.53, 0.33999999999999997, 0.7]
-    table = multilabel.example_scores(LABEL_CONF, LABEL_GOLD, method="present_only")
+    table = label_examples.example_scores(LABEL_CONF, LABEL_GOLD, method="present_only")
     assert table["n_scored"].tolist() == [1, 2, 0] and table["worst_label"].tolist() == [0, 1, -1]
 
 
@@ -130,15 +130,15 @@ def test_example_scores_agree_with_cleanlab_on_the_label_table():
 
 def test_example_functions_keep_their_signature():
     # f(label scores [N, L], gold [N, L], **options) -> (scores [N], the labels counted [N, L])
-    values, counted = multilabel.EXAMPLE_METHODS["present_only"](WIDE_CONF, WIDE_GOLD)
+    values, counted = label_examples.EXAMPLE_METHODS["present_only"](WIDE_CONF, WIDE_GOLD)
     assert values.tolist() == [0.20000000000000004, 0.13333333333333333]
     assert counted.tolist() == WIDE_GOLD.tolist()
-    values, counted = multilabel.ema_score(WIDE_CONF, WIDE_GOLD, alpha=0.5)
+    values, counted = label_examples.ema_score(WIDE_CONF, WIDE_GOLD, alpha=0.5)
     assert values.tolist() == pytest.approx([0.1875, 0.1875]) and counted.all()
-    values, counted = multilabel.mean_score(np.zeros((2, 0)), np.zeros((2, 0), dtype=bool))
+    values, counted = label_examples.mean_score(np.zeros((2, 0)), np.zeros((2, 0), dtype=bool))
     assert np.isnan(values).all() and counted.shape == (2, 0)
-    assert multilabel.example_method("ema") is multilabel.ema_score
-    assert set(multilabel.EXAMPLE_METHODS) == {"min", "mean", "present_only", "softmin", "ema"}
+    assert label_examples.example_method("ema") is label_examples.ema_score
+    assert set(label_examples.EXAMPLE_METHODS) == {"min", "mean", "present_only", "softmin", "ema"}
 
 
 # ----------------------------------------------------------------------------- every registered method
@@ -251,7 +251,7 @@ def test_names_by_unit_kind_and_the_kinds_registries():
     assert aggregate.names("word") == ("min", "mean", "softmin") == SENTENCE_METHOD_CHOICES
     assert aggregate.names("label") == ("min", "mean", "present_only", "softmin", "ema")
     assert tuple(tokens.SENTENCE_METHODS) == aggregate.names("word")
-    assert tuple(multilabel.EXAMPLE_METHODS) == aggregate.names("label")
+    assert tuple(label_examples.EXAMPLE_METHODS) == aggregate.names("label")
     assert (
         aggregate.AGGREGATIONS["softmin"].units["word"]["temperature"] == tokens.DEFAULT_SOFTMIN_TEMPERATURE
     )
@@ -266,10 +266,10 @@ def test_an_unknown_or_foreign_method_is_one_error_listing_the_names():
     ):
         tokens.sentence_scores(WORD_CONF, SENTENCE, WORD, method="present_only")
     with pytest.raises(DataError, match="expected one of min, mean, present_only, softmin, ema") as caught:
-        multilabel.example_scores(LABEL_CONF, method="median")
+        label_examples.example_scores(LABEL_CONF, method="median")
     assert caught.value.field == "method"
     with pytest.raises(DataError, match="present_only needs the gold labels"):
-        multilabel.example_scores(LABEL_CONF, method="present_only")
+        label_examples.example_scores(LABEL_CONF, method="present_only")
 
 
 def test_a_registered_aggregation_serves_the_kinds_it_names(monkeypatch):
@@ -285,7 +285,7 @@ def test_a_registered_aggregation_serves_the_kinds_it_names(monkeypatch):
     ids, values = tokens.sentence_method("max")(WORD_CONF, SENTENCE)
     assert ids.tolist() == [0, 1, 2] and values.tolist() == [0.9, 0.7, 0.3]
     with pytest.raises(DataError, match="max scores sentences from their words only"):
-        multilabel.example_scores(LABEL_CONF, method="max")
+        label_examples.example_scores(LABEL_CONF, method="max")
     with pytest.raises(DataError, match="already registered"):
         aggregate.register(aggregate.Aggregation("max", group_max, "again"))
 

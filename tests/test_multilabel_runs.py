@@ -14,6 +14,7 @@ from cartomap.config import DataConfig, ModelConfig, OrderConfig, RunConfig, Tra
 from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
 from cartomap.runs.store import RunStore
+from cartomap.scores import label_examples
 from cartomap.scores import multilabel as ml
 from cartomap.tasks.multilabel import MULTILABEL
 from cartomap.training.loop import train_or_load
@@ -162,7 +163,7 @@ def test_a_multilabel_run_records_each_labels_logit(tiny_model, ml_files, cache)
     # The combined map: each example at its worst label, as scores.multilabel computes it from z.
     combined = run.example_metrics()
     indicator = np.array([[0, 1], [1, 1], [0, 0], [1, 0]], dtype=bool)
-    expected = ml.example_metrics(
+    expected = label_examples.example_metrics(
         ml.label_metrics_from_logits(np.stack([z, z]), indicator, ids=examples["id"])
     )
     assert combined["id"].tolist() == ["ex-0", "ex-1", "ex-2", "ex-3"]

@@ -10,14 +10,12 @@ import pytest
 
 from cartomap.errors import DataError
 from cartomap.scores import ambiguity, metrics
+from cartomap.scores.label_examples import EXAMPLE_METHODS, example_metrics, example_scores
 from cartomap.scores.multilabel import (
-    EXAMPLE_METHODS,
     PAIR_COLUMNS,
     correct_from_probs,
     dynamics_array,
     dynamics_long,
-    example_metrics,
-    example_scores,
     flat_keys,
     gold_probabilities,
     label_map,

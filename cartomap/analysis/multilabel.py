@@ -6,13 +6,13 @@ several maps, each a *view* (:func:`views`):
 * ``label:<j>``: one label's map, a point per example for label j: its unit's metrics, gold "present" or
   "absent", regions ranked among that label's points (every label its own ambiguous share);
 * ``combined``: a point per example at its worst label (the run's saved combined map,
-  :func:`cartomap.scores.multilabel.example_metrics` with method ``min``), gold and prediction the label
+  :func:`cartomap.scores.label_examples.example_metrics` with method ``min``), gold and prediction the label
   sets ("politics, sports"; "(none)" for an empty set);
 * ``units``: every (example, label) on one map.
 
 Each view also has its map after the first k recordings (``burn_out``): the units' metrics over those
 recordings (:func:`cartomap.analysis.epochs.run_map_at`), the combined view aggregated from them as the
-run's saved combined map is (:func:`cartomap.scores.multilabel.combined_map`); and the paths of selected
+run's saved combined map is (:func:`cartomap.scores.label_examples.combined_map`); and the paths of selected
 points as recordings are added (:func:`view_trajectories`).
 
 Rows of a label view keep the unit ids (``<id>#<j>``, the keys of the recorded dynamics); the combined
@@ -37,8 +37,8 @@ from cartomap.analysis.datamap import (
     with_regions,
 )
 from cartomap.errors import RunError
+from cartomap.scores.label_examples import combined_map
 from cartomap.scores.metrics import RegionRule
-from cartomap.scores.multilabel import combined_map
 from cartomap.tasks.base import LABEL_UNIT_CLASSES, UNIT_SEPARATOR, sigmoid
 
 COMBINED = "combined"
@@ -145,7 +145,7 @@ def combined_frame(
     a point per example; gold = its label set, predicted = the labels predicted present after the last
     recording, worst_label = the label it sits at. ``units``: per-unit metrics (every label of every
     example, in order; e.g. over the first k recordings) to aggregate instead
-    (:func:`cartomap.scores.multilabel.combined_map`, the saved map's aggregation). Regions by ``regions``
+    (:func:`cartomap.scores.label_examples.combined_map`, the saved map's aggregation). Regions by ``regions``
     (default: the run's rule) on its axis, a column of the frame with every other ambiguity axis."""
     _check(run)
     regions = regions or run.region_rule()
@@ -269,7 +269,7 @@ def unit_trajectory(
 def combined_points(units: pd.DataFrame, label_names: Sequence[str]) -> pd.DataFrame:
     """Examples placed on the combined map from their units' metrics ``units`` (a frame of
     :func:`cartomap.scores.metrics.compute_metrics` whose ids are ``<id>#<j>``, every label of each example
-    in order): :func:`cartomap.scores.multilabel.combined_map` with the example ids."""
+    in order): :func:`cartomap.scores.label_examples.combined_map` with the example ids."""
     unit_ids = units["id"].astype(str).to_numpy()
     n_labels = len(label_names)
     example_ids = [str(u).rpartition(UNIT_SEPARATOR)[0] for u in unit_ids[::n_labels]] if n_labels else []

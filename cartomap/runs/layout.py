@@ -114,7 +114,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (
         EXAMPLE_METRICS,
         "multi-label runs: the combined map, one row per example at its worst label "
-        "(scores.multilabel.example_metrics, method min); example_metrics_<source>.parquet for a second source",
+        "(scores.label_examples.example_metrics, method min); example_metrics_<source>.parquet for a second source",
     ),
     (PLAN, "the stages of a curriculum order"),
     (f"{MODEL}/", "final weights (safetensors) and tokenizer"),

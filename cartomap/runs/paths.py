@@ -61,7 +61,7 @@ class RunPaths:
 
     def example_metrics_path(self, source: str = "train") -> Path:
         """A multi-label run's combined map of ``source`` (one row per example,
-        :func:`cartomap.scores.multilabel.example_metrics`): the first recorded source has the plain name."""
+        :func:`cartomap.scores.label_examples.example_metrics`): the first recorded source has the plain name."""
         if source == "train":
             return self.path / layout.EXAMPLE_METRICS
         return self.path / layout.EXAMPLE_METRICS_OF_SOURCE.format(source=source)

@@ -44,11 +44,11 @@ def keyed_metrics(
     run's metrics keeps them (training, the importer, a recomputation): an example's metrics as they are;
     a word's with its sentence id and word index (:func:`with_word_keys`); an (example, label) unit's with
     the example id, label index and name (:func:`with_label_keys`), and then the example-level map of
-    those units (:func:`cartomap.scores.multilabel.combined_map`) as the second item."""
+    those units (:func:`cartomap.scores.label_examples.combined_map`) as the second item."""
     if kind.unit == "word":
         return with_word_keys(frame, unit_ids), None
     if kind.unit == "label":
-        from cartomap.scores.multilabel import combined_map
+        from cartomap.scores.label_examples import combined_map
 
         frame = with_label_keys(frame, example_ids, label_names)
         return frame, combined_map(frame, example_ids, label_names)
