@@ -517,7 +517,7 @@ def _source_form_pieces(path: Path) -> list[tuple[str, int]]:
 
 
 #: Files uploaded for something other than a dataset: a review tool's export to import.
-OTHER_UPLOADS = {("pages.review_suspects", "file_uploader")}
+OTHER_UPLOADS = {("pages.components.review_results", "file_uploader")}
 
 
 def test_pages_pick_a_data_source_only_through_source_form():
