@@ -59,6 +59,13 @@ from cartomap.data.dataset import TextDataset
 from cartomap.data.loading import from_frame
 from cartomap.errors import DataError, RunError
 from cartomap.integrations.origin import canonical, recorded_config
+from cartomap.integrations.unit_rows import (
+    as_numpy,
+    id_strings,
+    label_unit_rows,
+    preview_ids,
+    word_unit_rows,
+)
 from cartomap.runs.importer import dynamics_digest, examples_without_texts, finish_run
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
@@ -81,115 +88,6 @@ SETTING_ALIASES = {
     "gradient_accumulation_steps": (),
 }
 MODES = SOURCES  # the logits of the training forward pass, or of an eval-mode pass after each epoch
-#: The label of a sub-word that is not a word's first (and of special tokens), as Hugging Face aligns them.
-IGNORE_INDEX = -100
-
-
-def first_subwords(logits: Any, token_labels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The logits of every word's first sub-word in a batch of a token classifier: ``logits`` [B, T, C]
-    and the aligned ``token_labels`` [B, T] (a word's tag at its first sub-word, :data:`IGNORE_INDEX`
-    elsewhere) -> (the batch row of each word [M], its logits [M, C] as float32, its tag [M]), words in
-    order within each row. DataError for shapes that do not fit."""
-    values = as_numpy(logits)
-    marks = as_numpy(token_labels)
-    if values.ndim != 3:
-        raise DataError(
-            f"logits of shape {tuple(values.shape)}; a token classifier's are [batch, sub-words, classes]",
-            field="logits",
-        )
-    if marks.shape != values.shape[:2]:
-        raise DataError(
-            f"labels of shape {tuple(marks.shape)} for logits of shape {tuple(values.shape)}; expected "
-            f"{tuple(values.shape[:2])} (one per sub-word, {IGNORE_INDEX} where no word starts)",
-            field="labels",
-        )
-    batch_row, position = np.nonzero(marks != IGNORE_INDEX)  # row-major: words in order within a row
-    return batch_row, values[batch_row, position].astype(np.float32, copy=False), marks[batch_row, position]
-
-
-def as_numpy(values: Any) -> np.ndarray:
-    """A tensor (any device, with or without grad), array or list as a numpy array."""
-    if hasattr(values, "detach"):
-        values = values.detach()
-        if hasattr(values, "float") and values.is_floating_point():
-            values = values.float()
-        values = values.cpu().numpy()
-    return np.asarray(values)
-
-
-def id_strings(ids: Any) -> list[str]:
-    """Ids as strings, the way runs key them (an integral float or tensor element as an int)."""
-    values = as_numpy(ids) if hasattr(ids, "detach") or isinstance(ids, np.ndarray) else ids
-    out = []
-    for v in values:
-        if isinstance(v, (float, np.floating)) and float(v).is_integer():
-            v = int(v)
-        out.append(str(v.item() if hasattr(v, "item") else v))
-    return out
-
-
-def _preview(values: Sequence[str], k: int = 5) -> str:
-    shown = ", ".join(repr(v) for v in values[:k])
-    return shown + (", ..." if len(values) > k else "")
-
-
-def word_unit_rows(
-    rows: np.ndarray,
-    logits: Any,
-    token_labels: Any,
-    offsets: np.ndarray,
-    counts: np.ndarray,
-    unit_labels: np.ndarray,
-    unit_ids: Sequence[str],
-    sentence_ids: Sequence[str],
-    epoch: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(unit rows [M], logits [M, C]) of a batch of sentences (their positions ``rows`` among every
-    sentence; sentence s has ``counts[s]`` words, the units ``offsets[s]`` ...): every word at its first
-    sub-word (:func:`first_subwords`). A DataError names a sentence whose labelled sub-words are not its
-    words, by count or by tag (``unit_labels``: every word's tag)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    batch_row, values, tags = first_subwords(logits, token_labels)
-    found = np.bincount(batch_row, minlength=len(rows))
-    counts = counts[rows]
-    for b in np.flatnonzero(found != counts)[:1]:
-        raise DataError(
-            f"epoch {epoch}: sentence {sentence_ids[rows[b]]!r} has {counts[b]} words but {found[b]} labelled "
-            f"sub-words (labels other than {IGNORE_INDEX} mark each word's first sub-word; a sentence cut by "
-            "max_length cannot be recorded whole)",
-            field="labels",
-        )
-    starts = np.repeat(offsets[rows], counts)
-    unit_rows = starts + (np.arange(len(batch_row)) - np.repeat(np.cumsum(counts) - counts, counts))
-    wrong = np.flatnonzero(tags != unit_labels[unit_rows])
-    if len(wrong):
-        k = int(wrong[0])
-        raise DataError(
-            f"epoch {epoch}: word {unit_ids[unit_rows[k]]!r} has label {int(tags[k])} in the batch, "
-            f"{int(unit_labels[unit_rows[k]])} in the recorder: the batch's labels are not these sentences'",
-            field="labels",
-        )
-    return unit_rows, values
-
-
-def label_unit_rows(
-    rows: np.ndarray, logits: Any, n_labels: int, epoch: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(unit rows [B * L], logits [B * L, 2]) of a batch of a multi-label model: example ``rows[b]``'s logit
-    z of label j (``logits`` [B, L], one sigmoid output per label) as the two-class row (0, z) of unit
-    ``rows[b] * L + j`` (:mod:`cartomap.tasks.multilabel`: softmax((0, z))[1] = sigmoid(z)). A DataError
-    for logits of another shape."""
-    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-    values = as_numpy(logits).astype(np.float32, copy=False)
-    if values.ndim != 2 or values.shape != (len(rows), n_labels):
-        raise DataError(
-            f"epoch {epoch}: logits of shape {tuple(values.shape)} for {len(rows)} examples; a multi-label "
-            f"model's are [{len(rows)}, {n_labels}] (one logit per label)",
-            field="logits",
-        )
-    unit_rows = (rows[:, None] * n_labels + np.arange(n_labels)).reshape(-1)
-    z = values.reshape(-1)
-    return unit_rows, np.stack((np.zeros_like(z), z), axis=1)
 
 
 class DynamicsRecorder:
@@ -551,7 +449,7 @@ class DynamicsRecorder:
             raise DataError(
                 f"epoch {epoch} is missing {len(missing)} of {len(self.example_ids if self.multilabel else self.ids)} ids"
                 + (f" {when}" if when else "")
-                + f": {_preview(missing)} (a loader that drops its last batch, or a sampler that skips examples?)",
+                + f": {preview_ids(missing)} (a loader that drops its last batch, or a sampler that skips examples?)",
                 field="ids",
             )
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from cartomap.errors import CartomapError, DataError
 from cartomap.integrations.examples import column_names
-from cartomap.integrations.recorder import as_numpy, label_unit_rows
+from cartomap.integrations.unit_rows import as_numpy, label_unit_rows
 
 #: Key of the row index inside a training item and batch; it never reaches the model.
 INDEX_KEY = "cartomap_index"
@@ -174,7 +174,7 @@ class LogitsRecording:
 
     def _word_rows(self, rows, logits, labels):
         """(unit rows, logits [M, C]) of a batch of sentences at ``rows``: each word at its first sub-word."""
-        from cartomap.integrations.recorder import word_unit_rows
+        from cartomap.integrations.unit_rows import word_unit_rows
 
         if labels is None:
             raise DataError(
@@ -242,7 +242,7 @@ class LogitsRecording:
 
     def _label_units(self, index, logits):
         """(unit rows [B * L], rows (0, z) [B * L, 2]) of a multi-label batch: example row i's logit z of
-        label j as unit i * L + j (:func:`cartomap.integrations.recorder.label_unit_rows`, in torch)."""
+        label j as unit i * L + j (:func:`cartomap.integrations.unit_rows.label_unit_rows`, in torch)."""
         import torch
 
         if logits.dim() != 2 or logits.shape[-1] != self.n_labels:
