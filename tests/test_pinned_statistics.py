@@ -15,7 +15,7 @@ import pytest
 
 from cartomap.scores import agreement
 from cartomap.scores import truth as stats
-from cartomap.wanli.review import kappa_of
+from cartomap.wanli.review_rules import kappa_of
 
 TOLERANCE = 1e-12
 

@@ -19,20 +19,16 @@ from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError
 from cartomap.io import atomic_write_parquet
 from cartomap.wanli.batches import review_path
-from cartomap.wanli.review import (
+from cartomap.wanli.review import ReviewDB, export_bytes, export_frame, export_reviewed, open_review
+from cartomap.wanli.review_rules import (
     Decision,
     Review,
-    ReviewDB,
     aggregate,
     aggregate_pair,
     cohen_kappa,
-    export_bytes,
-    export_frame,
-    export_reviewed,
     item_rng,
     kappa_pairs,
     minor_change,
-    open_review,
 )
 
 LABELS = ("entailment", "neutral", "contradiction")
