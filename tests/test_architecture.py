@@ -542,3 +542,79 @@ def test_the_source_form_check_catches_pieces(tmp_path):
         encoding="utf-8",
     )
     assert [line for _, line in _source_form_pieces(source)] == [1, 2, 3, 4]
+
+
+#: The owner of task kinds: the only package that makes a kind or spells a kind's name.
+KIND_OWNER = "cartomap.tasks"
+
+
+def _kind_spellings(path: Path, names: set[str]) -> list[tuple[str, int]]:
+    """(what, line) of every task kind a file makes (``TaskKind(...)``) and every kind name it compares a
+    task with (``task == "token"``, ``kind.name in ("pair", "single")``, ``config.task != "multilabel"``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[tuple[str, int]] = []
+
+    def about_a_task(node: ast.AST) -> bool:
+        last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+        owner = node.value if isinstance(node, ast.Attribute) else None
+        owner_name = (
+            owner.attr
+            if isinstance(owner, ast.Attribute)
+            else owner.id
+            if isinstance(owner, ast.Name)
+            else ""
+        )
+        kindish = ("task", "kind", "task_kind")
+        return (
+            last in kindish or last.endswith(("_task", "_kind")) or (last == "name" and owner_name in kindish)
+        )
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = (
+                func.attr
+                if isinstance(func, ast.Attribute)
+                else func.id
+                if isinstance(func, ast.Name)
+                else ""
+            )
+            if called == "TaskKind":
+                found.append(("TaskKind(...)", node.lineno))
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(about_a_task(o) for o in operands):
+                found += [(c.value, c.lineno) for o in operands for c in _state_literals(o, names)]
+    return sorted(set(found), key=lambda item: item[1])
+
+
+def test_task_kinds_are_made_and_named_only_by_their_owner():
+    """A task kind is :mod:`cartomap.tasks`' to make and to name: other code asks the registry (or the kind
+    it was given) what a kind is, never builds one nor compares a task with a kind's name; so a new kind is
+    its declaration and one ``register`` call (tests/test_kind_conformance.py declares one)."""
+    from cartomap.tasks import registry
+
+    names = set(registry.names())
+    assert {"pair", "single", "token", "multilabel"} <= names
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} {what!r}"
+        for module, path in MODULES.items()
+        if module != KIND_OWNER and not module.startswith(KIND_OWNER + ".")
+        for what, line in _kind_spellings(path, names)
+    ]
+    assert not bad, "task kinds made or named outside cartomap.tasks (ask its registry):\n" + "\n".join(bad)
+
+
+def test_the_kind_check_catches_spellings(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        '"""token is fine in a docstring."""\n'
+        'A = config.task == "token"\n'
+        'B = run.task_kind.name in ("pair", "single")\n'
+        'K = TaskKind(name="x", description="", text_fields=("t",), noun="t")\n'
+        'C = what == "token"\n'
+        "D = run.task_kind is TOKEN\n",
+        encoding="utf-8",
+    )
+    found = _kind_spellings(source, {"pair", "single", "token"})
+    assert [line for _, line in found] == [2, 3, 3, 4]
