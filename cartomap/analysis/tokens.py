@@ -19,6 +19,7 @@ import pandas as pd
 
 from cartomap.analysis import datamap, epochs
 from cartomap.errors import DataError, RunError
+from cartomap.scores import ambiguity
 from cartomap.scores.metrics import RegionRule, softmax
 from cartomap.scores.tokens import SENTENCE_METHODS, sentence_metrics
 from cartomap.tasks import registry as task_kinds
@@ -243,7 +244,7 @@ def sentence_trajectories(
     burn_in=None,
     start: int = 2,
     limit: int | None = epochs.MAX_TRAJECTORIES,
-    axis: str = "variability",
+    axis: str = ambiguity.VARIABILITY,
 ) -> pd.DataFrame:
     """The paths of the ``selected`` sentences through the sentence-level map as recordings are added
     (:func:`cartomap.analysis.epochs.grouped_trajectories` over the word dynamics ``logits`` [E, M, C],

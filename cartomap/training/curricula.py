@@ -34,6 +34,7 @@ import pandas as pd
 
 from cartomap.config import ORDERS, OrderConfig
 from cartomap.errors import DataError
+from cartomap.scores import ambiguity
 from cartomap.scores.metrics import (
     AMBIGUOUS,
     EASY,
@@ -251,7 +252,7 @@ def needs_columns(order: OrderConfig) -> tuple[str, ...]:
 
 
 def cartography_groups(
-    table: pd.DataFrame, fraction: float, axis: str = "variability"
+    table: pd.DataFrame, fraction: float, axis: str = ambiguity.VARIABILITY
 ) -> dict[str, np.ndarray]:
     """{"E2L", "A", "H2L": bool mask per row} by rank (:func:`cartomap.scores.metrics.regions_by_rank`):
     n = round(fraction * N) rows each; E2L = highest confidence, A = highest variability (or the
@@ -263,7 +264,7 @@ def cartography_groups(
     return {short: regions[region] for short, region in GROUPS.items()}
 
 
-def cart_list(table: pd.DataFrame, fraction: float, axis: str = "variability") -> np.ndarray:
+def cart_list(table: pd.DataFrame, fraction: float, axis: str = ambiguity.VARIABILITY) -> np.ndarray:
     """Cart-CL's list of rows: E2L, then A, then H2L, each group in the order the reference's selection
     writes it (cartography's ``write_filtered_data``, in the RoNLI fork too): E2L by confidence
     descending, A by variability (or the ambiguity score ``axis``) descending, H2L by confidence ascending
