@@ -70,8 +70,9 @@ SETTINGS: dict[str, tuple[str, dict[str, str], str]] = {
         "load",
     ),
     "cartomap": (
-        f"cartomap's policy: cartomap.runs.cpu.apply() before torch loads, as its command line, jobs and "
-        f"workers do ({', '.join(f'{k}={v}' for k, v in cpu.job_env({}).items())} here)",
+        "cartomap's policy: cartomap.runs.cpu.apply() before torch loads, as its command line, jobs and "
+        f"workers do (GOMP_SPINCOUNT={cpu.SPIN_COUNT} on free CPUs, OMP_WAIT_POLICY=PASSIVE on crowded ones, "
+        "decided when the training starts)",
         {},
         "cartomap",
     ),
@@ -189,6 +190,7 @@ def worker(args) -> None:
         "threads": torch.get_num_threads(),
         "loss": history[-1]["train_loss"],
         "sleeps_per_step": slept / (history[-1].get("steps") or -(-args.examples // train.batch_size)),
+        "wait": "passive" if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE" else "spin",
     }
     Path(args.out).write_text(json.dumps(out))
 
@@ -235,7 +237,9 @@ def worker_env(setting: str) -> dict[str, str]:
     return dict(env, **SETTINGS[setting][1])
 
 
-SETTING_VARIABLES = {*cpu.WAIT_VARIABLES, *cpu.THREAD_VARIABLES}  # what any setting or a user may set
+#: What any setting or a user may set (and cartomap's own choice and its mark), taken out of each training's
+#: environment before its setting's variables are put in.
+SETTING_VARIABLES = {*cpu.WAIT_VARIABLES, *cpu.THREAD_VARIABLES, cpu.POLICY_MARK, cpu.WAIT_ENV}
 
 
 def measure(args, setting: str, beside: int) -> dict:
@@ -421,7 +425,7 @@ def main() -> None:
                 r = measure(args, setting, n)
                 results[setting][n].append(r)
                 print(
-                    f"try {k + 1}, beside {n}, {setting:>12}: {r['train_s']:6.1f} s, {r['threads']} thread(s), "
+                    f"try {k + 1}, beside {n}, {setting:>12}: {r['train_s']:6.1f} s, {r['threads']} thread(s) {r.get('wait', '')}, "
                     f"others {r['others']:.2f} cores, load {r['load']:.1f}",
                     flush=True,
                 )

@@ -18,14 +18,27 @@ POLICY_VARIABLES = (*cpu.WAIT_VARIABLES, *cpu.THREAD_VARIABLES)
 
 
 def clean_env(**extra) -> dict[str, str]:
-    """This process's environment without any thread setting (a fresh user's shell), plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k not in POLICY_VARIABLES}
-    return dict(env, PYTHONPATH=str(ROOT), **extra)
+    """This process's environment without any thread setting (a fresh user's shell), plus ``extra``; the
+    wait fixed to spinning (``CARTOMAP_WAIT=spin``) unless ``extra`` says otherwise, so that what a
+    process sets does not depend on how busy the machine is while the test runs."""
+    env = {k: v for k, v in os.environ.items() if k not in (*POLICY_VARIABLES, cpu.POLICY_MARK)}
+    return dict(env, PYTHONPATH=str(ROOT), **{cpu.WAIT_ENV: "spin", **extra})
 
 
-def test_the_policy_shortens_spinning_unless_the_user_chose_how_threads_wait(monkeypatch):
+@pytest.fixture()
+def free_cpus(monkeypatch):
+    """A machine whose CPUs nobody else keeps busy, whatever the test machine's load."""
+    monkeypatch.setattr(cpu, "crowded", lambda *a, **k: False)
+    monkeypatch.delenv(cpu.WAIT_ENV, raising=False)
+
+
+SPIN = {"GOMP_SPINCOUNT": str(cpu.SPIN_COUNT), cpu.POLICY_MARK: "GOMP_SPINCOUNT"}
+PASSIVE = {"OMP_WAIT_POLICY": "PASSIVE", cpu.POLICY_MARK: "OMP_WAIT_POLICY"}
+
+
+def test_the_policy_shortens_spinning_unless_the_user_chose_how_threads_wait(monkeypatch, free_cpus):
     monkeypatch.setattr(cpu, "usable_cpus", lambda: len(os.sched_getaffinity(0)))  # no quota
-    assert cpu.job_env({}) == {"GOMP_SPINCOUNT": str(cpu.SPIN_COUNT)}
+    assert cpu.job_env({}) == SPIN
     assert cpu.SPIN_COUNT < 300_000  # GNU OpenMP's own default: the policy spins less
     for variable, value in (
         ("OMP_WAIT_POLICY", "ACTIVE"),
@@ -33,7 +46,63 @@ def test_the_policy_shortens_spinning_unless_the_user_chose_how_threads_wait(mon
         ("KMP_BLOCKTIME", "0"),
     ):
         assert cpu.job_env({variable: value}) == {}, variable
-    assert cpu.job_env({"OMP_WAIT_POLICY": ""}) == {"GOMP_SPINCOUNT": str(cpu.SPIN_COUNT)}  # empty = unset
+    assert cpu.job_env({"OMP_WAIT_POLICY": ""}) == SPIN  # empty = unset
+
+
+def test_threads_wait_passively_on_crowded_cpus_and_spin_briefly_on_free_ones(monkeypatch):
+    monkeypatch.setattr(cpu, "usable_cpus", lambda: len(os.sched_getaffinity(0)))
+    monkeypatch.delenv(cpu.WAIT_ENV, raising=False)
+    monkeypatch.setattr(cpu, "crowded", lambda *a, **k: True)
+    assert cpu.job_env({}) == PASSIVE
+    assert cpu.job_env({cpu.WAIT_ENV: "spin"}) == SPIN  # fixed by the user
+    assert cpu.job_env({"GOMP_SPINCOUNT": "5"}) == {}  # the user's own choice
+    monkeypatch.setattr(cpu, "crowded", lambda *a, **k: False)
+    assert cpu.job_env({}) == SPIN
+    assert cpu.job_env({cpu.WAIT_ENV: "passive"}) == PASSIVE
+
+
+def test_a_process_cartomap_starts_decides_again_for_the_machine_as_it_is_then(monkeypatch):
+    """What an earlier cartomap process chose (the dashboard's server at its start) is no user's choice:
+    a job started later decides for the load it finds, and the earlier variable is taken out."""
+    monkeypatch.setattr(cpu, "usable_cpus", lambda: len(os.sched_getaffinity(0)))
+    monkeypatch.delenv(cpu.WAIT_ENV, raising=False)
+    server = {"PATH": "/bin", **SPIN}  # chosen when the machine was free
+    monkeypatch.setattr(cpu, "crowded", lambda *a, **k: True)  # busy when the job starts
+    job = cpu.with_policy(server)
+    assert job == {"PATH": "/bin", **PASSIVE}  # no GOMP_SPINCOUNT left beside PASSIVE
+    monkeypatch.setattr(cpu, "crowded", lambda *a, **k: False)
+    assert cpu.with_policy(job) == {"PATH": "/bin", **SPIN}
+
+
+def test_the_runnable_count_comes_from_the_kernel_and_counts_only_others(tmp_path, monkeypatch):
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("2.10 1.50 0.90 3/211 4242\n")  # 3 runnable: this reader and 2 others
+    assert cpu.others_runnable(samples=3, interval=0, loadavg=loadavg) == 2.0
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cpu, "usable_cpus", lambda: 2)
+    assert cpu.crowded(loadavg)
+    loadavg.write_text("0.05 0.10 0.20 1/211 4242\n")  # only this reader
+    assert not cpu.crowded(loadavg)
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 16)  # 2 of 16 CPUs ours: the others run elsewhere
+    loadavg.write_text("2.10 1.50 0.90 3/211 4242\n")
+    assert not cpu.crowded(loadavg)
+    assert cpu.others_runnable(loadavg=tmp_path / "missing") is None and not cpu.crowded(tmp_path / "missing")
+    loadavg.write_text("garbled\n")
+    assert cpu.others_runnable(loadavg=loadavg) is None
+
+
+def test_an_unknown_wait_choice_is_one_line_from_the_command_line(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "cartomap.cli", "--cache", str(tmp_path), "runs"],
+        capture_output=True,
+        text=True,
+        env=clean_env(**{cpu.WAIT_ENV: "sometimes"}),
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert (
+        out.stderr.strip()
+        == "cartomap: error: CARTOMAP_WAIT='sometimes': expected one of auto, spin, passive"
+    )
 
 
 def test_threads_follow_the_cgroup_quota_unless_the_user_set_them(monkeypatch):
@@ -124,7 +193,7 @@ def test_the_command_line_sets_the_policy_before_torch_loads(before, extra, expe
         assert probe["threads"] == cpu.usable_cpus()
 
 
-def test_a_job_gets_the_policy_and_keeps_the_users_settings(tmp_path, monkeypatch):
+def test_a_job_gets_the_policy_and_keeps_the_users_settings(tmp_path, monkeypatch, free_cpus):
     started = []
 
     class FakePopen:
@@ -133,7 +202,7 @@ def test_a_job_gets_the_policy_and_keeps_the_users_settings(tmp_path, monkeypatc
             self.pid = 12345
 
     monkeypatch.setattr(jobs.subprocess, "Popen", FakePopen)
-    for variable in POLICY_VARIABLES:
+    for variable in (*POLICY_VARIABLES, cpu.POLICY_MARK):
         monkeypatch.delenv(variable, raising=False)
     jobs.spawn(["runs"], tmp_path / "job.log", tmp_path)
     assert started[-1]["GOMP_SPINCOUNT"] == str(cpu.SPIN_COUNT)

@@ -36,7 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cpu.apply()  # before anything imports torch: how its threads wait and how many (runs/cpu.py)
+    try:
+        cpu.apply()  # before anything imports torch: how its threads wait and how many (runs/cpu.py)
+    except CartomapError as err:
+        print(f"cartomap: error: {printable(err)}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     stdout = sys.stdout
     sys.stdout = PrintableStream(stdout)  # what any command prints: control characters escaped

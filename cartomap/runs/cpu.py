@@ -12,10 +12,15 @@ every piece of work waits for a thread to wake up, and alone it trained 8 % (qui
 (busy one) slower. So every process cartomap starts for long work (the command line and so its jobs, the
 executors' workers, the dashboard's launcher and so its jobs) computes with:
 
-* **short spinning**: ``GOMP_SPINCOUNT`` = :data:`SPIN_COUNT`, a tenth of the default: a waiting thread
-  bridges the short gaps between the pieces of one step and sleeps through a long wait for a thread that
-  is not running. Alone it trained as fast as with the default, beside two CPU-bound processes on 2
-  cores it kept its fair share (``bench/bench_contention.py``, docs/benchmarks.md);
+* **waiting chosen by the machine it starts on**: a process that finds the CPUs it may use free spins
+  briefly (``GOMP_SPINCOUNT`` = :data:`SPIN_COUNT`, a tenth of the default: it bridges the short gaps
+  between the pieces of one step and sleeps through a long wait; alone it trains as fast as the default);
+  one that finds other processes runnable on them (:func:`crowded`: the kernel's count of runnable tasks,
+  a few samples in 20 ms) waits passively (``OMP_WAIT_POLICY=PASSIVE``), since beside two CPU-bound
+  processes on 2 cores even the short spin took 1.8x its fair share of time on a quiet machine, and
+  passive waiting 1.0-1.1x (``bench/bench_contention.py``, docs/benchmarks.md). How threads wait changes
+  no result, so a run resumed under another load still matches one that was not interrupted. Env
+  ``CARTOMAP_WAIT`` = ``spin`` or ``passive`` fixes the choice (default ``auto``);
 * **threads sized to the CPUs this process may use**: torch follows the process's CPU affinity but not
   its cgroup's CPU quota (a container's or a SLURM job's limit), so ``OMP_NUM_THREADS`` is set to the
   quota (rounded up) when it allows fewer CPUs than the affinity.
@@ -36,13 +41,26 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
+
+from cartomap.errors import CartomapError
 
 #: How often a waiting GNU OpenMP thread spins before it sleeps (its default: 300,000).
 SPIN_COUNT = 30_000
 #: A user's own choice of waiting: any of these in the environment and the spin count is not set.
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+#: How cartomap's processes wait: "auto" (spin briefly on free CPUs, passively on crowded ones, decided
+#: when a process starts), "spin" or "passive" whatever the machine.
+WAIT_ENV = "CARTOMAP_WAIT"
+WAIT_CHOICES = ("auto", "spin", "passive")
+#: The variables cartomap set itself (comma-separated names): not a user's choice, so a process it starts
+#: decides again for the machine as it is then.
+POLICY_MARK = "CARTOMAP_CPU_POLICY"
+#: Other runnable tasks, on average over the samples, from which the CPUs count as crowded.
+CROWDED_AT = 0.5
+LOADAVG = Path("/proc/loadavg")
 #: A user's own choice of thread count: any of these in the environment and the count is not set.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 CGROUP = Path("/sys/fs/cgroup")
@@ -112,14 +130,58 @@ def usable_cpus() -> int:
     return max(1, cpus)
 
 
-def job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+def others_runnable(samples: int = 5, interval: float = 0.004, loadavg: Path = LOADAVG) -> float | None:
+    """Other tasks runnable on the machine now: the mean over ``samples`` reads of the kernel's count of
+    runnable tasks (``/proc/loadavg``'s fourth field, "running/total"), less the reading process itself;
+    None where it cannot be read (not Linux)."""
+    counts = []
+    for k in range(samples):
+        try:
+            counts.append(int(loadavg.read_text().split()[3].split("/")[0]) - 1)
+        except (OSError, ValueError, IndexError):
+            return None
+        if k + 1 < samples:
+            time.sleep(interval)
+    return sum(counts) / len(counts)
+
+
+def crowded(loadavg: Path = LOADAVG) -> bool:
+    """Whether other processes are runnable on the CPUs this process may use: more of them than the
+    machine's CPUs outside this process's share (:func:`usable_cpus`) by at least :data:`CROWDED_AT`."""
+    others = others_runnable(loadavg=loadavg)
+    if others is None:
+        return False
+    outside = max(0, (os.cpu_count() or 1) - usable_cpus())
+    return others - outside >= CROWDED_AT
+
+
+def wait_choice(env: Mapping[str, str]) -> str:
+    """How a process started with ``env`` waits: "spin" or "passive" (``CARTOMAP_WAIT``; "auto", the
+    default, asks :func:`crowded`). CartomapError naming the variable for another value."""
+    choice = (env.get(WAIT_ENV) or "auto").strip().lower()
+    if choice not in WAIT_CHOICES:
+        raise CartomapError(f"{WAIT_ENV}={choice!r}: expected one of {', '.join(WAIT_CHOICES)}")
+    if choice == "auto":
+        return "passive" if crowded() else "spin"
+    return choice
+
+
+def job_env(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
     """What a process started with environment ``env`` (default: this process's) gets for the policy:
-    the spin count unless ``env`` chose how threads wait, the thread count when the cgroup's quota allows
-    fewer CPUs than the affinity and ``env`` chose none. Empty when ``env`` has them already."""
+    how its threads wait (:func:`wait_choice`) unless ``env`` chose it, the thread count when the
+    cgroup's quota allows fewer CPUs than the affinity and ``env`` chose none, and :data:`POLICY_MARK`
+    naming what cartomap set. Variables an earlier decision of cartomap set (named by the mark in ``env``)
+    are no user's choice: decided again, None for one to remove. Empty when ``env`` chose everything."""
     env = os.environ if env is None else env
-    out: dict[str, str] = {}
-    if not any(env.get(k) for k in WAIT_VARIABLES):
-        out["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
+    ours = {name for name in (env.get(POLICY_MARK) or "").split(",") if name}
+    user = {k: v for k, v in env.items() if k not in ours}
+    out: dict[str, str | None] = {name: None for name in ours if name in env}
+    if not any(user.get(k) for k in WAIT_VARIABLES):
+        if wait_choice(user) == "passive":
+            out["OMP_WAIT_POLICY"] = "PASSIVE"
+        else:
+            out["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
+    env = user
     if not any(env.get(k) for k in THREAD_VARIABLES):
         cpus = usable_cpus()
         try:
@@ -128,6 +190,21 @@ def job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
             affinity = os.cpu_count() or cpus
         if cpus < affinity:
             out["OMP_NUM_THREADS"] = str(cpus)
+    set_now = sorted(k for k, v in out.items() if v is not None)
+    if set_now or ours:
+        out[POLICY_MARK] = ",".join(set_now) or None
+    return out
+
+
+def with_policy(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the policy of :func:`job_env` put in (and cartomap's earlier choices it replaces taken
+    out): the environment of a process about to start."""
+    out = dict(env)
+    for name, value in job_env(env).items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
     return out
 
 
@@ -136,6 +213,10 @@ def apply() -> dict[str, str]:
     what was set. Once torch is loaded, its OpenMP has read the environment already: nothing is set."""
     if "torch" in sys.modules:
         return {}
-    added = job_env(os.environ)
-    os.environ.update(added)
-    return added
+    changes = job_env(os.environ)
+    for name, value in changes.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    return {k: v for k, v in changes.items() if v is not None}

@@ -37,7 +37,7 @@ def spawn(
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **(env or {}))
     if by:
         env[USER_ENV] = by
-    env.update(cpu.job_env(env))
+    env = cpu.with_policy(env)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             args + cli_args,
