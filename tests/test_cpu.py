@@ -242,3 +242,34 @@ def test_an_executor_worker_and_the_dashboard_launcher_set_the_policy(tmp_path):
     assert out.stdout.split() == ["RunError", str(cpu.SPIN_COUNT), "False"], out.stderr[-2000:]
     out = subprocess.run([sys.executable, "-c", LAUNCHER, str(ROOT)], capture_output=True, text=True, env=env)
     assert out.stdout.split()[-1:] == [str(cpu.SPIN_COUNT)], out.stderr[-2000:]
+
+
+def test_a_runs_log_says_how_its_threads_wait_and_who_chose_it():
+    assert cpu.waiting(PASSIVE) == "threads wait passive (cartomap chose it for the load at start)"
+    assert (
+        cpu.waiting(SPIN)
+        == "threads wait spinning 30000 times, then sleeping (cartomap chose it for the load at start)"
+    )
+    assert cpu.waiting({"GOMP_SPINCOUNT": "5"}) == "threads wait spinning 5 times, then sleeping (as set)"
+    assert cpu.waiting({"KMP_BLOCKTIME": "0"}).endswith("(as set)")
+    assert cpu.waiting({}) == "threads wait as OpenMP's default (spinning 300000 times)"
+
+
+def test_a_training_logs_its_cpu_threads_and_waiting(tiny_model, tmp_path, free_cpus):
+    from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from cartomap.runs.store import RunStore
+    from cartomap.training.loop import train_or_load
+
+    path = tmp_path / "pairs.jsonl"
+    rows = [{"premise": f"p {i}", "hypothesis": f"h {i}", "label": ["yes", "no"][i % 2]} for i in range(4)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = DataConfig(path=str(path))
+    config = RunConfig(
+        data=data,
+        dev=data,
+        model=ModelConfig(tiny_model, max_length=16),
+        train=TrainConfig(epochs=1, batch_size=2),
+    )
+    run = train_or_load(config, RunStore(tmp_path / "cache"))
+    first = run.log_path.read_text().splitlines()[0]
+    assert "CPU threads, threads wait" in first, first

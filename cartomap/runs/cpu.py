@@ -196,6 +196,23 @@ def job_env(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
     return out
 
 
+def waiting(env: Mapping[str, str] | None = None) -> str:
+    """How this process's OpenMP threads wait, for a run's log: "passive", "spinning 30000 times" or
+    "OpenMP's default", and who chose it ("cartomap's choice": made when the process started, for the
+    load it found; else "as set")."""
+    env = os.environ if env is None else env
+    ours = {name for name in (env.get(POLICY_MARK) or "").split(",") if name}
+    if (env.get("OMP_WAIT_POLICY") or "").strip().upper() == "PASSIVE":
+        how, name = "passive", "OMP_WAIT_POLICY"
+    elif env.get("GOMP_SPINCOUNT"):
+        how, name = f"spinning {env['GOMP_SPINCOUNT']} times, then sleeping", "GOMP_SPINCOUNT"
+    elif any(env.get(k) for k in WAIT_VARIABLES):
+        how, name = "as OMP_WAIT_POLICY/KMP_BLOCKTIME say", ""
+    else:
+        return "threads wait as OpenMP's default (spinning 300000 times)"
+    return f"threads wait {how} ({'cartomap chose it for the load at start' if name in ours else 'as set'})"
+
+
 def with_policy(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` with the policy of :func:`job_env` put in (and cartomap's earlier choices it replaces taken
     out): the environment of a process about to start."""

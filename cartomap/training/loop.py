@@ -30,7 +30,7 @@ from cartomap.config import RunConfig, recorded_sources
 from cartomap.data.conll import is_bio_tagged
 from cartomap.errors import RunError
 from cartomap.io import atomic_folder, atomic_write_json, read_json, torch_save
-from cartomap.runs import layout
+from cartomap.runs import cpu, layout
 from cartomap.runs import steps as step_log
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import State, Throttle
@@ -378,6 +378,11 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             f"{task.plural(len(example_ids))}"
             + (f" ({len(ids)} {task.unit}s)" if task.unit != "example" else "")
             + f", {tc.epochs} epochs, {steps_per_epoch} steps/epoch"
+            + (
+                f"; {torch.get_num_threads()} CPU threads, {cpu.waiting()}"
+                if accelerator.device.type == "cpu"
+                else ""
+            )
         )
 
     for epoch in range(start_epoch, tc.epochs):
