@@ -87,8 +87,11 @@ def test_the_runnable_count_comes_from_the_kernel_and_counts_only_others(tmp_pat
     loadavg.write_text("2.10 1.50 0.90 3/211 4242\n")
     assert not cpu.crowded(loadavg)
     assert cpu.others_runnable(loadavg=tmp_path / "missing") is None and not cpu.crowded(tmp_path / "missing")
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 2)
+    loadavg.write_text("0.40 0.30 0.20 3/211 4242\n")  # a burst on a machine idle for the last minute
+    assert not cpu.crowded(loadavg)
     loadavg.write_text("garbled\n")
-    assert cpu.others_runnable(loadavg=loadavg) is None
+    assert cpu.others_runnable(loadavg=loadavg) is None and cpu.load_average(loadavg) is None
 
 
 def test_an_unknown_wait_choice_is_one_line_from_the_command_line(tmp_path):

@@ -16,7 +16,7 @@ executors' workers, the dashboard's launcher and so its jobs) computes with:
   briefly (``GOMP_SPINCOUNT`` = :data:`SPIN_COUNT`, a tenth of the default: it bridges the short gaps
   between the pieces of one step and sleeps through a long wait; alone it trains as fast as the default);
   one that finds other processes runnable on them (:func:`crowded`: the kernel's count of runnable tasks,
-  a few samples in 20 ms) waits passively (``OMP_WAIT_POLICY=PASSIVE``), since beside two CPU-bound
+  a few samples in 20 ms, and a 1-minute load average that says they have been busy a while) waits passively (``OMP_WAIT_POLICY=PASSIVE``), since beside two CPU-bound
   processes on 2 cores even the short spin took 1.8x its fair share of time on a quiet machine, and
   passive waiting 1.0-1.1x (``bench/bench_contention.py``, docs/benchmarks.md). How threads wait changes
   no result, so a run resumed under another load still matches one that was not interrupted. Env
@@ -131,7 +131,7 @@ def usable_cpus() -> int:
 
 
 def others_runnable(samples: int = 5, interval: float = 0.004, loadavg: Path = LOADAVG) -> float | None:
-    """Other tasks runnable on the machine now: the mean over ``samples`` reads of the kernel's count of
+    """Other tasks runnable on the machine now: the median of ``samples`` reads of the kernel's count of
     runnable tasks (``/proc/loadavg``'s fourth field, "running/total"), less the reading process itself;
     None where it cannot be read (not Linux)."""
     counts = []
@@ -142,17 +142,29 @@ def others_runnable(samples: int = 5, interval: float = 0.004, loadavg: Path = L
             return None
         if k + 1 < samples:
             time.sleep(interval)
-    return sum(counts) / len(counts)
+    return float(sorted(counts)[len(counts) // 2])
+
+
+def load_average(loadavg: Path = LOADAVG) -> float | None:
+    """The kernel's 1-minute load average (``/proc/loadavg``'s first field); None where unreadable."""
+    try:
+        return float(loadavg.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def crowded(loadavg: Path = LOADAVG) -> bool:
-    """Whether other processes are runnable on the CPUs this process may use: more of them than the
-    machine's CPUs outside this process's share (:func:`usable_cpus`) by at least :data:`CROWDED_AT`."""
+    """Whether other processes keep the CPUs this process may use busy: other tasks runnable now beyond the
+    machine's CPUs outside this process's share (:func:`usable_cpus`) by at least :data:`CROWDED_AT`, and
+    a 1-minute load average beyond them by at least one CPU, so that a burst of a moment (the dashboard's
+    server and the browser answering the click that started a job) does not count, work that has kept
+    the CPUs busy for a while does."""
     others = others_runnable(loadavg=loadavg)
-    if others is None:
+    load = load_average(loadavg)
+    if others is None or load is None:
         return False
     outside = max(0, (os.cpu_count() or 1) - usable_cpus())
-    return others - outside >= CROWDED_AT
+    return others - outside >= CROWDED_AT and load - outside >= 1.0
 
 
 def wait_choice(env: Mapping[str, str]) -> str:
