@@ -516,7 +516,7 @@ def _idle(driver) -> bool:
 
 def _nav(driver, title: str, arrived=None, *, tries: int = 3) -> None:
     """Open the page ``title`` from the sidebar as a person does, and wait until ``arrived()`` (default: the
-    page's heading shows ``title``). A click landing while the app is still busy with its first run can
+    browser is at the link's address). A click landing while the app is still busy with its first run can
     be dropped by the frontend, and a person would click again: so the link is clicked once the app is
     idle, and again when the app has then sat idle for 8 s without the page coming (at most ``tries``
     clicks). Waits while the app works, however long a busy machine makes that; the failure names the
@@ -525,9 +525,10 @@ def _nav(driver, title: str, arrived=None, *, tries: int = 3) -> None:
     from selenium.webdriver.common.by import By
 
     link = f"//a[@data-testid='stSidebarNavLink'][contains(., '{title}')]"
-    if arrived is None:
-        arrived = lambda: any(title in h.text for h in driver.find_elements(By.CSS_SELECTOR, "h1"))  # noqa: E731
     _wait(lambda: driver.find_elements(By.XPATH, link), what=f"the {title} link")
+    if arrived is None:  # the page's own address (the link's), whatever its heading says
+        address = (driver.find_element(By.XPATH, link).get_attribute("href") or "").split("?")[0].rstrip("/")
+        arrived = lambda: driver.current_url.split("?")[0].rstrip("/") == address  # noqa: E731
     _wait(lambda: _idle(driver), what="the app idle before the click")
     deadline = time.monotonic() + patience.WAIT_S
     for _ in range(tries):
