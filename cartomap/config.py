@@ -131,7 +131,7 @@ class DataConfig:
         if self.task:
             task_kinds.kind(self.task)  # a DataError naming the field for an unknown kind
         for name in ("label_separator", "label_columns"):
-            if getattr(self, name) is not None and self.task_kind.unit != "label":
+            if getattr(self, name) is not None and not self.task_kind.unit.label_sets:
                 raise DataError(
                     f"{name} is for multi-label data (task multilabel), not {self.task_kind.name} data",
                     field=name,
@@ -142,7 +142,7 @@ class DataConfig:
             raise DataError(
                 f"expected True or False, got {self.skip_blank_tokens!r}", field="skip_blank_tokens"
             )
-        if self.skip_blank_tokens and self.task_kind.unit != "word":
+        if self.skip_blank_tokens and not self.task_kind.unit.sentences:
             raise DataError(
                 f"is for token data (task token), not {self.task_kind.name} data", field="skip_blank_tokens"
             )

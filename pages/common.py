@@ -279,7 +279,7 @@ def applies_per_example(run: Run | None, what: str) -> bool:
     if run is None:
         return True
     kind = run.task_kind
-    if kind.unit == "example":
+    if kind.unit.per_example:
         return True
     st.info(
         f"{what} works on examples with one label each. Run {run.id} is a {kind.name} run ({kind.description}): "

@@ -119,7 +119,7 @@ def main() -> None:
 def page(run, after_picture=None) -> None:
     """Everything of the page but its title and the training curves, for a run with metrics;
     ``after_picture`` is called once the map's picture is sent (:func:`pages.components.map_chart.draw_map`)."""
-    per_label = run.task_kind.unit == "label"  # multi-label: several maps, picked below
+    per_label = run.task_kind.unit.label_sets  # multi-label: several maps, picked below
     saved_views.restore_from_address(run)  # ?view=NAME: before any widget is drawn
     warning = None if per_label else cached.chance_warning(run)
     if warning:

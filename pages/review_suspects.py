@@ -313,7 +313,7 @@ def page() -> None:
     run = demo_or_prompt(current_run())
     # a token run's queue holds words: suspects of mislabelled tags
     if run is None or (
-        run.task_kind.unit != "word" and not applies_per_example(run, "Reviewing suspected label errors")
+        not run.task_kind.unit.sentences and not applies_per_example(run, "Reviewing suspected label errors")
     ):
         st.stop()
     names = queue.list_queues(run)

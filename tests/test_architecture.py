@@ -618,3 +618,50 @@ def test_the_kind_check_catches_spellings(tmp_path):
     )
     found = _kind_spellings(source, {"pair", "single", "token"})
     assert [line for _, line in found] == [2, 3, 3, 4]
+
+
+def _unit_comparisons(path: Path) -> list[tuple[str, int]]:
+    """(what, line) of every comparison with a kind's unit (``kind.unit == "word"``, ``task.unit in (...)``,
+    ``unit is Unit.LABEL``) and every unit named by its member (``Unit.WORD``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(isinstance(o, ast.Attribute) and o.attr == "unit" for o in operands):
+                found.append(("a comparison with .unit", node.lineno))
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "Unit"
+            and node.attr.isupper()
+        ):
+            found.append((f"Unit.{node.attr}", node.lineno))
+    return sorted(set(found), key=lambda item: item[1])
+
+
+def test_units_are_asked_not_compared_outside_their_owner():
+    """A kind's unit is :mod:`cartomap.tasks.units`' to describe: other code asks its traits
+    (``kind.unit.sentences``, ``kind.unit.per_example``) or the kind's methods (``kind.units``,
+    ``kind.gold``), never compares it with a unit's name; so what a unit means is written once."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} {what}"
+        for module, path in MODULES.items()
+        if module != KIND_OWNER and not module.startswith(KIND_OWNER + ".")
+        for what, line in _unit_comparisons(path)
+    ]
+    assert not bad, "units compared outside cartomap.tasks (ask the unit's traits):\n" + "\n".join(bad)
+
+
+def test_the_unit_check_catches_comparisons(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        '"""kind.unit == "word" is fine in a docstring."""\n'
+        'A = kind.unit == "word"\n'
+        'B = run.task_kind.unit in ("label",)\n'
+        "C = kind.unit.sentences\n"
+        "D = task.unit is Unit.LABEL\n"
+        "E = f'{kind.unit}s'\n",
+        encoding="utf-8",
+    )
+    assert [line for _, line in _unit_comparisons(source)] == [2, 3, 5, 5]

@@ -135,6 +135,44 @@ def test_a_kind_declares_a_known_unit_head_and_output(kind):
     assert probs.shape == logits.shape and np.all((probs > 0) & (probs < 1))
 
 
+def test_every_unit_has_its_traits_and_exactly_one_shape():
+    """Each unit is described once (TRAITS) and says one of: an example with one label, the words of a
+    sentence, the labels of an example; only examples train across processes."""
+    from cartomap.tasks.units import TRAITS, Unit
+
+    assert set(TRAITS) == set(Unit) and UNITS == tuple(u.value for u in Unit)
+    for unit in Unit:
+        assert [unit.per_example, unit.sentences, unit.label_sets].count(True) == 1
+        assert unit.shards == unit.per_example and (unit.keys == ()) == unit.per_example
+        assert unit.plural(1).startswith("1 ") and unit.count_note(2) == (
+            "" if unit.per_example else f" ({unit.plural(2)})"
+        )
+
+
+def test_a_kind_made_with_a_units_name_has_that_unit_and_a_bad_name_is_refused():
+    from cartomap.tasks.units import Unit
+
+    made = TaskKind(name="x", description="", text_fields=("t",), noun="t", label_field="tags", unit="word")
+    assert made.unit is Unit.WORD and made.unit == "word" and f"{made.unit}" == "word"
+    with pytest.raises(ValueError, match="unit 'sentence' is not one of example, word, label"):
+        TaskKind(name="x", description="", text_fields=("t",), noun="t", unit="sentence")
+
+
+def test_a_kinds_name_in_a_config_reads_back_as_that_kind(kind):
+    """What a config made from in-memory examples saves (``origin.data_config``: "" where the number of
+    text columns implies the kind) reads back as the same kind: the fact-checking kind's two texts are
+    not taken for a pair."""
+    from cartomap.data.dataset import TextDataset
+    from cartomap.integrations.origin import data_config as memory_config
+
+    saved = registry.config_name(kind, kind.text_fields)
+    assert registry.for_columns(saved, kind.text_fields) is kind
+    assert (saved == "") == (kind.name in ("pair", "single"))
+    frame = pd.DataFrame({"id": ["a"], **{f: ["x"] for f in kind.text_fields}, kind.label_field: [0]})
+    examples = TextDataset(frame=frame, label_names=("yes", "no"), source="memory")
+    assert memory_config("trainer", "train", examples).task_kind is kind
+
+
 def test_a_kinds_file_loads_as_that_kind_with_consistent_units(kind, tmp_path):
     path = tmp_path / "data.jsonl"
     write_rows(kind, path)

@@ -211,7 +211,7 @@ def unit_rows(examples: pd.DataFrame) -> pd.DataFrame:
         kind = task_kinds.of_columns(examples.columns)
     except DataError:
         return examples
-    if kind.unit != "word":
+    if not kind.unit.sentences:
         return examples
     texts = examples[kind.text_fields[0]]
     if len(texts) and isinstance(texts.iloc[0], str):  # one row per word already
@@ -227,6 +227,15 @@ def unit_rows(examples: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def require_token_run(run) -> None:
+    """RunError when ``run``'s units are not the words of sentences (its task is not token classification)."""
+    kind = run.task_kind
+    if not kind.unit.sentences:
+        raise RunError(
+            f"run {run.id}: a sentence-level map is for token runs; this run's task is {kind.name}"
+        )
+
+
 def sentence_map(run, method: str = "min", metrics: pd.DataFrame | None = None) -> pd.DataFrame:
     """A token run's data map at sentence level: each sentence scored over its words' confidences by
     ``method`` ("min": at its worst word, where the word-level map has it;
@@ -235,11 +244,8 @@ def sentence_map(run, method: str = "min", metrics: pd.DataFrame | None = None) 
     run whose task has no words."""
     from cartomap.scores.tokens import sentence_metrics
 
+    require_token_run(run)
     kind = run.task_kind
-    if kind.unit != "word":
-        raise RunError(
-            f"run {run.id}: a sentence-level map is for token runs; this run's task is {kind.name}"
-        )
     examples = run.examples(columns=("id", kind.text_fields[0]))
     ids = examples["id"].astype(str).to_numpy()
     metrics = run.metrics() if metrics is None else metrics
@@ -630,16 +636,11 @@ def gold_trajectory(run, example_id: str, source: str = "train") -> pd.DataFrame
 
     Reads only that example's row of each epoch file (same values as ``run.dynamics()``)."""
     example_id = str(example_id)
-    kind = run.task_kind
-    columns = ["id", "label"] if kind.unit == "example" else None  # a token run: its words too
-    examples = run.examples(columns=columns) if source != "dev" else run.dev_examples()
-    if kind.unit == "word":  # a token run: the unit ids of its words and their tags
-        unit_ids, unit_labels, _ = kind.units(examples)
-        examples = pd.DataFrame({"id": unit_ids, "label": unit_labels})
-    row = examples.loc[examples["id"].astype(str) == example_id]
-    if row.empty:
+    unit_ids, unit_labels = run.unit_labels(source)  # a token run's words, with their tags
+    found = [k for k, unit_id in enumerate(unit_ids) if unit_id == example_id]
+    if not found:
         raise RunError(f"run {run.id} has no example {example_id!r}")
-    gold = int(row["label"].iloc[0])
+    gold = int(unit_labels[found[0]])
     names = list(run.label_names)
     rows = []
     for epoch in run.dynamics_epochs(source):

@@ -44,12 +44,11 @@ def unit_predictions(run: Run, frame: pd.DataFrame, source: str, epoch: int, wit
     predictions at ``epoch`` (``source`` dev or test_<k>, ``frame`` its examples): a row per example, or
     for a token run a row per word (id ``<sentence id>#<k>``, the word as its text, its tag codes)."""
     kind = run.task_kind
-    if kind.unit == "word":
-        ids, gold, _ = kind.units(frame, run.label_names)
+    ids, gold, _ = kind.units(frame, run.label_names)
+    if kind.unit.sentences:  # a row per word: the word as its text
         field = kind.text_fields[0]
         out = pd.DataFrame({"id": ids, field: [str(w) for words in frame[field] for w in words]})
     else:
-        ids, gold = frame["id"].astype(str).tolist(), frame["label"].to_numpy(dtype=np.int64)
         out = frame[["id"]].astype(str).copy()
         for col in task_kinds.text_fields_in(frame.columns):
             out[col] = frame[col]
@@ -120,17 +119,9 @@ def _labels_of(run: Run, source: str) -> np.ndarray | None:
     """Gold label ids of a run's set ("train", "dev", "test_<k>"), a token run's per word; None when it
     cannot be read."""
     try:
-        if run.task_kind.unit == "word":
-            return run.unit_labels(source)[1]
-        if source == "dev":
-            frame = run.dev_examples()
-        elif source.startswith("test_"):
-            frame = run.test_examples(int(source.split("_", 1)[1]))
-        else:
-            frame = run.examples(columns=["label"])
-    except (OSError, ValueError, KeyError, RunError):
+        return run.unit_labels(source)[1]
+    except (OSError, ValueError, KeyError, RunError):  # RunError: a set the run lacks, or damaged
         return None
-    return None if frame is None else frame["label"].to_numpy(dtype=np.int64)
 
 
 def final_accuracy(run: Run) -> tuple[float, str] | None:
@@ -145,11 +136,7 @@ def final_accuracy(run: Run) -> tuple[float, str] | None:
     if not epochs:
         return None
     try:
-        if run.task_kind.unit == "word":  # per word
-            ids, labels = run.unit_labels("train")
-        else:
-            frame = run.examples(columns=["id", "label"])
-            ids, labels = frame["id"].astype(str).tolist(), frame["label"].to_numpy()
+        ids, labels = run.unit_labels("train")  # per example, per word of a token run
         logits = run.read_epoch(source, epochs[-1], ids)
     except (OSError, ValueError, KeyError, RunError):
         return None

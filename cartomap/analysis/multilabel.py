@@ -86,7 +86,7 @@ def _label_of(view: str, label_names: Sequence[str]) -> int:
 
 
 def _check(run) -> None:
-    if run.task_kind.unit != "label":
+    if not run.task_kind.unit.label_sets:
         raise RunError(
             f"run {run.id}: label views are for multi-label runs; this run's task is {run.task_kind.name}"
         )

@@ -183,12 +183,10 @@ def dev_confusion(run, epoch: int | None = None) -> pd.DataFrame | None:
         return None
     epoch = epochs[-1] if epoch is None else epoch
     kind = run.task_kind
-    if kind.unit != "example":  # every word (token runs); every (example, label), absent or present
-        ids, labels, _ = kind.units(frame, run.label_names)
-        logits = run.read_epoch("dev", epoch, ids)
-        return confusion_matrix(labels, logits, kind.unit_classes(run.label_names))
-    logits = run.read_epoch("dev", epoch, frame["id"].astype(str).tolist())
-    return confusion_matrix(frame["label"].to_numpy(dtype=np.int64), logits, run.label_names)
+    # every example; every word (token runs); every (example, label), absent or present
+    ids, labels, _ = kind.units(frame, run.label_names)
+    logits = run.read_epoch("dev", epoch, ids)
+    return confusion_matrix(labels, logits, kind.unit_classes(run.label_names))
 
 
 def run_summary(run, *, n_seeds: int = 1, region_rule: str = "") -> dict[str, Any]:

@@ -58,15 +58,6 @@ PALETTE = (
 OUTSIDE = ""
 
 
-def require_token_run(run) -> None:
-    """RunError when ``run``'s units are not words (its task is not token classification)."""
-    kind = run.task_kind
-    if kind.unit != "word":
-        raise RunError(
-            f"run {run.id}: a sentence-level map is for token runs; this run's task is {kind.name}"
-        )
-
-
 def split_unit_id(unit_id: str) -> tuple[str, int]:
     """(sentence id, word index) of a word's id ``"<sentence id>#<k>"``; RunError when it has no index."""
     sentence, sep, index = str(unit_id).rpartition(UNIT_SEPARATOR)
@@ -123,7 +114,7 @@ def sentence_map_frame(
     labels) of the recorded source already read, else read here; ``word_metrics``: the words' metrics over
     those recordings already computed (:func:`cartomap.analysis.epochs.run_map_at`: the word-level map
     after ``burn_out`` recordings shares them)."""
-    require_token_run(run)
+    datamap.require_token_run(run)
     at_k = None if burn_out is None else word_metrics_at(run, burn_out, dynamics=dynamics, units=word_metrics)
     table = datamap.sentence_map(run, method=method, metrics=at_k)
     kind = run.task_kind
@@ -191,7 +182,7 @@ def word_metrics_at(
     sentence id (``example_id``) and word index (``word``) of each word."""
     from cartomap.runs.units import with_word_keys
 
-    require_token_run(run)
+    datamap.require_token_run(run)
     if units is None:
         units = epochs.run_map_at(run, k, dynamics=dynamics, regions=regions)
     out = with_word_keys(units, units["id"].astype(str).tolist())

@@ -446,9 +446,9 @@ def print_run_summary(run) -> None:
     acc = history[-1].get("dev_accuracy") if history else None
     kind = run.task_kind
     count = run.info.get("n_train")
-    per_unit = "" if kind.unit == "example" else f" (per {kind.unit})"
+    per_unit = "" if kind.unit.per_example else f" (per {kind.unit})"
     print(
-        (f"  {count} examples" if kind.unit == "example" else f"  {kind.plural(int(count or 0))}")
+        (f"  {count} examples" if kind.unit.per_example else f"  {kind.plural(int(count or 0))}")
         + f", {len(history)} epochs"
         + (f", dev accuracy{per_unit} {acc:.4f}" if acc is not None else "")
         + (

@@ -181,7 +181,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     tags = tags_of(run)
     if not tags.empty:
         refuse_overwrite([out / TAGS_EXPORT], a.force)
-    token_run = run.task_kind.unit == "word"
+    token_run = run.task_kind.unit.sentences
     if token_run:
         refuse_overwrite([out / SENTENCES_EXPORT], a.force)
     recorded = run.recorded_source(a.source)
@@ -268,7 +268,7 @@ def cmd_map(a: argparse.Namespace) -> int:
             raise CartomapError("--level sentence: the sentence map is of the run's metrics (no --source)")
         frame = sentence_map_frame(run, a.method, regions=rule, burn_out=a.burn_out)
         title = a.title or f"{title}: sentences by the {a.method} of their words' confidences"
-    elif run.task_kind.unit == "label":  # multi-label: one of the views the Data map page offers
+    elif run.task_kind.unit.label_sets:  # multi-label: one of the views the Data map page offers
         from cartomap.analysis import multilabel
 
         if a.source != "train":

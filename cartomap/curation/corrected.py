@@ -110,7 +110,7 @@ def write_corrected(run: Run, queue: str, by: str | None = None) -> dict[str, An
     table = decisions(run, queue)
     examples = run.examples()
     kind = run.task_kind
-    if kind.unit == "word":  # the queue's items are words: their tags corrected in their sentences
+    if kind.unit.sentences:  # the queue's items are words: their tags corrected in their sentences
         corrected = corrected_sentences(examples, table, run.label_names, kind)
     else:
         corrected = corrected_examples(examples, table, run.label_names)
@@ -138,7 +138,7 @@ def named(run: Run, corrected: pd.DataFrame, table: pd.DataFrame) -> pd.DataFram
     run's: its sentences with tag names, ``reviewed_words``: how many of its words the queue held)."""
     names = np.asarray(run.label_names, dtype=object)
     kind = run.task_kind
-    if kind.unit == "word":
+    if kind.unit.sentences:
         field = kind.label_field
         out = corrected.assign(
             **{field: [list(names[np.asarray(t, dtype=np.int64)]) for t in corrected[field]]}

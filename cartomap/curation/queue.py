@@ -169,12 +169,12 @@ def build_cards(
     neighbours."""
     examples = run.examples()
     names = list(run.label_names)
-    words = run.task_kind.unit == "word"
+    words = run.task_kind.unit.sentences
     ids = queue_ids(run) if words else examples["id"].astype(str).tolist()
     pos = {i: k for k, i in enumerate(ids)}
     unknown = [i for i in candidates.ids if i not in pos]
     if unknown:
-        what = "words" if words else "examples"
+        what = run.task_kind.unit.plural() if words else "examples"
         raise CartomapError(f"{len(unknown)} ids are not {what} of run {run.id}, e.g. {unknown[:3]}")
     rows = np.asarray([pos[i] for i in candidates.ids], dtype=np.int64)
     frame = pd.DataFrame(

@@ -61,7 +61,7 @@ class Candidates:
 
 def queue_ids(run: Run) -> list[str]:
     """What a queue of ``run`` holds: its examples' ids, or a token run's words (``<sentence id>#<k>``)."""
-    if run.task_kind.unit == "word":
+    if run.task_kind.unit.sentences:
         return run.unit_labels("train", labels=False)[0]
     return run.examples(columns=("id",))["id"].astype(str).tolist()
 
@@ -92,11 +92,7 @@ def detector_inputs(
     example order; read only ``with_dynamics``: every epoch of every example), plus out-of-fold logits
     [N, C], a seeds table and the fold models' in-sample table when given. A token run's are its words'
     (its tags, each word's metrics and dynamics: suspects of mislabelled tags)."""
-    if run.task_kind.unit == "word":
-        ids, labels = run.unit_labels("train")
-    else:
-        examples = run.examples(columns=("id", "label"))
-        ids, labels = examples["id"].astype(str).tolist(), examples["label"].to_numpy()
+    ids, labels = run.unit_labels("train")
     dynamics = None
     if with_dynamics:
         try:
@@ -212,7 +208,7 @@ def from_selection(
     known = set(queue_ids(run))
     unknown = [i for i in ids if i not in known]
     if unknown:
-        what = "words (<sentence id>#<k>)" if run.task_kind.unit == "word" else "examples"
+        what = run.task_kind.unit.ids_described if run.task_kind.unit.sentences else "examples"
         raise CartomapError(f"{len(unknown)} ids are not {what} of run {run.id}, e.g. {unknown[:3]}")
     ids = list(dict.fromkeys(ids))
     values = [math.nan] * len(ids) if scores is None else [float(s) for s in scores]

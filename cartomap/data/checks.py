@@ -9,18 +9,14 @@ instead, give the class names (``--label-names`` / ``DataConfig.label_names``).
 
 from __future__ import annotations
 
-import numpy as np
-
 #: A class with fewer examples than this fraction of the largest class gets a warning.
 SMALL_CLASS_FRACTION = 0.01
 
 
 def class_counts(dataset) -> dict[str, int]:
     """{class name: number of examples}, every class of ``dataset.label_names`` (zero included)."""
-    if dataset.task_kind.unit == "label":  # multi-label: the examples each label applies to
-        counts = dataset.labels.reshape(len(dataset), len(dataset.label_names)).sum(axis=0)
-    else:
-        counts = np.bincount(dataset.labels, minlength=len(dataset.label_names))
+    # examples (or words) per class; multi-label: the examples each label applies to
+    counts = dataset.task_kind.class_counts(dataset.labels, len(dataset), len(dataset.label_names))
     return {name: int(n) for name, n in zip(dataset.label_names, counts, strict=True)}
 
 
@@ -29,7 +25,7 @@ def small_class_warnings(
 ) -> list[str]:
     """A class with no example, or with fewer than ``fraction`` x the largest class's examples (token
     data: :func:`small_tag_warnings`)."""
-    if dataset.task_kind.unit == "word":
+    if dataset.task_kind.unit.sentences:
         return small_tag_warnings(dataset, what, fraction)
     counts = class_counts(dataset)
     largest_name, largest = max(counts.items(), key=lambda item: item[1])
@@ -97,7 +93,7 @@ def label_warnings(train, dev=None, tests=()) -> list[str]:
     small classes), after the ones their readers found (``dataset.warnings``: tags breaking the BIO
     scheme, blank tokens skipped, ...)."""
     out = [w for d in (train, dev, *tests) if d is not None for w in getattr(d, "warnings", ())]
-    if train.task_kind.unit == "label":
+    if train.task_kind.unit.label_sets:
         from cartomap.data.multilabel import label_warnings as multilabel_warnings
 
         indicator = train.labels.reshape(len(train), len(train.label_names))

@@ -60,9 +60,7 @@ class TextDataset:
         """The gold label of every unit (:meth:`cartomap.tasks.base.TaskKind.units`): of every example, of
         every word of every sentence in order (token classification), or 1/0 for every label of every
         example (multi-label: present or absent)."""
-        if self.task_kind.unit == "example":
-            return self.frame[self.task_kind.label_field].to_numpy(dtype=np.int64)
-        return self.task_kind.units(self.frame, self.label_names)[1]
+        return self.task_kind.gold(self.frame, self.label_names)
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -83,27 +81,19 @@ class TextDataset:
         kind = self.task_kind
         fed = (
             _hash_rows_arrow(h.copy(), self.frame, columns, self.label_names, kind.label_field)
-            if kind.unit == "example"
+            if kind.unit.per_example
             else None
         )
         if fed is not None:
             h = fed
-        elif kind.unit == "label":  # a label set per row: the names of its labels, in label-space order
-            for row in zip(
-                *(self.frame[c].tolist() for c in columns), self.frame[kind.label_field], strict=True
-            ):
-                h.update(
-                    json.dumps([*row[:-1], [str(n) for n in row[-1]]], ensure_ascii=False).encode("utf-8")
-                )
-                h.update(b"\n")
-        elif kind.unit != "example":  # lists per row: words and the name of each word's tag
+        elif not kind.unit.per_example:  # lists per row: words (or a text) and the names of its gold
             names = self.label_names
             for row in zip(
                 *(self.frame[c].tolist() for c in columns), self.frame[kind.label_field], strict=True
             ):
                 out = [list(v) if not isinstance(v, str) else v for v in row[:-1]]
                 h.update(
-                    json.dumps([*out, [names[int(t)] for t in row[-1]]], ensure_ascii=False).encode("utf-8")
+                    json.dumps([*out, kind.gold_names(row[-1], names)], ensure_ascii=False).encode("utf-8")
                 )
                 h.update(b"\n")
         else:

@@ -80,9 +80,9 @@ def load_dataset(config: DataConfig, label_names: tuple[str, ...] | None = None)
     source = path
     fmt = config.format
     kind = config.task_kind
-    if kind.unit == "word":
+    if kind.unit.sentences:  # CoNLL columns or JSONL of word and tag lists
         return _load_tagged(config, kind, label_names if label_names is not None else config.label_names)
-    if kind.unit == "label":
+    if kind.unit.label_sets:
         return _load_multilabel(config, kind, label_names if label_names is not None else config.label_names)
     if path in (DEMO_TRAIN, DEMO_DEV):
         file = demo_path(path.split(":", 1)[1])

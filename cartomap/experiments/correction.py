@@ -104,7 +104,7 @@ def checkbase_run(run: Run) -> None:
     if run.state != State.DONE:
         raise RunError(f"run {run.id} is {run.state}; a retrain after review starts from a finished run")
     kind = run.task_kind
-    if kind.unit != "example":
+    if not kind.unit.per_example:
         raise RunError(
             f"run {run.id} is a {kind.name} run ({kind.description}): a retrain after review prunes and "
             "relabels examples with one label each"

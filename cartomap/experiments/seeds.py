@@ -26,14 +26,13 @@ from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores import ambiguity
 from cartomap.scores.stability import SUMMARY_METRICS, seed_table, stability_summary
+from cartomap.tasks import registry as task_kinds
 
 KIND = "seeds"
 PER_EXAMPLE = "per_example"  # results/per_example.parquet: seed_table of the main metrics
 PER_EXAMPLE_EVAL = "per_example_eval"  # the same for the eval-mode metrics, when the runs recorded both
 SUMMARY = "summary"  # results/summary.json
 ROLE_PREFIX = "seed"
-#: What one row of a run's map is, by its task kind's unit (:data:`cartomap.tasks.base.UNITS`), in the report.
-UNIT_NOUNS = {"example": "examples", "word": "words", "label": "(example, label) units"}
 METRIC_LABELS = {
     "confidence": "confidence",
     **{name: score.label for name, score in ambiguity.SCORES.items()},
@@ -150,7 +149,7 @@ def seeds_results(exp: Experiment, store: RunStore) -> dict[str, Any]:
     if runs:
         summary["view"] = next(iter(runs.values())).view_label()
     if runs:  # what a row of the map is: an example, a word, an (example, label)
-        summary["units"] = UNIT_NOUNS[next(iter(runs.values())).task_kind.unit]
+        summary["units"] = next(iter(runs.values())).task_kind.unit.plural()
     out: dict[str, Any] = {PER_EXAMPLE: seed_table(frames)}
     if all(run.has_metrics("eval") for run in runs.values()):
         evals = {seed: with_regions(run.metrics("eval")) for seed, run in runs.items()}
@@ -240,7 +239,7 @@ def seeds_report(exp: Experiment) -> str:
 
 def _heading(summary: dict[str, Any], what: str) -> str:
     seeds = ", ".join(str(s) for s in summary.get("seeds", []))
-    units = summary.get("units", UNIT_NOUNS["example"])
+    units = summary.get("units", task_kinds.DEFAULT.unit.plural())  # summaries written before the field
     return f"Stability of the map over {summary.get('n_seeds')} seeds ({seeds}){what}, {summary.get('n_examples')} {units}"
 
 

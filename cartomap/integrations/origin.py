@@ -13,6 +13,7 @@ from typing import Any
 
 from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, TrainConfig
 from cartomap.data.dataset import TextDataset
+from cartomap.tasks import registry as task_kinds
 
 
 def canonical(settings: dict[str, Any]) -> str:
@@ -26,7 +27,7 @@ def data_config(kind: str, data_name: str, examples: TextDataset) -> DataConfig:
         path=f"{kind}:{data_name}",
         format=kind,
         text_columns=examples.text_columns,
-        task=examples.task_kind.name if examples.task_kind.unit != "example" else "",
+        task=task_kinds.config_name(examples.task_kind, examples.text_columns),
         label_column=examples.task_kind.label_field,
         id_column="id",
         label_names=examples.label_names,

@@ -122,8 +122,8 @@ class DynamicsRecorder:
         task: str = "",
     ):
         self.task = task_kinds.kind(task) if task else None
-        self.words = self.task is not None and self.task.unit == "word"
-        self.multilabel = self.task is not None and self.task.unit == "label"
+        self.words = self.task is not None and self.task.unit.sentences
+        self.multilabel = self.task is not None and self.task.unit.label_sets
         self.label_names = tuple(str(x) for x in label_names) if label_names is not None else None
         if self.words:
             ids, labels, texts = self._word_units(ids, labels, texts)

@@ -139,8 +139,8 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         from cartomap.tasks import registry as task_kinds
 
         self.task = task_kinds.kind(task) if task else None
-        self.words = self.task is not None and self.task.unit == "word"
-        self.multilabel = self.task is not None and self.task.unit == "label"
+        self.words = self.task is not None and self.task.unit.sentences
+        self.multilabel = self.task is not None and self.task.unit.label_sets
         if mode not in MODES:
             raise DataError(f"unknown mode {mode!r}: expected one of {tuple(MODES)}", field="mode")
         TrainConfig(record=mode, record_points=record_points)  # DataError naming a bad value

@@ -158,14 +158,10 @@ class RunRecords:
         example, one per word of a token run (ids ``<id>#<k>``), or one per label of every example of a
         multi-label run (ids ``<id>#<j>``, 1 = present); labels None when not asked for."""
         kind = self.task_kind
-        columns = ["id", kind.label_field] if labels else ["id"]
         if source not in ("dev",) and not source.startswith("test_"):
-            frame = self.examples(columns=None if kind.unit != "example" else columns)
+            frame = self.examples(columns=kind.gold_columns if labels else kind.unit_id_columns)
         else:
             frame = self._source_frame(source)
-        if kind.unit == "example":
-            ids = frame["id"].astype(str).tolist()
-            return ids, frame[kind.label_field].to_numpy(dtype=np.int64) if labels else None
         if not labels:
             return kind.unit_ids(frame, self.label_names)[0], None
         unit_ids, unit_labels, _ = kind.units(frame, self.label_names)
@@ -173,7 +169,10 @@ class RunRecords:
 
     def _source_frame(self, source: str) -> pd.DataFrame:
         if source == "dev":
-            return self.dev_examples()
+            frame = self.dev_examples()
+            if frame is None:
+                raise RunError(f"run {self.id} has no dev set")
+            return frame
         return self.test_examples(int(source.split("_", 1)[1]))
 
     def read_epoch(self, source: str, epoch: int, ids: list[str]) -> np.ndarray:

@@ -110,7 +110,7 @@ def _problem(run: Run, err: sqlite3.OperationalError) -> CartomapError:
 def known_ids(run: Run) -> set[str]:
     """The ids a tag may be set on: the run's examples, and its units' when they are words or labels."""
     known = set(run.examples(columns=["id"])["id"].astype(str))
-    if run.task_kind.unit != "example" and run.has_metrics():
+    if not run.task_kind.unit.per_example and run.has_metrics():
         known |= set(run.metrics(columns=["id"])["id"].astype(str))
     return known
 

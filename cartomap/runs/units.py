@@ -45,9 +45,9 @@ def keyed_metrics(
     a word's with its sentence id and word index (:func:`with_word_keys`); an (example, label) unit's with
     the example id, label index and name (:func:`with_label_keys`), and then the example-level map of
     those units (:func:`cartomap.scores.label_examples.combined_map`) as the second item."""
-    if kind.unit == "word":
+    if kind.unit.sentences:
         return with_word_keys(frame, unit_ids), None
-    if kind.unit == "label":
+    if kind.unit.label_sets:
         from cartomap.scores.label_examples import combined_map
 
         frame = with_label_keys(frame, example_ids, label_names)

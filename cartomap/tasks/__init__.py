@@ -7,6 +7,8 @@ how logits become per-unit probabilities. Loading, batching, the training loop, 
 the run store, the analyses and the pages ask the kind; no module outside this package (and the
 WaNLI pipeline, which is about premise-hypothesis pairs by nature) spells a column name.
 
+* :mod:`.units`: the :class:`~cartomap.tasks.units.Unit` of a kind and its traits, which every layer
+  asks instead of comparing units by name;
 * :mod:`.base`: the :class:`~cartomap.tasks.base.TaskKind` description and the output functions;
 * :mod:`.sequence`: the built-in sequence-classification kinds, ``single`` (one text) and ``pair``;
 * :mod:`.token`: token classification, ``token`` (a tag per word);

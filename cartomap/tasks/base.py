@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
-#: What one row of a run's dynamics is about. "example": one row of logits per example (sequence
-#: classification); "word": one per word of an example, keyed by (id, word) (token classification:
-#: the first sub-word of each word); "label": one per label of an example, keyed by (id, label)
-#: (multi-label: each label a yes/no question).
-UNITS = ("example", "word", "label")
-#: The extra key column of a unit beside the example id (:attr:`TaskKind.unit_columns`).
-UNIT_KEYS = {"example": (), "word": ("word",), "label": ("label",)}
+from cartomap.tasks.units import UNITS as _UNITS
+from cartomap.tasks.units import Unit
+
+#: What one row of a run's dynamics is about (:class:`cartomap.tasks.units.Unit`): "example": one row of
+#: logits per example (sequence classification); "word": one per word of an example, keyed by (id, word)
+#: (token classification: the first sub-word of each word); "label": one per label of an example, keyed
+#: by (id, label) (multi-label: each label a yes/no question).
+UNITS = _UNITS
 #: The gold column of a kind whose unit is an example, in every table of a run (examples, metrics, queues,
 #: decisions): one label code per row. A file names its own column (``DataConfig.label_column``), read
 #: into this one; the list-valued gold of the other units has each kind's own name (``tags``, ``labels``).
@@ -79,7 +80,8 @@ class TaskKind:
     ``noun``: what one example is called in messages ("pair", "text"); plural by adding "s".
     ``label_field``: the column of the gold label (int codes into the label names): :data:`EXAMPLE_LABEL_FIELD`
     for a kind of one label per example; a list per row for the other units.
-    ``unit``: what one row of dynamics is about, one of :data:`UNITS`.
+    ``unit``: what one row of dynamics is about, a :class:`~cartomap.tasks.units.Unit` (or its name, one
+    of :data:`UNITS`): ask its traits (``kind.unit.sentences``), never compare it with a name.
     ``head``: the model head that predicts it, one of :data:`HEADS`.
     ``output``: how logits become probabilities, one of :data:`OUTPUTS`.
     ``source_columns``: other names files commonly give the text fields (("sentence1", "sentence2") for
@@ -98,7 +100,7 @@ class TaskKind:
     text_fields: tuple[str, ...]
     noun: str
     label_field: str = "label"
-    unit: str = "example"
+    unit: Unit = Unit.EXAMPLE
     head: str = "sequence"
     output: str = "softmax"
     source_columns: tuple[tuple[str, ...], ...] = ()
@@ -106,20 +108,22 @@ class TaskKind:
     region_method: str = "rank"
 
     def __post_init__(self) -> None:
+        if self.unit not in _UNITS:
+            raise ValueError(f"task kind {self.name!r}: unit {self.unit!r} is not one of {', '.join(_UNITS)}")
+        object.__setattr__(self, "unit", Unit(self.unit))  # a name given reads as its unit
         if not self.name or not self.text_fields or len(set(self.text_fields)) != len(self.text_fields):
             raise ValueError(f"task kind {self.name!r}: a name and distinct text fields are required")
         if any(len(names) != len(self.text_fields) for names in self.source_columns):
             raise ValueError(f"task kind {self.name!r}: every set of source columns names each text field")
         if self.label_field in self.text_fields:
             raise ValueError(f"task kind {self.name!r}: the label field is one of the text fields")
-        if self.unit == "example" and self.label_field != EXAMPLE_LABEL_FIELD:
+        if self.unit.per_example and self.label_field != EXAMPLE_LABEL_FIELD:
             raise ValueError(
                 f"task kind {self.name!r}: a kind of one label per example keeps it in the column "
                 f"{EXAMPLE_LABEL_FIELD!r} (a file's own column is mapped onto it by its label_column), "
                 f"not {self.label_field!r}"
             )
         for field, value, choices in (
-            ("unit", self.unit, UNITS),
             ("head", self.head, HEADS),
             ("output", self.output, OUTPUTS),
         ):
@@ -154,7 +158,7 @@ class TaskKind:
         """The tokenizer's inputs of every row of an examples frame: the first texts and, for a pair,
         the second texts (None for one text). Values are read as strings; a word-unit kind's rows are
         lists of words (the tokenizer's ``is_split_into_words``)."""
-        if self.unit == "word":
+        if self.unit.sentences:
             return [[str(w) for w in row] for row in frame[self.text_fields[0]]], None
         first = frame[self.text_fields[0]].astype(str).tolist()
         second = frame[self.text_fields[1]].astype(str).tolist() if self.is_pair else None
@@ -171,7 +175,19 @@ class TaskKind:
     @property
     def unit_columns(self) -> tuple[str, ...]:
         """The key of one row of dynamics: ("id",) per example; ("id", "word") per word; ("id", "label")."""
-        return ("id", *UNIT_KEYS[self.unit])
+        return ("id", *self.unit.keys)
+
+    @property
+    def gold_columns(self) -> tuple[str, ...]:
+        """The columns of an examples frame that :meth:`units` reads: the id, the gold and, for word units,
+        the words (how many there are in each row)."""
+        words = self.text_fields[:1] if self.unit.sentences else ()
+        return ("id", *words, self.label_field)
+
+    @property
+    def unit_id_columns(self) -> tuple[str, ...]:
+        """The columns :meth:`unit_ids` reads: the id and, for word units, the words."""
+        return ("id", *(self.text_fields[:1] if self.unit.sentences else ()))
 
     def units(
         self, frame: Any, label_names: Sequence[str] | None = None
@@ -182,29 +198,44 @@ class TaskKind:
         of ``label_names`` (the label space, needed for this unit): ids ``"<id>#<j>"`` (label j of example
         id), every label of every example in order, gold 1 when the label is in the row's label list, else 0."""
         unit_ids, counts = self.unit_ids(frame, label_names)
-        if self.unit == "example":
-            return unit_ids, frame[self.label_field].to_numpy(dtype=np.int64), counts
-        if self.unit == "label":
-            return unit_ids, label_indicator(frame[self.label_field], label_names).reshape(-1), counts
-        rows = [np.asarray(tags, dtype=np.int64).reshape(-1) for tags in frame[self.label_field]]
-        labels = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        labels = self.gold(frame, label_names)
         if len(labels) != len(unit_ids):
-            raise ValueError(f"task kind {self.name!r}: {len(labels)} tags for {len(unit_ids)} words")
+            raise ValueError(f"task kind {self.name!r}: {len(labels)} gold labels for {len(unit_ids)} units")
         return unit_ids, labels, counts
+
+    def gold(self, frame: Any, label_names: Sequence[str] | None = None) -> np.ndarray:
+        """int64: the gold label of every unit of an examples frame, in :meth:`units` order (a word's tag,
+        a label unit's 1 present / 0 absent)."""
+        values = frame[self.label_field]
+        if self.unit.label_sets:
+            return label_indicator(values, label_names).reshape(-1)
+        if self.unit.per_example:
+            return values.to_numpy(dtype=np.int64)
+        rows = [np.asarray(row, dtype=np.int64).reshape(-1) for row in values]
+        return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+
+    def gold_names(self, value: Any, label_names: Sequence[str]) -> Any:
+        """The gold of one row of an examples frame by name: its label's name, a sentence's tag names in
+        word order, or a label set's names as they are (the row's content, whatever the label space's
+        order of codes)."""
+        if self.unit.label_sets:
+            return [str(n) for n in value]
+        if self.unit.per_example:
+            return label_names[int(value)]
+        return [label_names[int(t)] for t in value]
 
     def unit_ids(self, frame: Any, label_names: Sequence[str] | None = None) -> tuple[list[str], np.ndarray]:
         """(unit ids, units per row) of an examples frame: its ids and, per word, its words, per label,
         the labels of ``label_names`` (no gold labels needed), in :meth:`units` order."""
         ids = frame["id"].astype(str).tolist()
-        if self.unit == "example":
+        if self.unit.per_example:
             return ids, np.ones(len(ids), dtype=np.int64)
-        if self.unit == "label":
+        if self.unit.label_sets:
             if label_names is None:
                 raise ValueError(f"task kind {self.name!r}: units per label need the label names")
-            n = len(label_names)
-            unit_ids = [f"{i}{UNIT_SEPARATOR}{j}" for i in ids for j in range(n)]
-            return unit_ids, np.full(len(ids), n, dtype=np.int64)
-        counts = np.asarray([len(row) for row in frame[self.text_fields[0]]], dtype=np.int64)
+            counts = np.full(len(ids), len(label_names), dtype=np.int64)
+        else:
+            counts = np.asarray([len(row) for row in frame[self.text_fields[0]]], dtype=np.int64)
         unit_ids = [
             f"{i}{UNIT_SEPARATOR}{k}" for i, n in zip(ids, counts.tolist(), strict=True) for k in range(n)
         ]
@@ -213,7 +244,20 @@ class TaskKind:
     def unit_classes(self, label_names: Sequence[str]) -> tuple[str, ...]:
         """The class names of one unit's recorded row: the label names (one class among them per example
         or word), or for a label unit :data:`LABEL_UNIT_CLASSES`, its label's two states."""
-        return LABEL_UNIT_CLASSES if self.unit == "label" else tuple(label_names)
+        return LABEL_UNIT_CLASSES if self.unit.label_sets else tuple(label_names)
+
+    def label_rows(self, labels: np.ndarray, n_rows: int) -> np.ndarray:
+        """The units' labels (:meth:`units`) as the model's targets take them: as they are, or for label
+        units one row of L per example ([N, L])."""
+        return labels.reshape(n_rows, -1) if self.unit.label_sets else labels
+
+    def class_counts(self, labels: np.ndarray, n_rows: int, n_classes: int) -> np.ndarray:
+        """int64 [C]: how many units hold each class, from the units' gold (:meth:`gold`): examples or
+        words per class, or for label units the examples each label applies to."""
+        labels = np.asarray(labels, dtype=np.int64)
+        if self.unit.label_sets:
+            return labels.reshape(n_rows, n_classes).sum(axis=0)
+        return np.bincount(labels, minlength=n_classes)
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Per-unit probabilities of logits ``[..., C]`` (any leading shape: [N, C], [E, N, C]), same shape."""

@@ -45,6 +45,13 @@ def for_path(path: str) -> TaskKind | None:
     return next((k for k in KINDS.values() if suffix and suffix in k.suffixes), None)
 
 
+def config_name(kind: TaskKind, text_columns: Sequence[str]) -> str:
+    """What a config's ``task`` says of ``kind`` read from ``text_columns``: "" when the number of columns
+    implies it (:data:`BY_COLUMN_COUNT`: a pair or a single text, as configs saved before the field were),
+    else its name."""
+    return "" if BY_COLUMN_COUNT.get(len(tuple(text_columns))) == kind.name else kind.name
+
+
 def names() -> tuple[str, ...]:
     return tuple(KINDS)
 
@@ -60,7 +67,7 @@ def kind(name: str) -> TaskKind:
 def require_per_example(task: TaskKind, what: str, location: str | None = None) -> None:
     """DataError when ``what`` (work on one label per example: pruning, curricula, review queues) meets a
     kind whose units are not examples (token classification: per word; multi-label: per label)."""
-    if task.unit != "example":
+    if not task.unit.per_example:
         raise DataError(
             f"{what} works on examples with one label each; this is {task.name} data ({task.description})",
             location=location,

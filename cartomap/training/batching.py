@@ -76,7 +76,7 @@ def tokenize(tokenizer, frame, max_length: int, task: TaskKind | None = None) ->
     are read as ``task``'s inputs (by default the kind the frame's columns show). A word-unit kind
     (token classification) also gets ``word_units`` and ``word_labels`` (:func:`tokenize_words`)."""
     task = task or task_kinds.of_columns(frame.columns)
-    if task.unit == "word":
+    if task.unit.sentences:
         return tokenize_words(tokenizer, frame, max_length, task)
     first, second = texts_of(frame, task)
     parts: dict[str, list[Ragged]] = {}
@@ -146,7 +146,7 @@ def subwordless_warnings(tokenizer, dataset, limit: int = 3) -> list[str]:
     """One data warning for the words of a word-unit dataset that the tokenizer turns into no sub-word
     (:func:`subwordless_words`), naming how many and the first ``limit``; none for other kinds."""
     task = dataset.task_kind
-    if task.unit != "word" or not len(dataset):
+    if not task.unit.sentences or not len(dataset):
         return []
     words, _ = task.inputs(dataset.frame)
     found = subwordless_words(tokenizer, words)
@@ -363,18 +363,12 @@ class PlannedBatches:
         yield from (b.tolist() for b in self.plan.epoch_batches(self.epoch))
 
 
-def rows_of_labels(task: TaskKind, labels: np.ndarray, n_rows: int) -> np.ndarray:
-    """The labels :class:`TokenizedExamples` takes from the units' labels (:meth:`TaskKind.units`): as
-    they are, or for a label-unit kind one row of L per example ([N, L])."""
-    return labels.reshape(n_rows, -1) if task.unit == "label" else labels
-
-
 def eval_batches_for(frame, tokenizer, cfg: RunConfig, label_names=None):
     """The tokenized rows of ``frame`` (dev or test set), their batches in order, and the labels of its
     units (:meth:`TaskKind.units`: per example, per word, or per label of ``label_names``)."""
     task = task_kinds.of_columns(frame.columns)
     labels = task.units(frame, label_names)[1]
     encoded = tokenize(tokenizer, frame, cfg.model.max_length, task)
-    dataset = TokenizedExamples(encoded, rows_of_labels(task, labels, len(frame)))
+    dataset = TokenizedExamples(encoded, task.label_rows(labels, len(frame)))
     batches = EpochBatches(dataset.lengths, cfg.train.eval_batch_size, cfg.train.seed, shuffle=False)
     return dataset, batches, labels

@@ -43,7 +43,6 @@ from cartomap.training.batching import (
     EpochBatches,
     TokenizedExamples,
     eval_batches_for,
-    rows_of_labels,
     tokenize,
 )
 from cartomap.training.orders import training_batches
@@ -283,7 +282,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     examples = run.examples()
     task = run.task_kind
     n_classes = len(task.unit_classes(label_names))  # per unit: (absent, present) for each label
-    if task.unit != "example" and n_proc > 1:
+    if not task.unit.shards and n_proc > 1:
         raise RunError(
             f"run {run.id}: a {task.name} run trains in one process (its units are per {task.unit})"
         )
@@ -294,7 +293,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     base_model = run.resolve_path(cfg.model.name_or_path)  # a relative folder works from any folder
     tokenizer = load_tokenizer(base_model)
     train_set = TokenizedExamples(
-        tokenize(tokenizer, examples, cfg.model.max_length, task), rows_of_labels(task, labels, len(examples))
+        tokenize(tokenizer, examples, cfg.model.max_length, task), task.label_rows(labels, len(examples))
     )
     collate = DynamicPadding(tokenizer.pad_token_id or 0)
     batches = training_batches(run, examples, labels, train_set.lengths)
@@ -315,7 +314,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
     test_frames = [run.test_examples(k) for k in range(len(run.test_names))]
     test_loaders = [eval_loader_for(f) for f in test_frames]
     # Named entities (BIO tags): entity-level precision, recall and F1 beside the per-word accuracy.
-    entity_sets = task.unit == "word" and is_bio_tagged(label_names)
+    entity_sets = task.unit.sentences and is_bio_tagged(label_names)
 
     def entity_record(prefix: str, frame, logits, y) -> dict:
         if not entity_sets:
@@ -376,7 +375,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         run.log(
             f"training on {accelerator.device} ({n_proc} process(es)), "
             f"{task.plural(len(example_ids))}"
-            + (f" ({len(ids)} {task.unit}s)" if task.unit != "example" else "")
+            + task.unit.count_note(len(ids))
             + f", {tc.epochs} epochs, {steps_per_epoch} steps/epoch"
             + (
                 f"; {torch.get_num_threads()} CPU threads, {cpu.waiting()}"
@@ -460,7 +459,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             progress.update(force=True, phase="dev")
             dev_logits = predict_logits(model, dev_loader, accelerator, len(dev_labels), n_classes)
             record["dev_accuracy"] = float((dev_logits.argmax(1) == dev_labels).mean())
-            if task.unit == "label":  # every label of an example right: subset accuracy
+            if task.unit.label_sets:  # every label of an example right: subset accuracy
                 record["dev_exact_match"] = exact_match(dev_logits, dev_labels, len(label_names))
             record["dev_loss"] = float(F.cross_entropy(torch.tensor(dev_logits), torch.tensor(dev_labels)))
             record.update(entity_record("dev", dev_frame, dev_logits, dev_labels))
@@ -469,7 +468,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
             progress.update(force=True, phase=f"test {k + 1}/{len(test_loaders)}")
             test_logits.append(predict_logits(model, loader, accelerator, len(y), n_classes))
             record[f"test_{k}_accuracy"] = float((test_logits[-1].argmax(1) == y).mean())
-            if task.unit == "label":
+            if task.unit.label_sets:
                 record[f"test_{k}_exact_match"] = exact_match(test_logits[-1], y, len(label_names))
             record.update(entity_record(f"test_{k}", test_frames[k], test_logits[-1], y))
         trainer.update(early_stopping(trainer, record.get("dev_accuracy"), tc.early_stopping_patience))

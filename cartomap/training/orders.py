@@ -33,7 +33,7 @@ def check_order(config: RunConfig, train) -> None:
     from cartomap.errors import DataError
 
     kind = train.task_kind
-    if kind.unit != "example":
+    if not kind.unit.per_example:
         raise DataError(f"order {order.name!r}: a {kind.name} run trains in the shuffled order only")
 
     if order.name not in ("shuffled",) and TRAIN_PASS in recorded_sources(config.train.record):

@@ -36,7 +36,7 @@ def prepare_run(config: RunConfig, store: RunStore | None = None, made_for: str 
     train, dev, tests = load_data(config)
     check_order(config, train)
     warnings = label_warnings(train, dev, tests)
-    if config.origin.kind == "cartomap" and train.task_kind.unit == "word":
+    if config.origin.kind == "cartomap" and train.task_kind.unit.sentences:
         # token data is tokenised once here (sentences: small), so that a sentence longer than
         # max_length is refused before the run exists, and words without a sub-word are told
         tokenizer = load_tokenizer(config.model.name_or_path)

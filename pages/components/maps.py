@@ -54,7 +54,7 @@ def _frame(run_path: str, stamp: tuple, rule_json: str, burn_out: int | None) ->
         return datamap.map_frame(run, regions=rule)
     source = run.recorded_source()
     whole = map_frame(run, rule)  # cached: its texts serve every k (not read again for each)
-    shared = units_at(run, burn_out, rule) if run.task_kind.unit == "word" else None
+    shared = units_at(run, burn_out, rule) if run.task_kind.unit.sentences else None
     return datamap.map_frame(
         run,
         regions=rule,

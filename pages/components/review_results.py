@@ -103,7 +103,7 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
             mime="text/csv",
             key="rs_download_decisions",
         )
-    if run.task_kind.unit == "word":  # the retrain experiment works on examples with one label each
+    if run.task_kind.unit.sentences:  # the retrain experiment works on examples with one label each
         st.caption(
             "A relabel changes that word's tag in its sentence; a removed word drops its sentence. Train on "
             "the corrected sentences with `cartomap train --data` and the reference above."

@@ -185,7 +185,7 @@ def focus_neighbours(run, table) -> None:
     what they are for and "Compute embeddings" (``cartomap embed RUN`` as a background job, its panel
     following it; ``pages.components.embeddings``). A table (the texts are data)."""
     focus = shown_focus(table)
-    if focus is None or run.task_kind.unit != "example":
+    if focus is None or not run.task_kind.unit.per_example:
         return
     if not run.embeddings_path.exists():
         st.markdown("**Nearest neighbours with the same label**")

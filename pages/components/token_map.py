@@ -35,7 +35,7 @@ FOCUS = "dm_sentence_focus"
 
 
 def is_token_run(run) -> bool:
-    return run.task_kind.unit == "word"
+    return run.task_kind.unit.sentences
 
 
 #: The map settings of a token run a saved view keeps ({name: session key}; ``pages.components.saved_views``).
