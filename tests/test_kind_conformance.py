@@ -140,7 +140,7 @@ def test_every_unit_has_its_traits_and_exactly_one_shape():
     sentence, the labels of an example; only examples train across processes."""
     from cartomap.tasks.units import TRAITS, Unit
 
-    assert set(TRAITS) == set(Unit) and UNITS == tuple(u.value for u in Unit)
+    assert set(TRAITS) == set(Unit) and tuple(u.value for u in Unit) == UNITS
     for unit in Unit:
         assert [unit.per_example, unit.sentences, unit.label_sets].count(True) == 1
         assert unit.shards == unit.per_example and (unit.keys == ()) == unit.per_example
@@ -156,6 +156,25 @@ def test_a_kind_made_with_a_units_name_has_that_unit_and_a_bad_name_is_refused()
     assert made.unit is Unit.WORD and made.unit == "word" and f"{made.unit}" == "word"
     with pytest.raises(ValueError, match="unit 'sentence' is not one of example, word, label"):
         TaskKind(name="x", description="", text_fields=("t",), noun="t", unit="sentence")
+
+
+def test_a_kinds_reader_has_its_code_in_the_data_layer(kind):
+    """Each kind names how its files are read and checked; the data layer has both halves of it."""
+    from cartomap.data.checks import CLASS_WARNINGS
+    from cartomap.data.loading import READERS
+
+    assert kind.reader in READERS and kind.reader in CLASS_WARNINGS
+
+
+def test_a_kind_whose_reader_the_data_layer_lacks_is_one_clear_error(tmp_path, monkeypatch):
+    from cartomap.errors import DataError
+
+    odd = TaskKind(name="odd", description="", text_fields=("t",), noun="t", reader="xml")
+    monkeypatch.setitem(registry.KINDS, odd.name, odd)
+    with pytest.raises(
+        DataError, match="task 'odd' reads its files with 'xml'; expected one of labels, tagged"
+    ):
+        load_dataset(DataConfig(path=str(tmp_path / "x.xml"), task="odd", text_columns=("t",)))
 
 
 def test_a_kinds_name_in_a_config_reads_back_as_that_kind(kind):

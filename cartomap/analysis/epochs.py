@@ -34,6 +34,15 @@ MAX_TRAJECTORIES = 50
 DEFAULT_TRAJECTORIES = 10
 
 
+def _burn_in_at(burn_in: Mapping[int, int] | None, k: int) -> int:
+    """How many of the first ``k`` recordings the map at ``k`` leaves out (0 unless ``burn_in`` says);
+    a DataError naming the field when that leaves none."""
+    b = int((burn_in or {}).get(k, 0))
+    if not 0 <= b < k:
+        raise DataError(f"the map of the first {k} recordings cannot leave out {b}", field="burn_in")
+    return b
+
+
 def _check_k(k: int, n_recorded: int) -> int:
     if not 1 <= int(k) <= n_recorded:
         raise DataError(f"must be between 1 and {n_recorded} (the recordings), got {k}", field="k")
@@ -138,14 +147,11 @@ def trajectories(
     probs = softmax(part)
     chosen_labels = labels[positions]
     gold = gold_probabilities(probs, chosen_labels)  # [E, n]
-    burn_in = burn_in or {}
     conf = np.empty((len(chosen), len(ks)))
     var = np.empty_like(conf)
     other = np.empty_like(conf)
     for j, k in enumerate(ks):
-        b = int(burn_in.get(k, 0))
-        if not 0 <= b < k:
-            raise DataError(f"the map of the first {k} recordings cannot leave out {b}", field="burn_in")
+        b = _burn_in_at(burn_in, k)
         window = gold[b:k]
         conf[:, j] = window.mean(axis=0)
         var[:, j] = window.std(axis=0, ddof=0)
@@ -211,14 +217,11 @@ def grouped_trajectories(
     rows = np.concatenate(positions)
     part, part_labels = logits[:, rows, :], labels[rows]
     part_ids = index[rows].tolist()
-    burn_in = burn_in or {}
     conf = np.empty((len(chosen), len(ks)))
     var = np.empty_like(conf)
     other = np.empty_like(conf)
     for j, k in enumerate(ks):
-        b = int(burn_in.get(k, 0))
-        if not 0 <= b < k:
-            raise DataError(f"the map of the first {k} recordings cannot leave out {b}", field="burn_in")
+        b = _burn_in_at(burn_in, k)
         points = aggregate(map_at(part, part_labels, k, part_ids, burn_in=b))
         points = points.set_index(points["id"].astype(str)).reindex(chosen)
         conf[:, j] = points["confidence"].to_numpy(dtype=np.float64)

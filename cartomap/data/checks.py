@@ -23,10 +23,7 @@ def class_counts(dataset) -> dict[str, int]:
 def small_class_warnings(
     dataset, what: str = "training set", fraction: float = SMALL_CLASS_FRACTION
 ) -> list[str]:
-    """A class with no example, or with fewer than ``fraction`` x the largest class's examples (token
-    data: :func:`small_tag_warnings`)."""
-    if dataset.task_kind.unit.sentences:
-        return small_tag_warnings(dataset, what, fraction)
+    """A class with no example, or with fewer than ``fraction`` x the largest class's examples."""
     counts = class_counts(dataset)
     largest_name, largest = max(counts.items(), key=lambda item: item[1])
     out = []
@@ -75,6 +72,24 @@ def small_tag_warnings(
     return out
 
 
+def label_set_warnings(dataset) -> list[str]:
+    """Multi-label data: the labels no example or every example has
+    (:func:`cartomap.data.multilabel.label_warnings`)."""
+    from cartomap.data.multilabel import label_warnings as multilabel_warnings
+
+    indicator = dataset.labels.reshape(len(dataset), len(dataset.label_names))
+    return multilabel_warnings(indicator, dataset.label_names, source=dataset.source)
+
+
+#: The class warnings of a training set, by its kind's :attr:`~cartomap.tasks.base.TaskKind.reader`
+#: (the readers themselves: :data:`cartomap.data.loading.READERS`).
+CLASS_WARNINGS = {
+    "labels": small_class_warnings,
+    "tagged": small_tag_warnings,
+    "label_sets": label_set_warnings,
+}
+
+
 def split_class_warnings(train, other, what: str) -> list[str]:
     """Classes of training that a dev or test set lacks (unknown labels there are already an error)."""
     theirs = class_counts(other)
@@ -88,18 +103,12 @@ def split_class_warnings(train, other, what: str) -> list[str]:
 
 
 def label_warnings(train, dev=None, tests=()) -> list[str]:
-    """Every warning of this module for a run's training, dev and test sets (for multi-label data: the
-    labels no example or every example has, :func:`cartomap.data.multilabel.label_warnings`, instead of
-    small classes), after the ones their readers found (``dataset.warnings``: tags breaking the BIO
+    """Every warning of this module for a run's training, dev and test sets (the class warnings of its
+    kind's reader, :data:`CLASS_WARNINGS`: small classes, small entity types, labels no example or every
+    example has), after the ones their readers found (``dataset.warnings``: tags breaking the BIO
     scheme, blank tokens skipped, ...)."""
     out = [w for d in (train, dev, *tests) if d is not None for w in getattr(d, "warnings", ())]
-    if train.task_kind.unit.label_sets:
-        from cartomap.data.multilabel import label_warnings as multilabel_warnings
-
-        indicator = train.labels.reshape(len(train), len(train.label_names))
-        out += multilabel_warnings(indicator, train.label_names, source=train.source)
-    else:
-        out += small_class_warnings(train)
+    out += CLASS_WARNINGS[train.task_kind.reader](train)
     if dev is not None:
         out += split_class_warnings(train, dev, "dev set")
     for k, test in enumerate(tests):

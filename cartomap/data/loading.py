@@ -76,14 +76,22 @@ def load_dataset(config: DataConfig, label_names: tuple[str, ...] | None = None)
     ``label_names`` overrides ``config.label_names``: pass the training set's classes
     when loading a dev set, so that a label unknown to training is an error.
     """
+    kind = config.task_kind
+    read = READERS.get(kind.reader)
+    if read is None:
+        raise DataError(
+            f"task {kind.name!r} reads its files with {kind.reader!r}; expected one of {', '.join(READERS)}",
+            field="task",
+        )
+    return read(config, kind, label_names)
+
+
+def _load_labelled(config: DataConfig, kind: TaskKind, label_names: Sequence[str] | None) -> TextDataset:
+    """A table of one label per example (JSONL, CSV/TSV, Parquet, a Hugging Face dataset, the bundled NLI
+    demo), its columns mapped onto ``kind``'s fields by :func:`_build`."""
     path = str(config.path)
     source = path
     fmt = config.format
-    kind = config.task_kind
-    if kind.unit.sentences:  # CoNLL columns or JSONL of word and tag lists
-        return _load_tagged(config, kind, label_names if label_names is not None else config.label_names)
-    if kind.unit.label_sets:
-        return _load_multilabel(config, kind, label_names if label_names is not None else config.label_names)
     if path in (DEMO_TRAIN, DEMO_DEV):
         file = demo_path(path.split(":", 1)[1])
         if label_names is None and config.label_names is None:
@@ -99,9 +107,10 @@ def load_dataset(config: DataConfig, label_names: tuple[str, ...] | None = None)
     return _build(frame, config, source, names, lines, names_given=label_names is not None)
 
 
-def _load_tagged(config: DataConfig, kind: TaskKind, names: Sequence[str] | None) -> TextDataset:
+def _load_tagged(config: DataConfig, kind: TaskKind, label_names: Sequence[str] | None) -> TextDataset:
     """A token-classification dataset: CoNLL columns or JSONL of token and tag lists
     (:mod:`cartomap.data.conll`), or a table with the kind's columns (a run's own copy in Parquet)."""
+    names = label_names if label_names is not None else config.label_names
     path, source = Path(str(config.path)).expanduser(), str(config.path)
     words, tags = config.text_columns[0], config.label_column
     warnings: tuple[str, ...] = ()
@@ -143,12 +152,13 @@ def _load_tagged(config: DataConfig, kind: TaskKind, names: Sequence[str] | None
     return tagged_dataset(frame, kind, names, source, warnings)
 
 
-def _load_multilabel(config: DataConfig, kind: TaskKind, names: Sequence[str] | None) -> TextDataset:
+def _load_multilabel(config: DataConfig, kind: TaskKind, label_names: Sequence[str] | None) -> TextDataset:
     """A multi-label dataset (:mod:`cartomap.data.multilabel`): any table :func:`read_table` reads (JSONL,
     CSV, Parquet, a saved Hugging Face dataset), its labels in a column of name lists (split at
     ``config.label_separator`` when they are delimited strings) or in 0/1 columns (``config.label_columns``).
     ``names`` (the training set's labels, for a dev set) fixes the label space: a label outside it is an
     error. Ids come from ``config.id_column`` when the file has it, else ``ex-<row>``."""
+    names = label_names if label_names is not None else config.label_names
     path, source = str(config.path), str(config.path)
     if path in (DEMO_TRAIN, DEMO_DEV) or path.startswith("hf:"):
         raise DataError("multi-label data is read from a file (JSONL, CSV, Parquet)", location=source)
@@ -191,6 +201,12 @@ def _load_multilabel(config: DataConfig, kind: TaskKind, names: Sequence[str] | 
     return TextDataset(
         frame=out, label_names=tuple(data.label_names), source=source, warnings=tuple(warnings)
     )
+
+
+#: How each kind's files are read, by the kind's :attr:`~cartomap.tasks.base.TaskKind.reader`:
+#: ``reader(config, kind, label_names)`` -> a validated dataset (``label_names``: the training set's, for a
+#: dev or test set). Their class warnings: :data:`cartomap.data.checks.CLASS_WARNINGS`.
+READERS = {"labels": _load_labelled, "tagged": _load_tagged, "label_sets": _load_multilabel}
 
 
 def tagged_dataset(

@@ -163,6 +163,19 @@ def forgetfulness(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np
     return counts, never_learned
 
 
+def hit_columns(hits: np.ndarray) -> dict[str, np.ndarray]:
+    """The map's columns of whether each unit was right at each recording, ``hits`` bool [E, N] (argmax ==
+    gold): ``correctness`` (the share of recordings right, higher = easier), ``correct_count`` (how many),
+    ``forgetfulness`` (right then wrong at the next, :func:`forgetfulness`) and ``never_learned``."""
+    hits = np.asarray(hits, dtype=bool)
+    return {
+        "correctness": hits.mean(axis=0),
+        "correct_count": hits.sum(axis=0).astype(np.int64),
+        "forgetfulness": np.sum(hits[:-1] & ~hits[1:], axis=0).astype(np.int64),
+        "never_learned": ~hits.any(axis=0),
+    }
+
+
 def threshold_closeness(conf: np.ndarray) -> np.ndarray:
     """threshold_closeness = c * (1 - c); maximal (0.25) at c = 0.5. Higher = closer to the decision."""
     conf = np.asarray(conf, dtype=np.float64)
@@ -538,9 +551,8 @@ def compute_metrics(
     conf = confidence(gold)
     var = variability(gold)
     axes = {name: ambiguity.score(name, probs, labels) for name in ambiguity.MAP_SCORES}
-    corr = correctness(probs, labels)
-    counts = correct_counts(probs, labels)
-    forget, never = forgetfulness(probs, labels)
+    learned = hit_columns(_correct(probs, labels))
+    counts = learned["correct_count"]
     frame = pd.DataFrame(
         {
             "id": ids_arr,
@@ -549,10 +561,7 @@ def compute_metrics(
             "predicted": np.argmax(probs[-1], axis=-1).astype(np.int64),
             "confidence": conf,
             "variability": var,
-            "correctness": corr,
-            "correct_count": counts,
-            "forgetfulness": forget,
-            "never_learned": never,
+            **learned,
             "threshold_closeness": threshold_closeness(conf),
             "aum": aum(logits, labels) if logits.shape[2] >= 2 else np.full(n_examples, np.nan),
             "el2n": el2n(probs, labels, epoch=el2n_epoch),

@@ -88,6 +88,11 @@ class TaskKind:
     a pair), tried in order after the fields themselves when a form guesses a file's mapping.
     ``suffixes``: file suffixes that mean this kind whatever the config says of its columns (".conll":
     token classification), a final ".gz" looked through.
+    ``reader``: how its files are read and checked, a name the data layer has code for
+    (``cartomap.data.loading.READERS``, ``cartomap.data.checks.CLASS_WARNINGS``): "labels" (a table of
+    one label per example; small-class warnings), "tagged" (words and a tag per word, CoNLL columns or
+    JSONL lists; BIO and entity-type warnings), "label_sets" (a label set per example; warnings for labels
+    no example or every example has). A new reader is an entry in both tables.
     ``region_method``: how its map draws the ambiguous region unless told otherwise, a name of
     :data:`cartomap.scores.metrics.REGION_METHODS`: "rank" (the top share on the ambiguity axis, as Dataset
     Cartography and WaNLI select) or "threshold" (each unit by its own score: where one class holds most
@@ -106,6 +111,7 @@ class TaskKind:
     source_columns: tuple[tuple[str, ...], ...] = ()
     suffixes: tuple[str, ...] = ()
     region_method: str = "rank"
+    reader: str = "labels"
 
     def __post_init__(self) -> None:
         if self.unit not in _UNITS:

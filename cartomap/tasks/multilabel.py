@@ -17,6 +17,7 @@ from cartomap.tasks.base import TaskKind
 MULTILABEL = TaskKind(
     name="multilabel",
     description="one text per example, any number of labels (each a yes/no question), dynamics per (example, label)",
+    reader="label_sets",
     text_fields=("text",),
     noun="text",
     label_field="labels",

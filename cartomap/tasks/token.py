@@ -14,6 +14,7 @@ from cartomap.tasks.base import TaskKind
 TOKEN = TaskKind(
     name="token",
     description="a sentence of words, one tag per word (named entities: CoNLL files), dynamics per word",
+    reader="tagged",
     text_fields=("tokens",),
     noun="sentence",
     label_field="tags",
