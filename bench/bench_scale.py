@@ -57,7 +57,7 @@ from scale_harness import (
     timed_run,
 )
 
-from cartomap.analysis import selection
+from cartomap.analysis import selection, tables
 
 FULL = 550_000
 STAGES = (
@@ -461,7 +461,7 @@ def stage_datamap(rows: Rows, n: int, work: Path, args) -> None:
     assert len(ids) == inside
     rows.measure(
         "selection table of the lasso's ids",
-        lambda: dm.selection_table(frame, ids),
+        lambda: tables.selection_table(frame, ids),
         note=lambda t: f"{len(t):,} rows",
     )
     some = ids[len(ids) // 2]

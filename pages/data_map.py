@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cartomap.analysis import datamap, map_points
+from cartomap.analysis import datamap, map_points, tables
 from cartomap.errors import CartomapError
 from cartomap.experiments.seeds import seed_runs
 from cartomap.experiments.store import ExperimentStore
@@ -200,7 +200,7 @@ def page(run, after_picture=None) -> None:
     )
     if filtered.empty:
         st.warning("No example matches the filters.")
-    table = datamap.selection_table(filtered, selected, texts=False)  # texts only for the rows listed
+    table = tables.selection_table(filtered, selected, texts=False)  # texts only for the rows listed
     paths = neighbours = generated = None
     if not seeds_exp and not split and n_recorded >= 2:
         paths = map_layers.selection_paths(

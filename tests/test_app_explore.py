@@ -142,7 +142,7 @@ def test_tags_from_the_selection_and_the_example_panel_filtered_and_listed(run):
 
 
 def test_downloads_carry_the_tags(run):
-    from cartomap.analysis.datamap import to_csv_bytes, to_jsonl_bytes
+    from cartomap.analysis.tables import to_csv_bytes, to_jsonl_bytes
     from pages.components import selection
 
     frame = dm.map_frame(run)

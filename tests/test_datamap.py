@@ -6,7 +6,7 @@ import pytest
 from matplotlib.path import Path as MplPath
 
 from cartomap.analysis import datamap as dm
-from cartomap.analysis import figures, map_files, map_points, overlay_figures, selection
+from cartomap.analysis import figures, map_files, map_points, overlay_figures, selection, tables
 from cartomap.scores.metrics import RegionRule, compute_metrics
 
 LABELS = ("entailment", "neutral", "contradiction")
@@ -368,22 +368,22 @@ def test_filters(frame):
 
 def test_selection_table_and_files(frame):
     ids = [frame["id"].iloc[5], "missing", frame["id"].iloc[2], frame["id"].iloc[5]]
-    table = dm.selection_table(frame, ids)
+    table = tables.selection_table(frame, ids)
     assert table["id"].tolist() == [frame["id"].iloc[5], frame["id"].iloc[2]]
     assert list(table.columns[:5]) == ["id", "premise", "hypothesis", "gold", "predicted"]
-    csv = dm.to_csv_bytes(table).decode("utf-8")
+    csv = tables.to_csv_bytes(table).decode("utf-8")
     assert csv.splitlines()[0].startswith("id,premise,hypothesis,gold,predicted")
     assert len(pd.read_csv(__import__("io").StringIO(csv))) == 2
-    lines = dm.to_jsonl_bytes(table).decode("utf-8").splitlines()
+    lines = tables.to_jsonl_bytes(table).decode("utf-8").splitlines()
     assert [json.loads(line)["id"] for line in lines] == table["id"].tolist()
-    assert dm.to_jsonl_bytes(table.head(0)) == b""
-    assert dm.selection_table(frame, []).empty
+    assert tables.to_jsonl_bytes(table.head(0)) == b""
+    assert tables.selection_table(frame, []).empty
 
 
 def test_display_columns_put_label_prediction_and_place_first(frame):
-    table = dm.selection_table(frame, frame["id"].iloc[:3])
+    table = tables.selection_table(frame, frame["id"].iloc[:3])
     # Cartography's map (x = variability): its axis is already among the leading columns
-    assert dm.display_columns(dm.with_x_axis(table, "variability"))[:8] == [
+    assert tables.display_columns(dm.with_x_axis(table, "variability"))[:8] == [
         "gold",
         "predicted",
         "confidence",
@@ -394,7 +394,7 @@ def test_display_columns_put_label_prediction_and_place_first(frame):
         "id",
     ]
     # the default map: its axis comes before variability when it is another score
-    shown = dm.display_columns(table)
+    shown = tables.display_columns(table)
     axis = RegionRule().axis
     assert dm.axis_of(table) == axis
     expected = [
@@ -411,7 +411,7 @@ def test_display_columns_put_label_prediction_and_place_first(frame):
     assert shown[: len(expected)] == expected
     assert sorted(shown) == sorted(table.columns)
     assert (
-        dm.display_columns(table[["id", "text"]] if "text" in table else table[["id", "region"]])[0]
+        tables.display_columns(table[["id", "text"]] if "text" in table else table[["id", "region"]])[0]
         == "region"
     )
 

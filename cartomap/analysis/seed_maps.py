@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.analysis.datamap import SEED_COLUMNS, bucket_categories, build_map_frame, gold_trajectory
+from cartomap.analysis.datamap import bucket_categories, build_map_frame, gold_trajectory
+from cartomap.analysis.tables import SEED_COLUMNS
 
 
 def seed_map_frame(

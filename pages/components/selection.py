@@ -14,7 +14,7 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import datamap, figures, map_files, map_points, seed_maps
+from cartomap.analysis import datamap, figures, map_files, map_points, seed_maps, tables
 from cartomap.analysis import multilabel as label_views
 from cartomap.errors import CartomapError
 from cartomap.runs import tags as run_tags
@@ -70,10 +70,10 @@ def selection_dataframe(shown, key: str):
     """The selection as a table, one row clickable (it focuses that example below): label, prediction,
     confidence, variability and region first, then the examples' tags (when the run has some), the texts
     (shown in full in the example's panel) and the rest."""
-    columns = datamap.display_columns(shown)
+    columns = tables.display_columns(shown)
     if TAGS in columns:  # beside where the example sits, before the long texts
         columns.remove(TAGS)
-        columns.insert(len([c for c in datamap.LEADING_COLUMNS if c in columns]), TAGS)
+        columns.insert(len([c for c in tables.LEADING_COLUMNS if c in columns]), TAGS)
     return st.dataframe(
         shown[columns],
         key=key,
@@ -223,7 +223,7 @@ def selection_section(run, frame, filtered, table, selected, seeds=None, per_lab
     if table.empty:
         st.info("Nothing selected (or nothing of the selection matches the filters).")
         return
-    shown = tags.with_tags(run, datamap.selection_table(filtered, table["id"].head(TABLE_MAX_ROWS).tolist()))
+    shown = tags.with_tags(run, tables.selection_table(filtered, table["id"].head(TABLE_MAX_ROWS).tolist()))
     if len(shown) < len(table):
         st.caption(
             f"The table lists the first {len(shown):,} of {len(table):,}; saving and downloading take all of them."
@@ -239,7 +239,7 @@ def selection_section(run, frame, filtered, table, selected, seeds=None, per_lab
 
 def download_table(run, filtered, selected):
     """The selection as downloaded: every selected row under the filters, with its texts and its tags."""
-    return tags.with_tags(run, datamap.selection_table(filtered, selected))
+    return tags.with_tags(run, tables.selection_table(filtered, selected))
 
 
 def downloads(run, filtered, selected, fig) -> None:
@@ -254,7 +254,7 @@ def downloads(run, filtered, selected, fig) -> None:
     cols = st.columns(4)
     cols[0].download_button(
         "Selection as CSV",
-        lambda: datamap.to_csv_bytes(table()),
+        lambda: tables.to_csv_bytes(table()),
         f"{stem}-selection.csv",
         "text/csv",
         key="dm_dl_csv",
@@ -263,7 +263,7 @@ def downloads(run, filtered, selected, fig) -> None:
     )
     cols[1].download_button(
         "Selection as JSONL",
-        lambda: datamap.to_jsonl_bytes(table()),
+        lambda: tables.to_jsonl_bytes(table()),
         f"{stem}-selection.jsonl",
         "application/jsonl",
         key="dm_dl_jsonl",

@@ -17,7 +17,16 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cartomap.analysis import colourings, datamap, figures, map_points, overlay_figures, selection, tokens
+from cartomap.analysis import (
+    colourings,
+    datamap,
+    figures,
+    map_points,
+    overlay_figures,
+    selection,
+    tables,
+    tokens,
+)
 from cartomap.errors import CartomapError
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
@@ -202,7 +211,7 @@ def sentence_level(
         + (f" {count(skipped, 'sentence')} without a scored word are not drawn." if skipped else "")
         + after
     )
-    table = datamap.selection_table(frame, selected)
+    table = tables.selection_table(frame, selected)
     drawn = paths(table) if paths is not None else None
     fig = figures.data_map_figure(
         frame, color_by=color_by, max_points=max_points, highlight_ids=selected or None
