@@ -411,7 +411,7 @@ def test_review_queue_output_escapes_control_characters(tmp_path, capsys):
 def test_a_table_with_control_characters_stays_aligned():
     import pandas as pd
 
-    from cartomap.cli.options import printable_frame
+    from cartomap.cli.printing import printable_frame
 
     frame = pd.DataFrame({"name": [EVIL, "bob"], "n": [1, 22]})
     lines = printable_frame(frame).to_string(index=False).splitlines()

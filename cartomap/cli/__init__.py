@@ -14,7 +14,8 @@ import sqlite3
 import sys
 
 from cartomap.cli import analysis, curation, experiments, explore, integrations, runs, train, wanli
-from cartomap.cli.options import PrintableStream, option_error, printable
+from cartomap.cli.options import option_error
+from cartomap.cli.printing import PrintableStream, printable
 from cartomap.cli.team import check_command
 from cartomap.errors import CartomapError, DataError
 from cartomap.runs import cpu

@@ -6,13 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cartomap.cli.options import (
-    CountBar,
-    add_column_arguments,
-    add_data_arguments,
-    data_config,
-    printable_frame,
-)
+from cartomap.cli.options import add_column_arguments, add_data_arguments, data_config
+from cartomap.cli.printing import CountBar, printable_frame
 from cartomap.errors import CartomapError
 from cartomap.io import refuse_overwrite
 from cartomap.tasks.sequence import PAIR

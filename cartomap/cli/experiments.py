@@ -16,9 +16,8 @@ from cartomap.cli.options import (
     executor_config,
     experiment_base,
     experiment_options,
-    printable,
-    printable_frame,
 )
+from cartomap.cli.printing import printable, printable_frame
 from cartomap.cli.team import acting
 from cartomap.config import DEMO_TRAIN, ORDERS
 from cartomap.errors import RunError

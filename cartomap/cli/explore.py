@@ -7,7 +7,7 @@ import argparse
 import time
 from pathlib import Path
 
-from cartomap.cli.options import printable, printable_frame
+from cartomap.cli.printing import printable, printable_frame
 from cartomap.cli.team import acting
 from cartomap.errors import CartomapError
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from cartomap.cli.options import CountBar, add_column_arguments, data_config, print_run_summary
+from cartomap.cli.options import add_column_arguments, data_config
+from cartomap.cli.printing import CountBar, print_run_summary
 from cartomap.cli.team import acting
 from cartomap.errors import CartomapError, RunError
 from cartomap.runs.state import State

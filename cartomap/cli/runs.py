@@ -7,13 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from cartomap.cli.options import (
-    add_data_arguments,
-    data_config,
-    print_run_summary,
-    printable,
-    printable_frame,
-)
+from cartomap.cli.options import add_data_arguments, data_config
+from cartomap.cli.printing import print_run_summary, printable, printable_frame
 from cartomap.errors import CartomapError
 from cartomap.runs.progress import time_left
 from cartomap.runs.state import State

@@ -12,9 +12,8 @@ from cartomap.cli.options import (
     add_schedule_arguments,
     add_training_arguments,
     config_from_args,
-    print_run_summary,
-    printable,
 )
+from cartomap.cli.printing import print_run_summary, printable
 from cartomap.cli.team import acting
 from cartomap.config import DEMO_TASKS, ORDERS, OrderConfig, demo_run_config
 from cartomap.errors import RunError
