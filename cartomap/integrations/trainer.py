@@ -82,6 +82,7 @@ from cartomap.integrations.trainer_config import (
     trainer_run_config,
 )
 from cartomap.integrations.trainer_recording import IndexedFetch, LogitsRecording, broadcast
+from cartomap.integrations.unit_rows import UnitLayout
 from cartomap.runs.importer import finish_run
 from cartomap.runs.progress import StepClock
 from cartomap.runs.state import State, Throttle
@@ -215,8 +216,10 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         names = self.examples.label_names
         unit_ids, self.labels, self.counts = self.examples.task_kind.units(self.examples.frame, names)
         self.ids = list(unit_ids)
-        self.offsets = np.cumsum(self.counts) - self.counts
         self.n_labels = len(names)
+        self.layout = UnitLayout(
+            self.examples.task_kind.unit, self.rows, self.ids, self.labels, self.counts, self.n_labels
+        )
         self.n_classes = len(self.examples.task_kind.unit_classes(names))  # a label unit: (absent, present)
         loader_set = train_dataloader.dataset
         if not hasattr(loader_set, "__len__") or len(loader_set) != len(self.rows):

@@ -19,7 +19,7 @@ import numpy as np
 
 from cartomap.errors import CartomapError, DataError
 from cartomap.integrations.examples import column_names
-from cartomap.integrations.unit_rows import as_numpy, label_unit_rows
+from cartomap.integrations.unit_rows import as_numpy
 
 #: Key of the row index inside a training item and batch; it never reaches the model.
 INDEX_KEY = "cartomap_index"
@@ -168,31 +168,9 @@ def first_occurrences(parts: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarr
 class LogitsRecording:
     """The recording half of :class:`cartomap.integrations.trainer.DataMapCallback`: the train-pass hooks
     and plumbing, the eval-mode pass and the gathering of every process's rows. It reads the callback's
-    units (``ids``, ``rows``, ``labels``, ``offsets``, ``counts``, ``n_labels``, ``n_classes``, ``words``,
+    units (``ids``, ``rows``, ``labels``, ``counts``, ``n_labels``, ``n_classes``, ``layout``, ``words``,
     ``multilabel``), its processes (``rank``, ``world``), ``epoch``, ``collate``, ``fetch`` and
     ``loader_dataset``, all set when training begins."""
-
-    def _word_rows(self, rows, logits, labels):
-        """(unit rows, logits [M, C]) of a batch of sentences at ``rows``: each word at its first sub-word."""
-        from cartomap.integrations.unit_rows import word_unit_rows
-
-        if labels is None:
-            raise DataError(
-                "a token task's batches need their aligned labels (a word's tag at its first sub-word, -100 "
-                "elsewhere) to find the words: keep the 'labels' column",
-                field="labels",
-            )
-        return word_unit_rows(
-            np.asarray(rows, dtype=np.int64),
-            logits,
-            labels,
-            self.offsets,
-            self.counts,
-            self.labels,
-            self.ids,
-            self.rows,
-            self.epoch,
-        )
 
     def _install(self, model, train_dataloader) -> None:
         """The train-pass plumbing: indexed fetch, index collator, hooks on the model."""
@@ -206,7 +184,7 @@ class LogitsRecording:
             self.collate = self.collate.collate
         # accelerate's prepared loader iterates the DataLoader it wraps: the collator goes there
         loader = getattr(train_dataloader, "base_dataloader", train_dataloader)
-        expected = self.labels.reshape(-1, self.n_labels) if self.multilabel else self.labels
+        expected = self.examples.task_kind.label_rows(self.labels, len(self.rows))  # a label unit's: [N, L]
         loader.collate_fn = IndexCollator(self.collate, expected)
         self._steps: list[tuple[Any, Any]] = []
         self._pending = None
@@ -230,10 +208,11 @@ class LogitsRecording:
             elif self.words:  # every word at its first sub-word (on the CPU: one synchronisation a step)
                 import torch
 
-                rows, values = self._word_rows(
+                rows, values = self.layout.batch_rows(
                     self._pending.cpu().numpy(),
                     logits.cpu(),
                     self._pending_labels.detach().cpu() if self._pending_labels is not None else None,
+                    self.epoch,
                 )
                 self._steps.append((torch.as_tensor(rows), torch.as_tensor(values)))
             else:
@@ -315,14 +294,11 @@ class LogitsRecording:
                         if k not in LABEL_KEYS and k != INDEX_KEY
                     }
                     logits = _logits_of(model(**inputs)).float().cpu().numpy()
-                    if self.words:  # every word at its first sub-word
-                        unit_rows, logits = self._word_rows(batch_rows, logits, _labels_of(batch))
-                        rows.extend(unit_rows.tolist())
-                    elif self.multilabel:  # each label of each example a unit (0, z)
-                        unit_rows, logits = label_unit_rows(batch_rows, logits, self.n_labels, self.epoch)
-                        rows.extend(unit_rows.tolist())
-                    else:
-                        rows.extend(batch_rows)
+                    # an example's row, every word at its first sub-word, each label as a unit (0, z)
+                    unit_rows, logits = self.layout.batch_rows(
+                        batch_rows, logits, _labels_of(batch), self.epoch
+                    )
+                    rows.extend(unit_rows.tolist())
                     values.append(logits)
         finally:
             model.train(was_training)

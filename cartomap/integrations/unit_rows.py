@@ -1,17 +1,19 @@
 """How a batch of a user's outputs becomes rows of recorded units, whatever its framework: arrays as numpy,
 ids as strings, a token classifier's sub-word logits as each word's row at its first sub-word (the
 batch's aligned labels, -100 elsewhere), a multi-label classifier's logits as one two-class row (0, z)
-per label of each example."""
+per label of each example. :class:`UnitLayout` picks among them by the run's unit."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from cartomap.errors import DataError
 from cartomap.scores.tokens import IGNORE_INDEX
+from cartomap.tasks.units import Unit
 
 
 def first_subwords(logits: Any, token_labels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -119,3 +121,54 @@ def label_unit_rows(
     unit_rows = (rows[:, None] * n_labels + np.arange(n_labels)).reshape(-1)
     z = values.reshape(-1)
     return unit_rows, np.stack((np.zeros_like(z), z), axis=1)
+
+
+@dataclass(frozen=True)
+class UnitLayout:
+    """Where each example's units sit among a run's units, to turn a batch of examples' logits into rows
+    of units (:meth:`batch_rows`), whatever the unit. ``examples``: the examples' (or sentences') ids in
+    row order; ``unit_ids``, ``unit_labels``: every unit's id and gold (:meth:`TaskKind.units` order);
+    ``counts``: units per example; ``n_labels``: the label space's size (a label unit's example has one
+    unit per label)."""
+
+    unit: Unit
+    examples: Sequence[str]
+    unit_ids: Sequence[str]
+    unit_labels: np.ndarray
+    counts: np.ndarray
+    n_labels: int
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """The position of each example's first unit among all units."""
+        return np.cumsum(self.counts) - self.counts
+
+    def batch_rows(
+        self, rows: Any, logits: Any, token_labels: Any, epoch: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(unit rows, their logits as numpy) of a batch of the examples at ``rows`` (positions among
+        ``examples``): an example's row as it is; a sentence's words at their first sub-words, found by the
+        batch's aligned ``token_labels`` (:func:`word_unit_rows`); each label of an example as its
+        two-class row (0, z) (:func:`label_unit_rows`). A DataError for a token batch without its labels."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if self.unit.sentences:
+            if token_labels is None:
+                raise DataError(
+                    "a token task's batches need their aligned labels (a word's tag at its first sub-word, -100 "
+                    "elsewhere) to find the words: keep the 'labels' column",
+                    field="labels",
+                )
+            return word_unit_rows(
+                rows,
+                logits,
+                token_labels,
+                self.offsets,
+                self.counts,
+                self.unit_labels,
+                self.unit_ids,
+                self.examples,
+                epoch,
+            )
+        if self.unit.label_sets:
+            return label_unit_rows(rows, logits, self.n_labels, epoch)
+        return rows, as_numpy(logits)
