@@ -621,29 +621,30 @@ def test_the_kind_check_catches_spellings(tmp_path):
 
 
 def _unit_comparisons(path: Path) -> list[tuple[str, int]]:
-    """(what, line) of every comparison with a kind's unit (``kind.unit == "word"``, ``task.unit in (...)``,
-    ``unit is Unit.LABEL``) and every unit named by its member (``Unit.WORD``)."""
+    """(what, line) of every comparison with a kind's unit or a unit's member (``kind.unit == "word"``,
+    ``task.unit in (...)``, ``unit is Unit.LABEL``, ``x == Unit.WORD``). A member named as a table's key
+    (``{Unit.WORD: ...}``) is no comparison."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: list[tuple[str, int]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare):
-            operands = [node.left, *node.comparators]
-            if any(isinstance(o, ast.Attribute) and o.attr == "unit" for o in operands):
-                found.append(("a comparison with .unit", node.lineno))
-        elif (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "Unit"
-            and node.attr.isupper()
-        ):
-            found.append((f"Unit.{node.attr}", node.lineno))
+
+    def about_a_unit(node: ast.AST) -> bool:
+        if not isinstance(node, ast.Attribute):
+            return False
+        member = isinstance(node.value, ast.Name) and node.value.id == "Unit" and node.attr.isupper()
+        return node.attr == "unit" or member
+
+    found = [
+        ("a comparison with a unit", node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare) and any(about_a_unit(o) for o in [node.left, *node.comparators])
+    ]
     return sorted(set(found), key=lambda item: item[1])
 
 
 def test_units_are_asked_not_compared_outside_their_owner():
     """A kind's unit is :mod:`cartomap.tasks.units`' to describe: other code asks its traits
     (``kind.unit.sentences``, ``kind.unit.per_example``) or the kind's methods (``kind.units``,
-    ``kind.gold``), never compares it with a unit's name; so what a unit means is written once."""
+    ``kind.gold``), never compares it with a unit (by name or member); so what a unit means is written
+    once."""
     bad = [
         f"{path.relative_to(ROOT)}:{line} {what}"
         for module, path in MODULES.items()
@@ -661,7 +662,9 @@ def test_the_unit_check_catches_comparisons(tmp_path):
         'B = run.task_kind.unit in ("label",)\n'
         "C = kind.unit.sentences\n"
         "D = task.unit is Unit.LABEL\n"
-        "E = f'{kind.unit}s'\n",
+        "E = f'{kind.unit}s'\n"
+        "F = x == Unit.WORD\n"
+        "G = {Unit.WORD: 1}\n",
         encoding="utf-8",
     )
-    assert [line for _, line in _unit_comparisons(source)] == [2, 3, 5, 5]
+    assert [line for _, line in _unit_comparisons(source)] == [2, 3, 5, 7]

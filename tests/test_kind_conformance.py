@@ -144,6 +144,7 @@ def test_every_unit_has_its_traits_and_exactly_one_shape():
     for unit in Unit:
         assert [unit.per_example, unit.sentences, unit.label_sets].count(True) == 1
         assert unit.shards == unit.per_example and (unit.keys == ()) == unit.per_example
+        assert (unit.group == "") == unit.per_example  # a unit that comes in groups names its group
         assert unit.plural(1).startswith("1 ") and unit.count_note(2) == (
             "" if unit.per_example else f" ({unit.plural(2)})"
         )

@@ -35,12 +35,14 @@ from types import MappingProxyType
 import numpy as np
 
 from cartomap.errors import DataError
+from cartomap.tasks.units import Unit
 
-#: The unit kinds an aggregation can be offered for, with what the group is called for each.
-UNIT_KINDS: Mapping[str, str] = MappingProxyType({"word": "sentence", "label": "example"})
+#: The unit kinds an aggregation can be offered for (:class:`cartomap.tasks.units.Unit`: every unit that
+#: comes in groups), with what the group is called for each.
+UNIT_KINDS: Mapping[str, str] = MappingProxyType({unit: unit.group for unit in Unit if unit.group})
 #: The unit kinds whose units carry a present mark (a multi-label example's gold labels): the only ones
 #: an aggregation that ``needs_present`` can be offered for.
-MARKED_UNITS: frozenset[str] = frozenset({"label"})
+MARKED_UNITS: frozenset[str] = frozenset(unit for unit in Unit if unit.label_sets)
 #: cleanlab's default temperature of ``softmin`` for a sentence (``token_classification.rank``).
 WORD_SOFTMIN_TEMPERATURE = 0.05
 #: cleanlab's default temperature of ``softmin`` for a multi-label example (``multilabel_classification``).
@@ -360,7 +362,7 @@ register(
         "present_only",
         group_mean,
         "the mean of its gold labels, the absent ones left out",
-        units={"label": {}},
+        units={Unit.LABEL: {}},
         needs_present=True,
     )
 )
@@ -370,8 +372,8 @@ register(
         group_softmin,
         "a mean weighted towards its worst units",
         units={
-            "word": {"temperature": WORD_SOFTMIN_TEMPERATURE},
-            "label": {"temperature": LABEL_SOFTMIN_TEMPERATURE},
+            Unit.WORD: {"temperature": WORD_SOFTMIN_TEMPERATURE},
+            Unit.LABEL: {"temperature": LABEL_SOFTMIN_TEMPERATURE},
         },
         monotone=False,
     )
@@ -381,6 +383,6 @@ register(
         "ema",
         group_ema,
         "a moving average of its units from the best to the worst (cleanlab's multi-label default)",
-        units={"label": {"alpha": EMA_ALPHA}},
+        units={Unit.LABEL: {"alpha": EMA_ALPHA}},
     )
 )

@@ -26,6 +26,7 @@ from cartomap.scores.multilabel import (
     pair_grid,
     pairs_from_units,
 )
+from cartomap.tasks.units import Unit
 
 SCORE_COLUMNS: tuple[str, ...] = ("example", "n_scored", "score", "worst_label", "worst_score")
 EXAMPLE_COLUMNS: tuple[str, ...] = (
@@ -51,7 +52,7 @@ def _by_example(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(the scores [N] of the examples by the aggregation ``method`` of :mod:`cartomap.scores.aggregate`
     over the rows of ``scores`` [N, L], label by label; the labels counted [N, L] bool)."""
-    return aggregate.aggregate(scores, method=method, unit="label", present=present, **options)
+    return aggregate.aggregate(scores, method=method, unit=Unit.LABEL, present=present, **options)
 
 
 def min_score(scores: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -114,7 +115,7 @@ def example_method(name: str) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
     """The aggregation ``name`` offered for examples (:func:`cartomap.scores.aggregate.aggregation`) as
     f(label scores, gold, **options) -> (scores, labels counted): the function of :data:`EXAMPLE_METHODS`
     for a built-in name; DataError listing the names otherwise."""
-    aggregate.aggregation(name, "label")
+    aggregate.aggregation(name, Unit.LABEL)
     return EXAMPLE_METHODS.get(name) or functools.partial(_by_example, name)
 
 
@@ -141,7 +142,7 @@ def example_scores(
             "expected finite scores (a label without a score cannot be ranked)", field="label_scores"
         )
     if gold is None:
-        if aggregate.aggregation(method, "label").needs_present:
+        if aggregate.aggregation(method, Unit.LABEL).needs_present:
             raise DataError(f"{method} needs the gold labels", field="gold")
         present = np.zeros(scores.shape, dtype=bool)
     else:

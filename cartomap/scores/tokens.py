@@ -34,6 +34,7 @@ import pandas as pd
 
 from cartomap.errors import DataError
 from cartomap.scores import aggregate, ambiguity, metrics
+from cartomap.tasks.units import Unit
 
 #: The label of the sub-tokens that are not scored (special tokens, a word's later pieces): the
 #: ``ignore_index`` of PyTorch's cross-entropy, which Hugging Face's token-classification models use.
@@ -288,7 +289,7 @@ def _by_sentence(
     scores, sentence = np.asarray(scores), np.asarray(sentence)
     order, starts, ids = _groups(scores, sentence, np.zeros_like(sentence))
     values, _ = aggregate.aggregate(
-        scores[order], _group_ranks(starts, len(order)), len(starts), method=method, unit="word", **options
+        scores[order], _group_ranks(starts, len(order)), len(starts), method=method, unit=Unit.WORD, **options
     )
     return ids, values
 
@@ -339,7 +340,7 @@ def sentence_method(name: str) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
     """The aggregation ``name`` offered for sentences (:func:`cartomap.scores.aggregate.aggregation`) as
     f(word scores, sentence, **options) -> (sentence ids, scores): the function of
     :data:`SENTENCE_METHODS` for a built-in name; DataError listing the names otherwise."""
-    aggregate.aggregation(name, "word")
+    aggregate.aggregation(name, Unit.WORD)
     return SENTENCE_METHODS.get(name) or functools.partial(_by_sentence, name)
 
 
@@ -360,7 +361,7 @@ def sentence_scores(
     quality score); the sentence score keeps that direction. ``n_sentences`` defaults to 1 + the
     largest sentence index; a sentence without words gets NaN scores and worst_word -1.
     """
-    aggregate.aggregation(method, "word")
+    aggregate.aggregation(method, Unit.WORD)
     scores = np.asarray(word_scores, dtype=np.float64)
     if scores.ndim != 1:
         raise DataError(f"expected one score per word, got shape {scores.shape}", field="word_scores")
@@ -378,7 +379,7 @@ def sentence_scores(
     # equals), so its sums run in that order and its first word is its worst
     order, starts, worst_ids = _groups(scores, sentence, word)
     values, _ = aggregate.aggregate(
-        scores[order], _group_ranks(starts, len(order)), len(starts), method=method, unit="word", **options
+        scores[order], _group_ranks(starts, len(order)), len(starts), method=method, unit=Unit.WORD, **options
     )
     out_score = np.full(count, np.nan)
     out_score[worst_ids] = values

@@ -2,16 +2,16 @@
 
 A unit is a :class:`Unit`, a ``str``-valued enum (``Unit.WORD == "word"``, so a kind declared with
 ``unit="word"`` and any text that says "word" read the same). The other layers never compare a unit with
-a name: they ask it what it implies (``tests/test_architecture.py`` checks it), so what a unit means is
-written once, in :data:`TRAITS`:
+a name: they ask it what it implies, or name a member (``Unit.WORD``) where a table is keyed by unit
+(``tests/test_architecture.py`` checks it), so what a unit means is written once, in :data:`TRAITS`:
 
-========  ==========  ========================  ===========  =========  ==========  ======
-unit      key column  unit id                   per_example  sentences  label_sets  shards
-========  ==========  ========================  ===========  =========  ==========  ======
-example   (none)      ``<id>``                  yes          no         no          yes
-word      ``word``    ``<sentence id>#<k>``     no           yes        no          no
-label     ``label``   ``<example id>#<j>``      no           no         yes         no
-========  ==========  ========================  ===========  =========  ==========  ======
+========  ==========  ========================  ===========  =========  ==========  ======  ========
+unit      key column  unit id                   per_example  sentences  label_sets  shards  group
+========  ==========  ========================  ===========  =========  ==========  ======  ========
+example   (none)      ``<id>``                  yes          no         no          yes     (itself)
+word      ``word``    ``<sentence id>#<k>``     no           yes        no          no      sentence
+label     ``label``   ``<example id>#<j>``      no           no         yes         no      example
+========  ==========  ========================  ===========  =========  ==========  ======  ========
 
 * ``per_example``: one gold label per example, so an example is the unit of everything the papers do on
   examples with one label each: pruning, curricula, the retrain after review, same-label neighbours,
@@ -25,6 +25,8 @@ label     ``label``   ``<example id>#<j>``      no           no         yes     
   has a view per label and one of the examples.
 * ``shards``: a run of this unit may train across several processes (per-word and per-label units are
   recorded by one process).
+* ``group``: what holds a unit's units, where scores aggregate them into one (``cartomap.scores.aggregate``:
+  a sentence of its words, an example of its labels; the units marked present are a label set's).
 
 A fourth unit is a member here, a row of :data:`TRAITS`, and the code of each trait it sets (the readers
 of its files, its batching, its maps): the traits name where that code lives.
@@ -74,6 +76,12 @@ class Unit(str, Enum):
     def shards(self) -> bool:
         return self.traits.shards
 
+    @property
+    def group(self) -> str:
+        """What holds a unit's units, for the scores that aggregate them: "sentence" (a word's), "example"
+        (a label's); "" for an example, a group of itself."""
+        return self.traits.group
+
     def plural(self, count: int | None = None) -> str:
         """What ``count`` units are called ("1,234 words", "3 (example, label) units"); the plural alone
         without a count."""
@@ -104,12 +112,20 @@ class Traits:
     sentences: bool
     label_sets: bool
     shards: bool
+    group: str
 
 
 #: Every unit's traits: the one place a unit's meaning is written.
 TRAITS: dict[Unit, Traits] = {
     Unit.EXAMPLE: Traits(
-        keys=(), noun="example", id_form="", per_example=True, sentences=False, label_sets=False, shards=True
+        keys=(),
+        noun="example",
+        id_form="",
+        per_example=True,
+        sentences=False,
+        label_sets=False,
+        shards=True,
+        group="",
     ),
     Unit.WORD: Traits(
         keys=("word",),
@@ -119,6 +135,7 @@ TRAITS: dict[Unit, Traits] = {
         sentences=True,
         label_sets=False,
         shards=False,
+        group="sentence",
     ),
     Unit.LABEL: Traits(
         keys=("label",),
@@ -128,16 +145,9 @@ TRAITS: dict[Unit, Traits] = {
         sentences=False,
         label_sets=True,
         shards=False,
+        group="example",
     ),
 }
 
 #: The units' names, for messages and checks.
 UNITS: tuple[str, ...] = tuple(u.value for u in Unit)
-
-
-def unit(value: str | Unit) -> Unit:
-    """The unit called ``value``; ValueError naming the units when there is none."""
-    try:
-        return Unit(value)
-    except ValueError:
-        raise ValueError(f"unit {value!r} is not one of {', '.join(UNITS)}") from None
