@@ -16,14 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from cartomap.tasks.units import UNITS as _UNITS
-from cartomap.tasks.units import Unit
+# UNITS: the names of what one row of a run's dynamics is about (:class:`cartomap.tasks.units.Unit`):
+# "example": one row of logits per example (sequence classification); "word": one per word of an
+# example, keyed by (id, word) (token classification: the first sub-word of each word); "label": one per
+# label of an example, keyed by (id, label) (multi-label: each label a yes/no question).
+from cartomap.tasks.units import UNITS, Unit
 
-#: What one row of a run's dynamics is about (:class:`cartomap.tasks.units.Unit`): "example": one row of
-#: logits per example (sequence classification); "word": one per word of an example, keyed by (id, word)
-#: (token classification: the first sub-word of each word); "label": one per label of an example, keyed
-#: by (id, label) (multi-label: each label a yes/no question).
-UNITS = _UNITS
 #: The gold column of a kind whose unit is an example, in every table of a run (examples, metrics, queues,
 #: decisions): one label code per row. A file names its own column (``DataConfig.label_column``), read
 #: into this one; the list-valued gold of the other units has each kind's own name (``tags``, ``labels``).
@@ -114,8 +112,8 @@ class TaskKind:
     reader: str = "labels"
 
     def __post_init__(self) -> None:
-        if self.unit not in _UNITS:
-            raise ValueError(f"task kind {self.name!r}: unit {self.unit!r} is not one of {', '.join(_UNITS)}")
+        if self.unit not in UNITS:
+            raise ValueError(f"task kind {self.name!r}: unit {self.unit!r} is not one of {', '.join(UNITS)}")
         object.__setattr__(self, "unit", Unit(self.unit))  # a name given reads as its unit
         if not self.name or not self.text_fields or len(set(self.text_fields)) != len(self.text_fields):
             raise ValueError(f"task kind {self.name!r}: a name and distinct text fields are required")

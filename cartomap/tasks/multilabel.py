@@ -13,6 +13,7 @@ one 0/1 column per label (``--label-columns``); :mod:`cartomap.data.multilabel` 
 from __future__ import annotations
 
 from cartomap.tasks.base import TaskKind
+from cartomap.tasks.units import Unit
 
 MULTILABEL = TaskKind(
     name="multilabel",
@@ -21,7 +22,7 @@ MULTILABEL = TaskKind(
     text_fields=("text",),
     noun="text",
     label_field="labels",
-    unit="label",
+    unit=Unit.LABEL,
     head="sequence",
     output="sigmoid",
     source_columns=(("sentence",), ("review",), ("content",)),

@@ -10,6 +10,7 @@ logits per sub-word); the dynamics are kept per word, at the word's first sub-wo
 from __future__ import annotations
 
 from cartomap.tasks.base import TaskKind
+from cartomap.tasks.units import Unit
 
 TOKEN = TaskKind(
     name="token",
@@ -18,7 +19,7 @@ TOKEN = TaskKind(
     text_fields=("tokens",),
     noun="sentence",
     label_field="tags",
-    unit="word",
+    unit=Unit.WORD,
     head="token",
     source_columns=(("words",),),
     suffixes=(".conll", ".conllu", ".bio", ".iob", ".iob2"),
