@@ -18,7 +18,6 @@ from cartomap.tasks.units import Unit
 MULTILABEL = TaskKind(
     name="multilabel",
     description="one text per example, any number of labels (each a yes/no question), dynamics per (example, label)",
-    reader="label_sets",
     text_fields=("text",),
     noun="text",
     label_field="labels",
@@ -26,4 +25,5 @@ MULTILABEL = TaskKind(
     head="sequence",
     output="sigmoid",
     source_columns=(("sentence",), ("review",), ("content",)),
+    reader="label_sets",  # how its files are read and checked (cartomap.data.loading.READERS)
 )

@@ -15,7 +15,6 @@ from cartomap.tasks.units import Unit
 TOKEN = TaskKind(
     name="token",
     description="a sentence of words, one tag per word (named entities: CoNLL files), dynamics per word",
-    reader="tagged",
     text_fields=("tokens",),
     noun="sentence",
     label_field="tags",
@@ -25,4 +24,5 @@ TOKEN = TaskKind(
     suffixes=(".conll", ".conllu", ".bio", ".iob", ".iob2"),
     # "O" holds most words (83 % of WikiGold's): a rank among all words calls every entity word ambiguous
     region_method="threshold",
+    reader="tagged",  # how its files are read and checked (cartomap.data.loading.READERS)
 )
