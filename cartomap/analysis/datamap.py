@@ -575,10 +575,10 @@ def gold_trajectory(run, example_id: str, source: str = "train") -> pd.DataFrame
     Reads only that example's row of each epoch file (same values as ``run.dynamics()``)."""
     example_id = str(example_id)
     unit_ids, unit_labels = run.unit_labels(source)  # a token run's words, with their tags
-    found = [k for k, unit_id in enumerate(unit_ids) if unit_id == example_id]
-    if not found:
-        raise RunError(f"run {run.id} has no example {example_id!r}")
-    gold = int(unit_labels[found[0]])
+    try:
+        gold = int(unit_labels[unit_ids.index(example_id)])
+    except ValueError:
+        raise RunError(f"run {run.id} has no example {example_id!r}") from None
     names = list(run.label_names)
     rows = []
     for epoch in run.dynamics_epochs(source):

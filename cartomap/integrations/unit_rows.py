@@ -6,7 +6,7 @@ per label of each example. :class:`UnitLayout` picks among them by the run's uni
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -137,11 +137,11 @@ class UnitLayout:
     unit_labels: np.ndarray
     counts: np.ndarray
     n_labels: int
+    #: The position of each example's first unit among all units (from ``counts``, once).
+    offsets: np.ndarray = field(init=False, repr=False)
 
-    @property
-    def offsets(self) -> np.ndarray:
-        """The position of each example's first unit among all units."""
-        return np.cumsum(self.counts) - self.counts
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offsets", np.cumsum(self.counts) - self.counts)
 
     def batch_rows(
         self, rows: Any, logits: Any, token_labels: Any, epoch: int

@@ -141,12 +141,12 @@ def _correct(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 def correct_counts(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Number of epochs with argmax == gold, int [N] (what the reference stores as "correctness")."""
-    return _correct(probs, labels).sum(axis=0).astype(np.int64)
+    return hit_columns(_correct(probs, labels))["correct_count"]
 
 
 def correctness(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """correctness = (1/E) * sum_e [argmax_k p_e,k == y*], in [0, 1], shape [N]. Higher = easier."""
-    return _correct(probs, labels).mean(axis=0)
+    return hit_columns(_correct(probs, labels))["correctness"]
 
 
 def forgetfulness(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -157,10 +157,8 @@ def forgetfulness(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np
     stable / harder. The reference code writes 1000 for never-learned examples; here they get
     count 0 and ``never_learned=True``.
     """
-    correct = _correct(probs, labels)
-    counts = np.sum(correct[:-1] & ~correct[1:], axis=0).astype(np.int64)
-    never_learned = ~np.any(correct, axis=0)
-    return counts, never_learned
+    learned = hit_columns(_correct(probs, labels))
+    return learned["forgetfulness"], learned["never_learned"]
 
 
 def hit_columns(hits: np.ndarray) -> dict[str, np.ndarray]:

@@ -185,8 +185,7 @@ class TaskKind:
     def gold_columns(self) -> tuple[str, ...]:
         """The columns of an examples frame that :meth:`units` reads: the id, the gold and, for word units,
         the words (how many there are in each row)."""
-        words = self.text_fields[:1] if self.unit.sentences else ()
-        return ("id", *words, self.label_field)
+        return (*self.unit_id_columns, self.label_field)
 
     @property
     def unit_id_columns(self) -> tuple[str, ...]:

@@ -62,7 +62,8 @@ class Unit(str, Enum):
 
     @property
     def per_example(self) -> bool:
-        return self.traits.per_example
+        """One gold label per example: the units are neither a sentence's words nor an example's labels."""
+        return not (self.sentences or self.label_sets)
 
     @property
     def sentences(self) -> bool:
@@ -103,12 +104,12 @@ class Unit(str, Enum):
 
 @dataclass(frozen=True)
 class Traits:
-    """What a unit implies (the module docstring says what each trait changes, and where)."""
+    """What a unit implies (the module docstring says what each trait changes, and where); ``per_example``
+    is derived: a unit that is neither a word nor a label."""
 
     keys: tuple[str, ...]
     noun: str
     id_form: str
-    per_example: bool
     sentences: bool
     label_sets: bool
     shards: bool
@@ -121,7 +122,6 @@ TRAITS: dict[Unit, Traits] = {
         keys=(),
         noun="example",
         id_form="",
-        per_example=True,
         sentences=False,
         label_sets=False,
         shards=True,
@@ -131,7 +131,6 @@ TRAITS: dict[Unit, Traits] = {
         keys=("word",),
         noun="word",
         id_form="<sentence id>#<k>",
-        per_example=False,
         sentences=True,
         label_sets=False,
         shards=False,
@@ -141,7 +140,6 @@ TRAITS: dict[Unit, Traits] = {
         keys=("label",),
         noun="(example, label) unit",
         id_form="<example id>#<j>",
-        per_example=False,
         sentences=False,
         label_sets=True,
         shards=False,
