@@ -4,8 +4,8 @@ Data: synthetic confidences in [0, 1]. Token runs: ``--sentences`` sentences of 
 15 on average), rows in key order; a sentence's score from its words by ``tokens.sentence_scores``.
 Multi-label runs: an ``--examples`` x ``--labels`` matrix with about 10% of labels present; an
 example's score from its labels by ``label_examples.example_scores``. Only the public functions of
-``cartomap.scores.tokens`` and ``cartomap.scores.multilabel`` are called, so the same script times any
-version of them (run it with ``PYTHONPATH`` at the checkout to time).
+``cartomap.scores.tokens`` and ``cartomap.scores.label_examples`` (in ``cartomap.scores.multilabel``
+before 2026-11-28) are called, so the same script times any later version of them (run it with ``PYTHONPATH`` at the checkout to time).
 
 Measured: median wall-clock and process CPU time of ``--repeats`` calls, one thread.
 
