@@ -150,9 +150,13 @@ def warm_up(root: str | None = None) -> threading.Thread | None:
 def main(argv: list[str] | None = None) -> int | None:
     """``streamlit run app.py ARGV...`` in this process, the legacy pages mode turned off first, cartomap's
     thread policy in its environment (its jobs inherit it) and the warm-up started."""
+    from cartomap.errors import CartomapError
     from cartomap.runs import cpu
 
-    cpu.apply()
+    try:
+        cpu.apply()
+    except CartomapError as err:  # a bad CARTOMAP_WAIT: one line, before the server starts
+        raise SystemExit(f"cartomap: error: {err}") from None
     without_legacy_pages()
     warm_up()
     from streamlit.web import cli

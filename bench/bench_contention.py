@@ -190,7 +190,7 @@ def worker(args) -> None:
         "threads": torch.get_num_threads(),
         "loss": history[-1]["train_loss"],
         "sleeps_per_step": slept / (history[-1].get("steps") or -(-args.examples // train.batch_size)),
-        "wait": "passive" if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE" else "spin",
+        "wait": cpu.waiting(),  # how its threads waited, as the run's log says it
     }
     Path(args.out).write_text(json.dumps(out))
 
@@ -257,6 +257,7 @@ def measure(args, setting: str, beside: int) -> dict:
     ]
     load = os.getloadavg()[0]
     hogs = start_hogs(beside)
+    proc = None
     try:
         time.sleep(0.5 if hogs else 0)  # the hogs up and running
         b0, t0 = cpu_busy_ticks()
@@ -271,6 +272,10 @@ def measure(args, setting: str, beside: int) -> dict:
             output = log.read()
     finally:
         stop_hogs(hogs)
+        if proc is not None and proc.returncode is None:  # interrupted: the training stops with the bench
+            proc.kill()
+            proc.wait()
+            out.unlink(missing_ok=True)
     try:
         if proc.returncode != 0:
             sys.stderr.write(output.decode(errors="replace")[-3000:])
@@ -425,7 +430,7 @@ def main() -> None:
                 r = measure(args, setting, n)
                 results[setting][n].append(r)
                 print(
-                    f"try {k + 1}, beside {n}, {setting:>12}: {r['train_s']:6.1f} s, {r['threads']} thread(s) {r.get('wait', '')}, "
+                    f"try {k + 1}, beside {n}, {setting:>12}: {r['train_s']:6.1f} s, {r['threads']} thread(s), {r.get('wait', '')}, "
                     f"others {r['others']:.2f} cores, load {r['load']:.1f}",
                     flush=True,
                 )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cartomap.errors import CartomapError
 from cartomap.runs import cpu, jobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -276,3 +277,27 @@ def test_a_training_logs_its_cpu_threads_and_waiting(tiny_model, tmp_path, free_
     run = train_or_load(config, RunStore(tmp_path / "cache"))
     first = run.log_path.read_text().splitlines()[0]
     assert "CPU threads, threads wait" in first, first
+
+
+def test_a_bad_wait_setting_is_refused_whatever_else_is_set_and_quoted_as_given():
+    with pytest.raises(
+        CartomapError, match=r"CARTOMAP_WAIT=' Sometimes': expected one of auto, spin, passive"
+    ):
+        cpu.job_env({cpu.WAIT_ENV: " Sometimes", "OMP_WAIT_POLICY": "PASSIVE"})  # the user's waiting too
+
+
+def test_a_runs_log_says_when_cartomap_wait_fixed_the_waiting():
+    forced = cpu.with_policy({cpu.WAIT_ENV: "passive"})
+    assert cpu.waiting(forced) == "threads wait passive (as CARTOMAP_WAIT says)"
+
+
+def test_the_dashboard_launcher_refuses_a_bad_wait_setting_in_one_line():
+    out = subprocess.run(
+        [sys.executable, "-c", "import dashboard; dashboard.main(['--help'])"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=clean_env(**{cpu.WAIT_ENV: "often", "CARTOMAP_WARM_UP": "0"}),
+    )
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert out.stderr.strip() == "cartomap: error: CARTOMAP_WAIT='often': expected one of auto, spin, passive"

@@ -37,15 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        cpu.apply()  # before anything imports torch: how its threads wait and how many (runs/cpu.py)
-    except CartomapError as err:
-        print(f"cartomap: error: {printable(err)}", file=sys.stderr)
-        return 2
     args = build_parser().parse_args(argv)
     stdout = sys.stdout
     sys.stdout = PrintableStream(stdout)  # what any command prints: control characters escaped
     try:
+        cpu.apply()  # before anything imports torch: how its threads wait and how many (runs/cpu.py)
         check_command(args)  # team mode: a command that writes, for a person whose role allows it
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit

@@ -16,7 +16,8 @@ executors' workers, the dashboard's launcher and so its jobs) computes with:
   briefly (``GOMP_SPINCOUNT`` = :data:`SPIN_COUNT`, a tenth of the default: it bridges the short gaps
   between the pieces of one step and sleeps through a long wait; alone it trains as fast as the default);
   one that finds other processes runnable on them (:func:`crowded`: the kernel's count of runnable tasks,
-  a few samples in 20 ms, and a 1-minute load average that says they have been busy a while) waits passively (``OMP_WAIT_POLICY=PASSIVE``), since beside two CPU-bound
+  the median of 5 reads over 16 ms, and a 1-minute load average that says they have been busy a while)
+  waits passively (``OMP_WAIT_POLICY=PASSIVE``), since beside two CPU-bound
   processes on 2 cores even the short spin took 1.8x its fair share of time on a quiet machine, and
   passive waiting 1.0-1.1x (``bench/bench_contention.py``, docs/benchmarks.md). How threads wait changes
   no result, so a run resumed under another load still matches one that was not interrupted. Env
@@ -58,7 +59,7 @@ WAIT_CHOICES = ("auto", "spin", "passive")
 #: The variables cartomap set itself (comma-separated names): not a user's choice, so a process it starts
 #: decides again for the machine as it is then.
 POLICY_MARK = "CARTOMAP_CPU_POLICY"
-#: Other runnable tasks, on average over the samples, from which the CPUs count as crowded.
+#: Other runnable tasks (the median of the samples) from which the CPUs count as crowded.
 CROWDED_AT = 0.5
 LOADAVG = Path("/proc/loadavg")
 #: A user's own choice of thread count: any of these in the environment and the count is not set.
@@ -118,12 +119,17 @@ def _v1_limit(folder: Path) -> float | None:
     return None if quota <= 0 or period <= 0 else quota / period
 
 
+def affinity_cpus() -> int:
+    """The CPUs this process's affinity allows (all of the machine's where there is no affinity)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def usable_cpus() -> int:
     """The CPUs this process may use: its affinity, capped by its cgroup's CPU quota (rounded up), >= 1."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cpus = os.cpu_count() or 1
+    cpus = affinity_cpus()
     quota = cgroup_quota()
     if quota is not None:
         cpus = min(cpus, math.ceil(quota))
@@ -153,29 +159,51 @@ def load_average(loadavg: Path = LOADAVG) -> float | None:
         return None
 
 
-def crowded(loadavg: Path = LOADAVG) -> bool:
+def crowded(loadavg: Path = LOADAVG, usable: int | None = None) -> bool:
     """Whether other processes keep the CPUs this process may use busy: other tasks runnable now beyond the
     machine's CPUs outside this process's share (:func:`usable_cpus`) by at least :data:`CROWDED_AT`, and
     a 1-minute load average beyond them by at least one CPU, so that a burst of a moment (the dashboard's
     server and the browser answering the click that started a job) does not count, work that has kept
-    the CPUs busy for a while does."""
+    the CPUs busy for a while does. ``usable``: :func:`usable_cpus`, when the caller has it."""
     others = others_runnable(loadavg=loadavg)
     load = load_average(loadavg)
     if others is None or load is None:
         return False
-    outside = max(0, (os.cpu_count() or 1) - usable_cpus())
+    outside = max(0, (os.cpu_count() or 1) - (usable_cpus() if usable is None else usable))
     return others - outside >= CROWDED_AT and load - outside >= 1.0
 
 
-def wait_choice(env: Mapping[str, str]) -> str:
-    """How a process started with ``env`` waits: "spin" or "passive" (``CARTOMAP_WAIT``; "auto", the
-    default, asks :func:`crowded`). CartomapError naming the variable for another value."""
-    choice = (env.get(WAIT_ENV) or "auto").strip().lower()
+def wait_setting(env: Mapping[str, str]) -> str:
+    """``CARTOMAP_WAIT`` of ``env``: "auto" (the default), "spin" or "passive"; CartomapError naming the
+    variable and the value as given for another."""
+    raw = env.get(WAIT_ENV) or "auto"
+    choice = raw.strip().lower()
     if choice not in WAIT_CHOICES:
-        raise CartomapError(f"{WAIT_ENV}={choice!r}: expected one of {', '.join(WAIT_CHOICES)}")
-    if choice == "auto":
-        return "passive" if crowded() else "spin"
+        raise CartomapError(f"{WAIT_ENV}={raw!r}: expected one of {', '.join(WAIT_CHOICES)}")
     return choice
+
+
+def wait_choice(env: Mapping[str, str], usable: int | None = None) -> str:
+    """How a process started with ``env`` waits: "spin" or "passive" (:func:`wait_setting`; "auto" asks
+    :func:`crowded`). CartomapError naming the variable for a bad value."""
+    choice = wait_setting(env)
+    if choice == "auto":
+        return "passive" if crowded(usable=usable) else "spin"
+    return choice
+
+
+def _ours(env: Mapping[str, str]) -> set[str]:
+    """The variables an earlier decision of cartomap set (named by :data:`POLICY_MARK` in ``env``)."""
+    return {name for name in (env.get(POLICY_MARK) or "").split(",") if name}
+
+
+def _put(target, changes: Mapping[str, str | None]) -> None:
+    """Set each of ``changes`` in ``target`` (a dict or ``os.environ``); None removes the variable."""
+    for name, value in changes.items():
+        if value is None:
+            target.pop(name, None)
+        else:
+            target[name] = value
 
 
 def job_env(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
@@ -183,25 +211,21 @@ def job_env(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
     how its threads wait (:func:`wait_choice`) unless ``env`` chose it, the thread count when the
     cgroup's quota allows fewer CPUs than the affinity and ``env`` chose none, and :data:`POLICY_MARK`
     naming what cartomap set. Variables an earlier decision of cartomap set (named by the mark in ``env``)
-    are no user's choice: decided again, None for one to remove. Empty when ``env`` chose everything."""
+    are no user's choice: decided again, None for one to remove. Empty when the user chose everything and
+    cartomap had set nothing. A bad ``CARTOMAP_WAIT`` is a CartomapError whatever else is set."""
     env = os.environ if env is None else env
-    ours = {name for name in (env.get(POLICY_MARK) or "").split(",") if name}
+    wait_setting(env)
+    ours = _ours(env)
     user = {k: v for k, v in env.items() if k not in ours}
     out: dict[str, str | None] = {name: None for name in ours if name in env}
+    usable = usable_cpus()
     if not any(user.get(k) for k in WAIT_VARIABLES):
-        if wait_choice(user) == "passive":
+        if wait_choice(user, usable) == "passive":
             out["OMP_WAIT_POLICY"] = "PASSIVE"
         else:
             out["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
-    env = user
-    if not any(env.get(k) for k in THREAD_VARIABLES):
-        cpus = usable_cpus()
-        try:
-            affinity = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            affinity = os.cpu_count() or cpus
-        if cpus < affinity:
-            out["OMP_NUM_THREADS"] = str(cpus)
+    if not any(user.get(k) for k in THREAD_VARIABLES) and usable < affinity_cpus():
+        out["OMP_NUM_THREADS"] = str(usable)
     set_now = sorted(k for k, v in out.items() if v is not None)
     if set_now or ours:
         out[POLICY_MARK] = ",".join(set_now) or None
@@ -211,9 +235,9 @@ def job_env(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
 def waiting(env: Mapping[str, str] | None = None) -> str:
     """How this process's OpenMP threads wait, for a run's log: "passive", "spinning 30000 times" or
     "OpenMP's default", and who chose it ("cartomap's choice": made when the process started, for the
-    load it found; else "as set")."""
+    load it found, or as ``CARTOMAP_WAIT`` fixed it; else "as set")."""
     env = os.environ if env is None else env
-    ours = {name for name in (env.get(POLICY_MARK) or "").split(",") if name}
+    ours = _ours(env)
     if (env.get("OMP_WAIT_POLICY") or "").strip().upper() == "PASSIVE":
         how, name = "passive", "OMP_WAIT_POLICY"
     elif env.get("GOMP_SPINCOUNT"):
@@ -222,30 +246,23 @@ def waiting(env: Mapping[str, str] | None = None) -> str:
         how, name = "as OMP_WAIT_POLICY/KMP_BLOCKTIME say", ""
     else:
         return "threads wait as OpenMP's default (spinning 300000 times)"
-    return f"threads wait {how} ({'cartomap chose it for the load at start' if name in ours else 'as set'})"
+    if name not in ours:
+        return f"threads wait {how} (as set)"
+    fixed = (env.get(WAIT_ENV) or "auto").strip().lower() != "auto"
+    return f"threads wait {how} ({f'as {WAIT_ENV} says' if fixed else 'cartomap chose it for the load at start'})"
 
 
 def with_policy(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` with the policy of :func:`job_env` put in (and cartomap's earlier choices it replaces taken
     out): the environment of a process about to start."""
     out = dict(env)
-    for name, value in job_env(env).items():
-        if value is None:
-            out.pop(name, None)
-        else:
-            out[name] = value
+    _put(out, job_env(env))
     return out
 
 
-def apply() -> dict[str, str]:
-    """Put the policy into this process's environment, for OpenMP to read when torch is imported; returns
-    what was set. Once torch is loaded, its OpenMP has read the environment already: nothing is set."""
-    if "torch" in sys.modules:
-        return {}
-    changes = job_env(os.environ)
-    for name, value in changes.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    return {k: v for k, v in changes.items() if v is not None}
+def apply() -> None:
+    """Put the policy into this process's environment, for OpenMP to read when torch is imported. Once
+    torch is loaded, its OpenMP has read the environment already: nothing is set. CartomapError for a bad
+    ``CARTOMAP_WAIT``."""
+    if "torch" not in sys.modules:
+        _put(os.environ, job_env(os.environ))
