@@ -111,6 +111,11 @@ def get_store() -> RunStore:
     return RunStore(os.environ.get("CARTOMAP_CACHE", "cache"))
 
 
+def get_experiments() -> ExperimentStore:
+    """The experiments beside the run store (:func:`get_store`), read at every call."""
+    return ExperimentStore(get_store().root)
+
+
 def _runs(store: RunStore) -> list[Run]:
     try:
         return store.list()

@@ -60,11 +60,11 @@ import streamlit as st
 from cartomap.analysis import datamap, map_points, tables
 from cartomap.errors import CartomapError
 from cartomap.experiments.seeds import seed_runs
-from cartomap.experiments.store import ExperimentStore
 from pages.common import (
     SELECTED,
     current_run,
     escape_markdown,
+    get_experiments,
     get_store,
     show_error,
     show_flashes,
@@ -146,7 +146,7 @@ def page(run, after_picture=None) -> None:
             )
             return
     view = label_map.view_picker(run) if per_label else None
-    estore = ExperimentStore(get_store().root)
+    estore = get_experiments()
     seeds_exp, seeds_done = (None, None) if per_label else seeds.seeds_map(run, estore)
     burn_out, n_recorded = (None, 0) if seeds_exp else map_layers.epoch_slider(run)
     try:

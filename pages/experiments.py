@@ -29,7 +29,7 @@ from cartomap.experiments.combination import create_combination
 from cartomap.experiments.correction import KIND as CORRECTION
 from cartomap.experiments.correction import create_correction
 from cartomap.experiments.curriculum import create_curriculum
-from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.experiments.store import Experiment
 from cartomap.io import file_stamp
 from cartomap.runs.store import RUN_REF
 from cartomap.scores import ambiguity
@@ -73,7 +73,6 @@ DIFFICULTY_LABELS = {
 DEFAULT_TRAIN = TrainConfig()
 ss = st.session_state
 store = get_store()
-xstore = ExperimentStore(store.root)
 
 
 # --------------------------------------------------------------------------- cached loading

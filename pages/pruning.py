@@ -41,6 +41,7 @@ from pages.common import (
     current_run,
     escape_markdown,
     flash,
+    get_experiments,
     get_store,
     kept,
     show_error,
@@ -60,10 +61,6 @@ SOURCES = {
     "path": "A file on this machine",
 }
 ss = st.session_state
-
-
-def experiment_store() -> ExperimentStore:
-    return ExperimentStore(get_store().root)
 
 
 # --------------------------------------------------------------------------- picking an experiment
@@ -319,7 +316,7 @@ def main() -> None:
         "is retrained without them (the SNLI cleaning paper)."
     )
     show_flashes()
-    estore = experiment_store()
+    estore = get_experiments()
     exp = pick_experiment(estore)
     if exp is not None:
         try:

@@ -202,7 +202,7 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
     others = [(k, lab) for k, lab in enumerate(labels) if lab != card["gold"]]
     for col, (k, label) in zip(buttons[3:], others, strict=False):
         col.button(
-            f"Relabel: {label}",
+            f"Relabel: {escape_markdown(label)}",
             key=f"rs_relabel_{k}",
             shortcut=str(k + 1) if k < 9 else None,
             width="stretch",
@@ -211,11 +211,11 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
         )
     own = next((k for k, lab in enumerate(labels) if lab == card["gold"]), None)
     left, right = st.columns([4, 1])
-    keys = [f"{k + 1} {lab}" for k, lab in others if k < 9]
+    keys = [f"{k + 1} {escape_markdown(lab)}" for k, lab in others if k < 9]
     left.caption("Keys: K keep · X remove · U unsure · Z undo · " + " · ".join(keys))
     if own is not None:  # its own class: the key does nothing but say so (a relabel to it is a keep)
         right.button(
-            f"{card['gold']} (its label)",
+            f"{escape_markdown(card['gold'])} (its label)",
             key="rs_same_label_button",
             type="tertiary",
             shortcut=str(own + 1) if own < 9 else None,

@@ -14,24 +14,28 @@ import streamlit as st
 
 from cartomap.errors import CartomapError
 from cartomap.experiments import forms, launch, registry
-from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.experiments.store import Experiment
 from cartomap.runs.progress import state_text
 from cartomap.runs.state import State
-from pages.common import acting_as, escape_markdown, flash, for_display, get_store, kept, show_error
+from pages.common import (
+    acting_as,
+    escape_markdown,
+    flash,
+    for_display,
+    get_experiments,
+    get_store,
+    kept,
+    show_error,
+)
 from pages.components.jobs import experiment_panel
 
 ss = st.session_state
 
 
-def experiment_store() -> ExperimentStore:
-    """The experiments beside the run store (``CARTOMAP_CACHE``, read at every call)."""
-    return ExperimentStore(get_store().root)
-
-
 def experiment_table(kind: str, selected_key: str) -> Experiment | None:
     """The table of experiments of ``kind`` and a picker; returns the one picked (or None)."""
     try:
-        xstore = experiment_store()
+        xstore = get_experiments()
         table = xstore.table(kind)
     except (OSError, ValueError, KeyError):  # an experiment folder being written or deleted right now
         st.caption("The experiments cannot be read right now; reload the page.")
@@ -89,7 +93,7 @@ def _progress_and_actions(exp: Experiment) -> str:
 
 def report_download(exp: Experiment) -> None:
     try:
-        report = registry.report(exp, experiment_store().runs)
+        report = registry.report(exp, get_experiments().runs)
     except (CartomapError, KeyError, OSError, ValueError) as err:
         show_error(f"no report: {err}")
         return
@@ -113,7 +117,7 @@ def curriculum_results(exp: Experiment) -> None:
     st.subheader("Best run on validation, per method")
     st.caption(
         f"Per method, the seed whose best epoch (on validation) has the highest validation accuracy, scored on "
-        f"the test set {first} (RoNLI's protocol)."
+        f"the test set {escape_markdown(first)} (RoNLI's protocol)."
     )
     cols = [
         c
@@ -191,7 +195,7 @@ def show_experiment(exp: Experiment, results) -> None:
 def start(create, params, name: str, selected_key: str, where: dict) -> None:
     try:
         executor = forms.build_executor_config(**where)
-        xstore = experiment_store()
+        xstore = get_experiments()
         exp = create(params, xstore, name=name.strip())
     except CartomapError as err:
         show_error(err)

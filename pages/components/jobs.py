@@ -28,7 +28,7 @@ from cartomap.analysis import curves
 from cartomap.config import DEMO_TASKS, demo_run_config
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch
-from cartomap.experiments.store import Experiment, ExperimentStore
+from cartomap.experiments.store import Experiment
 from cartomap.integrations.checkpoints import restart_scoring
 from cartomap.runs.jobs import start_task, tail
 from cartomap.runs.progress import describe_progress, state_text
@@ -37,7 +37,16 @@ from cartomap.runs.store import Run
 from cartomap.tasks.token import TOKEN
 from cartomap.team.roles import Action
 from cartomap.training.launch import start_run_job, start_training
-from pages.common import acting_as, flash, get_store, run_state, select_run, show_error, write_button
+from pages.common import (
+    acting_as,
+    flash,
+    get_experiments,
+    get_store,
+    run_state,
+    select_run,
+    show_error,
+    write_button,
+)
 
 POLL_S = 2.0  # how often a live panel rereads the job's status; each poll costs server and browser CPU that a 2-core machine takes from training (1 s polls: ~7 % slower epochs)
 STUCK_S = 90  # a job still queued after this long probably failed to start: its log is shown
@@ -352,7 +361,7 @@ def experiment_panel(exp: Experiment, details: Details, *, key: str = "") -> Sta
 
     def resume() -> None:
         try:
-            launch.start_experiment(exp, ExperimentStore(get_store().root), by=acting_as())
+            launch.start_experiment(exp, get_experiments(), by=acting_as())
         except CartomapError as err:
             show_error(err)
         else:

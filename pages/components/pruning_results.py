@@ -77,7 +77,7 @@ def headline(s: dict) -> None:
     delta = None if acc1 is None else f"{acc1 - s['model0_test_accuracy']:+.2%}"
     cols[3].metric("Model 1 test accuracy", _pct(acc1), delta)
     st.caption(
-        f"{s['folds']} folds · pruned: {', '.join(s['categories'])} with model confidence > {s['threshold']:g}"
+        f"{s['folds']} folds · pruned: {escape_markdown(', '.join(s['categories']))} with model confidence > {s['threshold']:g}"
         + (f" · test set {escape_markdown(s['test_name'])}" if s.get("test_name") else "")
     )
 

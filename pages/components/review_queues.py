@@ -10,7 +10,6 @@ from cartomap.curation.store import MAX_GUIDELINES
 from cartomap.errors import CartomapError
 from cartomap.experiments.pruning import pruning_of_run, suspects_of
 from cartomap.experiments.seeds import seed_siblings
-from cartomap.experiments.store import ExperimentStore
 from cartomap.experiments.truth import detector_extras
 from cartomap.runs.groups import list_groups
 from cartomap.runs.store import Run
@@ -21,6 +20,7 @@ from pages.common import (
     acting_as,
     escape_markdown,
     flash,
+    get_experiments,
     get_store,
     kept,
     show_error,
@@ -91,7 +91,7 @@ def new_queue_form(run: Run, first: bool) -> None:
             group = left.selectbox("Group", groups, **kept("rs_group", groups[0], options=groups))
             default = f"group-{group}"
         else:
-            prunings = pruning_of_run(run, ExperimentStore(get_store().root), get_store())
+            prunings = pruning_of_run(run, get_experiments(), get_store())
             ids = [e.id for e in prunings]
             if not ids:
                 st.info(

@@ -16,7 +16,6 @@ from cartomap.data.label_studio import label_studio_tasks
 from cartomap.errors import CartomapError
 from cartomap.experiments import correction, launch
 from cartomap.experiments import registry as experiment_kinds
-from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.progress import state_text
 from cartomap.runs.sqlite import database_problem
 from cartomap.runs.state import State
@@ -27,7 +26,7 @@ from pages.common import (
     escape_markdown,
     flash,
     for_display,
-    get_store,
+    get_experiments,
     kept,
     show_error,
     write_button,
@@ -129,7 +128,7 @@ def retrain_form(run: Run, name: str) -> None:
     ):
         try:
             written = corrected.write_corrected(run, name, by=acting_as())
-            xstore = ExperimentStore(get_store().root)
+            xstore = get_experiments()
             exp = correction.create_correction(
                 xstore, run, written["decisions_path"], n_seeds=int(seeds), name=f"review {name}"
             )
@@ -146,7 +145,7 @@ def retrain_form(run: Run, name: str) -> None:
 def retrain_of(run: Run, name: str):
     """The newest retrain-after-review experiment started from queue ``name`` of ``run`` (by its name), or
     None."""
-    for exp in correction.corrections_of(run, ExperimentStore(get_store().root)):
+    for exp in correction.corrections_of(run, get_experiments()):
         try:
             if exp.name == f"review {name}":
                 return exp
