@@ -1,7 +1,7 @@
 """A review queue out to Label Studio / Argilla, and their decisions back into the queue's store.
 
-The files are :mod:`cartomap.data.interchange`'s: a Label Studio tasks JSON (plus its labeling config
-``<stem>.config.xml``), and for Argilla a dataset folder (``rg.Dataset.from_disk``; as a ZIP for a
+The files are :mod:`cartomap.data.label_studio`'s and :mod:`cartomap.data.argilla`'s: a Label Studio
+tasks JSON (plus its labeling config ``<stem>.config.xml``), and for Argilla a dataset folder (``rg.Dataset.from_disk``; as a ZIP for a
 download) or a records JSON file (``dataset.records.from_json``, its settings in ``<stem>.settings.json``). Each task shows the
 texts, the gold label, the model's prediction, the queuing score and what queued it; the reviewers
 answer decision / new label / note. The export of the project (Label Studio JSON) or the dataset folder
@@ -71,7 +71,7 @@ def export_queue(run: Any, queue: str, out: str | Path, tool: str, overwrite: bo
     frame = tool_queue(items)
     out = Path(out)
     if tool == "labelstudio":
-        files = [out, out.with_name(f"{out.stem}.config.xml")]
+        files = [out, label_studio.label_studio_config_path(out)]
     elif out.suffix.lower() == ".json" and not out.is_dir():
         files = [out, argilla.argilla_settings_path(out)]
     else:
@@ -82,6 +82,13 @@ def export_queue(run: Any, queue: str, out: str | Path, tool: str, overwrite: bo
     if tool == "labelstudio":
         return list(label_studio.write_label_studio(frame, out, label_names=list(run.label_names)))
     return list(argilla.write_argilla_records(frame, out, **argilla_options(run, queue)))
+
+
+def label_studio_download(run: Any, queue: str) -> bytes:
+    """The queue's Label Studio tasks as a JSON file (:func:`cartomap.data.label_studio.label_studio_json`)."""
+    return label_studio.label_studio_json(
+        tool_queue(load_queue(run, queue)), label_names=list(run.label_names)
+    )
 
 
 def argilla_download(run: Any, queue: str) -> bytes:

@@ -13,10 +13,7 @@ DataError naming the file, the record index and the field.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +37,7 @@ from cartomap.data.interchange import (
     queue_rows,
 )
 from cartomap.errors import DataError
-from cartomap.io import atomic_write_json
+from cartomap.io import atomic_folder, atomic_write_json
 
 #: The files of an Argilla dataset folder (``rg.Dataset.to_disk``).
 ARGILLA_RECORDS = "records.json"
@@ -273,19 +270,12 @@ def write_argilla(queue: pd.DataFrame, folder: str | Path, **options: Any) -> Pa
             "exists and is not an empty folder; expected a new or empty folder", location=str(folder)
         )
     files = argilla_files(queue, **options)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
-    try:
+
+    def write(tmp: Path) -> None:
         for path, value in files.items():
             atomic_write_json(tmp / path, value)
-        os.chmod(tmp, 0o777 & ~_umask())
-        if folder.exists():
-            folder.rmdir()
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder
+
+    return atomic_folder(folder, write)
 
 
 def argilla_settings_path(path: str | Path) -> Path:
@@ -318,12 +308,6 @@ def argilla_zip(queue: pd.DataFrame, folder_name: str = "cartomap-review", **opt
         for path, value in argilla_files(queue, **options).items():
             archive.writestr(f"{folder_name}/{path}", json.dumps(value, indent=1))
     return buffer.getvalue()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _argilla_label_names(folder: Path) -> list[str] | None:

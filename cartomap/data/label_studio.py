@@ -9,6 +9,7 @@ annotations are left out. Malformed input is a DataError naming the file, the ta
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -122,6 +123,17 @@ def _tasks(
     return tasks
 
 
+def label_studio_config_path(path: str | Path) -> Path:
+    """The labeling config written next to a tasks file: ``<stem>.config.xml``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.config.xml")
+
+
+def label_studio_json(queue: pd.DataFrame, *, label_names: Sequence[str]) -> bytes:
+    """The tasks of :func:`label_studio_tasks` as the bytes of a JSON file (a download)."""
+    return json.dumps(label_studio_tasks(queue, label_names=label_names), indent=1).encode("utf-8")
+
+
 def write_label_studio(
     queue: pd.DataFrame,
     path: str | Path,
@@ -145,7 +157,7 @@ def write_label_studio(
     )
     config = label_studio_config(texts, [str(n) for n in label_names], extra_columns=extras)
     tasks = _tasks(texts, extras, rows)
-    config_path = path.with_name(f"{path.stem}.config.xml")
+    config_path = label_studio_config_path(path)
     atomic_write_text(config_path, config)
     atomic_write_json(path, tasks)
     return path, config_path

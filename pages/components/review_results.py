@@ -4,7 +4,6 @@ its reviewers read."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 import pandas as pd
@@ -12,7 +11,6 @@ import streamlit as st
 
 from cartomap.curation import aggregate, corrected, exchange, queue
 from cartomap.curation.store import MAX_GUIDELINES
-from cartomap.data.label_studio import label_studio_tasks
 from cartomap.errors import CartomapError
 from cartomap.experiments import correction, launch
 from cartomap.experiments import registry as experiment_kinds
@@ -166,11 +164,6 @@ def _retrain_progress(exp, status: dict) -> None:
         st.caption(escape_markdown(f"Training {role} (run {status.get('run_id')})."))
 
 
-def _label_studio_bytes(run: Run, name: str) -> bytes:
-    tasks = exchange.tool_queue(queue.load_queue(run, name))
-    return json.dumps(label_studio_tasks(tasks, label_names=list(run.label_names)), indent=1).encode("utf-8")
-
-
 def import_form(run: Run, name: str) -> None:
     """The queue out to Label Studio or Argilla (files made when the button is clicked), and their
     decisions back."""
@@ -178,7 +171,7 @@ def import_form(run: Run, name: str) -> None:
         left, right = st.columns(2)
         left.download_button(
             "Label Studio tasks (JSON)",
-            lambda: _label_studio_bytes(run, name),
+            lambda: exchange.label_studio_download(run, name),
             file_name=f"{name}_labelstudio.json",
             mime="application/json",
             key="rs_download_labelstudio",
