@@ -19,7 +19,7 @@ from cartomap.analysis.neighbours import DEFAULT_K, SEED_QUANTILE
 from cartomap.errors import CartomapError
 from cartomap.runs.groups import list_groups
 from cartomap.runs.jobs import start_task
-from cartomap.runs.store import Run
+from cartomap.runs.store import Run, RunStore
 from cartomap.scores import ambiguity
 from cartomap.team.roles import Action
 from cartomap.training.embeddings import has_embeddings, load_embeddings
@@ -34,7 +34,7 @@ from cartomap.wanli.exemplars import (
     in_context_examples,
     save_auto_groups,
 )
-from cartomap.wanli.generators import SMOLLM2, cache_root_of, load_generator_tokenizer
+from cartomap.wanli.generators import SMOLLM2, load_generator_tokenizer
 from cartomap.wanli.prompts import (
     DEFAULT_INSTRUCTION,
     DEFAULT_LABEL_WORDS,
@@ -308,7 +308,7 @@ def token_count(run: Run, prompt: str) -> None:
         st.caption(f"{len(prompt):,} characters; the token count needs a local tokenizer.")
         return
     try:
-        tokenizer = _tokenizer(model or SMOLLM2, str(cache_root_of(run)))
+        tokenizer = _tokenizer(model or SMOLLM2, str(RunStore.root_of(run)))
     except (CartomapError, OSError, ValueError) as err:
         show_error(f"cannot load the tokenizer of {model!r}: {err}")
         return

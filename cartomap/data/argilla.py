@@ -319,7 +319,8 @@ def _argilla_label_names(folder: Path) -> list[str] | None:
     questions = settings.get("questions") if isinstance(settings, Mapping) else None
     for q in questions if isinstance(questions, list) else []:
         if isinstance(q, Mapping) and q.get("name") == NEW_LABEL_QUESTION:
-            options = (q.get("settings") or {}).get("options")
+            found = q.get("settings")
+            options = found.get("options") if isinstance(found, Mapping) else None
             if isinstance(options, list):
                 return [str(o.get("value")) for o in options if isinstance(o, Mapping)]
     return None

@@ -507,6 +507,11 @@ class RunStore(FolderStore[Run]):
         self.root = Path(root) if root is not None else DEFAULT_ROOT
         self.runs_dir = self.dir = self.root / "runs"
 
+    @staticmethod
+    def root_of(run: Run) -> Path:
+        """The store folder ``run`` lives in (runs are ``<root>/runs/<id>``)."""
+        return run.path.parent.parent
+
     def open(self, path: Path) -> Run:
         return Run(path)
 

@@ -128,7 +128,7 @@ def example_scores(
     (the lowest index among equals) and that score; -1 and NaN when none is counted.
 
     ``label_scores`` [N, L] is any per-(example, label) score where lower = worse (confidence,
-    correctness, a label quality score; :func:`to_dense` makes the matrix from the long table); the
+    correctness, a label quality score; :func:`cartomap.scores.multilabel.to_dense` makes the matrix from the long table); the
     example score keeps that direction. ``gold`` [N, L] is needed by ``present_only``.
     """
     score_by = example_method(method)
@@ -172,8 +172,8 @@ def example_scores(
 def example_metrics(
     pairs: pd.DataFrame, *, method: str = "min", regions: metrics.RegionRule | None = None, **options
 ) -> pd.DataFrame:
-    """The combined data map, one row per example (:data:`EXAMPLE_COLUMNS`), from :func:`label_metrics`'
-    table (rows in any order).
+    """The combined data map, one row per example (:data:`EXAMPLE_COLUMNS`), from the table of
+    :func:`cartomap.scores.multilabel.label_metrics` (rows in any order).
 
     confidence = the example score of ``method`` (:func:`example_scores`) over its labels'
     confidences; worst_label = the counted label with the lowest confidence. With ``min`` the example
@@ -195,10 +195,11 @@ def example_metrics(
     counted_any = table["worst_label"].to_numpy() >= 0
     worst = np.maximum(table["worst_label"].to_numpy(), 0)
     rows = np.arange(n)
-    _, counted = example_method(method)(conf, present, **options)
+    # the labels each example's score counted, for the means (min: its worst label alone)
+    counted = None if method == "min" else example_method(method)(conf, present, **options)[1]
     out: dict[str, np.ndarray] = {}
-    axes = [c for c in ambiguity.MAP_SCORES if c != "variability" and c in pairs.columns]
-    for column in ("variability", "correctness", "forgetfulness", *axes):
+    axes = [c for c in ambiguity.MAP_SCORES if c != ambiguity.VARIABILITY and c in pairs.columns]
+    for column in (ambiguity.VARIABILITY, "correctness", "forgetfulness", *axes):
         values = to_dense(column).astype(np.float64)
         if method == "min":
             picked = values[rows, worst] if n_labels else np.full(n, np.nan)

