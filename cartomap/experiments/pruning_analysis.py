@@ -15,6 +15,7 @@ import pandas as pd
 
 from cartomap.errors import DataError, RunError
 from cartomap.runs.store import Run
+from cartomap.scores import detectors
 from cartomap.scores.consensus import (
     DEFAULT_CATEGORIES,
     DEFAULT_SWEEP,
@@ -35,6 +36,7 @@ from cartomap.scores.consensus import (
     resolve_categories,
     threshold_sweep,
 )
+from cartomap.scores.metrics import top_by_rank
 from cartomap.tasks import registry as task_kinds
 
 #: The roles of the models trained on the whole and on the pruned training set (their results say which).
@@ -315,3 +317,40 @@ def report_text(results: dict[str, Any]) -> str:
                 + ", ".join(f"{TYPE_NAMES[int(t)]} {n}" for t, n in counts.items())
             )
     return "\n".join(lines)
+
+
+def detector_inputs(oof: pd.DataFrame, model0: Run | None, folds: pd.DataFrame | None = None):
+    """:class:`cartomap.scores.detectors.DetectorInputs` in the out-of-fold table's order: its logits, Model
+    0's metrics (when they cover every example) and the fold models' in-sample table (``folds``, same order)."""
+    metrics = None
+    if model0 is not None and model0.has_metrics():
+        m = model0.metrics().assign(id=lambda f: f["id"].astype(str)).drop_duplicates("id").set_index("id")
+        ids = oof["id"].astype(str)
+        if set(ids) <= set(m.index):
+            metrics = m.loc[ids.tolist()].reset_index()
+    return detectors.DetectorInputs(
+        labels=oof["gold"].to_numpy(), oof_logits=logits_of(oof), metrics=metrics, folds=folds
+    )
+
+
+def detector_options(oof: pd.DataFrame, model0: Run | None, folds: pd.DataFrame | None = None) -> list[str]:
+    """The detectors these inputs allow (:func:`cartomap.scores.detectors.available`)."""
+    return detectors.available(detector_inputs(oof, model0, folds))
+
+
+def ranked_suspects(
+    name: str,
+    oof: pd.DataFrame,
+    model0: Run | None,
+    examples: pd.DataFrame,
+    names: Sequence[str],
+    n: int,
+    folds: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The ``n`` examples detector ``name`` scores highest (:func:`cartomap.scores.metrics.top_by_rank`),
+    as the suspects table (:func:`suspects_table`) plus their score, highest first."""
+    score = detectors.score(name, detector_inputs(oof, model0, folds))
+    table = suspects_table(oof, examples, list(names), mask=top_by_rank(score, n))
+    by_id = dict(zip(oof["id"].astype(str), score, strict=True))
+    table.insert(len(table.columns), "score", [by_id[i] for i in table["id"].astype(str)])
+    return table.sort_values("score", ascending=False, kind="stable").reset_index(drop=True)

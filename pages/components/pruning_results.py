@@ -203,7 +203,7 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
     model0 = exp.run(pruning_analysis.MODEL0, runs)
     examples = _examples(str(model0.path)) if model0 is not None else pd.DataFrame({"id": []})
     folds = pruning.fold_table_of(exp, runs, results["oof"]["id"].astype(str).tolist())
-    options = [RULE, *detector_options(results["oof"], model0, folds)]
+    options = [RULE, *pruning_analysis.detector_options(results["oof"], model0, folds)]
     by = st.selectbox(
         "Rank suspects by",
         options,
@@ -214,7 +214,9 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
     )
     table = pruning_analysis.suspects_table(results["oof"], examples, names, mask=chosen.mask)
     if by != RULE:
-        table = ranked_by(by, results["oof"], model0, examples, names, max(1, len(table)), folds)
+        table = pruning_analysis.ranked_suspects(
+            by, results["oof"], model0, examples, names, max(1, len(table)), folds
+        )
         st.caption(
             f"The {len(table):,} examples {detectors.title(by)} scores highest (as many as the rule selects). "
             "Select a row to find it on Model 0's data map."
@@ -245,49 +247,6 @@ def suspects(exp: Experiment, results: dict, names: list[str], chosen) -> None:
 
 
 RULE = "consensus rule"
-
-
-def _inputs(oof: pd.DataFrame, model0, folds: pd.DataFrame | None = None) -> detectors.DetectorInputs:
-    """Detector inputs in the OOF frame's order: its out-of-fold logits, Model 0's metrics and the fold
-    models' in-sample table (``folds``, in the same order)."""
-    metrics = None
-    if model0 is not None and model0.has_metrics():
-        m = model0.metrics().assign(id=lambda f: f["id"].astype(str)).drop_duplicates("id").set_index("id")
-        ids = oof["id"].astype(str)
-        if set(ids) <= set(m.index):
-            metrics = m.loc[ids.tolist()].reset_index()
-    return detectors.DetectorInputs(
-        labels=oof["gold"].to_numpy(),
-        oof_logits=pruning_analysis.logits_of(oof),
-        metrics=metrics,
-        folds=folds,
-    )
-
-
-def detector_options(oof: pd.DataFrame, model0, folds: pd.DataFrame | None = None) -> list[str]:
-    return detectors.available(_inputs(oof, model0, folds))
-
-
-def ranked_by(
-    name: str,
-    oof: pd.DataFrame,
-    model0,
-    examples: pd.DataFrame,
-    names: list[str],
-    n: int,
-    folds: pd.DataFrame | None = None,
-):
-    """The ``n`` examples detector ``name`` scores highest, as the suspects table plus a score column."""
-    import numpy as np
-
-    score = detectors.score(name, _inputs(oof, model0, folds))
-    top = np.argsort(-score, kind="stable")[:n]
-    mask = np.zeros(len(oof), dtype=bool)
-    mask[top] = True
-    table = pruning_analysis.suspects_table(oof, examples, names, mask=mask)
-    by_id = dict(zip(oof["id"].astype(str), score, strict=True))
-    table.insert(len(table.columns), "score", [by_id[i] for i in table["id"].astype(str)])
-    return table.sort_values("score", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def downloads(exp: Experiment) -> None:
