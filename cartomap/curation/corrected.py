@@ -103,6 +103,11 @@ def corrected_examples(examples: pd.DataFrame, table: pd.DataFrame, label_names)
     return out[~ids.isin(removed).to_numpy()].reset_index(drop=True)
 
 
+def corrected_ref(run: Run, queue: str) -> str:
+    """The reference of ``queue``'s corrected set, for ``--data``: ``run:ID:corrected/<queue>``."""
+    return f"{RUN_REF}{run.id}:{CORRECTED_REF}{queue}"
+
+
 def write_corrected(run: Run, queue: str, by: str | None = None) -> dict[str, Any]:
     """Write ``corrected.parquet`` and ``decisions.parquet`` of ``queue`` in the run folder (decisions
     last). Returns counts and the reference of the corrected set (``run:ID:corrected/<queue>``). ``by``:
@@ -122,7 +127,7 @@ def write_corrected(run: Run, queue: str, by: str | None = None) -> dict[str, An
         "corrected", by, relabelled=int(found.get("relabel", 0)), removed=int(found.get("remove", 0))
     )
     return {
-        "ref": f"{RUN_REF}{run.id}:{CORRECTED_REF}{queue}",
+        "ref": corrected_ref(run, queue),
         "examples": int(len(examples)),
         "corrected": int(len(corrected)),
         "relabelled": int(found.get("relabel", 0)),
@@ -131,6 +136,13 @@ def write_corrected(run: Run, queue: str, by: str | None = None) -> dict[str, An
         "decisions_path": folder / layout.DECISIONS,
         "frame": corrected,
     }
+
+
+def written_named(run: Run, queue: str, table: pd.DataFrame) -> pd.DataFrame | None:
+    """The corrected set :func:`write_corrected` wrote for ``queue``, as :func:`named` gives it for a user's
+    file; None before it was written."""
+    path = run.corrected_path(queue)
+    return named(run, pd.read_parquet(path), table) if path.exists() else None
 
 
 def named(run: Run, corrected: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

@@ -82,23 +82,25 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
         else:
             st.session_state["rs_written"] = result["ref"]
     ref = st.session_state.get("rs_written")
-    if ref and ref.endswith(f"/{name}") and run.corrected_path(name).exists():
+    fixed = corrected.written_named(run, name, table) if ref == corrected.corrected_ref(run, name) else None
+    if fixed is not None:
         st.caption(f"Train on it with --data {escape_markdown(ref)}")
-        fixed = corrected.named(run, pd.read_parquet(run.corrected_path(name)), table)
         left, right = st.columns(2)
         left.download_button(
             f"Corrected set, {len(fixed):,} examples (JSONL)",
-            corrected.table_bytes(fixed, "jsonl"),
+            lambda: corrected.table_bytes(fixed, "jsonl"),
             file_name=f"{name}_corrected.jsonl",
             mime="application/jsonl",
             key="rs_download_corrected",
+            on_click="ignore",
         )
         right.download_button(
             "Decisions file (CSV)",
-            corrected.table_bytes(table, "csv"),
+            lambda: corrected.table_bytes(table, "csv"),
             file_name=f"{name}_decisions.csv",
             mime="text/csv",
             key="rs_download_decisions",
+            on_click="ignore",
         )
     if run.task_kind.unit.sentences:  # the retrain experiment works on examples with one label each
         st.caption(
