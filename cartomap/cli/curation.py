@@ -55,10 +55,10 @@ def cmd_create(a: argparse.Namespace) -> int:
     if a.region and not a.detector:  # a detector's top k are found among the region's examples already
         candidates = sources.in_region(run, candidates, a.region, rule)
     top = a.top if not a.detector else None  # a detector's candidates are its top k already
-    from cartomap.experiments.seeds import seed_siblings
+    from cartomap.experiments.seeds import other_seeds
     from cartomap.runs.store import RunStore
 
-    others = {s: r for s, r in seed_siblings(run, RunStore(a.cache)).items() if r.id != run.id}
+    others = other_seeds(run, RunStore(a.cache))
     items = queue.create_queue(
         run,
         a.name,

@@ -9,7 +9,7 @@ from cartomap.curation import queue, sources
 from cartomap.curation.store import MAX_GUIDELINES
 from cartomap.errors import CartomapError
 from cartomap.experiments.pruning import pruning_of_run, suspects_of
-from cartomap.experiments.seeds import seed_siblings
+from cartomap.experiments.seeds import other_seeds
 from cartomap.experiments.truth import detector_extras
 from cartomap.runs.groups import list_groups
 from cartomap.runs.store import Run
@@ -133,7 +133,7 @@ def new_queue_form(run: Run, first: bool) -> None:
                         cand = sources.from_suspects(run, suspects_of(exp, run, get_store()), exp.id)
                     if region is not None:
                         cand = sources.in_region(run, cand, region, rule)
-                others = {s: r for s, r in seed_siblings(run, get_store()).items() if r.id != run.id}
+                others = other_seeds(run, get_store())
                 items = queue.create_queue(
                     run,
                     name,
