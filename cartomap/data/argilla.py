@@ -44,11 +44,11 @@ ARGILLA_RECORDS = "records.json"
 ARGILLA_SETTINGS = ".argilla/settings.json"
 ARGILLA_DATASET = ".argilla/dataset.json"
 #: What Argilla accepts as a field's or question's name.
-ARGILLA_NAME = re.compile(r"^(?=.*[a-z0-9])[a-z0-9_-]+$")
+_ARGILLA_NAME = re.compile(r"^(?=.*[a-z0-9])[a-z0-9_-]+$")
 
 
 def _argilla_name(name: str, field: str) -> str:
-    if not ARGILLA_NAME.match(name):
+    if not _ARGILLA_NAME.match(name):
         raise DataError(
             f"{name!r} is not usable as an Argilla name (lowercase letters, digits, _ and -); rename the column",
             field=field,

@@ -92,7 +92,7 @@ def queue_text_columns(queue: pd.DataFrame, text_columns: Sequence[str] | None =
         ) from None
 
 
-def label_name_of(value: Any, label_names: Sequence[str] | None, row: int, column: str) -> str:
+def _label_name(value: Any, label_names: Sequence[str] | None, row: int, column: str) -> str:
     if is_missing(value):
         raise DataError(f"row {row}: no {column}", field=column)
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and label_names is not None:
@@ -158,7 +158,7 @@ def queue_rows(
         seen.add(item)
         row: dict[str, Any] = {
             "item": item,
-            "gold": label_name_of(record[label_column], names, i, label_column),
+            "gold": _label_name(record[label_column], names, i, label_column),
         }
         for c in texts:
             if is_missing(record[c]):
@@ -169,7 +169,7 @@ def queue_rows(
             if is_missing(value):
                 row[c] = None
             elif c == "prediction":
-                row[c] = label_name_of(value, names, i, c)
+                row[c] = _label_name(value, names, i, c)
             elif isinstance(value, (float, np.floating)):
                 row[c] = float(value)
             elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
@@ -178,14 +178,6 @@ def queue_rows(
                 row[c] = str(value)
         rows.append(row)
     return texts, extras, rows
-
-
-def display_value(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -253,19 +245,6 @@ def note_value(value: Any, where: str, field: str) -> str | None:
     if not isinstance(value, str):
         raise DataError(f"expected text, got {value!r}", location=where, field=field)
     return value.strip() or None
-
-
-def single_choice_value(value: Any, where: str, field: str) -> Any:
-    if not isinstance(value, Mapping):
-        raise DataError(f"expected an object with 'choices', got {value!r}", location=where, field=field)
-    choices = value.get("choices")
-    if not isinstance(choices, list):
-        raise DataError(
-            f"expected a list of choices, got {choices!r}", location=where, field=f"{field}.choices"
-        )
-    if len(choices) != 1:
-        raise DataError(f"expected one choice, got {choices!r}", location=where, field=f"{field}.choices")
-    return choices[0]
 
 
 def decisions_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -29,19 +29,17 @@ from cartomap.data.interchange import (
     annotator_name,
     decision_value,
     decisions_frame,
-    display_value,
     is_missing,
     load_tool_json,
     new_label_value,
     note_value,
     queue_rows,
-    single_choice_value,
 )
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json, atomic_write_text
 
 #: What Label Studio accepts as a control's name.
-LS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_LS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
 def label_studio_config(
@@ -55,7 +53,7 @@ def label_studio_config(
     identifiers (letters, digits, ``_ . -``); every value is XML-escaped."""
     shown = [*text_columns, GOLD_KEY, *extra_columns]
     for name in shown:
-        if not LS_NAME.match(str(name)):
+        if not _LS_NAME.match(str(name)):
             raise DataError(
                 f"{name!r} is not usable as a Label Studio name (letters, digits, _ . -; not starting with a digit)",
                 field="text_columns",
@@ -118,7 +116,7 @@ def _tasks(
         data: dict[str, Any] = {ITEM_KEY: row["item"]}
         data.update({c: row[c] for c in texts})
         data[GOLD_KEY] = row["gold"]
-        data.update({c: display_value(row[c]) for c in extras})
+        data.update({c: _display_value(row[c]) for c in extras})
         tasks.append({"data": data})
     return tasks
 
@@ -220,13 +218,13 @@ def label_studio_decisions(
                 name = region.get("from_name")
                 if name == DECISION_QUESTION:
                     found["decision"] = decision_value(
-                        single_choice_value(region.get("value"), where, f"{rf}.value"),
+                        _single_choice(region.get("value"), where, f"{rf}.value"),
                         where,
                         f"{rf}.value.choices",
                     )
                 elif name == NEW_LABEL_QUESTION:
                     found["new_label"] = new_label_value(
-                        single_choice_value(region.get("value"), where, f"{rf}.value"),
+                        _single_choice(region.get("value"), where, f"{rf}.value"),
                         names,
                         where,
                         f"{rf}.value.choices",
@@ -264,3 +262,24 @@ def read_label_studio(
     return label_studio_decisions(
         load_tool_json(path), label_names=label_names, users=users, source=str(path)
     )
+
+
+def _display_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _single_choice(value: Any, where: str, field: str) -> Any:
+    if not isinstance(value, Mapping):
+        raise DataError(f"expected an object with 'choices', got {value!r}", location=where, field=field)
+    choices = value.get("choices")
+    if not isinstance(choices, list):
+        raise DataError(
+            f"expected a list of choices, got {choices!r}", location=where, field=f"{field}.choices"
+        )
+    if len(choices) != 1:
+        raise DataError(f"expected one choice, got {choices!r}", location=where, field=f"{field}.choices")
+    return choices[0]
