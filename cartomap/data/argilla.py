@@ -28,9 +28,10 @@ from cartomap.data.interchange import (
     NOTE_QUESTION,
     TEXT_KEY,
     annotator_name,
+    decision_row,
     decision_value,
     decisions_frame,
-    is_missing,
+    item_id,
     load_tool_json,
     new_label_value,
     note_value,
@@ -347,9 +348,7 @@ def argilla_decisions(
         where = f"{source} record {i}"
         if not isinstance(record, Mapping):
             raise DataError(f"expected an object, got {type(record).__name__}", location=where)
-        item = record.get("id")
-        if is_missing(item) or isinstance(item, (bool, list, dict)) or str(item).strip() == "":
-            raise DataError("no example id", location=where, field="id")
+        item = item_id(record.get("id"), where, "id")
         responses = record.get("responses")
         responses = {} if responses is None else responses
         if not isinstance(responses, Mapping):
@@ -387,17 +386,12 @@ def argilla_decisions(
                     location=where,
                     field=f"responses.{DECISION_QUESTION}",
                 )
-            decision = answers[DECISION_QUESTION]
-            rows.append(
-                {
-                    "item": str(item),
-                    "annotator": user,
-                    "decision": decision,
-                    "new_label": answers.get(NEW_LABEL_QUESTION) if decision == "relabel" else None,
-                    "note": answers.get(NOTE_QUESTION),
-                    "_where": where,
-                }
-            )
+            named = {
+                "decision": answers[DECISION_QUESTION],
+                "new_label": answers.get(NEW_LABEL_QUESTION),
+                "note": answers.get(NOTE_QUESTION),
+            }
+            rows.append(decision_row(item, user, named, where))
     return decisions_frame(rows)
 
 

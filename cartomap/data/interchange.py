@@ -247,6 +247,28 @@ def note_value(value: Any, where: str, field: str) -> str | None:
     return value.strip() or None
 
 
+def item_id(value: Any, where: str, field: str) -> str:
+    """A tool's example id as a string; DataError naming the field when it is missing, blank or not a
+    plain value."""
+    if is_missing(value) or isinstance(value, (bool, list, dict)) or str(value).strip() == "":
+        raise DataError("no example id", location=where, field=field)
+    return str(value)
+
+
+def decision_row(item: str, annotator: str, answers: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """One row of :func:`decisions_frame` from a reviewer's parsed answers (``decision``, and optionally
+    ``new_label`` and ``note``): the new label kept for a relabel only."""
+    decision = answers["decision"]
+    return {
+        "item": item,
+        "annotator": annotator,
+        "decision": decision,
+        "new_label": answers.get("new_label") if decision == "relabel" else None,
+        "note": answers.get("note"),
+        "_where": where,
+    }
+
+
 def decisions_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=[*DECISION_COLUMNS, "_where"])
     repeated = frame.duplicated(["item", "annotator"], keep="first")

@@ -27,9 +27,10 @@ from cartomap.data.interchange import (
     NOTE_QUESTION,
     TEXT_KEY,
     annotator_name,
+    decision_row,
     decision_value,
     decisions_frame,
-    is_missing,
+    item_id,
     load_tool_json,
     new_label_value,
     note_value,
@@ -186,9 +187,7 @@ def label_studio_decisions(
         data = task.get("data")
         if not isinstance(data, Mapping):
             raise DataError("expected an object", location=where, field="data")
-        item = data.get(ITEM_KEY)
-        if is_missing(item) or isinstance(item, (bool, list, dict)) or str(item).strip() == "":
-            raise DataError("no example id", location=where, field=f"data.{ITEM_KEY}")
+        item = item_id(data.get(ITEM_KEY), where, f"data.{ITEM_KEY}")
         annotations = task.get("annotations", [])
         if not isinstance(annotations, list):
             raise DataError(
@@ -242,16 +241,7 @@ def label_studio_decisions(
                 raise DataError(
                     f"no {DECISION_QUESTION!r} choice in the result", location=where, field=f"{at}.result"
                 )
-            rows.append(
-                {
-                    "item": str(item),
-                    "annotator": annotator,
-                    "decision": found["decision"],
-                    "new_label": found.get("new_label") if found["decision"] == "relabel" else None,
-                    "note": found.get("note"),
-                    "_where": where,
-                }
-            )
+            rows.append(decision_row(item, annotator, found, where))
     return decisions_frame(rows)
 
 
