@@ -4,6 +4,27 @@ much the reviewers agree (Cohen's kappa over the pairs both labelled).
 
 The review's database and export are :mod:`cartomap.wanli.review`'s; the page that asks for the answers
 is ``pages/review.py``.
+
+Aggregation (METHODS.md §2, Stage 4), on the first two annotators of an item (by their first
+action on it; a third review is kept but not used):
+
+* ``discarded``: either annotator discarded it → discarded;
+* ``both_revised``: both revised → one revision picked at random (seeded), with its annotator's label;
+* only one revised: if the revision changes only punctuation, case or whitespace
+  (``one_revised_minor``), the revised text is kept, otherwise (``one_revised_major``) the
+  unrevised text. **Label (a decision of cartomap; the paper does not say):** the label comes
+  from an annotator who labelled the text that is kept. For a major revision that is only the
+  annotator who did not revise (the reviser's label is about a different text). For a minor
+  revision both labelled the same meaning, so it is treated like two labels of one text: the
+  shared label when they agree, else one picked at random (seeded);
+* both labelled as is: the shared label (``agreed``), or one of the two picked at random,
+  seeded (``disagreed_random``).
+
+Every random pick uses ``random.Random(f"{seed}:{gen_id}")``: reproducible, and independent of
+the order of the items.
+
+Agreement: Cohen's κ over the items whose first two annotators both labelled them without
+revision (WaNLI reached 0.60). Rater 1 is the annotator who reviewed the item first.
 """
 
 from __future__ import annotations
