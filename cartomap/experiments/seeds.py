@@ -327,10 +327,10 @@ def seed_siblings(run: Run, run_store: RunStore) -> dict[int, Run]:
     return dict(sorted(out.items()))
 
 
-
 def other_seeds(run: Run, run_store: RunStore) -> dict[int, Run]:
     """:func:`seed_siblings` but ``run`` itself: the other seeds' runs (a review queue's seed votes)."""
     return {seed: other for seed, other in seed_siblings(run, run_store).items() if other.id != run.id}
+
 
 def create_seeds_from_runs(store: ExperimentStore, run: Run, others: list[Run], name: str = "") -> Experiment:
     """A seeds experiment over finished runs that are ``run`` but for their seed (any origin: nothing is
