@@ -23,10 +23,12 @@ from cartomap.tasks import registry as task_kinds
 
 
 def column_list(text: str) -> tuple[str, ...]:
+    """Comma-separated column names, each once; how many a task takes is its kind's to say (loading checks
+    them against ``--task``, or takes one column for a single text and two for a pair)."""
     cols = tuple(c.strip() for c in text.split(",") if c.strip())
-    if len(cols) not in (1, 2):
+    if not cols or len(set(cols)) != len(cols):
         raise argparse.ArgumentTypeError(
-            f"expected one column (single text) or two ({','.join(task_kinds.DEFAULT.text_fields)})"
+            f"expected column names separated by commas, each once, e.g. {','.join(task_kinds.DEFAULT.text_fields)}"
         )
     return cols
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from cartomap.cli.options import name_list
+from cartomap.tasks import support
 
 
 def label_word(text: str) -> tuple[str, str]:
@@ -23,6 +24,7 @@ def cmd_groups(a: argparse.Namespace) -> int:
     from cartomap.wanli.exemplars import collect_groups, save_auto_groups
 
     run = RunStore(a.cache).get(a.run)
+    support.GROUPS.require(run.task_kind, location=f"run {run.id}")
     query = a.query if a.query > 0 else None
     settings = {"k": a.k, "quantile": a.quantile, "exclude_genres": list(a.exclude_genres), "query": query}
     if a.ambiguity != ambiguity.VARIABILITY:
@@ -64,6 +66,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
     from cartomap.wanli.prompts import DEFAULT_INSTRUCTION, PromptTemplate, label_words_for
 
     run = RunStore(a.cache).get(a.run)
+    support.WANLI.require(run.task_kind, location=f"run {run.id}")
     if not a.job:  # the dashboard prepares generation.json itself, then starts `generate --job`
         cfg = GenerationConfig(
             backend=a.backend,
@@ -103,6 +106,7 @@ def cmd_filter(a: argparse.Namespace) -> int:
     from cartomap.wanli.filtering import FilterConfig, run_filter
 
     run = RunStore(a.cache).get(a.run)
+    support.WANLI.require(run.task_kind, location=f"run {run.id}")
     cfg = FilterConfig(
         keep_fraction=a.keep_fraction, balance=a.balance, batch_size=a.batch_size, device=a.device
     )
@@ -119,6 +123,7 @@ def cmd_review_export(a: argparse.Namespace) -> int:
     from cartomap.wanli.review import export_reviewed
 
     run = RunStore(a.cache).get(a.run)
+    support.WANLI.require(run.task_kind, location=f"run {run.id}")
     path, rows = export_reviewed(run, a.batch, a.out, format=a.format, seed=a.seed, overwrite=a.overwrite)
     print(f"wrote {rows} reviewed examples to {path}")
     return 0

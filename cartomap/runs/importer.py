@@ -26,6 +26,7 @@ from cartomap.io import atomic_write_json
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.runs.units import keyed_metrics
+from cartomap.tasks import support
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.sequence import SINGLE
 
@@ -151,11 +152,20 @@ def _examples_frame(ids, gold, label_names, data: DataConfig | None, folder: Pat
     if len(wrong):
         raise DataError(
             f"gold label of guid {ids[wrong[0]]!r} is {gold[wrong[0]]} in the dynamics but "
-            f"{frame['label'].iloc[wrong[0]]} in {data.path}",
+            f"{frame['label'].iloc[wrong[0]]} ({label_names[frame['label'].iloc[wrong[0]]]}) in {data.path}; "
+            "give --label-names in the order of the reference's classes",
             location=str(folder),
             field="gold",
         )
     return frame, dataset.task_kind
+
+
+def _data_label_names(data: DataConfig) -> tuple[str, ...]:
+    """The label names of ``data`` in the order loading gives them (the order its codes take): the
+    reference's gold codes are then checked against them by guid (:func:`_examples_frame`)."""
+    from cartomap.data.loading import load_dataset
+
+    return tuple(load_dataset(data).label_names)
 
 
 def import_reference_run(
@@ -171,8 +181,10 @@ def import_reference_run(
     folder = Path(folder)
     ref = read_reference_dynamics(folder)
     n_classes = ref.logits.shape[2]
-    if data is not None and label_names is None and data.label_names:
-        label_names = data.label_names
+    if data is not None:
+        support.REFERENCE_IMPORT.require(data.task_kind, location=data.path)
+    if data is not None and label_names is None:
+        label_names = data.label_names or _data_label_names(data)
     if label_names is None:
         label_names = tuple(f"class_{c}" for c in range(n_classes))
     if len(label_names) != n_classes:

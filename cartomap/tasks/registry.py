@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from cartomap.errors import DataError
+from cartomap.tasks import support
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.multilabel import MULTILABEL
 from cartomap.tasks.sequence import PAIR, SINGLE
@@ -66,13 +67,9 @@ def kind(name: str) -> TaskKind:
 
 def require_per_example(task: TaskKind, what: str, location: str | None = None) -> None:
     """DataError when ``what`` (work on one label per example: pruning, curricula, review queues) meets a
-    kind whose units are not examples (token classification: per word; multi-label: per label)."""
-    if not task.unit.per_example:
-        raise DataError(
-            f"{what} works on examples with one label each; this is {task.name} data ({task.description})",
-            location=location,
-            field="task",
-        )
+    kind whose units are not examples (token classification: per word; multi-label: per label); the
+    refusal of :mod:`cartomap.tasks.support` (:data:`~cartomap.tasks.support.PER_EXAMPLE`)."""
+    support.Work(what, support.PER_EXAMPLE).require(task, location)
 
 
 def descriptions() -> dict[str, str]:

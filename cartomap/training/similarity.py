@@ -23,12 +23,11 @@ import numpy as np
 import pandas as pd
 
 from cartomap.config import DEFAULT_MODEL
-from cartomap.errors import DataError, RunError
+from cartomap.errors import RunError
 from cartomap.io import atomic_write_parquet
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
-from cartomap.tasks import registry as task_kinds
-from cartomap.tasks.sequence import PAIR
+from cartomap.tasks import support
 
 TASK = "similarity"
 MAX_LENGTH = 128  # tokens per sentence
@@ -209,11 +208,8 @@ def similarity_run(
     from cartomap.training.models import available_device
 
     examples = run.examples()
-    kind = task_kinds.of_columns(examples.columns)
-    if not kind.is_pair:
-        raise DataError(
-            f"run {run.id}: similarity needs pairs ({PAIR.fields_label}), the data has {kind.plural()}"
-        )
+    kind = run.task_kind
+    support.SIMILARITY.require(kind, location=f"run {run.id}")
     ids = examples["id"].astype(str).tolist()
     status = task_status(run, TASK) or {}
     saved = load_similarity(run)
@@ -241,7 +237,7 @@ def similarity_run(
         )
 
         t0 = time.time()
-        first, second = kind.inputs(examples)
+        first, second = (examples[f].astype(str).tolist() for f in kind.text_fields[:2])
         sim = pair_similarity(
             first,
             second,
