@@ -29,6 +29,7 @@ from cartomap.errors import CartomapError
 from cartomap.io import file_stamp
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
+from cartomap.tasks import support
 from cartomap.team.roles import Action
 from cartomap.training.launch import start_training
 from cartomap.training.similarity import TASK as SIMILARITY_TASK
@@ -40,7 +41,7 @@ from cartomap.training.similarity import (
 )
 from pages.common import (
     acting_as,
-    applies_per_example,
+    applies,
     current_run,
     escape_markdown,
     flash,
@@ -139,7 +140,7 @@ def _config_json(config: DataConfig) -> str:
 def pick_dataset():
     """The source widgets; returns (dataset, key, test set or None, base RunConfig, run or None)."""
     run = current_run()
-    if run is not None and not applies_per_example(run, "The artifact analysis of the selected run's data"):
+    if run is not None and not applies(run, support.ARTIFACTS):
         run = None  # the demo or a file still can be analysed
     options = {k: words for k, words in SOURCES.items() if k != "run" or run is not None}
     picked = source_form(

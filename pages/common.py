@@ -87,6 +87,8 @@ from cartomap.experiments.picker import PickerRun, default_run, picker_runs
 from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
+from cartomap.tasks import support
+from cartomap.tasks.support import Work
 from cartomap.team.access import Access, Visitor, identify, listen_refusal
 from cartomap.team.roles import Action, load_team, refusal
 
@@ -278,19 +280,21 @@ def through_app() -> None:
     st.stop()
 
 
-def applies_per_example(run: Run | None, what: str) -> bool:
-    """Whether ``what`` (a page's work on one label per example) applies to ``run``'s task kind; for a run
-    whose dynamics are per word (token classification) it says so plainly and returns False."""
+def applies(run: Run | None, work: Work) -> bool:
+    """Whether ``work`` (``cartomap.tasks.support``: what a page or a part of it does) serves ``run``'s task
+    kind; where it does not, the page says so in the work's own refusal and returns False."""
     if run is None:
         return True
-    kind = run.task_kind
-    if kind.unit.per_example:
-        return True
-    st.info(
-        f"{what} works on examples with one label each. Run {run.id} is a {kind.name} run ({kind.description}): "
-        "this does not apply to it."
-    )
-    return False
+    reason = work.refusal(run.task_kind)
+    if reason:
+        st.info(f"{reason}. Run {run.id} is a {run.task_kind.name} run: this does not apply to it.")
+    return not reason
+
+
+def applies_per_example(run: Run | None, what: str) -> bool:
+    """:func:`applies` for ``what``, a page's work on one label per example (pruning, artifacts, review of
+    single labels): for a run whose units are words or labels it says so plainly and returns False."""
+    return applies(run, support.Work(what, support.PER_EXAMPLE))
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

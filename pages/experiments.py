@@ -33,10 +33,12 @@ from cartomap.experiments.store import Experiment
 from cartomap.io import file_stamp
 from cartomap.runs.store import RUN_REF
 from cartomap.scores import ambiguity
+from cartomap.tasks import support
 from cartomap.team.roles import Action
 from cartomap.training.curricula import CURRICULA, DIFFICULTIES
 from cartomap.training.similarity import load_similarity
 from pages.common import (
+    applies,
     current_run,
     escape_markdown,
     for_display,
@@ -195,6 +197,8 @@ def curricula_tab() -> None:
         "baseline run records the data map that the cartography orders sort by."
     )
     run = current_run()
+    if run is not None and not applies(run, support.CURRICULUM):
+        run = None  # the selected run's data cannot be ordered: the demo or a file instead
     train_path = source_form(
         "xp_train",
         "Training set",
@@ -387,7 +391,7 @@ def corrections_tab() -> None:
     run = current_run()
     if run is None:
         st.info("Select a finished run (sidebar) to retrain it after a review.")
-    else:
+    elif applies(run, support.CORRECTION):
         st.markdown(f"Base run: `{run.id}` {escape_markdown(run.config.name or '')}")
         path = source_form(
             "xr",

@@ -14,10 +14,11 @@ import streamlit as st
 
 from cartomap.runs import layout
 from cartomap.runs.store import Run
+from cartomap.tasks import support
 from cartomap.wanli import batches
 from cartomap.wanli.batches import load_filtered
 from cartomap.wanli.filtering import ALL_RULES, RULE_DESCRIPTIONS, RULES, task_name, variability_figure
-from pages.common import current_run, kept, through_app
+from pages.common import applies, current_run, kept, through_app
 from pages.components.jobs import demo_or_prompt, start_task_button, task_panel
 
 through_app()  # a first visit straight to this page's address: run it through app.py
@@ -142,6 +143,8 @@ def main() -> None:
     )
     run = demo_or_prompt(current_run())  # app.py draws the run picker in the sidebar
     if run is None:
+        st.stop()
+    if not applies(run, support.WANLI):
         st.stop()
     names = batches.list_batches(run, having=layout.GENERATED)
     if not names:

@@ -20,6 +20,7 @@ from cartomap.runs.jobs import start_task
 from cartomap.runs.progress import state_text
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
+from cartomap.tasks import support
 from cartomap.team.roles import Action
 from cartomap.wanli.batches import batch_info, batch_slug, list_batches, load_generated
 from cartomap.wanli.exemplars import AUTO, MAX_EXAMPLES
@@ -28,6 +29,7 @@ from cartomap.wanli.generators import CREDENTIALS_ENV, SMOLLM2, GenerationConfig
 from cartomap.wanli.prompts import DEFAULT_INSTRUCTION, DEFAULT_LABEL_WORDS, PromptTemplate
 from pages.common import (
     acting_as,
+    applies,
     count,
     current_run,
     escape_markdown,
@@ -264,12 +266,7 @@ def main() -> None:
     run = demo_or_prompt(current_run())
     if run is None:
         st.stop()
-    if "premise" not in run.examples().columns:
-        kind = run.task_kind
-        st.info(
-            f"WaNLI generation needs premise/hypothesis pairs; run {run.id} is a {kind.name} run "
-            f"({kind.description}): this page does not apply to it."
-        )
+    if not applies(run, support.WANLI):
         st.stop()
     st.caption(
         "WaNLI Stage 2: each group's prompt (see the Prompts page, where the instruction and the label "

@@ -21,6 +21,7 @@ from cartomap.runs.groups import list_groups
 from cartomap.runs.jobs import start_task
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores import ambiguity
+from cartomap.tasks import support
 from cartomap.team.roles import Action
 from cartomap.training.embeddings import has_embeddings, load_embeddings
 from cartomap.wanli import exemplars
@@ -44,6 +45,7 @@ from cartomap.wanli.prompts import (
 )
 from pages.common import (
     acting_as,
+    applies,
     count,
     current_run,
     escape_markdown,
@@ -213,12 +215,7 @@ def main() -> None:
     if "_wanli_collected" in st.session_state:
         st.success(f"Saved {count(st.session_state.pop('_wanli_collected'), 'automatic group')}.")
     examples = _examples(str(run.path), run.stamp(run.examples_path))
-    if "premise" not in examples.columns:
-        kind = run.task_kind
-        st.info(
-            f"WaNLI prompts are made of premise/hypothesis pairs; run {run.id} is a {kind.name} run "
-            f"({kind.description}): this page does not apply to it."
-        )
+    if not applies(run, support.WANLI):
         st.stop()
     groups = list_groups(run)
     auto = [g for g in groups if g.get("source") == AUTO]

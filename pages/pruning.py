@@ -33,11 +33,12 @@ from cartomap.runs.progress import state_text
 from cartomap.runs.state import State
 from cartomap.runs.store import RUN_REF, Run
 from cartomap.scores import consensus
+from cartomap.tasks import support
 from cartomap.team.roles import Action
 from cartomap.training.forms import check_device, check_model
 from pages.common import (
     acting_as,
-    applies_per_example,
+    applies,
     current_run,
     escape_markdown,
     flash,
@@ -160,7 +161,7 @@ def data_set(text: str, like: DataConfig) -> DataConfig:
 def training_data() -> tuple[DataConfig | None, str]:
     """The training set chosen, and where it comes from (a key of SOURCES)."""
     run = current_run()
-    if run is not None and not applies_per_example(run, "Pruning the selected run's training set"):
+    if run is not None and not applies(run, support.PRUNING):
         run = None  # the demo or a file still can be pruned
     sources = {k: words for k, words in SOURCES.items() if k != "run" or run is not None}
     picked = source_form(

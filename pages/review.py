@@ -29,10 +29,12 @@ from cartomap.errors import CartomapError
 from cartomap.runs import layout
 from cartomap.runs.sqlite import database_problem
 from cartomap.runs.store import Run
+from cartomap.tasks import support
 from cartomap.team.roles import Action
 from cartomap.wanli.batches import list_batches
 from cartomap.wanli.review import ReviewDB, export_bytes, export_frame, name_to_add, open_review
 from pages.common import (
+    applies,
     current_run,
     decider,
     escape_markdown,
@@ -358,6 +360,8 @@ def page() -> None:
     show_flashes()
     run = demo_or_prompt(current_run())
     if run is None:
+        st.stop()
+    if not applies(run, support.WANLI):
         st.stop()
     batches = _filtered_batches(run)
     if not batches:

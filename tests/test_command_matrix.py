@@ -21,11 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from cartomap.cli import build_parser, main
-from cartomap.cli.matrix import COMMANDS, PAGES, command_names, markdown_table
+from cartomap.cli.matrix import COMMANDS, PAGES, command_names, markdown_table, works_of
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from cartomap.runs.store import RunStore
 from cartomap.tasks import registry
@@ -81,8 +80,14 @@ def rows_of(kind: TaskKind) -> list[dict]:
 
 def data_options(kind: TaskKind, path: Path) -> list[str]:
     return [
-        "--data", str(path), "--task", kind.name, "--text-columns", ",".join(kind.text_fields),
-        "--label-column", kind.label_field,
+        "--data",
+        str(path),
+        "--task",
+        kind.name,
+        "--text-columns",
+        ",".join(kind.text_fields),
+        "--label-column",
+        kind.label_field,
     ]
 
 
@@ -170,7 +175,17 @@ def first_item(w: World) -> str:
 def label_studio_export(w: World) -> str:
     """Label Studio's JSON export of the queue's tasks, every task answered "keep" by one annotator."""
     tasks_path = w.folder / "ls-tasks.json"
-    w.ok("review-queue", "export", w.run_id, a_queue(w), "--to", "labelstudio", "--out", str(tasks_path), "--force")
+    w.ok(
+        "review-queue",
+        "export",
+        w.run_id,
+        a_queue(w),
+        "--to",
+        "labelstudio",
+        "--out",
+        str(tasks_path),
+        "--force",
+    )
     tasks = json.loads(tasks_path.read_text(encoding="utf-8"))
     result = [{"from_name": "decision", "to_name": "text", "type": "choices", "value": {"choices": ["keep"]}}]
     exported = [
@@ -228,15 +243,33 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
     "train": (lambda w: ["train", *data_options(w.kind, w.data), *train_options(w.model), "--quiet"], False),
     "curriculum": (
         lambda w: [
-            "curriculum", *data_options(w.kind, w.data), "--dev", str(w.data), *train_options(w.model),
-            "--methods", "shuffled", "--seeds", "1", "--datamap-epochs", "2",
+            "curriculum",
+            *data_options(w.kind, w.data),
+            "--dev",
+            str(w.data),
+            *train_options(w.model),
+            "--methods",
+            "shuffled",
+            "--seeds",
+            "1",
+            "--datamap-epochs",
+            "2",
         ],
         True,
     ),
     "combine": (
         lambda w: [
-            "combine", *data_options(w.kind, w.data), *train_options(w.model), "--a", str(w.data),
-            "--test", str(w.data), "--modes", "A", "--seeds", "1",
+            "combine",
+            *data_options(w.kind, w.data),
+            *train_options(w.model),
+            "--a",
+            str(w.data),
+            "--test",
+            str(w.data),
+            "--modes",
+            "A",
+            "--seeds",
+            "1",
         ],
         True,
     ),
@@ -245,8 +278,15 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
     "report": (lambda w: ["report", a_seeds_experiment(w)], True),
     "prune": (
         lambda w: [
-            "prune", *data_options(w.kind, w.data), *train_options(w.model), "--test", str(w.data),
-            "--folds", "2", "--categories", "P1G0",
+            "prune",
+            *data_options(w.kind, w.data),
+            *train_options(w.model),
+            "--test",
+            str(w.data),
+            "--folds",
+            "2",
+            "--categories",
+            "P1G0",
         ],
         True,
     ),
@@ -258,8 +298,21 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
     "experiment delete": (lambda w: ["experiment", "delete", a_seeds_experiment(w)], True),
     "noise-benchmark": (
         lambda w: [
-            "noise-benchmark", "--data", str(w.data), "--n", "9", "--rates", "0.2", "--folds", "2",
-            "--epochs", "1", "--model", w.model, "--max-length", "32",
+            "noise-benchmark",
+            "--data",
+            str(w.data),
+            "--n",
+            "9",
+            "--rates",
+            "0.2",
+            "--folds",
+            "2",
+            "--epochs",
+            "1",
+            "--model",
+            w.model,
+            "--max-length",
+            "32",
         ],
         True,
     ),
@@ -267,7 +320,13 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
     "show": (lambda w: ["show", w.run_id], False),
     "export": (lambda w: ["export", w.run_id, "--out", str(w.folder / "export"), "--force"], False),
     "import-dynamics": (
-        lambda w: ["import-dynamics", reference_folder(w), *data_options(w.kind, w.data), "--name", "imported"],
+        lambda w: [
+            "import-dynamics",
+            reference_folder(w),
+            *data_options(w.kind, w.data),
+            "--name",
+            "imported",
+        ],
         False,
     ),
     "map": (lambda w: ["map", w.run_id, "--out", str(w.folder / "map.html"), "--force"], False),
@@ -282,21 +341,42 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
     "tags add": (lambda w: ["tags", "add", w.run_id, "later", "--id", first_unit_example(w)], False),
     "tags remove": (lambda w: ["tags", "remove", w.run_id, a_tag(w), "--all"], False),
     "embed": (lambda w: ["embed", w.run_id, "--quiet"], False),
-    "project": (lambda w: (w.ok("embed", w.run_id, "--quiet"), ["project", w.run_id, "--method", "pca"])[1], False),
+    "project": (
+        lambda w: (w.ok("embed", w.run_id, "--quiet"), ["project", w.run_id, "--method", "pca"])[1],
+        False,
+    ),
     "similarity": (lambda w: ["similarity", w.run_id, "--model", w.model, "--quiet"], False),
     "artifacts": (
-        lambda w: ["artifacts", f"run:{w.run_id}", "--no-similarity", "--out", str(w.folder / "art"), "--force"],
+        lambda w: [
+            "artifacts",
+            f"run:{w.run_id}",
+            "--no-similarity",
+            "--out",
+            str(w.folder / "art"),
+            "--force",
+        ],
         False,
     ),
     "truth": (lambda w: ["truth", w.run_id], False),
     "subset": (
-        lambda w: ["subset", *data_options(w.kind, w.data), "--n", "3", "--out", str(w.folder / "sub.jsonl"), "--force"],
+        lambda w: [
+            "subset",
+            *data_options(w.kind, w.data),
+            "--n",
+            "3",
+            "--out",
+            str(w.folder / "sub.jsonl"),
+            "--force",
+        ],
         False,
     ),
     "groups": (lambda w: ["groups", w.run_id, "--k", "2"], False),
     "generate": (lambda w: ["generate", w.run_id, "--batch", "b", "--model", "x", "--n", "1"], False),
     "filter": (lambda w: ["filter", w.run_id, "--batch", "b"], False),
-    "review-export": (lambda w: ["review-export", w.run_id, "--batch", "b", "--out", str(w.folder / "r.jsonl")], False),
+    "review-export": (
+        lambda w: ["review-export", w.run_id, "--batch", "b", "--out", str(w.folder / "r.jsonl")],
+        False,
+    ),
     "review-queue create": (
         lambda w: ["review-queue", "create", w.run_id, "fresh", "--detector", "aum", "--top", "3"],
         False,
@@ -307,31 +387,71 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
     ),
     "review-queue list": (lambda w: ["review-queue", "list", w.run_id], False),
     "review-queue show": (lambda w: ["review-queue", "show", w.run_id, a_queue(w)], False),
-    "review-queue next": (lambda w: ["review-queue", "next", w.run_id, a_queue(w), "--annotator", "ann"], False),
+    "review-queue next": (
+        lambda w: ["review-queue", "next", w.run_id, a_queue(w), "--annotator", "ann"],
+        False,
+    ),
     "review-queue decide": (
         lambda w: [
-            "review-queue", "decide", w.run_id, a_queue(w), "--annotator", "ann", "--item", first_item(w),
-            "--decision", "keep",
+            "review-queue",
+            "decide",
+            w.run_id,
+            a_queue(w),
+            "--annotator",
+            "ann",
+            "--item",
+            first_item(w),
+            "--decision",
+            "keep",
         ],
         False,
     ),
     "review-queue undo": (
         lambda w: (
-            w.ok("review-queue", "decide", w.run_id, a_queue(w), "--annotator", "undoer", "--item",
-                 first_item(w), "--decision", "remove"),
+            w.ok(
+                "review-queue",
+                "decide",
+                w.run_id,
+                a_queue(w),
+                "--annotator",
+                "undoer",
+                "--item",
+                first_item(w),
+                "--decision",
+                "remove",
+            ),
             ["review-queue", "undo", w.run_id, a_queue(w), "--annotator", "undoer", "--item", first_item(w)],
         )[1],
         False,
     ),
     "review-queue import": (
-        lambda w: ["review-queue", "import", w.run_id, a_queue(w), label_studio_export(w), "--tool", "labelstudio"],
+        lambda w: [
+            "review-queue",
+            "import",
+            w.run_id,
+            a_queue(w),
+            label_studio_export(w),
+            "--tool",
+            "labelstudio",
+        ],
         False,
     ),
     "review-queue export": (
-        lambda w: ["review-queue", "export", w.run_id, a_queue(w), "--out", str(w.folder / "dec.jsonl"), "--force"],
+        lambda w: [
+            "review-queue",
+            "export",
+            w.run_id,
+            a_queue(w),
+            "--out",
+            str(w.folder / "dec.jsonl"),
+            "--force",
+        ],
         False,
     ),
-    "score-checkpoints": (lambda w: ["score-checkpoints", *data_options(w.kind, w.data), "--run", w.run_id], True),
+    "score-checkpoints": (
+        lambda w: ["score-checkpoints", *data_options(w.kind, w.data), "--run", w.run_id],
+        True,
+    ),
 }
 #: What a cell that serves its kind may also end with where the command's own state says no (not the kind):
 #: cancelling a finished run; a run with no votes has no truth report; WaNLI's later stages before a batch.
@@ -413,3 +533,29 @@ def test_a_refusal_names_the_kind_and_the_need():
     assert line.startswith("pruning suspected label errors works on examples with one label each")
     assert "this is token data" in line and support.PRUNING.refusal(registry.kind("pair")) == ""
     assert support.WANLI.refusal(FACT_CHECK) and not support.SIMILARITY.refusal(FACT_CHECK)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The pages: each opens on a run of every kind (``?run=ID``) without an exception; where its work does not
+# serve the kind, it says so in the work's own refusal.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", sorted(PAGES))
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_page_cell(worlds, page, kind, monkeypatch):
+    import patience
+    from streamlit.testing.v1 import AppTest
+
+    w = worlds[kind.name]
+    monkeypatch.setenv("CARTOMAP_CACHE", str(w.cache))
+    monkeypatch.syspath_prepend(str(ROOT))  # `from pages.common import ...`, as under `streamlit run app.py`
+    at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=patience.WAIT_S)
+    at.query_params["run"] = w.run_id
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = " ".join(str(m.value) for m in (*at.markdown, *at.caption, *at.info, *at.warning, *at.error))
+    assert "Traceback" not in shown
+    for work in works_of(PAGES[page]):
+        if refusal := work.refusal(kind):
+            assert refusal in shown, f"page {page} on a {kind.name} run does not say: {refusal}"

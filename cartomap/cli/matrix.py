@@ -76,9 +76,9 @@ COMMANDS: dict[str, Work | None] = {
     "score-checkpoints": support.ANYTHING,
 }
 
-#: Every dashboard page (its file under ``pages/``) and the work it does on the selected run's kind. A page
-#: whose work does not serve a kind opens on it and says why in words; its other parts still draw.
-PAGES: dict[str, Work] = {
+#: Every dashboard page (its file under ``pages/``) and the work its parts do on the selected run's kind. A
+#: part whose work does not serve the kind says why in the work's own refusal; the page's other parts draw.
+PAGES: dict[str, Work | tuple[Work, ...]] = {
     "train.py": support.ANYTHING,
     "data_map.py": support.ANYTHING,
     "neighbours.py": support.ANYTHING,
@@ -89,7 +89,7 @@ PAGES: dict[str, Work] = {
     "review_suspects.py": support.ANYTHING,
     "pruning.py": support.PRUNING,
     "artifacts.py": support.ARTIFACTS,
-    "experiments.py": support.CURRICULUM,
+    "experiments.py": (support.CURRICULUM, support.CORRECTION),
     "compare.py": support.ANYTHING,
 }
 
@@ -111,11 +111,21 @@ def command_names(parser: argparse.ArgumentParser) -> list[str]:
     return names
 
 
-def cell(work: Work | None, kind: TaskKind) -> str:
-    """One cell: ✓ where the work serves the kind, "refuses" where it does not, — for a kind-free command."""
-    if work is None:
+def works_of(declared: Work | tuple[Work, ...] | None) -> tuple[Work, ...]:
+    """The works a command or page declares, as a tuple (none for a kind-free command)."""
+    if declared is None:
+        return ()
+    return declared if isinstance(declared, tuple) else (declared,)
+
+
+def cell(declared: Work | tuple[Work, ...] | None, kind: TaskKind) -> str:
+    """One cell: ✓ where every work serves the kind, "refuses" where none does, "in part" between, — for a
+    kind-free command."""
+    works = works_of(declared)
+    if not works:
         return "—"
-    return "✓" if work.need.serves(kind) else "refuses"
+    served = sum(w.need.serves(kind) for w in works)
+    return "✓" if served == len(works) else "refuses" if served == 0 else "in part"
 
 
 def markdown_table(kinds: Iterable[TaskKind] | None = None) -> str:
@@ -127,7 +137,8 @@ def markdown_table(kinds: Iterable[TaskKind] | None = None) -> str:
     rows = [head, rule]
     for prefix, table in (("`cartomap ", COMMANDS), ("page `", PAGES)):
         for name, work in table.items():
-            needs = "its own data" if work is None else work.need.says
+            works = works_of(work)
+            needs = "; ".join(dict.fromkeys(w.need.says for w in works)) or "its own data"
             cells = " | ".join(cell(work, k) for k in kinds)
             rows.append(f"| {prefix}{name}` | {cells} | {needs} |")
     return "\n".join(rows)
