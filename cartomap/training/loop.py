@@ -21,6 +21,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -256,278 +257,481 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
 
 
 def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None:
-    import torch
-    import torch.nn.functional as F
-    from transformers import get_linear_schedule_with_warmup
+    """The loop, in the order it runs: set up, then per epoch train its steps, record the training set,
+    evaluate, checkpoint; then finish (the data map's metrics, the model, the final status)."""
+    t = set_up(run, on_step, accelerator)
+    if t is None:  # cancelled while queued
+        return
+    for epoch in range(t.start_epoch, t.tc.epochs):
+        if t.trainer["stopped_early"]:
+            break
+        trained = train_epoch(t, epoch)
+        if trained is None:  # cancelled: a resume restarts this epoch
+            return
+        record, recording = trained
+        record_epoch_end(t, epoch, record, recording)
+        dev_logits, test_logits = evaluate(t, record)
+        end_epoch(t, epoch, record)
+        checkpoint(t, epoch, record, dev_logits, test_logits)
+    finish(t)
 
-    from cartomap.scores.metrics import RegionRule, compute_metrics
-    from cartomap.training.models import load_classifier, load_tokenizer
 
-    cfg: RunConfig = run.config
-    tc = cfg.train
-    main = accelerator.is_main_process
-    n_proc, rank = accelerator.num_processes, accelerator.process_index
+@dataclass
+class EvalSet:
+    """A set evaluated after every epoch (dev, a test set): its examples, loader and gold per unit."""
+
+    frame: Any
+    loader: Any
+    labels: np.ndarray
+
+
+@dataclass
+class Training:
+    """What one training holds while it runs (:func:`set_up` makes it; the steps of the loop read and
+    advance it): the run and its config, the units recorded (``ids``, gold ``labels``), the loaders, the
+    model with its optimizer and scheduler, the trainer's counters (``trainer``: saved with every
+    checkpoint), the recordings in preallocated [recordings, units, classes] arrays, the history so far."""
+
+    run: Run
+    accelerator: Any
+    task: Any
+    label_names: tuple[str, ...]
+    ids: list[str]
+    labels: np.ndarray
+    example_ids: np.ndarray
+    train_ids: Any
+    n_classes: int
+    tokenizer: Any
+    batches: Any
+    train_loader: Any
+    eval_loader: Any
+    dev: EvalSet | None
+    tests: list[EvalSet]
+    model: Any = None
+    optimizer: Any = None
+    scheduler: Any = None
+    trainer: dict = field(default_factory=dict)
+    start_epoch: int = 0  # the epochs completed when this training started (a resume's)
+    recorded: dict = field(default_factory=dict)
+    per_epoch: dict = field(default_factory=dict)
+    mid_points: dict = field(default_factory=dict)
+    history: list = field(default_factory=list)
+    steps_log: Any = None
+    progress: Any = None
+
+    @property
+    def tc(self):
+        return self.run.config.train
+
+    @property
+    def main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    @property
+    def n_proc(self) -> int:
+        return self.accelerator.num_processes
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return len(self.batches)
+
+    @property
+    def sources(self) -> list[str]:
+        return list(self.recorded)
+
+    def predict(self, loader, n_rows: int) -> np.ndarray:
+        return predict_logits(self.model, loader, self.accelerator, n_rows, self.n_classes)
+
+
+@dataclass
+class EpochRecording:
+    """An epoch's bookkeeping of its recordings: which units the training pass recorded already (each
+    once), whether an eval-mode pass records this epoch, and the seconds spent recording inside it."""
+
+    rows: np.ndarray
+    eval_now: bool
+    seconds: float = 0.0
+    t0: float = field(default_factory=time.time)
+    loss_sum: float = 0.0
+    seen: int = 0
+
+
+# --------------------------------------------------------------------------- set-up
+def set_up(run: Run, on_step: StepCallback | None, accelerator) -> Training | None:
+    """Everything the loop needs, in the order that keeps a run's random draws the same: the launch
+    checked, the data tokenized into loaders, the model and optimiser built (seeded), a checkpoint's
+    state restored, the recordings of completed epochs read back. None when cancelled while queued."""
+    check_launch(run, accelerator)
+    if any_process(accelerator, run.cancel_requested()):  # cancelled while queued
+        if accelerator.is_main_process:
+            run.log("cancelled before training started")
+            run.set_status(state=State.CANCELLED)
+        return None
+    t = load_data(run, accelerator)
+    build_optimisation(t)
+    restore(t)
+    start_progress(t, on_step)
+    return t
+
+
+def check_launch(run: Run, accelerator) -> None:
+    """A RunError when this launch's process count is not the run's, or a kind that trains in one process
+    is launched in several."""
+    tc, n_proc = run.config.train, accelerator.num_processes
     if n_proc != tc.processes:
         raise RunError(
             f"run {run.id} trains in {tc.processes} process(es) and this launch has {n_proc}: dropout masks "
             f"follow how batches are split, so a run keeps its process count (start it with {tc.processes}, "
             "or train the options again: another run)"
         )
-    if any_process(accelerator, run.cancel_requested()):  # cancelled while queued
-        if main:
-            run.log("cancelled before training started")
-            run.set_status(state=State.CANCELLED)
-        return
-    label_names = run.label_names
-    examples = run.examples()
     task = run.task_kind
-    n_classes = len(task.unit_classes(label_names))  # per unit: (absent, present) for each label
     if not task.unit.shards and n_proc > 1:
         raise RunError(
             f"run {run.id}: a {task.name} run trains in one process (its units are per {task.unit})"
         )
-    # One recorded row per unit: an example, or a word of a sentence ("<id>#<k>", TaskKind.units).
+
+
+def load_data(run: Run, accelerator) -> Training:
+    """The run's units (one recorded row each: an example, a word "<id>#<k>", a label "<id>#<j>"), its
+    training set tokenized into the training order's loader and a length-ordered one for eval-mode passes,
+    and its dev and test sets as :class:`EvalSet`."""
+    from cartomap.training.models import load_tokenizer
+
+    cfg: RunConfig = run.config
+    tc = cfg.train
+    n_proc, rank = accelerator.num_processes, accelerator.process_index
+    label_names = run.label_names
+    examples = run.examples()
+    task = run.task_kind
     ids, labels, _ = task.units(examples, label_names)
-    example_ids = examples["id"].astype(str).to_numpy()
-    train_ids = arrow_ids(ids)  # converted once, written with every epoch's logits
-    base_model = run.resolve_path(cfg.model.name_or_path)  # a relative folder works from any folder
-    tokenizer = load_tokenizer(base_model)
+    tokenizer = load_tokenizer(run.resolve_path(cfg.model.name_or_path))  # a relative folder works anywhere
     train_set = TokenizedExamples(
         tokenize(tokenizer, examples, cfg.model.max_length, task), task.label_rows(labels, len(examples))
     )
     collate = DynamicPadding(tokenizer.pad_token_id or 0)
     batches = training_batches(run, examples, labels, train_set.lengths)
+    example_ids = examples["id"].astype(str).to_numpy()
     del examples  # tokenized: the texts (hundreds of MB on 550k pairs) are not needed while training
-    train_loader = make_loader(train_set, batches, collate, n_proc, rank)
     # The eval-mode pass over the training set and the dev evaluation both go in length order.
     ordered = EpochBatches(train_set.lengths, tc.eval_batch_size, tc.seed, shuffle=False)
-    eval_loader = make_loader(train_set, ordered, collate, n_proc, rank)
 
-    def eval_loader_for(frame):
+    def eval_set(frame) -> EvalSet | None:
+        if frame is None:
+            return None
         dataset, batches_k, y = eval_batches_for(frame, tokenizer, cfg, label_names)
-        return make_loader(dataset, batches_k, collate, n_proc, rank), y
+        return EvalSet(frame, make_loader(dataset, batches_k, collate, n_proc, rank), y)
 
-    dev_frame = run.dev_examples()
-    dev_loader = dev_labels = None
-    if dev_frame is not None:
-        dev_loader, dev_labels = eval_loader_for(dev_frame)
-    test_frames = [run.test_examples(k) for k in range(len(run.test_names))]
-    test_loaders = [eval_loader_for(f) for f in test_frames]
-    # Named entities (BIO tags): entity-level precision, recall and F1 beside the per-word accuracy.
-    entity_sets = task.unit.sentences and is_bio_tagged(label_names)
+    return Training(
+        run=run,
+        accelerator=accelerator,
+        task=task,
+        label_names=label_names,
+        ids=ids,
+        labels=labels,
+        example_ids=example_ids,
+        train_ids=arrow_ids(ids),  # converted once, written with every epoch's logits
+        n_classes=len(task.unit_classes(label_names)),  # per unit: (absent, present) for each label
+        tokenizer=tokenizer,
+        batches=batches,
+        train_loader=make_loader(train_set, batches, collate, n_proc, rank),
+        eval_loader=make_loader(train_set, ordered, collate, n_proc, rank),
+        dev=eval_set(run.dev_examples()),
+        tests=[eval_set(run.test_examples(k)) for k in range(len(run.test_names))],
+    )
 
-    def entity_record(prefix: str, frame, logits, y) -> dict:
-        if not entity_sets:
-            return {}
-        return entities.history_record(prefix, logits, y, task.unit_ids(frame)[1], label_names)
 
+def build_optimisation(t: Training) -> None:
+    """The classifier (its new head's weights drawn from the run's seed), AdamW and the linear schedule
+    with warm-up over every step of every epoch."""
+    from transformers import get_linear_schedule_with_warmup
+
+    from cartomap.training.models import load_classifier
+
+    tc = t.tc
     seed_everything(tc.seed)  # the new classifier head's initial weights
-    model = load_classifier(base_model, label_names, task)
-    optimizer = build_optimizer(model, tc, accelerator.device.type)
-    steps_per_epoch = len(batches)
-    total_steps = steps_per_epoch * tc.epochs
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(tc.warmup_ratio * total_steps), total_steps)
+    t.model = load_classifier(t.run.resolve_path(t.run.config.model.name_or_path), t.label_names, t.task)
+    t.optimizer = build_optimizer(t.model, tc, t.accelerator.device.type)
+    total_steps = t.steps_per_epoch * tc.epochs
+    t.scheduler = get_linear_schedule_with_warmup(
+        t.optimizer, int(tc.warmup_ratio * total_steps), total_steps
+    )
 
-    trainer = load_state(run, model, optimizer, scheduler) or {
+
+def restore(t: Training) -> None:
+    """The state of the last completed epoch (weights, optimiser, scheduler, counters) where a checkpoint
+    exists, the recordings of completed epochs read back, the history and step log cut to them."""
+    run, tc = t.run, t.tc
+    t.trainer = load_state(run, t.model, t.optimizer, t.scheduler) or {
         "epochs_done": 0,
         "global_step": 0,
         "best_dev_accuracy": None,
         "bad_epochs": 0,
         "stopped_early": False,
     }
-    start_epoch = trainer["epochs_done"]
-    if start_epoch and main:
-        run.log(f"resuming after epoch {start_epoch}")
-    if main:  # the step log holds the completed epochs only: the one restarted is logged again
-        step_log.trim(run.steps_path, start_epoch)
-
-    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-
-    sources = list(recorded_sources(tc.record))
-    per_epoch = recordings_per_epoch(tc)
-    recorded = {
-        s: np.zeros((tc.epochs * per_epoch[s], len(ids), n_classes), dtype=np.float32) for s in sources
+    start = t.start_epoch = t.trainer["epochs_done"]
+    if start and t.main:
+        run.log(f"resuming after epoch {start}")
+    if t.main:  # the step log holds the completed epochs only: the one restarted is logged again
+        step_log.trim(run.steps_path, start)
+    t.model, t.optimizer, t.scheduler = t.accelerator.prepare(t.model, t.optimizer, t.scheduler)
+    t.per_epoch = recordings_per_epoch(tc)
+    t.recorded = {
+        s: np.zeros((tc.epochs * t.per_epoch[s], len(t.ids), t.n_classes), dtype=np.float32)
+        for s in recorded_sources(tc.record)
     }
-    for s in sources:  # epochs completed before a restart
-        for e in range(start_epoch):
+    for s in t.recorded:  # epochs completed before a restart
+        for e in range(start):
             if tc.records_in_epoch(s, e):
-                for p in range(e * per_epoch[s], (e + 1) * per_epoch[s]):
-                    recorded[s][p] = run.read_epoch(s, p, ids)
+                for p in range(e * t.per_epoch[s], (e + 1) * t.per_epoch[s]):
+                    t.recorded[s][p] = run.read_epoch(s, p, t.ids)
     # Steps after which an eval-mode pass records the training set inside an epoch (record_points > 1).
-    mid_points = eval_marks(steps_per_epoch, per_epoch.get("eval", 1))
+    t.mid_points = eval_marks(t.steps_per_epoch, t.per_epoch.get("eval", 1))
+    t.history = run.history()[:start]
 
-    history = run.history()[:start_epoch]
-    steps_log = step_log.StepLog(run.steps_path if main else None, steps_per_epoch, STATUS_EVERY_S)
-    progress = Progress(run, on_step, total_steps, trainer["global_step"])
-    progress.update(
+
+def start_progress(t: Training, on_step: StepCallback | None) -> None:
+    """The step log and the progress shown while training (status file, ``on_step``), and the run's log
+    line that says what trains where."""
+    import torch
+
+    run, tc, accelerator = t.run, t.tc, t.accelerator
+    start = t.start_epoch
+    total_steps = t.steps_per_epoch * tc.epochs
+    t.steps_log = step_log.StepLog(run.steps_path if t.main else None, t.steps_per_epoch, STATUS_EVERY_S)
+    t.progress = Progress(run, on_step, total_steps, t.trainer["global_step"])
+    t.progress.update(
         force=True,
-        epoch=start_epoch + 1,
+        epoch=start + 1,
         epochs=tc.epochs,
         step=0,
-        steps_per_epoch=steps_per_epoch,
-        global_step=trainer["global_step"],
+        steps_per_epoch=t.steps_per_epoch,
+        global_step=t.trainer["global_step"],
         total_steps=total_steps,
         phase="train",
         error=None,
         device=str(accelerator.device),
     )
-    if main:
+    if t.main:
+        threads = f"; {torch.get_num_threads()} CPU threads, {cpu.waiting()}"
         run.log(
-            f"training on {accelerator.device} ({n_proc} process(es)), "
-            f"{task.plural(len(example_ids))}"
-            + task.unit.count_note(len(ids))
-            + f", {tc.epochs} epochs, {steps_per_epoch} steps/epoch"
-            + (
-                f"; {torch.get_num_threads()} CPU threads, {cpu.waiting()}"
-                if accelerator.device.type == "cpu"
-                else ""
-            )
+            f"training on {accelerator.device} ({t.n_proc} process(es)), "
+            f"{t.task.plural(len(t.example_ids))}"
+            + t.task.unit.count_note(len(t.ids))
+            + f", {tc.epochs} epochs, {t.steps_per_epoch} steps/epoch"
+            + (threads if accelerator.device.type == "cpu" else "")
         )
 
-    for epoch in range(start_epoch, tc.epochs):
-        if trainer["stopped_early"]:
-            break
-        seed_everything(epoch_seed(tc.seed, epoch))
-        batches.set_epoch(epoch)
-        model.train()
-        t0, loss_sum, seen, record_s = time.time(), 0.0, 0, 0.0
-        recorded_rows = np.zeros(len(ids), dtype=bool)  # each example's first logits of the epoch only
-        eval_now = "eval" in recorded and tc.records_in_epoch("eval", epoch)  # no eval pass in skipped epochs
-        for step, batch in enumerate(train_loader):
-            batch = to_device(batch, accelerator.device)
-            with accelerator.autocast():
-                logits = model(**model_inputs(batch)).logits
-            logits, unit_labels, unit_index = flat_units(logits, batch)
-            loss = training_loss(logits, unit_labels, unit_index, batch.get("global_size"), n_proc)
-            accelerator.backward(loss)
-            if tc.max_grad_norm:
-                accelerator.clip_grad_norm_(model.parameters(), tc.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            if "train" in recorded:
-                index, values = gather_rows(accelerator, unit_index, logits.detach())
-                record_once(recorded["train"][epoch], recorded_rows, index, values)
-            real = int((unit_index >= 0).sum())
-            # summed over this process's real rows (several processes: the loss without the n / global_size scaling)
-            value = loss.item()
-            step_loss = value * real if n_proc == 1 else value * batch["global_size"] / n_proc
-            loss_sum += step_loss
-            seen += real
-            trainer["global_step"] += 1
-            steps_log.add(epoch + 1, step + 1, trainer["global_step"], step_loss, real)
-            if step + 1 in mid_points and eval_now:  # an eval-mode recording inside the epoch; RNG untouched
-                progress.update(force=True, phase="eval-pass")
-                t_pass = time.time()
-                with preserved_rng(accelerator.device):
-                    logits_now = predict_logits(model, eval_loader, accelerator, len(ids), n_classes)
-                for j in mid_points[step + 1]:
-                    recorded["eval"][epoch * per_epoch["eval"] + j] = logits_now
-                model.train()
-                record_s += time.time() - t_pass
-                progress.update(force=True, phase="train")
-            progress.update(
-                epoch=epoch + 1,
-                step=step + 1,
-                global_step=trainer["global_step"],
-                loss=round(loss_sum / max(seen, 1), 4),  # 0 rows: a process given only padding
-                examples_per_s=round(seen / (time.time() - t0), 1),
-            )
-            if any_process(accelerator, run.cancel_requested()):  # every process stops at the same step
-                steps_log.flush()
-                if main:
-                    run.log(f"cancelled during epoch {epoch + 1}; resume restarts that epoch")
-                    run.set_status(state=State.CANCELLED)
-                return
 
-        steps_log.flush()
-        if "train" in recorded:
-            check_complete(recorded_rows, ids, epoch)
-        loss_sum, seen = sum_over_processes(accelerator, loss_sum, seen)
-        record = {
-            "epoch": epoch + 1,
-            "train_loss": loss_sum / max(seen, 1),
-            "train_seconds": time.time() - t0 - record_s,
-        }
-        if eval_now:
-            progress.update(force=True, phase="eval-pass")
-            t_pass = time.time()
-            last = (epoch + 1) * per_epoch["eval"] - 1
-            recorded["eval"][last] = predict_logits(model, eval_loader, accelerator, len(ids), n_classes)
-            record["record_seconds"] = record_s + time.time() - t_pass  # every eval-mode pass of the epoch
-        if dev_loader is not None:
-            progress.update(force=True, phase="dev")
-            dev_logits = predict_logits(model, dev_loader, accelerator, len(dev_labels), n_classes)
-            record["dev_accuracy"] = float((dev_logits.argmax(1) == dev_labels).mean())
-            if task.unit.label_sets:  # every label of an example right: subset accuracy
-                record["dev_exact_match"] = exact_match(dev_logits, dev_labels, len(label_names))
-            record["dev_loss"] = float(F.cross_entropy(torch.tensor(dev_logits), torch.tensor(dev_labels)))
-            record.update(entity_record("dev", dev_frame, dev_logits, dev_labels))
-        test_logits = []
-        for k, (loader, y) in enumerate(test_loaders):
-            progress.update(force=True, phase=f"test {k + 1}/{len(test_loaders)}")
-            test_logits.append(predict_logits(model, loader, accelerator, len(y), n_classes))
-            record[f"test_{k}_accuracy"] = float((test_logits[-1].argmax(1) == y).mean())
-            if task.unit.label_sets:
-                record[f"test_{k}_exact_match"] = exact_match(test_logits[-1], y, len(label_names))
-            record.update(entity_record(f"test_{k}", test_frames[k], test_logits[-1], y))
-        trainer.update(early_stopping(trainer, record.get("dev_accuracy"), tc.early_stopping_patience))
-        if epoch < tc.skip_epochs:  # the map needs an epoch after the skipped ones: no stop before that
-            trainer["stopped_early"] = False
-        trainer["epochs_done"] = epoch + 1
-        history.append(record)
-
-        if main:
-            progress.update(force=True, phase="saving")
-            for s in sources:
-                if tc.records_in_epoch(s, epoch):
-                    for p in range(epoch * per_epoch[s], (epoch + 1) * per_epoch[s]):
-                        run.write_epoch(s, p, train_ids, recorded[s][p])
-            if dev_loader is not None:
-                run.write_epoch("dev", epoch, task.unit_ids(dev_frame, label_names)[0], dev_logits)
-            for k, logits_k in enumerate(test_logits):
-                run.write_epoch(f"test_{k}", epoch, task.unit_ids(test_frames[k], label_names)[0], logits_k)
-            unwrapped = accelerator.unwrap_model(model)
-            if tc.save_checkpoints:
-                save_pretrained_atomic(unwrapped, None, run.checkpoint_dir(epoch + 1))
-            atomic_write_json(run.history_path, history)
-            save_state(run, epoch, unwrapped, optimizer, scheduler, trainer)  # epoch index completed
-            run.log(  # the numbers of the epoch (an entity table is in history.json)
-                " ".join(
-                    f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
-                    for k, v in record.items()
-                    if not isinstance(v, dict)
-                )
-            )
-        accelerator.wait_for_everyone()
-        progress.update(force=True, phase="train", dev_accuracy=record.get("dev_accuracy"))
-
-    if main:
-        done = trainer["epochs_done"]
-        for s in sources:
-            kept = [e for e in range(done) if tc.records_in_epoch(s, e)]
-            rows = [p for e in kept for p in range(e * per_epoch[s], (e + 1) * per_epoch[s])]
-            burn_in = tc.map_burn_in(s, rows)
-            if s == "train" and burn_in < tc.skip_epochs:
-                run.log(f"the map leaves out {burn_in} epoch(s), not {tc.skip_epochs}: {done} were trained")
-            frame = compute_metrics(
-                recorded[s][rows], labels, ids, regions=RegionRule.for_kind(task), burn_in=burn_in
-            )
-            name = "train" if s == sources[0] else s  # the first source: the main file
-            run.save_metrics(name, *keyed_metrics(task, frame, ids, example_ids, label_names))
-        save_pretrained_atomic(accelerator.unwrap_model(model), tokenizer, run.model_dir)
-        shutil.rmtree(run.state_dir, ignore_errors=True)
-        final = history[-1] if history else {}
-        run.set_status(
-            state=State.DONE,
-            phase="done",
-            epochs_done=done,
-            dev_accuracy=final.get("dev_accuracy"),
-            metrics_source=sources[0] if sources else None,
-            stopped_early=trainer["stopped_early"],
-            eta_s=0,
+# --------------------------------------------------------------------------- an epoch
+def train_epoch(t: Training, epoch: int) -> tuple[dict, EpochRecording] | None:
+    """One epoch's optimiser steps over the training order (every generator reseeded from (seed, epoch),
+    so a resumed run draws what an uninterrupted one does), its recordings inside the epoch, and the
+    epoch's mean training loss. None when cancelled (every process stops at the same step)."""
+    seed_everything(epoch_seed(t.tc.seed, epoch))
+    t.batches.set_epoch(epoch)
+    t.model.train()
+    eval_now = "eval" in t.recorded and t.tc.records_in_epoch("eval", epoch)  # none in skipped epochs
+    recording = EpochRecording(rows=np.zeros(len(t.ids), dtype=bool), eval_now=eval_now)
+    for step, batch in enumerate(t.train_loader):
+        train_step(t, epoch, step, batch, recording)
+        if step + 1 in t.mid_points and recording.eval_now:
+            record_inside_epoch(t, epoch, step, recording)
+        t.progress.update(
+            epoch=epoch + 1,
+            step=step + 1,
+            global_step=t.trainer["global_step"],
+            loss=round(recording.loss_sum / max(recording.seen, 1), 4),  # 0 rows: a process given padding
+            examples_per_s=round(recording.seen / (time.time() - recording.t0), 1),
         )
-        run.log("done")
+        if any_process(t.accelerator, t.run.cancel_requested()):
+            t.steps_log.flush()
+            if t.main:
+                t.run.log(f"cancelled during epoch {epoch + 1}; resume restarts that epoch")
+                t.run.set_status(state=State.CANCELLED)
+            return None
+    t.steps_log.flush()
+    if "train" in t.recorded:
+        check_complete(recording.rows, t.ids, epoch)
+    loss_sum, seen = sum_over_processes(t.accelerator, recording.loss_sum, recording.seen)
+    record = {
+        "epoch": epoch + 1,
+        "train_loss": loss_sum / max(seen, 1),
+        "train_seconds": time.time() - recording.t0 - recording.seconds,
+    }
+    return record, recording
+
+
+def train_step(t: Training, epoch: int, step: int, batch, recording: EpochRecording) -> None:
+    """One optimiser step: forward, the loss over the batch's real units, backward, clipped gradients, the
+    optimiser and schedule; the training pass's logits recorded (Cartography: each unit's first of the
+    epoch), the loss summed and logged every k steps."""
+    accelerator, n_proc = t.accelerator, t.n_proc
+    batch = to_device(batch, accelerator.device)
+    with accelerator.autocast():
+        logits = t.model(**model_inputs(batch)).logits
+    logits, unit_labels, unit_index = flat_units(logits, batch)
+    loss = training_loss(logits, unit_labels, unit_index, batch.get("global_size"), n_proc)
+    accelerator.backward(loss)
+    if t.tc.max_grad_norm:
+        accelerator.clip_grad_norm_(t.model.parameters(), t.tc.max_grad_norm)
+    t.optimizer.step()
+    t.scheduler.step()
+    t.optimizer.zero_grad(set_to_none=True)
+    if "train" in t.recorded:
+        index, values = gather_rows(accelerator, unit_index, logits.detach())
+        record_once(t.recorded["train"][epoch], recording.rows, index, values)
+    real = int((unit_index >= 0).sum())
+    # summed over this process's real rows (several processes: the loss without the n / global_size scaling)
+    value = loss.item()
+    step_loss = value * real if n_proc == 1 else value * batch["global_size"] / n_proc
+    recording.loss_sum += step_loss
+    recording.seen += real
+    t.trainer["global_step"] += 1
+    t.steps_log.add(epoch + 1, step + 1, t.trainer["global_step"], step_loss, real)
+
+
+def record_inside_epoch(t: Training, epoch: int, step: int, recording: EpochRecording) -> None:
+    """An eval-mode recording of the training set after ``step`` (record_points > 1), with torch's random
+    state saved and restored around it so that training draws what it would have without it."""
+    t.progress.update(force=True, phase="eval-pass")
+    t_pass = time.time()
+    with preserved_rng(t.accelerator.device):
+        logits_now = t.predict(t.eval_loader, len(t.ids))
+    for j in t.mid_points[step + 1]:
+        t.recorded["eval"][epoch * t.per_epoch["eval"] + j] = logits_now
+    t.model.train()
+    recording.seconds += time.time() - t_pass
+    t.progress.update(force=True, phase="train")
+
+
+def record_epoch_end(t: Training, epoch: int, record: dict, recording: EpochRecording) -> None:
+    """The eval-mode recording of the training set at the epoch's end (WaNLI's), and the seconds every
+    eval-mode pass of the epoch took."""
+    if not recording.eval_now:
+        return
+    t.progress.update(force=True, phase="eval-pass")
+    t_pass = time.time()
+    last = (epoch + 1) * t.per_epoch["eval"] - 1
+    t.recorded["eval"][last] = t.predict(t.eval_loader, len(t.ids))
+    record["record_seconds"] = recording.seconds + time.time() - t_pass
+
+
+def evaluate(t: Training, record: dict) -> tuple[np.ndarray | None, list[np.ndarray]]:
+    """The dev set's and each test set's logits after the epoch, their accuracy (per unit; a multi-label
+    run's subset accuracy too; a tagger's entity-level scores) added to ``record``."""
+    import torch
+    import torch.nn.functional as F
+
+    dev_logits = None
+    if t.dev is not None:
+        t.progress.update(force=True, phase="dev")
+        dev_logits = t.predict(t.dev.loader, len(t.dev.labels))
+        record.update(eval_scores("dev", t, t.dev, dev_logits))
+        record["dev_loss"] = float(F.cross_entropy(torch.tensor(dev_logits), torch.tensor(t.dev.labels)))
+        record.update(entity_record(t, "dev", t.dev, dev_logits))
+    test_logits = []
+    for k, test in enumerate(t.tests):
+        t.progress.update(force=True, phase=f"test {k + 1}/{len(t.tests)}")
+        test_logits.append(t.predict(test.loader, len(test.labels)))
+        record.update(eval_scores(f"test_{k}", t, test, test_logits[-1]))
+        record.update(entity_record(t, f"test_{k}", test, test_logits[-1]))
+    return dev_logits, test_logits
+
+
+def eval_scores(prefix: str, t: Training, evaluated: EvalSet, logits: np.ndarray) -> dict:
+    """``<prefix>_accuracy`` per unit, and a multi-label run's ``<prefix>_exact_match`` (every label of an
+    example right)."""
+    scores = {f"{prefix}_accuracy": float((logits.argmax(1) == evaluated.labels).mean())}
+    if t.task.unit.label_sets:
+        scores[f"{prefix}_exact_match"] = exact_match(logits, evaluated.labels, len(t.label_names))
+    return scores
+
+
+def entity_record(t: Training, prefix: str, evaluated: EvalSet, logits: np.ndarray) -> dict:
+    """Named entities (BIO tags): entity-level precision, recall and F1 beside the per-word accuracy."""
+    if not (t.task.unit.sentences and is_bio_tagged(t.label_names)):
+        return {}
+    counts = t.task.unit_ids(evaluated.frame)[1]
+    return entities.history_record(prefix, logits, evaluated.labels, counts, t.label_names)
+
+
+def end_epoch(t: Training, epoch: int, record: dict) -> None:
+    """The trainer's counters after the epoch (early stopping on the dev accuracy, never before the
+    epochs the map skips are over) and the epoch's record in the history."""
+    tc = t.tc
+    t.trainer.update(early_stopping(t.trainer, record.get("dev_accuracy"), tc.early_stopping_patience))
+    if epoch < tc.skip_epochs:  # the map needs an epoch after the skipped ones: no stop before that
+        t.trainer["stopped_early"] = False
+    t.trainer["epochs_done"] = epoch + 1
+    t.history.append(record)
+
+
+def checkpoint(t: Training, epoch: int, record: dict, dev_logits, test_logits: list) -> None:
+    """What a killed run resumes from, written by the main process: the epoch's recordings and dev/test
+    logits, its weights (a checkpoint folder when asked), the history, and the optimiser, scheduler and
+    counters (written last: a state names an epoch whose files are all there)."""
+    run, tc = t.run, t.tc
+    if t.main:
+        t.progress.update(force=True, phase="saving")
+        for s in t.sources:
+            if tc.records_in_epoch(s, epoch):
+                for p in range(epoch * t.per_epoch[s], (epoch + 1) * t.per_epoch[s]):
+                    run.write_epoch(s, p, t.train_ids, t.recorded[s][p])
+        if t.dev is not None:
+            run.write_epoch("dev", epoch, t.task.unit_ids(t.dev.frame, t.label_names)[0], dev_logits)
+        for k, logits_k in enumerate(test_logits):
+            run.write_epoch(f"test_{k}", epoch, t.task.unit_ids(t.tests[k].frame, t.label_names)[0], logits_k)
+        unwrapped = t.accelerator.unwrap_model(t.model)
+        if tc.save_checkpoints:
+            save_pretrained_atomic(unwrapped, None, run.checkpoint_dir(epoch + 1))
+        atomic_write_json(run.history_path, t.history)
+        save_state(run, epoch, unwrapped, t.optimizer, t.scheduler, t.trainer)  # epoch index completed
+        run.log(  # the numbers of the epoch (an entity table is in history.json)
+            " ".join(
+                f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in record.items()
+                if not isinstance(v, dict)
+            )
+        )
+    t.accelerator.wait_for_everyone()
+    t.progress.update(force=True, phase="train", dev_accuracy=record.get("dev_accuracy"))
+
+
+# --------------------------------------------------------------------------- the end
+def finish(t: Training) -> None:
+    """The data map's metrics of every recorded source (the first: the run's main file), the final model
+    and tokenizer, the checkpoint state removed, the run done."""
+    from cartomap.scores.metrics import RegionRule, compute_metrics
+
+    if not t.main:
+        return
+    run, tc, task = t.run, t.tc, t.task
+    done = t.trainer["epochs_done"]
+    sources = t.sources
+    for s in sources:
+        kept = [e for e in range(done) if tc.records_in_epoch(s, e)]
+        rows = [p for e in kept for p in range(e * t.per_epoch[s], (e + 1) * t.per_epoch[s])]
+        burn_in = tc.map_burn_in(s, rows)
+        if s == "train" and burn_in < tc.skip_epochs:
+            run.log(f"the map leaves out {burn_in} epoch(s), not {tc.skip_epochs}: {done} were trained")
+        frame = compute_metrics(
+            t.recorded[s][rows], t.labels, t.ids, regions=RegionRule.for_kind(task), burn_in=burn_in
+        )
+        name = "train" if s == sources[0] else s  # the first source: the main file
+        run.save_metrics(name, *keyed_metrics(task, frame, t.ids, t.example_ids, t.label_names))
+    save_pretrained_atomic(t.accelerator.unwrap_model(t.model), t.tokenizer, run.model_dir)
+    shutil.rmtree(run.state_dir, ignore_errors=True)
+    final = t.history[-1] if t.history else {}
+    run.set_status(
+        state=State.DONE,
+        phase="done",
+        epochs_done=done,
+        dev_accuracy=final.get("dev_accuracy"),
+        metrics_source=sources[0] if sources else None,
+        stopped_early=t.trainer["stopped_early"],
+        eta_s=0,
+    )
+    run.log("done")
 
 
 def exact_match(logits: np.ndarray, labels: np.ndarray, n_labels: int) -> float:
