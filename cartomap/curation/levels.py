@@ -278,3 +278,35 @@ def group_cards(run: Run, candidates: Candidates) -> pd.DataFrame:
     for column in ("ids", "labels", "similarity", field):
         frame[f"neighbour_{column}"] = [[] for _ in range(len(frame))]
     return frame
+
+
+#: Columns of :func:`card_words`, in order.
+CARD_WORD_COLUMNS = ("word", "token", "in_span", "gold", "predicted", "p_predicted", "new")
+
+
+def card_words(card: dict, new_tags: Sequence[str] | None = None) -> pd.DataFrame:
+    """A sentence or span card's sentence, one row per word (:data:`CARD_WORD_COLUMNS`): its index, the
+    word, whether it is in the span under review (every word of a sentence item), its gold and predicted
+    tags, p(predicted) at the last recording (NaN without recordings) and ``new_tags`` (the reviewer's
+    edit; the gold tags without one)."""
+
+    def listed(key: str) -> list:
+        value = card.get(key)
+        return [] if value is None or isinstance(value, float) else list(value)
+
+    words, gold = [str(w) for w in listed("words")], [str(t) for t in listed("gold_tags")]
+    predicted, probs = listed("predicted_tags"), listed("p_predicted_words")
+    first, last = int(card.get("span_first", -1)), int(card.get("span_last", -1))
+    n = len(words)
+    return pd.DataFrame(
+        {
+            "word": np.arange(n, dtype=np.int64),
+            "token": words,
+            "in_span": [first < 0 or first <= k <= last for k in range(n)],
+            "gold": gold,
+            "predicted": [str(t) for t in predicted] if len(predicted) == n else [""] * n,
+            "p_predicted": np.asarray(probs if len(probs) == n else [np.nan] * n, dtype=np.float64),
+            "new": list(new_tags) if new_tags is not None else gold,
+        },
+        columns=list(CARD_WORD_COLUMNS),
+    )
