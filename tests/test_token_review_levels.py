@@ -238,6 +238,9 @@ def test_the_corrected_set_round_trips_through_conll_and_trains(run, tmp_path):
     assert data.task_kind.name == "token" and len(data) == 2
     with pytest.raises(CartomapError, match="exists already|--force|overwrite"):
         corrected.export_corrected(run, "fix", out)
+    named = corrected.written_named(run, "fix", result["decisions"])
+    assert corrected.file_shape(run) == "conll"
+    assert corrected.corrected_bytes(run, named).decode() == out.read_text(encoding="utf-8")
     jsonl = tmp_path / "fixed.jsonl"
     corrected.export_corrected(run, "fix", jsonl)
     assert read_tagged(jsonl).frame["tags"].tolist() == back.frame["tags"].tolist()
@@ -356,3 +359,6 @@ def test_the_page_fixes_a_sentences_tags_on_one_card(run, monkeypatch):
     assert not at.exception, at.exception
     fixed = pd.read_parquet(run.corrected_path(name)).set_index("id")
     assert list(np.asarray(run.label_names)[fixed.loc["sent-1", "tags"]]) == ["O", "O", "B-PER"]
+    # its download is in the file's own shape (CoNLL columns); the tools' files say in one line why not
+    assert any("(CONLL)" in str(b.proto.label) for b in at.get("download_button"))
+    assert any("decided as a sentence's tag list" in c.value for c in at.caption)

@@ -33,7 +33,7 @@ from cartomap.curation.levels import WORD, sentence_of
 from cartomap.curation.queue import load_queue, open_queue
 from cartomap.curation.tags import check_tags, decode_tags
 from cartomap.data.annotations import DERIVED_COLUMNS
-from cartomap.data.conll import WRITTEN, tagged_format, write_tagged
+from cartomap.data.conll import WRITTEN, is_token_data, tagged_format, to_conll, write_tagged
 from cartomap.errors import CartomapError
 from cartomap.io import atomic_save, atomic_write_bytes, atomic_write_parquet, refuse_overwrite
 from cartomap.runs import layout
@@ -251,6 +251,23 @@ def tagged_out(run: Run, path: str | Path, format: str = "auto") -> bool:
         tagged_format(path)  # refuses a suffix it cannot write
         return True
     return format == "auto" and Path(path).suffix.lower() in CONLL_WRITTEN
+
+
+def file_shape(run: Run) -> str:
+    """The shape of the file ``run`` was trained from, which its corrected set is written in for a download:
+    ``conll`` for a token run read from CoNLL columns, else ``jsonl`` (a token run's token and tag lists,
+    or any run's examples)."""
+    if run.task_kind.unit.sentences and is_token_data(run.config.data.path):
+        return CONLL
+    return "jsonl"
+
+
+def corrected_bytes(run: Run, frame: pd.DataFrame) -> bytes:
+    """The corrected set as :func:`named` gives it, in :func:`file_shape`: CoNLL columns (token, tag, each
+    sentence's id in a ``# sent_id`` comment) or JSON Lines."""
+    if file_shape(run) == CONLL:
+        return to_conll(frame, id_comments=True).encode("utf-8")
+    return table_bytes(frame, "jsonl")
 
 
 def table_format(path: str | Path, format: str = "auto") -> str:

@@ -35,15 +35,23 @@ def _tool(tool: str) -> str:
     return tool
 
 
+def tool_refusal(level: str) -> str | None:
+    """Why a queue of ``level`` cannot go to the tools (its items are decided as a sentence's tag list; the
+    tools' forms here pick one label per item), in one line; None when it can."""
+    if level == WORD:
+        return None
+    return (
+        f"a review queue by {level} is decided as a sentence's tag list, which the Label Studio and "
+        "Argilla files here do not carry (one label per item): review it on the dashboard or with "
+        "`cartomap review-queue decide`"
+    )
+
+
 def _one_label_each(level: str) -> None:
-    """CartomapError in one line for a queue whose items are decided as a sentence's tag list (the tools'
-    forms here pick one label per item)."""
-    if level != WORD:
-        raise CartomapError(
-            f"a review queue by {level} is decided as a sentence's tag list, which the Label Studio and "
-            "Argilla files here do not carry (one label per item): review it on the dashboard or with "
-            "`cartomap review-queue decide`"
-        )
+    """CartomapError with :func:`tool_refusal`'s line for a queue of sentences or spans."""
+    why = tool_refusal(level)
+    if why is not None:
+        raise CartomapError(why)
 
 
 def tool_queue(items: pd.DataFrame) -> pd.DataFrame:
