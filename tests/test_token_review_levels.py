@@ -362,3 +362,40 @@ def test_the_page_fixes_a_sentences_tags_on_one_card(run, monkeypatch):
     # its download is in the file's own shape (CoNLL columns); the tools' files say in one line why not
     assert any("(CONLL)" in str(b.proto.label) for b in at.get("download_button"))
     assert any("decided as a sentence's tag list" in c.value for c in at.caption)
+
+
+IOB1 = """\
+Arnold I-PER
+Schwarzenegger I-PER
+lives O
+in O
+Paris I-LOC
+
+Mary I-PER
+visited O
+Berlin I-LOC
+
+The O
+cat O
+sat O
+"""
+
+
+def test_a_queue_of_an_iob1_file_keeps_its_tags_iob1(tmp_path, monkeypatch):
+    import token_fixture
+
+    monkeypatch.setattr(token_fixture, "CONLL", IOB1)  # I- opens an entity, as WikiGold's original files
+    run = token_fixture.make_token_run(tmp_path / "cache", tmp_path, OVER_EPOCHS)
+    queue.create_queue(run, "s", levels.from_detector_by(run, DETECTOR, 3, "sentence"), per_item=1)
+    db = queue.open_queue(run, "s")
+    assert db.scheme == "IOB1"
+    # Arnold out: Schwarzenegger's I-PER opens the entity, as IOB1 has it (IOB2 would want B-PER)
+    label = queue.edited_tags(db, "sent-0", {0: "O"})
+    assert label == "O I-PER O O I-LOC"
+    db.record("ann", "sent-0", "relabel", label)
+    db.record("ann", "sent-1", "relabel", "I-LOC O I-LOC")  # Mary a place: valid IOB1
+    out = tmp_path / "fixed.conll"
+    corrected.export_corrected(run, "s", out)
+    back = read_tagged(out)
+    assert back.frame["tags"].tolist()[:2] == [["O", "I-PER", "O", "O", "I-LOC"], ["I-LOC", "O", "I-LOC"]]
+    assert tags.scheme_of(back.frame["tags"].tolist()) == "IOB1"
