@@ -303,16 +303,12 @@ def cmd_export(a: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub) -> None:
+def _add_create(cmds) -> None:
+    """``review-queue create``: its sources, level, region and guidelines."""
     from cartomap.curation.sources import LEVELS
     from cartomap.scores import aggregate, ambiguity
     from cartomap.scores.metrics import DEFAULT_AXIS, REGIONS
     from cartomap.tasks.units import Unit
-
-    rq = sub.add_parser(
-        "review-queue", help="review suspected label errors: queues, decisions, the corrected set"
-    )
-    cmds = rq.add_subparsers(dest="review_command", required=True)
 
     c = cmds.add_parser("create", help="make a review queue of a finished run")
     c.add_argument("run")
@@ -355,33 +351,9 @@ def add_commands(sub) -> None:
     text.add_argument("--guidelines-file", metavar="FILE", help="the guidelines from a UTF-8 text file")
     c.set_defaults(func=cmd_create)
 
-    gl = cmds.add_parser(
-        "guidelines", help="show a queue's guidelines, or replace them (--text / --file; its creator only)"
-    )
-    gl.add_argument("run")
-    gl.add_argument("queue")
-    text = gl.add_mutually_exclusive_group()
-    text.add_argument("--text", dest="guidelines", help="the new guidelines ('' removes them)")
-    text.add_argument("--file", dest="guidelines_file", metavar="FILE", help="the new guidelines from a file")
-    gl.set_defaults(func=cmd_guidelines)
 
-    ls = cmds.add_parser("list", help="the run's review queues and their progress")
-    ls.add_argument("run")
-    ls.set_defaults(func=cmd_list)
-
-    sh = cmds.add_parser("show", help="progress, final decisions and agreement (or --item: one card)")
-    sh.add_argument("run")
-    sh.add_argument("queue")
-    sh.add_argument("--item", help="show this example's card and decisions")
-    sh.set_defaults(func=cmd_show)
-
-    nx = cmds.add_parser("next", help="the next examples for an annotator")
-    nx.add_argument("run")
-    nx.add_argument("queue")
-    nx.add_argument("--annotator", required=True)
-    nx.add_argument("--n", type=int, default=1)
-    nx.set_defaults(func=cmd_next)
-
+def _add_decide(cmds) -> None:
+    """``review-queue decide``: one decision, a sentence's tags by --label or --set."""
     de = cmds.add_parser("decide", help="record one annotator's decision on one example")
     de.add_argument("run")
     de.add_argument("queue")
@@ -412,6 +384,44 @@ def add_commands(sub) -> None:
     )
     de.add_argument("--note", help="an optional note")
     de.set_defaults(func=cmd_decide)
+
+
+def add_commands(sub) -> None:
+    rq = sub.add_parser(
+        "review-queue", help="review suspected label errors: queues, decisions, the corrected set"
+    )
+    cmds = rq.add_subparsers(dest="review_command", required=True)
+
+    _add_create(cmds)
+
+    gl = cmds.add_parser(
+        "guidelines", help="show a queue's guidelines, or replace them (--text / --file; its creator only)"
+    )
+    gl.add_argument("run")
+    gl.add_argument("queue")
+    text = gl.add_mutually_exclusive_group()
+    text.add_argument("--text", dest="guidelines", help="the new guidelines ('' removes them)")
+    text.add_argument("--file", dest="guidelines_file", metavar="FILE", help="the new guidelines from a file")
+    gl.set_defaults(func=cmd_guidelines)
+
+    ls = cmds.add_parser("list", help="the run's review queues and their progress")
+    ls.add_argument("run")
+    ls.set_defaults(func=cmd_list)
+
+    sh = cmds.add_parser("show", help="progress, final decisions and agreement (or --item: one card)")
+    sh.add_argument("run")
+    sh.add_argument("queue")
+    sh.add_argument("--item", help="show this example's card and decisions")
+    sh.set_defaults(func=cmd_show)
+
+    nx = cmds.add_parser("next", help="the next examples for an annotator")
+    nx.add_argument("run")
+    nx.add_argument("queue")
+    nx.add_argument("--annotator", required=True)
+    nx.add_argument("--n", type=int, default=1)
+    nx.set_defaults(func=cmd_next)
+
+    _add_decide(cmds)
 
     un = cmds.add_parser(
         "undo", help="undo an annotator's own latest decision on one example (the undo is recorded)"

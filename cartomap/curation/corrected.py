@@ -5,8 +5,10 @@ in the run folder's ``review/<queue>/``:
 
 * ``corrected.parquet``: the run's training examples (its own copy, same columns) with every
   ``relabel`` applied and every ``remove`` dropped; keep, unsure and unreviewed rows unchanged (a token
-  run's queue holds words: a relabel changes that word's tag in its sentence, a removed word drops its
-  sentence). It is
+  run's queue of words: a relabel changes that word's tag in its sentence, a removed word drops its
+  sentence; a queue of sentences or spans: a relabel sets the words its tag list changes, the changes of
+  a sentence's items merged, refused when two set one word differently or the result breaks the file's
+  scheme; a removed item drops its sentence). It is
   the data set ``run:RUN:corrected/<queue>`` wherever a command takes data
   (``cartomap train --data run:RUN:corrected/<queue>``);
 * ``decisions.parquet``: one row per queued example, columns
@@ -14,8 +16,9 @@ in the run folder's ``review/<queue>/``:
   decided_by, n_annotators, queued_by, score).
 
 :func:`export_corrected` writes both to a user's paths as JSON Lines, CSV or Parquet (labels as
-names, plus ``review_decision`` and ``original_label`` columns in the corrected set), never replacing
-a file unless told to.
+names, plus ``review_decision`` and ``original_label`` columns in the corrected set; a token run's
+sentences also in CoNLL columns, :func:`cartomap.data.conll.write_tagged`), never replacing a file unless
+told to; :func:`corrected_bytes` gives the download in the shape of the run's own file.
 """
 
 from __future__ import annotations
