@@ -8,7 +8,9 @@ buttons have keyboard shortcuts (Streamlit's ``shortcut``): K keep, X remove, U 
 that class, Z undo the last decision (R and C are reserved by Streamlit); the key of the example's own
 class records nothing and says so. An annotator can change or undo
 any of their own decisions ("Your decisions"); an undo is recorded too, nothing is deleted. A token run's
-queue holds words: each card is a tag to review, the word marked in its sentence (relabel = another tag).
+queue holds words: each card is a tag to review, the word marked in its sentence (relabel = another tag);
+a queue by sentence or by entity span shows the whole sentence and fixes several words' tags in one
+decision (``pages/components/review_sentence.py``).
 
 Team mode (a team file; people signed in): the annotator is the signed-in person, never a typed name;
 they decide only on the queues their role allows, and the controls that write (a new queue, imports,
@@ -52,6 +54,7 @@ from pages.common import (
 from pages.components.jobs import demo_or_prompt
 from pages.components.review_queues import QUEUE, new_queue_form
 from pages.components.review_results import guidelines_editor, summary
+from pages.components.review_sentence import sentence_card
 
 through_app()  # a first visit straight to this page's address: run it through app.py
 
@@ -139,6 +142,14 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
             st.text(db.guidelines)
     score = card.get("score")
     score_text = "" if score is None or math.isnan(score) else f" · score {score:.3f}"
+    if db.tag_lists:  # a token run's sentence or span: its tags fixed on one card
+        st.caption(
+            escape_markdown(
+                f"{db.level.capitalize()} {item_id} · #{int(card['position']) + 1} of {len(items)}{score_text}"
+            )
+        )
+        tags_card(run, card, db, annotator, item_id)
+        return
     word = isinstance(card.get("word"), str)  # a token run's queue: a tag to review, the word in its sentence
     st.caption(
         escape_markdown(
@@ -189,16 +200,7 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
     st.text_input("Note (optional)", max_chars=2000, **kept(NOTE, ""))
     db_path = str(db.path)
     buttons = st.columns(3 + len(labels) - 1)
-    for col, decision in zip(buttons, ("keep", "remove", "unsure"), strict=False):
-        col.button(
-            decision.capitalize(),
-            key=f"rs_{decision}",
-            type="primary" if decision == "keep" else "secondary",
-            shortcut=SHORTCUTS[decision],
-            width="stretch",
-            on_click=_record,
-            args=(db_path, annotator, item_id, decision, None),
-        )
+    decision_buttons(db_path, annotator, item_id, buttons)
     others = [(k, lab) for k, lab in enumerate(labels) if lab != card["gold"]]
     for col, (k, label) in zip(buttons[3:], others, strict=False):
         col.button(
@@ -230,6 +232,40 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
                 "or relabel it to another class."
             )
         )
+    own_decisions(db, annotator)
+
+
+def decision_buttons(db_path: str, annotator: str, item_id: str, columns) -> None:
+    """Keep (K), remove (X) and unsure (U), one in each of ``columns``."""
+    for col, decision in zip(columns, ("keep", "remove", "unsure"), strict=False):
+        col.button(
+            decision.capitalize(),
+            key=f"rs_{decision}",
+            type="primary" if decision == "keep" else "secondary",
+            shortcut=SHORTCUTS[decision],
+            width="stretch",
+            on_click=_record,
+            args=(db_path, annotator, item_id, decision, None),
+        )
+
+
+def tags_card(run: Run, card: dict, db: queue.QueueDB, annotator: str, item_id: str) -> None:
+    """A sentence or span item: the sentence's tags edited on one card (several words in one decision),
+    or kept, removed (its sentence dropped) or left unsure."""
+    db_path = str(db.path)
+    labels = list(db.label_names or run.label_names)
+
+    def save(label: str) -> None:
+        _record(db_path, annotator, item_id, "relabel", label)
+
+    sentence_card(card, db, item_id, save, labels)
+    epochs = card.get("p_gold_epochs")
+    if epochs is not None and len(epochs):
+        st.caption(escape_markdown(f"p(gold) of its worst word ({int(card['worst_word'])}) by recording"))
+        st.line_chart(queue.gold_curves(card), height=140, x_label="epoch", y_label="p(gold)")
+    st.text_input("Note (optional)", max_chars=2000, **kept(NOTE, ""))
+    decision_buttons(db_path, annotator, item_id, st.columns(3))
+    st.caption("Keys: K keep · X remove (drops the sentence) · U unsure · Z undo")
     own_decisions(db, annotator)
 
 

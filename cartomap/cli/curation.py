@@ -18,19 +18,22 @@ def cmd_create(a: argparse.Namespace) -> int:
     """Make a review queue from a detector's top k, a saved group, ids in a file, or pruning suspects."""
     from pathlib import Path
 
-    from cartomap.curation import queue, sources
+    from cartomap.curation import levels, queue, sources
     from cartomap.errors import CartomapError
 
     run = _run(a)
+    levels.check_level(run, a.by)
     rule = run.region_rule(axis=a.ambiguity) if a.region else None
     if a.detector:
         from cartomap.experiments.truth import detector_extras
 
         extra = detector_extras(run, a.cache)
-        candidates = sources.from_detector(
+        candidates = levels.from_detector_by(
             run,
             a.detector,
             a.top,
+            a.by,
+            a.sentence_score,
             oof_logits=extra.oof,
             seeds=extra.seeds,
             folds=extra.folds,
@@ -54,6 +57,8 @@ def cmd_create(a: argparse.Namespace) -> int:
         candidates = sources.from_selection(run, ids)
     if a.region and not a.detector:  # a detector's top k are found among the region's examples already
         candidates = sources.in_region(run, candidates, a.region, rule)
+    if not a.detector:  # a token run's words as sentences or entity spans (a detector's are already)
+        candidates = levels.regroup(run, candidates, a.by, a.sentence_score)
     top = a.top if not a.detector else None  # a detector's candidates are its top k already
     from cartomap.experiments.seeds import other_seeds
     from cartomap.runs.store import RunStore
@@ -69,8 +74,9 @@ def cmd_create(a: argparse.Namespace) -> int:
         by=acting(a),
         guidelines=_guidelines_of(a),
     )
+    what = "examples" if a.by == levels.WORD and not run.task_kind.unit.sentences else f"{a.by}s"
     print(
-        f"review queue {a.name} of run {run.id}: {len(items)} examples ({candidates.queued_by}), "
+        f"review queue {a.name} of run {run.id}: {len(items)} {what} ({candidates.queued_by}), "
         f"{a.per_item} annotator{'s' if a.per_item != 1 else ''} each"
     )
     return 0
@@ -146,6 +152,7 @@ def cmd_show(a: argparse.Namespace) -> int:
         for key in ("id", *task_kinds.text_fields(), "gold", "predicted", "p_predicted", "score"):
             if key in card and card[key] is not None:
                 print(f"{key}: {card[key]}")
+        _print_words(card)
         epochs = card.get("p_gold_epochs")
         if epochs is not None and len(epochs):
             print("p(gold) by epoch: " + " ".join(f"{p:.2f}" for p in epochs))
@@ -188,6 +195,19 @@ def cmd_show(a: argparse.Namespace) -> int:
     return 0
 
 
+def _print_words(card: dict) -> None:
+    """A sentence or span card's words, one a line: index, word, gold tag, predicted tag (a span's marked)."""
+    words = card.get("words")
+    if words is None or isinstance(words, float):
+        return
+    predicted = list(card.get("predicted_tags") if card.get("predicted_tags") is not None else [])
+    first, last = int(card.get("span_first", -1)), int(card.get("span_last", -1))
+    for k, (word, gold) in enumerate(zip(list(words), list(card["gold_tags"]), strict=True)):
+        guess = predicted[k] if k < len(predicted) else "-"
+        mark = "*" if first <= k <= last else " "
+        print(f" {mark}{k:>3} {word}  gold {gold}  predicted {guess}")
+
+
 def cmd_next(a: argparse.Namespace) -> int:
     from cartomap.curation.queue import open_queue
 
@@ -197,17 +217,34 @@ def cmd_next(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_decide(a: argparse.Namespace) -> int:
-    from cartomap.curation.queue import open_queue
+def _word_changes(values) -> dict[int, str]:
+    """{word: tag} of --set K=TAG options; CartomapError naming a malformed one."""
     from cartomap.errors import CartomapError
 
-    if a.decision == "relabel" and not a.label:
-        raise CartomapError("--decision relabel needs --label NEW_LABEL")
-    if a.decision != "relabel" and a.label:
-        raise CartomapError("--label goes with --decision relabel only")
+    out = {}
+    for value in values or ():
+        word, sep, tag = str(value).partition("=")
+        if not sep or not word.strip().isdigit() or not tag.strip():
+            raise CartomapError(f"--set {value!r}: expected WORD=TAG, e.g. --set 3=B-PER (words from 0)")
+        out[int(word)] = tag.strip()
+    return out
+
+
+def cmd_decide(a: argparse.Namespace) -> int:
+    from cartomap.curation.queue import edited_tags, open_queue
+    from cartomap.errors import CartomapError
+
+    changes = _word_changes(a.set)
+    if changes and a.label:
+        raise CartomapError("give the new tags with --label or with --set, not both")
+    if a.decision == "relabel" and not (a.label or changes):
+        raise CartomapError("--decision relabel needs --label NEW_LABEL (or a sentence's --set WORD=TAG)")
+    if a.decision != "relabel" and (a.label or changes):
+        raise CartomapError("--label and --set go with --decision relabel only")
     annotator = decider(a)  # team mode: the person's own name
     db = open_queue(_run(a), a.queue)
-    db.record(annotator, a.item, a.decision, a.label, a.note or "", origin="cli")
+    label = edited_tags(db, a.item, changes, repair=not a.no_repair) if changes else a.label
+    db.record(annotator, a.item, a.decision, label, a.note or "", origin="cli")
     mine = db.decision_of(annotator, a.item)
     label = f" -> {mine['label']}" if mine and mine["label"] else ""
     print(f"recorded: {annotator} on {a.item}: {mine['decision'] if mine else a.decision}{label}")
@@ -266,14 +303,12 @@ def cmd_export(a: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub) -> None:
-    from cartomap.scores import ambiguity
+def _add_create(cmds) -> None:
+    """``review-queue create``: its sources, level, region and guidelines."""
+    from cartomap.curation.sources import LEVELS
+    from cartomap.scores import aggregate, ambiguity
     from cartomap.scores.metrics import DEFAULT_AXIS, REGIONS
-
-    rq = sub.add_parser(
-        "review-queue", help="review suspected label errors: queues, decisions, the corrected set"
-    )
-    cmds = rq.add_subparsers(dest="review_command", required=True)
+    from cartomap.tasks.units import Unit
 
     c = cmds.add_parser("create", help="make a review queue of a finished run")
     c.add_argument("run")
@@ -285,6 +320,20 @@ def add_commands(sub) -> None:
     source.add_argument("--ids", metavar="FILE", help="a file of example ids, one per line")
     c.add_argument("--top", type=int, default=50, help="how many examples a detector queues (default 50)")
     c.add_argument("--per-item", type=int, default=2, help="annotators per example (default 2)")
+    c.add_argument(
+        "--by",
+        choices=LEVELS,
+        default=LEVELS[0],
+        help="a token run's items: each word (default), each sentence (one place per sentence, scored by "
+        "--sentence-score of its words' scores) or each gold or predicted entity span (by its worst word); "
+        "a sentence or span is decided as its whole tag list",
+    )
+    c.add_argument(
+        "--sentence-score",
+        choices=aggregate.names(Unit.WORD),
+        default="min",
+        help="with --by sentence: how its words' detector scores make the sentence's (default min: its worst word)",
+    )
     c.add_argument(
         "--region",
         choices=REGIONS,
@@ -301,6 +350,49 @@ def add_commands(sub) -> None:
     text.add_argument("--guidelines", help="guidelines for the annotators, shown with every example")
     text.add_argument("--guidelines-file", metavar="FILE", help="the guidelines from a UTF-8 text file")
     c.set_defaults(func=cmd_create)
+
+
+def _add_decide(cmds) -> None:
+    """``review-queue decide``: one decision, a sentence's tags by --label or --set."""
+    de = cmds.add_parser("decide", help="record one annotator's decision on one example")
+    de.add_argument("run")
+    de.add_argument("queue")
+    de.add_argument(
+        "--annotator",
+        help="whose decision it is (needed without a team file; in team mode your own name, "
+        "env CARTOMAP_USER or the OS user)",
+    )
+    de.add_argument("--item", required=True, help="the example id")
+    de.add_argument("--decision", required=True, choices=("keep", "relabel", "remove", "unsure"))
+    de.add_argument(
+        "--label",
+        help="the new label (with --decision relabel); in a queue by sentence or span the sentence's whole "
+        "tag list, quoted: 'B-PER O B-LOC'",
+    )
+    de.add_argument(
+        "--set",
+        action="append",
+        metavar="WORD=TAG",
+        help="in a queue by sentence or span: give word WORD (from 0) tag TAG (repeat for several words in one "
+        "decision); the tags are kept valid in the file's scheme (an entity's type changes all its words; a "
+        "word set to O makes the next I- a B-)",
+    )
+    de.add_argument(
+        "--no-repair",
+        action="store_true",
+        help="with --set: refuse changes that break the scheme instead of repairing them",
+    )
+    de.add_argument("--note", help="an optional note")
+    de.set_defaults(func=cmd_decide)
+
+
+def add_commands(sub) -> None:
+    rq = sub.add_parser(
+        "review-queue", help="review suspected label errors: queues, decisions, the corrected set"
+    )
+    cmds = rq.add_subparsers(dest="review_command", required=True)
+
+    _add_create(cmds)
 
     gl = cmds.add_parser(
         "guidelines", help="show a queue's guidelines, or replace them (--text / --file; its creator only)"
@@ -329,19 +421,7 @@ def add_commands(sub) -> None:
     nx.add_argument("--n", type=int, default=1)
     nx.set_defaults(func=cmd_next)
 
-    de = cmds.add_parser("decide", help="record one annotator's decision on one example")
-    de.add_argument("run")
-    de.add_argument("queue")
-    de.add_argument(
-        "--annotator",
-        help="whose decision it is (needed without a team file; in team mode your own name, "
-        "env CARTOMAP_USER or the OS user)",
-    )
-    de.add_argument("--item", required=True, help="the example id")
-    de.add_argument("--decision", required=True, choices=("keep", "relabel", "remove", "unsure"))
-    de.add_argument("--label", help="the new label (with --decision relabel)")
-    de.add_argument("--note", help="an optional note")
-    de.set_defaults(func=cmd_decide)
+    _add_decide(cmds)
 
     un = cmds.add_parser(
         "undo", help="undo an annotator's own latest decision on one example (the undo is recorded)"
@@ -370,11 +450,16 @@ def add_commands(sub) -> None:
     ex.add_argument("queue")
     ex.add_argument(
         "--out",
-        help="the corrected set (.jsonl, .csv, .parquet), or with --to the tool's file (Label Studio's tasks "
+        help="the corrected set (.jsonl, .csv, .parquet; a token run's also .conll), or with --to the tool's file (Label Studio's tasks "
         ".json; Argilla's records .json) or, for argilla, a folder (what rg.Dataset.to_disk writes)",
     )
     ex.add_argument("--decisions", help="the decisions file (.jsonl, .csv, .parquet)")
-    ex.add_argument("--format", default="auto", choices=("auto", "jsonl", "csv", "parquet"))
+    ex.add_argument(
+        "--format",
+        default="auto",
+        choices=("auto", "jsonl", "csv", "parquet", "conll"),
+        help="auto: by --out's suffix (a token run's .conll/.bio/.iob/.iob2: CoNLL columns, token and tag)",
+    )
     ex.add_argument("--to", choices=("labelstudio", "argilla"), help="export the queue for this tool")
     ex.add_argument("--force", action="store_true", help="replace existing files")
     ex.set_defaults(func=cmd_export)

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from cartomap.curation.queue import load_queue, open_queue
+from cartomap.curation.sources import WORD
 from cartomap.data import argilla, label_studio
 from cartomap.errors import CartomapError
 from cartomap.tasks import registry as task_kinds
@@ -34,8 +35,30 @@ def _tool(tool: str) -> str:
     return tool
 
 
+def tool_refusal(level: str) -> str | None:
+    """Why a queue of ``level`` cannot go to the tools (its items are decided as a sentence's tag list; the
+    tools' forms here pick one label per item), in one line; None when it can."""
+    if level == WORD:
+        return None
+    return (
+        f"a review queue by {level} is decided as a sentence's tag list, which the Label Studio and "
+        "Argilla files here do not carry (one label per item): review it on the dashboard or with "
+        "`cartomap review-queue decide`"
+    )
+
+
+def _one_label_each(level: str) -> None:
+    """CartomapError with :func:`tool_refusal`'s line for a queue of sentences or spans."""
+    why = tool_refusal(level)
+    if why is not None:
+        raise CartomapError(why)
+
+
 def tool_queue(items: pd.DataFrame) -> pd.DataFrame:
-    """The queue in the interchange's columns: id, texts, label (gold name), prediction, score, detector."""
+    """The queue in the interchange's columns: id, texts, label (gold name), prediction, score, detector.
+    A queue of sentences or spans is refused (:func:`_one_label_each`)."""
+    if "level" in items.columns and len(items):
+        _one_label_each(str(items["level"].iloc[0]))
     texts = [c for c in task_kinds.text_fields() if c in items.columns]
     frame = items[["id", *texts]].copy()
     frame["id"] = frame["id"].astype(str)
@@ -145,6 +168,7 @@ def record_table(
     """Append a decisions table (item, annotator, decision, new_label, note) to the queue's store, in one
     transaction; CartomapError naming ``source`` when an item is not in the queue."""
     db = open_queue(run, queue)
+    _one_label_each(db.level)
     known = set(db.items()["item_id"].astype(str))
     unknown = sorted(set(table["item"].astype(str)) - known)
     if unknown:

@@ -26,8 +26,10 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis.tokens import split_unit_id
+from cartomap.curation.levels import WORD, check_level, group_cards, run_scheme
 from cartomap.curation.sources import Candidates, queue_ids
 from cartomap.curation.store import DEFAULT_PER_ITEM, QueueDB, check_guidelines
+from cartomap.curation.tags import decode_tags, edit_tags, encode_tags
 from cartomap.data.annotations import votes_matrix
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_write_parquet
@@ -256,7 +258,9 @@ def create_queue(
     when given), each item wanting ``per_item`` annotators; returns its items. ``seed_runs`` ({seed: run},
     the run's data trained with other seeds) add each item's p(gold) curve per seed; ``guidelines``, the
     annotators' guidelines shown with every card (the creator may edit them later). A queue of that name
-    is never replaced (its decisions would be lost): CartomapError. ``by``: the person who made it (noted
+    is never replaced (its decisions would be lost): CartomapError. A token run's candidates by sentence
+    or span (:mod:`cartomap.curation.levels`) get those items' cards (:func:`~cartomap.curation.levels.group_cards`)
+    and a store that takes a relabel as the sentence's tag list, in the file's scheme. ``by``: the person who made it (noted
     in the queue's store, :meth:`~cartomap.runs.sqlite.SQLiteStore.writes`)."""
     name = check_name(name)
     guidelines = check_guidelines(guidelines)
@@ -276,11 +280,13 @@ def create_queue(
         raise CartomapError(
             f"{folder} holds decisions but no {layout.QUEUE}: move it away or pick another queue name"
         )
-    cards = build_cards(run, ordered, neighbours, seed_runs)
+    level = check_level(run, ordered.level)
+    cards = build_cards(run, ordered, neighbours, seed_runs) if level == WORD else group_cards(run, ordered)
     if folder.exists():  # a queue whose creation stopped half-way: nothing was decided in it
         shutil.rmtree(folder)
     try:
-        db = QueueDB(folder / layout.REVIEW_DB, label_names=run.label_names, per_item=int(per_item))
+        scheme = None if level == WORD else run_scheme(run)
+        db = QueueDB(folder / layout.REVIEW_DB, run.label_names, int(per_item), level, scheme)
         db.load_items(cards[["id", "position", "score", "gold"]])
         db.log_write("created", by, items=int(len(cards)), queued_by=candidates.queued_by)
         if guidelines:
@@ -359,3 +365,19 @@ def item_card(run: Run, name: str, item_id: str, items: pd.DataFrame | None = No
             table[column] = listed(f"neighbour_{column}")
     card["neighbours"] = table
     return card
+
+
+def edited_tags(db: QueueDB, item_id: str, changes, repair: bool = True) -> str:
+    """The tag list (one value, :func:`cartomap.curation.tags.encode_tags`) of item ``item_id`` of a queue
+    of sentences or spans with ``changes`` ({word index: new tag}) made to its gold tags by
+    :func:`cartomap.curation.tags.edit_tags` in the queue's scheme (repaired, or refused without
+    ``repair``): the ``label`` of a relabel of several words in one decision."""
+    if not db.tag_lists:
+        raise CartomapError(
+            f"review queue {db.path.parent.name!r} holds {db.level}s: relabel them with one tag"
+        )
+    gold = db.items().set_index("item_id")["gold"]
+    if str(item_id) not in gold.index:
+        raise CartomapError(f"no item {item_id!r} in review queue {db.path.parent.name!r}")
+    tags = decode_tags(gold[str(item_id)])
+    return encode_tags(edit_tags(tags, changes, db.scheme, repair=repair, names=db.label_names or None))

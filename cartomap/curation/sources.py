@@ -29,15 +29,21 @@ from cartomap.scores import detectors
 from cartomap.scores.metrics import REGIONS, RegionRule
 
 SELECTION = "selection"
+#: What one item of a queue is (:mod:`cartomap.curation.levels`): a word (or an example), a sentence, an
+#: entity span.
+WORD, SENTENCE, SPAN = "word", "sentence", "span"
+LEVELS = (WORD, SENTENCE, SPAN)
 
 
 @dataclass(frozen=True)
 class Candidates:
-    """Examples to review: ``ids`` with their ``scores`` (NaN: none), and who queued them."""
+    """Examples to review: ``ids`` with their ``scores`` (NaN: none), and who queued them; ``level``: what
+    an id is (:data:`LEVELS`: a word or an example, a token run's sentence or entity span)."""
 
     ids: tuple[str, ...]
     scores: tuple[float, ...]
     queued_by: str
+    level: str = WORD
 
     def __post_init__(self) -> None:
         if len(self.ids) != len(self.scores):
@@ -46,6 +52,8 @@ class Candidates:
             raise CartomapError("an example is queued twice: the ids of a queue must be unique")
         if not self.queued_by.strip():
             raise CartomapError("a queue needs to say what queued its examples")
+        if self.level not in LEVELS:
+            raise CartomapError(f"unknown review level {self.level!r}: expected one of {', '.join(LEVELS)}")
 
     def ordered(self, top: int | None = None) -> Candidates:
         """Highest score first (examples without a score after those with one, in their given order);
@@ -55,7 +63,10 @@ class Candidates:
         keys = [(-s if not math.isnan(s) else math.inf, i) for i, s in enumerate(self.scores)]
         order = [i for _, i in sorted(keys)][: top or None]
         return Candidates(
-            tuple(self.ids[i] for i in order), tuple(self.scores[i] for i in order), self.queued_by
+            tuple(self.ids[i] for i in order),
+            tuple(self.scores[i] for i in order),
+            self.queued_by,
+            self.level,
         )
 
 

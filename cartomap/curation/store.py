@@ -9,7 +9,9 @@ locked" (another writer held the lock past the busy timeout) is tried again
 Tables::
 
     meta(key, value)             label_names (JSON), per_item (k annotators per item), guidelines (the
-                                 queue's guidelines for its annotators), writes (who made what)
+                                 queue's guidelines for its annotators), writes (who made what), level
+                                 (what an item is: word (or example), sentence, span) and scheme (the
+                                 BIO scheme a token run's tags keep: IOB1, IOB2 or none)
     annotators(name, created_at)
     items(item_id, position, score, gold)
     decisions(id, item_id, annotator, decision, label, note, origin, created_at)
@@ -21,7 +23,10 @@ mind is a new row and the history stays. An annotator may undo any of their own 
 (:meth:`QueueDB.undo`): the undo is appended too, the undone row stays, and their decision on that item
 is again the one before it, or none (the item comes back to them). Everything that reads decisions
 (assignment, progress, agreement, the final decisions) reads the live ones. ``decision`` is keep, relabel (``label`` the new class),
-remove or unsure; a relabel to the gold label is recorded as keep. ``origin`` says where it came from
+remove or unsure; a relabel to the gold label is recorded as keep. In a queue of sentences or entity
+spans (:mod:`cartomap.curation.levels`) an item's ``gold`` and a relabel's ``label`` are the whole
+sentence's tag list as one value (:func:`cartomap.curation.tags.encode_tags`): as many tags as the
+sentence has words, each a tag of the run, keeping the queue's scheme (refused in one line otherwise). ``origin`` says where it came from
 (``app``, ``cli``, ``labelstudio``, ``argilla``).
 
 Assignment: each item wants ``per_item`` (k) annotators. The next item for annotator A is the first
@@ -43,6 +48,8 @@ import numpy as np
 import pandas as pd
 
 from cartomap.config import REVIEW_DECISIONS
+from cartomap.curation.sources import WORD
+from cartomap.curation.tags import check_tags, decode_tags, encode_tags
 from cartomap.errors import CartomapError
 from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, clean_name, retry_busy, undo_schema
 from cartomap.team.roles import name_key
@@ -117,7 +124,12 @@ class QueueDB(SQLiteStore):
     EVENTS, ITEM = "decisions", "item_id"
 
     def __init__(
-        self, path: str | Path, label_names: Sequence[str] | None = None, per_item: int | None = None
+        self,
+        path: str | Path,
+        label_names: Sequence[str] | None = None,
+        per_item: int | None = None,
+        level: str | None = None,
+        scheme: str | None = None,
     ):
         super().__init__(path)
         if per_item is not None and (int(per_item) != per_item or int(per_item) < 1):
@@ -128,6 +140,8 @@ class QueueDB(SQLiteStore):
             meta["label_names"] = [str(x) for x in label_names]
         if per_item is not None:
             meta["per_item"] = int(per_item)
+        if level is not None:
+            meta["level"], meta["scheme"] = str(level), scheme
         retry_busy(lambda: self.setup(meta))
 
     # -- setup -------------------------------------------------------------
@@ -139,6 +153,22 @@ class QueueDB(SQLiteStore):
     def per_item(self) -> int:
         """k: how many annotators each item wants."""
         return int(self.meta("per_item") or DEFAULT_PER_ITEM)
+
+    @property
+    def level(self) -> str:
+        """What an item is (:data:`cartomap.curation.sources.LEVELS`): ``word`` (a word or an example) for a
+        queue made before levels."""
+        return str(self.meta("level") or WORD)
+
+    @property
+    def tag_lists(self) -> bool:
+        """Whether an item is decided as a sentence's tag list (a queue of sentences or spans)."""
+        return self.level != WORD
+
+    @property
+    def scheme(self) -> str | None:
+        """The BIO scheme a relabel's tags keep (IOB1, IOB2), or None."""
+        return self.meta("scheme") or None
 
     @property
     def guidelines(self) -> str:
@@ -245,7 +275,9 @@ class QueueDB(SQLiteStore):
                 raise CartomapError("a relabel needs the new label")
             label = str(label).strip()
             names = self.label_names
-            if names and label not in names:
+            if self.tag_lists:  # the sentence's tags, every one a tag of the run, in the queue's scheme
+                label = encode_tags(check_tags(decode_tags(label), self.scheme, names or None))
+            elif names and label not in names:
                 raise CartomapError(f"unknown label {label!r}: expected one of {', '.join(names)}")
         else:
             label = None
@@ -279,6 +311,8 @@ class QueueDB(SQLiteStore):
                 raise CartomapError(f"{where}{err}") from None
             checked.append((name, str(item_id), decision, label, note))
 
+        tag_lists = self.tag_lists
+
         def write(con: sqlite3.Connection) -> list[int]:
             wanted = sorted({item_id for _, item_id, *_ in checked})
             if len(wanted) > 500:  # a whole file of imports: read every item (SQLite caps the ? per query)
@@ -291,6 +325,15 @@ class QueueDB(SQLiteStore):
             for name, item_id, decision, label, note in checked:
                 if item_id not in gold:
                     raise CartomapError(f"no item {item_id!r} in the review queue {self.path.parent.name!r}")
+                if (
+                    label is not None
+                    and tag_lists
+                    and len(decode_tags(label)) != len(decode_tags(gold[item_id]))
+                ):
+                    raise CartomapError(
+                        f"{len(decode_tags(label))} tags for item {item_id!r}, whose sentence has "
+                        f"{len(decode_tags(gold[item_id]))} words"
+                    )
                 if decision == "relabel" and label == gold[item_id]:
                     decision, label = "keep", None
                 con.execute("INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, now))

@@ -27,6 +27,7 @@ and the field, as :mod:`cartomap.data.loading` does; reading never partially suc
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.io import decode_utf8, json_objects, read_data_bytes
+from cartomap.io import atomic_write_text, decode_utf8, json_objects, read_data_bytes
 from cartomap.tasks.token import TOKEN
 
 #: Suffixes of files in CoNLL columns (each also with ``.gz``).
@@ -608,3 +609,33 @@ def to_conll(frame: pd.DataFrame, *, id_comments: bool = False) -> str:
         body = "".join(f"{token}\t{tag}\n" for token, tag in zip(tokens, tags, strict=True))
         parts.append(head + body + "\n")
     return "".join(parts)
+
+
+#: What :func:`write_tagged` writes, by a file's suffix: CoNLL columns or token JSONL.
+WRITTEN = {
+    **dict.fromkeys((".conll", ".bio", ".iob", ".iob2"), "conll"),
+    **dict.fromkeys(JSONL_SUFFIXES, "jsonl"),
+}
+
+
+def tagged_format(path: str | Path) -> str:
+    """``conll`` or ``jsonl``, the shape :func:`write_tagged` gives ``path`` by its suffix; DataError for any
+    other (``.conllu``'s ten columns and gzip are read, not written)."""
+    found = WRITTEN.get(Path(str(path)).suffix.lower())
+    if found is None:
+        raise DataError(
+            f"cannot write tagged sentences to {Path(str(path)).name!r}: name it {', '.join(WRITTEN)}",
+            location=str(path),
+        )
+    return found
+
+
+def write_tagged(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Write sentences (id, tokens, tags as tag names) in the shape of ``path``'s suffix
+    (:func:`tagged_format`): CoNLL columns (token, tag) with each sentence's id in a ``# sent_id`` comment
+    (:func:`to_conll`; :func:`read_tagged` reads them back, the ids with ``id_field="sent_id"``), or one
+    JSON object per sentence (:func:`records`). Atomic."""
+    if tagged_format(path) == "conll":
+        return atomic_write_text(Path(path), to_conll(frame, id_comments=True))
+    lines = [json.dumps(r, ensure_ascii=False) for r in records(frame)]
+    return atomic_write_text(Path(path), "\n".join(lines) + "\n")

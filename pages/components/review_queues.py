@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cartomap.curation import queue, sources
+from cartomap.curation import levels, queue, sources
 from cartomap.curation.store import MAX_GUIDELINES
 from cartomap.errors import CartomapError
 from cartomap.experiments.pruning import pruning_of_run, suspects_of
@@ -13,8 +13,9 @@ from cartomap.experiments.seeds import other_seeds
 from cartomap.experiments.truth import detector_extras
 from cartomap.runs.groups import list_groups
 from cartomap.runs.store import Run
-from cartomap.scores import detectors
+from cartomap.scores import aggregate, detectors
 from cartomap.scores.metrics import DEFAULT_AXIS, REGIONS
+from cartomap.tasks.units import Unit
 from cartomap.team.roles import Action
 from pages.common import (
     acting_as,
@@ -59,6 +60,32 @@ def region_filter(run: Run):
     return region, run.region_rule(axis=axis)  # the run's kind's method (a token run's by threshold)
 
 
+def level_picker(run: Run) -> tuple[str, str]:
+    """(level, sentence score): what a token run's queue holds, word by word, by sentence (scored by an
+    aggregation of its words' scores) or by entity span; ``word`` for a run of other examples."""
+    if not run.task_kind.unit.sentences:
+        return levels.WORD, "min"
+    left, right = st.columns(2)
+    level = left.radio(
+        "Review by",
+        levels.LEVELS,
+        horizontal=True,
+        help="word: each word's tag; sentence: one place per sentence, its tags fixed on one card; span: "
+        "each gold or predicted entity span, scored by its worst word, fixed on its sentence's card",
+        **kept("rs_level", levels.WORD, options=levels.LEVELS),
+    )
+    method = "min"
+    if level == levels.SENTENCE:
+        methods = list(aggregate.names(Unit.WORD))
+        method = right.selectbox(
+            "Sentence score",
+            methods,
+            help="how its words' scores make the sentence's: min, its worst word's",
+            **kept("rs_sentence_score", "min", options=methods),
+        )
+    return level, method
+
+
 def new_queue_form(run: Run, first: bool) -> None:
     """The form of a new queue, behind a toggle (on while the run has no queue): the experiments and
     detectors it offers are looked up only while it is open."""
@@ -101,6 +128,8 @@ def new_queue_form(run: Run, first: bool) -> None:
             exp_id = left.selectbox("Pruning experiment", ids, **kept("rs_pruning", ids[0], options=ids))
             default = f"pruning-{exp_id}"
         region, rule = region_filter(run)
+        level, method = level_picker(run)
+        default = default if level == levels.WORD else f"{default}-by-{level}"
         name = st.text_input("Queue name", value=default, max_chars=80, key=f"rs_new_name_{default}")
         per_item = st.number_input(
             "Annotators per example (k)", min_value=1, max_value=20, **kept("rs_per_item", 2)
@@ -115,10 +144,12 @@ def new_queue_form(run: Run, first: bool) -> None:
         if write_button("Create the queue", Action.QUEUE, key="rs_create", type="primary"):
             try:
                 if source == SOURCES[0]:
-                    cand = sources.from_detector(
+                    cand = levels.from_detector_by(
                         run,
                         detector,
                         int(top),
+                        level,
+                        method,
                         oof_logits=oof,
                         seeds=seeds,
                         folds=folds,
@@ -133,6 +164,7 @@ def new_queue_form(run: Run, first: bool) -> None:
                         cand = sources.from_suspects(run, suspects_of(exp, run, get_store()), exp.id)
                     if region is not None:
                         cand = sources.in_region(run, cand, region, rule)
+                    cand = levels.regroup(run, cand, level, method)
                 others = other_seeds(run, get_store())
                 items = queue.create_queue(
                     run,

@@ -40,7 +40,7 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
     cols[1].metric(f"With {progress['per_item']} decisions", f"{progress['complete']:,}")
     cols[2].metric("Partly decided", f"{progress['partial']:,}")
     cols[3].metric("Undecided", f"{progress['undecided']:,}")
-    import_form(run, name)
+    import_form(run, name, db)
     long = db.long_table()
     if not len(long):
         st.caption("No decisions yet.")
@@ -86,11 +86,12 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
     if fixed is not None:
         st.caption(f"Train on it with --data {escape_markdown(ref)}")
         left, right = st.columns(2)
+        shape = corrected.file_shape(run)  # a token run's: its file's own (CoNLL columns or JSONL)
         left.download_button(
-            f"Corrected set, {len(fixed):,} examples (JSONL)",
-            lambda: corrected.table_bytes(fixed, "jsonl"),
-            file_name=f"{name}_corrected.jsonl",
-            mime="application/jsonl",
+            f"Corrected set, {len(fixed):,} examples ({shape.upper()})",
+            lambda: corrected.corrected_bytes(run, fixed),
+            file_name=f"{name}_corrected.{shape}",
+            mime="text/plain" if shape == corrected.CONLL else "application/jsonl",
             key="rs_download_corrected",
             on_click="ignore",
         )
@@ -104,8 +105,12 @@ def summary(run: Run, name: str, db: queue.QueueDB) -> None:
         )
     if run.task_kind.unit.sentences:  # the retrain experiment works on examples with one label each
         st.caption(
-            "A relabel changes that word's tag in its sentence; a removed word drops its sentence. Train on "
-            "the corrected sentences with `cartomap train --data` and the reference above."
+            (
+                "A relabel sets its sentence's tags; a removed item drops its sentence."
+                if db.tag_lists
+                else "A relabel changes that word's tag in its sentence; a removed word drops its sentence."
+            )
+            + " Train on the corrected sentences with `cartomap train --data` and the reference above."
         )
         return
     retrain_form(run, name)
@@ -166,10 +171,14 @@ def _retrain_progress(exp, status: dict) -> None:
         st.caption(escape_markdown(f"Training {role} (run {status.get('run_id')})."))
 
 
-def import_form(run: Run, name: str) -> None:
+def import_form(run: Run, name: str, db: queue.QueueDB) -> None:
     """The queue out to Label Studio or Argilla (files made when the button is clicked), and their
-    decisions back."""
+    decisions back; for a queue of sentences or spans, why not."""
     with st.expander("Label Studio or Argilla: the queue out, their decisions back"):
+        why = exchange.tool_refusal(db.level)
+        if why is not None:
+            st.caption(escape_markdown(why[0].upper() + why[1:] + "."))
+            return
         left, right = st.columns(2)
         left.download_button(
             "Label Studio tasks (JSON)",
