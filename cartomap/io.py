@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
@@ -71,10 +72,37 @@ def _raise_as_os_error(err: BaseException, path, tmp=None) -> None:
         raise mapped from err
 
 
+#: The temporary names of atomic writes, written once: a file ``.<name>.<8 random characters>.tmp``
+#: (:func:`tempfile.mkstemp`'s) beside ``<name>``, a folder ``.tmp-<name>`` beside the folder
+#: (:func:`atomic_folder`; the run store's new folders add their host and process). :func:`is_temporary`
+#: tells them; ``cartomap repair`` removes the ones a killed process left.
+TEMP_FILE_SUFFIX, TEMP_FOLDER_PREFIX = ".tmp", ".tmp-"
+_TEMP_FILE = re.compile(r"\..+\.[a-z0-9_]{8}" + re.escape(TEMP_FILE_SUFFIX))
+
+
+def temp_file_prefix(name: str) -> str:
+    """The start of the temporary name of an atomic write of the file ``name``."""
+    return f".{name}."
+
+
+def temp_folder(folder: str | Path, *unique: Any) -> Path:
+    """The temporary folder an atomic write of ``folder`` fills first (``.tmp-<name>``, ``-``-joined
+    with ``unique`` parts such as the host and process when several processes may write it)."""
+    folder = Path(folder)
+    return folder.parent / "-".join([f"{TEMP_FOLDER_PREFIX}{folder.name}", *map(str, unique)])
+
+
+def is_temporary(path: str | Path) -> bool:
+    """Whether ``path`` is named as an atomic write's temporary file or folder (:data:`TEMP_FILE_SUFFIX`,
+    :data:`TEMP_FOLDER_PREFIX`)."""
+    name = Path(path).name
+    return name.startswith(TEMP_FOLDER_PREFIX) or _TEMP_FILE.fullmatch(name) is not None
+
+
 def _atomic(path: Path, write: Callable[[Path], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_file_prefix(path.name), suffix=TEMP_FILE_SUFFIX)
     os.close(fd)
     try:
         write(Path(tmp))
@@ -93,7 +121,7 @@ def atomic_folder(folder: str | Path, write: Callable[[Path], None]) -> Path:
     ``folder`` is untouched) and raises a library's disk error as the OSError it stands for, naming the
     folder (:func:`as_os_error`)."""
     folder = Path(folder)
-    tmp = folder.parent / f".tmp-{folder.name}"
+    tmp = temp_folder(folder)
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
@@ -385,3 +413,77 @@ def json_objects(text: str, source: str):
         if not isinstance(record, dict):
             raise DataError(f"expected a JSON object per line, got {type(record).__name__}", location=where)
         yield lineno, where, record
+
+
+# --------------------------------------------------------------------------- files a person edits
+# One checked reader per format for every file cartomap reads that a person may have edited (saved
+# views, the team file, imported tool exports, ids files, guidelines, config files): a file that cannot
+# be read is one CartomapError naming the file (and the line or field) and what was expected, never a
+# traceback (RecursionError, OverflowError, UnicodeDecodeError, ...).
+
+
+def read_user_text(path: str | Path, what: str) -> str:
+    """The text of a file a person may edit (``what`` names it: "saved view", "team file", "ids file"):
+    UTF-8, its byte order mark dropped. CartomapError naming the file when it is missing, cannot be read
+    or is not UTF-8 (naming the line and the byte)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CartomapError(f"{path}: no such file (expected the {what})") from None
+    except OSError as err:
+        raise CartomapError(f"{path}: the {what} cannot be read ({err.strerror or err})") from None
+    return decode_utf8(data[len(UTF8_BOM) :] if data[:3] == UTF8_BOM else data, str(path))
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json_text(text: str, source: str, what: str) -> Any:
+    """The JSON value of ``text`` (of ``source``, a file name); DataError naming the source, the line and
+    ``what`` was expected for malformed JSON, nesting too deep, a number out of range (``1e400``, NaN,
+    an integer of thousands of digits)."""
+    try:
+        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise DataError(
+            f"not valid JSON ({e.msg} at column {e.colno}); expected {what}",
+            location=f"{source}: line {e.lineno}",
+        ) from None
+    except RecursionError:
+        raise DataError(f"JSON nested too deeply; expected {what}", location=source) from None
+    except ValueError as e:  # a number out of range; an integer past Python's digit limit
+        raise DataError(f"{str(e).split(';')[0]}; expected {what}", location=source) from None
+
+
+def read_json_file(path: str | Path, what: str) -> Any:
+    """:func:`parse_json_text` of the file ``path`` read by :func:`read_user_text`."""
+    return parse_json_text(read_user_text(path, what), str(path), what)
+
+
+def parse_toml_text(text: str, source: str, what: str) -> dict[str, Any]:
+    """The tables of TOML ``text`` (of ``source``); DataError naming the source, the line and column and
+    ``what`` was expected for TOML that is not valid or is nested too deeply."""
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise DataError(f"not valid TOML: {e}; expected {what}", location=source) from None
+    except RecursionError:
+        raise DataError(f"TOML nested too deeply; expected {what}", location=source) from None
+
+
+def read_ids_file(path: str | Path) -> list[str]:
+    """The example ids of a file of one id per line (blank lines skipped, spaces around an id dropped);
+    CartomapError naming the file (and the line and byte that are not UTF-8)."""
+    text = read_user_text(path, "ids file: one example id per line")
+    return [line.strip() for line in text.splitlines() if line.strip()]

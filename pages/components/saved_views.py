@@ -15,8 +15,6 @@ per session, not on every rerun.
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 import streamlit as st
 
 from cartomap.errors import CartomapError
@@ -93,7 +91,7 @@ def apply_view(run, view: dict) -> None:
 
 
 def _link(run, name: str) -> str:
-    return f"?run={quote(run.id)}&{PARAM}={quote(name)}"
+    return run_views.address(run.id, name, PARAM)
 
 
 def _restore(run, name: str) -> None:

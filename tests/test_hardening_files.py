@@ -1,0 +1,183 @@
+"""Files a person can edit and stores that cannot be written (issue 40, the files-and-faults half): a
+hand-edited saved view, an ids file, a tool's export, a team file; a read-only or full store; temporary
+files a killed process left. Every case is one line (`cartomap: error: ...`, exit 2) naming the file
+and what was expected, one bad file never hides the good ones beside it, and the tools can delete or
+replace what they refused to read."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from curation_fixture import make_run  # noqa: E402
+
+from cartomap import io  # noqa: E402
+from cartomap.analysis import search  # noqa: E402
+from cartomap.cli import main  # noqa: E402
+from cartomap.errors import CartomapError  # noqa: E402
+from cartomap.runs import views  # noqa: E402
+from cartomap.team.roles import TEAM_ENV, USER_ENV  # noqa: E402
+
+DEEP = "[" * 100_000
+
+
+@pytest.fixture()
+def run(tmp_path, monkeypatch):
+    monkeypatch.delenv(TEAM_ENV, raising=False)
+    monkeypatch.delenv(USER_ENV, raising=False)
+    return make_run(tmp_path / "cache", embeddings=False, group=False)
+
+
+def cli(run, *args) -> int:
+    return main(["--cache", str(run.path.parents[1]), *args])
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("cartomap: error: "), err
+    return err.strip()
+
+
+# --------------------------------------------------------------------------- the checked readers
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (DEEP.encode(), "JSON nested too deeply; expected a thing"),
+        (b'{"a": 1e400}', "the number 1e400 is out of range; expected a thing"),
+        (b'{"a": NaN}', "NaN is not a JSON number"),
+        (b'{"a": ' + b"9" * 5000 + b"}", "Exceeds the limit (4300 digits)"),
+        (b'{"a":\n  }', "line 2: not valid JSON (Expecting value at column 3); expected a thing"),
+        (b'{"a": "\xff"}', "line 1: bytes are not valid UTF-8 (byte 0xff"),
+    ],
+)
+def test_the_json_reader_is_one_error_naming_the_file(tmp_path, body, words):
+    path = tmp_path / "f.json"
+    path.write_bytes(body)
+    with pytest.raises(CartomapError) as caught:
+        io.read_json_file(path, "a thing")
+    assert str(caught.value).startswith(str(path)) and words in str(caught.value), caught.value
+    assert "\n" not in str(caught.value)
+
+
+def test_the_json_reader_drops_a_byte_order_mark_and_reads_plain_json(tmp_path):
+    path = tmp_path / "f.json"
+    path.write_bytes(io.UTF8_BOM + b'{"a": [1, 2.5, "x"]}')
+    assert io.read_json_file(path, "a thing") == {"a": [1, 2.5, "x"]}
+
+
+def test_the_toml_reader_refuses_deep_nesting_in_one_line(tmp_path):
+    with pytest.raises(CartomapError, match="TOML nested too deeply; expected a team"):
+        io.parse_toml_text("a = " + DEEP, "team.toml", "a team")
+
+
+# --------------------------------------------------------------------------- saved views
+
+
+DAMAGE = {
+    "a date in words": lambda v: {**v, "created_at": "yesterday"},
+    "a number out of range": lambda v: {**v, "created_at": 1e300},
+    "a time past any date": lambda v: {**v, "created_at": 99999999999999999},
+    "a focus that is a list": lambda v: {**v, "focus": [1]},
+}
+
+
+def damage(run, name: str, how: str) -> Path:
+    path = views.view_path(run, name)
+    view = json.loads(path.read_text())
+    text = json.dumps(DAMAGE[how](view)) if how in DAMAGE else how
+    path.write_text(text.replace("1e+300", "1e400"), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("how", [*DAMAGE, DEEP, "{not json"])
+def test_a_damaged_view_hides_no_other_and_can_be_deleted_or_replaced(run, capsys, how):
+    views.save_view(run, "good", {"a": 1}, ["n1"])
+    views.save_view(run, "bad one", {"a": 2}, [])
+    path = damage(run, "bad one", how)
+    assert cli(run, "views", "list", run.id) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and any(line.startswith("good: 1 settings, 1 selected") for line in lines)
+    (bad,) = [line for line in lines if not line.startswith("good")]
+    assert str(path) in bad and "cartomap views delete" in bad, bad
+    assert cli(run, "views", "show", run.id, "good") == 0
+    capsys.readouterr()
+    assert cli(run, "views", "show", run.id, "bad one") == 2
+    assert str(path) in one_line(capsys)
+    with pytest.raises(CartomapError, match="damaged saved view is in the place of 'bad one'"):
+        views.save_view(run, "bad one", {}, [])
+    views.save_view(run, "bad one", {"b": 3}, [], overwrite=True)  # replaced
+    assert views.load_view(run, "bad one")["settings"] == {"b": 3}
+    damage(run, "bad one", how)
+    assert cli(run, "views", "delete", run.id, "bad one") == 0  # by its name
+    assert [v["name"] for v in views.list_views(run)] == ["good"]
+
+
+def test_a_damaged_view_is_deleted_by_the_name_it_is_listed_under(run, capsys):
+    views.save_view(run, "good", {}, [])
+    (run.views_dir / "junk.json").write_text("[1, 2", encoding="utf-8")
+    assert any(v["name"] == "junk" and "problem" in v for v in views.list_views(run))
+    assert cli(run, "views", "delete", run.id, "junk") == 0
+    assert [v["name"] for v in views.list_views(run)] == ["good"]
+
+
+def test_a_view_saved_on_a_full_disk_is_one_line_and_changes_nothing(run, monkeypatch):
+    views.save_view(run, "kept", {"a": 1}, [])
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(io, "atomic_write_bytes", full)
+    with pytest.raises(CartomapError) as caught:
+        views.save_view(run, "kept", {"a": 2}, [], overwrite=True)
+    message = str(caught.value)
+    assert str(views.view_path(run, "kept")) in message and "the disk is full" in message, message
+    assert views.load_view(run, "kept")["settings"] == {"a": 1}
+
+
+def test_a_views_address_is_percent_encoded(run, capsys):
+    name = "x&view=y#z ?"
+    views.save_view(run, name, {}, [])
+    assert cli(run, "views", "show", run.id, name) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if "address:" in ln]
+    assert f"?run={run.id}&view=x%26view%3Dy%23z%20%3F " in line
+    from urllib.parse import parse_qs, urlsplit
+
+    address = views.address(run.id, name)
+    assert parse_qs(urlsplit(address).query) == {"run": [run.id], "view": [name]}
+    assert "#" not in address and " " not in address
+
+
+# --------------------------------------------------------------------------- ids files, search
+
+
+def test_a_non_utf8_ids_file_is_one_line(run, tmp_path, capsys):
+    ids = tmp_path / "ids.txt"
+    ids.write_bytes(b"n0\nn1\xff\n")
+    assert cli(run, "tags", "add", run.id, "typo", "--ids", str(ids)) == 2
+    err = one_line(capsys)
+    assert f"{ids}: line 2: bytes are not valid UTF-8 (byte 0xff" in err, err
+    assert cli(run, "review-queue", "create", run.id, "q", "--ids", str(ids)) == 2
+    assert f"{ids}: line 2: bytes are not valid UTF-8" in one_line(capsys)
+    assert cli(run, "tags", "add", run.id, "typo", "--ids", str(tmp_path / "none.txt")) == 2
+    assert "none.txt: no such file (expected the ids file: one example id per line)" in one_line(capsys)
+    ids.write_bytes(io.UTF8_BOM + b"n0\n\n n1 \n")
+    assert cli(run, "tags", "add", run.id, "typo", "--ids", str(ids)) == 0
+    assert "tagged 2 examples" in capsys.readouterr().out
+
+
+def test_a_search_for_a_lone_surrogate_is_one_line():
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": ["a"], "premise": ["cat"], "hypothesis": ["dog"]})
+    with pytest.raises(CartomapError, match="U\\+D800, half of a character"):
+        search.search_ids(frame, "ca\ud800")
+    assert search.search_ids(frame, "CAT") == ["a"]
