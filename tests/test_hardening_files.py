@@ -181,3 +181,69 @@ def test_a_search_for_a_lone_surrogate_is_one_line():
     with pytest.raises(CartomapError, match="U\\+D800, half of a character"):
         search.search_ids(frame, "ca\ud800")
     assert search.search_ids(frame, "CAT") == ["a"]
+
+
+# --------------------------------------------------------------------------- repair
+
+
+KILLED_WRITE = """
+import sys, time
+from pathlib import Path
+from cartomap import io
+
+def write(tmp):
+    Path(tmp).write_bytes(b"x" * (4 << 20))
+    print("written", flush=True)
+    time.sleep(600)
+
+io.atomic_save(sys.argv[1], write)
+"""
+
+
+def test_repair_removes_what_a_killed_write_left_and_only_that(run, capsys):
+    """A process killed (SIGKILL) while it writes a 5 MB view leaves its temporary file; `cartomap repair`
+    removes it (once it is older than a write in progress could be) and keeps every real file."""
+    import subprocess
+    import time
+
+    import patience
+
+    from cartomap.runs import repair
+
+    views.save_view(run, "kept", {}, [])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    target = views.view_path(run, "big")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITE, str(target)], stdout=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "written"
+    finally:
+        proc.kill()
+        proc.wait(timeout=patience.WAIT_S)
+    (left,) = repair.temporaries(run.path)
+    assert left.parent == run.views_dir and left.stat().st_size == 4 << 20 and io.is_temporary(left)
+    assert cli(run, "repair", run.id) == 0
+    assert f"note: kept views/{left.name}: written" in capsys.readouterr().out  # young: maybe a write
+    old = time.time() - 2 * repair.TEMPORARY_AGE
+    os.utime(left, (old, old))
+    assert cli(run, "repair", run.id) == 0
+    out = capsys.readouterr().out
+    assert f"fixed: removed views/{left.name} (4.0 MB), left by a write that never finished" in out
+    assert not left.exists() and repair.temporaries(run.path) == []
+    assert [v["name"] for v in views.list_views(run)] == ["kept"] and run.problems() == []
+    assert cli(run, "repair", run.id) == 0
+    assert f"run {run.id}: nothing wrong" in capsys.readouterr().out
+
+
+def test_every_temporary_name_of_an_atomic_write_is_told(tmp_path):
+    def look(folder):
+        seen.extend(p.name for p in tmp_path.iterdir())
+        (folder / "f").write_text("x")
+
+    seen: list[str] = []
+    io.atomic_folder(tmp_path / "model", look)
+    io.atomic_save(tmp_path / "a.json", lambda tmp: seen.append(Path(tmp).name) or Path(tmp).write_text("{}"))
+    assert len(seen) == 2 and all(io.is_temporary(name) for name in seen), seen
+    assert not any(io.is_temporary(p) for p in tmp_path.iterdir())  # the files they became
+    assert not io.is_temporary("a.tmp") and not io.is_temporary(".hidden.json")

@@ -324,7 +324,9 @@ def cmd_repair(a: argparse.Namespace) -> int:
     store.require_writable("`cartomap repair`", run)
     report = repair_run(run)
     for line in report.fixed:
-        print(f"fixed: {line}")
+        print(f"fixed: {printable(line)}")
+    for line in report.notes:
+        print(f"note: {printable(line)}")
     for line in report.remaining:
         print(f"cannot fix: {printable(line)}", file=sys.stderr)
     if report.remaining:
