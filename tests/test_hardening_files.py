@@ -247,3 +247,95 @@ def test_every_temporary_name_of_an_atomic_write_is_told(tmp_path):
     assert len(seen) == 2 and all(io.is_temporary(name) for name in seen), seen
     assert not any(io.is_temporary(p) for p in tmp_path.iterdir())  # the files they became
     assert not io.is_temporary("a.tmp") and not io.is_temporary(".hidden.json")
+
+
+# --------------------------------------------------------------------------- a read-only or full store
+
+
+@pytest.fixture()
+def mounted(tmp_path):
+    """A 16 MiB tmpfs of its own (needs root: ``mount -t tmpfs``), remounted read-only or filled up by the
+    test; skipped where it cannot be mounted (SQLite opens files itself: no Python-level injection can make
+    them read-only)."""
+    import shutil
+    import subprocess
+
+    path = tmp_path / "disk"
+    path.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(path)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def store_with_tags_and_a_queue(disk: Path, monkeypatch) -> tuple:
+    """A run on ``disk`` with a tag, a review queue with one decision and a saved view, every SQLite
+    connection of this process closed (a fresh process reads the store)."""
+    from cartomap.runs import sqlite as run_sqlite
+
+    monkeypatch.delenv(TEAM_ENV, raising=False)
+    monkeypatch.delenv(USER_ENV, raising=False)
+    run = make_run(disk / "cache", embeddings=False, group=False)
+    ids = disk / "ids.txt"
+    ids.write_text("n0\nn1\n")
+    assert cli(run, "tags", "add", run.id, "typo", "--id", "n0") == 0
+    assert cli(run, "review-queue", "create", run.id, "q", "--ids", str(ids), "--per-item", "1") == 0
+    assert cli(run, "review-queue", "decide", run.id, "q", "--annotator", "ann", "--item", "n0",
+               "--decision", "remove") == 0  # fmt: skip
+    views.save_view(run, "mine", {"a": 1}, ["n0"])
+    for key in list(run_sqlite._OPEN):  # as a new process: no idle connection keeps the WAL files
+        run_sqlite._OPEN.pop(key).close()
+    return run
+
+
+READS = [
+    ("tags", "list"),
+    ("tags", "show", "{run}", "typo"),
+    ("review-queue", "show", "{run}", "q"),
+    ("review-queue", "next", "{run}", "q", "--annotator", "bob"),
+    ("views", "list"),
+]
+
+
+def reads_work(run, out: Path, capsys) -> None:
+    import pandas as pd
+
+    for args in READS:
+        args = [a.format(run=run.id) for a in args] + ([run.id] if len(args) == 2 else [])
+        assert cli(run, *args) == 0, (args, capsys.readouterr().err)
+    said = capsys.readouterr()
+    assert "typo" in said.out and "n1" in said.out and "mine: 1 settings" in said.out, said
+    assert cli(run, "export", run.id, "--out", str(out)) == 0, capsys.readouterr().err
+    exported = pd.read_parquet(next(out.rglob("tags.parquet")))
+    assert exported[["id", "tag"]].values.tolist() == [["n0", "typo"]]
+
+
+def test_a_read_only_store_with_tags_and_queues_is_readable(mounted, tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    run = store_with_tags_and_a_queue(mounted, monkeypatch)
+    subprocess.run(["mount", "-o", "remount,ro", str(mounted)], check=True)
+    capsys.readouterr()
+    reads_work(run, tmp_path / "export", capsys)
+    assert cli(run, "tags", "add", run.id, "later", "--id", "n1") == 2
+    assert "read-only: tags can be read here, not changed" in one_line(capsys)
+
+
+def test_a_store_on_a_full_disk_is_readable(mounted, tmp_path, monkeypatch, capsys):
+    run = store_with_tags_and_a_queue(mounted, monkeypatch)
+    with open(mounted / "filler", "ab", buffering=0) as handle:
+        for size in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    handle.write(b"\0" * size)
+            except OSError as err:
+                assert err.errno == errno.ENOSPC
+    capsys.readouterr()
+    reads_work(run, tmp_path / "export", capsys)  # the export to another filesystem too
+    assert cli(run, "tags", "add", run.id, "later", "--id", "n1") == 2
+    assert "the disk is full: free some space and tag again" in one_line(capsys)
