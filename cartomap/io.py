@@ -423,16 +423,18 @@ def json_objects(text: str, source: str):
 
 
 def read_user_text(path: str | Path, what: str) -> str:
-    """The text of a file a person may edit (``what`` names it: "saved view", "team file", "ids file"):
-    UTF-8, its byte order mark dropped. CartomapError naming the file when it is missing, cannot be read
-    or is not UTF-8 (naming the line and the byte)."""
+    """The text of a file a person may edit (``what`` it should hold, for messages: "a saved view", "a
+    team file"): UTF-8, its byte order mark dropped. DataError naming the file when it is missing, cannot
+    be read or is not UTF-8 (naming the line and the byte)."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise CartomapError(f"{path}: no such file (expected the {what})") from None
+        raise DataError(f"no such file (expected {what})", location=str(path)) from None
     except OSError as err:
-        raise CartomapError(f"{path}: the {what} cannot be read ({err.strerror or err})") from None
+        raise DataError(
+            f"cannot be read ({err.strerror or err}; expected {what})", location=str(path)
+        ) from None
     return decode_utf8(data[len(UTF8_BOM) :] if data[:3] == UTF8_BOM else data, str(path))
 
 
@@ -485,5 +487,5 @@ def parse_toml_text(text: str, source: str, what: str) -> dict[str, Any]:
 def read_ids_file(path: str | Path) -> list[str]:
     """The example ids of a file of one id per line (blank lines skipped, spaces around an id dropped);
     CartomapError naming the file (and the line and byte that are not UTF-8)."""
-    text = read_user_text(path, "ids file: one example id per line")
+    text = read_user_text(path, "one example id per line")
     return [line.strip() for line in text.splitlines() if line.strip()]

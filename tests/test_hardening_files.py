@@ -168,7 +168,7 @@ def test_a_non_utf8_ids_file_is_one_line(run, tmp_path, capsys):
     assert cli(run, "review-queue", "create", run.id, "q", "--ids", str(ids)) == 2
     assert f"{ids}: line 2: bytes are not valid UTF-8" in one_line(capsys)
     assert cli(run, "tags", "add", run.id, "typo", "--ids", str(tmp_path / "none.txt")) == 2
-    assert "none.txt: no such file (expected the ids file: one example id per line)" in one_line(capsys)
+    assert "none.txt: no such file (expected one example id per line)" in one_line(capsys)
     ids.write_bytes(io.UTF8_BOM + b"n0\n\n n1 \n")
     assert cli(run, "tags", "add", run.id, "typo", "--ids", str(ids)) == 0
     assert "tagged 2 examples" in capsys.readouterr().out
@@ -339,3 +339,22 @@ def test_a_store_on_a_full_disk_is_readable(mounted, tmp_path, monkeypatch, caps
     reads_work(run, tmp_path / "export", capsys)  # the export to another filesystem too
     assert cli(run, "tags", "add", run.id, "later", "--id", "n1") == 2
     assert "the disk is full: free some space and tag again" in one_line(capsys)
+
+
+# --------------------------------------------------------------------------- tools' files, the team file
+
+
+@pytest.mark.parametrize("tool", ["labelstudio", "argilla"])
+def test_a_deeply_nested_import_is_one_line(run, tmp_path, capsys, tool):
+    from cartomap.curation import exchange
+
+    ids = tmp_path / "ids.txt"
+    ids.write_text("n0\n")
+    assert cli(run, "review-queue", "create", run.id, "q", "--ids", str(ids)) == 0
+    export = tmp_path / "export.json"
+    export.write_text(DEEP)
+    capsys.readouterr()
+    assert cli(run, "review-queue", "import", run.id, "q", str(export), "--tool", tool) == 2
+    assert f"{export}: JSON nested too deeply; expected a Label Studio JSON export" in one_line(capsys)
+    with pytest.raises(CartomapError, match="upload.json: JSON nested too deeply"):
+        exchange.import_upload(run, "q", DEEP.encode(), tool, "upload.json")
