@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import struct
+import sys
 import tempfile
 import zlib
 from collections.abc import Callable
@@ -25,6 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from cartomap.errors import CartomapError, DataError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser as a package
+    import tomli as tomllib
 
 
 def _umask() -> int:
@@ -474,8 +480,6 @@ def read_json_file(path: str | Path, what: str) -> Any:
 def parse_toml_text(text: str, source: str, what: str) -> dict[str, Any]:
     """The tables of TOML ``text`` (of ``source``); DataError naming the source, the line and column and
     ``what`` was expected for TOML that is not valid or is nested too deeply."""
-    import tomllib
-
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

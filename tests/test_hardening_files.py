@@ -358,3 +358,17 @@ def test_a_deeply_nested_import_is_one_line(run, tmp_path, capsys, tool):
     assert f"{export}: JSON nested too deeply; expected a Label Studio JSON export" in one_line(capsys)
     with pytest.raises(CartomapError, match="upload.json: JSON nested too deeply"):
         exchange.import_upload(run, "q", DEEP.encode(), tool, "upload.json")
+
+
+def test_a_team_file_with_a_byte_order_mark_is_read_and_a_deep_one_is_one_line(run, capsys, monkeypatch):
+    team = run.path.parents[1] / "team.toml"
+    team.write_bytes(io.UTF8_BOM + b'[users]\n"alice" = "owner"\n"bob" = "viewer"\n')
+    monkeypatch.setenv(USER_ENV, "bob")
+    assert cli(run, "tags", "add", run.id, "typo", "--id", "n0") == 2  # read: bob is a viewer
+    assert "bob" in one_line(capsys)
+    monkeypatch.setenv(USER_ENV, "alice")
+    assert cli(run, "tags", "add", run.id, "typo", "--id", "n0") == 0
+    capsys.readouterr()
+    team.write_text('[users]\n"alice" = ' + DEEP)
+    assert cli(run, "tags", "add", run.id, "typo", "--id", "n1") == 2
+    assert f"{team}: TOML nested too deeply; expected a team file" in one_line(capsys)
