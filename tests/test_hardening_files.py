@@ -372,3 +372,16 @@ def test_a_team_file_with_a_byte_order_mark_is_read_and_a_deep_one_is_one_line(r
     team.write_text('[users]\n"alice" = ' + DEEP)
     assert cli(run, "tags", "add", run.id, "typo", "--id", "n1") == 2
     assert f"{team}: TOML nested too deeply; expected a team file" in one_line(capsys)
+
+
+# --------------------------------------------------------------------------- rough edges
+
+
+def test_cancelling_a_finished_run_says_so_and_leaves_nothing(run, capsys):
+    assert run.status()["state"] == "done"
+    assert cli(run, "cancel", run.id) == 2
+    assert f"run {run.id} is done (finished): there is nothing to cancel" in one_line(capsys)
+    assert not run.cancel_requested()
+    run.set_status(state="queued")  # waiting for its job: a cancel is kept for it
+    assert cli(run, "cancel", run.id) == 0
+    assert "cancel requested" in capsys.readouterr().out and run.cancel_requested()
