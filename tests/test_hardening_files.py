@@ -385,3 +385,22 @@ def test_cancelling_a_finished_run_says_so_and_leaves_nothing(run, capsys):
     run.set_status(state="queued")  # waiting for its job: a cancel is kept for it
     assert cli(run, "cancel", run.id) == 0
     assert "cancel requested" in capsys.readouterr().out and run.cancel_requested()
+
+
+# --------------------------------------------------------------------------- messages that name the right thing
+
+
+def test_a_01_row_of_another_width_is_named_not_the_first_line():
+    from cartomap.data import multilabel as ml
+
+    rows = [[0, 1, 1], [1, 0, 0], [1, 0], [0, 0, 1]]
+    text = "\n".join(json.dumps({"text": f"t{i}", "labels": r}) for i, r in enumerate(rows))
+    with pytest.raises(CartomapError) as caught:
+        ml.parse_multilabel_jsonl(text, "d.jsonl", label_names=["x", "y", "z"], text_fields=["text"])
+    message = str(caught.value)
+    assert message.startswith("d.jsonl: line 3: field 'labels': a list of 2 numbers 0/1"), message
+    assert "needs 3 numbers in every row" in message
+    # label positions of several lengths (no number repeated in a row) are still label positions
+    positions = "\n".join(json.dumps({"text": f"t{i}", "labels": r}) for i, r in enumerate([[0, 1], [1], [0]]))
+    data = ml.parse_multilabel_jsonl(positions, "p.jsonl", label_names=["x", "y", "z"], text_fields=["text"])
+    assert data.indicator.tolist() == [[True, True, False], [False, True, False], [True, False, False]]
