@@ -401,6 +401,32 @@ def test_a_01_row_of_another_width_is_named_not_the_first_line():
     assert message.startswith("d.jsonl: line 3: field 'labels': a list of 2 numbers 0/1"), message
     assert "needs 3 numbers in every row" in message
     # label positions of several lengths (no number repeated in a row) are still label positions
-    positions = "\n".join(json.dumps({"text": f"t{i}", "labels": r}) for i, r in enumerate([[0, 1], [1], [0]]))
+    positions = "\n".join(
+        json.dumps({"text": f"t{i}", "labels": r}) for i, r in enumerate([[0, 1], [1], [0]])
+    )
     data = ml.parse_multilabel_jsonl(positions, "p.jsonl", label_names=["x", "y", "z"], text_fields=["text"])
     assert data.indicator.tolist() == [[True, True, False], [False, True, False], [True, False, False]]
+
+
+@pytest.mark.parametrize(
+    "votes", [{"neutral": float("nan")}, {"neutral": float("nan"), "entailment": 2}, [1, float("nan"), 0]]
+)
+def test_a_nan_vote_is_named_as_nan_not_as_no_votes(tmp_path, votes):
+    from cartomap.config import DataConfig
+    from cartomap.data.loading import load_dataset
+
+    rows = [
+        {
+            "premise": f"p{i}",
+            "hypothesis": f"h{i}",
+            "label": ["entailment", "neutral", "contradiction"][i],
+            "votes": v,
+        }
+        for i, v in enumerate([{"neutral": 1}, votes, {"neutral": 1}])
+    ]
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(CartomapError) as caught:
+        load_dataset(DataConfig(path=str(path), votes_column="votes"))
+    message = str(caught.value)
+    assert f"{path}: line 2" in message and "is NaN; expected a whole number of votes" in message, message
