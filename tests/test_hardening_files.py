@@ -430,3 +430,23 @@ def test_a_nan_vote_is_named_as_nan_not_as_no_votes(tmp_path, votes):
         load_dataset(DataConfig(path=str(path), votes_column="votes"))
     message = str(caught.value)
     assert f"{path}: line 2" in message and "is NaN; expected a whole number of votes" in message, message
+
+
+@pytest.mark.parametrize(
+    ("folds", "words"),
+    [(31, "30 examples cannot be split into 31 folds"), (12, "every class needs at least k=12 examples")],
+)
+def test_too_many_folds_for_the_data_names_folds(tmp_path, capsys, folds, words):
+    from cartomap.config import DataConfig
+    from cartomap.data.loading import load_dataset
+
+    demo = load_dataset(DataConfig(path="demo:dev"))
+    frame = demo.frame.groupby("label").head(10).head(30).copy()
+    frame["label"] = [demo.label_names[k] for k in frame["label"]]
+    data = tmp_path / "thirty.jsonl"
+    frame.to_json(data, orient="records", lines=True)
+    args = ["--cache", str(tmp_path / "cache"), "prune", "--data", str(data), "--test", str(data)]
+    assert main([*args, "--folds", str(folds)]) == 2
+    err = one_line(capsys)
+    assert err.startswith(f"cartomap: error: --folds: {words}"), err
+    assert str(data) in err and "labels" not in err
