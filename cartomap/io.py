@@ -238,7 +238,14 @@ def file_stamp(path: str | Path) -> tuple[int, int] | tuple[()]:
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """The JSON of one of cartomap's own files (a run's status, config, history, ...); ValueError for one
+    that is not JSON, not UTF-8 or nested too deeply (a hand-edited file: the caller says it is damaged),
+    OSError when it cannot be read. Files a person edits are read by :func:`read_json_file`."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 #: Linux has open-file-description locks (``F_OFD_SETLK``): the one kind a reader can *query*

@@ -450,3 +450,18 @@ def test_too_many_folds_for_the_data_names_folds(tmp_path, capsys, folds, words)
     err = one_line(capsys)
     assert err.startswith(f"cartomap: error: --folds: {words}"), err
     assert str(data) in err and "labels" not in err
+
+
+def test_a_deeply_nested_run_file_is_a_damaged_run_not_a_traceback(run, capsys):
+    run.status_path.write_text(DEEP)
+    assert cli(run, "runs") == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "status.json cannot be read" in captured.err
+    assert "JSON nested too deeply" in captured.err
+
+
+def test_a_deeply_nested_config_file_is_one_line(tmp_path, capsys):
+    config = tmp_path / "config.json"
+    config.write_text(DEEP)
+    assert main(["--cache", str(tmp_path / "cache"), "train", "--config", str(config)]) == 2
+    assert f"{config}: JSON nested too deeply; expected a run's config.json" in one_line(capsys)

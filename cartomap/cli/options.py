@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from cartomap.config import (
@@ -19,6 +18,7 @@ from cartomap.config import (
     path_kind,
 )
 from cartomap.errors import DataError, RunError
+from cartomap.io import parse_json_text
 from cartomap.tasks import registry as task_kinds
 
 
@@ -210,10 +210,7 @@ def read_config_file(path: str) -> RunConfig:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise DataError(f"cannot read the config file ({type(err).__name__}: {err})", location=path) from None
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataError(f"not JSON: {err.msg}", location=f"{path}:{err.lineno}:{err.colno}") from None
+    payload = parse_json_text(text, path, "a run's config.json or its RunConfig part")
     if not isinstance(payload, dict):
         raise DataError(f"expected a JSON object, got {type(payload).__name__}", location=path)
     if isinstance(payload.get("config"), dict) and "versions" in payload:  # a run folder's config.json
