@@ -464,4 +464,4 @@ def test_a_deeply_nested_config_file_is_one_line(tmp_path, capsys):
     config = tmp_path / "config.json"
     config.write_text(DEEP)
     assert main(["--cache", str(tmp_path / "cache"), "train", "--config", str(config)]) == 2
-    assert f"{config}: JSON nested too deeply; expected a run's config.json" in one_line(capsys)
+    assert f"{config}: JSON nested too deeply; expected a run config" in one_line(capsys)

@@ -210,7 +210,7 @@ def read_config_file(path: str) -> RunConfig:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise DataError(f"cannot read the config file ({type(err).__name__}: {err})", location=path) from None
-    payload = parse_json_text(text, path, "a run's config.json or its RunConfig part")
+    payload = parse_json_text(text, path, "a run config (a run folder's config or its RunConfig part)")
     if not isinstance(payload, dict):
         raise DataError(f"expected a JSON object, got {type(payload).__name__}", location=path)
     if isinstance(payload.get("config"), dict) and "versions" in payload:  # a run folder's config.json
