@@ -58,6 +58,7 @@ def one_line(capsys) -> str:
         (b'{"a":\n  }', "line 2: not valid JSON (Expecting value at column 3); expected a thing"),
         (b'{"a": "\xff"}', "line 1: bytes are not valid UTF-8 (byte 0xff"),
     ],
+    ids=["nested", "1e400", "NaN", "5000 digits", "malformed", "not UTF-8"],
 )
 def test_the_json_reader_is_one_error_naming_the_file(tmp_path, body, words):
     path = tmp_path / "f.json"
@@ -87,18 +88,20 @@ DAMAGE = {
     "a number out of range": lambda v: {**v, "created_at": 1e300},
     "a time past any date": lambda v: {**v, "created_at": 99999999999999999},
     "a focus that is a list": lambda v: {**v, "focus": [1]},
+    "nested 100,000 deep": lambda v: DEEP,
+    "not JSON": lambda v: "{not json",
 }
 
 
 def damage(run, name: str, how: str) -> Path:
     path = views.view_path(run, name)
-    view = json.loads(path.read_text())
-    text = json.dumps(DAMAGE[how](view)) if how in DAMAGE else how
+    view = DAMAGE[how](json.loads(path.read_text()))
+    text = view if isinstance(view, str) else json.dumps(view)
     path.write_text(text.replace("1e+300", "1e400"), encoding="utf-8")
     return path
 
 
-@pytest.mark.parametrize("how", [*DAMAGE, DEEP, "{not json"])
+@pytest.mark.parametrize("how", list(DAMAGE))
 def test_a_damaged_view_hides_no_other_and_can_be_deleted_or_replaced(run, capsys, how):
     views.save_view(run, "good", {"a": 1}, ["n1"])
     views.save_view(run, "bad one", {"a": 2}, [])
