@@ -88,6 +88,7 @@ DAMAGE = {
     "a number out of range": lambda v: {**v, "created_at": 1e300},
     "a time past any date": lambda v: {**v, "created_at": 99999999999999999},
     "a focus that is a list": lambda v: {**v, "focus": [1]},
+    "a setting that is a mapping": lambda v: {**v, "settings": {"conf": {"lo": 1}}},
     "nested 100,000 deep": lambda v: DEEP,
     "not JSON": lambda v: "{not json",
 }
@@ -110,7 +111,7 @@ def test_a_damaged_view_hides_no_other_and_can_be_deleted_or_replaced(run, capsy
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and any(line.startswith("good: 1 settings, 1 selected") for line in lines)
     (bad,) = [line for line in lines if not line.startswith("good")]
-    assert str(path) in bad and "cartomap views delete" in bad, bad
+    assert str(path) in bad and f"cartomap views delete {run.id} bad-one" in bad, bad
     assert cli(run, "views", "show", run.id, "good") == 0
     capsys.readouterr()
     assert cli(run, "views", "show", run.id, "bad one") == 2

@@ -156,6 +156,10 @@ def _check_fields(view: dict[str, Any]) -> str | None:
     """What is wrong with the fields of a view read from its file (None: nothing)."""
     if not isinstance(view.get("settings", {}), dict):
         return "field 'settings': expected a mapping of setting names to values"
+    try:
+        check_settings(view.get("settings", {}))
+    except CartomapError as err:
+        return f"field 'settings': {err}"
     if not isinstance(view.get("selection", []), list):
         return "field 'selection': expected a list of example ids"
     focus = view.get("focus")
@@ -172,7 +176,8 @@ def _check_fields(view: dict[str, Any]) -> str | None:
 def _read(path: Path) -> dict[str, Any]:
     """The view of file ``path``; CartomapError naming the file, the field and what was expected, and how
     to get rid of it (``cartomap views delete``, or saving the view again replacing it)."""
-    remedy = f"delete it (`cartomap views delete RUN {path.stem}`) or save the view again, replacing it"
+    run_id = path.parent.parent.name  # views/<slug>.json in the run's folder
+    remedy = f"delete it (`cartomap views delete {run_id} {path.stem}`) or save the view again, replacing it"
     try:
         view = read_json_file(path, WHAT)
     except CartomapError as err:
