@@ -323,11 +323,13 @@ def test_a_read_only_store_with_tags_and_queues_is_readable(mounted, tmp_path, m
     import subprocess
 
     run = store_with_tags_and_a_queue(mounted, monkeypatch)
+    untagged = make_run(mounted / "other", embeddings=False, group=False)  # no tags.sqlite yet
     subprocess.run(["mount", "-o", "remount,ro", str(mounted)], check=True)
     capsys.readouterr()
     reads_work(run, tmp_path / "export", capsys)
-    assert cli(run, "tags", "add", run.id, "later", "--id", "n1") == 2
-    assert "read-only: tags can be read here, not changed" in one_line(capsys)
+    for which in (run, untagged):
+        assert cli(which, "tags", "add", which.id, "later", "--id", "n1") == 2
+        assert "read-only: tags can be read here, not changed" in one_line(capsys)
 
 
 def test_a_store_on_a_full_disk_is_readable(mounted, tmp_path, monkeypatch, capsys):

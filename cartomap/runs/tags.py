@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import CartomapError
-from cartomap.io import file_stamp
-from cartomap.runs.sqlite import BASE_SCHEMA, READ_ONLY, SQLiteStore, is_busy, read_only_reason, retry_busy
+from cartomap.io import file_stamp, writable
+from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, is_busy, retry_busy
 from cartomap.runs.store import Run
 
 #: The longest tag (characters).
@@ -99,7 +99,7 @@ def _problem(run: Run, err: sqlite3.OperationalError, writing: bool = True) -> C
     """One line about the tag database that could not be written (``writing``) or read."""
     if not writing:
         return CartomapError(f"{run.tags_path}: the tags cannot be read now ({err})")
-    if read_only_reason(run.tags_path) == READ_ONLY or "readonly" in str(err):
+    if not writable(run.tags_path.parent) or "readonly" in str(err):
         return CartomapError(
             f"{run.tags_path}: the run's folder is read-only: tags can be read here, not changed (no tag was changed)"
         )
