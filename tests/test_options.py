@@ -66,7 +66,7 @@ def test_a_missing_or_broken_config_file_is_named(tiny_data, tmp_path, capsys):
     cache = str(tmp_path / "cache")
     missing = tmp_path / "garbage.json"
     assert main(["--cache", cache, "train", "--data", str(tiny_data), "--config", str(missing)]) == 2
-    assert f"{missing}: cannot read the config file (FileNotFoundError" in capsys.readouterr().err
+    assert f"{missing}: no such file (expected a run config" in capsys.readouterr().err
     broken = tmp_path / "broken.json"
     broken.write_text('{"train": {"epochs": 2,}}')
     assert main(["--cache", cache, "train", "--data", str(tiny_data), "--config", str(broken)]) == 2
