@@ -13,10 +13,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
 import struct
+import sys
 import tempfile
 import zlib
 from collections.abc import Callable
@@ -24,6 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from cartomap.errors import CartomapError, DataError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser as a package
+    import tomli as tomllib
 
 
 def _umask() -> int:
@@ -71,10 +78,37 @@ def _raise_as_os_error(err: BaseException, path, tmp=None) -> None:
         raise mapped from err
 
 
+#: The temporary names of atomic writes, written once: a file ``.<name>.<8 random characters>.tmp``
+#: (:func:`tempfile.mkstemp`'s) beside ``<name>``, a folder ``.tmp-<name>`` beside the folder
+#: (:func:`atomic_folder`; the run store's new folders add their host and process). :func:`is_temporary`
+#: tells them; ``cartomap repair`` removes the ones a killed process left.
+TEMP_FILE_SUFFIX, TEMP_FOLDER_PREFIX = ".tmp", ".tmp-"
+_TEMP_FILE = re.compile(r"\..+\.[a-z0-9_]{8}" + re.escape(TEMP_FILE_SUFFIX))
+
+
+def temp_file_prefix(name: str) -> str:
+    """The start of the temporary name of an atomic write of the file ``name``."""
+    return f".{name}."
+
+
+def temp_folder(folder: str | Path, *unique: Any) -> Path:
+    """The temporary folder an atomic write of ``folder`` fills first (``.tmp-<name>``, ``-``-joined
+    with ``unique`` parts such as the host and process when several processes may write it)."""
+    folder = Path(folder)
+    return folder.parent / "-".join([f"{TEMP_FOLDER_PREFIX}{folder.name}", *map(str, unique)])
+
+
+def is_temporary(path: str | Path) -> bool:
+    """Whether ``path`` is named as an atomic write's temporary file or folder (:data:`TEMP_FILE_SUFFIX`,
+    :data:`TEMP_FOLDER_PREFIX`)."""
+    name = Path(path).name
+    return name.startswith(TEMP_FOLDER_PREFIX) or _TEMP_FILE.fullmatch(name) is not None
+
+
 def _atomic(path: Path, write: Callable[[Path], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_file_prefix(path.name), suffix=TEMP_FILE_SUFFIX)
     os.close(fd)
     try:
         write(Path(tmp))
@@ -93,7 +127,7 @@ def atomic_folder(folder: str | Path, write: Callable[[Path], None]) -> Path:
     ``folder`` is untouched) and raises a library's disk error as the OSError it stands for, naming the
     folder (:func:`as_os_error`)."""
     folder = Path(folder)
-    tmp = folder.parent / f".tmp-{folder.name}"
+    tmp = temp_folder(folder)
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
@@ -204,7 +238,14 @@ def file_stamp(path: str | Path) -> tuple[int, int] | tuple[()]:
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """The JSON of one of cartomap's own files (a run's status, config, history, ...); ValueError for one
+    that is not JSON, not UTF-8 or nested too deeply (a hand-edited file: the caller says it is damaged),
+    OSError when it cannot be read. Files a person edits are read by :func:`read_json_file`."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 #: Linux has open-file-description locks (``F_OFD_SETLK``): the one kind a reader can *query*
@@ -385,3 +426,77 @@ def json_objects(text: str, source: str):
         if not isinstance(record, dict):
             raise DataError(f"expected a JSON object per line, got {type(record).__name__}", location=where)
         yield lineno, where, record
+
+
+# --------------------------------------------------------------------------- files a person edits
+# One checked reader per format for every file cartomap reads that a person may have edited (saved
+# views, the team file, imported tool exports, ids files, guidelines, config files): a file that cannot
+# be read is one CartomapError naming the file (and the line or field) and what was expected, never a
+# traceback (RecursionError, OverflowError, UnicodeDecodeError, ...).
+
+
+def read_user_text(path: str | Path, what: str) -> str:
+    """The text of a file a person may edit (``what`` it should hold, for messages: "a saved view", "a
+    team file"): UTF-8, its byte order mark dropped. DataError naming the file when it is missing, cannot
+    be read or is not UTF-8 (naming the line and the byte)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"no such file (expected {what})", location=str(path)) from None
+    except OSError as err:
+        raise DataError(
+            f"cannot be read ({err.strerror or err}; expected {what})", location=str(path)
+        ) from None
+    return decode_utf8(data[len(UTF8_BOM) :] if data[:3] == UTF8_BOM else data, str(path))
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json_text(text: str, source: str, what: str) -> Any:
+    """The JSON value of ``text`` (of ``source``, a file name); DataError naming the source, the line and
+    ``what`` was expected for malformed JSON, nesting too deep, a number out of range (``1e400``, NaN,
+    an integer of thousands of digits)."""
+    try:
+        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise DataError(
+            f"not valid JSON ({e.msg} at column {e.colno}); expected {what}",
+            location=f"{source}: line {e.lineno}",
+        ) from None
+    except RecursionError:
+        raise DataError(f"JSON nested too deeply; expected {what}", location=source) from None
+    except ValueError as e:  # a number out of range; an integer past Python's digit limit
+        raise DataError(f"{str(e).split(';')[0]}; expected {what}", location=source) from None
+
+
+def read_json_file(path: str | Path, what: str) -> Any:
+    """:func:`parse_json_text` of the file ``path`` read by :func:`read_user_text`."""
+    return parse_json_text(read_user_text(path, what), str(path), what)
+
+
+def parse_toml_text(text: str, source: str, what: str) -> dict[str, Any]:
+    """The tables of TOML ``text`` (of ``source``); DataError naming the source, the line and column and
+    ``what`` was expected for TOML that is not valid or is nested too deeply."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise DataError(f"not valid TOML: {e}; expected {what}", location=source) from None
+    except RecursionError:
+        raise DataError(f"TOML nested too deeply; expected {what}", location=source) from None
+
+
+def read_ids_file(path: str | Path) -> list[str]:
+    """The example ids of a file of one id per line (blank lines skipped, spaces around an id dropped);
+    CartomapError naming the file (and the line and byte that are not UTF-8)."""
+    text = read_user_text(path, "one example id per line")
+    return [line.strip() for line in text.splitlines() if line.strip()]

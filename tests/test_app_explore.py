@@ -139,6 +139,12 @@ def test_tags_from_the_selection_and_the_example_panel_filtered_and_listed(run):
     at.text_input(key="dm_tag_selection_name").input("a, b")
     at.button(key="dm_tag_selection_add").click().run()
     assert any("no commas" in e.value for e in at.error) and "a, b" not in set(run_tags.tags_of(run)["tag"])
+    # a tag too long is refused in words, never cut short by the browser (no max_chars on the field)
+    assert at.text_input(key="dm_tag_selection_name").proto.max_chars == 0
+    at.text_input(key="dm_tag_selection_name").input("x" * 200)
+    at.button(key="dm_tag_selection_add").click().run()
+    assert any(f"at most {run_tags.MAX_TAG} characters (200 given)" in e.value for e in at.error)
+    assert not any(t.startswith("x") for t in run_tags.tags_of(run)["tag"])
 
 
 def test_downloads_carry_the_tags(run):
@@ -321,3 +327,34 @@ def test_a_selection_draws_ten_paths_by_default_and_more_on_request(run):
     at.run()
     assert not [n for n in at.number_input if n.key == "_kept_dm_paths_drawn"]
     assert any(c.label.endswith("(4 examples)") for c in at.checkbox)
+
+
+def test_a_damaged_view_is_named_and_deletable_and_a_full_disk_is_one_message(run, monkeypatch):
+    """A hand-edited view (its date in words) breaks nothing on the page: the good view is offered, the
+    damaged one named with a button that deletes it; saving on a full disk is one error message."""
+    import errno
+    import os
+
+    import cartomap.io
+
+    run_views.save_view(run, "good", {}, [])
+    run_views.save_view(run, "edited", {}, [])
+    path = run_views.view_path(run, "edited")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "created_at": "yesterday"}))
+    at = _app()
+    at.run()
+    assert not at.exception, at.exception
+    assert any("field 'created\\_at'" in c.value and "edited.json" in c.value for c in at.caption)
+    assert at.selectbox(key="dm_view_pick").options == ["good"]
+    at.button(key="dm_view_delete_damaged_edited").click().run()
+    assert not at.exception, at.exception
+    assert not path.exists() and [v["name"] for v in run_views.list_views(run)] == ["good"]
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(cartomap.io, "atomic_write_bytes", full)
+    at.text_input(key="dm_view_name").input("later")
+    next(b for b in at.button if b.label.startswith("Save this view")).click().run()
+    assert not at.exception, at.exception
+    assert any("the disk is full: free some space and save again" in e.value for e in at.error)

@@ -233,7 +233,7 @@ def test_label_studio_bad_exports(tmp_path, tasks, match):
 def test_label_studio_unreadable_files(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text('[{"data": {}},\n{oops}]')
-    with pytest.raises(DataError, match=r"broken\.json:2: not valid JSON"):
+    with pytest.raises(DataError, match=r"broken\.json: line 2: not valid JSON"):
         LS.read_label_studio(path)
     with pytest.raises(DataError, match=r"missing\.json: no such file"):
         LS.read_label_studio(tmp_path / "missing.json")

@@ -43,6 +43,11 @@ def check_query(query: str, mode: str = SUBSTRING) -> str:
         raise CartomapError("type some text to search for")
     if len(text) > MAX_QUERY:
         raise CartomapError(f"a search has at most {MAX_QUERY:,} characters ({len(text):,} given)")
+    bad = next((c for c in text if 0xD800 <= ord(c) <= 0xDFFF), None)
+    if bad is not None:  # a lone surrogate: no text holds it (UTF-8 cannot encode it)
+        raise CartomapError(
+            f"the search holds U+{ord(bad):04X}, half of a character (a lone surrogate): type the text again"
+        )
     if mode == REGEX:
         try:
             pc.match_substring_regex(pa.array([""]), pattern=text, ignore_case=True)

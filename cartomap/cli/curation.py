@@ -16,10 +16,8 @@ def _run(a: argparse.Namespace):
 
 def cmd_create(a: argparse.Namespace) -> int:
     """Make a review queue from a detector's top k, a saved group, ids in a file, or pruning suspects."""
-    from pathlib import Path
 
     from cartomap.curation import levels, queue, sources
-    from cartomap.errors import CartomapError
 
     run = _run(a)
     levels.check_level(run, a.by)
@@ -50,11 +48,9 @@ def cmd_create(a: argparse.Namespace) -> int:
         exp = ExperimentStore(a.cache).get(a.pruning)
         candidates = sources.from_suspects(run, suspects_of(exp, run, RunStore(a.cache)), exp.id)
     else:
-        path = Path(a.ids)
-        if not path.is_file():
-            raise CartomapError(f"{path}: no such file (expected one example id per line)")
-        ids = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        candidates = sources.from_selection(run, ids)
+        from cartomap.io import read_ids_file
+
+        candidates = sources.from_selection(run, read_ids_file(a.ids))
     if a.region and not a.detector:  # a detector's top k are found among the region's examples already
         candidates = sources.in_region(run, candidates, a.region, rule)
     if not a.detector:  # a token run's words as sentences or entity spans (a detector's are already)
@@ -84,18 +80,11 @@ def cmd_create(a: argparse.Namespace) -> int:
 
 def _guidelines_of(a: argparse.Namespace) -> str:
     """The text of --guidelines, or of the file --guidelines-file names ("" with neither)."""
-    from pathlib import Path
-
-    from cartomap.errors import CartomapError
 
     if getattr(a, "guidelines_file", None):
-        path = Path(a.guidelines_file)
-        try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise CartomapError(f"{path}: no such file (expected the guidelines as text)") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise CartomapError(f"{path}: cannot be read as UTF-8 text ({err})") from None
+        from cartomap.io import read_user_text
+
+        return read_user_text(a.guidelines_file, "guidelines as text")
     return getattr(a, "guidelines", None) or ""
 
 

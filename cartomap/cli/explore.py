@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from cartomap.cli.printing import printable, printable_frame
 from cartomap.cli.team import acting
@@ -40,14 +39,14 @@ def cmd_views_show(a: argparse.Namespace) -> int:
     """A view's settings one per line, its focus, and how many it selects (``--ids``: the ids)."""
     import json
 
-    from cartomap.runs.views import describe, load_view
+    from cartomap.runs.views import address, describe, load_view
 
     run = _run(a)
     view = load_view(run, a.name)
     print(printable(describe(view)))
     for key, value in sorted(view["settings"].items()):
         print(printable(f"  {key} = {json.dumps(value, ensure_ascii=False)}"))
-    print(f"  address: ?run={run.id}&view={printable(view['name'])} (the Data map page restores it)")
+    print(f"  address: {printable(address(run.id, view['name']))} (the Data map page restores it)")
     if a.ids:
         for example_id in view["selection"]:
             print(printable(example_id))
@@ -66,13 +65,9 @@ def cmd_views_delete(a: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- tags
 def _ids(a: argparse.Namespace) -> list[str]:
     """The example ids of ``--id`` and ``--ids FILE`` (one per line)."""
-    ids = list(a.id or [])
-    if a.ids:
-        path = Path(a.ids)
-        if not path.is_file():
-            raise CartomapError(f"{path}: no such file (expected one example id per line)")
-        ids += [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return ids
+    from cartomap.io import read_ids_file
+
+    return list(a.id or []) + (read_ids_file(a.ids) if a.ids else [])
 
 
 def cmd_tags_list(a: argparse.Namespace) -> int:

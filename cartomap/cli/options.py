@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from cartomap.config import (
     DEMO_DEV_OF,
@@ -19,6 +17,7 @@ from cartomap.config import (
     path_kind,
 )
 from cartomap.errors import DataError, RunError
+from cartomap.io import read_json_file
 from cartomap.tasks import registry as task_kinds
 
 
@@ -208,14 +207,7 @@ def option_error(err: DataError) -> DataError:
 def read_config_file(path: str) -> RunConfig:
     """A RunConfig from ``--config FILE`` (a config.json of a run, or its RunConfig part); DataError naming
     the file when it is missing, not JSON, or holds values a config refuses."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"cannot read the config file ({type(err).__name__}: {err})", location=path) from None
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataError(f"not JSON: {err.msg}", location=f"{path}:{err.lineno}:{err.colno}") from None
+    payload = read_json_file(path, "a run config (a run folder's config or its RunConfig part)")
     if not isinstance(payload, dict):
         raise DataError(f"expected a JSON object, got {type(payload).__name__}", location=path)
     if isinstance(payload.get("config"), dict) and "versions" in payload:  # a run folder's config.json

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cartomap.cli.options import add_data_arguments, data_config
 from cartomap.cli.printing import print_run_summary, printable, printable_frame
-from cartomap.errors import CartomapError
+from cartomap.errors import CartomapError, RunError
 from cartomap.runs.progress import time_left
 from cartomap.runs.state import State
 
@@ -324,7 +324,9 @@ def cmd_repair(a: argparse.Namespace) -> int:
     store.require_writable("`cartomap repair`", run)
     report = repair_run(run)
     for line in report.fixed:
-        print(f"fixed: {line}")
+        print(f"fixed: {printable(line)}")
+    for line in report.notes:
+        print(f"note: {printable(line)}")
     for line in report.remaining:
         print(f"cannot fix: {printable(line)}", file=sys.stderr)
     if report.remaining:
@@ -352,11 +354,16 @@ def cmd_delete(a: argparse.Namespace) -> int:
 
 
 def cmd_cancel(a: argparse.Namespace) -> int:
+    from cartomap.runs.state import is_active, is_done
     from cartomap.runs.store import RunStore
 
     store = RunStore(a.cache)
     run = store.get(a.run)
     store.require_writable("`cartomap cancel`", run)
+    state = run.status()["state"]
+    if not is_active(state):  # nothing trains it: a cancel file would only linger
+        what = "finished" if is_done(state) else "not training"
+        raise RunError(f"run {run.id} is {state} ({what}): there is nothing to cancel")
     run.request_cancel()
     print(f"cancel requested for run {run.id}; it stops after the current step and can be resumed")
     return 0

@@ -13,7 +13,6 @@ latest decision is theirs, so the outcome does not change.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,9 @@ import pandas as pd
 from cartomap.curation.queue import load_queue, open_queue
 from cartomap.curation.sources import WORD
 from cartomap.data import argilla, label_studio
-from cartomap.errors import CartomapError
+from cartomap.data.interchange import TOOL_JSON
+from cartomap.errors import CartomapError, DataError
+from cartomap.io import UTF8_BOM, decode_utf8, parse_json_text
 from cartomap.tasks import registry as task_kinds
 
 TOOLS = ("labelstudio", "argilla")
@@ -151,9 +152,10 @@ def import_upload(
     Argilla ``records.json``)."""
     _tool(tool)
     try:
-        parsed = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CartomapError(f"{name}: not a JSON file ({err})") from None
+        text = decode_utf8(data[len(UTF8_BOM) :] if data[:3] == UTF8_BOM else data, name)
+        parsed = parse_json_text(text, name, TOOL_JSON)
+    except DataError as err:
+        raise CartomapError(f"not a JSON file: {err}") from None
     names = list(run.label_names)
     if tool == "labelstudio":
         table = label_studio.label_studio_decisions(parsed, label_names=names, source=name)

@@ -94,6 +94,11 @@ def _missing(value: Any) -> bool:
     return isinstance(value, (float, np.floating)) and math.isnan(value)
 
 
+def _absent(value: Any) -> bool:
+    """A null (a key absent in a row of a struct column), not NaN."""
+    return value is None or value is pd.NA
+
+
 def _looks_like_votes(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip()[:1] in ("{", "[")
@@ -183,9 +188,16 @@ def _class_of(
 
 
 def _count(value: Any, label: str, where: str, field: str) -> int:
-    """One whole, non-negative count of at most :data:`MAX_VOTES` (a missing value is 0)."""
-    if _missing(value):
+    """One whole, non-negative count of at most :data:`MAX_VOTES` (a null is 0; NaN is refused: it is
+    no count, and reading it as 0 would hide it)."""
+    if _absent(value):
         return 0  # a key absent in this row of a Parquet struct column
+    if isinstance(value, (float, np.floating)) and math.isnan(value):
+        raise DataError(
+            f"the count of {label!r} is NaN; expected a whole number of votes (null or no key for none)",
+            location=where,
+            field=field,
+        )
     if isinstance(value, str) and _INT.match(value.strip()):
         value = int(value.strip())
     ok = isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, (bool, np.bool_))
@@ -288,7 +300,7 @@ def parse_votes(
         keys: dict[int, Any] = {}
         for key, n in value.items():
             k = _class_of(key, names, index, "vote for label", where, field)
-            if _missing(n):
+            if _absent(n):
                 continue  # a key absent in this row of a Parquet struct column
             if k in keys:
                 raise DataError(

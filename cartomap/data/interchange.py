@@ -28,7 +28,6 @@ Malformed input is a DataError naming the file, the task or record index and the
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,6 +38,7 @@ import pandas as pd
 
 from cartomap.config import REVIEW_DECISIONS
 from cartomap.errors import DataError
+from cartomap.io import read_json_file
 from cartomap.tasks import registry as task_kinds
 
 #: The decisions table: one row per (item, annotator).
@@ -185,20 +185,14 @@ def queue_rows(
 # ---------------------------------------------------------------------------------------------------------
 
 
+#: What an annotation tool's file holds, for messages.
+TOOL_JSON = "a Label Studio JSON export or an Argilla records.json"
+
+
 def load_tool_json(path: str | Path) -> Any:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as err:
-        raise DataError("no such file", location=str(path)) from err
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"cannot read the file ({err})", location=str(path)) from err
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataError(
-            f"not valid JSON: {err.msg} (column {err.colno})", location=f"{path}:{err.lineno}"
-        ) from err
+    """The JSON of an annotation tool's export file (:func:`cartomap.io.read_json_file`): DataError naming
+    the file and line when it is missing, not UTF-8, not JSON or nested too deeply."""
+    return read_json_file(path, TOOL_JSON)
 
 
 def annotator_name(raw: Any, users: Mapping[Any, str] | None, where: str, field: str) -> str:

@@ -251,6 +251,7 @@ def flag_vectors(
     rows = [[int(x) for x in c] for c in cells if c is not None]
     width = len(rows[0])
     if width < 2 or any(len(r) != width for r in rows):
+        _check_odd_width(rows, label_names, where, field)
         return None
     # booleans and floats are never label positions: such a column reads one way only
     booleans = any(
@@ -283,6 +284,26 @@ def flag_vectors(
             field=field,
         )
     return [[n for n, f in zip(names, r, strict=True) if f] for r in rows]
+
+
+def _check_odd_width(
+    rows: list[list[int]], label_names: Sequence[str] | None, where: Callable[[int], str], field: str
+) -> None:
+    """For a column of 0/1 lists of several widths: DataError at the first row whose width is not one
+    number per label when the column is 0/1 per label (a row of one number per label repeats a number,
+    so it cannot be label positions); nothing when it may be label positions."""
+    if label_names is None:
+        return
+    width = len(label_names)
+    if not any(len(r) == width and len(set(r)) < len(r) for r in rows):
+        return  # every row may be label positions
+    odd = next(i for i, r in enumerate(rows) if len(r) != width)
+    raise DataError(
+        f"a list of {len(rows[odd])} numbers 0/1 where the other rows have one per label: 0/1 per label "
+        f"needs {width} numbers in every row ({list(label_names)})",
+        location=where(odd),
+        field=field,
+    )
 
 
 def parse_flag(value: Any, *, where: str = "", field: str | None = None) -> bool:

@@ -389,7 +389,11 @@ def check_data(params: PruningParams) -> TextDataset:
     if params.base.dev is not None:
         load_dataset(params.base.dev, label_names=train.label_names)
     resolve_categories(params.categories, train.label_names)
-    stratified_folds(train.labels, params.folds, params.fold_seed)
+    try:
+        stratified_folds(train.labels, params.folds, params.fold_seed)
+    except DataError as err:  # too many folds for the training set: the count of folds is what to change
+        message = str(err).removeprefix(f"field {err.field!r}: ")
+        raise DataError(f"{message} ({train.source})", field="folds") from None
     return train
 
 

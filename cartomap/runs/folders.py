@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from cartomap.errors import RunError
-from cartomap.io import writable
+from cartomap.io import temp_folder, writable
 
 Item = TypeVar("Item")
 
@@ -118,7 +118,7 @@ class FolderStore(Generic[Item]):
         if (final / self.MARKER).exists():
             return self.open(final)
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / f".tmp-{item_id}-{socket.gethostname()}-{os.getpid()}"  # unique on a shared store
+        tmp = temp_folder(final, socket.gethostname(), os.getpid())  # unique on a shared store
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from cartomap.errors import CartomapError
-from cartomap.io import disk_full
+from cartomap.io import disk_full, writable
 
 BUSY_TIMEOUT_MS = 30_000
 RETRY_SECONDS = 30.0  # how long a write that met "database is locked" is tried again (retry_busy)
@@ -70,6 +70,34 @@ def keep_open(path: str | Path) -> None:
     with _OPEN_LOCK:
         if key not in _OPEN and Path(path).exists():
             _OPEN[key] = sqlite3.connect(key[1], timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+
+
+#: Why a database is opened read-only (:func:`read_only_reason`): its folder cannot be written, or the
+#: disk is full.
+READ_ONLY, FULL = "read-only", "full"
+
+
+def read_only_reason(path: str | Path) -> str | None:
+    """Why the existing database ``path`` must be read without writing anything, not even SQLite's
+    shared-memory file beside it (which a WAL database's reader makes): :data:`READ_ONLY` when its folder
+    cannot be written (a read-only copy or mount), :data:`FULL` when the disk is full and that file is
+    not there already; None when it can be opened as usual."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    if not writable(path.parent):
+        return READ_ONLY
+    if disk_full(path.parent) and not Path(f"{path}-shm").exists():
+        return FULL
+    return None
+
+
+def read_only_uri(path: str | Path) -> str:
+    """The URI that opens database ``path`` read-only and immutable: nothing is written or locked (no
+    journal, no shared memory); only for a database nobody can be writing (:func:`read_only_reason`)."""
+    from urllib.parse import quote
+
+    return f"file:{quote(str(Path(path).absolute()))}?mode=ro&immutable=1"
 
 
 def is_busy(err: sqlite3.OperationalError) -> bool:
@@ -202,10 +230,18 @@ class SQLiteStore:
         process dying; only a power cut can lose the last few. The file stays open in this
         process (:func:`keep_open`), so closing a connection does not checkpoint and delete
         the WAL each time (that made every action cost an fsync or two).
+
+        A database that cannot be written (a read-only store, a full disk: :func:`read_only_reason`) is
+        opened read-only (:func:`read_only_uri`), so reading it works; a write to it fails, on a full disk
+        with SQLite's "database or disk is full".
         """
+        reason = read_only_reason(self.path)
         try:
-            keep_open(self.path)
-            con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            if reason is None:
+                keep_open(self.path)
+                con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            else:
+                con = sqlite3.connect(read_only_uri(self.path), uri=True, isolation_level=None)
             try:
                 con.row_factory = sqlite3.Row
                 con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -215,6 +251,8 @@ class SQLiteStore:
             finally:
                 con.close()
         except sqlite3.OperationalError as err:
+            if reason == FULL and "readonly" in str(err):  # a write on a full disk, opened read-only
+                raise sqlite3.OperationalError(f"database or disk is full ({self.path})") from err
             # a full disk reads "disk I/O error" in WAL mode: said as what it is (database_problem, the CLI)
             if "full" not in str(err) and "I/O" in str(err) and disk_full(self.path):
                 raise sqlite3.OperationalError(f"database or disk is full ({err}: {self.path})") from err

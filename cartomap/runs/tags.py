@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import CartomapError
-from cartomap.io import file_stamp
+from cartomap.io import file_stamp, writable
 from cartomap.runs.sqlite import BASE_SCHEMA, SQLiteStore, is_busy, retry_busy
 from cartomap.runs.store import Run
 
@@ -95,7 +95,14 @@ def _store(run: Run) -> TagStore:
     return TagStore(run.tags_path)
 
 
-def _problem(run: Run, err: sqlite3.OperationalError) -> CartomapError:
+def _problem(run: Run, err: sqlite3.OperationalError, writing: bool = True) -> CartomapError:
+    """One line about the tag database that could not be written (``writing``) or read."""
+    if not writing:
+        return CartomapError(f"{run.tags_path}: the tags cannot be read now ({err})")
+    if not writable(run.tags_path.parent) or "readonly" in str(err):
+        return CartomapError(
+            f"{run.tags_path}: the run's folder is read-only: tags can be read here, not changed (no tag was changed)"
+        )
     if is_busy(err):
         return CartomapError(
             f"{run.tags_path}: the tags are being written by someone else; try again in a moment (nothing is lost)"
@@ -198,7 +205,7 @@ def _read(run: Run, query: str, columns: list[str], params: tuple = ()) -> pd.Da
     except sqlite3.OperationalError as err:
         if "no such table" in str(err):  # made by the first write just now, schema not there yet
             return pd.DataFrame(columns=columns)
-        raise _problem(run, err) from None
+        raise _problem(run, err, writing=False) from None
 
 
 def tags_of(run: Run, tag: str | None = None) -> pd.DataFrame:

@@ -11,14 +11,16 @@ deletes views (``cartomap views``; the Data map restores one from ``?view=NAME``
 
 from __future__ import annotations
 
+import errno
 import math
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from cartomap.errors import CartomapError
-from cartomap.io import atomic_write_json, read_json
+from cartomap.io import atomic_write_json, read_json_file
 from cartomap.runs import layout
 from cartomap.runs.groups import name_slug
 from cartomap.runs.store import Run
@@ -27,6 +29,13 @@ from cartomap.runs.store import Run
 MAX_NAME = 80
 #: The longest text value of a setting (characters).
 MAX_TEXT = 2_000
+#: The query parameter of the Data map's address that names a view to restore (``?run=ID&view=NAME``).
+PARAM = "view"
+#: The latest ``created_at`` a view may have: the end of the year 9999 (seconds since 1970), the last
+#: moment a date can be written of.
+LATEST = 253_402_300_799.0
+#: What a view file holds, for messages.
+WHAT = "a saved view: a JSON object with name, settings, selection, focus and created_at"
 
 
 def clean_name(name: Any) -> str:
@@ -80,11 +89,30 @@ def check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def address(run_id: str, name: str, param: str = PARAM) -> str:
+    """The Data map's address part that restores view ``name`` of run ``run_id`` (``?run=ID&view=NAME``,
+    the view under query parameter ``param``), each value percent-encoded: a name holding ``&``, ``=``,
+    ``#``, ``?`` or a space opens that view, and only it."""
+    return "?" + urlencode({"run": run_id, param: name}, quote_via=quote)
+
+
 def _stored_name(path: Path) -> str | None:
+    """The name view file ``path`` holds; None when it cannot be read (a damaged view)."""
     try:
-        return str(read_json(path).get("name"))
-    except (OSError, ValueError, AttributeError):
+        return _read(path)["name"]
+    except CartomapError:
         return None
+
+
+def _write(path: Path, view: dict[str, Any]) -> None:
+    """Write ``view`` to ``path`` atomically; a disk error is one CartomapError naming the file."""
+    try:
+        atomic_write_json(path, view)
+    except OSError as err:
+        hint = " (the disk is full: free some space and save again)" if err.errno == errno.ENOSPC else ""
+        raise CartomapError(
+            f"{path}: the view could not be saved ({err.strerror or err}){hint}; nothing was changed"
+        ) from None
 
 
 def save_view(
@@ -104,7 +132,11 @@ def save_view(
     settings = check_settings(settings)
     path = view_path(run, name)
     stored = _stored_name(path) if path.exists() else None
-    if path.exists() and stored != name:  # no two names share a file, even by chance
+    if path.exists() and stored is None and not overwrite:
+        raise CartomapError(
+            f"{path}: a damaged saved view is in the place of {name!r}: replace it or delete it"
+        )
+    if stored is not None and stored != name:  # no two names share a file, even by chance
         raise CartomapError(f"view name {name!r} clashes with the saved view {stored!r}: choose another")
     if path.exists() and not overwrite:
         raise CartomapError(f"a view named {name!r} exists already: pick another name or replace it")
@@ -116,33 +148,57 @@ def save_view(
         "created_at": time.time(),
         **({"saved_by": by} if by else {}),
     }
-    atomic_write_json(path, view)
+    _write(path, view)
     return view
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _check_fields(view: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of a view read from its file (None: nothing)."""
+    if not isinstance(view.get("settings", {}), dict):
+        return "field 'settings': expected a mapping of setting names to values"
     try:
-        view = read_json(path)
-    except (OSError, ValueError) as err:
-        raise CartomapError(
-            f"{path}: the saved view cannot be read ({err}); delete the file or save it again"
-        ) from None
+        check_settings(view.get("settings", {}))
+    except CartomapError as err:
+        return f"field 'settings': {err}"
+    if not isinstance(view.get("selection", []), list):
+        return "field 'selection': expected a list of example ids"
+    focus = view.get("focus")
+    if focus is not None and not isinstance(focus, str | int):
+        return "field 'focus': expected an example id or null"
+    when = view.get("created_at", 0.0)
+    if isinstance(when, bool) or not isinstance(when, int | float) or not 0 <= when <= LATEST:
+        return f"field 'created_at': expected seconds since 1970 (a number from 0 to {LATEST:.0f}), got {when!r:.40}"
+    if not isinstance(view.get("saved_by", ""), str):
+        return "field 'saved_by': expected a name"
+    return None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The view of file ``path``; CartomapError naming the file, the field and what was expected, and how
+    to get rid of it (``cartomap views delete``, or saving the view again replacing it)."""
+    run_id = path.parent.parent.name  # views/<slug>.json in the run's folder
+    remedy = f"delete it (`cartomap views delete {run_id} {path.stem}`) or save the view again, replacing it"
+    try:
+        view = read_json_file(path, WHAT)
+    except CartomapError as err:
+        raise CartomapError(f"the saved view cannot be read: {err}; {remedy}") from None
     if not isinstance(view, dict) or not isinstance(view.get("name"), str):
-        raise CartomapError(f"{path}: not a saved view (no name); delete the file or save it again")
-    if not isinstance(view.get("settings", {}), dict) or not isinstance(view.get("selection", []), list):
-        raise CartomapError(f"{path}: saved view {view['name']!r} is damaged (settings or selection)")
+        raise CartomapError(f"{path}: not a saved view (no name); {remedy}")
+    problem = _check_fields(view)
+    if problem:
+        raise CartomapError(f"{path}: saved view {view['name']!r} is damaged: {problem}; {remedy}")
     return view
 
 
 def load_view(run: Run, name: str) -> dict[str, Any]:
     """View ``name`` of ``run``; CartomapError when there is none (naming the views there are) or its file
     is damaged."""
-    path = view_path(run, name)
-    if not path.exists() or _stored_name(path) != clean_name(name):
+    path = _file_of(run, name)
+    view = None if path is None else _read(path)  # a damaged view: its problem, naming the file
+    if view is None or view["name"] != clean_name(name):
         names = [v["name"] for v in list_views(run) if "problem" not in v]
         there = f"; its views: {', '.join(names[:10])}" if names else "; it has none"
         raise CartomapError(f"run {run.id} has no saved view named {clean_name(name)!r}{there}")
-    view = _read(path)
     view.setdefault("settings", {})
     view.setdefault("selection", [])
     view.setdefault("focus", None)
@@ -156,7 +212,7 @@ def list_views(run: Run) -> list[dict[str, Any]]:
     if not folder.is_dir():
         return []
     views = []
-    for path in folder.glob("*.json"):
+    for path in folder.glob(layout.VIEW_FILE.format(slug="*")):
         try:
             views.append(_read(path))
         except CartomapError as err:
@@ -164,10 +220,27 @@ def list_views(run: Run) -> list[dict[str, Any]]:
     return sorted(views, key=lambda v: float(v.get("created_at") or 0.0), reverse=True)
 
 
+def _file_of(run: Run, name: str) -> Path | None:
+    """The file of view ``name`` (by its name's slug, or, for a damaged view listed by its file's name,
+    that file); None when there is none."""
+    path = view_path(run, name)
+    if path.exists():
+        return path
+    by_file = run.views_dir / layout.VIEW_FILE.format(slug=str(name).strip())
+    return by_file if by_file.parent == run.views_dir and by_file.is_file() else None
+
+
 def delete_view(run: Run, name: str) -> None:
-    """Delete view ``name`` of ``run`` (CartomapError when there is none)."""
-    load_view(run, name)  # exists, and is this name's
-    view_path(run, name).unlink(missing_ok=True)
+    """Delete view ``name`` of ``run``: a view by its name, or a damaged one (that cannot be read) by the
+    name :func:`list_views` lists it under, its file's. CartomapError when there is none."""
+    path = _file_of(run, name)
+    if path is None or _stored_name(path) is not None:
+        load_view(run, name)  # exists, and is this name's
+        path = view_path(run, name)
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as err:
+        raise CartomapError(f"{path}: the view could not be deleted ({err.strerror or err})") from None
 
 
 def describe(view: Mapping[str, Any]) -> str:

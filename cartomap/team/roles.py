@@ -26,22 +26,18 @@ from __future__ import annotations
 
 import getpass
 import os
-import sys
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from cartomap.errors import CartomapError
-from cartomap.io import file_stamp
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser as a package
-    import tomli as tomllib
+from cartomap.io import file_stamp, parse_toml_text, read_user_text, tomllib  # noqa: F401 (access reads it)
 
 #: The team file's name in the run store's folder.
 TEAM_FILE = "team.toml"
+#: What a team file holds, for messages.
+TEAM_WHAT = 'a team file: TOML with a [users] table of lines such as "alice@example.org" = "owner"'
 #: Env naming another team file (for the dashboard and the CLI alike).
 TEAM_ENV = "CARTOMAP_TEAM"
 #: Env naming the person on the command line (else the operating system's user).
@@ -189,10 +185,7 @@ def _queues(value: Any, where: str) -> frozenset[str] | None:
 def parse_team(text: str, path: str | Path) -> Team:
     """The team of a team file's text; CartomapError naming the file (and line, user or field) otherwise."""
     path = Path(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise CartomapError(f"{path}: not valid TOML: {err}") from None
+    data = parse_toml_text(text, str(path), TEAM_WHAT)
     unknown = sorted(set(data) - {"users"})
     if unknown:
         raise CartomapError(f"{path}: unknown table or key {unknown[0]!r}: expected [users]")
@@ -243,11 +236,7 @@ def load_team(root: str | Path) -> Team | None:
     cached = _LOADED.get(str(path))
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise CartomapError(f"{path}: the team file cannot be read ({err})") from None
-    team = parse_team(text, path)
+    team = parse_team(read_user_text(path, TEAM_WHAT), path)
     _LOADED[str(path)] = (stamp, team)
     return team
 

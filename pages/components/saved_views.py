@@ -15,8 +15,6 @@ per session, not on every rerun.
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 import streamlit as st
 
 from cartomap.errors import CartomapError
@@ -93,7 +91,7 @@ def apply_view(run, view: dict) -> None:
 
 
 def _link(run, name: str) -> str:
-    return f"?run={quote(run.id)}&{PARAM}={quote(name)}"
+    return run_views.address(run.id, name, PARAM)
 
 
 def _restore(run, name: str) -> None:
@@ -148,8 +146,15 @@ def views_panel(run) -> None:
         return
     usable = [v for v in saved if "problem" not in v]
     with st.sidebar.expander(f"Saved views ({len(usable)})" if usable else "Saved views"):
-        for broken in (v for v in saved if "problem" in v):
+        for broken in (v for v in saved if "problem" in v):  # named, and deletable: never in the way
             st.caption(escape_markdown(broken["problem"]))
+            write_button(
+                f"Delete the damaged view '{broken['name']}'",
+                Action.VIEW,
+                key=f"dm_view_delete_damaged_{broken['name']}",
+                on_click=_delete,
+                args=(run, broken["name"]),
+            )
         if usable:
             names = [v["name"] for v in usable]
             current = st.query_params.get(PARAM)

@@ -83,10 +83,10 @@ def _form(run, ids: list[str], key: str, title: str) -> None:
             st.markdown(title)
         tag = st.text_input(
             "Tag",
-            key=f"{key}_name",
-            max_chars=run_tags.MAX_TAG,
+            key=f"{key}_name",  # no max_chars: the browser would cut a longer tag without a word
             placeholder="a tag: typo, duplicate, check again …",
-            help="A word or a few (no commas); the same tag on many examples makes them easy to find again.",
+            help=f"A word or a few, at most {run_tags.MAX_TAG} characters (no commas); the same tag on many "
+            "examples makes them easy to find again.",
         )
         left, right = st.columns(2)
         with left:
