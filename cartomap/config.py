@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from importlib import metadata
 from typing import Any
 
+from cartomap import plugins
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.token import TOKEN
@@ -508,8 +509,9 @@ class ExecutorConfig:
     def __post_init__(self) -> None:
         from cartomap.errors import DataError
 
-        if self.kind not in EXECUTORS:
-            raise DataError(f"expected one of {', '.join(EXECUTORS)}, got {self.kind!r}", field="executor")
+        if self.kind not in EXECUTORS and self.kind not in plugins.names(plugins.EXECUTORS):
+            known = (*EXECUTORS, *plugins.names(plugins.EXECUTORS))  # a plug-in's: its entry point's name
+            raise DataError(f"expected one of {', '.join(known)}, got {self.kind!r}", field="executor")
         for name, low in (
             ("cpus_per_run", 1),
             ("retries", 0),

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Layer of every package, higher imports lower; packages of one layer never import each other.
 LAYERS = {
     "cartomap.errors": 0,  # the errors every layer raises
+    "cartomap.plugins": 0,  # entry points of other packages, read by every registry
     "cartomap.tasks": 1,  # task kinds: the config's defaults come from them
     "cartomap": 2,  # config, io and the package itself
     "cartomap.scores": 3,
@@ -126,8 +127,8 @@ def test_every_module_has_a_layer():
         for m in MODULES
         if m.count(".") == 1 and m.startswith("cartomap.") and MODULES[m].name != "__init__.py"
     )
-    assert top == ["cartomap.config", "cartomap.errors", "cartomap.io"], (
-        f"cartomap's top level holds only config, io and errors; found {top}"
+    assert top == ["cartomap.config", "cartomap.errors", "cartomap.io", "cartomap.plugins"], (
+        f"cartomap's top level holds only config, io, errors and plugins; found {top}"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
 import sqlite3
 import sys
@@ -23,6 +24,18 @@ from cartomap.runs import cpu
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 GROUPS = (train, experiments, runs, explore, analysis, wanli, curation, integrations)
+
+
+class _Warnings(logging.Handler):
+    """A plug-in that could not be loaded (cartomap.plugins), as one line on standard error."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"cartomap: warning: {printable(record.getMessage())}", file=sys.stderr)
+
+
+_plugins_log = logging.getLogger("cartomap.plugins")
+_plugins_log.addHandler(_Warnings())
+_plugins_log.propagate = False
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,8 +6,9 @@ before anything is created), the CLI's ``--executor`` choices and help, and the 
 form, which offers every registered executor by its name and description and asks for the settings
 its entry declares (:class:`ExecutorOption`, in order, with its note below them). A new executor is
 a module with a class following :class:`cartomap.executors.base.Executor` and one :func:`register`
-call here; its name must also join :data:`cartomap.config.EXECUTORS` (the config layer validates
-the kind without importing executors; a test keeps the two equal), and it must pass the conformance
+call here (an executor of another package: an entry point, :mod:`cartomap.plugins`); a built-in one's
+name must also join :data:`cartomap.config.EXECUTORS` (the config layer validates the kind without
+importing executors, a plug-in's by its entry point's name; a test keeps the two equal), and it must pass the conformance
 test (``tests/test_executors.py``: the same experiment through it gives the same runs and results
 as ``local``).
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cartomap import plugins
 from cartomap.config import ExecutorConfig
 from cartomap.errors import CartomapError
 from cartomap.executors.base import Executor
@@ -70,7 +72,7 @@ class ExecutorEntry:
     note: str = ""  # one line the form shows below its settings
 
 
-REGISTRY: dict[str, ExecutorEntry] = {}
+REGISTRY: dict[str, ExecutorEntry] = plugins.Registry(plugins.EXECUTORS, ExecutorEntry)  # + plug-ins
 
 
 def register(entry: ExecutorEntry) -> ExecutorEntry:
@@ -270,3 +272,4 @@ register(
         note=SHARED_STORE_NOTE,
     )
 )
+REGISTRY.register = register

@@ -22,10 +22,11 @@ Built-in kinds: pruning, curriculum, combination, seeds, correction (retrain aft
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
+from cartomap import plugins
 from cartomap.analysis.compare import run_overview
 from cartomap.config import RunConfig
 from cartomap.errors import RunError
@@ -35,6 +36,7 @@ from cartomap.runs.store import Run, RunStore
 from cartomap.scores.reports import best_on_validation
 
 
+@runtime_checkable
 class ExperimentKind(Protocol):
     name: str
 
@@ -43,7 +45,7 @@ class ExperimentKind(Protocol):
     def finalize(self, exp: Experiment, store: RunStore) -> None: ...
 
 
-KINDS: dict[str, ExperimentKind] = {}
+KINDS: dict[str, ExperimentKind] = plugins.Registry(plugins.EXPERIMENT_KINDS, ExperimentKind)  # + plug-ins
 
 
 def register(kind: ExperimentKind) -> ExperimentKind:
@@ -60,6 +62,7 @@ for _kind in (
     correction.CorrectionKind(),
 ):
     register(_kind)
+KINDS.register = register
 
 
 def kind_of(name: str) -> ExperimentKind:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from cartomap import plugins
 from cartomap.errors import DataError
 from cartomap.tasks import support
 from cartomap.tasks.base import TaskKind
@@ -17,7 +18,7 @@ from cartomap.tasks.multilabel import MULTILABEL
 from cartomap.tasks.sequence import PAIR, SINGLE
 from cartomap.tasks.token import TOKEN
 
-KINDS: dict[str, TaskKind] = {}
+KINDS: dict[str, TaskKind] = plugins.Registry(plugins.TASK_KINDS, TaskKind)  # with other packages' kinds
 
 
 def register(kind: TaskKind) -> TaskKind:
@@ -28,6 +29,7 @@ def register(kind: TaskKind) -> TaskKind:
 
 for _kind in (PAIR, SINGLE, TOKEN, MULTILABEL):
     register(_kind)
+KINDS.register = register
 
 #: The kind of a config that names none, by its number of text columns: the kinds every run had before
 #: the task was saved (two columns: a pair; one: a single text).

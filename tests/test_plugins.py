@@ -1,0 +1,148 @@
+"""Plug-ins from other packages (cartomap.plugins): a tiny distribution, written here and put on the path
+of a fresh process, adds a task kind and an executor through entry points, with no edit to cartomap.
+
+The distribution is a real one for ``importlib.metadata``: a ``.dist-info`` folder (METADATA and
+entry_points.txt, what ``pip install`` leaves) beside its module, on ``PYTHONPATH``. A third entry point
+names a module that does not exist: one line names it and its package, and cartomap goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MODULE = '''
+"""cartomap-tinyplug: a headline-topic task kind and a thread-pool executor, as another package ships them."""
+from concurrent.futures import ThreadPoolExecutor
+
+from cartomap.executors.local import LocalExecutor
+from cartomap.executors.registry import ExecutorEntry
+from cartomap.tasks.base import TaskKind
+
+HEADLINE_TOPIC = TaskKind(
+    name="headline-topic",
+    description="a news headline and its topic (a plug-in kind)",
+    text_fields=("headline",),
+    noun="headline",
+)
+
+
+class ThreadsExecutor(LocalExecutor):
+    """Each batch's runs on a pool of one thread: what local does, from another thread."""
+
+    name = "threads"
+
+    def train(self, batch, watch):
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(super().train, batch, watch).result()
+
+
+THREADS = ExecutorEntry(
+    name="threads",
+    description="one run after another on a worker thread (a plug-in executor)",
+    open=lambda config, root, log_dir: ThreadsExecutor(),
+)
+NOT_A_KIND = 42
+'''
+
+ENTRY_POINTS = """
+[cartomap.task_kinds]
+headline-topic = cartomap_tinyplug:HEADLINE_TOPIC
+wrong-type = cartomap_tinyplug:NOT_A_KIND
+
+[cartomap.executors]
+threads = cartomap_tinyplug:THREADS
+broken = cartomap_tinyplug_missing:THING
+"""
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory) -> Path:
+    """A folder holding the installed distribution cartomap-tinyplug 0.1."""
+    site = tmp_path_factory.mktemp("site")
+    (site / "cartomap_tinyplug.py").write_text(textwrap.dedent(MODULE), encoding="utf-8")
+    info = site / "cartomap_tinyplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: cartomap-tinyplug\nVersion: 0.1\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(ENTRY_POINTS, encoding="utf-8")
+    return site
+
+
+def cartomap(plugin_path: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path), str(ROOT)])}
+    return subprocess.run(
+        [sys.executable, "-m", "cartomap.cli", *args], capture_output=True, text=True, env=env, cwd=cwd
+    )
+
+
+def test_a_plugin_kind_and_executor_are_offered_and_a_broken_one_is_one_line(plugin_path):
+    done = cartomap(plugin_path, "prune", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "headline-topic" in done.stdout and "threads" in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2, done.stderr
+    broken = next(line for line in lines if "'broken'" in line)
+    assert broken.startswith("cartomap: warning: plug-in 'broken' (cartomap.executors = ")
+    assert "of cartomap-tinyplug 0.1 could not be loaded: ModuleNotFoundError" in broken
+    wrong = next(line for line in lines if "'wrong-type'" in line)
+    assert "is a int, not a TaskKind: left out" in wrong
+
+
+def test_a_plugin_kind_trains_from_the_command_line(plugin_path, tmp_path, tiny_model):
+    data = tmp_path / "headlines.jsonl"
+    rows = [{"headline": f"team {i} wins the cup", "label": ["sport", "money"][i % 2]} for i in range(6)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    done = cartomap(
+        plugin_path, "--cache", str(tmp_path / "cache"), "train", "--data", str(data), "--dev", str(data),
+        "--task", "headline-topic", "--text-columns", "headline", "--model", tiny_model, "--epochs", "1",
+        "--batch-size", "3", "--max-length", "16", "--quiet",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    shown = cartomap(plugin_path, "--cache", str(tmp_path / "cache"), "runs")
+    assert "headline-topic" in shown.stdout or "headline" in shown.stdout
+
+
+def test_a_config_names_a_plugin_executor_by_its_entry_point(plugin_path):
+    code = (
+        "from cartomap.config import ExecutorConfig; ExecutorConfig(kind='threads'); "
+        "from cartomap.executors.registry import entry; print(entry('threads').description)"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "a plug-in executor" in done.stdout
+
+
+def test_without_the_plugin_its_names_are_unknown():
+    from cartomap import plugins
+    from cartomap.config import ExecutorConfig
+    from cartomap.errors import DataError
+
+    assert "threads" not in plugins.names(plugins.EXECUTORS)
+    with pytest.raises(DataError, match="expected one of local, ray, slurm, got 'threads'"):
+        ExecutorConfig(kind="threads")
+    with pytest.raises(ValueError, match="unknown plug-in group"):
+        plugins.names("cartomap.widgets")
+
+
+@pytest.mark.slow
+def test_a_plugin_kind_passes_the_kind_conformance_test(plugin_path):
+    """The conformance test every built-in kind passes, run in a process that has the plug-in."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path), str(ROOT)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "headline-topic",
+         str(ROOT / "tests" / "test_kind_conformance.py")],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in done.stdout and "headline-topic" not in done.stdout.split("passed")[-1]
