@@ -10,6 +10,14 @@ An executor trains a batch of runs and returns when every one of them has stoppe
         def close(self) -> None: ...
 
 A run's own failure is in its status (``run.state``, ``run.status()["error"]``); the runner reads it.
+
+What it needs of isolation: a run's random state is the process's (the training loop reseeds Python's,
+NumPy's and torch's generators from (seed, epoch) at every epoch, and draws from them at every step), so
+two runs trained at once in one process share one stream and neither gets the dynamics it would get alone.
+An executor trains runs in parallel only in separate processes (``ray``: a task each; ``slurm``: a job
+each); in its own process it trains one run at a time, each through :func:`train_here` (the step every
+in-process executor shares: the run started, the experiment's cancel passed on between its steps). The
+conformance test (``tests/test_executors.py``) compares every executor's runs with ``local``'s.
 """
 
 from __future__ import annotations
@@ -52,3 +60,20 @@ def unfinished(run: Run) -> bool:
     """A run a worker left behind without an outcome (killed mid-run, never started): it may be
     started again, and resumes from its last completed epoch."""
     return run.state in (State.INTERRUPTED, State.QUEUED, State.EXITED)
+
+
+def train_here(role: str, run: Run, watch: Watch) -> None:
+    """Train ``run`` in this process, as an in-process executor does with each run of a batch in turn: the
+    runner told it started, an old cancel request of the run cleared, and the experiment's cancel passed
+    on to the run between its steps (the run then stops at its next step and resumes from its last
+    completed epoch). One run at a time per process: a run's random state is the process's."""
+    from cartomap.training.loop import train_run
+
+    watch.started(role, run)
+    run.clear_cancel()
+
+    def on_step(_fields) -> None:
+        if watch.cancelled() and not run.cancel_requested():
+            run.request_cancel()
+
+    train_run(run, on_step=on_step)
