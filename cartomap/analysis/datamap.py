@@ -485,6 +485,8 @@ def map_metric_columns(unit=Unit.EXAMPLE) -> tuple[str, ...]:
     columns (the reference files' row index, threshold closeness, the difficulty scores) unless a detector
     serving the unit reads one."""
     return tuple(dict.fromkeys((*MAP_OWN_COLUMNS, *score_columns(unit))))
+
+
 #: The human columns of a run with votes (cartomap.data.annotations) the map carries along.
 HUMAN_MAP_COLUMNS = ("human_n", "human_majority", "human_majority_share", "human_entropy", "gold_disagrees")
 
