@@ -53,6 +53,15 @@ def table_metric_columns(unit=None) -> tuple[str, ...]:
 
 #: :func:`table_metric_columns` of the built-in scores (when the module is loaded).
 TABLE_METRIC_COLUMNS = table_metric_columns()
+
+
+def number_columns(frame: pd.DataFrame) -> list[str]:
+    """The score columns of a map frame's unit (:func:`cartomap.scores.columns.score_columns`, its
+    ``attrs["unit"]``) that ``frame`` holds as floats: what a table of it shows as numbers to 3 decimals."""
+    unit = frame.attrs.get("unit")
+    return [c for c in score_columns(unit) if c in frame.columns and pd.api.types.is_float_dtype(frame[c])]
+
+
 RANGE_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum")
 #: At most this many selected points get a ring (a larger selection is sampled for drawing only).
 
