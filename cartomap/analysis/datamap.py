@@ -62,7 +62,15 @@ def number_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in score_columns(unit) if c in frame.columns and pd.api.types.is_float_dtype(frame[c])]
 
 
-RANGE_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum")
+#: The metrics ``cartomap show`` summarises: the map's own and the score columns of an example's map that
+#: are neither a unit metric nor an ambiguity axis (AUM, EL2N, ...; :func:`cartomap.scores.columns.score_columns`).
+RANGE_COLUMNS = (
+    "confidence",
+    "variability",
+    "correctness",
+    "forgetfulness",
+    *(c for c in score_columns() if c not in UNIT_METRICS and c not in AXIS_COLUMNS),
+)
 #: At most this many selected points get a ring (a larger selection is sampled for drawing only).
 
 

@@ -197,8 +197,8 @@ def truth_report(
                     if f"{m}{suffix}" in seed_table.columns:
                         columns.append((f"{m}{suffix} (seeds)", seed_table[f"{m}{suffix}"]))
         if fold_table is not None:  # in-sample over the k - 1 fold models that trained on each example
-            for m in ("confidence", "aum"):
-                columns.append((f"{m} (fold models)", fold_table[f"fold_{m}"]))
+            for m, column in zip(detectors.FOLD_INPUTS, detectors.FOLD_COLUMNS, strict=False):
+                columns.append((f"{m} (fold models)", fold_table[column]))
         for name, values in columns:
             row = stats.spearman_row(values.to_numpy(dtype=np.float64)[voted], entropy[voted], n_boot, seed)
             report["spearman"].append({"metric": name, **row})

@@ -56,9 +56,11 @@ KNN_K = 10
 #: (:func:`cartomap.scores.knn.cosine_top_k`, 384 dims, 1 thread) took 2.7 s at 5,000 and 31 s at 20,000
 #: here, quadratic in N; the truth report runs in the page, so the cap keeps it to seconds.
 MAX_KNN_EXAMPLES = 10_000
+#: The fold runs' metric columns :func:`fold_table` reads (what their callers read of each fold run).
+FOLD_INPUTS = ("confidence", "aum")
 #: Columns of :func:`fold_table`: mean in-sample confidence and AUM over the fold models that trained on
-#: an example, and how many did.
-FOLD_COLUMNS = ("fold_confidence", "fold_aum", "fold_models")
+#: an example (``fold_<input>`` of :data:`FOLD_INPUTS`), and how many did.
+FOLD_COLUMNS = (*(f"fold_{c}" for c in FOLD_INPUTS), "fold_models")
 #: Forgetting's score of a never-learned example (the reference's 1000 forgetting events).
 NEVER_LEARNED_SCORE = 1000.0
 
@@ -406,13 +408,10 @@ def fold_table(frames, ids) -> pd.DataFrame:
     order = pd.Index([str(i) for i in ids], name="id")
     parts = []
     for frame in frames:
-        part = frame[["id", "confidence", "aum"]].copy()
+        part = frame[["id", *FOLD_INPUTS]].copy()
         part["id"] = part["id"].astype(str)
         parts.append(part.drop_duplicates("id"))
-    if not parts:
-        stacked = pd.DataFrame(columns=["id", "confidence", "aum"])
-    else:
-        stacked = pd.concat(parts, ignore_index=True)
+    stacked = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["id", *FOLD_INPUTS])
     grouped = stacked.groupby("id")
     out = pd.DataFrame(
         {
@@ -534,7 +533,9 @@ def available(inputs: DetectorInputs) -> list[str]:
 def unavailable(inputs: DetectorInputs) -> dict[str, list[str]]:
     """{name: the kinds of input it lacks} of the detectors serving ``inputs.unit`` that ``inputs`` cannot
     feed, in registry order (a detector of another unit is neither available nor lacking)."""
-    return {name: REGISTRY[name].missing(inputs) for name in names(inputs.unit) if REGISTRY[name].missing(inputs)}
+    return {
+        name: REGISTRY[name].missing(inputs) for name in names(inputs.unit) if REGISTRY[name].missing(inputs)
+    }
 
 
 def score(name: str, inputs: DetectorInputs) -> np.ndarray:
