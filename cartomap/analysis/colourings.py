@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from cartomap.analysis.datamap import frame_memo
 from cartomap.scores import ambiguity, detectors
 from cartomap.scores.columns import score_columns
 
@@ -105,6 +106,17 @@ def _has_values(frame: pd.DataFrame, column: str) -> bool:
     return bool(series.notna().any())
 
 
+def _valued(frame: pd.DataFrame) -> frozenset[str]:
+    """The columns a map colouring may read (the built-in ones', the score columns of the frame's unit)
+    that ``frame`` holds a value of, computed once per frame (:func:`cartomap.analysis.datamap.frame_memo`:
+    a map frame is read-only, and the page asks on every rerun)."""
+    wanted = {c.column for c in BUILT_IN.values()} | {c for cs in _NEEDS.values() for c in cs}
+    wanted = tuple(sorted(wanted | set(score_columns(unit_of(frame)))))
+    return frame_memo(
+        frame, ("valued", wanted), lambda: frozenset(c for c in wanted if _has_values(frame, c))
+    )
+
+
 def unit_of(frame: pd.DataFrame):
     """What a map frame's rows are about (its ``attrs["unit"]``, :func:`cartomap.analysis.datamap.build_map_frame`;
     None when unknown: any unit's scores are offered)."""
@@ -119,7 +131,8 @@ def detector_inputs(frame: pd.DataFrame) -> detectors.DetectorInputs:
     if "confidence_std" in frame.columns:
         seeds = {"confidence_mean": frame["confidence"], "confidence_std": frame["confidence_std"]}
     unit = unit_of(frame)
-    metrics = {c: frame[c] for c in score_columns(unit) if _has_values(frame, c)}
+    valued = _valued(frame)
+    metrics = {c: frame[c] for c in score_columns(unit) if c in valued}
     return detectors.DetectorInputs(
         labels=frame["label"].to_numpy(dtype=np.int64), metrics=metrics, seeds=seeds, unit=unit
     )
@@ -129,7 +142,7 @@ def _ambiguity_colourings(frame: pd.DataFrame) -> list[Colouring]:
     """One continuous colouring per ambiguity score on the map of the frame's unit it holds a value of."""
     out = []
     for name in ambiguity.map_scores(unit_of(frame)):
-        if _has_values(frame, name):
+        if name in _valued(frame):
             label = ambiguity.get(name).label
             title = f"{label} (higher = more ambiguous)"
             out.append(Colouring(AMBIGUITY_PREFIX + label, CONTINUOUS_KIND, name, title, scale="Viridis"))
@@ -160,7 +173,7 @@ def available(frame: pd.DataFrame) -> dict[str, Colouring]:
     out = {}
     for colouring in BUILT_IN.values():
         needed = (colouring.column, *_NEEDS.get(colouring.name, ()))
-        if all(_has_values(frame, c) for c in needed):
+        if all(c in _valued(frame) for c in needed):
             out[colouring.name] = colouring
     for colouring in (*_ambiguity_colourings(frame), *_detector_colourings(frame)):
         out[colouring.name] = colouring
