@@ -190,6 +190,8 @@ def test_a_multilabel_run_carries_the_label_ones_on_its_label_and_combined_maps(
     ]
     assert combined[STAT].to_numpy() == pytest.approx(by_unit.loc[worst].to_numpy())  # its worst label's
     assert colourings.AMBIGUITY_PREFIX + "toy range" in _menu(combined)
+    # every detector a label's map offers, the combined map offers too (its worst label's columns)
+    assert {c.detector for c in _menu(combined).values()} == {c.detector for c in menu.values()}
     assert STAT in multilabel.view_frame(run, multilabel.COMBINED, burn_out=2).columns
     out = tmp_path / "export"
     assert main(["--cache", str(tmp_path / "cache"), "export", run.id, "--out", str(out)]) == 0

@@ -179,9 +179,7 @@ class AmbiguityScore:
 SCORES: dict[str, AmbiguityScore] = {
     s.name: s
     for s in (
-        AmbiguityScore(
-            VARIABILITY, "variability", variability, range=(0.0, 0.5), threshold=0.2, on_map=True
-        ),
+        AmbiguityScore(VARIABILITY, "variability", variability, range=(0.0, 0.5), threshold=0.2, on_map=True),
         AmbiguityScore("mean_entropy", "mean entropy", mean_entropy, threshold=0.5, on_map=True),
         AmbiguityScore(
             "gold_bernoulli",
@@ -223,7 +221,6 @@ def register(entry: AmbiguityScore) -> AmbiguityScore:
         raise DataError(f"an ambiguity score named {entry.name!r} is already registered", field="name")
     SCORES[entry.name] = entry
     return entry
-
 
 
 def get(name: str) -> AmbiguityScore:

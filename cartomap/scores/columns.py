@@ -19,4 +19,3 @@ def score_columns(unit=Unit.EXAMPLE) -> tuple[str, ...]:
     """The score columns of ``unit``'s map (a :class:`cartomap.tasks.units.Unit`; None: every unit's), each
     once, in order: the ambiguity scores on the map, then the detectors' metric columns."""
     return tuple(dict.fromkeys((*ambiguity.map_scores(unit), *detectors.metric_columns(unit))))
-

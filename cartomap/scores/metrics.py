@@ -78,8 +78,6 @@ METRIC_COLUMNS: tuple[str, ...] = (
 )
 
 
-
-
 def metric_columns() -> tuple[str, ...]:
     """The columns of a metrics file written now: :data:`METRIC_COLUMNS`, with every ambiguity score
     registered on the map since (:func:`cartomap.scores.ambiguity.map_scores`) before ``region``."""

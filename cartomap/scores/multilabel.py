@@ -457,8 +457,7 @@ def pairs_from_units(
             "forgetfulness": units["forgetfulness"].to_numpy(dtype=np.int64),
             "never_learned": counts == 0,
             **{  # the units' other score columns (ambiguity scores, what the detectors read)
-                name: units[name].to_numpy(dtype=np.float64)
-                for name in extra
+                name: units[name].to_numpy(dtype=np.float64) for name in extra
             },
             "region": region,
         },
