@@ -223,7 +223,7 @@ def as_map_frame(frame: pd.DataFrame, label_names: Sequence[str] | None = None) 
     if names is None:
         n = int(frame["label"].max()) + 1 if "label" in frame.columns and len(frame) else 0
         names = [str(i) for i in range(n)]
-    return build_map_frame(frame, None, names)
+    return build_map_frame(frame, None, names, unit=frame.attrs.get("unit"))
 
 
 #: The column of a word's sentence (its words joined by spaces) on a word-level map.
