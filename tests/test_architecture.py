@@ -669,3 +669,52 @@ def test_the_unit_check_catches_comparisons(tmp_path):
         encoding="utf-8",
     )
     assert [line for _, line in _unit_comparisons(source)] == [2, 3, 5, 7]
+
+
+#: The owners of the score columns: the registries of the ambiguity scores and the detectors, and the
+#: metrics that compute them (:mod:`cartomap.scores`).
+SCORE_COLUMN_OWNER = "cartomap.scores"
+
+
+def _score_column_lists(path: Path, names: set[str]) -> list[tuple[str, int]]:
+    """(the names, line) of every tuple, list or set literal of a file holding two or more strings of which
+    one or more is a score column's or a detector's name: a hand-written list of score columns."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            strings = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            hit = sorted(set(strings) & names)
+            if hit and len(strings) >= 2:
+                found.append((", ".join(hit), node.lineno))
+    return found
+
+
+def test_score_columns_are_listed_only_by_their_registries():
+    """Which score columns a unit's map carries is the registries' to say (cartomap.scores.columns: the
+    ambiguity scores on the map, the metric columns the detectors read; detectors.names(unit)): the map
+    frames, the colour menu, the truth report, the tables and the export ask them, so a score or detector
+    registered with its inputs and units reaches every one. A list that spells them elsewhere would leave
+    a new one out."""
+    from cartomap.scores import detectors
+    from cartomap.scores.columns import score_columns
+    from cartomap.scores.metrics import UNIT_METRICS
+
+    names = (set(score_columns(None)) | set(detectors.names())) - set(UNIT_METRICS)
+    assert {"aum", "el2n", "mean_entropy", "datamap_confidence"} <= names
+    bad = []
+    for module, path in MODULES.items():
+        if module.startswith(SCORE_COLUMN_OWNER):
+            continue
+        for spelled, line in _score_column_lists(path, names):
+            bad.append(f"{path.relative_to(ROOT)}:{line} lists {spelled}")
+    assert not bad, "score columns listed outside cartomap.scores (ask the registries):\n" + "\n".join(bad)
+
+
+def test_the_score_list_check_catches_lists(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        'A = ("confidence", "aum")\nB = frame["aum"]\nC = ["id", "label"]\nD = {"el2n", "x"}\nE = ("aum",)\n',
+        encoding="utf-8",
+    )
+    assert _score_column_lists(source, {"aum", "el2n"}) == [("aum", 1), ("el2n", 4)]

@@ -67,6 +67,7 @@ def test_an_empty_score_column_is_not_offered():
     frame = _frame()
     frame["aum"] = np.nan
     assert "AUM" not in colourings.available(frame)
+    assert "aum" not in {c.detector for c in colourings.available(frame).values()}  # nothing to score from
     with pytest.raises(ValueError, match="cannot be coloured by 'AUM'"):
         colourings.get(frame, "AUM")
 

@@ -351,7 +351,7 @@ def test_map_frame_is_the_joined_frame_it_was(order):
 
 
 def test_map_frame_of_a_run_reads_only_its_columns(tmp_path, monkeypatch):
-    from cartomap.analysis.datamap import AXIS_COLUMNS, MAP_METRIC_COLUMNS, map_frame
+    from cartomap.analysis.datamap import AXIS_COLUMNS, map_frame, map_metric_columns
     from cartomap.scores.metrics import METRIC_COLUMNS
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -370,7 +370,7 @@ def test_map_frame_of_a_run_reads_only_its_columns(tmp_path, monkeypatch):
     # the map reads its columns of the metrics file, every ambiguity axis among them, and not the curricula's
     assert asked and all(columns is not None for columns in asked)
     read = {c for columns in asked for c in columns}
-    assert read == set(MAP_METRIC_COLUMNS) and set(AXIS_COLUMNS) <= read
+    assert read == set(map_metric_columns()) and set(AXIS_COLUMNS) <= read
     assert set(METRIC_COLUMNS) - read  # the curricula's columns stay on disk
     want = reference_build_map_frame(read_metrics(run), run.examples(), run.label_names)
     pd.testing.assert_frame_equal(got, want)

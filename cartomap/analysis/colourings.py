@@ -8,8 +8,11 @@ Pure functions of a map frame (:func:`cartomap.analysis.datamap.map_frame`, or t
   majority); their names are those :func:`cartomap.analysis.figures.data_map_figure` has always taken.
 * :data:`CONTINUOUS`: the scores drawn with a continuous colour scale and a colour bar: AUM, EL2N,
   forgetting events, the seeds' agreement and spread, the annotators' entropy and majority share.
-* every label-error detector of :mod:`cartomap.scores.detectors` the frame can feed (``detector: <title>``,
-  higher = more suspect), continuous too.
+* every ambiguity score on the map of the frame's unit (``ambiguity: <label>``, higher = more ambiguous;
+  :func:`cartomap.scores.ambiguity.map_scores`) and every label-error detector of
+  :mod:`cartomap.scores.detectors` serving that unit that the frame can feed (``detector: <title>``, higher
+  = more suspect), continuous too: asked of the registries when called, so a score or detector
+  registered later is offered wherever its unit and inputs are.
 * :func:`available`: the colourings a frame offers, in display order (a run without votes has no human
   agreement, a run without a seeds experiment no seed agreement, ...); :func:`get`, :func:`values`.
 """
@@ -21,12 +24,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from cartomap.analysis.datamap import frame_memo
 from cartomap.scores import ambiguity, detectors
+from cartomap.scores.columns import score_columns
 
 CATEGORICAL = "categorical"
 CONTINUOUS_KIND = "continuous"
 #: Prefix of the colourings by a label-error detector.
 DETECTOR_PREFIX = "detector: "
+#: Prefix of the colourings by an ambiguity score.
+AMBIGUITY_PREFIX = "ambiguity: "
 
 
 @dataclass(frozen=True)
@@ -99,15 +106,47 @@ def _has_values(frame: pd.DataFrame, column: str) -> bool:
     return bool(series.notna().any())
 
 
+def _valued(frame: pd.DataFrame) -> frozenset[str]:
+    """The columns a map colouring may read (the built-in ones', the score columns of the frame's unit)
+    that ``frame`` holds a value of, computed once per frame (:func:`cartomap.analysis.datamap.frame_memo`:
+    a map frame is read-only, and the page asks on every rerun)."""
+    wanted = {c.column for c in BUILT_IN.values()} | {c for cs in _NEEDS.values() for c in cs}
+    wanted = tuple(sorted(wanted | set(score_columns(unit_of(frame)))))
+    return frame_memo(
+        frame, ("valued", wanted), lambda: frozenset(c for c in wanted if _has_values(frame, c))
+    )
+
+
+def unit_of(frame: pd.DataFrame):
+    """What a map frame's rows are about (its ``attrs["unit"]``, :func:`cartomap.analysis.datamap.build_map_frame`;
+    None when unknown: any unit's scores are offered)."""
+    return frame.attrs.get("unit")
+
+
 def detector_inputs(frame: pd.DataFrame) -> detectors.DetectorInputs:
-    """What the detectors can score from a map frame: its metric columns (and, for a map over seeds,
-    its mean and spread of confidence as the seed table)."""
+    """What the detectors can score from a map frame: its unit, its score columns that hold a value (an
+    all-missing column feeds nothing) and, for a map over seeds, its mean and spread of confidence as the
+    seed table."""
     seeds = None
     if "confidence_std" in frame.columns:
         seeds = {"confidence_mean": frame["confidence"], "confidence_std": frame["confidence_std"]}
+    unit = unit_of(frame)
+    valued = _valued(frame)
+    metrics = {c: frame[c] for c in score_columns(unit) if c in valued}
     return detectors.DetectorInputs(
-        labels=frame["label"].to_numpy(dtype=np.int64), metrics=frame, seeds=seeds
+        labels=frame["label"].to_numpy(dtype=np.int64), metrics=metrics, seeds=seeds, unit=unit
     )
+
+
+def _ambiguity_colourings(frame: pd.DataFrame) -> list[Colouring]:
+    """One continuous colouring per ambiguity score on the map of the frame's unit it holds a value of."""
+    out = []
+    for name in ambiguity.map_scores(unit_of(frame)):
+        if name in _valued(frame):
+            label = ambiguity.get(name).label
+            title = f"{label} (higher = more ambiguous)"
+            out.append(Colouring(AMBIGUITY_PREFIX + label, CONTINUOUS_KIND, name, title, scale="Viridis"))
+    return out
 
 
 def _detector_colourings(frame: pd.DataFrame) -> list[Colouring]:
@@ -129,16 +168,22 @@ def _detector_colourings(frame: pd.DataFrame) -> list[Colouring]:
 
 def available(frame: pd.DataFrame) -> dict[str, Colouring]:
     """{name: colouring} of every colouring ``frame`` can be drawn with, in display order: the
-    categorical ones whose column it has, the continuous scores it holds a value of, then every
-    detector its columns can feed."""
+    categorical ones whose column it has, the continuous scores it holds a value of, the ambiguity scores
+    of its unit's map it holds, then every detector serving its unit that its columns can feed."""
     out = {}
     for colouring in BUILT_IN.values():
         needed = (colouring.column, *_NEEDS.get(colouring.name, ()))
-        if all(_has_values(frame, c) for c in needed):
+        if all(c in _valued(frame) for c in needed):
             out[colouring.name] = colouring
-    for colouring in _detector_colourings(frame):
+    for colouring in (*_ambiguity_colourings(frame), *_detector_colourings(frame)):
         out[colouring.name] = colouring
     return out
+
+
+def known(name: str) -> bool:
+    """Whether ``name`` can name a colouring of some map: a built-in one, an ambiguity score's or a
+    detector's (whether a given frame offers it is :func:`available`'s)."""
+    return name in BUILT_IN or str(name).startswith((AMBIGUITY_PREFIX, DETECTOR_PREFIX))
 
 
 def get(frame: pd.DataFrame, name: str) -> Colouring:
@@ -160,23 +205,27 @@ def values(frame: pd.DataFrame, colouring: Colouring) -> np.ndarray:
 
 # --------------------------------------------------------------------------- other views of the examples
 
-#: What the 2-D projection of the embeddings (:func:`cartomap.analysis.projection.points_frame`: label
-#: names in ``label``) can be coloured by, in display order: the data map's categories, its confidence and
-#: every ambiguity score its second axis can show (:data:`cartomap.scores.ambiguity.MAP_SCORES`, named by
-#: their labels), and the annotators' agreement when the data has votes.
-PROJECTION_COLOURINGS = (
-    Colouring("label", CATEGORICAL, "label", "gold label"),
-    Colouring("region", CATEGORICAL, "region", "region"),
-    Colouring("confidence", CONTINUOUS_KIND, "confidence", "confidence (data map)", scale="RdYlGn"),
-    *(
-        Colouring(ambiguity.get(axis).label, CONTINUOUS_KIND, axis, f"{ambiguity.get(axis).label} (data map)")
-        for axis in ambiguity.MAP_SCORES
-    ),
-    BUILT_IN["human entropy"],
-    BUILT_IN["gold vs majority"],
-)
+
+def projection_colourings() -> tuple[Colouring, ...]:
+    """What the 2-D projection of the embeddings (:func:`cartomap.analysis.projection.points_frame`: label
+    names in ``label``) can be coloured by, in display order: the data map's categories, its confidence and
+    every ambiguity score a metrics file carries (:func:`cartomap.scores.ambiguity.map_scores`, asked when
+    called, named by their labels), and the annotators' agreement when the data has votes."""
+    return (
+        Colouring("label", CATEGORICAL, "label", "gold label"),
+        Colouring("region", CATEGORICAL, "region", "region"),
+        Colouring("confidence", CONTINUOUS_KIND, "confidence", "confidence (data map)", scale="RdYlGn"),
+        *(
+            Colouring(
+                ambiguity.get(axis).label, CONTINUOUS_KIND, axis, f"{ambiguity.get(axis).label} (data map)"
+            )
+            for axis in ambiguity.map_scores()
+        ),
+        BUILT_IN["human entropy"],
+        BUILT_IN["gold vs majority"],
+    )
 
 
 def for_projection(frame: pd.DataFrame) -> dict[str, Colouring]:
-    """{name: colouring} of :data:`PROJECTION_COLOURINGS` whose column ``frame`` holds a value of."""
-    return {c.name: c for c in PROJECTION_COLOURINGS if _has_values(frame, c.column)}
+    """{name: colouring} of :func:`projection_colourings` whose column ``frame`` holds a value of."""
+    return {c.name: c for c in projection_colourings() if _has_values(frame, c.column)}

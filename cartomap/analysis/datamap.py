@@ -24,23 +24,53 @@ import pandas as pd
 
 from cartomap.errors import DataError, RunError
 from cartomap.scores import ambiguity
+from cartomap.scores.columns import score_columns
 from cartomap.scores.metrics import (
-    METRIC_COLUMNS,
+    UNIT_METRICS,
     RegionRule,
     compute_metrics,
     correctness_bucket,
     softmax,
 )
 from cartomap.tasks import registry as task_kinds
+from cartomap.tasks.units import Unit
 
 DEFAULT_MAX_POINTS = 20_000
 #: Metric columns of :func:`map_frame`, in display order.
 #: The ambiguity scores a map can be drawn and its regions ranked on (its second axis), every one a
 #: column of the run's metrics file (:data:`cartomap.scores.ambiguity.MAP_SCORES`).
 AXIS_COLUMNS: tuple[str, ...] = ambiguity.MAP_SCORES
-#: The metrics a table of the map shows first, in this order.
-TABLE_METRIC_COLUMNS = ("confidence", *AXIS_COLUMNS, "correctness", "forgetfulness", "aum", "el2n", "region")
-RANGE_COLUMNS = ("confidence", "variability", "correctness", "forgetfulness", "aum")
+
+
+def table_metric_columns(unit=None) -> tuple[str, ...]:
+    """The metrics a table of ``unit``'s map (None: any unit's) shows first, in this order: confidence, the
+    ambiguity scores, correctness, forgetfulness, the other score columns
+    (:func:`cartomap.scores.columns.score_columns`, asked when called), region."""
+    first = ("confidence", *ambiguity.map_scores(unit), "correctness", "forgetfulness")
+    rest = [c for c in score_columns(unit) if c not in first and c not in UNIT_METRICS]
+    return (*first, *rest, "region")
+
+
+#: :func:`table_metric_columns` of the built-in scores (when the module is loaded).
+TABLE_METRIC_COLUMNS = table_metric_columns()
+
+
+def number_columns(frame: pd.DataFrame) -> list[str]:
+    """The score columns of a map frame's unit (:func:`cartomap.scores.columns.score_columns`, its
+    ``attrs["unit"]``) that ``frame`` holds as floats: what a table of it shows as numbers to 3 decimals."""
+    unit = frame.attrs.get("unit")
+    return [c for c in score_columns(unit) if c in frame.columns and pd.api.types.is_float_dtype(frame[c])]
+
+
+#: The metrics ``cartomap show`` summarises: the map's own and the score columns of an example's map that
+#: are neither a unit metric nor an ambiguity axis (AUM, EL2N, ...; :func:`cartomap.scores.columns.score_columns`).
+RANGE_COLUMNS = (
+    "confidence",
+    "variability",
+    "correctness",
+    "forgetfulness",
+    *(c for c in score_columns() if c not in UNIT_METRICS and c not in AXIS_COLUMNS),
+)
 #: At most this many selected points get a ring (a larger selection is sampled for drawing only).
 
 
@@ -193,7 +223,7 @@ def as_map_frame(frame: pd.DataFrame, label_names: Sequence[str] | None = None) 
     if names is None:
         n = int(frame["label"].max()) + 1 if "label" in frame.columns and len(frame) else 0
         names = [str(i) for i in range(n)]
-    return build_map_frame(frame, None, names)
+    return build_map_frame(frame, None, names, unit=frame.attrs.get("unit"))
 
 
 #: The column of a word's sentence (its words joined by spaces) on a word-level map.
@@ -261,20 +291,57 @@ def sentence_map(run, method: str = "min", metrics: pd.DataFrame | None = None) 
     return out
 
 
+def unit_of(examples: pd.DataFrame | None, unit=None) -> Unit:
+    """The unit a map's rows are about: ``unit`` when given, else that of the task kind whose columns
+    ``examples`` have, else an example."""
+    if unit is not None:
+        return Unit(unit)
+    if examples is not None:
+        try:
+            return task_kinds.of_columns(examples.columns).unit
+        except DataError:
+            pass
+    return Unit.EXAMPLE
+
+
+def _score_part(out: pd.DataFrame, metrics: pd.DataFrame, unit: Unit) -> None:
+    """The map's metrics, into ``out``: confidence, variability and correctness (its y, default x and
+    buckets), every ambiguity score of ``unit``'s map the metrics have, forgetfulness and never_learned,
+    then every other score column of ``unit`` (:func:`cartomap.scores.columns.score_columns`: what the
+    detectors serving it read) the metrics have; booleans kept, the rest as floats."""
+    for col in ("confidence", "variability", "correctness"):
+        out[col] = metrics[col].to_numpy(dtype=np.float64)
+    for col in ambiguity.map_scores(unit):  # the other ambiguity scores, where the metrics have them
+        if col not in out.columns and col in metrics.columns:
+            out[col] = metrics[col].to_numpy(dtype=np.float64)
+    out["forgetfulness"] = metrics["forgetfulness"].to_numpy(dtype=np.int64)
+    if "never_learned" in metrics.columns:
+        out["never_learned"] = metrics["never_learned"].to_numpy(dtype=bool)
+    for col in score_columns(unit):  # what the unit's detectors read (aum, el2n, ...)
+        if col not in out.columns and col in metrics.columns:
+            bools = pd.api.types.is_bool_dtype(metrics[col])
+            out[col] = metrics[col].to_numpy(dtype=bool if bools else np.float64)
+
+
 def build_map_frame(
     metrics: pd.DataFrame,
     examples: pd.DataFrame | None,
     label_names: Sequence[str],
     n_epochs: int | None = None,
+    *,
+    unit=None,
 ) -> pd.DataFrame:
     """:func:`map_frame` on already loaded tables (metrics from compute_metrics, examples of the run).
 
     Columns: id, the text fields of the run's task kind (a pair's two texts, or the text), gold, predicted (label names), genre (when the
-    examples have one), confidence, variability, correctness, forgetfulness, never_learned, aum,
-    region, bucket (correctness bucket "0.0" ... "1.0"), label and predicted_label (class indices).
-    Rows follow ``metrics``; texts are joined by id (positionally when both tables list the same ids
-    in the same order, as a run's do: no hash join of 550k strings).
+    examples have one), confidence, variability, correctness, the ambiguity scores, forgetfulness,
+    never_learned and every other score column of the map's ``unit`` the metrics have
+    (:func:`_score_part`: aum, el2n, ...), region, bucket (correctness bucket "0.0" ... "1.0"), label and
+    predicted_label (class indices). ``unit``: what a row is about (default: :func:`unit_of` the
+    examples), kept in ``attrs["unit"]``. Rows follow ``metrics``; texts are joined by id (positionally
+    when both tables list the same ids in the same order, as a run's do: no hash join of 550k strings).
     """
+    unit = unit_of(examples, unit)
     ids = metrics["id"].astype(str)
     if examples is not None:
         examples = unit_rows(examples)
@@ -310,23 +377,14 @@ def build_map_frame(
             out[col] = joined[col].to_numpy()
     if "gold_disagrees" in extra and "human_majority" in extra:
         out["agreement"] = agreement_of(joined["human_majority"], joined["gold_disagrees"])
-    for col in ("confidence", "variability", "correctness"):
-        out[col] = metrics[col].to_numpy(dtype=np.float64)
-    for col in AXIS_COLUMNS:  # the other ambiguity scores, where the metrics have them
-        if col not in out.columns and col in metrics.columns:
-            out[col] = metrics[col].to_numpy(dtype=np.float64)
-    out["forgetfulness"] = metrics["forgetfulness"].to_numpy(dtype=np.int64)
-    if "never_learned" in metrics.columns:
-        out["never_learned"] = metrics["never_learned"].to_numpy(dtype=bool)
-    out["aum"] = metrics["aum"].to_numpy(dtype=np.float64) if "aum" in metrics.columns else np.nan
-    if "el2n" in metrics.columns:
-        out["el2n"] = metrics["el2n"].to_numpy(dtype=np.float64)
+    _score_part(out, metrics, unit)
     out["region"] = metrics["region"].astype(str).astype("category").array
     out["bucket"] = bucket_categories(out["correctness"].to_numpy(), n_epochs)
     out["label"] = label.to_numpy()
     out["predicted_label"] = predicted.to_numpy()
     out.attrs["n_epochs"] = n_epochs
     out.attrs["label_names"] = list(label_names)
+    out.attrs["unit"] = unit.value
     if "regions" in metrics.attrs:
         out.attrs["regions"] = dict(metrics.attrs["regions"])
     if metrics.attrs.get(X_AXIS) in out.columns:  # drawn on another axis than its regions' (with_x_axis)
@@ -433,11 +491,19 @@ def bucket_categories(correct_fraction: np.ndarray, n_epochs: int | None) -> pd.
     return pd.Categorical(labels[inverse.reshape(-1)]) if len(present) else pd.Categorical([])
 
 
-#: What the map reads of a run's metrics file: every column of it but the curricula's (the reference
-#: files' row index, threshold closeness, the difficulty scores).
-MAP_METRIC_COLUMNS = tuple(
-    c for c in METRIC_COLUMNS if c not in ("index", "threshold_closeness", "difficulty", "difficulty_code")
-)
+#: What the map reads of a run's metrics file of its own: the unit's id, gold and prediction, the metrics of
+#: every unit and the region (:func:`map_metric_columns` adds the unit's score columns).
+MAP_OWN_COLUMNS = ("id", "label", "predicted", *UNIT_METRICS, "region")
+
+
+def map_metric_columns(unit=Unit.EXAMPLE) -> tuple[str, ...]:
+    """What the map of ``unit`` reads of a run's metrics file: :data:`MAP_OWN_COLUMNS` and the unit's score
+    columns (:func:`cartomap.scores.columns.score_columns`, asked when called); not the curricula's
+    columns (the reference files' row index, threshold closeness, the difficulty scores) unless a detector
+    serving the unit reads one."""
+    return tuple(dict.fromkeys((*MAP_OWN_COLUMNS, *score_columns(unit))))
+
+
 #: The human columns of a run with votes (cartomap.data.annotations) the map carries along.
 HUMAN_MAP_COLUMNS = ("human_n", "human_majority", "human_majority_share", "human_entropy", "gold_disagrees")
 
@@ -497,7 +563,7 @@ def map_frame(
         )  # the run's skip_epochs, if it fits
         metrics = compute_metrics(logits, labels, ids, regions=regions, burn_out=burn_out, burn_in=burn_in)
     else:
-        metrics = with_regions(run.metrics(source, columns=MAP_METRIC_COLUMNS), regions)
+        metrics = with_regions(run.metrics(source, columns=map_metric_columns(run.task_kind.unit)), regions)
     vote_cols = [f"votes_{name}" for name in run.label_names]
     if examples is None:
         examples = run.examples(columns=(*map_example_columns(), *vote_cols))
@@ -506,6 +572,7 @@ def map_frame(
         examples,
         run.task_kind.unit_classes(run.label_names),  # a label unit's classes: absent, present
         n_epochs_of(metrics) or len(epochs) or None,
+        unit=run.task_kind.unit,
     )
 
 

@@ -144,9 +144,9 @@ def colour_groups(frame: pd.DataFrame, color_by: str) -> tuple[np.ndarray, list[
 
 
 def check_color_by(color_by: str) -> None:
-    if color_by not in colourings.BUILT_IN and not str(color_by).startswith(colourings.DETECTOR_PREFIX):
+    if not colourings.known(color_by):
         raise ValueError(
-            f"color_by must be one of {(*colourings.BUILT_IN, colourings.DETECTOR_PREFIX + '<title>')}, "
+            f"color_by must be one of {(*colourings.BUILT_IN, colourings.AMBIGUITY_PREFIX + '<label>', colourings.DETECTOR_PREFIX + '<title>')}, "
             f"got {color_by!r}"
         )
 

@@ -31,12 +31,13 @@ from cartomap.analysis import epochs
 from cartomap.analysis.datamap import (
     AXIS_COLUMNS,
     LABEL_COLUMNS,
-    MAP_METRIC_COLUMNS,
     build_map_frame,
+    map_metric_columns,
     n_epochs_of,
     with_regions,
 )
 from cartomap.errors import RunError
+from cartomap.scores.columns import score_columns
 from cartomap.scores.label_examples import combined_map
 from cartomap.scores.metrics import RegionRule
 from cartomap.tasks.base import LABEL_UNIT_CLASSES, UNIT_SEPARATOR, sigmoid
@@ -119,7 +120,9 @@ def view_frame(
     if view == COMBINED:
         return combined_frame(run, regions, units=units)
     if units is None:
-        units = run.metrics(columns=(*MAP_METRIC_COLUMNS, "example_id", "label_index", "label_name"))
+        units = run.metrics(
+            columns=(*map_metric_columns(run.task_kind.unit), "example_id", "label_index", "label_name")
+        )
     examples = run.examples(columns=("id", *run.task_kind.text_fields, run.task_kind.label_field))
     n_labels = len(names)
     rows = np.arange(len(units)) if label is None else np.arange(label, len(units), n_labels)
@@ -130,7 +133,7 @@ def view_frame(
     unit_examples = pd.DataFrame(
         {"id": part["id"].astype(str).to_numpy(), text: examples[text].to_numpy()[example_rows]}
     )
-    out = build_map_frame(part, unit_examples, LABEL_UNIT_CLASSES)
+    out = build_map_frame(part, unit_examples, LABEL_UNIT_CLASSES, unit=run.task_kind.unit)
     out["label_name"] = np.asarray(names, dtype=object)[rows % n_labels]
     out["label_set"] = np.asarray(label_sets(examples[run.task_kind.label_field], names), dtype=object)[
         example_rows
@@ -189,11 +192,16 @@ def combined_frame(
             "region": combined["region"].to_numpy(),
         }
     )
+    for column in score_columns(run.task_kind.unit):  # the worst label's other score columns (aum, ...)
+        if column in combined.columns and column not in metrics.columns:
+            metrics.insert(len(metrics.columns) - 1, column, combined[column].to_numpy())
     metrics.attrs["n_epochs"] = n_epochs
     if "epochs_recorded" in units.attrs:  # a map after k recordings
         metrics.attrs["epochs_recorded"] = units.attrs["epochs_recorded"]
     metrics = with_regions(metrics, regions)
-    out = build_map_frame(metrics, examples[["id", *run.task_kind.text_fields]], set_names, n_epochs)
+    out = build_map_frame(
+        metrics, examples[["id", *run.task_kind.text_fields]], set_names, n_epochs, unit=run.task_kind.unit
+    )
     out["worst_label"] = combined["worst_label_name"].to_numpy()
     return out
 

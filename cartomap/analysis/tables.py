@@ -14,9 +14,9 @@ import pandas as pd
 from cartomap.analysis.datamap import (
     LABEL_COLUMNS,
     SENTENCE,
-    TABLE_METRIC_COLUMNS,
     axis_of,
     positions_of,
+    table_metric_columns,
     unique_ids,
 )
 from cartomap.tasks import registry as task_kinds
@@ -31,7 +31,7 @@ def selection_table(frame: pd.DataFrame, ids: Iterable[str], texts: bool = True)
     text_columns = (*task_kinds.text_fields(), SENTENCE) if texts else ()
     shown = ("id", *text_columns, *LABEL_COLUMNS, "gold", "predicted", "genre")
     cols = [c for c in shown if c in frame.columns]
-    cols += [c for c in TABLE_METRIC_COLUMNS if c in frame.columns and c not in cols]
+    cols += [c for c in table_metric_columns(frame.attrs.get("unit")) if c in frame.columns and c not in cols]
     cols += [c for c in SEED_COLUMNS if c in frame.columns and c not in cols]  # a map over seeds
     human = ("agreement", "human_entropy", "human_majority_share", "human_n", "gold_disagrees")
     cols += [c for c in human if c in frame.columns]  # data with votes

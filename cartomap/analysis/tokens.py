@@ -20,6 +20,7 @@ import pandas as pd
 from cartomap.analysis import datamap, epochs
 from cartomap.errors import DataError, RunError
 from cartomap.scores import ambiguity
+from cartomap.scores.columns import score_columns
 from cartomap.scores.metrics import RegionRule, softmax
 from cartomap.scores.tokens import SENTENCE_METHODS, sentence_metrics
 from cartomap.tasks import registry as task_kinds
@@ -100,12 +101,13 @@ def sentence_map_frame(
 ) -> pd.DataFrame:
     """A token run's map at sentence level as a map frame (:func:`cartomap.analysis.datamap.build_map_frame`
     columns: id, the sentence's words joined, gold, predicted, confidence, variability, correctness,
-    forgetfulness, region, bucket, ...), one row per sentence with a scored word.
+    forgetfulness, region, bucket, ...), one row per sentence with a scored word, attrs ``unit`` its words'.
 
     confidence = the sentence score by ``method`` over its words' confidences
     (:func:`cartomap.analysis.datamap.sentence_map`; "min": the worst word's); variability,
-    correctness and forgetfulness are those of its worst word (lowest confidence), gold and predicted
-    that word's tags; regions by ``regions`` over the sentences. Extra columns: n_words, worst_word (its
+    correctness, forgetfulness and every other score column of a word's map (the ambiguity scores, the
+    detectors' columns: :func:`cartomap.scores.columns.score_columns`) are those of its worst word (lowest
+    confidence), gold and predicted that word's tags; regions by ``regions`` over the sentences. Extra columns: n_words, worst_word (its
     index) and worst_token (the word). ``attrs["n_unscored"]``: sentences left out for having no word
     with a score.
 
@@ -149,7 +151,7 @@ def sentence_map_frame(
             "never_learned": correctness == 0,
         }
     )
-    for column in datamap.AXIS_COLUMNS:  # the worst word's other ambiguity scores
+    for column in score_columns(kind.unit):  # the worst word's other score columns (ambiguity, detectors')
         if column not in sentence_metrics.columns and column in table.columns:
             sentence_metrics[column] = table[column].to_numpy(dtype=np.float64)
     rule = regions or run.region_rule()
@@ -160,7 +162,7 @@ def sentence_map_frame(
         if at_k is None
         else int(at_k.attrs["n_epochs"])
     )
-    out = datamap.build_map_frame(sentence_metrics, None, run.label_names, n_epochs)
+    out = datamap.build_map_frame(sentence_metrics, None, run.label_names, n_epochs, unit=kind.unit)
     out.insert(1, text, table[text].to_numpy())
     words = run.examples(columns=(text,))[text].to_numpy()  # the run's sentences, in its order
     worst = table["worst_word"].to_numpy(dtype=np.int64)

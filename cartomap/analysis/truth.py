@@ -3,13 +3,15 @@
 For a run whose data has votes (or annotator labels) or a known-error column
 (:mod:`cartomap.data.annotations`):
 
-* ``spearman``: Spearman's rho of every data-map metric (confidence, variability, correctness, AUM,
-  EL2N, forgetfulness; and, given a seeds experiment's per-example table, ``<metric>_mean`` and
-  ``<metric>_std``) with the human entropy (bits), with a bootstrap 95 % interval;
+* ``spearman``: Spearman's rho of every data-map metric (confidence, the ambiguity scores, correctness and
+  every other numeric score column of the run's unit, :func:`metric_columns`: AUM, EL2N, forgetfulness,
+  ...; and, given a seeds experiment's per-example table, ``<metric>_mean`` and ``<metric>_std``) with the
+  human entropy (bits), with a bootstrap 95 % interval;
 * ``detectors``: AP, AUROC and precision@k (k = 50, 100, 1 % of N) of every registered detector
-  (:mod:`cartomap.scores.detectors`) the run can feed, for each target: ``gold_disagrees`` (gold !=
-  the human majority) and ``is_error`` (the known-error column), with bootstrap 95 % intervals;
-* ``unavailable``: every registered detector the run cannot feed yet (the reference,
+  (:mod:`cartomap.scores.detectors`) serving the run's unit that the run can feed, for each target:
+  ``gold_disagrees`` (gold != the human majority) and ``is_error`` (the known-error column), with
+  bootstrap 95 % intervals;
+* ``unavailable``: every registered detector serving the run's unit that it cannot feed yet (the reference,
   cleanlab's, without a pruning experiment's out-of-fold probabilities), what it needs and the command
   that makes it (:data:`HOW_TO_GET`).
 
@@ -32,19 +34,24 @@ from cartomap.data.annotations import ERROR_COLUMN, vote_columns
 from cartomap.errors import RunError
 from cartomap.scores import ambiguity, detectors
 from cartomap.scores import truth as stats
+from cartomap.scores.columns import score_columns
+from cartomap.scores.stability import SUMMARY_METRICS
+from cartomap.tasks.units import Unit
 
-#: Data-map metric columns correlated with the human entropy: confidence, every ambiguity score a map can
-#: be drawn on (:data:`cartomap.scores.ambiguity.MAP_SCORES`), and the rest.
-METRICS: tuple[str, ...] = (
-    "confidence",
-    *ambiguity.MAP_SCORES,
-    "correctness",
-    "aum",
-    "el2n",
-    "forgetfulness",
-)
-#: Seed-table metrics whose mean and spread are correlated too.
-SEED_METRICS: tuple[str, ...] = ("confidence", *ambiguity.MAP_SCORES, "correctness", "aum")
+
+def metric_columns(unit=Unit.EXAMPLE) -> tuple[str, ...]:
+    """Data-map metric columns correlated with the human entropy, in order: confidence, every ambiguity
+    score on ``unit``'s map (:func:`cartomap.scores.ambiguity.map_scores`), correctness, then the unit's
+    other score columns (:func:`cartomap.scores.columns.score_columns`: what its detectors read), asked of
+    the registries when called; the report leaves out those a run's metrics lack or hold as flags."""
+    first = ("confidence", *ambiguity.map_scores(unit), "correctness")
+    return (*first, *(c for c in score_columns(unit) if c not in first))
+
+
+#: :func:`metric_columns` of the built-in scores (when the module is loaded).
+METRICS: tuple[str, ...] = metric_columns()
+#: Seed-table metrics whose mean and spread are correlated too (those a seeds table summarises).
+SEED_METRICS: tuple[str, ...] = SUMMARY_METRICS
 TARGETS = {"gold_disagrees": "gold ≠ human majority", ERROR_COLUMN: "known error"}
 #: The detector the literature measures the others against (cleanlab's self-confidence, Northcutt et
 #: al., 2021), named first among the ones a run cannot feed.
@@ -179,15 +186,19 @@ def truth_report(
             "mean": float(np.nanmean(entropy[voted])) if voted.any() else float("nan"),
             "no_majority": int((examples["human_majority"].to_numpy()[voted] == -1).sum()),
         }
-        columns = [(m, metrics[m]) for m in METRICS if m in metrics.columns]
+        columns = [
+            (m, metrics[m])
+            for m in metric_columns(run.task_kind.unit)
+            if m in metrics.columns and not pd.api.types.is_bool_dtype(metrics[m])
+        ]
         if seed_table is not None:
             for m in SEED_METRICS:
                 for suffix in ("_mean", "_std"):
                     if f"{m}{suffix}" in seed_table.columns:
                         columns.append((f"{m}{suffix} (seeds)", seed_table[f"{m}{suffix}"]))
         if fold_table is not None:  # in-sample over the k - 1 fold models that trained on each example
-            for m in ("confidence", "aum"):
-                columns.append((f"{m} (fold models)", fold_table[f"fold_{m}"]))
+            for m, column in zip(detectors.FOLD_INPUTS, detectors.FOLD_COLUMNS, strict=False):
+                columns.append((f"{m} (fold models)", fold_table[column]))
         for name, values in columns:
             row = stats.spearman_row(values.to_numpy(dtype=np.float64)[voted], entropy[voted], n_boot, seed)
             report["spearman"].append({"metric": name, **row})
@@ -198,6 +209,7 @@ def truth_report(
         seeds=seed_table,
         folds=fold_table,
         embeddings=run_embeddings(run, ids),
+        unit=run.task_kind.unit,
     )
     scores = detectors.score_all(inputs)
     report["unavailable"] = unavailable_rows(detectors.unavailable(inputs), n, commands or {})

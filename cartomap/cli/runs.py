@@ -145,6 +145,7 @@ def detector_table(run, metrics, seeds_table, cache):
         oof_logits=found[1] if found is not None else None,
         seeds=aligned(seeds_table),
         folds=fold_table_of(found[0], runs, ids) if found is not None else None,
+        unit=run.task_kind.unit,  # the detectors serving the run's unit
     )
     return pd.concat([examples.assign(id=ids), detectors.score_all(inputs)], axis=1)
 

@@ -139,10 +139,10 @@ def available_detectors(
         with_dyn = dataclasses.replace(inputs, dynamics=np.zeros((1, len(inputs.labels), 1)))
         found |= {
             n
-            for n in detectors.NAMES
+            for n in detectors.names()
             if detectors.DYNAMICS in detectors.get(n).needs and detectors.get(n).is_available(with_dyn)
         }
-    return [n for n in detectors.NAMES if n in found]
+    return [n for n in detectors.names() if n in found]
 
 
 def region_ids(run: Run, region: str, rule: RegionRule | None = None) -> set[str]:

@@ -289,7 +289,7 @@ def out_of_fold_logits(
             f"fold {f + 1}/{folds.max() + 1}",
             echo,
         )
-        frames.append(run.metrics(columns=("id", "confidence", "aum")))
+        frames.append(run.metrics(columns=("id", *detectors.FOLD_INPUTS)))
         frame, logits = run.test_logits(0, epoch=len(run.history()) - 1)
         rows = [position[str(i)] for i in frame["id"]]
         out[rows] = logits

@@ -492,7 +492,7 @@ def fold_table_of(exp: Experiment, run_store: RunStore, ids: Sequence[str]) -> p
             break
         try:
             if run.state == State.DONE and run.has_metrics():
-                frames.append(run.metrics(columns=("id", "confidence", "aum")))
+                frames.append(run.metrics(columns=("id", *detectors.FOLD_INPUTS)))
         except (OSError, ValueError, RunError):
             pass
         f += 1

@@ -7,7 +7,13 @@ confidence (docs/stability.md). The scores here are other answers to "how undeci
 this example", each computed from the same recordings (probabilities [E, N, C], gold labels [N], and
 for some the raw logits); most are means over the recordings (first moments), which noise averages out
 of. Every score is a small pure function, **higher = more ambiguous**, registered by name in
-:data:`SCORES` (cleanlab style: pick one by its name, :func:`score`).
+:data:`SCORES` (cleanlab style: pick one by its name, :func:`score`; :func:`register` adds one).
+
+Each declares what it needs (:attr:`AmbiguityScore.needs`: the recordings' probabilities, and for some the
+raw logits), which units it serves (:attr:`AmbiguityScore.units`: ``example``, ``word``, ``label``;
+:class:`cartomap.tasks.units.Unit`) and whether every metrics file carries it as a column
+(:attr:`AmbiguityScore.on_map`): those are the map's score columns of a unit (:func:`map_scores`), which
+the map frames of every unit, their colour menu, the truth report and ``cartomap export`` ask for.
 
 Entropies are divided by log C, so they lie in [0, 1] whatever the number of classes (a two-class
 unit of a token or multi-label run and a three-class NLI pair on one scale); 0 * log 0 = 0.
@@ -22,7 +28,12 @@ import numpy as np
 from scipy.special import xlogy
 
 from cartomap.errors import DataError
+from cartomap.tasks.units import Unit
 
+#: What a statistic reads (:attr:`AmbiguityScore.needs`): the recordings' probabilities [E, N, C], the raw
+#: logits [E, N, C].
+RECORDINGS = "recordings"
+LOGITS = "logits"
 #: Cartography's axis (the std of p(gold) over the recordings).
 VARIABILITY = "variability"
 
@@ -128,7 +139,8 @@ def learned_late(probs: np.ndarray, labels: np.ndarray, logits=None) -> np.ndarr
 class AmbiguityScore:
     """One second-axis statistic: ``name`` (its column in a metrics file), ``label`` (what the map's axis
     says), ``function(probs [E, N, C], labels [N], logits [E, N, C] or None) -> [N]`` (higher = more
-    ambiguous), whether it needs the raw logits, and its value range (None: unbounded)."""
+    ambiguous), whether it needs the raw logits, its value range (None: unbounded), the units it serves
+    (every unit by default) and whether every metrics file carries it (``on_map``)."""
 
     name: str
     label: str
@@ -136,21 +148,48 @@ class AmbiguityScore:
     needs_logits: bool = False
     range: tuple[float, float] | None = (0.0, 1.0)
     threshold: float | None = None  # the region rule "by threshold": ambiguous from this value up
+    units: tuple[Unit, ...] = tuple(Unit)
+    on_map: bool = False
+
+    def __post_init__(self) -> None:
+        units = (self.units,) if isinstance(self.units, str) else tuple(self.units)
+        unknown = [u for u in units if u not in {m.value for m in Unit}]
+        if not units or unknown:
+            raise DataError(
+                f"ambiguity score {self.name!r}: units {unknown or '(none)'}; expected some of "
+                f"{', '.join(u.value for u in Unit)}",
+                field="units",
+            )
+        object.__setattr__(self, "units", tuple(Unit(u) for u in units))
 
     @property
     def doc(self) -> str:
         return " ".join((self.function.__doc__ or "").split())
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """What it reads: :data:`RECORDINGS`, and :data:`LOGITS` when it needs the raw logits."""
+        return (RECORDINGS, LOGITS) if self.needs_logits else (RECORDINGS,)
+
+    def serves(self, unit) -> bool:
+        """Whether it scores units of ``unit`` (None: any unit)."""
+        return unit is None or Unit(unit) in self.units
+
 
 SCORES: dict[str, AmbiguityScore] = {
     s.name: s
     for s in (
-        AmbiguityScore(VARIABILITY, "variability", variability, range=(0.0, 0.5), threshold=0.2),
-        AmbiguityScore("mean_entropy", "mean entropy", mean_entropy, threshold=0.5),
+        AmbiguityScore(VARIABILITY, "variability", variability, range=(0.0, 0.5), threshold=0.2, on_map=True),
+        AmbiguityScore("mean_entropy", "mean entropy", mean_entropy, threshold=0.5, on_map=True),
         AmbiguityScore(
-            "gold_bernoulli", "mean p(gold)·(1 − p(gold))", gold_bernoulli, range=(0.0, 0.25), threshold=0.16
+            "gold_bernoulli",
+            "mean p(gold)·(1 − p(gold))",
+            gold_bernoulli,
+            range=(0.0, 0.25),
+            threshold=0.16,
+            on_map=True,
         ),
-        AmbiguityScore("margin_gap", "1 − mean margin", margin_gap, threshold=0.6),
+        AmbiguityScore("margin_gap", "1 − mean margin", margin_gap, threshold=0.6, on_map=True),
         AmbiguityScore("entropy_of_mean", "entropy of the mean prediction", entropy_of_mean),
         AmbiguityScore("last_entropy", "entropy at the last recording", last_entropy),
         AmbiguityScore("epoch_disagreement", "disagreement between recordings", epoch_disagreement),
@@ -159,9 +198,29 @@ SCORES: dict[str, AmbiguityScore] = {
         AmbiguityScore("learned_late", "recording learned (share)", learned_late),
     )
 }
-#: The scores a metrics file carries as columns (and a map can put on its second axis or rank its
-#: regions by); the others are the study's candidates (bench/bench_stability.py), computed on demand.
-MAP_SCORES: tuple[str, ...] = (VARIABILITY, "mean_entropy", "gold_bernoulli", "margin_gap")
+
+
+def map_scores(unit=None) -> tuple[str, ...]:
+    """The names of the registered scores every metrics file carries (``on_map``) that serve ``unit``
+    (a :class:`cartomap.tasks.units.Unit`; None: any), in registration order, asked when called (a score
+    registered later counts): the ambiguity columns of a unit's map frames."""
+    return tuple(name for name, s in SCORES.items() if s.on_map and s.serves(unit))
+
+
+#: The built-in scores a metrics file carries as columns, which a map can put on its second axis or rank
+#: its regions by (:func:`map_scores` when the module is loaded); the others are the study's candidates
+#: (bench/bench_stability.py), computed on demand.
+MAP_SCORES: tuple[str, ...] = map_scores()
+
+
+def register(entry: AmbiguityScore) -> AmbiguityScore:
+    """Add ``entry`` to :data:`SCORES`; DataError when its name is taken. With ``on_map`` every metrics
+    file computed from then on carries it (:func:`cartomap.scores.metrics.compute_metrics`), and so every
+    map frame of the units it serves, their colour menus, the truth report and ``cartomap export``."""
+    if entry.name in SCORES:
+        raise DataError(f"an ambiguity score named {entry.name!r} is already registered", field="name")
+    SCORES[entry.name] = entry
+    return entry
 
 
 def get(name: str) -> AmbiguityScore:

@@ -18,7 +18,13 @@ detectors a run can have (:func:`available`) and scores them all (:func:`score_a
   disagreement of its nearest neighbours (exact cosine: O(N^2 H), so callers pass them for runs of a
   size where that is quick, :data:`MAX_KNN_EXAMPLES`).
 
-A detector may need several kinds of input (the rank ensembles need two).
+A detector may need several kinds of input (the rank ensembles need two). It also declares the units it
+serves (:attr:`Detector.units`: ``example``, ``word``, ``label``, :class:`cartomap.tasks.units.Unit`; every
+unit by default): inputs of another unit (:attr:`DetectorInputs.unit`) leave it out, as neither available
+nor lacking anything. The metric columns the detectors read are the map's score columns of a unit
+(:func:`metric_columns`, with the ambiguity scores: :func:`cartomap.scores.columns.score_columns`), which
+every map frame carries, so a detector registered here (:func:`register`) reaches the map of every unit it
+serves, its colour menu, the truth report and ``cartomap export`` with no other change.
 
 The noise benchmark (:mod:`cartomap.experiments.noise_benchmark`), the truth report
 (:mod:`cartomap.analysis.truth`), ``cartomap export`` (detectors.parquet) and the Prune labels page use
@@ -37,6 +43,7 @@ import pandas as pd
 from cartomap.errors import DataError
 from cartomap.scores import consensus, noise
 from cartomap.scores.metrics import aum, el2n, forgetfulness, gold_probabilities, softmax
+from cartomap.tasks.units import Unit
 
 DYNAMICS = "dynamics"
 OOF = "oof"
@@ -49,9 +56,11 @@ KNN_K = 10
 #: (:func:`cartomap.scores.knn.cosine_top_k`, 384 dims, 1 thread) took 2.7 s at 5,000 and 31 s at 20,000
 #: here, quadratic in N; the truth report runs in the page, so the cap keeps it to seconds.
 MAX_KNN_EXAMPLES = 10_000
+#: The fold runs' metric columns :func:`fold_table` reads (what their callers read of each fold run).
+FOLD_INPUTS = ("confidence", "aum")
 #: Columns of :func:`fold_table`: mean in-sample confidence and AUM over the fold models that trained on
-#: an example, and how many did.
-FOLD_COLUMNS = ("fold_confidence", "fold_aum", "fold_models")
+#: an example (``fold_<input>`` of :data:`FOLD_INPUTS`), and how many did.
+FOLD_COLUMNS = (*(f"fold_{c}" for c in FOLD_INPUTS), "fold_models")
 #: Forgetting's score of a never-learned example (the reference's 1000 forgetting events).
 NEVER_LEARNED_SCORE = 1000.0
 
@@ -68,6 +77,7 @@ class DetectorInputs:
     folds: Any = None  # the fold models' in-sample table (FOLD_COLUMNS, aligned; :func:`fold_table`)
     embeddings: Any = None  # [N, H] one vector per example ([CLS] of the trained model), aligned
     n_classes: int | None = field(default=None)
+    unit: Unit | str | None = None  # what one row is (a word, an (example, label) unit); None: any unit
 
     def y(self) -> np.ndarray:
         return consensus.as_labels(self.labels, "labels")
@@ -121,6 +131,7 @@ class Detector:
     metrics: tuple[str, ...] = ()  # metric columns that stand in for the dynamics (all of them)
     seed_columns: tuple[str, ...] = ()  # seed-table columns it reads
     title: str = ""  # its name for people (pages, reports); ``name`` is the handle options and files use
+    units: tuple[Unit, ...] = tuple(Unit)  # the units it scores (every unit by default)
 
     def __post_init__(self) -> None:
         needs = (self.needs,) if isinstance(self.needs, str) else tuple(self.needs)
@@ -128,6 +139,15 @@ class Detector:
         if not needs or unknown:
             raise ValueError(f"detector {self.name!r}: unknown input kind(s) {unknown or needs}")
         object.__setattr__(self, "needs", needs)
+        units = (self.units,) if isinstance(self.units, str) else tuple(self.units)
+        strange = [u for u in units if u not in {m.value for m in Unit}]
+        if not units or strange:
+            raise ValueError(f"detector {self.name!r}: unknown unit(s) {strange or units}")
+        object.__setattr__(self, "units", tuple(Unit(u) for u in units))
+
+    def serves(self, unit) -> bool:
+        """Whether it scores units of ``unit`` (None: any unit)."""
+        return unit is None or Unit(unit) in self.units
 
     @property
     def doc(self) -> str:
@@ -388,13 +408,10 @@ def fold_table(frames, ids) -> pd.DataFrame:
     order = pd.Index([str(i) for i in ids], name="id")
     parts = []
     for frame in frames:
-        part = frame[["id", "confidence", "aum"]].copy()
+        part = frame[["id", *FOLD_INPUTS]].copy()
         part["id"] = part["id"].astype(str)
         parts.append(part.drop_duplicates("id"))
-    if not parts:
-        stacked = pd.DataFrame(columns=["id", "confidence", "aum"])
-    else:
-        stacked = pd.concat(parts, ignore_index=True)
+    stacked = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["id", *FOLD_INPUTS])
     grouped = stacked.groupby("id")
     out = pd.DataFrame(
         {
@@ -423,7 +440,13 @@ REGISTRY: dict[str, Detector] = {
         Detector("oof_margin", oof_margin, OOF, title="out-of-fold −margin"),
         Detector("oof_self_confidence", oof_self_confidence, OOF, title="out-of-fold 1 − p(gold)"),
         Detector("cleanlab_self_confidence", cleanlab_self_confidence, OOF, title="cleanlab 1 − quality"),
-        Detector("consensus_p1g0", consensus_p1g0, OOF, title="consensus rule (P1G0 confidence)"),
+        Detector(
+            "consensus_p1g0",
+            consensus_p1g0,
+            OOF,
+            title="consensus rule (P1G0 confidence)",
+            units=(Unit.EXAMPLE,),  # the rule's category is of NLI pairs' classes
+        ),
         Detector(
             "fold_confidence", fold_confidence, FOLDS, title="1 − in-sample confidence of the fold models"
         ),
@@ -463,13 +486,36 @@ REGISTRY: dict[str, Detector] = {
         ),
     )
 }
+#: The built-in detectors' names (:data:`REGISTRY` when the module is loaded; :func:`names` asks it now).
 NAMES: tuple[str, ...] = tuple(REGISTRY)
+
+
+def register(detector: Detector) -> Detector:
+    """Add ``detector`` to :data:`REGISTRY`; DataError when its name is taken. Its declared inputs and units
+    are all it takes to reach every consumer (module docstring)."""
+    if detector.name in REGISTRY:
+        raise DataError(f"a detector named {detector.name!r} is already registered", field="name")
+    REGISTRY[detector.name] = detector
+    return detector
+
+
+def names(unit=None) -> tuple[str, ...]:
+    """The registered detectors' names that serve ``unit`` (None: all), in registry order, asked when
+    called (a detector registered later counts)."""
+    return tuple(name for name, d in REGISTRY.items() if d.serves(unit))
+
+
+def metric_columns(unit=None) -> tuple[str, ...]:
+    """The metric columns the detectors serving ``unit`` (None: all) read in place of the dynamics
+    (:attr:`Detector.metrics`), each once, in registry order: what a map frame of that unit carries for
+    them."""
+    return tuple(dict.fromkeys(c for name in names(unit) for c in REGISTRY[name].metrics))
 
 
 def get(name: str) -> Detector:
     """The detector ``name``; DataError listing the registered ones otherwise."""
     if name not in REGISTRY:
-        raise DataError(f"unknown detector {name!r}; expected one of {', '.join(NAMES)}", field="detector")
+        raise DataError(f"unknown detector {name!r}; expected one of {', '.join(names())}", field="detector")
     return REGISTRY[name]
 
 
@@ -480,19 +526,28 @@ def title(name: str) -> str:
 
 
 def available(inputs: DetectorInputs) -> list[str]:
-    """The names of the detectors ``inputs`` can feed, in registry order."""
-    return [name for name, d in REGISTRY.items() if d.is_available(inputs)]
+    """The names of the detectors serving ``inputs.unit`` that ``inputs`` can feed, in registry order."""
+    return [name for name in names(inputs.unit) if REGISTRY[name].is_available(inputs)]
 
 
 def unavailable(inputs: DetectorInputs) -> dict[str, list[str]]:
-    """{name: the kinds of input it lacks} of the detectors ``inputs`` cannot feed, in registry order."""
-    return {name: d.missing(inputs) for name, d in REGISTRY.items() if d.missing(inputs)}
+    """{name: the kinds of input it lacks} of the detectors serving ``inputs.unit`` that ``inputs`` cannot
+    feed, in registry order (a detector of another unit is neither available nor lacking)."""
+    return {
+        name: REGISTRY[name].missing(inputs) for name in names(inputs.unit) if REGISTRY[name].missing(inputs)
+    }
 
 
 def score(name: str, inputs: DetectorInputs) -> np.ndarray:
     """Detector ``name``'s score of every example (higher = more suspect); DataError when ``inputs``
     lack what it needs."""
     detector = get(name)
+    if not detector.serves(inputs.unit):
+        raise DataError(
+            f"detector {name!r} scores {', '.join(Unit(u).plural() for u in detector.units)}, not "
+            f"{Unit(inputs.unit).plural()}",
+            field="detector",
+        )
     if not detector.is_available(inputs):
         raise DataError(
             f"detector {name!r} needs {' and '.join(detector.needs)} inputs this data lacks", field="detector"
@@ -508,4 +563,4 @@ def score_all(inputs: DetectorInputs, names=None) -> pd.DataFrame:
 
 def descriptions(names=None) -> Mapping[str, str]:
     """{name: first line of the detector's docstring} (its formula), for tables and help texts."""
-    return {n: get(n).doc.splitlines()[0] if get(n).doc else "" for n in (names or NAMES)}
+    return {n: get(n).doc.splitlines()[0] if get(n).doc else "" for n in (names or REGISTRY)}

@@ -18,6 +18,7 @@ import pandas as pd
 
 from cartomap.errors import DataError
 from cartomap.scores import aggregate, ambiguity, metrics
+from cartomap.scores.columns import score_columns
 from cartomap.scores.multilabel import (
     DEFAULT_EMA_ALPHA,
     DEFAULT_SOFTMIN_TEMPERATURE,
@@ -177,8 +178,9 @@ def example_metrics(
 
     confidence = the example score of ``method`` (:func:`example_scores`) over its labels'
     confidences; worst_label = the counted label with the lowest confidence. With ``min`` the example
-    sits exactly where its worst label does: variability, correctness and forgetfulness are that
-    label's. With any other method they are the means over the labels the method counts (all labels,
+    sits exactly where its worst label does: variability, correctness, forgetfulness and every other
+    score column of a label unit's map the pairs have (:func:`cartomap.scores.columns.score_columns`) are
+    that label's. With any other method they are the means over the labels the method counts (all labels,
     or the gold ones for ``present_only``), so the example sits at the centroid of its labels' points.
     region = :func:`cartomap.scores.metrics.region_partition` over the examples (by ``regions``);
     an example with no counted label (``present_only``, no gold label) has NaN metrics and no region.
@@ -198,8 +200,9 @@ def example_metrics(
     # the labels each example's score counted, for the means (min: its worst label alone)
     counted = None if method == "min" else example_method(method)(conf, present, **options)[1]
     out: dict[str, np.ndarray] = {}
-    axes = [c for c in ambiguity.MAP_SCORES if c != ambiguity.VARIABILITY and c in pairs.columns]
-    for column in (ambiguity.VARIABILITY, "correctness", "forgetfulness", *axes):
+    own = ("confidence", ambiguity.VARIABILITY, "correctness", "forgetfulness")
+    axes = [c for c in score_columns(Unit.LABEL) if c not in own and c in pairs.columns]
+    for column in (*own[1:], *axes):
         values = to_dense(column).astype(np.float64)
         if method == "min":
             picked = values[rows, worst] if n_labels else np.full(n, np.nan)
@@ -234,11 +237,12 @@ def example_metrics(
                 dtype=object,
             ),
             "worst_confidence": table["worst_score"].to_numpy(),
-            **{column: out[column] for column in axes},  # the worst label's (or the mean) other scores
+            **{column: out[column] for column in axes},  # the worst label's (or the mean) other score columns
             "region": pd.Series(region, dtype=object),
         },
     )
-    frame = frame[[c for c in EXAMPLE_COLUMNS if c in frame.columns]]
+    order = dict.fromkeys((*EXAMPLE_COLUMNS[:-1], *axes, "region"))
+    frame = frame[[c for c in order if c in frame.columns]]
     frame.attrs["regions"] = rule.to_dict()
     return frame
 

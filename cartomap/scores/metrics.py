@@ -78,6 +78,13 @@ METRIC_COLUMNS: tuple[str, ...] = (
 )
 
 
+def metric_columns() -> tuple[str, ...]:
+    """The columns of a metrics file written now: :data:`METRIC_COLUMNS`, with every ambiguity score
+    registered on the map since (:func:`cartomap.scores.ambiguity.map_scores`) before ``region``."""
+    extra = tuple(name for name in ambiguity.map_scores() if name not in METRIC_COLUMNS)
+    return (*METRIC_COLUMNS[:-1], *extra, METRIC_COLUMNS[-1])
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -548,7 +555,7 @@ def compute_metrics(
     gold = gold_probabilities(probs, labels)
     conf = confidence(gold)
     var = variability(gold)
-    axes = {name: ambiguity.score(name, probs, labels) for name in ambiguity.MAP_SCORES}
+    axes = {name: ambiguity.score(name, probs, labels, logits) for name in ambiguity.map_scores()}
     learned = hit_columns(_correct(probs, labels))
     counts = learned["correct_count"]
     frame = pd.DataFrame(
@@ -568,7 +575,7 @@ def compute_metrics(
             **{name: values for name, values in axes.items() if name != ambiguity.VARIABILITY},
             "region": region_partition(conf, axes[rule.axis], rule),
         },
-        columns=list(METRIC_COLUMNS),
+        columns=list(metric_columns()),
     )
     frame.attrs["n_epochs"] = int(n_epochs)
     frame.attrs["epochs_recorded"] = int(recorded)

@@ -37,7 +37,9 @@ import pandas as pd
 
 from cartomap.errors import DataError
 from cartomap.scores import aggregate, ambiguity, metrics
+from cartomap.scores.columns import score_columns
 from cartomap.tasks.base import sigmoid
+from cartomap.tasks.units import Unit
 
 #: A label is predicted present when its probability is above this (logit > 0).
 DEFAULT_THRESHOLD = 0.5
@@ -405,7 +407,8 @@ def pairs_from_units(
     regions: metrics.RegionRule | None = None,
     regions_by: str = "label",
 ) -> pd.DataFrame:
-    """:func:`label_metrics`' table (:data:`PAIR_COLUMNS`) from a run's per-unit metrics: the frame
+    """:func:`label_metrics`' table (:data:`PAIR_COLUMNS` and every other score column of a label unit's
+    map the units have, :func:`cartomap.scores.columns.score_columns`) from a run's per-unit metrics: the frame
     :func:`cartomap.scores.metrics.compute_metrics` gives for the two-class rows (0, z) of every (example,
     label), in :func:`flat_keys` order (row i * L + j = label j of example i; its ``label`` 1 = present,
     ``predicted`` 1 = predicted present). softmax((0, z))[1] = sigmoid(z) and its argmax is 1 iff z > 0, so
@@ -437,6 +440,8 @@ def pairs_from_units(
         )
     rule = regions or metrics.RegionRule()
     region = _regions_by(conf, rule.values(units), rule, regions_by, n_labels)
+    own = ("label", "predicted", *metrics.UNIT_METRICS)
+    extra = [c for c in score_columns(Unit.LABEL) if c in units.columns and c not in own]
     frame = pd.DataFrame(
         {
             "example": example,
@@ -451,15 +456,14 @@ def pairs_from_units(
             "correct_count": counts,
             "forgetfulness": units["forgetfulness"].to_numpy(dtype=np.int64),
             "never_learned": counts == 0,
-            **{  # the units' other ambiguity scores
-                name: units[name].to_numpy(dtype=np.float64)
-                for name in ambiguity.MAP_SCORES
-                if name != ambiguity.VARIABILITY and name in units.columns
+            **{  # the units' other score columns (ambiguity scores, what the detectors read)
+                name: units[name].to_numpy(dtype=np.float64) for name in extra
             },
             "region": region,
         },
     )
-    frame = frame[[c for c in PAIR_COLUMNS if c in frame.columns]]
+    order = dict.fromkeys((*PAIR_COLUMNS[:-1], *extra, "region"))
+    frame = frame[[c for c in order if c in frame.columns]]
     frame.attrs["n_epochs"] = n_epochs
     frame.attrs["regions"] = rule.to_dict()
     frame.attrs["regions_by"] = regions_by

@@ -34,6 +34,7 @@ import pandas as pd
 
 from cartomap.errors import DataError
 from cartomap.scores import aggregate, ambiguity, metrics
+from cartomap.scores.columns import score_columns
 from cartomap.tasks.units import Unit
 
 #: The label of the sub-tokens that are not scored (special tokens, a word's later pieces): the
@@ -404,9 +405,10 @@ def sentence_metrics(
 ) -> pd.DataFrame:
     """A sentence-level data map from :func:`word_metrics`' frame: per sentence its confidence by
     ``method`` over its words' confidences (:func:`sentence_scores`, lower = harder), its worst word
-    (lowest confidence) and that word's variability, correctness, forgetfulness and the other ambiguity
-    scores the words have (:data:`cartomap.scores.ambiguity.MAP_SCORES`), so that with ``min`` a sentence
-    sits on the map exactly where its worst word does, on any axis."""
+    (lowest confidence) and that word's variability, correctness, forgetfulness and the other score
+    columns of a word's map the words have (:func:`cartomap.scores.columns.score_columns`: the ambiguity
+    scores, the detectors' columns), so that with ``min`` a sentence sits on the map exactly where its
+    worst word does, on any axis, and every detector of words scores it as it scores that word."""
     table = sentence_scores(
         words["confidence"].to_numpy(),
         words["sentence"].to_numpy(),
@@ -428,7 +430,7 @@ def sentence_metrics(
     )
     for column in ("variability", "correctness", "forgetfulness"):
         out[column] = picked[column].to_numpy(dtype=np.float64)
-    for column in ambiguity.MAP_SCORES:  # the worst word's other ambiguity scores, where the words have them
+    for column in score_columns(Unit.WORD):  # the worst word's other score columns, where the words have them
         if column not in out.columns and column in picked.columns:
             out[column] = picked[column].to_numpy(dtype=np.float64)
     return out

@@ -86,10 +86,8 @@ def selection_dataframe(shown, key: str):
             "gold": st.column_config.TextColumn("label"),
             "predicted": st.column_config.TextColumn("prediction"),
             "confidence": st.column_config.NumberColumn(format="%.3f"),
-            **{axis: st.column_config.NumberColumn(format="%.3f") for axis in datamap.AXIS_COLUMNS},
+            **{c: st.column_config.NumberColumn(format="%.3f") for c in datamap.number_columns(shown)},
             "correctness": st.column_config.NumberColumn(format="%.2f"),
-            "aum": st.column_config.NumberColumn(format="%.3f"),
-            "el2n": st.column_config.NumberColumn(format="%.3f"),
             TAGS: st.column_config.TextColumn("tags"),
         },
     )

@@ -249,7 +249,7 @@ def sentence_level(
             "gold": st.column_config.TextColumn("worst word's tag"),
             "predicted": st.column_config.TextColumn("its prediction"),
             "confidence": st.column_config.NumberColumn("score", format="%.3f"),
-            **{c: st.column_config.NumberColumn(format="%.3f") for c in datamap.AXIS_COLUMNS},
+            **{c: st.column_config.NumberColumn(format="%.3f") for c in datamap.number_columns(frame)},
         },
     )
     rows = list(event.selection.rows) if event is not None else []
