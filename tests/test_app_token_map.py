@@ -115,5 +115,5 @@ def test_the_wanli_pages_say_plainly_they_do_not_apply_to_a_token_run(run, page)
     at.run()
     assert not at.exception
     text = " ".join(i.value for i in at.info)
-    assert "premise/hypothesis pairs" in text and "token run" in text and "does not apply" in text
+    assert "premise-hypothesis pairs" in text and "token run" in text and "does not apply" in text
     assert not at.button and not at.dataframe

@@ -311,8 +311,8 @@ def test_the_data_map_page_offers_each_label_and_the_combined_view(ml_run, cache
     "page,what",
     [
         ("review_suspects", "Reviewing suspected label errors"),
-        ("pruning", "Pruning the selected run's training set"),
-        ("artifacts", "The artifact analysis of the selected run's data"),
+        ("pruning", "pruning suspected label errors works on examples with one label each"),
+        ("artifacts", "artifact analysis (lexical correlations, partial-input baselines) works on examples"),
     ],
 )
 def test_pages_of_one_label_per_example_say_they_do_not_apply_to_a_multilabel_run(
