@@ -346,3 +346,67 @@ def test_only_the_queues_creator_edits_its_guidelines_on_the_page(env):
         assert queue.open_queue(run, "guided").guidelines == "Be quick."
     finally:
         os.environ.pop(USER_ENV, None)
+
+
+def _messages(at: AppTest) -> list[str]:
+    return [m.value for kind in (at.error, at.info, at.warning) for m in kind]
+
+
+def test_an_annotator_opens_on_a_queue_of_theirs_and_a_revoked_one_is_told_once(env, monkeypatch):
+    cache, run = env
+    queue.create_queue(run, "zz", sources.from_group(run, "lasso"), per_item=2)  # newest: not bob's
+    monkeypatch.setenv(USER_ENV, "bob@example.org")
+    at = AppTest.from_file(str(ROOT / "pages" / "review_suspects.py"), default_timeout=patience.WAIT_S)
+    at.session_state["run_id"] = run.id
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="_kept_rs_queue").value == "q" and at.button(key="rs_keep")
+    monkeypatch.setenv(USER_ENV, "dana@example.org")  # not listed: a viewer opens on the newest
+    at = AppTest.from_file(str(ROOT / "pages" / "review_suspects.py"), default_timeout=patience.WAIT_S)
+    at.session_state["run_id"] = run.id
+    assert at.run().selectbox(key="_kept_rs_queue").value == "zz"
+    # bob's queue is taken away while his card is open: his next click is refused, and said once
+    monkeypatch.setenv(USER_ENV, "bob@example.org")
+    at = page("review_suspects.py", run.id).run()
+    (cache / "team.toml").write_text(TEAM.replace('queues = ["q"]', 'queues = ["other"]'), encoding="utf-8")
+    at.button(key="rs_keep").click().run()
+    said = [m for m in _messages(at) if "is not assigned to the queue 'q'" in m]
+    assert len(said) == 1, _messages(at)
+    assert queue.open_queue(run, "q").history().empty
+
+
+def test_picking_a_queue_takes_the_focus_off_the_queue_box(env, monkeypatch):
+    """After a pick the page's shortcuts (K, X, U, digits) must reach the card, not the select box."""
+    cache, run = env
+    monkeypatch.setenv(USER_ENV, "alice@example.org")
+    at = page("review_suspects.py", run.id).run()
+
+    def blurs() -> list[str]:
+        return [h.proto.body for h in at.get("html") if "activeElement" in h.proto.body]
+
+    assert not blurs()  # nothing picked: the focus is left alone
+    at.selectbox(key="_kept_rs_queue").set_value("other").run()
+    assert not at.exception, at.exception
+    assert len(blurs()) == 1 and "blur()" in blurs()[0]
+    at.run()
+    assert not blurs()
+
+
+def test_signing_in_with_an_unreachable_provider_is_one_line(env, monkeypatch, caplog):
+    monkeypatch.setenv(ac.AUTH_ENV, "login")
+    at = app()
+    closed = "http://127.0.0.1:9/.well-known/openid-configuration"  # nothing listens there
+    at.secrets["auth"] = {
+        "redirect_uri": "http://localhost:8501/oauth2callback",
+        "server_metadata_url": closed,
+    }
+    at.run()
+    with caplog.at_level("WARNING", logger="cartomap.dashboard"):
+        at.button(key="team_sign_in").click().run()
+    assert not at.exception, at.exception
+    errors = [e.value for e in at.error]
+    assert (
+        len(errors) == 1 and "the sign-in provider cannot be reached" in errors[0] and "\n" not in errors[0]
+    )
+    logged = [r for r in caplog.records if r.name == "cartomap.dashboard"]
+    assert len(logged) == 1 and logged[0].exc_info is None and "cannot be reached" in logged[0].getMessage()
