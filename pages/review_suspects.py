@@ -14,7 +14,10 @@ Team mode (a team file; people signed in): the annotator is the signed-in person
 they decide only on the queues their role allows, and the controls that write (a new queue, imports,
 the corrected set, the retrain) are an owner's (``pages.common.write_button``).
 
-Session state: ``rs_queue``, ``rs_annotator`` (who is deciding, without a team), ``rs_redo`` (an item the annotator
+Picking a queue takes the keyboard focus off the queue box (``pages.common.release_focus``), so the keys
+work at once; the queue picked first is the newest this person may decide on.
+
+Session state: ``rs_queue``, ``rs_queue_picked`` (a queue was just picked), ``rs_annotator`` (who is deciding, without a team), ``rs_redo`` (an item the annotator
 asked to decide again), ``rs_note`` (the note being typed), ``rs_mine`` (the decision picked in "Your
 decisions"), ``rs_same_label`` (the example whose own class's key was just pressed: its feedback),
 ``rs_new_guidelines`` (a new queue's guidelines being typed), ``rs_guidelines_<queue>`` (the guidelines being

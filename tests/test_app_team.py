@@ -34,7 +34,7 @@ def env(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
     monkeypatch.syspath_prepend(str(ROOT))
-    for name in (TEAM_ENV, USER_ENV, ac.AUTH_ENV, ac.HEADER_ENV, ac.PROXY_ENV, ac.OPEN_ENV):
+    for name in (TEAM_ENV, USER_ENV, ac.AUTH_ENV, ac.HEADER_ENV, ac.PROXY_ENV, ac.OPEN_ENV, ac.SECRET_ENV):
         monkeypatch.delenv(name, raising=False)
     run = make_run(cache)
     queue.create_queue(run, "q", sources.from_group(run, "lasso"), per_item=2)
@@ -410,3 +410,60 @@ def test_signing_in_with_an_unreachable_provider_is_one_line(env, monkeypatch, c
     )
     logged = [r for r in caplog.records if r.name == "cartomap.dashboard"]
     assert len(logged) == 1 and logged[0].exc_info is None and "cannot be reached" in logged[0].getMessage()
+
+
+def test_the_door_refuses_a_proxy_anywhere_unless_open(env, monkeypatch):
+    """A plain `streamlit run app.py` with the settings in env is refused as `cartomap dashboard` is."""
+    monkeypatch.setenv(ac.AUTH_ENV, "header")
+    monkeypatch.setenv(ac.HEADER_ENV, "X-Forwarded-User")
+    monkeypatch.setenv(ac.PROXY_ENV, "::/0")
+    at = app().run()
+    assert any("--trusted-proxy ::/0 covers public addresses" in e.value for e in at.error)
+    assert not at.sidebar.selectbox  # no page
+    monkeypatch.setenv(ac.OPEN_ENV, "1")
+    at = app().run()
+    assert not any("covers public addresses" in e.value for e in at.error)
+
+
+def test_streamlits_sign_in_errors_are_one_line_in_the_log(monkeypatch):
+    """Streamlit logs a traceback when the provider cannot be reached; the launcher makes it one line."""
+    import io
+    import logging
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    import dashboard
+
+    dashboard.quiet_auth_errors()
+    dashboard.quiet_auth_errors()  # once is enough: no second filter
+    logger = logging.getLogger(dashboard.AUTH_LOGGER)
+    assert sum(isinstance(f, dashboard._OneLine) for f in logger.filters) == 1
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    logger.addHandler(handler)
+    try:
+        try:
+            raise ConnectionError("[Errno 111] Connection\nrefused")
+        except ConnectionError:
+            logger.warning("Error during OAuth authorization redirect.", exc_info=True)
+    finally:
+        logger.removeHandler(handler)
+    assert out.getvalue() == (
+        "Error during OAuth authorization redirect. (ConnectionError: [Errno 111] Connection refused)\n"
+    )
+
+
+def test_a_decision_on_an_item_that_filled_up_meanwhile_is_refused_on_the_page(env, monkeypatch):
+    """Two others decided the example while bob's card was open (k = 2): his click is refused in one line."""
+    cache, run = env
+    monkeypatch.setenv(USER_ENV, "bob@example.org")
+    at = page("review_suspects.py", run.id).run()
+    db = queue.open_queue(run, "q")
+    (item,) = db.next_items("bob@example.org", 1)
+    db.record("alice@example.org", item, "keep")
+    db.record("dana@example.org", item, "remove")
+    at.button(key="rs_keep").click().run()
+    assert not at.exception, at.exception
+    said = [e.value for e in at.error if "annotator(s) already" in e.value]
+    assert len(said) == 1 and "\n" not in said[0]
+    assert db.decision_of("bob@example.org", item) is None
+    assert db.latest().groupby("item_id")["annotator"].nunique().max() == 2
