@@ -240,8 +240,12 @@ def test_a_shared_secret_lets_only_the_proxy_sign_people_in():
     # it travels to the server in env, never in the repr
     assert ac.Access.from_env(access.to_env()).secret == secret and secret not in repr(access)
     assert ac.proxy_warning(access) is None
-    with pytest.raises(CartomapError, match="at least 16 characters"):
-        ac.Access(mode="header", header="X-Forwarded-User", secret="short")
+    base64 = "q83vEjRWeJq8/+3v=="  # openssl rand -base64: slashes, pluses and equals signs are fine
+    assert ac.header_user(ac.Access(mode="header", header="X-Forwarded-User", secret=base64),
+                          [user, (ac.SECRET_HEADER, base64)], None)[0] == "alice@example.org"  # fmt: skip
+    for bad in ("short", "0123456789abcdef,0123", "0123456789abcdef 0123"):
+        with pytest.raises(CartomapError, match="at least 16 printable ASCII characters"):
+            ac.Access(mode="header", header="X-Forwarded-User", secret=bad)
     with pytest.raises(CartomapError, match="goes with --trust-user-header"):
         ac.Access(mode="login", secret=secret)
 

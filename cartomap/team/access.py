@@ -62,6 +62,8 @@ SECRET_ENV = "CARTOMAP_PROXY_SECRET"
 MIN_SECRET = 16
 #: A header name (an HTTP token).
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+#: A shared secret: printable ASCII without spaces or commas (a header's values are split at commas).
+_SECRET = re.compile(r"^[\x21-\x2b\x2d-\x7e]+$")
 
 
 def is_loopback(address: str | None) -> bool:
@@ -115,10 +117,10 @@ class Access:
             _network(proxy)
         if self.secret and self.mode != "header":
             raise CartomapError("a proxy secret goes with --trust-user-header: only a proxy sends it")
-        if self.secret and (len(self.secret) < MIN_SECRET or not _TOKEN.match(self.secret)):
+        if self.secret and (len(self.secret) < MIN_SECRET or not _SECRET.match(self.secret)):
             raise CartomapError(
-                f"the proxy secret needs at least {MIN_SECRET} characters without spaces "
-                "(e.g. the output of `openssl rand -hex 32`)"
+                f"the proxy secret needs at least {MIN_SECRET} printable ASCII characters without spaces or "
+                "commas (e.g. the output of `openssl rand -hex 32`)"
             )
 
     def to_env(self) -> dict[str, str]:
