@@ -267,6 +267,9 @@ def test_a_job_checks_the_role_of_who_started_it_and_keeps_them(store, capsys, m
     err = capsys.readouterr().err
     assert "bob (annotator) may not start or resume training" in err and err.count("\n") == 1
     assert not trained and "started_by" not in run.status()
+    for job in (["experiment", "run", "x", "--job"], ["generate", run.id, "--batch", "b", "--job"]):
+        assert cli(cache, "bob", *job) == 2, job  # every job, not only training
+        assert "bob (annotator) may not" in capsys.readouterr().err
     assert cli(cache, "alice", "train", "--run", run.id, "--job", "--quiet") == 0
     assert trained == [run.id] and run.status()["started_by"] == "alice"
 
