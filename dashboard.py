@@ -53,6 +53,31 @@ class _QuietWarmUp(logging.Filter):
         return not (record.threadName == WARM_UP_THREAD and "missing ScriptRunContext" in record.getMessage())
 
 
+#: Streamlit's logger of its sign-in routes (``--login``), which logs a traceback when the provider cannot
+#: be reached.
+AUTH_LOGGER = "streamlit.web.server.starlette.starlette_auth_routes"
+
+
+class _OneLine(logging.Filter):
+    """Makes a record with a traceback one line: its message and the error's type and words (a provider
+    that cannot be reached is no bug of the server: its traceback helps nobody)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            err = record.exc_info[1]
+            words = " ".join(str(err).split())
+            record.msg, record.args = f"{record.getMessage()} ({type(err).__name__}: {words})", ()
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def quiet_auth_errors() -> None:
+    """Streamlit's sign-in routes log one line per failure, not a traceback (:class:`_OneLine`)."""
+    auth_log = logging.getLogger(AUTH_LOGGER)
+    if not any(isinstance(f, _OneLine) for f in auth_log.filters):
+        auth_log.addFilter(_OneLine())
+
+
 def without_legacy_pages() -> bool:
     """Tell Streamlit the app uses ``st.navigation``, not the ``pages/`` folder. True when it was set."""
     try:  # an internal of Streamlit (1.67); absent elsewhere: nothing to do
@@ -158,6 +183,7 @@ def main(argv: list[str] | None = None) -> int | None:
     except CartomapError as err:  # a bad CARTOMAP_WAIT: one line, before the server starts
         raise SystemExit(f"cartomap: error: {err}") from None
     without_legacy_pages()
+    quiet_auth_errors()
     warm_up()
     from streamlit.web import cli
 

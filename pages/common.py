@@ -41,8 +41,12 @@ Stable API (keep it small; all of it is Streamlit glue over the ``cartomap`` lib
 ``new_chart_event(chart_key, seen_key) -> event | None``
     A chart's selection event the first time it is seen (``seen_key`` keeps its signature), else None;
     an empty event is not taken (a redrawn chart empties its event: deselecting is a button's job).
-``flash(kind, message)`` / ``show_flashes()``
-    Queue a message ("success", "info", "warning", "error") to show after an ``st.rerun()``.
+``flash(kind, message)`` / ``show_flashes()`` / ``flashed(message)``
+    Queue a message ("success", "info", "warning", "error") to show after an ``st.rerun()``; whether a
+    message was just shown (a page does not repeat it).
+``release_focus()``
+    Take the keyboard focus off the widget that has it (a select box just used), so the page's
+    shortcuts work at once.
 ``show_error(err)``
     ``st.error(str(err))`` for the library's errors (CartomapError), the one way to report bad input;
     markdown in the message is escaped (it may quote the data). ``escape_markdown(text)`` does that
@@ -55,6 +59,8 @@ Team mode (``cartomap.team``: the team file's roles, and who a request is):
     (annotators type their names); ``.refusal`` when the session may not use the dashboard at all.
 ``acting_as() -> str | None``
     The name every write of this session is kept under (None without a team).
+``author_name() -> str``
+    The name a tag is kept under: the signed-in person's, else the person at this machine.
 ``decider(queue, annotator) -> str | None``
     In a decision's callback: the name it is recorded under (the signed-in person in team mode, checked
     again), None when refused (the refusal is flashed).
@@ -70,11 +76,12 @@ Team mode (``cartomap.team``: the team file's roles, and who a request is):
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import runpy
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +96,8 @@ from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.tasks import support
 from cartomap.tasks.support import Work
-from cartomap.team.access import Access, Visitor, identify, listen_refusal
-from cartomap.team.roles import Action, load_team, refusal
+from cartomap.team.access import Access, Visitor, identify, listen_refusal, provider_problem, proxy_refusal
+from cartomap.team.roles import Action, author, load_team, refusal
 
 RUN_KEY = "run_id"  # st.session_state key of the selected run id
 #: The address's parameter naming a saved view of the run (the Data map page restores it); a view belongs to
@@ -104,6 +111,7 @@ _QP_LEFT = "_run_query_param_left"  # (the address this session's selection last
 LATE_ADDRESS_S = 30.0
 _QP_ERROR = "_run_query_param_error"
 _FLASH = "_flash_messages"
+_SHOWN = "_flash_messages_shown"  # the messages show_flashes showed in this script run
 APP_SCRIPT = Path(__file__).resolve().parents[1] / "app.py"  # the entry point the pages run under
 
 
@@ -363,8 +371,16 @@ def flash(kind: str, message: str) -> None:
 
 
 def show_flashes() -> None:
-    for kind, message in st.session_state.pop(_FLASH, []):
+    """Show the queued messages (once), and remember them for this script run (:func:`flashed`)."""
+    shown = st.session_state.pop(_FLASH, [])
+    st.session_state[_SHOWN] = [message for _, message in shown]
+    for kind, message in shown:
         getattr(st, kind, st.info)(message)
+
+
+def flashed(message: str) -> bool:
+    """Whether ``message`` was just shown by :func:`show_flashes` (a page need not say it twice)."""
+    return message in st.session_state.get(_SHOWN, [])
 
 
 def _copy_to(key: str, widget_key: str, then: Callable[[], Any] | None) -> None:
@@ -424,7 +440,9 @@ def visitor() -> Visitor:
         return Visitor(None, str(err))
     facts: dict[str, Any] = {}
     if access.mode == "header":
-        facts = {"headers": dict(st.context.headers or {}), "ip": st.context.ip_address}
+        # every value of every header (Streamlit's ``get_all``): a header sent twice is refused, never
+        # read as its first value
+        facts = {"headers": st.context.headers or {}, "ip": st.context.ip_address}
     elif access.mode == "login":
         logged_in = bool(st.user.get("is_logged_in", False))  # absent while nobody ever signed in
         facts = {"logged_in": logged_in, "claims": st.user.to_dict() if logged_in else None}
@@ -435,6 +453,12 @@ def acting_as() -> str | None:
     """The name this session's writes are kept under: the signed-in person's, None without a team."""
     member = visitor().member
     return None if member is None else member.name
+
+
+def author_name() -> str:
+    """The name a write that keeps its writer (a tag) is kept under: the signed-in person's in team mode,
+    else the person at this machine (``cartomap.team.roles.author``)."""
+    return author(visitor().member)
 
 
 def refused(action: Action, queue: str | None = None) -> str | None:
@@ -495,7 +519,7 @@ def gate() -> None:
     """Team mode's door, drawn by ``app.py`` before any page (see the module docstring)."""
     access = Access.from_env()
     address = st.get_option("server.address")
-    why = listen_refusal(str(address), access) if address else None
+    why = (listen_refusal(str(address), access) if address else None) or proxy_refusal(access)
     if why is not None:
         st.error(escape_markdown(f"This dashboard is not served: {why}."))
         st.stop()
@@ -504,7 +528,7 @@ def gate() -> None:
         st.title("cartomap")
         st.info("Sign in to use this dashboard: your decisions are recorded under your name.")
         if st.button("Sign in", type="primary", key="team_sign_in"):
-            st.login()
+            sign_in()
         st.stop()
     if who.refusal is not None:
         st.error(escape_markdown(who.refusal))
@@ -516,3 +540,36 @@ def gate() -> None:
         st.caption(escape_markdown(f"{how} {who.member.describe()}"))
         if access.mode == "login" and st.button("Sign out", key="team_sign_out"):
             st.logout()
+
+
+def sign_in() -> None:
+    """``st.login()``, once the provider answers (:func:`cartomap.team.access.provider_problem`): an
+    unreachable provider is one line on the page and one in the server's log, not Streamlit's
+    "Authentication error" page and a traceback."""
+    try:
+        auth = st.secrets.get("auth", {})
+    except Exception:  # noqa: BLE001 - no secrets file: Streamlit's st.login says what is missing
+        auth = {}
+    why = provider_problem(auth if isinstance(auth, Mapping) else {})
+    if why is not None:
+        logging.getLogger("cartomap.dashboard").warning("sign-in refused: %s", why)
+        st.error(escape_markdown(f"Signing in is not possible now: {why}."))
+        return
+    st.login()
+
+
+#: Takes the keyboard focus off whatever holds it (a select box keeps it after a pick, and typing there
+#: would not reach the page's shortcuts). No dataset text: only this fixed script.
+_BLUR = (
+    "<script>(function(){{var e=document.activeElement;"
+    "if(e&&e!==document.body&&e.blur){{e.blur();}}}})();</script><!-- {n} -->"
+)
+_BLURS = "_focus_releases"
+
+
+def release_focus() -> None:
+    """Take the keyboard focus off the widget that has it (see :data:`_BLUR`), in this script run: each
+    call draws a new element, so the browser runs it again."""
+    n = st.session_state.get(_BLURS, 0) + 1
+    st.session_state[_BLURS] = n
+    st.html(_BLUR.format(n=n), unsafe_allow_javascript=True)

@@ -16,7 +16,10 @@ Team mode (a team file; people signed in): the annotator is the signed-in person
 they decide only on the queues their role allows, and the controls that write (a new queue, imports,
 the corrected set, the retrain) are an owner's (``pages.common.write_button``).
 
-Session state: ``rs_queue``, ``rs_annotator`` (who is deciding, without a team), ``rs_redo`` (an item the annotator
+Picking a queue takes the keyboard focus off the queue box (``pages.common.release_focus``), so the keys
+work at once; the queue picked first is the newest this person may decide on.
+
+Session state: ``rs_queue``, ``rs_queue_picked`` (a queue was just picked), ``rs_annotator`` (who is deciding, without a team), ``rs_redo`` (an item the annotator
 asked to decide again), ``rs_note`` (the note being typed), ``rs_mine`` (the decision picked in "Your
 decisions"), ``rs_same_label`` (the example whose own class's key was just pressed: its feedback),
 ``rs_new_guidelines`` (a new queue's guidelines being typed), ``rs_guidelines_<queue>`` (the guidelines being
@@ -44,8 +47,10 @@ from pages.common import (
     decider,
     escape_markdown,
     flash,
+    flashed,
     kept,
     refused,
+    release_focus,
     show_error,
     show_flashes,
     through_app,
@@ -65,6 +70,7 @@ SHORTCUTS = {"keep": "K", "remove": "X", "unsure": "U"}
 UNDO_SHORTCUT = "Z"
 MINE = "rs_mine"
 SAME_LABEL = "rs_same_label"
+PICKED = "rs_queue_picked"
 
 
 # --------------------------------------------------------------------------- callbacks (run before the rerun)
@@ -85,6 +91,11 @@ def _record(db_path: str, annotator: str, item_id: str, decision: str, label: st
     ss[NOTE] = ""
     ss.pop(f"_kept_{NOTE}", None)
     ss.pop(REDO, None)
+
+
+def _queue_picked() -> None:
+    """A queue was picked: the page takes the focus off the queue box when it draws again."""
+    st.session_state[PICKED] = True
 
 
 def _same_label(item_id: str) -> None:
@@ -320,7 +331,8 @@ def deciding_as(name: str) -> str | None:
     if who.team:
         why = refused(Action.DECIDE, name)
         if why is not None:
-            st.info(escape_markdown(why))
+            if not flashed(escape_markdown(why)):  # a refused click said it already
+                st.info(escape_markdown(why))
             return None
         st.caption(
             escape_markdown(f"Deciding as {who.member.name}: every decision is recorded under your name.")
@@ -357,7 +369,11 @@ def page() -> None:
     if not names:
         st.info("No review queue yet: make one above (or `cartomap review-queue create`).")
         st.stop()
-    name = st.selectbox("Queue", names, **kept(QUEUE, names[-1], options=names))
+    # the newest queue this person may decide on (team mode), else the newest
+    mine = [n for n in names if refused(Action.DECIDE, n) is None] or names
+    name = st.selectbox("Queue", names, **kept(QUEUE, mine[-1], options=names, on_change=_queue_picked))
+    if st.session_state.pop(PICKED, False):
+        release_focus()  # K, X, U and the digits reach the card at once, not the queue box
     try:
         items = queue.load_queue(run, name)
         db = queue.open_queue(run, name)

@@ -181,6 +181,41 @@ def test_a_viewer_cannot_tag_or_save_views(run, monkeypatch):
     assert "may not tag examples" in captions and "may not save or delete views" in captions
 
 
+def test_an_annotator_tags_and_saves_views_and_a_tag_keeps_its_tagger_without_a_team(run, monkeypatch):
+    """Flagging an example for later is part of reviewing: an annotator may (team.roles.ROLE_ACTIONS).
+    Without a team file the tag keeps the person at this machine, not nobody."""
+    from cartomap.runs import views as run_views
+    from cartomap.team import access as ac
+
+    for name in (ac.AUTH_ENV, ac.HEADER_ENV, ac.PROXY_ENV, ac.OPEN_ENV):
+        monkeypatch.delenv(name, raising=False)
+    team = run.path.parents[1] / "team.toml"
+    team.write_text(
+        '[users]\n"alice" = "owner"\n"bob" = { role = "annotator", queues = ["q"] }\n', encoding="utf-8"
+    )
+    monkeypatch.setenv("CARTOMAP_USER", "bob")
+    ids = dm.map_frame(run)["id"].iloc[:3].tolist()
+    at = _app()
+    at.session_state["selected_ids"] = ids
+    at.run()
+    at.text_input(key="dm_tag_selection_name").input("later")
+    at.button(key="dm_tag_selection_add").click().run()
+    assert not at.exception, at.exception
+    assert set(run_tags.tags_of(run, "later")["tagged_by"]) == {"bob"}
+    at.text_input(key="dm_view_name").input("bob's view")
+    next(b for b in at.button if b.label.startswith("Save this view")).click().run()
+    assert not at.exception, at.exception
+    assert [v.get("saved_by") for v in run_views.list_views(run)] == ["bob"]
+    team.unlink()  # one person, no team: the tag keeps who is at this machine
+    monkeypatch.setenv("CARTOMAP_USER", "zed")
+    at = _app()
+    at.session_state["selected_ids"] = ids[:1]
+    at.run()
+    at.text_input(key="dm_tag_selection_name").input("solo")
+    at.button(key="dm_tag_selection_add").click().run()
+    assert run_tags.tags_of(run, "solo")["tagged_by"].tolist() == ["zed"]
+
+
 # --------------------------------------------------------------------------- saved views
 def test_a_saved_view_restores_the_map_and_selection_by_button_and_address(run):
     frame = dm.map_frame(run)

@@ -34,7 +34,7 @@ def env(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
     monkeypatch.syspath_prepend(str(ROOT))
-    for name in (TEAM_ENV, USER_ENV, ac.AUTH_ENV, ac.HEADER_ENV, ac.PROXY_ENV, ac.OPEN_ENV):
+    for name in (TEAM_ENV, USER_ENV, ac.AUTH_ENV, ac.HEADER_ENV, ac.PROXY_ENV, ac.OPEN_ENV, ac.SECRET_ENV):
         monkeypatch.delenv(name, raising=False)
     run = make_run(cache)
     queue.create_queue(run, "q", sources.from_group(run, "lasso"), per_item=2)
@@ -346,3 +346,124 @@ def test_only_the_queues_creator_edits_its_guidelines_on_the_page(env):
         assert queue.open_queue(run, "guided").guidelines == "Be quick."
     finally:
         os.environ.pop(USER_ENV, None)
+
+
+def _messages(at: AppTest) -> list[str]:
+    return [m.value for kind in (at.error, at.info, at.warning) for m in kind]
+
+
+def test_an_annotator_opens_on_a_queue_of_theirs_and_a_revoked_one_is_told_once(env, monkeypatch):
+    cache, run = env
+    queue.create_queue(run, "zz", sources.from_group(run, "lasso"), per_item=2)  # newest: not bob's
+    monkeypatch.setenv(USER_ENV, "bob@example.org")
+    at = AppTest.from_file(str(ROOT / "pages" / "review_suspects.py"), default_timeout=patience.WAIT_S)
+    at.session_state["run_id"] = run.id
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="_kept_rs_queue").value == "q" and at.button(key="rs_keep")
+    monkeypatch.setenv(USER_ENV, "dana@example.org")  # not listed: a viewer opens on the newest
+    at = AppTest.from_file(str(ROOT / "pages" / "review_suspects.py"), default_timeout=patience.WAIT_S)
+    at.session_state["run_id"] = run.id
+    assert at.run().selectbox(key="_kept_rs_queue").value == "zz"
+    # bob's queue is taken away while his card is open: his next click is refused, and said once
+    monkeypatch.setenv(USER_ENV, "bob@example.org")
+    at = page("review_suspects.py", run.id).run()
+    (cache / "team.toml").write_text(TEAM.replace('queues = ["q"]', 'queues = ["other"]'), encoding="utf-8")
+    at.button(key="rs_keep").click().run()
+    said = [m for m in _messages(at) if "is not assigned to the queue 'q'" in m]
+    assert len(said) == 1, _messages(at)
+    assert queue.open_queue(run, "q").history().empty
+
+
+def test_picking_a_queue_takes_the_focus_off_the_queue_box(env, monkeypatch):
+    """After a pick the page's shortcuts (K, X, U, digits) must reach the card, not the select box."""
+    cache, run = env
+    monkeypatch.setenv(USER_ENV, "alice@example.org")
+    at = page("review_suspects.py", run.id).run()
+
+    def blurs() -> list[str]:
+        return [h.proto.body for h in at.get("html") if "activeElement" in h.proto.body]
+
+    assert not blurs()  # nothing picked: the focus is left alone
+    at.selectbox(key="_kept_rs_queue").set_value("other").run()
+    assert not at.exception, at.exception
+    assert len(blurs()) == 1 and "blur()" in blurs()[0]
+    at.run()
+    assert not blurs()
+
+
+def test_signing_in_with_an_unreachable_provider_is_one_line(env, monkeypatch, caplog):
+    monkeypatch.setenv(ac.AUTH_ENV, "login")
+    at = app()
+    closed = "http://127.0.0.1:9/.well-known/openid-configuration"  # nothing listens there
+    at.secrets["auth"] = {
+        "redirect_uri": "http://localhost:8501/oauth2callback",
+        "server_metadata_url": closed,
+    }
+    at.run()
+    with caplog.at_level("WARNING", logger="cartomap.dashboard"):
+        at.button(key="team_sign_in").click().run()
+    assert not at.exception, at.exception
+    errors = [e.value for e in at.error]
+    assert (
+        len(errors) == 1 and "the sign-in provider cannot be reached" in errors[0] and "\n" not in errors[0]
+    )
+    logged = [r for r in caplog.records if r.name == "cartomap.dashboard"]
+    assert len(logged) == 1 and logged[0].exc_info is None and "cannot be reached" in logged[0].getMessage()
+
+
+def test_the_door_refuses_a_proxy_anywhere_unless_open(env, monkeypatch):
+    """A plain `streamlit run app.py` with the settings in env is refused as `cartomap dashboard` is."""
+    monkeypatch.setenv(ac.AUTH_ENV, "header")
+    monkeypatch.setenv(ac.HEADER_ENV, "X-Forwarded-User")
+    monkeypatch.setenv(ac.PROXY_ENV, "::/0")
+    at = app().run()
+    assert any("--trusted-proxy ::/0 covers public addresses" in e.value for e in at.error)
+    assert not at.sidebar.selectbox  # no page
+    monkeypatch.setenv(ac.OPEN_ENV, "1")
+    at = app().run()
+    assert not any("covers public addresses" in e.value for e in at.error)
+
+
+def test_streamlits_sign_in_errors_are_one_line_in_the_log(monkeypatch):
+    """Streamlit logs a traceback when the provider cannot be reached; the launcher makes it one line."""
+    import io
+    import logging
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    import dashboard
+
+    dashboard.quiet_auth_errors()
+    dashboard.quiet_auth_errors()  # once is enough: no second filter
+    logger = logging.getLogger(dashboard.AUTH_LOGGER)
+    assert sum(isinstance(f, dashboard._OneLine) for f in logger.filters) == 1
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    logger.addHandler(handler)
+    try:
+        try:
+            raise ConnectionError("[Errno 111] Connection\nrefused")
+        except ConnectionError:
+            logger.warning("Error during OAuth authorization redirect.", exc_info=True)
+    finally:
+        logger.removeHandler(handler)
+    assert out.getvalue() == (
+        "Error during OAuth authorization redirect. (ConnectionError: [Errno 111] Connection refused)\n"
+    )
+
+
+def test_a_decision_on_an_item_that_filled_up_meanwhile_is_refused_on_the_page(env, monkeypatch):
+    """Two others decided the example while bob's card was open (k = 2): his click is refused in one line."""
+    cache, run = env
+    monkeypatch.setenv(USER_ENV, "bob@example.org")
+    at = page("review_suspects.py", run.id).run()
+    db = queue.open_queue(run, "q")
+    (item,) = db.next_items("bob@example.org", 1)
+    db.record("alice@example.org", item, "keep")
+    db.record("dana@example.org", item, "remove")
+    at.button(key="rs_keep").click().run()
+    assert not at.exception, at.exception
+    said = [e.value for e in at.error if "annotator(s) already" in e.value]
+    assert len(said) == 1 and "\n" not in said[0]
+    assert db.decision_of("bob@example.org", item) is None
+    assert db.latest().groupby("item_id")["annotator"].nunique().max() == 2

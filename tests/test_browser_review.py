@@ -112,3 +112,47 @@ def test_keyboard_shortcuts_decide(tmp_path, browser):  # noqa: F811 - the fixtu
     undone = db.history().set_index("item_id").loc["c1"]
     assert (undone["decision"], undone["label"], bool(undone["undone"])) == ("relabel", "neutral", True)
     assert set(db.history()["annotator"]) == {"kbd"}
+
+
+def test_after_picking_a_queue_a_key_decides_without_a_click(tmp_path, browser):  # noqa: F811 - the fixture
+    """The queue box kept the keyboard focus after a pick: K typed "k" into it and recorded nothing until
+    the page was clicked. Now the page takes the focus off it."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    cache = tmp_path / "cache"
+    run = make_run(cache)
+    queue.create_queue(run, "keys", sources.from_detector(run, "aum", 3), per_item=1)
+    queue.create_queue(run, "other", sources.from_detector(run, "aum", 3), per_item=1)
+    db = queue.open_queue(run, "keys")
+    with serve(cache, tmp_path, cli=True) as url:
+        browser.get(f"{url}/review_suspects?run={run.id}")
+        name = _wait(
+            lambda: browser.find_elements("css selector", 'input[aria-label="Your name"]'),
+            what="the name box",
+        )[0]
+        name.send_keys("kbd" + Keys.ENTER)
+        _wait(lambda: "Premise e1" in _card_text(browser), what="the first card of 'other'")
+        box = _wait(
+            lambda: browser.find_elements("css selector", 'input[aria-label="Queue"]'),
+            what="the queue box",
+        )[0]
+        box.click()
+        box.send_keys("keys" + Keys.ENTER)  # picked by keyboard: the focus stays where it was put
+
+        def blurred() -> bool:
+            return browser.execute_script(
+                "const e = document.activeElement; return !e || e === document.body || e.tagName !== 'INPUT'"
+            )
+
+        _wait(blurred, what="the focus off the queue box")
+        for attempt in range(3):  # a key while the page still wires its shortcuts is not seen: again
+            time.sleep(1 + attempt)
+            ActionChains(browser).send_keys("k").perform()  # to whatever has the focus: no click first
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and db.history().empty:
+                time.sleep(0.25)
+            if not db.history().empty:
+                break
+        assert db.decision_of("kbd", "e1")["decision"] == "keep"
+        assert queue.open_queue(run, "other").history().empty

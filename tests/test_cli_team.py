@@ -251,3 +251,112 @@ def test_guidelines_from_a_file_shown_to_all_and_replaced_by_the_queues_creator_
         == 2
     )
     assert "nope.txt: no such file" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- fourth round
+def test_a_job_checks_the_role_of_who_started_it_and_keeps_them(store, capsys, monkeypatch):
+    """No hidden flag skips the check: `--job` acts as its CARTOMAP_USER (set by whoever spawned it)."""
+    import cartomap.cli.train as train_cli
+    from cartomap.runs.state import State
+
+    cache, run = store
+    run.set_status(state=State.QUEUED)
+    trained = []
+    monkeypatch.setattr(train_cli, "train_with_progress", lambda r, **kw: trained.append(r.id) or 0)
+    assert cli(cache, "bob", "train", "--run", run.id, "--job", "--quiet") == 2
+    err = capsys.readouterr().err
+    assert "bob (annotator) may not start or resume training" in err and err.count("\n") == 1
+    assert not trained and "started_by" not in run.status()
+    for job in (["experiment", "run", "x", "--job"], ["generate", run.id, "--batch", "b", "--job"]):
+        assert cli(cache, "bob", *job) == 2, job  # every job, not only training
+        assert "bob (annotator) may not" in capsys.readouterr().err
+    assert cli(cache, "alice", "train", "--run", run.id, "--job", "--quiet") == 0
+    assert trained == [run.id] and run.status()["started_by"] == "alice"
+
+
+def test_an_item_takes_k_decisions_from_the_command_line(store, capsys):
+    cache, run = store  # q: 2 per item
+    for user, item, decision in (("alice", "c1", "keep"), ("bob", "c1", "remove"), ("alice", "n2", "keep"),
+                                 ("bob", "n2", "keep")):  # fmt: skip
+        assert (
+            cli(cache, user, "review-queue", "decide", run.id, "q", "--item", item, "--decision", decision)
+            == 0
+        )
+    (cache / "team.toml").write_text(TEAM + '"dana" = "annotator"\n', encoding="utf-8")
+    capsys.readouterr()
+    assert (
+        cli(cache, "dana", "review-queue", "decide", run.id, "q", "--item", "c1", "--decision", "keep") == 2
+    )
+    err = capsys.readouterr().err
+    assert "has its 2 annotator(s) already (alice, bob)" in err and err.count("\n") == 1
+    assert cli(cache, "dana", "review-queue", "show", run.id, "q") == 0
+    assert "Fleiss' kappa -0.333" in capsys.readouterr().out  # two raters per item: defined
+
+
+def test_next_works_out_who_asks_and_list_says_who_wrote_the_corrected_set(store, capsys):
+    cache, run = store
+    assert cli(cache, "bob", "review-queue", "next", run.id, "q", "--n", "2") == 0
+    mine = capsys.readouterr().out.split()
+    assert len(mine) == 2
+    assert (
+        cli(cache, "bob", "review-queue", "decide", run.id, "q", "--item", mine[0], "--decision", "keep") == 0
+    )
+    capsys.readouterr()
+    assert cli(cache, "bob", "review-queue", "next", run.id, "q") == 0
+    assert capsys.readouterr().out.split() == [mine[1]]
+    assert cli(cache, "carol", "review-queue", "next", run.id, "q", "--annotator", "bob") == 0  # reading
+    assert capsys.readouterr().out.split() == [mine[1]]
+    assert cli(cache, "alice", "review-queue", "export", run.id, "q") == 0
+    capsys.readouterr()
+    assert cli(cache, "carol", "review-queue", "list", run.id) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("q:") and "; corrected set written " in line and line.endswith(" by alice")
+    (cache / "team.toml").unlink()  # without a team: whose next examples must be said
+    assert cli(cache, "carol", "review-queue", "next", run.id, "q") == 2
+    assert "--annotator NAME is needed" in capsys.readouterr().err
+
+
+def test_annotators_tag_and_tags_keep_a_tagger_without_a_team_too(store, capsys):
+    from cartomap.runs.tags import tags_of
+
+    cache, run = store
+    assert cli(cache, "bob", "tags", "add", run.id, "later", "--id", "c1") == 0
+    assert cli(cache, "carol", "tags", "add", run.id, "later", "--id", "n2") == 2
+    assert "only an owner or an annotator can" in capsys.readouterr().err
+    (cache / "team.toml").unlink()
+    assert cli(cache, "zed", "tags", "add", run.id, "later", "--id", "n2") == 0
+    assert dict(zip(tags_of(run)["id"], tags_of(run)["tagged_by"], strict=True)) == {"c1": "bob", "n2": "zed"}
+
+
+def test_the_dashboard_refuses_a_proxy_anywhere_and_warns_of_a_local_one_without_a_secret(
+    store, capsys, monkeypatch, tmp_path
+):
+    from cartomap.cli.train import dashboard_access
+    from cartomap.team import access as ac
+
+    cache, run = store
+    monkeypatch.delenv(ac.SECRET_ENV, raising=False)
+    parse = build_parser().parse_args
+    base = ["--cache", str(cache), "dashboard", "--trust-user-header", "X-Forwarded-User"]
+    wide = [*base, "--address", "0.0.0.0", "--trusted-proxy", "0.0.0.0/0"]
+    assert main(wide) == 2
+    err = capsys.readouterr().err
+    assert "--trusted-proxy 0.0.0.0/0 covers public addresses" in err and err.count("\n") == 1
+    assert dashboard_access(parse([*wide, "--open"])).proxies == ("0.0.0.0/0",)  # said plainly
+    capsys.readouterr()
+    assert dashboard_access(parse(base)).secret == ""
+    warned = capsys.readouterr().err
+    assert (
+        warned.startswith("cartomap: warning: ")
+        and "every user of this machine can sign in as anyone" in warned
+    )
+    secret = tmp_path / "proxy-secret"
+    secret.write_text("0123456789abcdef0123456789abcdef\n", encoding="utf-8")
+    access = dashboard_access(parse([*base, "--proxy-secret-file", str(secret)]))
+    assert access.secret == "0123456789abcdef0123456789abcdef" and not capsys.readouterr().err
+    assert ac.Access.from_env(access.to_env()).secret == access.secret  # what the server gets
+    monkeypatch.setenv(ac.SECRET_ENV, "fedcba9876543210fedcba")
+    assert dashboard_access(parse(base)).secret == "fedcba9876543210fedcba"
+    secret.write_text("\n", encoding="utf-8")
+    assert main([*base, "--proxy-secret-file", str(secret)]) == 2
+    assert "the file is empty" in capsys.readouterr().err

@@ -283,6 +283,8 @@ def test_a_ray_on_127_0_0_1_is_joined_at_that_address(data, tiny_model, tmp_path
         assert refused.returncode == 2 and len(said) == 1, refused.stderr
         assert "could not join the Ray cluster at " + address in said[0] and "RAY_AUTH_MODE=token" in said[0]
         assert "Traceback" not in refused.stderr and ExperimentStore(cache).list() == []
+        assert refused.stderr.strip().splitlines() == said  # Ray's own lines are in its log, not here
+        assert "InvalidAuthToken" in (cache / "ray.log").read_text(encoding="utf-8")
         joined = patience.run(seeds, watch=[cache], env={**env, "RAY_AUTH_MODE": "token"})
         assert joined.returncode == 0, joined.stderr[-3000:]
         (exp,) = ExperimentStore(cache).list()
@@ -464,3 +466,60 @@ def test_experiment_show_gives_each_roles_run_state_and_epoch(data, tiny_model, 
     assert "node7:42" in lines["Model F1"]
     assert "queued" in lines["Model F0"] and "queued" in lines["Model 0"]
     assert out.startswith("experiment ") and exp.id in out.splitlines()[0]
+
+
+# --------------------------------------------------------------------------- joining: the time and the noise
+AUTH_LINE = (
+    "[2026-01-01 00:00:00,000 W 1 1] gcs_client.cc:210: Failed to get cluster ID from GCS server: "
+    "Unauthenticated: RPC error: InvalidAuthToken: Authentication token is missing or incorrect\n"
+)
+
+
+def test_joining_a_cluster_that_wants_a_token_is_bounded_and_quiet(tmp_path, monkeypatch, capfd):
+    """Ray's C++ core prints a line per failed try to file descriptor 2 and tries on past the timeout:
+    here a fake ray.init that does so for good. The attempt ends at --connect-timeout, the terminal gets
+    nothing of Ray's, the log file in the run store gets it all, and the one line says to send a token."""
+    import time
+
+    import ray
+
+    from cartomap.executors import ray_tasks
+    from cartomap.executors.base import ExecutorUnavailable
+
+    tries = []
+
+    def init_forever(**kwargs):
+        tries.append(os.environ[ray_tasks.GCS_WAIT_ENV])
+        for _ in range(3000):  # 5 minutes: only the deadline ends it
+            os.write(2, AUTH_LINE.encode())
+            print("ray: a line of Python", file=sys.stderr)
+            time.sleep(0.1)
+
+    monkeypatch.setattr(ray, "init", init_forever)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # the session's Ray, if any, is left alone
+    monkeypatch.delenv(ray_tasks.VERBOSE_ENV, raising=False)
+    log = tmp_path / "cache" / ray_tasks.RAY_LOG
+    start = time.monotonic()
+    with pytest.raises(ExecutorUnavailable) as err:
+        ray_tasks.join_ray("10.255.255.1:6379", 1.5, "--ray-address 10.255.255.1:6379", log=log)
+    took = time.monotonic() - start
+    assert took < 60, took  # bounded by the timeout, not by Ray's own count of tries
+    message = str(err.value)
+    assert "RAY_AUTH_MODE=token" in message and f"(Ray's log: {log})" in message and "\n" not in message
+    out, errs = capfd.readouterr()
+    assert "gcs_client" not in out + errs and "a line of Python" not in out + errs
+    written = log.read_text(encoding="utf-8")
+    assert written.count("InvalidAuthToken") >= 2 and "a line of Python" in written
+    assert tries == ["2"]  # Ray's own count fills the time left, the alarm ends it
+
+
+def test_ray_verbose_leaves_its_output_on_the_terminal(tmp_path, monkeypatch, capfd):
+    from cartomap.executors import ray_tasks
+
+    log = tmp_path / "ray.log"
+    with ray_tasks.output_to(log):
+        os.write(2, b"hidden\n")
+    monkeypatch.setenv(ray_tasks.VERBOSE_ENV, "1")
+    with ray_tasks.output_to(log):
+        os.write(2, b"shown\n")
+    assert capfd.readouterr().err == "shown\n" and log.read_text(encoding="utf-8") == "hidden\n"

@@ -677,3 +677,39 @@ def test_a_queue_of_the_ambiguous_examples_only_on_a_chosen_axis(run, cache, cap
     assert "in ambiguous by mean_entropy" in capsys.readouterr().out
     with pytest.raises(DataError, match="unknown region 'odd'"):
         sources.region_ids(run, "odd")
+
+
+def test_an_item_never_takes_more_than_k_annotators(tmp_path):
+    """Two per item: a third annotator is refused in one line, also in a batch and with threads racing;
+    one who decided may change their mind; an undo makes room again."""
+    path = tmp_path / "review.sqlite"
+    db = QueueDB(path, label_names=LABELS, per_item=2)
+    db.load_items(_items(2))
+    db.record("A", "i000", "keep")
+    db.record("B", "i000", "remove")
+    with pytest.raises(CartomapError, match=r"has its 2 annotator\(s\) already \(A, B\)") as err:
+        db.record("C", "i000", "keep")
+    assert "\n" not in str(err.value)
+    db.record("B", "i000", "keep")  # a changed mind is no new annotator
+    with pytest.raises(CartomapError, match="annotator"):
+        db.record_many([("C", "i001", "keep", None, ""), ("D", "i000", "keep", None, "")])
+    assert len(db.history()) == 3  # all of the batch or none of it
+    db.undo("A", "i000")
+    db.record("C", "i000", "unsure")
+    assert db.latest().groupby("item_id")["annotator"].nunique().max() == 2
+
+    raced = tmp_path / "raced.sqlite"
+    QueueDB(raced, label_names=LABELS, per_item=1).load_items(_items(1))
+    refused = []
+
+    def decide(who: str) -> None:
+        try:
+            QueueDB(raced).record(who, "i000", "keep")
+        except CartomapError:
+            refused.append(who)
+
+    threads = [threading.Thread(target=decide, args=(f"t{k}",)) for k in range(4)]
+    for t in threads:
+        t.start()
+    patience.wait_progressing(threads, [tmp_path], what="the racing threads")
+    assert len(refused) == 3 and len(QueueDB(raced).history()) == 1

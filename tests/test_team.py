@@ -85,9 +85,13 @@ def test_who_may_do_what(team):
     why = refusal(bob, Action.DECIDE, "other")
     assert why.startswith("bob@example.org (annotator) is not assigned to the queue 'other'")
     assert refusal(dana, Action.DECIDE, "other") is None  # no queues listed: every queue
-    for action in set(Action) - {Action.DECIDE}:
+    for action in set(Action) - {Action.DECIDE, Action.TAG, Action.VIEW}:
         why = refusal(bob, action)
         assert f"may not {action.doing}: only an owner can" in why and "\n" not in why
+    # an annotator flags examples for later and saves views, on any run; a viewer does not
+    assert refusal(bob, Action.TAG) is None and refusal(bob, Action.VIEW) is None
+    why = refusal(carol, Action.TAG)
+    assert "may not tag examples: only an owner or an annotator can" in why
     assert "may only read" in refusal(carol, Action.DECIDE, "aum-top3")
     assert "not in the team file" in refusal(mallory, Action.TRAIN) and "(roles: team.toml)" in refusal(
         mallory, Action.TRAIN
@@ -203,3 +207,70 @@ def test_a_login_needs_the_providers_secrets(tmp_path):
         encoding="utf-8",
     )
     assert ac.login_problem(secrets) is None
+
+
+def test_a_user_header_sent_twice_or_as_a_list_signs_nobody_in():
+    """A proxy that appends its header to the browser's: two values are refused, never the first taken."""
+    access = ac.Access(mode="header", header="X-Forwarded-User")
+    twice = [("X-Forwarded-User", "alice@example.org"), ("x-forwarded-user", "mallory@example.org")]
+    for headers in (twice, {"X-Forwarded-User": ["alice@example.org", "mallory@example.org"]}):
+        name, why = ac.header_user(access, headers, None)
+        assert name is None and "names 2 users" in why and "\n" not in why
+    name, why = ac.header_user(access, {"X-Forwarded-User": "alice@example.org, mallory@example.org"}, None)
+    assert name is None and "names 2 users" in why
+
+    class Headers(dict):  # Streamlit's headers: the first value by key, every value by get_all
+        def get_all(self, key):
+            return [v for k, v in twice if k.lower() == key.lower()]
+
+    assert ac.header_user(access, Headers({"x-forwarded-user": "alice@example.org"}), None)[0] is None
+    team = parse_team(TEAM, "team.toml")
+    who = ac.identify(access, team, headers=twice, ip=None)
+    assert who.member is None and "names 2 users" in who.refusal
+
+
+def test_a_shared_secret_lets_only_the_proxy_sign_people_in():
+    secret = "0123456789abcdef0123"
+    access = ac.Access(mode="header", header="X-Forwarded-User", secret=secret)
+    user = ("X-Forwarded-User", "alice@example.org")
+    assert ac.header_user(access, [user, (ac.SECRET_HEADER, secret)], None) == ("alice@example.org", None)
+    for secrets in ([], [(ac.SECRET_HEADER, "wrong" * 4)], [(ac.SECRET_HEADER, secret)] * 2):
+        name, why = ac.header_user(access, [user, *secrets], None)
+        assert name is None and ac.SECRET_HEADER in why
+    # it travels to the server in env, never in the repr
+    assert ac.Access.from_env(access.to_env()).secret == secret and secret not in repr(access)
+    assert ac.proxy_warning(access) is None
+    base64 = "q83vEjRWeJq8/+3v=="  # openssl rand -base64: slashes, pluses and equals signs are fine
+    assert ac.header_user(ac.Access(mode="header", header="X-Forwarded-User", secret=base64),
+                          [user, (ac.SECRET_HEADER, base64)], None)[0] == "alice@example.org"  # fmt: skip
+    for bad in ("short", "0123456789abcdef,0123", "0123456789abcdef 0123"):
+        with pytest.raises(CartomapError, match="at least 16 printable ASCII characters"):
+            ac.Access(mode="header", header="X-Forwarded-User", secret=bad)
+    with pytest.raises(CartomapError, match="goes with --trust-user-header"):
+        ac.Access(mode="login", secret=secret)
+
+
+def test_a_proxy_anywhere_is_refused_and_a_local_one_without_a_secret_warned_of():
+    for wide in ("0.0.0.0/0", "::/0", "8.8.8.0/24", "0.0.0.0/1"):
+        access = ac.Access(mode="header", header="X-User", proxies=("10.0.0.5", wide))
+        why = ac.proxy_refusal(access)
+        assert why is not None and wide in why and "--open" in why
+        assert ac.proxy_refusal(ac.Access(mode="header", header="X-User", proxies=(wide,), open=True)) is None
+    for narrow in ("127.0.0.1", "10.0.0.5", "192.168.1.0/24", "fd00::/8"):
+        assert ac.proxy_refusal(ac.Access(mode="header", header="X-User", proxies=(narrow,))) is None
+    warning = ac.proxy_warning(ac.Access(mode="header", header="X-User"))
+    assert "every user of this machine can sign in as anyone" in warning and "--proxy-secret-file" in warning
+    assert ac.proxy_warning(ac.Access(mode="header", header="X-User", proxies=("10.0.0.5",))) is None
+    assert ac.proxy_warning(ac.Access()) is None
+
+
+def test_an_unreachable_sign_in_provider_is_one_line():
+    closed = "http://127.0.0.1:9/.well-known/openid-configuration"  # the discard port: nothing listens
+    why = ac.provider_problem({"server_metadata_url": closed}, timeout=2)
+    assert why is not None and why.startswith("the sign-in provider cannot be reached") and "\n" not in why
+    nested = {"redirect_uri": "x", "google": {"server_metadata_url": "https://accounts.example/.wk"}}
+    assert ac.metadata_url(nested) == "https://accounts.example/.wk"
+    fine = {"authorization_endpoint": "https://login.example/auth"}
+    assert ac.provider_problem(nested, fetch=lambda url, timeout: fine) is None
+    assert "no authorization_endpoint" in ac.provider_problem(nested, fetch=lambda url, timeout: {})
+    assert ac.provider_problem({}) is None  # nothing to ask: Streamlit's own check speaks

@@ -106,7 +106,8 @@ def cmd_guidelines(a: argparse.Namespace) -> int:
 
 
 def cmd_list(a: argparse.Namespace) -> int:
-    from cartomap.curation.queue import list_queues, queue_summary
+    """Each queue: its examples, progress, who made it and when, and who wrote its corrected set."""
+    from cartomap.curation.queue import list_queues, open_queue, queue_summary
 
     run = _run(a)
     names = list_queues(run)
@@ -119,8 +120,21 @@ def cmd_list(a: argparse.Namespace) -> int:
             f"{name}: {s['items']} examples ({s['queued_by']}), {s['complete']} with {s['per_item']} "
             f"decisions, {s['undecided']} undecided, created {s['created']}"
             + (f" by {s['created_by']}" if s["created_by"] else "")
+            + corrected_note(open_queue(run, name).writes("corrected"))
         )
     return 0
+
+
+def corrected_note(writes: list[dict]) -> str:
+    """ "; corrected set written 2026-01-02 10:00 by alice" for the latest of a queue's corrected-set writes
+    (who only in team mode), "" when none was written."""
+    import time
+
+    if not writes:
+        return ""
+    last = writes[-1]
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(last.get("at") or 0)))
+    return f"; corrected set written {when}" + (f" by {last['by']}" if last.get("by") else "")
 
 
 def _num(value) -> str:
@@ -200,9 +214,11 @@ def _print_words(card: dict) -> None:
 def cmd_next(a: argparse.Namespace) -> int:
     from cartomap.curation.queue import open_queue
 
+    # team mode: one's own by default (another's next items may be read); else --annotator is needed
+    annotator = " ".join(a.annotator.split()) if a.annotator else decider(a)
     db = open_queue(_run(a), a.queue)
-    ids = db.next_items(a.annotator, a.n)
-    print("\n".join(ids) if ids else f"nothing left for {a.annotator} in queue {a.queue}")
+    ids = db.next_items(annotator, a.n)
+    print("\n".join(ids) if ids else f"nothing left for {annotator} in queue {a.queue}")
     return 0
 
 
@@ -406,7 +422,9 @@ def add_commands(sub) -> None:
     nx = cmds.add_parser("next", help="the next examples for an annotator")
     nx.add_argument("run")
     nx.add_argument("queue")
-    nx.add_argument("--annotator", required=True)
+    nx.add_argument(
+        "--annotator", default=None, help="whose next examples (team mode: yours unless given; else needed)"
+    )
     nx.add_argument("--n", type=int, default=1)
     nx.set_defaults(func=cmd_next)
 

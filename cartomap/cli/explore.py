@@ -7,7 +7,7 @@ import argparse
 import time
 
 from cartomap.cli.printing import printable, printable_frame
-from cartomap.cli.team import acting
+from cartomap.cli.team import author_of
 from cartomap.errors import CartomapError
 
 
@@ -102,7 +102,7 @@ def cmd_tags_add(a: argparse.Namespace) -> int:
 
     run = _run(a)
     ids = _ids(a)
-    added = add_tag(run, a.tag, ids, by=acting(a))
+    added = add_tag(run, a.tag, ids, by=author_of(a))
     print(
         f"tagged {added:,} examples of run {run.id} {printable(a.tag)!r}"
         + (f" ({len(set(ids)) - added:,} had it already)" if added < len(set(ids)) else "")
@@ -119,7 +119,7 @@ def cmd_tags_remove(a: argparse.Namespace) -> int:
         raise CartomapError("which examples? give --id ID, --ids FILE, or --all (every example that has it)")
     if ids and a.all:
         raise CartomapError("--all takes the tag off every example: give it without --id or --ids")
-    removed = remove_tag(run, a.tag, None if a.all else ids, by=acting(a))
+    removed = remove_tag(run, a.tag, None if a.all else ids, by=author_of(a))
     print(f"took the tag {printable(a.tag)!r} off {removed:,} examples of run {run.id}")
     return 0
 

@@ -3,8 +3,10 @@
 While the run store has a team file (:mod:`cartomap.team.roles`), a command that writes runs only for
 a person whose role allows it: the person is env ``CARTOMAP_USER``, else the operating system's user.
 A refusal is one line (``cartomap: error: ...``, exit 2). ``review-queue decide`` records the decision
-under that person's name (``--annotator`` may only repeat it). A background job (``--job``) was
-checked by whoever started it: the dashboard or the command that spawned it passes the person on.
+under that person's name (``--annotator`` may only repeat it). A background job (``--job``) is checked
+too: the dashboard or the command that spawned it passes the person who started it on as the job's
+``CARTOMAP_USER`` (:func:`cartomap.runs.jobs.spawn`), whose role the job checks again (a role taken
+away since is refused) and records as ``started_by``; no flag skips the check.
 
 This guards against mistakes on a shared machine; it is no security boundary against someone with a
 shell there (they can write the store's files, or set ``CARTOMAP_USER``). The dashboard's logins are.
@@ -15,7 +17,7 @@ from __future__ import annotations
 import argparse
 
 from cartomap.errors import CartomapError
-from cartomap.team.roles import Action, Refused, check, local_member, name_key
+from cartomap.team.roles import Action, Refused, author, check, local_member, name_key
 
 #: Every command that writes to the run store, and what it does (a command with a sub-command: "group sub").
 WRITES: dict[str, Action] = {
@@ -91,9 +93,10 @@ def command_of(a: argparse.Namespace) -> str:
 
 def check_command(a: argparse.Namespace) -> None:
     """Refuse (:class:`~cartomap.team.roles.Refused`, one line) a command that writes when the person's
-    role does not allow it. Nothing to check without a team file, or for a job (``--job``)."""
+    role does not allow it. Nothing to check without a team file; a job (``--job``) is checked as any
+    command is, for the person who started it (its ``CARTOMAP_USER``)."""
     action = WRITES.get(command_of(a))
-    if action is None or getattr(a, "job", False):
+    if action is None:
         return
     member = local_member(a.cache)
     if member is None:
@@ -122,3 +125,9 @@ def acting(a: argparse.Namespace) -> str | None:
     """The person a command writes as, kept with what it writes: in team mode theirs, else None."""
     member = local_member(a.cache)
     return None if member is None else member.name
+
+
+def author_of(a: argparse.Namespace) -> str:
+    """The person a write that keeps its writer (a tag) is kept under: theirs in team mode, else the
+    person at this machine (:func:`cartomap.team.roles.author`)."""
+    return author(local_member(a.cache))

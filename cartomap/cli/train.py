@@ -44,7 +44,7 @@ def cmd_train(a: argparse.Namespace) -> int:
             f"run {run.id} was recorded by {origin}, not trained by cartomap: it cannot be trained here"
         )
     print_warnings(run)
-    by = None if a.job else acting(a)  # a job's starter was kept by whoever started it
+    by = acting(a)  # a job acts as the person who started it (its CARTOMAP_USER), checked again
     if by and run.state not in (State.DONE, State.DAMAGED):  # team mode: who trains it, kept with its status
         run.set_status(started_by=by)
     return train_with_progress(run, quiet=a.quiet, as_job=a.job)
@@ -133,17 +133,24 @@ def dashboard_access(a: argparse.Namespace):
     beyond this machine only with a login or --open; a login needs a team file (and --login its
     provider in the secrets). CartomapError (one line) otherwise."""
     from cartomap.errors import CartomapError
-    from cartomap.team.access import Access, listen_refusal, login_problem
+    from cartomap.team.access import Access, listen_refusal, login_problem, proxy_refusal, proxy_warning
     from cartomap.team.roles import load_team, team_path
 
     mode = "header" if a.trust_user_header else "login" if a.login else "local"
     proxies = tuple(p.strip() for value in (a.trusted_proxy or []) for p in value.split(",") if p.strip())
     access = Access(
-        mode=mode, header=a.trust_user_header or "", open=a.open, **({"proxies": proxies} if proxies else {})
+        mode=mode,
+        header=a.trust_user_header or "",
+        open=a.open,
+        secret=proxy_secret(a),
+        **({"proxies": proxies} if proxies else {}),
     )
-    why = listen_refusal(a.address, access)
+    why = listen_refusal(a.address, access) or proxy_refusal(access)
     if why is not None:
         raise CartomapError(why)
+    warning = proxy_warning(access)
+    if warning is not None:
+        print(f"cartomap: warning: {warning}", file=sys.stderr, flush=True)
     if access.mode != "local" and load_team(a.cache) is None:
         raise CartomapError(
             f"{team_path(a.cache)}: no team file: people who sign in need roles; write one naming at least "
@@ -154,6 +161,27 @@ def dashboard_access(a: argparse.Namespace):
         if why is not None:
             raise CartomapError(why)
     return access
+
+
+def proxy_secret(a: argparse.Namespace) -> str:
+    """The secret the sign-in proxy shares with the dashboard: the first line of ``--proxy-secret-file``,
+    else env ``CARTOMAP_PROXY_SECRET``, else "" (none). CartomapError (one line) for a file that cannot
+    be read or is empty."""
+    from cartomap.errors import CartomapError
+    from cartomap.team.access import SECRET_ENV
+
+    if not a.proxy_secret_file:
+        return os.environ.get(SECRET_ENV, "").strip()
+    try:
+        lines = Path(a.proxy_secret_file).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise CartomapError(f"--proxy-secret-file {a.proxy_secret_file}: cannot be read ({err})") from None
+    secret = lines[0].strip() if lines else ""
+    if not secret:
+        raise CartomapError(
+            f"--proxy-secret-file {a.proxy_secret_file}: the file is empty: write the secret in it"
+        )
+    return secret
 
 
 def cmd_dashboard(a: argparse.Namespace) -> int:
@@ -267,10 +295,19 @@ def add_commands(sub) -> None:
         action="append",
         help="the proxy's address or network the user header is honoured from (repeatable; default 127.0.0.1)",
     )
+    team.add_argument(
+        "--proxy-secret-file",
+        metavar="FILE",
+        default="",
+        help="a secret shared with the proxy (its first line; else env CARTOMAP_PROXY_SECRET): the user header "
+        "counts only with the secret in header X-Cartomap-Proxy-Secret, so other programs on the proxy's "
+        "machine cannot sign in as anyone",
+    )
     team.add_argument("--secrets", metavar="FILE", default="", help="Streamlit's secrets file for --login")
     team.add_argument(
         "--open",
         action="store_true",
-        help="serve beyond 127.0.0.1 without a login: whoever reaches it may do everything",
+        help="say that whoever reaches the dashboard may act as anyone: serve beyond 127.0.0.1 without a "
+        "login, or trust a --trusted-proxy that covers public addresses (0.0.0.0/0)",
     )
     db.set_defaults(func=cmd_dashboard)

@@ -31,8 +31,10 @@ sentence has words, each a tag of the run, keeping the queue's scheme (refused i
 
 Assignment: each item wants ``per_item`` (k) annotators. The next item for annotator A is the first
 item in queue order (highest score first) that A has not decided and that fewer than k annotators
-have decided. Two annotators who open the same item at once may both decide it: the extra decision is
-kept and counts (an item may end with more than k).
+have decided. An item never takes more than k annotators: a decision of a (k+1)th annotator (two who
+opened the same item at once, a third on the command line, an import) is refused in one line, checked
+inside the decision's immediate transaction (:meth:`QueueDB.record_many`); an annotator who decided
+the item may always change their decision.
 """
 
 from __future__ import annotations
@@ -114,6 +116,12 @@ def check_guidelines(text: Any) -> str:
     if len(text) > MAX_GUIDELINES:
         raise CartomapError(f"guidelines have at most {MAX_GUIDELINES:,} characters, got {len(text):,}")
     return text
+
+
+def _per_item(con: sqlite3.Connection) -> int:
+    """k of the queue whose database ``con`` is open on (:data:`DEFAULT_PER_ITEM` when unset)."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'per_item'").fetchone()
+    return DEFAULT_PER_ITEM if row is None else int(json.loads(row[0]) or DEFAULT_PER_ITEM)
 
 
 class QueueDB(SQLiteStore):
@@ -322,6 +330,7 @@ class QueueDB(SQLiteStore):
                 query = f"SELECT item_id, gold FROM items WHERE item_id IN ({marks})"
                 gold = dict(con.execute(query, wanted).fetchall())
             now, out = time.time(), []
+            k = _per_item(con)
             for name, item_id, decision, label, note in checked:
                 if item_id not in gold:
                     raise CartomapError(f"no item {item_id!r} in the review queue {self.path.parent.name!r}")
@@ -334,6 +343,7 @@ class QueueDB(SQLiteStore):
                         f"{len(decode_tags(label))} tags for item {item_id!r}, whose sentence has "
                         f"{len(decode_tags(gold[item_id]))} words"
                     )
+                self._check_room(con, k, name, item_id)
                 if decision == "relabel" and label == gold[item_id]:
                     decision, label = "keep", None
                 con.execute("INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, now))
@@ -346,6 +356,23 @@ class QueueDB(SQLiteStore):
             return out
 
         return self.write(write) if checked else []
+
+    def _check_room(self, con: sqlite3.Connection, k: int, name: str, item_id: str) -> None:
+        """CartomapError (one line) when ``name`` would be a (k+1)th annotator of ``item_id``: the others
+        with a live decision on it number k already. Read in the writing transaction, so two annotators
+        deciding at once cannot both pass."""
+        others = [
+            str(r[0])
+            for r in con.execute(
+                f"SELECT DISTINCT annotator FROM {self.live} WHERE item_id = ? AND annotator != ? ORDER BY annotator",
+                (item_id, name),
+            )
+        ]
+        if len(others) >= k:
+            raise CartomapError(
+                f"{item_id!r} of review queue {self.path.parent.name!r} has its {k} annotator(s) already "
+                f"({', '.join(others)}): {name}'s decision is not recorded; take the next example"
+            )
 
     def history(self) -> pd.DataFrame:
         """Every decision ever recorded, oldest first, with ``undone`` (True for a decision undone)."""

@@ -12,6 +12,10 @@ experiment (one machine, all its GPUs; it listens on 127.0.0.1 only) and stopped
   retry resumes the run from its last completed epoch.
 * **Cancel**: the experiment's cancel flag becomes each run's cancel flag (a running task stops after
   its current step, its run saved as cancelled), and tasks that have not started are cancelled in Ray.
+* **Joining a cluster** (:func:`join_ray`): ``--connect-timeout`` bounds the whole attempt, from the
+  address's check to Ray's last try; what Ray itself prints meanwhile (a line per failed try of its
+  C++ core) goes to :data:`RAY_LOG` in the run store, not the terminal (``CARTOMAP_RAY_VERBOSE=1``
+  leaves it there); a failure is one line naming that file.
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ import importlib.util
 import ipaddress
 import math
 import os
+import signal
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 
 from cartomap.config import ExecutorConfig
@@ -229,11 +236,80 @@ def before_import(address: str) -> None:
         pin_loopback()
 
 
-def join_ray(address: str, timeout_s: float, given: str) -> None:
+#: Ray's own output while joining a cluster, in the run store's folder (appended).
+RAY_LOG = "ray.log"
+#: Set to "1" to leave Ray's own output on the terminal while joining.
+VERBOSE_ENV = "CARTOMAP_RAY_VERBOSE"
+#: About how long one of Ray's tries to reach a cluster's GCS takes (a second's sleep and the call).
+_TRY_S = 1.2
+
+
+class _Deadline(Exception):
+    """The connect timeout ran out while Ray was still trying."""
+
+
+@contextlib.contextmanager
+def output_to(path: Path | None):
+    """While inside, this process's output (file descriptors 1 and 2, which Ray's C++ core writes to, and
+    Python's ``sys.stdout``/``sys.stderr``) is appended to ``path``; None, or env ``CARTOMAP_RAY_VERBOSE=1``:
+    left as it is."""
+    if path is None or os.environ.get(VERBOSE_ENV, "") == "1":
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(path, "a", encoding="utf-8", errors="replace") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                yield
+            log.flush()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def deadline_alarm(deadline: float):
+    """Raise :class:`_Deadline` in this (the main) thread at ``deadline`` (``time.monotonic()``), where
+    Ray's tries run Python between them; nothing where signals cannot be used (another thread)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def ring(signum, frame):
+        raise _Deadline()
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, max(0.01, deadline - time.monotonic()))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _tries(deadline: float, alarm: bool) -> int:
+    """Ray's count of tries to reach the GCS for the time left before ``deadline``: enough to fill it
+    when the alarm (:func:`deadline_alarm`) cuts the attempt off; else about as many as fit."""
+    left = max(0.0, deadline - time.monotonic())
+    return max(1, math.ceil(left) if alarm else int(left / _TRY_S))
+
+
+def join_ray(
+    address: str, timeout_s: float, given: str, deadline: float | None = None, log: Path | None = None
+) -> None:
     """``ray.init(address)`` at the address as given (a loopback one is not rewritten to the host's
-    address: :func:`pin_loopback` came first), trying for about ``timeout_s`` seconds; ExecutorUnavailable
-    in one line when it cannot join (the address Ray would use instead, a token the cluster wants,
-    Ray's own error)."""
+    address: :func:`pin_loopback` came first), giving up at ``deadline`` (``time.monotonic()``; default
+    ``timeout_s`` from now); Ray's output meanwhile goes to ``log`` (:func:`output_to`).
+    ExecutorUnavailable in one line when it cannot join (the address Ray would use instead, a token
+    the cluster wants, Ray's own error, no answer in time)."""
     import ray
 
     where = split_address(address)
@@ -245,15 +321,50 @@ def join_ray(address: str, timeout_s: float, given: str) -> None:
                 "imported in this process before cartomap could keep the address); run the command in "
                 "a fresh process"
             )
+    deadline = time.monotonic() + timeout_s if deadline is None else deadline
+    start = log.stat().st_size if log is not None and log.exists() else 0
+    alarm = threading.current_thread() is threading.main_thread()
     try:
-        with _environ(GCS_WAIT_ENV, str(max(1, math.ceil(timeout_s)))):
-            ray.init(address=address, configure_logging=False)
-    except Exception as err:  # ConnectionError, RuntimeError, AuthenticationError: Ray's words for them
-        if ray.is_initialized():
-            ray.shutdown()
+        with output_to(log):
+            try:
+                with deadline_alarm(deadline), _environ(GCS_WAIT_ENV, str(_tries(deadline, alarm))):
+                    ray.init(address=address, configure_logging=False)
+            except BaseException:
+                if ray.is_initialized():
+                    ray.shutdown()
+                raise
+    except (Exception, _Deadline) as err:  # ConnectionError, RuntimeError, AuthenticationError: Ray's words
+        said = _logged(log, start)
+        why = _why(err) if not isinstance(err, _Deadline) else _why_logged(said, timeout_s)
+        where = f" (Ray's log: {log})" if log is not None and said.strip() else ""
         raise ExecutorUnavailable(
-            f"{given}: could not join the Ray cluster at {address}: {_why(err)}"
+            f"{given}: could not join the Ray cluster at {address}: {why}{where}"
         ) from None
+
+
+def _logged(log: Path | None, start: int) -> str:
+    """What Ray wrote to ``log`` from byte ``start`` on ("" without a log)."""
+    if log is None or not log.exists():
+        return ""
+    with open(log, "rb") as f:
+        f.seek(start)
+        return f.read().decode("utf-8", errors="replace")
+
+
+#: What Ray's log says when the cluster wants a token this process does not send.
+_AUTH_WORDS = ("AuthenticationError", "InvalidAuthToken", "Unauthenticated")
+_AUTH_HINT = (
+    "it uses token authentication: set RAY_AUTH_MODE=token, with the cluster's token in "
+    "~/.ray/auth_token or RAY_AUTH_TOKEN"
+)
+
+
+def _why_logged(said: str, timeout_s: float) -> str:
+    """Why joining ran out of time, from what Ray logged meanwhile: a token the cluster wants, else no
+    answer within ``timeout_s``."""
+    if any(word in said for word in _AUTH_WORDS):
+        return _AUTH_HINT
+    return f"no answer within {timeout_s:g} s (--connect-timeout to wait longer)"
 
 
 def _address_ray_uses(address: str) -> str | None:
@@ -275,11 +386,8 @@ def _why(err: BaseException) -> str:
     while causes[-1].__cause__ is not None and len(causes) < 10:
         causes.append(causes[-1].__cause__)
     text = " ".join(f"{type(c).__name__}: {c}" for c in causes)
-    if "AuthenticationError" in text or "InvalidAuthToken" in text:
-        return (
-            "it uses token authentication: set RAY_AUTH_MODE=token, with the cluster's token in "
-            "~/.ray/auth_token or RAY_AUTH_TOKEN"
-        )
+    if any(word in text for word in _AUTH_WORDS):
+        return _AUTH_HINT
     lines = [line.strip() for line in str(causes[-1]).splitlines() if line.strip()]
     return f"{type(causes[-1]).__name__}: {lines[-1] if lines else ''}".rstrip(": ")
 
@@ -288,6 +396,7 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, config: ExecutorConfig, store_root: Path):
+        deadline = time.monotonic() + config.connect_timeout_s  # the whole attempt to join, not each step
         address, source = ray_address(config)
         before_import(address)
         check_ray(config)
@@ -299,7 +408,7 @@ class RayExecutor:
         if not ray.is_initialized():
             if address:
                 given = f"--ray-address {address}" if source == "--ray-address" else f"RAY_ADDRESS={address}"
-                join_ray(address, config.connect_timeout_s, given)
+                join_ray(address, config.connect_timeout_s, given, deadline, Path(store_root) / RAY_LOG)
             else:
                 start_local_ray()
             self.started_ray = True

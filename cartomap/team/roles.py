@@ -13,7 +13,8 @@ the CLI of that store read the same file), or where env ``CARTOMAP_TEAM`` says::
 
 Roles: ``owner`` may do everything (:class:`Action`); ``annotator`` decides on the review queues
 (Review suspects) and WaNLI batches (Review) named in ``queues`` (every one when ``queues`` is left
-out or is ``["*"]``) and reads the rest; ``viewer`` reads. A person missing from the file gets the
+out or is ``["*"]``), tags examples and saves views of the data map, and reads the rest; ``viewer``
+reads (:data:`ROLE_ACTIONS`). A person missing from the file gets the
 least role, viewer, and is told so. Names are matched without regard to case or repeated spaces.
 
 **Team mode** is on while the file exists: every write is checked, and a review decision is recorded
@@ -93,12 +94,19 @@ _DOING = {
     Action.DECIDE: "decide on review queues",
 }
 
-#: What each role may do (an annotator's decisions only on the queues assigned to them).
+#: What each role may do (an annotator's decisions only on the queues assigned to them). An annotator
+#: also tags examples and saves views of the data map, on every run: flagging an example for later is
+#: part of reviewing, and both keep who did it.
 ROLE_ACTIONS: dict[Role, frozenset[Action]] = {
     Role.OWNER: frozenset(Action),
-    Role.ANNOTATOR: frozenset({Action.DECIDE}),
+    Role.ANNOTATOR: frozenset({Action.DECIDE, Action.TAG, Action.VIEW}),
     Role.VIEWER: frozenset(),
 }
+
+
+def roles_that_may(action: Action) -> list[Role]:
+    """The roles whose :data:`ROLE_ACTIONS` hold ``action``, in the order of :class:`Role`."""
+    return [role for role in Role if action in ROLE_ACTIONS[role]]
 
 
 def name_key(name: Any) -> str:
@@ -258,6 +266,13 @@ def local_member(root: str | Path) -> Member | None:
     return None if team is None else team.member(local_user(), "local user")
 
 
+def author(member: Member | None) -> str:
+    """The name a write that keeps its writer (a tag, a saved view) is kept under: the member's in team
+    mode, else the person at this machine (:func:`local_user`): one person without a team is still
+    somebody."""
+    return local_user() if member is None else member.name
+
+
 def refusal(member: Member | None, action: Action, queue: str | None = None) -> str | None:
     """Why ``member`` may not do ``action`` (on review queue or WaNLI batch ``queue``), in one line;
     None when they may. ``member`` None is one person without a team: everything is allowed."""
@@ -274,7 +289,10 @@ def refusal(member: Member | None, action: Action, queue: str | None = None) -> 
         )
     if action in ROLE_ACTIONS[member.role]:
         return None
-    return f"{member.describe()} may not {action.doing}: only an owner can{where}."
+    who = " or ".join(
+        f"an {r.value}" if r.value[0] in "aeiou" else f"a {r.value}" for r in roles_that_may(action)
+    )
+    return f"{member.describe()} may not {action.doing}: only {who} can{where}."
 
 
 class Refused(CartomapError):

@@ -15,7 +15,7 @@ from cartomap.analysis import datamap
 from cartomap.errors import CartomapError
 from cartomap.runs import tags as run_tags
 from cartomap.team.roles import Action
-from pages.common import acting_as, count, escape_markdown, flash, kept, show_error, write_submit
+from pages.common import author_name, count, escape_markdown, flash, kept, show_error, write_submit
 from pages.components import cached
 
 #: The sidebar's tag filter (a filter of the run's examples: ``map_filters.RUN_FILTER_KEYS``).
@@ -60,13 +60,13 @@ def _write(run, add: bool, tag: str, ids: list[str]) -> None:
     """Tag (``add``) or untag ``ids`` with ``tag``; the outcome is flashed and the page drawn again."""
     try:
         if add:
-            n = run_tags.add_tag(run, tag, ids, by=acting_as(), known=ids)
+            n = run_tags.add_tag(run, tag, ids, by=author_name(), known=ids)
             had = len(set(ids)) - n
             message = f"Tagged {count(n, 'example')} '{run_tags.clean_tag(tag)}'" + (
                 f" ({had:,} had it already)." if had else "."
             )
         else:
-            n = run_tags.remove_tag(run, tag, ids, by=acting_as())
+            n = run_tags.remove_tag(run, tag, ids, by=author_name())
             message = f"Took the tag '{run_tags.clean_tag(tag)}' off {count(n, 'example')}."
     except CartomapError as err:
         show_error(err)
