@@ -169,7 +169,7 @@ def test_a_span_queue_holds_gold_and_predicted_spans_scored_by_their_worst_word(
     # spans of gold and prediction, the same ranges merged; Berlin's span first (its word is the worst)
     assert found.ids[0] == "sent-1#2-2"
     assert set(found.ids) == {"sent-0#0-1", "sent-0#4-4", "sent-1#0-0", "sent-1#2-2"}
-    items = queue.create_queue(run, "spans", found, per_item=1).set_index("id")
+    items = queue.create_queue(run, "spans", found, per_item=2).set_index("id")
     assert items.loc["sent-0#0-1", "tokens"] == "⟦Arnold Schwarzenegger⟧ lives in Paris"
     assert items.loc["sent-1#2-2", "predicted"] == "B-PER O B-PER"
     db = queue.open_queue(run, "spans")
