@@ -78,6 +78,20 @@ def _presence(texts: Sequence[str], lowercase: bool):
     return vectorizer.get_feature_names_out(), matrix.tocsc()
 
 
+def require_kind(kind, location: str | None = None) -> None:
+    """DataError when task ``kind`` has no one label per example. Both analyses are of one label among
+    several: p(label | word) is tested against the uniform null 1/|labels| of mutually exclusive labels,
+    and a partial-input baseline is a classifier of that one label. A multi-label set would need each
+    label tested on its own (p(present | word) against that label's own rate) and a one-vs-rest
+    baseline per label; a token run's tags are per word, not per text."""
+    task_kinds.require_per_example(
+        kind,
+        "artifact analysis (p(label | word) against 1/|labels|, partial-input classifiers of one label; "
+        "a label set would need each label tested against its own rate)",
+        location,
+    )
+
+
 def _check_labels(labels: np.ndarray, n: int, label_names: Sequence[str]) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.shape != (n,):
@@ -301,6 +315,7 @@ def partial_input_baselines(
     """
     from cartomap.data.derived import balanced_sample
 
+    require_kind(train.task_kind, train.source)
     if test is not None:
         if tuple(test.label_names) != tuple(train.label_names):
             raise DataError(

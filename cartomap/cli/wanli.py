@@ -20,9 +20,10 @@ def cmd_groups(a: argparse.Namespace) -> int:
     from cartomap.runs.tasks import task
     from cartomap.scores import ambiguity
     from cartomap.training.embeddings import embed_run, load_embeddings
-    from cartomap.wanli.exemplars import collect_groups, save_auto_groups
+    from cartomap.wanli.exemplars import collect_groups, require_kind, save_auto_groups
 
     run = RunStore(a.cache).get(a.run)
+    require_kind(run)  # before its embeddings are computed
     query = a.query if a.query > 0 else None
     settings = {"k": a.k, "quantile": a.quantile, "exclude_genres": list(a.exclude_genres), "query": query}
     if a.ambiguity != ambiguity.VARIABILITY:
