@@ -22,6 +22,7 @@ def cmd_create(a: argparse.Namespace) -> int:
     from cartomap.errors import CartomapError
 
     run = _run(a)
+    sources.check_per(run, a.per)
     rule = run.region_rule(axis=a.ambiguity) if a.region else None
     if a.detector:
         from cartomap.experiments.truth import detector_extras
@@ -36,6 +37,7 @@ def cmd_create(a: argparse.Namespace) -> int:
             folds=extra.folds,
             region=a.region,
             rule=rule,
+            per=a.per,
         )
     elif a.group:
         candidates = sources.from_group(run, a.group)
@@ -69,8 +71,10 @@ def cmd_create(a: argparse.Namespace) -> int:
         by=acting(a),
         guidelines=_guidelines_of(a),
     )
+    unit = run.task_kind.unit
+    what = f"{len(items)} examples" if unit.per_example else unit.plural(len(items))
     print(
-        f"review queue {a.name} of run {run.id}: {len(items)} examples ({candidates.queued_by}), "
+        f"review queue {a.name} of run {run.id}: {what} ({candidates.queued_by}), "
         f"{a.per_item} annotator{'s' if a.per_item != 1 else ''} each"
     )
     return 0
@@ -143,7 +147,8 @@ def cmd_show(a: argparse.Namespace) -> int:
     db = open_queue(run, a.queue)
     if a.item:
         card = item_card(run, a.queue, a.item)
-        for key in ("id", *task_kinds.text_fields(), "gold", "predicted", "p_predicted", "score"):
+        shown = ("id", *task_kinds.text_fields(), "label_name", "label_set", "gold", "predicted")
+        for key in (*shown, "p_predicted", "score"):  # label_name, label_set: a multi-label unit's card
             if key in card and card[key] is not None:
                 print(f"{key}: {card[key]}")
         epochs = card.get("p_gold_epochs")
@@ -285,6 +290,13 @@ def add_commands(sub) -> None:
     source.add_argument("--ids", metavar="FILE", help="a file of example ids, one per line")
     c.add_argument("--top", type=int, default=50, help="how many examples a detector queues (default 50)")
     c.add_argument("--per-item", type=int, default=2, help="annotators per example (default 2)")
+    c.add_argument(
+        "--per",
+        default=None,  # checked by its owner, curation.sources.check_per
+        help="a multi-label run's queue: each (example, label) on its own card (unit, the default) or each "
+        "example once, scored by its most suspect label and asked about it (example); either way relabel "
+        "toggles that label's presence (--label present or absent)",
+    )
     c.add_argument(
         "--region",
         choices=REGIONS,
