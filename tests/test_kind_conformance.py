@@ -309,6 +309,48 @@ def test_a_kind_trains_and_every_reader_of_the_run_agrees(kind, trained, tmp_pat
     capsys.readouterr()
 
 
+def test_every_column_the_maps_tables_and_cards_add_is_a_reserved_name(kind, trained):
+    """The columns a run's map frames (every view), selection table, metrics and review cards put beside
+    the kind's own fields are all reserved (``cartomap.tasks.reserved``), so a kind that names a text
+    field like one of them is refused when it is made rather than breaking a table."""
+    from cartomap.analysis import multilabel
+    from cartomap.analysis.datamap import HUMAN_MAP_COLUMNS, LABEL_COLUMNS, SENTENCE, map_frame, sentence_map
+    from cartomap.analysis.tables import SEED_COLUMNS, selection_table
+    from cartomap.curation.queue import build_cards
+    from cartomap.curation.sources import from_selection, queue_ids
+    from cartomap.scores.metrics import METRIC_COLUMNS
+    from cartomap.tasks.reserved import reserved
+
+    cache, run = trained[kind.name]
+    run = RunStore(cache).get(run.id)
+    frame = map_frame(run)
+    tables = [frame, selection_table(frame, frame["id"].head(3)), run.metrics()]
+    if kind.unit.label_sets:
+        tables += [multilabel.view_frame(run, v) for v in multilabel.views(run.label_names)]
+        tables.append(run.example_metrics())
+    if kind.unit.sentences:
+        tables.append(sentence_map(run))
+    tables.append(build_cards(run, from_selection(run, queue_ids(run)[:2])))
+    added = {str(c) for t in tables for c in t.columns} - set(kind.text_fields)
+    static = {*METRIC_COLUMNS, *ambiguity.SCORES, *HUMAN_MAP_COLUMNS, *LABEL_COLUMNS, SENTENCE, *SEED_COLUMNS}
+    free = sorted(c for c in added | static if reserved(c) is None)
+    assert not free, f"columns the tables add that a kind could name a text field: {free}"
+    assert reserved("votes_entailment") and reserved("neighbour_premise")
+
+
+@pytest.mark.parametrize(
+    "field", ["context", "gold", "confidence", "label_name", "votes_yes", "neighbour_ids"]
+)
+def test_a_kind_naming_a_text_field_like_a_column_of_the_map_is_refused_when_made(field):
+    """One line naming the kind, the field and what the map keeps under that name: a text field ``context``
+    was two columns of one name on the map (``'DataFrame' object has no attribute 'dtype'``)."""
+    with pytest.raises(
+        ValueError, match=rf"task kind 'odd': text field '{field}' is a column name the data map"
+    ) as e:
+        TaskKind(name="odd", description="", text_fields=("claim", field), noun="claim")
+    assert "\n" not in str(e.value) and "name the field otherwise" in str(e.value)
+
+
 @pytest.mark.parametrize("page", RUN_PAGES)
 def test_every_run_page_opens_on_a_run_of_every_kind(kind, page, trained, monkeypatch):
     from streamlit.testing.v1 import AppTest

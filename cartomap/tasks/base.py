@@ -20,6 +20,7 @@ import numpy as np
 # "example": one row of logits per example (sequence classification); "word": one per word of an
 # example, keyed by (id, word) (token classification: the first sub-word of each word); "label": one per
 # label of an example, keyed by (id, label) (multi-label: each label a yes/no question).
+from cartomap.tasks.reserved import reserved
 from cartomap.tasks.units import UNITS, Unit
 
 #: The gold column of a kind whose unit is an example, in every table of a run (examples, metrics, queues,
@@ -124,6 +125,13 @@ class TaskKind:
             raise ValueError(f"task kind {self.name!r}: every set of source columns names each text field")
         if self.label_field in self.text_fields:
             raise ValueError(f"task kind {self.name!r}: the label field is one of the text fields")
+        for field in self.text_fields:
+            what = reserved(field)
+            if what is not None:
+                raise ValueError(
+                    f"task kind {self.name!r}: text field {field!r} is a column name the data map and its "
+                    f"tables reserve ({what}); name the field otherwise"
+                )
         if self.unit.per_example and self.label_field != EXAMPLE_LABEL_FIELD:
             raise ValueError(
                 f"task kind {self.name!r}: a kind of one label per example keeps it in the column "
