@@ -37,17 +37,35 @@ def _error(capsys) -> str:
         (["retrain", "{id}"], "a retrain after review prunes and relabels examples with one label each"),
         (["groups", "{id}"], "WaNLI's automatic groups (a seed and its nearest neighbours of the same gold"),
         (["artifacts", "run:{id}"], "artifact analysis (p(label | word) against 1/|labels|"),
+        (["generate", "{id}", "--batch", "b"], "WaNLI generation (new examples of one label"),
+        (["filter", "{id}", "--batch", "b"], "WaNLI filtering (each generated example's variability"),
+        (
+            ["score-checkpoints", "{model}", "--data", "run:{id}"],
+            "scoring checkpoints (one row of logits per",
+        ),
     ],
 )
 def test_a_command_of_one_label_per_example_refuses_a_multilabel_run_first(
-    ml, cache, tmp_path, capsys, command, what
+    ml, cache, tmp_path, capsys, command, what, tiny_model
 ):
     """No test set, export folder, decisions or embeddings asked for first: the kind is the first refusal."""
-    argv = [part.format(id=ml.id, tmp=tmp_path) for part in command]
+    argv = [part.format(id=ml.id, tmp=tmp_path, model=tiny_model) for part in command]
     assert main(["--cache", str(cache), *argv]) == 2
     err = _error(capsys)
     assert what in err and "multilabel" in err
     assert not (ml.path / "embeddings.npy").exists()  # groups stopped before computing them
+
+
+def test_a_subset_of_a_multilabel_set_is_drawn_at_random_with_its_label_sets(ml, cache, tmp_path, capsys):
+    """No one class to stratify by: the rows are drawn at random; each keeps its label set by name."""
+    out, rest = tmp_path / "sample.jsonl", tmp_path / "rest.jsonl"
+    argv = ["subset", "--data", f"run:{ml.id}", "--n", "2", "--out", str(out), "--rest", str(rest)]
+    assert main(["--cache", str(cache), *argv]) == 0
+    rows = [json.loads(line) for p in (out, rest) for line in p.read_text(encoding="utf-8").splitlines()]
+    assert sorted((r["id"], r["labels"], r["text"]) for r in rows) == sorted(
+        (f"ex-{i}", r["labels"], r["text"]) for i, r in enumerate(ROWS)
+    )
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2
 
 
 # --------------------------------------------------------------------------- review queues

@@ -60,11 +60,13 @@ def cmd_generate(a: argparse.Namespace) -> int:
     """WaNLI stage 2: generate a batch of new pairs from groups (task "generate-<batch>")."""
     from cartomap.runs.store import RunStore
     from cartomap.wanli.batches import generated_path
+    from cartomap.wanli.exemplars import require_kind
     from cartomap.wanli.generation import execute_generation, prepare_generation, resolve_groups
     from cartomap.wanli.generators import GenerationConfig
     from cartomap.wanli.prompts import DEFAULT_INSTRUCTION, PromptTemplate, label_words_for
 
     run = RunStore(a.cache).get(a.run)
+    require_kind(run, "WaNLI generation (new examples of one label, from groups of one label)")
     if not a.job:  # the dashboard prepares generation.json itself, then starts `generate --job`
         cfg = GenerationConfig(
             backend=a.backend,
@@ -101,9 +103,11 @@ def cmd_generate(a: argparse.Namespace) -> int:
 def cmd_filter(a: argparse.Namespace) -> int:
     """WaNLI Stage 3 on a generated batch: heuristics, tidying, estimated max variability (task "filter-<batch>")."""
     from cartomap.runs.store import RunStore
+    from cartomap.wanli.exemplars import require_kind
     from cartomap.wanli.filtering import FilterConfig, run_filter
 
     run = RunStore(a.cache).get(a.run)
+    require_kind(run, "WaNLI filtering (each generated example's variability over one label)")
     cfg = FilterConfig(
         keep_fraction=a.keep_fraction, balance=a.balance, batch_size=a.batch_size, device=a.device
     )

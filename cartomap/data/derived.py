@@ -21,9 +21,12 @@ from cartomap.io import atomic_write_parquet
 
 
 def to_frame(dataset: TextDataset) -> pd.DataFrame:
-    """The rows of ``dataset`` with string labels: what :func:`save_dataset` writes."""
+    """The rows of ``dataset`` with string labels: what :func:`save_dataset` writes. The gold column is the
+    kind's (``label``; a sentence's ``tags``, a multi-label set's ``labels``), each row's gold by name
+    (:meth:`cartomap.tasks.base.TaskKind.gold_names`)."""
     frame = dataset.frame.copy()
-    frame["label"] = [dataset.label_names[i] for i in frame["label"].tolist()]
+    kind, names = dataset.task_kind, dataset.label_names
+    frame[kind.label_field] = [kind.gold_names(v, names) for v in frame[kind.label_field].tolist()]
     return frame
 
 
@@ -108,7 +111,9 @@ def balanced_sample(dataset: TextDataset, per_label: int | None = None, seed: in
 
 
 def stratified_sample(dataset: TextDataset, n: int, seed: int = 0) -> tuple[TextDataset, TextDataset]:
-    """(sample, rest): ``n`` rows drawn with the class proportions of ``dataset``; both keep file order."""
+    """(sample, rest): ``n`` rows drawn with the class proportions of ``dataset``; both keep file order. A
+    kind without one label per example (a multi-label set, a sentence's tags) has no class to stratify
+    by: its rows are drawn uniformly at random (:meth:`TextDataset.labels` are its units')."""
     from sklearn.model_selection import train_test_split
 
     if not 0 < n < len(dataset):
@@ -116,8 +121,9 @@ def stratified_sample(dataset: TextDataset, n: int, seed: int = 0) -> tuple[Text
             f"sample size {n}: expected between 1 and {len(dataset) - 1} (the dataset has {len(dataset)})"
         )
     positions = np.arange(len(dataset))
+    by_class = dataset.labels if dataset.task_kind.unit.per_example else None
     try:
-        rest, picked = train_test_split(positions, test_size=n, stratify=dataset.labels, random_state=seed)
+        rest, picked = train_test_split(positions, test_size=n, stratify=by_class, random_state=seed)
     except ValueError as err:  # a class too small to be split in proportion
         raise DataError(f"stratified sample of {n} from {dataset.source}: {err}") from err
     return dataset.subset(np.sort(picked)), dataset.subset(np.sort(rest))

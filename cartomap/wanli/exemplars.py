@@ -47,15 +47,16 @@ def _embeddings_for(run: Run, embeddings: tuple[list[str], np.ndarray] | None):
     return embeddings
 
 
-def require_kind(run: Run) -> None:
+#: What the WaNLI stages need of a run, for the refusal of a run without one label per example.
+GROUPS_NEED = "WaNLI's automatic groups (a seed and its nearest neighbours of the same gold label)"
+
+
+def require_kind(run: Run, what: str = GROUPS_NEED) -> None:
     """DataError when ``run``'s examples have no one gold label each (a multi-label run's label sets, a token
     run's tags): a WaNLI group is a seed and its nearest neighbours of the seed's one label, written as
-    in-context examples of that label; a label set has no such label to group by or to generate."""
-    task_kinds.require_per_example(
-        run.task_kind,
-        "WaNLI's automatic groups (a seed and its nearest neighbours of the same gold label)",
-        f"run {run.id}",
-    )
+    in-context examples of that label, generated and filtered as examples of one label; a label set has no
+    such label to group by, to generate or to filter by. ``what``: the stage that asks."""
+    task_kinds.require_per_example(run.task_kind, what, f"run {run.id}")
 
 
 def auto_group_name(label_name: str, seed_id: str) -> str:
