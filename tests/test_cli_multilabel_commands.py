@@ -101,6 +101,7 @@ def test_a_queue_per_example_asks_about_each_examples_most_suspect_label(ml, cac
     """``--per example``: each example once, as suspect as its most suspect label (the combined map's
     aggregation, its worst label), and its card about that label."""
     assert _create(cache, ml, "qe", "--detector", "datamap_confidence", "--per", "example") == 0
+    assert "3 examples, each at its most suspect label" in capsys.readouterr().out
     items = load_queue(ml, "qe")
     worst = CONF.argmin(axis=1)
     order = np.argsort(CONF.min(axis=1), kind="stable")

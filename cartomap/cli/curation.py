@@ -73,6 +73,8 @@ def cmd_create(a: argparse.Namespace) -> int:
     )
     unit = run.task_kind.unit
     what = f"{len(items)} examples" if unit.per_example else unit.plural(len(items))
+    if a.per == sources.PER_EXAMPLE:
+        what = f"{len(items)} examples, each at its most suspect label"
     print(
         f"review queue {a.name} of run {run.id}: {what} ({candidates.queued_by}), "
         f"{a.per_item} annotator{'s' if a.per_item != 1 else ''} each"
