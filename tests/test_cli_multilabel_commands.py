@@ -43,6 +43,7 @@ def _error(capsys) -> str:
             ["score-checkpoints", "{model}", "--data", "run:{id}"],
             "scoring checkpoints (one row of logits per",
         ),
+        (["import-dynamics", "{tmp}", "--data", "run:{id}"], "importing reference dynamics (one row of"),
     ],
 )
 def test_a_command_of_one_label_per_example_refuses_a_multilabel_run_first(

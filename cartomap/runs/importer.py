@@ -165,9 +165,16 @@ def import_reference_run(
     label_names: tuple[str, ...] | None = None,
     name: str = "",
 ) -> Run:
-    """Create (or return) a finished run from ``dynamics_epoch_*.jsonl`` files; texts come from ``data``."""
+    """Create (or return) a finished run from ``dynamics_epoch_*.jsonl`` files; texts come from ``data``,
+    whose kind has one label per example (the reference files hold one row of logits per example: a
+    multi-label set's or a sentence's units are not theirs), asked before the files are read."""
     from cartomap.runs.interop import read_reference_dynamics
+    from cartomap.tasks import registry as task_kinds
 
+    if data is not None:
+        task_kinds.require_per_example(
+            data.task_kind, "importing reference dynamics (one row of logits per example)", data.path
+        )
     folder = Path(folder)
     ref = read_reference_dynamics(folder)
     n_classes = ref.logits.shape[2]
