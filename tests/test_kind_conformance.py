@@ -318,7 +318,9 @@ def test_every_column_the_maps_tables_and_cards_add_is_a_reserved_name(kind, tra
     from cartomap.analysis.tables import SEED_COLUMNS, selection_table
     from cartomap.curation.queue import build_cards
     from cartomap.curation.sources import from_selection, queue_ids
+    from cartomap.scores.label_examples import EXAMPLE_COLUMNS, SCORE_COLUMNS
     from cartomap.scores.metrics import METRIC_COLUMNS
+    from cartomap.scores.tokens import SENTENCE_COLUMNS
     from cartomap.tasks.reserved import reserved
 
     cache, run = trained[kind.name]
@@ -333,6 +335,7 @@ def test_every_column_the_maps_tables_and_cards_add_is_a_reserved_name(kind, tra
     tables.append(build_cards(run, from_selection(run, queue_ids(run)[:2])))
     added = {str(c) for t in tables for c in t.columns} - set(kind.text_fields)
     static = {*METRIC_COLUMNS, *ambiguity.SCORES, *HUMAN_MAP_COLUMNS, *LABEL_COLUMNS, SENTENCE, *SEED_COLUMNS}
+    static |= {*SENTENCE_COLUMNS, *EXAMPLE_COLUMNS, *SCORE_COLUMNS, "agreement", "seed_list", "p_gold_seeds"}
     free = sorted(c for c in added | static if reserved(c) is None)
     assert not free, f"columns the tables add that a kind could name a text field: {free}"
     assert reserved("votes_entailment") and reserved("neighbour_premise")
