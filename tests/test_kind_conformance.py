@@ -41,6 +41,15 @@ FACT_CHECK = TaskKind(
     noun="claim",
     source_columns=(("statement", "source"),),
 )
+#: A kind of three texts, declared here alone: a passage, a question on it and an answer, judged with a
+#: verdict. Every text reaches the model: the first as the tokenizer's text, the others joined by the
+#: tokenizer's separator as its second segment (``TaskKind.inputs``).
+ANSWER_CHECK = TaskKind(
+    name="answer-check",
+    description="a passage, a question on it and an answer, labelled with whether the answer holds",
+    text_fields=("passage", "question", "answer"),
+    noun="answer",
+)
 #: The column of a kind's files that holds the gold label, where it is not the kind's own label field.
 FILE_LABEL = {FACT_CHECK.name: "verdict"}
 
@@ -78,7 +87,9 @@ def rows_of(kind: TaskKind) -> list[dict]:
     return rows
 
 
-KINDS = [*registry.KINDS.values(), FACT_CHECK]
+KINDS = [*registry.KINDS.values(), FACT_CHECK, ANSWER_CHECK]
+#: The kinds declared in this file alone, registered while it runs.
+OWN_KINDS = (FACT_CHECK, ANSWER_CHECK)
 ROOT = Path(__file__).resolve().parents[1]
 #: The pages that open on a run (``?run=ID``): each draws every kind's run, or says in words why a part
 #: applies to examples with one label each; never an exception.
@@ -86,10 +97,11 @@ RUN_PAGES = ("data_map.py", "neighbours.py", "review_suspects.py", "pruning.py",
 
 
 @pytest.fixture(scope="module", autouse=True)
-def fact_check_registered():
-    """The fact-checking kind registered while this module runs (a plug-in's one ``register`` call)."""
+def own_kinds_registered():
+    """The kinds of this file registered while this module runs (a plug-in's one ``register`` call)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(registry.KINDS, FACT_CHECK.name, FACT_CHECK)
+        for own in OWN_KINDS:
+            mp.setitem(registry.KINDS, own.name, own)
         yield
 
 
@@ -204,9 +216,56 @@ def test_a_kinds_file_loads_as_that_kind_with_consistent_units(kind, tmp_path):
     assert int(counts.sum()) == len(unit_ids) == len(gold) and len(set(unit_ids)) == len(unit_ids)
     assert gold.min() >= 0 and gold.max() < len(kind.unit_classes(data.label_names))
     first, second = kind.inputs(data.frame)
-    assert len(first) == len(data) and (second is None) == (not kind.is_pair)
+    assert len(first) == len(data) and (second is None) == (len(kind.text_fields) == 1)
     # the table's kind is found again from its columns alone (a run's examples.parquet is read so)
     assert registry.of_columns(data.frame.columns) is kind
+
+
+def test_every_text_of_a_kind_reaches_the_model(kind, tiny_model):
+    """Each text field of an example is in its tokenized input: the first in the first segment (token
+    type 0), every later one in the second (token type 1); a kind of one or two texts is tokenized exactly
+    as the tokenizer reads (text, text pair), so its runs' identity is what it was."""
+    from cartomap.training.batching import tokenize
+    from cartomap.training.models import load_tokenizer
+
+    if kind.unit.sentences:
+        pytest.skip("a sentence's words are one text")
+    tokenizer = load_tokenizer(tiny_model)
+    frame = pd.DataFrame(
+        {"id": ["a", "b"], **{f: [f"{f} one zebra", f"{f} two yak"] for f in kind.text_fields}}
+    )
+    encoded = tokenize(tokenizer, frame, 128, kind)
+    for row in range(len(frame)):
+        ids, types = encoded["input_ids"][row], encoded["token_type_ids"][row]
+        for k, field in enumerate(kind.text_fields):
+            wanted = tokenizer(str(frame[field][row]), add_special_tokens=False)["input_ids"]
+            at = next((i for i in range(len(ids)) if ids[i : i + len(wanted)].tolist() == wanted), None)
+            assert at is not None, f"{kind.name}: the text of {field!r} is not in the model's input"
+            assert set(types[at : at + len(wanted)].tolist()) == {min(k, 1)}
+    if len(kind.text_fields) <= 2:  # what a pair or a single text always was
+        texts = [frame[f].tolist() for f in kind.text_fields]
+        plain = tokenizer(*texts, truncation=True, max_length=128)
+        assert [r.tolist() for r in encoded["input_ids"]] == plain["input_ids"]
+
+
+def test_a_kind_of_three_texts_sets_its_later_texts_apart_by_the_separator(tiny_model):
+    """The second and third texts of a three-text kind are one segment with the tokenizer's separator
+    between them: "[CLS] passage [SEP] question [SEP] answer [SEP]"."""
+    from cartomap.training.batching import tokenize
+    from cartomap.training.models import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny_model)
+    frame = pd.DataFrame({"id": ["a"], "passage": ["red"], "question": ["green"], "answer": ["blue"]})
+    ids = tokenize(tokenizer, frame, 32, ANSWER_CHECK)["input_ids"][0]
+    assert tokenizer.convert_ids_to_tokens(ids.tolist()) == [
+        "[CLS]",
+        "red",
+        "[SEP]",
+        "green",
+        "[SEP]",
+        "blue",
+        "[SEP]",
+    ]
 
 
 def test_a_kind_trains_and_every_reader_of_the_run_agrees(kind, trained, tmp_path, capsys):
@@ -248,6 +307,51 @@ def test_a_kind_trains_and_every_reader_of_the_run_agrees(kind, trained, tmp_pat
     assert main(["--cache", str(cache), "map", run.id, "--out", str(tmp_path / "map.html")]) == 0
     assert (tmp_path / "map.html").stat().st_size > 0
     capsys.readouterr()
+
+
+def test_every_column_the_maps_tables_and_cards_add_is_a_reserved_name(kind, trained):
+    """The columns a run's map frames (every view), selection table, metrics and review cards put beside
+    the kind's own fields are all reserved (``cartomap.tasks.reserved``), so a kind that names a text
+    field like one of them is refused when it is made rather than breaking a table."""
+    from cartomap.analysis import multilabel
+    from cartomap.analysis.datamap import HUMAN_MAP_COLUMNS, LABEL_COLUMNS, SENTENCE, map_frame, sentence_map
+    from cartomap.analysis.tables import SEED_COLUMNS, selection_table
+    from cartomap.curation.queue import build_cards
+    from cartomap.curation.sources import from_selection, queue_ids
+    from cartomap.scores.label_examples import EXAMPLE_COLUMNS, SCORE_COLUMNS
+    from cartomap.scores.metrics import METRIC_COLUMNS
+    from cartomap.scores.tokens import SENTENCE_COLUMNS
+    from cartomap.tasks.reserved import reserved
+
+    cache, run = trained[kind.name]
+    run = RunStore(cache).get(run.id)
+    frame = map_frame(run)
+    tables = [frame, selection_table(frame, frame["id"].head(3)), run.metrics()]
+    if kind.unit.label_sets:
+        tables += [multilabel.view_frame(run, v) for v in multilabel.views(run.label_names)]
+        tables.append(run.example_metrics())
+    if kind.unit.sentences:
+        tables.append(sentence_map(run))
+    tables.append(build_cards(run, from_selection(run, queue_ids(run)[:2])))
+    added = {str(c) for t in tables for c in t.columns} - set(kind.text_fields)
+    static = {*METRIC_COLUMNS, *ambiguity.SCORES, *HUMAN_MAP_COLUMNS, *LABEL_COLUMNS, SENTENCE, *SEED_COLUMNS}
+    static |= {*SENTENCE_COLUMNS, *EXAMPLE_COLUMNS, *SCORE_COLUMNS, "agreement", "seed_list", "p_gold_seeds"}
+    free = sorted(c for c in added | static if reserved(c) is None)
+    assert not free, f"columns the tables add that a kind could name a text field: {free}"
+    assert reserved("votes_entailment") and reserved("neighbour_premise")
+
+
+@pytest.mark.parametrize(
+    "field", ["context", "gold", "confidence", "label_name", "votes_yes", "neighbour_ids"]
+)
+def test_a_kind_naming_a_text_field_like_a_column_of_the_map_is_refused_when_made(field):
+    """One line naming the kind, the field and what the map keeps under that name: a text field ``context``
+    was two columns of one name on the map (``'DataFrame' object has no attribute 'dtype'``)."""
+    with pytest.raises(
+        ValueError, match=rf"task kind 'odd': text field '{field}' is a column name the data map"
+    ) as e:
+        TaskKind(name="odd", description="", text_fields=("claim", field), noun="claim")
+    assert "\n" not in str(e.value) and "name the field otherwise" in str(e.value)
 
 
 @pytest.mark.parametrize("page", RUN_PAGES)

@@ -31,6 +31,7 @@ from cartomap.config import OrderConfig, RunConfig
 from cartomap.data.dataset import TextDataset
 from cartomap.errors import DataError, RunError
 from cartomap.tasks import registry as task_kinds
+from cartomap.tasks import support
 from cartomap.tasks.sequence import PAIR, SINGLE
 
 #: A word: a run of letters, digits or underscores, with inner apostrophes kept ("don't", "man's").
@@ -76,6 +77,15 @@ def _presence(texts: Sequence[str], lowercase: bool):
     except ValueError:  # empty vocabulary: no text has a word
         return np.array([], dtype=object), None
     return vectorizer.get_feature_names_out(), matrix.tocsc()
+
+
+def require_kind(kind, location: str | None = None) -> None:
+    """DataError when task ``kind`` has no one label per example. Both analyses are of one label among
+    several: p(label | word) is tested against the uniform null 1/|labels| of mutually exclusive labels,
+    and a partial-input baseline is a classifier of that one label. A multi-label set would need each
+    label tested on its own (p(present | word) against that label's own rate) and a one-vs-rest
+    baseline per label; a token run's tags are per word, not per text."""
+    support.ARTIFACTS.require(kind, location)
 
 
 def _check_labels(labels: np.ndarray, n: int, label_names: Sequence[str]) -> np.ndarray:
@@ -301,6 +311,7 @@ def partial_input_baselines(
     """
     from cartomap.data.derived import balanced_sample
 
+    require_kind(train.task_kind, train.source)
     if test is not None:
         if tuple(test.label_names) != tuple(train.label_names):
             raise DataError(

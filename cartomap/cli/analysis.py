@@ -102,11 +102,13 @@ def cmd_similarity(a: argparse.Namespace) -> int:
 
 def cmd_artifacts(a: argparse.Namespace) -> int:
     """WaNLI §4 artifact analysis of a dataset: lexical correlations, partial-input baselines, similarity."""
-    from cartomap.analysis.artifacts import lexical_correlations, partial_input_baselines
+    from cartomap.analysis.artifacts import lexical_correlations, partial_input_baselines, require_kind
     from cartomap.data.derived import balanced_sample
     from cartomap.data.loading import load_dataset
 
-    dataset = load_dataset(data_config(a, a.dataset, a.split))
+    named = data_config(a, a.dataset, a.split)
+    require_kind(named.task_kind, named.path)  # before anything is loaded
+    dataset = load_dataset(named)
     test = load_dataset(data_config(a, a.test, None), label_names=dataset.label_names) if a.test else None
     field = a.field if dataset.is_pair else dataset.text_columns[0]
     if field not in dataset.text_columns:

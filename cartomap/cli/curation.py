@@ -21,6 +21,7 @@ def cmd_create(a: argparse.Namespace) -> int:
 
     run = _run(a)
     levels.check_level(run, a.by)
+    sources.check_per(run, a.per)
     rule = run.region_rule(axis=a.ambiguity) if a.region else None
     if a.detector:
         from cartomap.experiments.truth import detector_extras
@@ -37,6 +38,7 @@ def cmd_create(a: argparse.Namespace) -> int:
             folds=extra.folds,
             region=a.region,
             rule=rule,
+            per=a.per,
         )
     elif a.group:
         candidates = sources.from_group(run, a.group)
@@ -70,9 +72,15 @@ def cmd_create(a: argparse.Namespace) -> int:
         by=acting(a),
         guidelines=_guidelines_of(a),
     )
-    what = "examples" if a.by == levels.WORD and not run.task_kind.unit.sentences else f"{a.by}s"
+    unit = run.task_kind.unit
+    if a.by != levels.WORD:
+        what = f"{len(items)} {a.by}s"
+    elif a.per == sources.PER_EXAMPLE:
+        what = f"{len(items)} examples, each at its most suspect label"
+    else:
+        what = f"{len(items)} examples" if unit.per_example else unit.plural(len(items))
     print(
-        f"review queue {a.name} of run {run.id}: {len(items)} {what} ({candidates.queued_by}), "
+        f"review queue {a.name} of run {run.id}: {what} ({candidates.queued_by}), "
         f"{a.per_item} annotator{'s' if a.per_item != 1 else ''} each"
     )
     return 0
@@ -152,7 +160,8 @@ def cmd_show(a: argparse.Namespace) -> int:
     db = open_queue(run, a.queue)
     if a.item:
         card = item_card(run, a.queue, a.item)
-        for key in ("id", *task_kinds.text_fields(), "gold", "predicted", "p_predicted", "score"):
+        shown = ("id", *task_kinds.text_fields(), "label_name", "label_set", "gold", "predicted")
+        for key in (*shown, "p_predicted", "score"):  # label_name, label_set: a multi-label unit's card
             if key in card and card[key] is not None:
                 print(f"{key}: {card[key]}")
         _print_words(card)
@@ -338,6 +347,13 @@ def _add_create(cmds) -> None:
         choices=aggregate.names(Unit.WORD),
         default="min",
         help="with --by sentence: how its words' detector scores make the sentence's (default min: its worst word)",
+    )
+    c.add_argument(
+        "--per",
+        default=None,  # checked by its owner, curation.sources.check_per
+        help="a multi-label run's queue: each (example, label) on its own card (unit, the default) or each "
+        "example once, scored by its most suspect label and asked about it (example); either way relabel "
+        "toggles that label's presence (--label present or absent)",
     )
     c.add_argument(
         "--region",

@@ -16,6 +16,7 @@ from cartomap.cli.options import (
     executor_config,
     experiment_base,
     experiment_options,
+    named_data,
 )
 from cartomap.cli.printing import printable, printable_frame
 from cartomap.cli.team import acting
@@ -187,9 +188,10 @@ def start_or_run(exp, store, background: bool, executor=None, by: str | None = N
 
 
 def cmd_curriculum(a: argparse.Namespace) -> int:
-    from cartomap.experiments.curriculum import CurriculumParams, create_curriculum
+    from cartomap.experiments.curriculum import CurriculumParams, create_curriculum, require_kind
     from cartomap.experiments.store import ExperimentStore
 
+    require_kind(named_data(a))  # its kind before its test sets
     executor = executor_config(a)  # a missing package stops here, before anything is created
     store = ExperimentStore(a.cache)
     params = CurriculumParams(
@@ -211,10 +213,14 @@ def cmd_combine(a: argparse.Namespace) -> int:
         CombinationParams,
         TrainingSet,
         create_combination,
+        require_kind,
         training_set_names,
     )
     from cartomap.experiments.store import ExperimentStore
 
+    for path in (a.a, a.b):  # their kind before the test sets
+        if path:
+            require_kind(named_data(a, path))
     executor = executor_config(a)
     store = ExperimentStore(a.cache)
     base = experiment_base(a)
@@ -268,7 +274,9 @@ def cmd_retrain(a: argparse.Namespace) -> int:
     executor = executor_config(a)
     store = ExperimentStore(a.cache)
     run = store.runs.get(a.run)
-    checkbase_run(run)  # before a review queue's decisions are written
+    checkbase_run(run)  # its kind first; before a review queue's decisions are written
+    if not (a.decisions or a.queue):
+        raise RunError("give the review's decisions: --decisions FILE or --queue NAME")
     pick_seeds(run.config.train.seed, a.seeds, a.seed_list)  # so is the count of runs
     decisions = a.decisions
     if a.queue:
@@ -301,17 +309,19 @@ def cmd_prune(a: argparse.Namespace) -> int:
         PruningParams,
         create_pruning,
         export_pruned,
+        require_kind,
     )
     from cartomap.experiments.store import ExperimentStore
     from cartomap.io import refuse_overwrite
-
-    if a.export:  # before hours of training, not after
-        refuse_overwrite([Path(a.export) / PRUNED_FILE, Path(a.export) / REMOVED_FILE], a.overwrite)
 
     if a.train:
         if a.data not in (DEMO_TRAIN, a.train):
             raise RunError("give the training set once: TRAIN or --data")
         a.data = a.train
+    data = named_data(a)
+    require_kind(data.task_kind, data.path)  # before the test sets and the export folder
+    if a.export:  # before hours of training, not after
+        refuse_overwrite([Path(a.export) / PRUNED_FILE, Path(a.export) / REMOVED_FILE], a.overwrite)
     if a.dev is None:
         a.dev = "none"  # no demo dev set by default: it is often the test set, and it picks Model 0's epoch
     executor = executor_config(a)
@@ -396,7 +406,7 @@ def add_commands(sub) -> None:
         "corrected training sets with the same seeds",
     )
     rt.add_argument("run", help="the finished base run (id, id prefix or name)")
-    given = rt.add_mutually_exclusive_group(required=True)
+    given = rt.add_mutually_exclusive_group()  # one is needed: asked after the run's kind (cmd_retrain)
     given.add_argument(
         "--decisions",
         metavar="FILE",

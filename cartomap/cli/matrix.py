@@ -73,7 +73,7 @@ COMMANDS: dict[str, Work | None] = {
     "review-queue undo": support.ANYTHING,
     "review-queue import": support.ANYTHING,
     "review-queue export": support.ANYTHING,
-    "score-checkpoints": support.ANYTHING,
+    "score-checkpoints": support.CHECKPOINT_SCORING,
 }
 
 #: Every dashboard page (its file under ``pages/``) and the work its parts do on the selected run's kind. A

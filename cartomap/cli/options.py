@@ -504,6 +504,18 @@ def executor_config(a: argparse.Namespace) -> ExecutorConfig | None:
     return config
 
 
+def named_data(a: argparse.Namespace, path: str | None = None) -> DataConfig:
+    """The training data an experiment command names, from its options alone (nothing is loaded):
+    ``--config``'s, else ``path`` (default ``--data``) with the column options. What a command asks the
+    task kind of before it asks for anything else (its test sets, an executor)."""
+    try:
+        if getattr(a, "config", None):
+            return read_config_file(a.config).data
+        return data_config(a, path or a.data, getattr(a, "split", None))
+    except DataError as err:
+        raise option_error(err) from None
+
+
 def experiment_base(a: argparse.Namespace) -> RunConfig:
     """The base RunConfig of an experiment command (train options; order and record set per run)."""
     if not a.test:

@@ -8,7 +8,9 @@ in the run folder's ``review/<queue>/``:
   run's queue of words: a relabel changes that word's tag in its sentence, a removed word drops its
   sentence; a queue of sentences or spans: a relabel sets the words its tag list changes, the changes of
   a sentence's items merged, refused when two set one word differently or the result breaks the file's
-  scheme; a removed item drops its sentence). It is
+  scheme; a removed item drops its sentence; a multi-label run's holds (example, label) units: a relabel
+  to present or absent toggles that label in the example's label set, a removed unit drops its
+  example). It is
   the data set ``run:RUN:corrected/<queue>`` wherever a command takes data
   (``cartomap train --data run:RUN:corrected/<queue>``);
 * ``decisions.parquet``: one row per queued example, columns
@@ -150,6 +152,32 @@ def corrected_tag_lists(
     return out[~ids.isin(removed).to_numpy()].reset_index(drop=True)
 
 
+def corrected_label_sets(examples: pd.DataFrame, table: pd.DataFrame, label_names, kind) -> pd.DataFrame:
+    """A multi-label run's ``examples`` (label sets as name lists) with the relabels of ``table`` (its items
+    are (example, label) units, ``<example id>#<j>``, relabelled to present or absent) applied: label j of
+    ``label_names`` added to or taken from the example's set (kept in label-space order); an example
+    holding a unit decided ``remove`` is dropped."""
+    names = [str(n) for n in label_names]
+    new, removed = _relabels(table, kind.unit_classes(names))  # {unit: 1 present / 0 absent}
+    by_example: dict[str, dict[int, int]] = {}
+    for unit, state in new.items():
+        eid, j = split_unit_id(unit)
+        if not 0 <= j < len(names):
+            raise CartomapError(f"decision on label {j} of example {eid!r}; the run has {len(names)} labels")
+        by_example.setdefault(eid, {})[j] = state
+    gone = {split_unit_id(unit)[0] for unit in removed}
+    out = examples.copy()
+    ids = out["id"].astype(str)
+    sets = []
+    for eid, labels in zip(ids, out[kind.label_field], strict=True):
+        present = {str(n) for n in labels}
+        for j, state in by_example.get(eid, {}).items():
+            (present.add if state else present.discard)(names[j])
+        sets.append([n for n in names if n in present])
+    out[kind.label_field] = sets
+    return out[~ids.isin(gone).to_numpy()].reset_index(drop=True)
+
+
 def corrected_examples(examples: pd.DataFrame, table: pd.DataFrame, label_names) -> pd.DataFrame:
     """``examples`` (integer labels) with the relabels of ``table`` applied and its removals dropped; the
     columns derived from the votes (human majority, gold disagrees, ...) are left out, since they depend on
@@ -183,6 +211,8 @@ def write_corrected(run: Run, queue: str, by: str | None = None) -> dict[str, An
         corrected = corrected_tag_lists(examples, table, run.label_names, kind, db.level, db.scheme)
     elif kind.unit.sentences:  # the queue's items are words: their tags corrected in their sentences
         corrected = corrected_sentences(examples, table, run.label_names, kind)
+    elif kind.unit.label_sets:  # (example, label) units: each label toggled in its example's set
+        corrected = corrected_label_sets(examples, table, run.label_names, kind)
     else:
         corrected = corrected_examples(examples, table, run.label_names)
     folder = run.review_queue_dir(queue)
@@ -228,6 +258,11 @@ def named(run: Run, corrected: pd.DataFrame, table: pd.DataFrame, level: str = W
         queued = pd.Series([sentence_of(u, level) for u in ids], dtype=object).value_counts()
         column = "reviewed_words" if level == WORD else "reviewed_items"
         out[column] = out["id"].astype(str).map(queued).fillna(0).astype(int).to_numpy()
+        return out
+    if kind.unit.label_sets:  # label sets are names already; how many of its labels the queue asked about
+        queued = pd.Series([split_unit_id(u)[0] for u in table["id"].astype(str)]).value_counts()
+        out = corrected.copy()
+        out["reviewed_labels"] = out["id"].astype(str).map(queued).fillna(0).astype(int).to_numpy()
         return out
     out = corrected.assign(label=names[corrected["label"].to_numpy(dtype=np.int64)])
     by_id = table.set_index(table["id"].astype(str))

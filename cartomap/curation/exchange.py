@@ -55,15 +55,24 @@ def _one_label_each(level: str) -> None:
         raise CartomapError(why)
 
 
+def _classes(run: Any, queue: str) -> list[str]:
+    """What the queue's decisions choose among, as its store keeps them: the run's label names, or a
+    multi-label queue's unit classes (absent, present: a relabel toggles the card's label)."""
+    return list(open_queue(run, queue).label_names)
+
+
 def tool_queue(items: pd.DataFrame) -> pd.DataFrame:
-    """The queue in the interchange's columns: id, texts, label (gold name), prediction, score, detector.
-    A queue of sentences or spans is refused (:func:`_one_label_each`)."""
+    """The queue in the interchange's columns: id, texts, label (gold name), prediction, score, detector;
+    a multi-label queue's ``label_name`` too (the label each card asks about). A queue of sentences or
+    spans is refused (:func:`_one_label_each`)."""
     if "level" in items.columns and len(items):
         _one_label_each(str(items["level"].iloc[0]))
     texts = [c for c in task_kinds.text_fields() if c in items.columns]
     frame = items[["id", *texts]].copy()
     frame["id"] = frame["id"].astype(str)
     frame["label"] = items["gold"].astype(str).to_numpy()
+    if "label_name" in items.columns:
+        frame["label_name"] = items["label_name"].astype(str).to_numpy()
     if "predicted" in items.columns and items["predicted"].notna().any():
         frame["prediction"] = items["predicted"].to_numpy()
     frame["score"] = items["score"].to_numpy()
@@ -78,7 +87,7 @@ def argilla_options(run: Any, queue: str) -> dict[str, Any]:
     name = "".join(c if c.isalnum() or c in "_-" else "-" for c in queue.lower()) or "cartomap-review"
     db = open_queue(run, queue)
     return {
-        "label_names": list(run.label_names),
+        "label_names": _classes(run, queue),
         "name": name,
         "min_submitted": db.per_item,
         "guidelines": db.guidelines or None,
@@ -104,14 +113,14 @@ def export_queue(run: Any, queue: str, out: str | Path, tool: str, overwrite: bo
     if existing and not overwrite:
         raise CartomapError(f"{', '.join(existing)} exists already: choose another name or pass --force")
     if tool == "labelstudio":
-        return list(label_studio.write_label_studio(frame, out, label_names=list(run.label_names)))
+        return list(label_studio.write_label_studio(frame, out, label_names=_classes(run, queue)))
     return list(argilla.write_argilla_records(frame, out, **argilla_options(run, queue)))
 
 
 def label_studio_download(run: Any, queue: str) -> bytes:
     """The queue's Label Studio tasks as a JSON file (:func:`cartomap.data.label_studio.label_studio_json`)."""
     return label_studio.label_studio_json(
-        tool_queue(load_queue(run, queue)), label_names=list(run.label_names)
+        tool_queue(load_queue(run, queue)), label_names=_classes(run, queue)
     )
 
 
@@ -141,7 +150,7 @@ def import_decisions(
 ) -> int:
     """Append the decisions of a tool's export file or folder to the queue's store (all or none);
     returns how many. ``by``: the person who imported them (noted in the queue's store)."""
-    table = read_decisions(path, tool, list(run.label_names), users)
+    table = read_decisions(path, tool, _classes(run, queue), users)
     return record_table(run, queue, table, tool, str(path), by=by)
 
 
@@ -156,7 +165,7 @@ def import_upload(
         parsed = parse_json_text(text, name, TOOL_JSON)
     except DataError as err:
         raise CartomapError(f"not a JSON file: {err}") from None
-    names = list(run.label_names)
+    names = _classes(run, queue)
     if tool == "labelstudio":
         table = label_studio.label_studio_decisions(parsed, label_names=names, source=name)
     else:

@@ -9,7 +9,10 @@ prediction and its probability at the final epoch, the probability of the gold l
 (the run's recorded dynamics), the human votes when the data has them
 (:mod:`cartomap.data.annotations`) and, when the run has embeddings (``cartomap embed``), its nearest
 neighbours (cosine of [CLS] vectors, any label) with their labels. A token run's queue holds words
-(``<sentence id>#<k>``): each card is a tag to review, the word marked in its sentence.
+(``<sentence id>#<k>``): each card is a tag to review, the word marked in its sentence. A multi-label
+run's queue holds (example, label) units (``<example id>#<j>``, :mod:`cartomap.curation.sources`): each
+card asks whether one label applies to its text (gold and prediction "present" or "absent", the text's
+label set beside it), so a relabel toggles that label's presence.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cartomap.analysis.multilabel import label_sets
 from cartomap.analysis.tokens import split_unit_id
 from cartomap.curation.levels import WORD, check_level, group_cards, run_scheme
 from cartomap.curation.sources import Candidates, queue_ids
@@ -158,6 +162,26 @@ def word_items(run: Run, examples: pd.DataFrame, unit_ids: Sequence[str]) -> pd.
     return pd.DataFrame(out)
 
 
+def label_items(run: Run, examples: pd.DataFrame, unit_ids: Sequence[str]) -> pd.DataFrame:
+    """A multi-label run's (example, label) units to review (ids ``<example id>#<j>``), in their order: the
+    example's texts, ``example_id``, ``label_index`` (j), ``label_name`` (the label the card asks about),
+    ``label_set`` (the example's gold labels, joined; "(none)" for an empty set) and ``gold_index`` (1
+    when the label applies, else 0: :data:`cartomap.tasks.base.LABEL_UNIT_CLASSES`)."""
+    kind, names = run.task_kind, [str(n) for n in run.label_names]
+    row_of = {eid: k for k, eid in enumerate(examples["id"].astype(str))}
+    keys = [split_unit_id(unit) for unit in unit_ids]
+    rows = np.asarray([row_of[eid] for eid, _ in keys], dtype=np.int64)
+    picked = examples.iloc[rows].reset_index(drop=True)
+    out = {f: picked[f].astype(str).to_numpy() for f in kind.text_fields if f in picked.columns}
+    sets = [[str(n) for n in labels] for labels in picked[kind.label_field]]
+    out["example_id"] = [eid for eid, _ in keys]
+    out["label_index"] = [j for _, j in keys]
+    out["label_name"] = [names[j] for _, j in keys]
+    out["label_set"] = label_sets(sets, names)
+    out["gold_index"] = [int(names[j] in labels) for (_, j), labels in zip(keys, sets, strict=True)]
+    return pd.DataFrame(out)
+
+
 def build_cards(
     run: Run, candidates: Candidates, neighbours: int = NEIGHBOURS, seed_runs=None
 ) -> pd.DataFrame:
@@ -170,9 +194,10 @@ def build_cards(
     (:func:`word_items`: also word, sentence_id, word_index), gold and predicted tags, no votes or
     neighbours."""
     examples = run.examples()
-    names = list(run.label_names)
+    names = list(run.task_kind.unit_classes(run.label_names))  # a label unit's: absent, present
     words = run.task_kind.unit.sentences
-    ids = queue_ids(run) if words else examples["id"].astype(str).tolist()
+    label_units = run.task_kind.unit.label_sets
+    ids = queue_ids(run) if words or label_units else examples["id"].astype(str).tolist()
     pos = {i: k for k, i in enumerate(ids)}
     unknown = [i for i in candidates.ids if i not in pos]
     if unknown:
@@ -187,8 +212,9 @@ def build_cards(
             "queued_by": candidates.queued_by,
         }
     )
-    if words:  # a tag to review: the word in its sentence
-        picked = word_items(run, examples, list(candidates.ids))
+    if words or label_units:  # a tag to review in its sentence; a label of a text, present or absent
+        items = word_items if words else label_items
+        picked = items(run, examples, list(candidates.ids))
         gold = picked.pop("gold_index").to_numpy(dtype=np.int64)
         for column in picked.columns:
             frame[column] = picked[column].to_numpy()
@@ -218,9 +244,10 @@ def build_cards(
         if seeds:
             frame["seed_list"] = [seeds] * len(rows)
             frame["p_gold_seeds"] = curves
-    votes = None if words else votes_matrix(picked, names)
+    units = words or label_units  # a unit of an example: no votes of its own; embeddings are examples'
+    votes = None if units else votes_matrix(picked, names)
     frame["votes"] = [v.tolist() for v in votes] if votes is not None else None
-    embeddings = None if words else load_embeddings(run)  # a token run's embeddings are its sentences'
+    embeddings = None if units else load_embeddings(run)  # a token run's embeddings are its sentences'
     if embeddings is not None and embeddings[0] == ids and neighbours > 0:
         idx, sims = nearest_neighbours(embeddings[1], rows, k=neighbours)
         labels = examples["label"].to_numpy(dtype=np.int64)
@@ -286,7 +313,8 @@ def create_queue(
         shutil.rmtree(folder)
     try:
         scheme = None if level == WORD else run_scheme(run)
-        db = QueueDB(folder / layout.REVIEW_DB, run.label_names, int(per_item), level, scheme)
+        classes = run.task_kind.unit_classes(run.label_names)  # a label unit's: relabel toggles it
+        db = QueueDB(folder / layout.REVIEW_DB, classes, int(per_item), level, scheme)
         db.load_items(cards[["id", "position", "score", "gold"]])
         db.log_write("created", by, items=int(len(cards)), queued_by=candidates.queued_by)
         if guidelines:

@@ -10,6 +10,14 @@ experiment's out-of-fold logits or a seeds experiment's table take them as argum
 are a package of the same layer: the CLI and the page find them, e.g. with
 :func:`cartomap.experiments.pruning.oof_of_run`). A pruning experiment's suspects come in as its
 results' ``oof`` frame (:func:`from_suspects`).
+
+A multi-label run's detectors score its (example, label) units, and its queue holds units
+(``<example id>#<j>``: does label j apply to this text?), queued one of two ways (``per``,
+:data:`QUEUE_PER`): every unit on its own (:data:`PER_UNIT`, the default: a text may be asked about
+several of its labels), or each example once (:data:`PER_EXAMPLE`), scored from its labels by the
+aggregation of the run's combined map (:data:`EXAMPLE_AGGREGATION`) and asked about its most suspect
+label (:func:`per_example`). Either way a decision is about one label of one text: relabel toggles that
+label's presence, remove drops the text.
 """
 
 from __future__ import annotations
@@ -26,13 +34,23 @@ from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.runs.groups import load_group
 from cartomap.runs.store import Run
 from cartomap.scores import detectors
+from cartomap.scores.label_examples import example_scores
 from cartomap.scores.metrics import REGIONS, RegionRule
+from cartomap.tasks.base import UNIT_SEPARATOR
 
 SELECTION = "selection"
 #: What one item of a queue is (:mod:`cartomap.curation.levels`): a word (or an example), a sentence, an
 #: entity span.
 WORD, SENTENCE, SPAN = "word", "sentence", "span"
 LEVELS = (WORD, SENTENCE, SPAN)
+#: How a multi-label run's queue holds its suspects: each (example, label) unit on its own, or each
+#: example once at its most suspect label.
+PER_UNIT, PER_EXAMPLE = "unit", "example"
+QUEUE_PER = (PER_UNIT, PER_EXAMPLE)
+#: How a per-example queue scores an example from its labels' suspicion: the aggregation of a multi-label
+#: run's saved combined map (:func:`cartomap.scores.label_examples.combined_map`: an example at its worst
+#: label), here on the negated scores (lower = worse), so an example is as suspect as its most suspect label.
+EXAMPLE_AGGREGATION = "min"
 
 
 @dataclass(frozen=True)
@@ -74,7 +92,59 @@ def queue_ids(run: Run) -> list[str]:
     """What a queue of ``run`` holds: its examples' ids, or a token run's words (``<sentence id>#<k>``)."""
     if run.task_kind.unit.sentences:
         return run.unit_labels("train", labels=False)[0]
+    if run.task_kind.unit.label_sets:  # a multi-label run's (example, label) units, <example id>#<j>
+        return run.unit_labels("train", labels=False)[0]
     return run.examples(columns=("id",))["id"].astype(str).tolist()
+
+
+def check_per(run: Run, per: str | None) -> str:
+    """``per`` (:data:`QUEUE_PER`; None: :data:`PER_UNIT`) checked against ``run``: a queue per example is
+    for a multi-label run (whose units are an example's labels); DataError naming the option otherwise."""
+    per = per or PER_UNIT
+    if per not in QUEUE_PER:
+        raise DataError(f"unknown queue unit {per!r}; expected one of {', '.join(QUEUE_PER)}", field="per")
+    if per == PER_EXAMPLE and not run.task_kind.unit.label_sets:
+        raise DataError(
+            f"a queue per example is for multi-label runs (an example of its labels); run {run.id} is "
+            f"{run.task_kind.name}",
+            field="per",
+        )
+    return per
+
+
+def per_example(run: Run, candidates: Candidates, method: str = EXAMPLE_AGGREGATION) -> Candidates:
+    """A multi-label run's candidates of every unit (in :func:`queue_ids` order) as one per example: the
+    unit of its most suspect label, scored s(i) = -agg_j(-s(i, j)) by the aggregation ``method`` of the
+    run's combined map (:func:`cartomap.scores.label_examples.example_scores` on the negated scores, so
+    with ``min`` s(i) = max_j s(i, j); higher = more suspect, as every detector). A unit without a score
+    counts as the least suspect of its example."""
+    n_labels = len(run.label_names)
+    if n_labels == 0 or len(candidates.ids) % n_labels:
+        raise CartomapError(
+            f"{len(candidates.ids)} scores are not every label of every example of run {run.id}"
+        )
+    scores = np.asarray(candidates.scores, dtype=np.float64).reshape(-1, n_labels)
+    finite = np.isfinite(scores)
+    floor = scores[finite].min() - 1.0 if finite.any() else 0.0
+    table = example_scores(-np.where(finite, scores, floor), method=method)
+    worst = np.maximum(table["worst_label"].to_numpy(dtype=np.int64), 0)
+    units = np.asarray(candidates.ids, dtype=object).reshape(-1, n_labels)
+    ids = tuple(str(u) for u in units[np.arange(len(units)), worst])
+    return Candidates(
+        ids,
+        tuple(float(-s) for s in table["score"]),
+        f"{candidates.queued_by} per example ({method} over its labels)",
+    )
+
+
+def worst_units(run: Run, ids: Sequence[str]) -> list[str]:
+    """A multi-label run's example ids as the units of their worst label on the run's combined map (the
+    label a point of the combined map sits at); unit ids and other ids as they are."""
+    if not run.task_kind.unit.label_sets:
+        return list(ids)
+    combined = run.example_metrics()
+    worst = dict(zip(combined["id"].astype(str), combined["worst_label"].astype(int), strict=True))
+    return [f"{i}{UNIT_SEPARATOR}{max(worst[i], 0)}" if i in worst else i for i in ids]
 
 
 def _aligned(table: pd.DataFrame | None, ids: list[str]) -> pd.DataFrame | None:
@@ -180,9 +250,12 @@ def from_detector(
     folds: pd.DataFrame | None = None,
     region: str | None = None,
     rule: RegionRule | None = None,
+    per: str | None = None,
 ) -> Candidates:
     """The ``top`` examples detector ``name`` finds most suspect on ``run`` (among those in ``region`` of
-    its map by ``rule`` when given: e.g. the most suspect of the ambiguous examples)."""
+    its map by ``rule`` when given: e.g. the most suspect of the ambiguous examples). A multi-label run's
+    are its (example, label) units, each on its own or one per example (``per``, :func:`per_example`)."""
+    per = check_per(run, per)
     detector = detectors.get(name)
     inputs = detector_inputs(run, oof_logits, seeds, with_dynamics=False, folds=folds)  # metrics may do
     if not detector.is_available(inputs) and detectors.DYNAMICS in detector.needs:
@@ -197,6 +270,8 @@ def from_detector(
     values = detector(inputs)
     ids = queue_ids(run)
     found = Candidates(tuple(ids), tuple(float(v) for v in values), f"detector:{name}")
+    if per == PER_EXAMPLE:
+        found = per_example(run, found)
     if region is not None:
         found = in_region(run, found, region, rule)
     return found.ordered(top)
@@ -212,14 +287,15 @@ def from_group(run: Run, name: str) -> Candidates:
 def from_selection(
     run: Run, ids: Sequence[str], scores: Sequence[float] | None = None, queued_by: str = SELECTION
 ) -> Candidates:
-    """Any examples of ``run`` (with their scores when given); unknown ids are refused."""
-    ids = [str(i) for i in ids]
+    """Any examples of ``run`` (with their scores when given); unknown ids are refused. A multi-label
+    run's examples are queued at their worst label (:func:`worst_units`), its units as they are."""
+    ids = worst_units(run, [str(i) for i in ids])
     if not ids:
         raise CartomapError("nothing to queue: the selection is empty")
     known = set(queue_ids(run))
     unknown = [i for i in ids if i not in known]
     if unknown:
-        what = run.task_kind.unit.ids_described if run.task_kind.unit.sentences else "examples"
+        what = run.task_kind.unit.ids_described if not run.task_kind.unit.per_example else "examples"
         raise CartomapError(f"{len(unknown)} ids are not {what} of run {run.id}, e.g. {unknown[:3]}")
     ids = list(dict.fromkeys(ids))
     values = [math.nan] * len(ids) if scores is None else [float(s) for s in scores]

@@ -21,13 +21,12 @@ from cartomap.io import atomic_write_parquet
 
 
 def to_frame(dataset: TextDataset) -> pd.DataFrame:
-    """The rows of ``dataset`` with their gold by name (a label's name, a sentence's tag names, a label
-    set's names: the kind's :meth:`~cartomap.tasks.base.TaskKind.gold_names`): what :func:`save_dataset`
-    and :func:`write_jsonl` write."""
+    """The rows of ``dataset`` with string labels: what :func:`save_dataset` writes. The gold column is the
+    kind's (``label``; a sentence's ``tags``, a multi-label set's ``labels``), each row's gold by name
+    (:meth:`cartomap.tasks.base.TaskKind.gold_names`)."""
     frame = dataset.frame.copy()
     kind, names = dataset.task_kind, dataset.label_names
-    field = kind.label_field
-    frame[field] = [kind.gold_names(value, names) for value in frame[field].tolist()]
+    frame[kind.label_field] = [kind.gold_names(v, names) for v in frame[kind.label_field].tolist()]
     return frame
 
 
@@ -112,10 +111,9 @@ def balanced_sample(dataset: TextDataset, per_label: int | None = None, seed: in
 
 
 def stratified_sample(dataset: TextDataset, n: int, seed: int = 0) -> tuple[TextDataset, TextDataset]:
-    """(sample, rest): ``n`` rows drawn with the class proportions of ``dataset``; both keep file order.
-
-    Stratified where an example has one label (its class); a uniform sample of rows where it has many
-    (a sentence's tags, an example's label set), since a row then has no one class to keep in proportion."""
+    """(sample, rest): ``n`` rows drawn with the class proportions of ``dataset``; both keep file order. A
+    kind without one label per example (a multi-label set, a sentence's tags) has no class to stratify
+    by: its rows are drawn uniformly at random (:meth:`TextDataset.labels` are its units')."""
     from sklearn.model_selection import train_test_split
 
     if not 0 < n < len(dataset):
@@ -123,9 +121,9 @@ def stratified_sample(dataset: TextDataset, n: int, seed: int = 0) -> tuple[Text
             f"sample size {n}: expected between 1 and {len(dataset) - 1} (the dataset has {len(dataset)})"
         )
     positions = np.arange(len(dataset))
+    by_class = dataset.labels if dataset.task_kind.unit.per_example else None
     try:
-        strata = dataset.labels if dataset.task_kind.unit.per_example else None
-        rest, picked = train_test_split(positions, test_size=n, stratify=strata, random_state=seed)
+        rest, picked = train_test_split(positions, test_size=n, stratify=by_class, random_state=seed)
     except ValueError as err:  # a class too small to be split in proportion
         raise DataError(f"stratified sample of {n} from {dataset.source}: {err}") from err
     return dataset.subset(np.sort(picked)), dataset.subset(np.sort(rest))

@@ -43,8 +43,8 @@ from cartomap.tasks import registry as task_kinds
 
 #: The decisions table: one row per (item, annotator).
 DECISION_COLUMNS: tuple[str, ...] = ("item", "annotator", "decision", "new_label", "note")
-#: Optional queue columns shown to the reviewers (when present).
-EXTRA_COLUMNS: tuple[str, ...] = ("prediction", "score", "detector")
+#: Optional queue columns shown to the reviewers (when present; label_name: the label a multi-label card asks about).
+EXTRA_COLUMNS: tuple[str, ...] = ("label_name", "prediction", "score", "detector")
 #: The questions' names in both tools (Label Studio ``from_name``s, Argilla question names).
 DECISION_QUESTION = "decision"
 NEW_LABEL_QUESTION = "new_label"

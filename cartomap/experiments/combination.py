@@ -18,7 +18,7 @@ from cartomap.errors import DataError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, check_run_count, grid_role
 from cartomap.runs.store import RunStore
 from cartomap.scores.reports import results_matrix
-from cartomap.tasks import registry as task_kinds
+from cartomap.tasks import support
 
 KIND = "combination"
 
@@ -151,7 +151,11 @@ class CombinationKind:
 def create_combination(params: CombinationParams, store: ExperimentStore, name: str = "") -> Experiment:
     params.validate()
     for data in (*(d for s in params.training_sets for d in (s.a, s.b) if d is not None), *params.tests):
-        task_kinds.require_per_example(
-            data.task_kind, "a dataset combination (its table: the accuracy on each test set)", data.path
-        )
+        require_kind(data)
     return store.create(KIND, params.to_params(), name=name)
+
+
+def require_kind(data: DataConfig) -> None:
+    """DataError when ``data``'s task kind has no examples with one label each (a combination's table is
+    the accuracy on each test set); asked of the config alone, before anything is loaded."""
+    support.COMBINATION.require(data.task_kind, data.path)

@@ -100,15 +100,15 @@ def role_config(params: dict[str, Any], role: str, seed: int, data: DataConfig |
 
 
 def checkbase_run(run: Run) -> None:
-    """RunError unless ``run`` can be retrained and has a set to be evaluated on."""
-    if run.state != State.DONE:
-        raise RunError(f"run {run.id} is {run.state}; a retrain after review starts from a finished run")
+    """RunError unless ``run`` can be retrained and has a set to be evaluated on; its task kind first."""
     kind = run.task_kind
     if not kind.unit.per_example:
         raise RunError(
             f"run {run.id} is a {kind.name} run ({kind.description}): a retrain after review prunes and "
             "relabels examples with one label each"
         )
+    if run.state != State.DONE:
+        raise RunError(f"run {run.id} is {run.state}; a retrain after review starts from a finished run")
     if run.config.origin.kind != "cartomap":
         raise RunError(
             f"run {run.id} was recorded by {run.config.origin.kind}, not cartomap's loop: it cannot be retrained"

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis.evaluation import predictions_on_test, run_scores
-from cartomap.config import NO_RECORDING, ORDERS, OrderConfig, RunConfig
+from cartomap.config import NO_RECORDING, ORDERS, DataConfig, OrderConfig, RunConfig
 from cartomap.errors import DataError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, check_run_count, grid_role
 from cartomap.runs.state import State
@@ -29,7 +29,7 @@ from cartomap.scores.reports import (
     classification_table,
     significance_report,
 )
-from cartomap.tasks import registry as task_kinds
+from cartomap.tasks import support
 from cartomap.training.curricula import needs_columns
 
 KIND = "curriculum"
@@ -250,11 +250,15 @@ def _jsonable(obj):
 
 
 # --------------------------------------------------------------------------- entry points
+def require_kind(data: DataConfig) -> None:
+    """DataError when ``data``'s task kind has no examples with one label each (a curriculum orders
+    examples by their scores on their one label); asked of the config alone, before anything is loaded."""
+    support.CURRICULUM.require(data.task_kind, data.path)
+
+
 def create_curriculum(params: CurriculumParams, store: ExperimentStore, name: str = "") -> Experiment:
     params.validate()
-    task_kinds.require_per_example(
-        params.base.data.task_kind, "a curriculum of training orders", params.base.data.path
-    )
+    require_kind(params.base.data)
     return store.create(KIND, params.to_params(), name=name)
 
 

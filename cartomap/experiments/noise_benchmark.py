@@ -167,7 +167,7 @@ def truncation_rate(dataset: TextDataset, model: str, max_length: int) -> float:
     from cartomap.training.models import load_tokenizer
 
     tokenizer = load_tokenizer(model)
-    first, second = texts_of(dataset.frame)
+    first, second = texts_of(dataset.frame, tokenizer=tokenizer)
     lengths = [len(ids) for ids in tokenizer(first, second, truncation=False)["input_ids"]]
     return float(np.mean(np.asarray(lengths) > max_length)) if lengths else 0.0
 

@@ -63,7 +63,7 @@ from cartomap.scores.consensus import (
     resolve_categories,
     stratified_folds,
 )
-from cartomap.tasks import registry as task_kinds
+from cartomap.tasks import support
 
 KIND = "pruning"
 PRUNED_FILE, REMOVED_FILE = "pruned_train.jsonl", "removed_ids.txt"
@@ -380,10 +380,17 @@ def load_results(exp: Experiment) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------- starting and exporting
+def require_kind(kind, location: str | None = None) -> None:
+    """DataError when task ``kind`` has no examples with one label each (consensus pruning compares each
+    example's one gold label with its out-of-fold prediction); the CLI asks it of the config's kind before
+    anything else, :func:`check_data` of the loaded set."""
+    support.PRUNING.require(kind, location)
+
+
 def check_data(params: PruningParams) -> TextDataset:
     """Load the training and test sets and check the folds and categories fit them (DataError if not)."""
     train = load_training_set(params)
-    task_kinds.require_per_example(train.task_kind, "pruning suspected label errors", train.source)
+    require_kind(train.task_kind, train.source)
     for t in params.base.tests:
         load_dataset(t, label_names=train.label_names)
     if params.base.dev is not None:

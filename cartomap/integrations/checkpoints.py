@@ -35,6 +35,7 @@ from cartomap.runs import jobs
 from cartomap.runs.importer import finish_run
 from cartomap.runs.state import State, Throttle
 from cartomap.runs.store import Run, RunStore
+from cartomap.tasks import support
 from cartomap.training.models import HF_CONFIG, is_checkpoint
 
 CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")
@@ -305,9 +306,12 @@ def scoring_config(
 def prepare_scoring(
     paths: Sequence[str], data: DataConfig, store: RunStore | None = None, **options: Any
 ) -> Run:
-    """Validate the checkpoints and the data and create (or find) the run. Scores nothing."""
+    """Validate the checkpoints and the data and create (or find) the run. Scores nothing. The data's kind
+    before it is loaded: a checkpoint's logits are scored as one softmax row per example (a multi-label set would need
+    each label's sigmoid recorded as its (example, label) unit, a sentence its words')."""
     store = store or RunStore()
     checkpoints = find_checkpoints(paths)
+    support.CHECKPOINT_SCORING.require(data.task_kind, data.path)
     examples = _load_data(data, checkpoints[0])
     return store.create(scoring_config(checkpoints, data, examples, **options), examples)
 

@@ -175,14 +175,16 @@ def import_reference_run(
     label_names: tuple[str, ...] | None = None,
     name: str = "",
 ) -> Run:
-    """Create (or return) a finished run from ``dynamics_epoch_*.jsonl`` files; texts come from ``data``."""
+    """Create (or return) a finished run from ``dynamics_epoch_*.jsonl`` files; texts come from ``data``,
+    whose kind has one label per example (the reference files hold one row of logits per example: a
+    multi-label set's or a sentence's units are not theirs), asked before the files are read."""
     from cartomap.runs.interop import read_reference_dynamics
 
+    if data is not None:
+        support.REFERENCE_IMPORT.require(data.task_kind, location=data.path)
     folder = Path(folder)
     ref = read_reference_dynamics(folder)
     n_classes = ref.logits.shape[2]
-    if data is not None:
-        support.REFERENCE_IMPORT.require(data.task_kind, location=data.path)
     if data is not None and label_names is None:
         label_names = data.label_names or _data_label_names(data)
     if label_names is None:

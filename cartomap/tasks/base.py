@@ -20,6 +20,7 @@ import numpy as np
 # "example": one row of logits per example (sequence classification); "word": one per word of an
 # example, keyed by (id, word) (token classification: the first sub-word of each word); "label": one per
 # label of an example, keyed by (id, label) (multi-label: each label a yes/no question).
+from cartomap.tasks.reserved import reserved
 from cartomap.tasks.units import UNITS, Unit
 
 #: The gold column of a kind whose unit is an example, in every table of a run (examples, metrics, queues,
@@ -36,6 +37,9 @@ HEADS = ("sequence", "token")
 #: How logits become probabilities: "softmax" (one class among C per unit, rows sum to 1) or
 #: "sigmoid" (each class on its own: multi-label).
 OUTPUTS = ("softmax", "sigmoid")
+#: What joins the second and later texts of a kind of three or more into the tokenizer's second segment
+#: where no tokenizer says its own separator (:meth:`TaskKind.inputs`).
+TEXT_JOINER = "\n"
 
 
 def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -121,6 +125,13 @@ class TaskKind:
             raise ValueError(f"task kind {self.name!r}: every set of source columns names each text field")
         if self.label_field in self.text_fields:
             raise ValueError(f"task kind {self.name!r}: the label field is one of the text fields")
+        for field in self.text_fields:
+            what = reserved(field)
+            if what is not None:
+                raise ValueError(
+                    f"task kind {self.name!r}: text field {field!r} is a column name the data map and its "
+                    f"tables reserve ({what}); name the field otherwise"
+                )
         if self.unit.per_example and self.label_field != EXAMPLE_LABEL_FIELD:
             raise ValueError(
                 f"task kind {self.name!r}: a kind of one label per example keeps it in the column "
@@ -139,7 +150,9 @@ class TaskKind:
     # ------------------------------------------------------------------ inputs
     @property
     def is_pair(self) -> bool:
-        """Whether an example is two texts read together (the tokenizer's text pair)."""
+        """Whether an example is exactly two texts (a first and a second: what the analyses that compare
+        two texts need, premise-hypothesis similarity and hypothesis-only artifacts). The tokenizer reads
+        every kind of two or more texts as a text pair (:meth:`inputs`)."""
         return len(self.text_fields) == 2
 
     @property
@@ -158,20 +171,28 @@ class TaskKind:
             return f"{self.noun}s"
         return f"{count:,} {self.noun}{'' if count == 1 else 's'}"
 
-    def inputs(self, frame: Any) -> tuple[list[str], list[str] | None]:
-        """The tokenizer's inputs of every row of an examples frame: the first texts and, for a pair,
-        the second texts (None for one text). Values are read as strings; a word-unit kind's rows are
-        lists of words (the tokenizer's ``is_split_into_words``)."""
+    def inputs(self, frame: Any, separator: str = TEXT_JOINER) -> tuple[list[str], list[str] | None]:
+        """The tokenizer's inputs of every row of an examples frame: (first texts, second texts), the
+        second None for a kind of one text. A kind of two texts gives its second text as it is; a kind of
+        three or more gives every text after the first joined by ``separator`` (the tokenizer's own
+        separator, :func:`cartomap.training.batching.text_joiner`), so every text reaches the model: the
+        first text as the tokenizer's ``text``, the rest as its ``text_pair`` (second segment, token type 1)
+        with their boundaries marked. Values are read as strings; a word-unit kind's rows are lists of
+        words (the tokenizer's ``is_split_into_words``)."""
         if self.unit.sentences:
             return [[str(w) for w in row] for row in frame[self.text_fields[0]]], None
         first = frame[self.text_fields[0]].astype(str).tolist()
-        second = frame[self.text_fields[1]].astype(str).tolist() if self.is_pair else None
-        return first, second
+        if len(self.text_fields) == 1:
+            return first, None
+        rest = [frame[f].astype(str).tolist() for f in self.text_fields[1:]]
+        if len(rest) == 1:  # a pair: the second text as it is (the run's tokenization, so its identity)
+            return first, rest[0]
+        return first, [separator.join(texts) for texts in zip(*rest, strict=True)]
 
     def texts_frame(self, texts: Sequence[Any]) -> dict[str, list[str]]:
-        """Columns of an examples frame from raw inputs: a list of strings (one text) or of
-        (first, second) tuples (a pair), as :meth:`inputs` reads them back."""
-        if self.is_pair:
+        """Columns of an examples frame from raw inputs: a list of strings (one text) or of tuples with
+        one text per field (two or more), as :meth:`inputs` reads them back."""
+        if len(self.text_fields) > 1:
             return {f: [str(t[i]) for t in texts] for i, f in enumerate(self.text_fields)}
         return {self.text_fields[0]: [str(t) for t in texts]}
 

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 
 from cartomap import plugins
 from cartomap.errors import DataError
-from cartomap.tasks import support
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.multilabel import MULTILABEL
 from cartomap.tasks.sequence import PAIR, SINGLE
@@ -65,13 +64,6 @@ def kind(name: str) -> TaskKind:
         return KINDS[name]
     except KeyError:
         raise DataError(f"unknown task {name!r}; expected one of {', '.join(KINDS)}", field="task") from None
-
-
-def require_per_example(task: TaskKind, what: str, location: str | None = None) -> None:
-    """DataError when ``what`` (work on one label per example: pruning, curricula, review queues) meets a
-    kind whose units are not examples (token classification: per word; multi-label: per label); the
-    refusal of :mod:`cartomap.tasks.support` (:data:`~cartomap.tasks.support.PER_EXAMPLE`)."""
-    support.Work(what, support.PER_EXAMPLE).require(task, location)
 
 
 def descriptions() -> dict[str, str]:

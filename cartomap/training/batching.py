@@ -15,13 +15,23 @@ import numpy as np
 
 from cartomap.config import RunConfig
 from cartomap.tasks import registry as task_kinds
-from cartomap.tasks.base import TaskKind
+from cartomap.tasks.base import TEXT_JOINER, TaskKind
 
 
-def texts_of(frame, task: TaskKind | None = None) -> tuple[list[str], list[str] | None]:
-    """The first and (for pairs) second text of every row of an examples frame: the tokenizer inputs
-    of ``task`` (by default the kind the frame's columns show)."""
-    return (task or task_kinds.of_columns(frame.columns)).inputs(frame)
+def text_joiner(tokenizer) -> str:
+    """What joins a kind's second and later texts into the tokenizer's second segment (a kind of three or
+    more texts, :meth:`TaskKind.inputs`): the tokenizer's separator token between spaces (" [SEP] " for
+    BERT, " </s> " for RoBERTa), which it reads as that special token, the same boundary it puts between
+    the first and second segments; :data:`TEXT_JOINER` (a newline) for a tokenizer without one."""
+    sep = getattr(tokenizer, "sep_token", None) if tokenizer is not None else None
+    return f" {sep} " if sep else TEXT_JOINER
+
+
+def texts_of(frame, task: TaskKind | None = None, tokenizer=None) -> tuple[list[str], list[str] | None]:
+    """The first and second text of every row of an examples frame (None for one text): the tokenizer
+    inputs of ``task`` (by default the kind the frame's columns show); a kind's third and later texts are
+    joined to its second by ``tokenizer``'s separator (:func:`text_joiner`)."""
+    return (task or task_kinds.of_columns(frame.columns)).inputs(frame, text_joiner(tokenizer))
 
 
 class Ragged:
@@ -73,12 +83,13 @@ TOKENIZE_CHUNK = 8192  # rows per tokenizer call: bounds the tokenizer's own per
 def tokenize(tokenizer, frame, max_length: int, task: TaskKind | None = None) -> dict[str, Ragged]:
     """Token ids of every row, unpadded (padding happens per batch): ``input_ids`` and, where the
     tokenizer makes them, ``token_type_ids``, each a :class:`Ragged` (row i = example i). The rows
-    are read as ``task``'s inputs (by default the kind the frame's columns show). A word-unit kind
+    are read as ``task``'s inputs (by default the kind the frame's columns show; every text of a kind of
+    three or more, :func:`texts_of`). A word-unit kind
     (token classification) also gets ``word_units`` and ``word_labels`` (:func:`tokenize_words`)."""
     task = task or task_kinds.of_columns(frame.columns)
     if task.unit.sentences:
         return tokenize_words(tokenizer, frame, max_length, task)
-    first, second = texts_of(frame, task)
+    first, second = texts_of(frame, task, tokenizer)
     parts: dict[str, list[Ragged]] = {}
     for start in range(0, len(first), TOKENIZE_CHUNK):
         stop = start + TOKENIZE_CHUNK

@@ -27,6 +27,7 @@ from cartomap.analysis.neighbours import DEFAULT_K, SEED_QUANTILE, same_label_ne
 from cartomap.errors import CartomapError, RunError
 from cartomap.runs.groups import group_file, group_table, list_groups, save_group_table
 from cartomap.runs.store import Run
+from cartomap.tasks import support
 
 AUTO = "auto"  # the ``source`` of automatically collected groups
 DEFAULT_QUERY = 15  # the reference code searches the 15 nearest examples, then keeps the seed's label
@@ -44,6 +45,14 @@ def _embeddings_for(run: Run, embeddings: tuple[list[str], np.ndarray] | None):
     if embeddings is None:
         raise RunError(f"run {run.id} has no embeddings yet: run `cartomap embed {run.id}` first")
     return embeddings
+
+
+def require_kind(run: Run, work: support.Work = support.GROUPS) -> None:
+    """DataError when ``run``'s examples have no one gold label each (a multi-label run's label sets, a token
+    run's tags): a WaNLI group is a seed and its nearest neighbours of the seed's one label, written as
+    in-context examples of that label, generated and filtered as examples of one label; a label set has no
+    such label to group by, to generate or to filter by. ``work``: the stage that asks (its need)."""
+    work.require(run.task_kind, f"run {run.id}")
 
 
 def auto_group_name(label_name: str, seed_id: str) -> str:
@@ -67,6 +76,7 @@ def collect_groups(
     seed_variability, and with another ``score`` also ``seed_score`` and ``score`` (its name). Needs the
     run's metrics and embeddings.
     """
+    require_kind(run)
     if k < 1:
         raise CartomapError(f"k must be at least 1, got {k}")
     if query is not None and query < k + 1:
