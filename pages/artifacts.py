@@ -184,7 +184,11 @@ def pick_dataset():
 # --------------------------------------------------------------------------- (a) lexical correlations
 def lexical_section(data: TextDataset, key: str, balanced: bool) -> None:
     st.header("Lexical correlations")
-    fields = list(artifacts.WHICH) if data.is_pair else list(data.text_columns)
+    fields = (
+        [artifacts.side_column(data.text_columns, w) for w in artifacts.WHICH]
+        if data.is_pair
+        else list(data.text_columns)
+    )
     c1, c2, c3 = st.columns([2, 1, 1])
     field = c1.radio("Words of the", fields, horizontal=True, **kept("af_field", fields[0], options=fields))
     min_count = int(c2.number_input("Min. examples per word", 1, 100_000, **kept("af_min_count", 20)))
@@ -262,7 +266,7 @@ def transformer_section(data: TextDataset, key: str, base: RunConfig) -> None:
         "Input",
         artifacts.WHICH,
         horizontal=True,
-        format_func=lambda w: f"{w} only",
+        format_func=lambda w: f"{artifacts.side_column(data.text_columns, w)} only",
         **kept("af_which", artifacts.WHICH[0], options=list(artifacts.WHICH)),
     )
     store = get_store()

@@ -161,7 +161,7 @@ def a_queue(w: World) -> str:
     from cartomap.curation.queue import list_queues
 
     if "q" not in list_queues(RunStore(w.cache).get(w.run_id)):
-        w.ok("review-queue", "create", w.run_id, "q", "--detector", "aum", "--top", "3", "--per-item", "1")
+        w.ok("review-queue", "create", w.run_id, "q", "--detector", "aum", "--top", "3", "--per-item", "4")
     return "q"
 
 

@@ -46,8 +46,6 @@ SAGA_FROM = 5_000  # training rows from which the baselines' logistic regression
 TEST_FRACTION = 0.2  # held-out share when no test set is given (stratified; pairs split by premise)
 #: A pair's two texts (NLI's premise and hypothesis), as the pair kind names them.
 FIRST, SECOND = PAIR.text_fields
-PARTIAL_INPUTS = ((f"{SECOND} only", (SECOND,)), (f"{FIRST} only", (FIRST,)))
-BOTH_INPUTS = (f"{FIRST} + {SECOND}", PAIR.text_fields)
 BASELINE_COLUMNS = (
     "input",
     "train_examples",
@@ -299,6 +297,26 @@ def split_train_test(
     return dataset.subset(np.sort(train_idx)), dataset.subset(np.sort(test_idx))
 
 
+def partial_inputs(columns) -> list[tuple[str, tuple[str, ...]]]:
+    """The inputs of a two-text kind's baselines, as NLI's are (the second text alone, the first alone,
+    both), named by the kind's own fields: ``hypothesis only``, ``premise only``, ``premise + hypothesis``
+    for a pair; ``evidence only``, ... for a claim and its evidence."""
+    first, second = columns[:2]
+    return [
+        (f"{second} only", (second,)),
+        (f"{first} only", (first,)),
+        (f"{first} + {second}", (first, second)),
+    ]
+
+
+def side_column(columns, which: str) -> str:
+    """The column of a two-text kind that plays NLI's ``which`` (:data:`WHICH`): the first text is the
+    premise's place, the second the hypothesis's."""
+    if which not in WHICH:
+        raise ValueError(f"which must be one of {WHICH}, got {which!r}")
+    return columns[PAIR.text_fields.index(which)]
+
+
 def partial_input_baselines(
     train: TextDataset, test: TextDataset | None = None, seed: int = 0, balanced: bool = True
 ) -> pd.DataFrame:
@@ -323,7 +341,7 @@ def partial_input_baselines(
     if test is None:
         data, test = split_train_test(data, seed=seed)
     inputs = (
-        [*PARTIAL_INPUTS, BOTH_INPUTS]
+        partial_inputs(train.text_columns)
         if train.is_pair
         else [(train.task_kind.fields_label, train.text_columns)]
     )
@@ -347,7 +365,7 @@ def one_side(dataset: TextDataset, which: str) -> TextDataset:
     if not dataset.is_pair:
         raise DataError(f"{dataset.source}: a {which}-only baseline needs {PAIR.fields_label} pairs")
     frame = dataset.frame.drop(columns=list(task_kinds.text_fields_in(dataset.frame.columns)))
-    frame.insert(1, SINGLE.text_fields[0], dataset.frame[which].to_numpy())
+    frame.insert(1, SINGLE.text_fields[0], dataset.frame[side_column(dataset.text_columns, which)].to_numpy())
     return TextDataset(
         frame=frame, label_names=dataset.label_names, source=f"{dataset.source} ({which} only)"
     )

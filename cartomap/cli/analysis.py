@@ -102,7 +102,12 @@ def cmd_similarity(a: argparse.Namespace) -> int:
 
 def cmd_artifacts(a: argparse.Namespace) -> int:
     """WaNLI §4 artifact analysis of a dataset: lexical correlations, partial-input baselines, similarity."""
-    from cartomap.analysis.artifacts import lexical_correlations, partial_input_baselines, require_kind
+    from cartomap.analysis.artifacts import (
+        lexical_correlations,
+        partial_input_baselines,
+        require_kind,
+        side_column,
+    )
     from cartomap.data.derived import balanced_sample
     from cartomap.data.loading import load_dataset
 
@@ -110,7 +115,7 @@ def cmd_artifacts(a: argparse.Namespace) -> int:
     require_kind(named.task_kind, named.path)  # before anything is loaded
     dataset = load_dataset(named)
     test = load_dataset(data_config(a, a.test, None), label_names=dataset.label_names) if a.test else None
-    field = a.field if dataset.is_pair else dataset.text_columns[0]
+    field = side_column(dataset.text_columns, a.field) if dataset.is_pair else dataset.text_columns[0]
     if field not in dataset.text_columns:
         raise CartomapError(f"--field {field}: the data has {', '.join(dataset.text_columns)}")
     out = Path(a.out)
