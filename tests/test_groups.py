@@ -105,3 +105,18 @@ def test_an_old_file_is_not_taken_for_the_name_of_its_slug(run, ids):
     with pytest.raises(CartomapError, match="clashes"):
         save_group(run, "my-group", ids[2:4], overwrite=True)
     assert load_group(run, "my group")["ids"] == ids[:2]
+
+
+def test_a_damaged_group_file_hides_no_other_group_and_is_named(run, ids):
+    """A hand-edited or cut-short group file: the other groups still list, the damaged one is named, and
+    opening it by name is one clear error (issue 40: one bad file never hides the good ones)."""
+    from cartomap.runs.groups import damaged_groups, group_path, list_groups, load_group, save_group
+
+    save_group(run, "good", ids[:2])
+    save_group(run, "bad", ids[2:4])
+    group_path(run, "bad").write_text('{"name": "bad", "ids": [', encoding="utf-8")
+    (run.groups_dir / "other.json").write_text('[[[[[[' * 10_000, encoding="utf-8")
+    assert [g["name"] for g in list_groups(run, include_table=False)] == ["good"]
+    assert {p.name for p in damaged_groups(run)} == {group_path(run, "bad").name, "other.json"}
+    with pytest.raises(CartomapError, match="the group 'bad' is damaged"):
+        load_group(run, "bad")

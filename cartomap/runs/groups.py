@@ -180,10 +180,28 @@ def list_groups(run: Run, *, include_table: bool = True) -> list[dict[str, Any]]
     folder = run.groups_dir
     if not folder.exists():
         return []
-    groups = [read_json(p) for p in folder.glob("*.json")]
+    groups = [g for g in map(_readable, sorted(folder.glob("*.json"))) if g is not None]
     if include_table:
         groups += group_table(run)
     return sorted(groups, key=lambda g: g.get("created_at", 0), reverse=True)
+
+
+def _readable(path: Path) -> dict[str, Any] | None:
+    """The group saved at ``path``, or None for a damaged file (not JSON, not an object with a name and a
+    list of ids): one damaged file never hides the groups beside it (:func:`damaged_groups` names it)."""
+    try:
+        group = read_json(path)
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(group, dict) and isinstance(group.get("name"), str) and isinstance(group.get("ids"), list)
+    return group if ok else None
+
+
+def damaged_groups(run: Run) -> list[Path]:
+    """The group files of the run that cannot be read as groups (hand-edited, cut short): listing skips
+    them; deleting the file removes them."""
+    folder = run.groups_dir
+    return [p for p in sorted(folder.glob("*.json")) if _readable(p) is None] if folder.exists() else []
 
 
 def count_table_groups(run: Run) -> int:
@@ -194,7 +212,10 @@ def count_table_groups(run: Run) -> int:
 def load_group(run: Run, name: str) -> dict[str, Any]:
     path = group_file(run, name)
     if path is not None:
-        return read_json(path)
+        group = _readable(path)
+        if group is None:
+            raise CartomapError(f"{path}: the group {name!r} is damaged (expected a JSON object with its ids)")
+        return group
     groups, where = _table(run)
     if name in where:
         return dict(groups[where[name]])
