@@ -219,6 +219,9 @@ def load_group(run: Run, name: str) -> dict[str, Any]:
     groups, where = _table(run)
     if name in where:
         return dict(groups[where[name]])
+    own = group_path(run, name)
+    if own.exists() and _readable(own) is None:
+        raise CartomapError(f"{own}: the group {name!r} is damaged (expected a JSON object with its ids)")
     raise CartomapError(f"run {run.id} has no group named {name!r}")
 
 
