@@ -14,6 +14,7 @@ import numpy as np
 
 from cartomap.errors import DataError
 from cartomap.scores.consensus import as_labels, check_logits
+from cartomap.scores.truth import average_precision
 
 SYMMETRIC = "symmetric"
 ASYMMETRIC = "asymmetric"
@@ -103,7 +104,8 @@ def ranking_report(scores, flipped_mask) -> dict:
 
     * ``precision_at_k`` = |top-k ∩ flipped| / k
     * ``recall_at_k`` = |top-k ∩ flipped| / #flipped (equal to precision since k = #flipped)
-    * ``average_precision`` = ``sklearn.metrics.average_precision_score(flipped, scores)``
+    * ``average_precision``: :func:`cartomap.scores.truth.average_precision` (the one definition, equal to
+      ``sklearn.metrics.average_precision_score(flipped, scores)``, ties included)
 
     All three in [0, 1], higher = better detector; NaN when nothing (or everything) is flipped
     for AP, NaN for precision/recall when nothing is flipped.
@@ -124,9 +126,7 @@ def ranking_report(scores, flipped_mask) -> dict:
         hits = int(f[top].sum())
         p_at_k = hits / k
         r_at_k = hits / k
-    from sklearn.metrics import average_precision_score  # imported when used: sklearn takes ~0.6 s
-
-    ap = float(average_precision_score(f, s)) if 0 < k < f.size else float("nan")
+    ap = average_precision(f, s) if 0 < k < f.size else float("nan")
     return {
         "n": int(f.size),
         "n_flipped": k,
