@@ -276,12 +276,12 @@ def _text_columns(frame: pd.DataFrame) -> list[str]:
     return list(task_kinds.of_columns(frame.columns).text_fields)
 
 
-def with_default_regions(metrics: pd.DataFrame) -> pd.DataFrame:
-    """``metrics`` with its regions drawn by the default rule (:class:`RegionRule`: by rank on the default
-    axis), whatever rule the run saved. Metrics without the default axis's column (written before that score
-    existed, their dynamics gone, so :meth:`Run.metrics` could not compute it again) keep the regions they
-    were saved with."""
-    rule = RegionRule()
+def with_default_regions(metrics: pd.DataFrame, rule: RegionRule | None = None) -> pd.DataFrame:
+    """``metrics`` with its regions drawn by ``rule``: the run's default (:meth:`Run.region_rule`, its task
+    kind's: a token run's by threshold) whatever rule the run saved; None: by rank on the default axis.
+    Metrics without the rule's axis column (written before that score existed, their dynamics gone, so
+    :meth:`Run.metrics` could not compute it again) keep the regions they were saved with."""
+    rule = rule or RegionRule()
     if rule.axis not in metrics.columns:
         return metrics
     return with_regions(metrics, rule)
@@ -310,7 +310,7 @@ def neighbour_group(
     similarity (cosine with the seed; 1.0 for the seed), label, label_name, the text columns,
     genre when known, and each example's data-map metrics when the run has them: confidence, every
     ambiguity axis the metrics have (:data:`cartomap.analysis.datamap.AXIS_COLUMNS`) and the region by the
-    default rule (:func:`with_default_regions`). Fewer than k
+    run's default rule (:func:`with_default_regions`, its kind's). Fewer than k
     neighbours come back when the label has too few examples. ``embeddings`` (from
     :func:`cartomap.training.embeddings.load_embeddings`), ``examples`` (``run.examples()``) and
     ``metrics`` (``run.metrics()``) save reading them again on every call (a page keeps them).
@@ -355,7 +355,7 @@ def neighbour_group(
         except RunError:
             metrics = None
     if metrics is not None:
-        metrics = with_default_regions(metrics)
+        metrics = with_default_regions(metrics, run.region_rule())
         at = metrics.iloc[[r for r in rows if r < len(metrics)]] if len(metrics) == len(examples) else None
         if at is None or at["id"].astype(str).tolist() != group["id"].tolist():  # not in examples order
             at = metrics.set_index(metrics["id"].astype(str)).reindex(group["id"])

@@ -257,7 +257,7 @@ MAX_POINTS = 20_000  # more points than this are sampled (the group always shown
 
 def points_frame(run: Run) -> pd.DataFrame:
     """One row per example, in examples order: id, label (name), texts, genre; with data-map metrics
-    region (the default rule, by rank on the default axis: :func:`cartomap.analysis.neighbours.with_default_regions`),
+    region (the run's default rule, its kind's: :func:`cartomap.analysis.neighbours.with_default_regions`),
     confidence and every ambiguity axis the metrics have (:data:`cartomap.analysis.datamap.AXIS_COLUMNS`);
     with votes in the data human_entropy and agreement (gold vs the annotators' majority,
     :func:`cartomap.analysis.datamap.agreement_of`)."""
@@ -268,7 +268,9 @@ def points_frame(run: Run) -> pd.DataFrame:
     frame = pd.DataFrame({"id": examples["id"].astype(str).to_numpy()})
     frame["label"] = names[np.where((codes >= 0) & (codes < len(names) - 1), codes, len(names) - 1)]
     try:
-        metrics = with_default_regions(run.metrics(columns=("id", "confidence", *AXIS_COLUMNS, "region")))
+        metrics = with_default_regions(
+            run.metrics(columns=("id", "confidence", *AXIS_COLUMNS, "region")), run.region_rule()
+        )
         if len(metrics) == len(frame) and np.array_equal(
             metrics["id"].astype(str).to_numpy(dtype=object), frame["id"].to_numpy(dtype=object)
         ):

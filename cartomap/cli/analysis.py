@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cartomap.cli.options import add_column_arguments, add_data_arguments, data_config
+from cartomap.cli.options import add_column_arguments, add_data_arguments, data_config, detector_names
 from cartomap.cli.printing import CountBar, printable_frame
 from cartomap.errors import CartomapError
 from cartomap.io import refuse_overwrite
@@ -236,7 +236,10 @@ def add_commands(sub) -> None:
     ar.set_defaults(func=cmd_artifacts)
 
     tr = sub.add_parser(
-        "truth", help="human judgement: data-map metrics vs vote entropy, detectors vs gold != majority"
+        "truth",
+        help="human judgement: data-map metrics vs vote entropy, detectors vs gold != majority",
+        description="The truth report: data-map metrics vs vote entropy, and every registered detector the "
+        f"run can feed ({detector_names()}) vs gold != the annotators' majority.",
     )
     tr.add_argument("run")
     tr.add_argument("--json", default=None, help="also write the report as JSON to this file")
