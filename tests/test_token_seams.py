@@ -15,9 +15,9 @@ from cartomap import cli
 from cartomap.analysis.datamap import with_regions
 from cartomap.experiments.seeds import (
     SUMMARY,
-    seeds_results,
     create_seeds_from_runs,
     region_table,
+    seeds_results,
     summary_lines,
 )
 from cartomap.experiments.store import ExperimentStore
@@ -99,3 +99,111 @@ def test_detector_help_lists_the_registered_detectors(monkeypatch, command):
     text = " ".join(out.getvalue().split())
     for name in detectors.REGISTRY:
         assert name in text
+
+
+# --------------------------------------------------------------------------- a trained token run
+
+DEV = "Paris B-LOC\nis O\nbig O\n"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_model):
+    """A token run of the fixture's 3 sentences trained 2 epochs with learning rate 0 on the tiny BERT
+    (seconds), with a dev set and a test set, its words embedded."""
+    from token_fixture import CONLL
+
+    from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from cartomap.runs.store import RunStore
+    from cartomap.training.embeddings import embed_run
+    from cartomap.training.loop import train_or_load
+
+    root = tmp_path_factory.mktemp("token-seams")
+    train, dev = root / "train.conll", root / "dev.conll"
+    train.write_text(CONLL, encoding="utf-8")
+    dev.write_text(DEV, encoding="utf-8")
+    config = RunConfig(
+        data=DataConfig(path=str(train)),
+        dev=DataConfig(path=str(dev)),
+        tests=(DataConfig(path=str(dev), name="again"),),
+        model=ModelConfig(tiny_model, max_length=32),
+        train=TrainConfig(epochs=2, batch_size=2, learning_rate=0.0, warmup_ratio=0.0, record="train"),
+        name="ner",
+    )
+    cache = root / "cache"
+    run = train_or_load(config, RunStore(cache))
+    assert run.state == "done"
+    embed_run(run, device="cpu", batch_size=2)
+    return {"run": run, "cache": cache, "root": root}
+
+
+def test_a_token_run_is_embedded_per_word_at_its_first_sub_word(trained):
+    """`cartomap embed` on a token run: one unit vector per word, keyed by its unit id, the final hidden
+    state at the word's first sub-word (the model loaded by hand is the oracle), in dynamics order."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from cartomap.training.embeddings import load_embeddings
+
+    run = trained["run"]
+    ids, emb = load_embeddings(run)
+    assert ids == run.task_kind.units(run.examples())[0] and len(ids) == 11
+    assert ids[:2] == ["sent-0#0", "sent-0#1"]
+    assert emb.shape[0] == 11 and np.allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
+    tokenizer = AutoTokenizer.from_pretrained(run.model_dir)
+    encoder = AutoModel.from_pretrained(run.model_dir).eval()
+    expected = []
+    for words in run.examples()["tokens"]:
+        enc = tokenizer(list(words), is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            hidden = encoder(**enc).last_hidden_state[0].numpy()
+        word_ids = enc.word_ids(0)
+        expected.append(hidden[[word_ids.index(w) for w in range(len(words))]])
+    expected = np.concatenate(expected)
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(emb, expected, atol=1e-4)
+    code, out = call("--cache", trained["cache"], "embed", run.id, "--device", "cpu")
+    assert code == 0 and "11 x" in out, out
+    assert (run.task("embeddings").status() or {}).get("state") == "done"
+
+
+def test_a_words_neighbours_are_words_and_same_label_means_same_tag(trained):
+    """The Neighbours page's group, the Data map's focused example's neighbours and the projection's
+    points of a token run are words: same-label neighbours carry the word's gold tag."""
+    from cartomap.analysis.neighbours import neighbour_group
+    from cartomap.analysis.overlays import focus_neighbour_ids
+    from cartomap.analysis.projection import points_frame, project_run
+
+    run = trained["run"]
+    group = neighbour_group(run, "sent-2#1", k=3)  # "cat", tag O: the other O words are "lives", "in", ...
+    assert group["id"].iloc[-1] == "sent-2#1" and group["role"].iloc[-1] == "seed"
+    assert len(group) == 4 and set(group["label_name"]) == {"O"}
+    assert group["tokens"].iloc[-1] == "cat" and group["context"].iloc[-1] == "The cat sat"
+    assert group["region"].notna().all()
+    found = focus_neighbour_ids(run, "sent-0#4", k=2)  # "Paris", the only other B-LOC is "Berlin"
+    assert found["same label"] == ["sent-1#2"] and len(found["any label"]) == 2
+    points = points_frame(run)
+    assert points["id"].tolist() == run.task_kind.units(run.examples())[0]
+    assert points["label"].tolist()[:5] == ["B-PER", "I-PER", "O", "O", "B-LOC"]
+    assert points["tokens"].iloc[4] == "Paris" and "region" in points.columns
+    assert project_run(run, "pca").shape == (11, 2)
+    code, out = call("--cache", trained["cache"], "project", run.id, "--method", "pca")
+    assert code == 0 and "11 points" in out, out
+
+
+def test_a_multilabel_run_is_embedded_per_example(tmp_path, tiny_model):
+    """Multi-label runs keep one vector per example (not per label unit); their projection's points carry
+    each example's label set, and same-label neighbours are refused in one line naming the kind."""
+    from multilabel_fixture import make_multilabel_run
+
+    from cartomap.analysis.neighbours import neighbour_group
+    from cartomap.analysis.projection import points_frame
+    from cartomap.errors import RunError
+    from cartomap.training.embeddings import embed_run
+
+    run = make_multilabel_run(tmp_path / "cache", tmp_path)
+    ids, emb = embed_run(run, device="cpu", model=tiny_model)
+    assert ids == run.examples()["id"].astype(str).tolist() and emb.shape[0] == 3
+    points = points_frame(run)
+    assert points["label"].tolist() == ["sports", "politics, sports", ""]
+    with pytest.raises(RunError, match="multilabel"):
+        neighbour_group(run, ids[0])
