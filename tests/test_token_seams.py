@@ -207,3 +207,37 @@ def test_a_multilabel_run_is_embedded_per_example(tmp_path, tiny_model):
     assert points["label"].tolist() == ["sports", "politics, sports", ""]
     with pytest.raises(RunError, match="multilabel"):
         neighbour_group(run, ids[0])
+
+
+def test_export_of_a_token_run_writes_dev_and_test_predictions_per_word_with_its_text(trained, tmp_path):
+    """`cartomap export` of a token run: predictions_dev.parquet and predictions_test_0.parquet, a row per
+    word (sentence id, word position, the word, gold and predicted tag, p(predicted) from the recorded
+    logits at the best epoch); metrics.csv and detectors.parquet carry each word's text beside its
+    position."""
+    import pandas as pd
+
+    from cartomap.scores.metrics import softmax
+
+    run = trained["run"]
+    out = tmp_path / "export"
+    code, printed = call("--cache", trained["cache"], "export", run.id, "--out", out)
+    assert code == 0, printed
+    for source in ("dev", "test_0"):
+        table = pd.read_parquet(out / f"predictions_{source}.parquet")
+        assert table.columns.tolist() == [
+            "id", "example_id", "word", "word_text", "gold", "predicted", "correct", "p_pred"
+        ]  # fmt: skip
+        assert table["word_text"].tolist() == ["Paris", "is", "big"]
+        assert table["word"].tolist() == [0, 1, 2] and table["gold"].tolist() == ["B-LOC", "O", "O"]
+        logits = run.read_epoch(source, run.best_epoch(), table["id"].tolist())
+        names = np.asarray(run.label_names, dtype=object)
+        assert table["predicted"].tolist() == names[logits.argmax(1)].tolist()
+        np.testing.assert_allclose(table["p_pred"], softmax(logits.astype(np.float64)).max(1), atol=1e-6)
+    assert "predictions_dev.parquet" in printed and "3 words" in printed
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert metrics["word_text"].tolist()[:5] == ["Arnold", "Schwarzenegger", "lives", "in", "Paris"]
+    assert metrics["word"].tolist()[:5] == [0, 1, 2, 3, 4]  # the key column stays the position
+    detectors = pd.read_parquet(out / "detectors.parquet")
+    assert detectors.set_index("id").loc["sent-1#2", "word_text"] == "Berlin"
+    again = call("--cache", trained["cache"], "export", run.id, "--out", out)  # nothing replaced silently
+    assert again[0] != 0
