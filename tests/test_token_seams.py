@@ -241,3 +241,95 @@ def test_export_of_a_token_run_writes_dev_and_test_predictions_per_word_with_its
     assert detectors.set_index("id").loc["sent-1#2", "word_text"] == "Berlin"
     again = call("--cache", trained["cache"], "export", run.id, "--out", out)  # nothing replaced silently
     assert again[0] != 0
+
+
+# --------------------------------------------------------------------------- the word map's picture
+
+
+def crowded_map(n_easy: int = 5_700, n_ambiguous: int = 170, n_hard: int = 100):
+    """A token map's shape: most points easy in the top-left corner, a few ambiguous and hard ones spread
+    out (regions by the token kind's threshold rule on mean entropy)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    conf = np.concatenate(
+        [1 - rng.beta(1, 40, n_easy), rng.uniform(0.2, 0.9, n_ambiguous), rng.uniform(0.0, 0.45, n_hard)]
+    )
+    entropy = np.concatenate(
+        [rng.beta(1, 30, n_easy) * 0.5, rng.uniform(0.5, 1.2, n_ambiguous), rng.uniform(0.05, 0.45, n_hard)]
+    )
+    n = len(conf)
+    metrics = pd.DataFrame(
+        {
+            "id": [f"s{i}#0" for i in range(n)],
+            "label": 0,
+            "predicted": 0,
+            "confidence": conf,
+            "variability": entropy / 4,
+            "mean_entropy": entropy,
+            "correctness": np.round(conf * 3) / 3,
+            "forgetfulness": 0,
+            "aum": 0.0,
+        }
+    )
+    metrics.attrs["n_epochs"] = 3
+    return with_regions(metrics, RegionRule(method="threshold"))
+
+
+def test_a_sampled_map_keeps_every_ambiguous_and_hard_point():
+    """Over max_points, the map draws every point of the regions other than the largest (and of sparse
+    areas) and fills the rest with a uniform sample; when those alone are too many, a sample of them."""
+    from cartomap.analysis.datamap import kept_first, sample_rows
+
+    frame = crowded_map()
+    rare = frame["region"] != "easy-to-learn"
+    assert rare.sum() == 270
+    first = kept_first(frame)
+    assert first[rare.to_numpy()].all() and 270 < first.sum() < 2_000  # and a few lone easy points
+    shown = sample_rows(frame, 2_000)
+    assert len(shown) == 2_000 and shown.index.is_monotonic_increasing
+    assert set(frame.loc[first, "id"]) <= set(shown["id"])  # a uniform sample keeps about a third of them
+    few = sample_rows(frame, 100)
+    assert len(few) == 100 and first[few.index].all()
+
+
+def test_region_labels_hide_no_points():
+    """Each region label's box (as the figures size it) lies where no point of the map is, and no two
+    overlap; the median of the easy words, where the label used to go, is in the crowded corner."""
+    from cartomap.analysis.figures import CONFIDENCE_RANGE, label_box, map_x_range, region_label_points
+
+    frame = crowded_map()
+    x, y = frame["mean_entropy"].to_numpy(), frame["confidence"].to_numpy()
+    (x0, x1), (y0, y1) = map_x_range(x), CONFIDENCE_RANGE
+    places = region_label_points(frame)
+    assert set(places) == {"easy-to-learn", "ambiguous", "hard-to-learn"}
+    boxes = []
+    for region, (cx, cy) in places.items():
+        w, h = label_box(region)
+        box = (cx - w / 2 * (x1 - x0), cx + w / 2 * (x1 - x0), cy - h / 2 * (y1 - y0), cy + h / 2 * (y1 - y0))
+        inside = (x >= box[0]) & (x <= box[1]) & (y >= box[2]) & (y <= box[3])
+        assert not inside.any(), region
+        boxes.append(box)
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        apart = boxes[a][1] <= boxes[b][0] or boxes[b][1] <= boxes[a][0]
+        apart |= boxes[a][3] <= boxes[b][2] or boxes[b][3] <= boxes[a][2]
+        assert apart
+    easy = frame["region"] == "easy-to-learn"
+    median = (np.median(x[easy]), np.median(y[easy]))
+    assert ((abs(x - median[0]) < 0.05) & (abs(y - median[1]) < 0.05)).sum() > 100
+
+
+def test_the_static_map_shades_every_point_under_its_sample(tmp_path):
+    """The PNG of a map over max_points: a density of every point under the drawn ones (every ambiguous
+    and hard point among them), its title says so."""
+    from matplotlib.collections import PathCollection, QuadMesh
+
+    from cartomap.analysis.map_files import data_map_matplotlib
+
+    frame = crowded_map()
+    fig = data_map_matplotlib(frame, title="words", max_points=2_000)
+    ax = fig.axes[0]
+    assert any(isinstance(c, QuadMesh) for c in ax.collections)
+    drawn = sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
+    assert drawn == 2_000 and "shading = all" in ax.get_title()
+    assert data_map_matplotlib(frame.iloc[:500], max_points=2_000).axes[0].get_title() == "Data Map"
