@@ -333,3 +333,18 @@ def test_the_static_map_shades_every_point_under_its_sample(tmp_path):
     drawn = sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
     assert drawn == 2_000 and "shading = all" in ax.get_title()
     assert data_map_matplotlib(frame.iloc[:500], max_points=2_000).axes[0].get_title() == "Data Map"
+
+
+def test_the_word_maps_picture_and_table_of_a_token_run(trained, tmp_path):
+    """`cartomap map` of a token run: the picture, and a table with each word's text and sentence."""
+    import pandas as pd
+
+    run = trained["run"]
+    picture, table = tmp_path / "words.png", tmp_path / "words.csv"
+    code, out = call("--cache", trained["cache"], "map", run.id, "--out", picture, "--table", table)
+    assert code == 0 and picture.stat().st_size > 0, out
+    words = pd.read_csv(table)
+    assert words.set_index("id").loc["sent-1#2", ["tokens", "context"]].tolist() == [
+        "Berlin",
+        "Mary visited Berlin",
+    ]
