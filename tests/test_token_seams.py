@@ -348,3 +348,19 @@ def test_the_word_maps_picture_and_table_of_a_token_run(trained, tmp_path):
         "Berlin",
         "Mary visited Berlin",
     ]
+
+
+def test_the_pages_map_frames_default_to_the_runs_rule(tmp_path, monkeypatch):
+    """The pages' cached map frames (the Compare page asks for one without a rule) draw a token run's
+    regions by its kind's rule."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    from pages.components import maps
+
+    run = make_token_run(tmp_path / "cache", tmp_path, OVER_EPOCHS)
+    frame = maps.map_frame(run)
+    assert frame.attrs["regions"]["method"] == "threshold"
+    expected = with_regions(run.metrics(), run.region_rule())["region"].tolist()
+    assert frame["region"].astype(str).tolist() == expected
+    assert maps.units_at(run, 2).attrs["regions"]["method"] == "threshold"
