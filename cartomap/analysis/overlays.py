@@ -55,7 +55,8 @@ def focus_neighbour_ids(
     if embeddings is None:
         raise RunError(f"run {run.id} has no embeddings yet: run `cartomap embed {run.id}` first")
     ids, emb = embeddings
-    examples = aligned_rows(run, ids)  # a token run's words, each with its tag
+    columns = tuple(dict.fromkeys(("id", *run.task_kind.gold_columns)))  # ids and gold only: no texts
+    examples = aligned_rows(run, ids, run.examples(columns=columns))  # a token run's words with their tags
     try:
         row = [str(i) for i in ids].index(str(focus_id))
     except ValueError:

@@ -17,7 +17,7 @@ _PAIR_TEXTS = "-".join(PAIR.text_fields)
 
 
 def cmd_embed(a: argparse.Namespace) -> int:
-    """Compute a finished run's [CLS] embeddings (task "embeddings")."""
+    """Compute a finished run's [CLS] embeddings (task "embeddings"; a token run's words)."""
     from cartomap.errors import RunError
     from cartomap.runs.store import RunStore
     from cartomap.training.embeddings import embed_run, embedding_problem
@@ -173,7 +173,11 @@ def cmd_subset(a: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
-    em = sub.add_parser("embed", help="compute a finished run's [CLS] embeddings (for nearest neighbours)")
+    em = sub.add_parser(
+        "embed",
+        help="compute a finished run's [CLS] embeddings (for nearest neighbours; a token run's: each word's, "
+        "at its first sub-word)",
+    )
     em.add_argument("run")
     em.add_argument("--batch-size", type=int, default=64)
     em.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
