@@ -241,6 +241,13 @@ def test_export_of_a_token_run_writes_dev_and_test_predictions_per_word_with_its
     assert detectors.set_index("id").loc["sent-1#2", "word_text"] == "Berlin"
     again = call("--cache", trained["cache"], "export", run.id, "--out", out)  # nothing replaced silently
     assert again[0] != 0
+    code, printed = call(
+        "--cache", trained["cache"], "export", run.id, "--out", tmp_path / "one", "--burn-out", 1
+    )
+    assert code == 0, printed
+    early = pd.read_csv(tmp_path / "one" / "metrics.csv")  # the map after 1 recording: the kind's regions
+    assert early["word_text"].tolist()[:2] == ["Arnold", "Schwarzenegger"]
+    assert early["region"].tolist() == with_regions(early, run.region_rule())["region"].tolist()
 
 
 # --------------------------------------------------------------------------- the word map's picture

@@ -218,7 +218,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     if a.burn_out is None:
         metrics = run.metrics(a.source)
     else:
-        metrics = compute_metrics(logits, labels, ids, burn_out=a.burn_out)
+        metrics = compute_metrics(logits, labels, ids, regions=run.region_rule(), burn_out=a.burn_out)
     n = burn_out_epochs(logits.shape[0], a.burn_out)
     metrics = with_word_text(metrics, run)  # a token run's words by their text beside their position
     write_reference_export(out, ids, logits[:n], labels, metrics, force=a.force)
