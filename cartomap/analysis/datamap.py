@@ -571,11 +571,12 @@ def sample_rows(frame: pd.DataFrame, max_points: int, seed: int = 0) -> pd.DataF
     if len(frame) <= max_points:
         return frame
     rng = np.random.default_rng(seed)
-    first = np.flatnonzero(kept_first(frame))
+    mask = kept_first(frame)
+    first = np.flatnonzero(mask)
     if len(first) >= max_points:
         keep = rng.choice(first, size=max_points, replace=False)
     else:
-        rest = np.setdiff1d(np.arange(len(frame)), first, assume_unique=True)
+        rest = np.flatnonzero(~mask)
         keep = np.concatenate([first, rng.choice(rest, size=max_points - len(first), replace=False)])
     return frame.iloc[np.sort(keep)]
 
@@ -587,9 +588,9 @@ def kept_first(frame: pd.DataFrame) -> np.ndarray:
     :data:`SPARSE_BIN` points). All False for a frame with neither column."""
     out = np.zeros(len(frame), dtype=bool)
     if "region" in frame.columns and len(frame):
-        regions = str_array(frame["region"])
-        names, counts = np.unique(regions, return_counts=True)
-        out |= regions != names[np.argmax(counts)]
+        codes, _ = pd.factorize(frame["region"])  # a map frame's categorical: its codes, no string compared
+        counts = np.bincount(codes[codes >= 0])
+        out |= codes != (np.argmax(counts) if len(counts) else -1)
     axis = axis_of(frame)
     if {axis, "confidence"} <= set(frame.columns) and len(frame):
         x = frame[axis].to_numpy(dtype=np.float64)
