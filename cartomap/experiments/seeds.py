@@ -188,8 +188,8 @@ def summary_table(summary: dict[str, Any]) -> pd.DataFrame:
 
 
 def region_table(summary: dict[str, Any]) -> pd.DataFrame:
-    """Rows measure, value: pairwise region agreement (over every unit, and over the units not easy in
-    both seeds when the summary has it) and the share of units stable in every seed."""
+    """Rows measure, value: pairwise region agreement (over every unit, and leaving out the units easy in
+    both seeds of a pair when the summary has it) and the share of units stable in every seed."""
     units = summary.get("units", task_kinds.DEFAULT.unit.plural())
     rows = [
         {"measure": "region agreement (mean over pairs of seeds)", "value": summary.get("region_agreement")}
@@ -197,7 +197,7 @@ def region_table(summary: dict[str, Any]) -> pd.DataFrame:
     if "region_agreement_not_easy" in summary:  # summaries written before it lack it
         rows.append(
             {
-                "measure": f"region agreement over {units} not easy-to-learn in both seeds of a pair",
+                "measure": f"region agreement leaving out the {units} easy-to-learn in both seeds of a pair",
                 "value": summary.get("region_agreement_not_easy"),
             }
         )
@@ -232,7 +232,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         + ", ".join(f"{METRIC_LABELS.get(m, m)} {num(r)}" for m, r in _ordered(spearman)),
         f"region agreement {num(summary.get('region_agreement'))}"
         + (
-            f" (over those not easy in both seeds {num(summary['region_agreement_not_easy'])})"
+            f" (leaving out those easy in both seeds: {num(summary['region_agreement_not_easy'])})"
             if "region_agreement_not_easy" in summary
             else ""
         )
