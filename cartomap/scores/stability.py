@@ -253,8 +253,7 @@ def region_agreement_not_easy(frames: Mapping[int, pd.DataFrame]) -> float:
     """Mean over every pair of seeds (s, t) of #{i in K : region_s(i) == region_t(i)} / #K, where K = the
     examples easy-to-learn in at most one of s and t: :func:`region_agreement_pairwise` without the examples
     both seeds call easy (a token run's easy "O" words, most of its map, make any two seeds look alike). In
-    [0, 1]; higher =
-    more stable; pairs where every example is easy in both are left out, NaN when every pair is."""
+    [0, 1]; higher = more stable; pairs where every example is easy in both are left out, NaN when every pair is."""
     aligned, pairs = _pairs(frames, "region agreement")
     regions = {s: f["region"].astype(str).to_numpy(dtype=object) for s, f in aligned.items()}
     shares = []
