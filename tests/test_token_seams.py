@@ -371,3 +371,31 @@ def test_the_pages_map_frames_default_to_the_runs_rule(tmp_path, monkeypatch):
     expected = with_regions(run.metrics(), run.region_rule())["region"].tolist()
     assert frame["region"].astype(str).tolist() == expected
     assert maps.units_at(run, 2).attrs["regions"]["method"] == "threshold"
+
+
+def test_the_neighbours_page_opens_on_a_token_runs_words(tmp_path, monkeypatch):
+    """The Neighbours page of a token run with word embeddings (hand-set): its seeds are words, its group
+    the seed word and its nearest words of the same tag, its 2-D map a point per word."""
+    from pathlib import Path
+
+    import patience
+    from streamlit.testing.v1 import AppTest
+
+    from cartomap.training.embeddings import save_embeddings
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("CARTOMAP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(root))
+    run = make_token_run(tmp_path / "cache", tmp_path, OVER_EPOCHS)
+    ids = run.task_kind.units(run.examples())[0]
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(len(ids), 8)).astype(np.float32)
+    save_embeddings(run, ids, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    at = AppTest.from_file(str(root / "pages" / "neighbours.py"), default_timeout=patience.WAIT_S).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    seed = at.selectbox(key="_kept_nb_seed").value
+    assert seed in ids
+    table = next(d.value for d in at.dataframe if "similarity" in d.value.columns)
+    assert table["id"].iloc[-1] == seed and set(table["id"]) <= set(ids)
+    assert table["label"].nunique() == 1 and "tokens" in table.columns  # one tag; each row a word
+    assert at.get("plotly_chart"), "no 2-D map drawn"
