@@ -79,7 +79,9 @@ def _id_index(run_path: str, stamp: tuple) -> pd.Index:
 
 @st.cache_resource(max_entries=2, show_spinner=False)
 def _examples(run_path: str, stamp: tuple) -> pd.DataFrame:
-    return Run(Path(run_path)).examples(columns=("id", "label", *task_kinds.text_fields(), "genre"))
+    run = Run(Path(run_path))  # a token run's tags too: its words are the points
+    columns = ("id", "label", *run.task_kind.gold_columns, *task_kinds.text_fields(), "genre")
+    return run.examples(columns=tuple(dict.fromkeys(columns)))
 
 
 @st.cache_resource(max_entries=4, show_spinner="Finding the most ambiguous examples…")

@@ -117,3 +117,22 @@ def test_the_wanli_pages_say_plainly_they_do_not_apply_to_a_token_run(run, page)
     text = " ".join(i.value for i in at.info)
     assert "premise-hypothesis pairs" in text and "token run" in text and "does not apply" in text
     assert not at.button and not at.dataframe
+
+
+def test_a_picked_words_nearest_words_of_its_tag(run):
+    """With word embeddings (here hand-set: "Paris" and "Berlin" alike), the picked word's nearest
+    neighbours with the same label are words of its gold tag, listed under the selection."""
+    from cartomap.training.embeddings import save_embeddings
+
+    ids = run.task_kind.units(run.examples())[0]
+    vectors = np.eye(len(ids), dtype=np.float32)
+    vectors[ids.index("sent-0#4"), ids.index("sent-1#2")] = 1.0  # "Paris" leans towards "Berlin"
+    save_embeddings(run, ids, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    at = _app()
+    at.session_state["datamap"] = _click("sent-1#2")
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("Nearest neighbours with the same label" in m.value for m in at.markdown)
+    group = _frame_with(at, "role").value
+    assert group["id"].tolist() == ["sent-0#4", "sent-1#2"]  # the one other B-LOC word, then the seed
+    assert group["label"].tolist() == ["B-LOC", "B-LOC"] and group["tokens"].tolist() == ["Paris", "Berlin"]

@@ -59,14 +59,17 @@ def p_gold(strength: float = STRENGTH, n_tags: int = 4) -> float:
     return float(np.exp(strength) / (np.exp(strength) + n_tags - 1))
 
 
-def make_token_run(cache: Path, tmp: Path, gold_probs: np.ndarray | None = None) -> Run:
+def make_token_run(
+    cache: Path, tmp: Path, gold_probs: np.ndarray | None = None, seed: int | None = None
+) -> Run:
+    """The run (named "ner"; with a ``seed``, "ner-<seed>" trained with that seed)."""
     path = tmp / "ner.conll"
     path.write_text(CONLL, encoding="utf-8")
     data = load_dataset(DataConfig(path=str(path)))
     n_epochs = 2 if gold_probs is None else len(gold_probs)
-    config = RunConfig(
-        data=DataConfig(path=str(path)), train=TrainConfig(epochs=n_epochs, record="train"), name="ner"
-    )
+    train = TrainConfig(epochs=n_epochs, record="train", **({} if seed is None else {"seed": seed}))
+    name = "ner" if seed is None else f"ner-{seed}"
+    config = RunConfig(data=DataConfig(path=str(path)), train=train, name=name)
     run = RunStore(cache).create(config, data)
     unit_ids, labels, counts = TOKEN.units(data.frame)
     n_tags = len(data.label_names)

@@ -623,13 +623,54 @@ def filter_frame(
 #: Hover of a map point: the escaped :func:`hover_text` plus the coordinates (numbers only).
 
 
+#: A bin of :func:`sample_rows`' 2-D grid holding at most this many points is sparse: its points are kept.
+SPARSE_BIN = 3
+#: Bins per axis of that grid.
+SAMPLE_GRID = 60
+
+
 def sample_rows(frame: pd.DataFrame, max_points: int, seed: int = 0) -> pd.DataFrame:
-    """At most ``max_points`` rows drawn uniformly without replacement (frame order kept)."""
+    """At most ``max_points`` rows to draw (frame order kept): every row when they fit. Else the rows a
+    uniform sample would lose first are kept whole when they fit in ``max_points`` (:func:`kept_first`: a
+    map's regions other than its largest, e.g. a token map's ambiguous and hard words beside 95 % easy
+    ones, and the points of sparse areas), the rest of ``max_points`` a uniform sample of the others; when
+    they alone are more, a uniform sample of them (a figure draws the density of every row beneath)."""
     if len(frame) <= max_points:
         return frame
     rng = np.random.default_rng(seed)
-    keep = np.sort(rng.choice(len(frame), size=max_points, replace=False))
-    return frame.iloc[keep]
+    mask = kept_first(frame)
+    first = np.flatnonzero(mask)
+    if len(first) >= max_points:
+        keep = rng.choice(first, size=max_points, replace=False)
+    else:
+        rest = np.flatnonzero(~mask)
+        keep = np.concatenate([first, rng.choice(rest, size=max_points - len(first), replace=False)])
+    return frame.iloc[np.sort(keep)]
+
+
+def kept_first(frame: pd.DataFrame) -> np.ndarray:
+    """bool [N]: the rows :func:`sample_rows` keeps before any other: those of every region but the
+    largest (a map frame's ``region``) and those alone in their area of the map (in a bin of a
+    :data:`SAMPLE_GRID` x :data:`SAMPLE_GRID` grid over the axis and confidence holding at most
+    :data:`SPARSE_BIN` points). All False for a frame with neither column."""
+    out = np.zeros(len(frame), dtype=bool)
+    if "region" in frame.columns and len(frame):
+        codes, _ = pd.factorize(frame["region"])  # a map frame's categorical: its codes, no string compared
+        counts = np.bincount(codes[codes >= 0])
+        out |= codes != (np.argmax(counts) if len(counts) else -1)
+    axis = axis_of(frame)
+    if {axis, "confidence"} <= set(frame.columns) and len(frame):
+        x = frame[axis].to_numpy(dtype=np.float64)
+        y = frame["confidence"].to_numpy(dtype=np.float64)
+        ok = np.isfinite(x) & np.isfinite(y)
+        lo, hi = (float(x[ok].min()), float(x[ok].max())) if ok.any() else (0.0, 1.0)
+        x, y = np.where(ok, x, lo), np.where(ok, y, 0.0)
+        col = np.clip(((x - lo) / max(hi - lo, 1e-12) * SAMPLE_GRID).astype(np.int64), 0, SAMPLE_GRID - 1)
+        row = np.clip((y * SAMPLE_GRID).astype(np.int64), 0, SAMPLE_GRID - 1)
+        cell = row * SAMPLE_GRID + col
+        counts = np.bincount(cell[ok], minlength=SAMPLE_GRID * SAMPLE_GRID)
+        out |= ok & (counts[cell] <= SPARSE_BIN)
+    return out
 
 
 # --------------------------------------------------------------------------- one example

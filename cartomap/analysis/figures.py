@@ -61,20 +61,78 @@ ANNOTATIONS = (
 )
 
 
+#: A region label's box in the fractions of the map's axes: width per character plus padding, and height
+#: (a little larger than the labels of either figure: 15 pt on the PNG, 13 px on the interactive map).
+LABEL_CHAR_WIDTH, LABEL_PAD, LABEL_HEIGHT = 0.0125, 0.025, 0.07
+#: Cells per axis of the grid a label's place is searched on.
+LABEL_GRID = 50
+#: The confidence range every data map draws.
+CONFIDENCE_RANGE = (-0.02, 1.02)
+
+
+def map_x_range(x: np.ndarray) -> tuple[float, float]:
+    """The x range a data map draws for the axis values ``x``: -0.01 (or below) to 1.05 times the largest."""
+    finite = np.asarray(x, dtype=np.float64)[np.isfinite(x)]
+    if not finite.size:
+        return 0.0, 0.5
+    return min(-0.01, float(finite.min())), max(0.05, float(finite.max()) * 1.05)
+
+
+def label_box(text: str) -> tuple[float, float]:
+    """(width, height) of a region label's box in the fractions of the map's axes."""
+    return LABEL_PAD + LABEL_CHAR_WIDTH * len(text), LABEL_HEIGHT
+
+
 def region_label_points(frame: pd.DataFrame) -> dict[str, tuple[float, float]]:
-    """Where each region's label goes, in data coordinates (the map's axis, confidence): the median of the
-    region's examples, for every region present in ``frame``'s region column ({} without one)."""
+    """Where each region's label goes, in data coordinates (the map's axis, confidence), for every region
+    present in ``frame``'s region column ({} without one): the centre of the place nearest the median of
+    the region's examples where the label's box (:func:`label_box`) covers no point of ``frame`` and no
+    label placed before it, on a :data:`LABEL_GRID` grid over the map's ranges (:func:`map_x_range`,
+    :data:`CONFIDENCE_RANGE`); where no place is free, the one covering the fewest points. A label never
+    hides the points of a crowded corner (a token map's easy words)."""
     if "region" not in frame.columns or frame.empty:
         return {}
     regions = str_array(frame["region"])
     x = frame[axis_of(frame)].to_numpy(dtype=np.float64)
     y = frame["confidence"].to_numpy(dtype=np.float64)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x_range = map_x_range(x)
+    counts, _, _ = np.histogram2d(x[ok], y[ok], bins=LABEL_GRID, range=[x_range, CONFIDENCE_RANGE])
     out = {}
     for region in (EASY, AMBIGUOUS, HARD):
-        sel = (regions == region) & np.isfinite(x) & np.isfinite(y)
-        if sel.any():
-            out[region] = (float(np.median(x[sel])), float(np.median(y[sel])))
+        sel = (regions == region) & ok
+        if not sel.any():
+            continue
+        anchor = (float(np.median(x[sel])), float(np.median(y[sel])))
+        box = free_place(counts, anchor, label_box(region), x_range)
+        i, j, w, h = box
+        counts[i : i + w, j : j + h] += len(frame) + 1  # taken: no later label goes over it
+        out[region] = (
+            x_range[0] + (i + w / 2) / LABEL_GRID * (x_range[1] - x_range[0]),
+            CONFIDENCE_RANGE[0] + (j + h / 2) / LABEL_GRID * (CONFIDENCE_RANGE[1] - CONFIDENCE_RANGE[0]),
+        )
     return out
+
+
+def free_place(
+    counts: np.ndarray, anchor: tuple[float, float], size: tuple[float, float], x_range: tuple[float, float]
+) -> tuple[int, int, int, int]:
+    """(i, j, w, h): the w x h block of cells of ``counts`` (points per cell [G, G], x then y) for a box of
+    ``size`` (axes fractions) that holds the fewest points, nearest ``anchor`` (data coordinates) among
+    those: sum over the block, by a summed-area table; distance in axes fractions from the block's centre."""
+    g = counts.shape[0]
+    w, h = (min(g, int(np.ceil(f * g))) for f in size)
+    table = np.zeros((g + 1, g + 1))
+    table[1:, 1:] = counts.cumsum(0).cumsum(1)
+    inside = table[w:, h:] - table[:-w, h:] - table[w:, :-h] + table[:-w, :-h]  # [g - w + 1, g - h + 1]
+    ax = (anchor[0] - x_range[0]) / (x_range[1] - x_range[0]) * g
+    ay = (anchor[1] - CONFIDENCE_RANGE[0]) / (CONFIDENCE_RANGE[1] - CONFIDENCE_RANGE[0]) * g
+    ci = np.arange(inside.shape[0])[:, None] + w / 2
+    cj = np.arange(inside.shape[1])[None, :] + h / 2
+    distance = np.hypot(ci - ax, cj - ay)
+    fewest = inside <= inside.min()
+    i, j = np.unravel_index(np.argmin(np.where(fewest, distance, np.inf)), inside.shape)
+    return int(i), int(j), w, h
 
 
 DENSITY_BINS = 80

@@ -17,7 +17,14 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis.datamap import DEFAULT_MAX_POINTS, as_map_frame, axis_of, n_epochs_of, sample_rows
-from cartomap.analysis.figures import ANNOTATIONS, data_map_figure, region_label_points
+from cartomap.analysis.figures import (
+    ANNOTATIONS,
+    CONFIDENCE_RANGE,
+    DENSITY_BINS,
+    data_map_figure,
+    map_x_range,
+    region_label_points,
+)
 from cartomap.analysis.map_points import axis_title, check_map_columns
 from cartomap.analysis.style import bucket_colors, correctness_legend_title
 from cartomap.io import atomic_save
@@ -40,7 +47,11 @@ def data_map_matplotlib(
     variability on Cartography's map; y = confidence, colour = correctness bucket) with region annotations,
     plus histograms of confidence, the axis and correctness.
 
-    The scatter shows at most ``max_points`` randomly sampled examples; histograms use all of them.
+    The scatter shows every point up to ``max_points``; above, the density of every point (grey shading,
+    log counts) under ``max_points`` of them (:func:`cartomap.analysis.datamap.sample_rows`: every point of
+    the regions other than the largest and of sparse areas kept when they fit). Region labels sit where they
+    hide no point (:func:`cartomap.analysis.figures.region_label_points`), the legend below the map;
+    histograms use every point.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -58,6 +69,9 @@ def data_map_matplotlib(
     axis = axis_of(metrics)
     x = shown[axis].to_numpy(dtype=np.float64)
     y = shown["confidence"].to_numpy(dtype=np.float64)
+    x_range = map_x_range(metrics[axis].to_numpy(dtype=np.float64))
+    if len(shown) < len(metrics):
+        _density(ax, metrics, axis, x_range)
     size = 30 if len(shown) < 5_000 else 8
     for level in levels:
         sel = buckets == level
@@ -79,13 +93,24 @@ def data_map_matplotlib(
             rotation=rotation,
             bbox=dict(boxstyle="round,pad=0.3", ec=edge, lw=2, fc="white"),
         )
-    if levels:
-        ax.legend(title=correctness_legend_title(levels), loc="upper right", fancybox=True, markerscale=1.5)
+    if levels:  # below the map: over it, it would hide points
+        ax.legend(
+            title=correctness_legend_title(levels),
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.07),
+            ncol=min(len(levels), 6),
+            fancybox=True,
+            markerscale=1.5,
+        )
     ax.set_xlabel(axis_title(axis), fontsize=13)
     ax.set_ylabel("confidence", fontsize=13)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlim(left=-0.01)
-    sampled = f" ({len(shown):,} of {len(metrics):,} examples shown)" if len(shown) < len(metrics) else ""
+    ax.set_ylim(*CONFIDENCE_RANGE)
+    ax.set_xlim(*x_range)
+    sampled = (
+        f" ({len(shown):,} of {len(metrics):,} points drawn, shading = all)"
+        if len(shown) < len(metrics)
+        else ""
+    )
     ax.set_title(f"{title} Data Map{sampled}".strip(), fontsize=17)
 
     hist_specs = (("confidence", "#622a87"), (axis, "teal"))
@@ -106,6 +131,18 @@ def data_map_matplotlib(
     cax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     return fig
+
+
+def _density(ax, metrics: pd.DataFrame, axis: str, x_range: tuple[float, float]) -> None:
+    """Grey shading of every point's place under a sampled scatter: log10(count + 1) in the bins of
+    :data:`cartomap.analysis.figures.DENSITY_BINS` (fewer for fewer points), empty bins left white."""
+    x = metrics[axis].to_numpy(dtype=np.float64)
+    y = metrics["confidence"].to_numpy(dtype=np.float64)
+    ok = np.isfinite(x) & np.isfinite(y)
+    bins = int(np.clip(np.sqrt(ok.sum()) / 4, 20, DENSITY_BINS))
+    z, xe, ye = np.histogram2d(x[ok], y[ok], bins=bins, range=[x_range, CONFIDENCE_RANGE])
+    shade = np.ma.masked_equal(np.log10(z + 1).T, 0.0)
+    ax.pcolormesh(xe, ye, shade, cmap="Greys", alpha=0.55, shading="flat", zorder=0)
 
 
 def save_data_map(

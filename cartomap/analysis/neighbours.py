@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from cartomap.analysis.datamap import AXIS_COLUMNS, with_regions
+from cartomap.analysis.datamap import AXIS_COLUMNS, SENTENCE, unit_rows, with_regions
 from cartomap.errors import CartomapError, RunError
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
@@ -273,15 +273,46 @@ def seed_examples(
 
 
 def _text_columns(frame: pd.DataFrame) -> list[str]:
-    return list(task_kinds.of_columns(frame.columns).text_fields)
+    return list(task_kinds.text_fields_in(frame.columns))
 
 
-def with_default_regions(metrics: pd.DataFrame) -> pd.DataFrame:
-    """``metrics`` with its regions drawn by the default rule (:class:`RegionRule`: by rank on the default
-    axis), whatever rule the run saved. Metrics without the default axis's column (written before that score
-    existed, their dynamics gone, so :meth:`Run.metrics` could not compute it again) keep the regions they
-    were saved with."""
-    rule = RegionRule()
+def embedded_rows(run: Run, examples: pd.DataFrame | None = None, labelled: bool = True) -> pd.DataFrame:
+    """One row per vector of the run's embeddings, in their order
+    (:func:`cartomap.training.embeddings.embedding_ids`): ``examples`` (default ``run.examples()``) as
+    they are, or for a word-unit kind (token classification) each word: its unit id ``<sentence id>#<k>``,
+    the word as the text field, its sentence (:data:`cartomap.analysis.datamap.SENTENCE`) and ``label``,
+    its gold tag (so same-label neighbours of a word are words of the same tag). ``labelled``: RunError
+    naming the kind when its points have no one gold label (a multi-label example's is a set); else such
+    examples come as they are."""
+    kind = run.task_kind
+    examples = examples if examples is not None else run.examples()
+    if kind.unit.sentences:
+        return unit_rows(examples).assign(label=kind.gold(examples))
+    if labelled and (not kind.unit.per_example or "label" not in examples.columns):
+        raise RunError(
+            f"run {run.id}: neighbours by label need one gold label per point; this run's task is "
+            f"{kind.name} ({kind.description})"
+        )
+    return examples
+
+
+def aligned_rows(run: Run, ids, examples: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`embedded_rows` when they are the rows of embeddings keyed by ``ids``; RunError (compute
+    them again) otherwise."""
+    rows = embedded_rows(run, examples)
+    if len(ids) != len(rows) or not np.array_equal(
+        rows["id"].astype(str).to_numpy(dtype=object), np.asarray([str(i) for i in ids], dtype=object)
+    ):
+        raise RunError(f"the embeddings of run {run.id} are out of date: compute them again")
+    return rows
+
+
+def with_default_regions(metrics: pd.DataFrame, rule: RegionRule | None = None) -> pd.DataFrame:
+    """``metrics`` with its regions drawn by ``rule``: the run's default (:meth:`Run.region_rule`, its task
+    kind's: a token run's by threshold) whatever rule the run saved; None: by rank on the default axis.
+    Metrics without the rule's axis column (written before that score existed, their dynamics gone, so
+    :meth:`Run.metrics` could not compute it again) keep the regions they were saved with."""
+    rule = rule or RegionRule()
     if rule.axis not in metrics.columns:
         return metrics
     return with_regions(metrics, rule)
@@ -310,7 +341,7 @@ def neighbour_group(
     similarity (cosine with the seed; 1.0 for the seed), label, label_name, the text columns,
     genre when known, and each example's data-map metrics when the run has them: confidence, every
     ambiguity axis the metrics have (:data:`cartomap.analysis.datamap.AXIS_COLUMNS`) and the region by the
-    default rule (:func:`with_default_regions`). Fewer than k
+    run's default rule (:func:`with_default_regions`, its kind's). Fewer than k
     neighbours come back when the label has too few examples. ``embeddings`` (from
     :func:`cartomap.training.embeddings.load_embeddings`), ``examples`` (``run.examples()``) and
     ``metrics`` (``run.metrics()``) save reading them again on every call (a page keeps them).
@@ -321,11 +352,7 @@ def neighbour_group(
     if embeddings is None:
         raise RunError(f"run {run.id} has no embeddings yet: run `cartomap embed {run.id}` first")
     ids, emb = embeddings
-    examples = examples if examples is not None else run.examples()
-    if len(ids) != len(examples) or not np.array_equal(
-        examples["id"].astype(str).to_numpy(dtype=object), np.asarray(ids, dtype=object)
-    ):
-        raise RunError(f"the embeddings of run {run.id} are out of date: compute them again")
+    examples = aligned_rows(run, ids, examples)  # a token run's words
     seed_id = str(seed_id)
     try:
         seed_row = list(ids).index(seed_id)
@@ -341,7 +368,8 @@ def neighbour_group(
     found = idx[0] >= 0
     rows = list(idx[0][found][::-1]) + [seed_row]  # increasing similarity, seed last
     similarity = list(sims[0][found][::-1].astype(float)) + [1.0]
-    columns = ["id", "label"] + _text_columns(examples) + (["genre"] if "genre" in examples.columns else [])
+    extra = [c for c in ("genre", SENTENCE) if c in examples.columns]
+    columns = ["id", "label"] + _text_columns(examples) + extra
     group = examples.iloc[rows][columns].reset_index(drop=True)
     group["id"] = group["id"].astype(str)
     names = run.label_names
@@ -355,7 +383,7 @@ def neighbour_group(
         except RunError:
             metrics = None
     if metrics is not None:
-        metrics = with_default_regions(metrics)
+        metrics = with_default_regions(metrics, run.region_rule())
         at = metrics.iloc[[r for r in rows if r < len(metrics)]] if len(metrics) == len(examples) else None
         if at is None or at["id"].astype(str).tolist() != group["id"].tolist():  # not in examples order
             at = metrics.set_index(metrics["id"].astype(str)).reindex(group["id"])

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis.datamap import axis_of
-from cartomap.analysis.neighbours import DEFAULT_K, same_label_neighbors
+from cartomap.analysis.neighbours import DEFAULT_K, aligned_rows, same_label_neighbors
 from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.runs.store import Run
 
@@ -43,8 +43,9 @@ def focus_neighbour_ids(
     k: int = DEFAULT_K,
     embeddings: tuple[list[str], np.ndarray] | None = None,
 ) -> dict[str, list[str]]:
-    """The ``k`` nearest examples of ``focus_id`` by cosine similarity of the run's [CLS] vectors,
-    nearest first: ``{"any label": [...], "same label": [...]}`` (the focused example left out).
+    """The ``k`` nearest examples of ``focus_id`` by cosine similarity of the run's [CLS] vectors (a token
+    run's: words by their vectors, the same label = the same gold tag), nearest first:
+    ``{"any label": [...], "same label": [...]}`` (the focused example left out).
     ``embeddings`` as :func:`cartomap.training.embeddings.load_embeddings` returns them (a page keeps them)."""
     from cartomap.training.embeddings import load_embeddings
 
@@ -54,9 +55,8 @@ def focus_neighbour_ids(
     if embeddings is None:
         raise RunError(f"run {run.id} has no embeddings yet: run `cartomap embed {run.id}` first")
     ids, emb = embeddings
-    examples = run.examples(columns=["id", "label"])
-    if examples["id"].astype(str).tolist() != [str(i) for i in ids]:
-        raise RunError(f"the embeddings of run {run.id} are out of date: compute them again")
+    columns = tuple(dict.fromkeys(("id", *run.task_kind.gold_columns)))  # ids and gold only: no texts
+    examples = aligned_rows(run, ids, run.examples(columns=columns))  # a token run's words with their tags
     try:
         row = [str(i) for i in ids].index(str(focus_id))
     except ValueError:

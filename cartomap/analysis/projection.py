@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis import colourings
-from cartomap.analysis.datamap import AXIS_COLUMNS, agreement_of
-from cartomap.analysis.neighbours import with_default_regions
+from cartomap.analysis.datamap import AXIS_COLUMNS, SENTENCE, agreement_of
+from cartomap.analysis.neighbours import embedded_rows, with_default_regions
 from cartomap.analysis.selection import clicked_ids, event_selection, shapes_mask
 from cartomap.analysis.style import NO_VALUE_COLOR, REGION_COLORS, escape, escape_text, palette_color
 from cartomap.errors import CartomapError, RunError
@@ -256,19 +256,29 @@ MAX_POINTS = 20_000  # more points than this are sampled (the group always shown
 
 
 def points_frame(run: Run) -> pd.DataFrame:
-    """One row per example, in examples order: id, label (name), texts, genre; with data-map metrics
-    region (the default rule, by rank on the default axis: :func:`cartomap.analysis.neighbours.with_default_regions`),
+    """One row per embedded point, in the embeddings' order (:func:`cartomap.analysis.neighbours.embedded_rows`:
+    an example, or a token run's word with its sentence): id, label (name), texts, genre; with data-map metrics
+    region (the run's default rule, its kind's: :func:`cartomap.analysis.neighbours.with_default_regions`),
     confidence and every ambiguity axis the metrics have (:data:`cartomap.analysis.datamap.AXIS_COLUMNS`);
     with votes in the data human_entropy and agreement (gold vs the annotators' majority,
     :func:`cartomap.analysis.datamap.agreement_of`)."""
     human = ("human_entropy", "human_majority", "gold_disagrees")
-    examples = run.examples(columns=("id", "label", *task_kinds.text_fields(), "genre", *human))
-    names = np.asarray([*run.label_names, ""], dtype=object)
-    codes = examples["label"].to_numpy(dtype=np.int64)
+    kind = run.task_kind
+    columns = (*kind.gold_columns, *task_kinds.text_fields(), "genre", *human)
+    examples = run.examples(columns=tuple(dict.fromkeys(columns)))
+    examples = embedded_rows(run, examples, labelled=False)  # a token run's words
     frame = pd.DataFrame({"id": examples["id"].astype(str).to_numpy()})
-    frame["label"] = names[np.where((codes >= 0) & (codes < len(names) - 1), codes, len(names) - 1)]
+    if "label" in examples.columns:
+        names = np.asarray([*run.label_names, ""], dtype=object)
+        codes = examples["label"].to_numpy(dtype=np.int64)
+        frame["label"] = names[np.where((codes >= 0) & (codes < len(names) - 1), codes, len(names) - 1)]
+    else:  # a set of labels per example (multi-label): its names
+        gold = [kind.gold_names(v, run.label_names) for v in examples[kind.label_field]]
+        frame["label"] = [", ".join(map(str, g)) if isinstance(g, list | tuple) else str(g) for g in gold]
     try:
-        metrics = with_default_regions(run.metrics(columns=("id", "confidence", *AXIS_COLUMNS, "region")))
+        metrics = with_default_regions(
+            run.metrics(columns=("id", "confidence", *AXIS_COLUMNS, "region")), run.region_rule()
+        )
         if len(metrics) == len(frame) and np.array_equal(
             metrics["id"].astype(str).to_numpy(dtype=object), frame["id"].to_numpy(dtype=object)
         ):
@@ -281,7 +291,7 @@ def points_frame(run: Run) -> pd.DataFrame:
                 frame[col] = aligned[col].to_numpy(dtype=np.float64)
     except (RunError, KeyError):
         pass
-    for col in (*task_kinds.text_fields_in(examples.columns), "genre"):
+    for col in (*task_kinds.text_fields_in(examples.columns), "genre", SENTENCE):
         if col in examples.columns:
             frame[col] = examples[col].astype(str).to_numpy()
     if "human_entropy" in examples.columns:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import pandas as pd
 
 from cartomap.analysis.datamap import (
@@ -79,3 +80,76 @@ def to_jsonl_bytes(table: pd.DataFrame) -> bytes:
         return b""
     text = table.to_json(orient="records", lines=True, force_ascii=False, double_precision=15)
     return (text if text.endswith("\n") else text + "\n").encode("utf-8")
+
+
+#: The column of a word's text in a token run's exported tables, beside its key column ``word`` (the word's
+#: position in its sentence, :attr:`TaskKind.unit_columns`: kept as it is, so run ids and the keyed metrics
+#: do not change).
+WORD_TEXT = "word_text"
+#: The column of a unit's probability of its predicted class in :func:`set_predictions`.
+P_PRED = "p_pred"
+
+
+def with_word_text(table: pd.DataFrame, run, examples: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``table`` (rows keyed by unit id in ``id``) with each word's text as :data:`WORD_TEXT`, after its
+    position ``word`` (or after ``id``), for a run whose units are words (token classification); other
+    runs' tables as they are. ``examples``: the run's training examples (default: read)."""
+    kind = run.task_kind
+    if not kind.unit.sentences or WORD_TEXT in table.columns:
+        return table
+    examples = examples if examples is not None else run.examples(columns=kind.gold_columns)
+    ids, _ = kind.unit_ids(examples)
+    words = pd.Series([str(w) for row in examples[kind.text_fields[0]] for w in row], index=ids)
+    out = table.copy(deep=False)
+    at = out.columns.get_loc("word") + 1 if "word" in out.columns else 1
+    out.insert(at, WORD_TEXT, words.reindex(table["id"].astype(str)).to_numpy(dtype=object))
+    return out
+
+
+def set_examples(run, source: str) -> pd.DataFrame | None:
+    """The examples of a run's evaluated set ``source`` ("dev" or "test_<k>"); None when it has none."""
+    if source == "dev":
+        return run.dev_examples()
+    k = int(source.removeprefix("test_"))
+    return run.test_examples(k) if 0 <= k < len(run.test_names) else None
+
+
+def set_predictions(run, source: str, epoch: int | None = None) -> pd.DataFrame:
+    """The model's prediction of every unit of a dev or test set (``source`` "dev" or "test_<k>") at
+    ``epoch`` (default: the best on dev, :meth:`Run.best_epoch`), from the logits recorded after each epoch.
+
+    One row per unit: ``id``; a token run's words (the unit id ``<sentence id>#<k>``) with
+    ``example_id`` (the sentence), ``word`` (the word's position) and :data:`WORD_TEXT`; a multi-label
+    run's (example, label) units with ``example_id`` and ``label``; an example's texts otherwise; then
+    ``gold`` and ``predicted`` (class names: a tag, a label, a label unit's absent / present), ``correct``
+    and :data:`P_PRED` = max_c softmax(z)_c, the probability of the predicted class (a label unit's row
+    (0, z): its sigmoid, or one minus it). RunError when the set was not recorded at that epoch."""
+    from cartomap.errors import RunError
+    from cartomap.scores.metrics import softmax
+
+    kind = run.task_kind
+    frame = set_examples(run, source)
+    epoch = run.best_epoch() if epoch is None else epoch
+    if frame is None or epoch is None or epoch not in run.dynamics_epochs(source):
+        raise RunError(f"run {run.id} has no recorded {source} predictions")
+    ids, gold, counts = kind.units(frame, run.label_names)
+    probs = softmax(run.read_epoch(source, epoch, ids).astype("float64"))
+    predicted = probs.argmax(axis=1)
+    out = pd.DataFrame({"id": ids})
+    example_ids = frame["id"].astype(str).to_numpy(dtype=object).repeat(counts)
+    if kind.unit.sentences:
+        words = [str(w) for row in frame[kind.text_fields[0]] for w in row]
+        out = out.assign(example_id=example_ids, word=[k for n in counts for k in range(int(n))])
+        out[WORD_TEXT] = words
+    elif kind.unit.label_sets:
+        out = out.assign(example_id=example_ids, label=list(run.label_names) * len(frame))
+    else:
+        for col in task_kinds.text_fields_in(frame.columns):
+            out[col] = frame[col].astype(str).to_numpy()
+    names = np.asarray([*kind.unit_classes(run.label_names), ""], dtype=object)  # "": no gold label
+    known = (gold >= 0) & (gold < len(names) - 1)
+    out["gold"] = names[np.where(known, gold, len(names) - 1)]
+    out["predicted"] = names[predicted]
+    out["correct"] = gold == predicted
+    out[P_PRED] = probs.max(axis=1)
+    return out

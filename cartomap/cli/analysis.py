@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cartomap.cli.options import add_column_arguments, add_data_arguments, data_config
+from cartomap.cli.options import add_column_arguments, add_data_arguments, data_config, detector_names
 from cartomap.cli.printing import CountBar, printable_frame
 from cartomap.errors import CartomapError
 from cartomap.io import refuse_overwrite
@@ -17,7 +17,7 @@ _PAIR_TEXTS = "-".join(PAIR.text_fields)
 
 
 def cmd_embed(a: argparse.Namespace) -> int:
-    """Compute a finished run's [CLS] embeddings (task "embeddings")."""
+    """Compute a finished run's [CLS] embeddings (task "embeddings"; a token run's words)."""
     from cartomap.errors import RunError
     from cartomap.runs.store import RunStore
     from cartomap.training.embeddings import embed_run, embedding_problem
@@ -180,7 +180,11 @@ def cmd_subset(a: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
-    em = sub.add_parser("embed", help="compute a finished run's [CLS] embeddings (for nearest neighbours)")
+    em = sub.add_parser(
+        "embed",
+        help="compute a finished run's [CLS] embeddings (for nearest neighbours; a token run's: each word's, "
+        "at its first sub-word)",
+    )
     em.add_argument("run")
     em.add_argument("--batch-size", type=int, default=64)
     em.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
@@ -243,7 +247,10 @@ def add_commands(sub) -> None:
     ar.set_defaults(func=cmd_artifacts)
 
     tr = sub.add_parser(
-        "truth", help="human judgement: data-map metrics vs vote entropy, detectors vs gold != majority"
+        "truth",
+        help="human judgement: data-map metrics vs vote entropy, detectors vs gold != majority",
+        description="The truth report: data-map metrics vs vote entropy, and every registered detector the "
+        f"run can feed ({detector_names()}) vs gold != the annotators' majority.",
     )
     tr.add_argument("run")
     tr.add_argument("--json", default=None, help="also write the report as JSON to this file")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from cartomap.cli.options import detector_names
 from cartomap.cli.team import acting, decider
 
 
@@ -328,7 +329,11 @@ def _add_create(cmds) -> None:
     c.add_argument("run")
     c.add_argument("name", help="the queue's name (letters, digits, _ . -)")
     source = c.add_mutually_exclusive_group(required=True)
-    source.add_argument("--detector", help="a registered detector's most suspect examples (see --top)")
+    source.add_argument(
+        "--detector",
+        metavar="NAME",
+        help=f"a registered detector's most suspect examples (see --top): one of {detector_names()}",
+    )
     source.add_argument("--group", help="a saved group or lasso selection of the run")
     source.add_argument("--pruning", metavar="EXPERIMENT", help="the suspects of a pruning experiment")
     source.add_argument("--ids", metavar="FILE", help="a file of example ids, one per line")

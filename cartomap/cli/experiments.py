@@ -13,6 +13,7 @@ from cartomap.cli.options import (
     add_executor_arguments,
     add_training_arguments,
     data_config,
+    detector_names,
     executor_config,
     experiment_base,
     experiment_options,
@@ -481,7 +482,10 @@ def add_commands(sub) -> None:
     ex.set_defaults(func=cmd_experiment)
 
     nb = sub.add_parser(
-        "noise-benchmark", help="plant label flips and measure how well each method finds them"
+        "noise-benchmark",
+        help="plant label flips and measure how well each method finds them",
+        description="Plant label flips and measure how well each method finds them: ranking methods, each "
+        f"one of the registered detectors ({detector_names()}), cleanlab's issues and the consensus rule.",
     )
     add_noise_arguments(nb)
     nb.add_argument("--markdown", action="store_true", help="print the table as markdown")

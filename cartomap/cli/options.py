@@ -36,6 +36,14 @@ def name_list(text: str) -> tuple[str, ...]:
     return tuple(c.strip() for c in text.split(",") if c.strip())
 
 
+def detector_names() -> str:
+    """The registered detectors' names, comma-separated, read from the registry when a parser is built
+    (:data:`cartomap.scores.detectors.REGISTRY`): every help text that takes or scores detectors says this."""
+    from cartomap.scores import detectors
+
+    return ", ".join(detectors.REGISTRY)
+
+
 def add_data_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument(

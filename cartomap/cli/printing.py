@@ -97,7 +97,7 @@ def print_run_summary(run) -> None:
     if run.has_metrics():
         from cartomap.analysis.datamap import with_regions
 
-        counts = with_regions(run.metrics())["region"].value_counts().to_dict()  # by rank
+        counts = with_regions(run.metrics(), run.region_rule())["region"].value_counts().to_dict()
         print("  regions: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 

@@ -17,6 +17,9 @@ SEEDS_EXPORT = "seeds.parquet"  # `cartomap export`: the seeds experiment's per-
 DETECTORS_EXPORT = "detectors.parquet"  # `cartomap export`: every available detector's score per example
 SENTENCE_METHOD_CHOICES = ("min", "mean", "softmin")  # cartomap.scores.aggregate.names("word"), a test checks
 SENTENCES_EXPORT = "sentences.parquet"  # `cartomap export` of a token run: the sentence-level map
+PREDICTIONS_EXPORT = (
+    "predictions_{source}.parquet"  # `cartomap export`: a dev or test set's predictions per unit
+)
 TAGS_EXPORT = "tags.parquet"  # `cartomap export` of a run with tags: (example, tag, who, when) rows
 
 
@@ -150,10 +153,38 @@ def detector_table(run, metrics, seeds_table, cache):
     return pd.concat([examples.assign(id=ids), detectors.score_all(inputs)], axis=1)
 
 
+def evaluated_sets(run) -> list[str]:
+    """The dev and test sets whose predictions the run recorded at its best epoch ("dev", "test_<k>")."""
+    epoch = run.best_epoch()
+    sources = ["dev"] + [f"test_{k}" for k in range(len(run.test_names))]
+    return [s for s in sources if epoch is not None and epoch in run.dynamics_epochs(s)]
+
+
+def export_predictions(run, sources: list[str], out: Path) -> None:
+    """Write each set's predictions per unit at the run's best epoch
+    (:func:`cartomap.analysis.tables.set_predictions`) as ``predictions_<set>.parquet`` in ``out``."""
+    from cartomap.analysis.tables import set_predictions
+    from cartomap.io import atomic_write_parquet
+
+    for source in sources:
+        table = set_predictions(run, source)
+        path = out / PREDICTIONS_EXPORT.format(source=source)
+        atomic_write_parquet(path, table)
+        name = "dev" if source == "dev" else f"test {run.test_names[int(source.removeprefix('test_'))]}"
+        units = run.task_kind.unit.plural(len(table))
+        print(
+            f"wrote {path}: the {name} set's {units} with gold, prediction and p(prediction) "
+            f"(epoch {run.best_epoch() + 1}, the best on dev)"
+        )
+
+
 def cmd_export(a: argparse.Namespace) -> int:
     """Write a reference model folder: training_dynamics/dynamics_epoch_E.jsonl, td_metrics.jsonl, metrics.csv;
     detectors.parquet (every available detector's score per example, higher = more suspect); seeds.parquet (every seed's and the mean metrics of each example) when the run has a finished
-    seeds experiment; tags.parquet (every tag of an example, who set it and when) when the run has tags."""
+    seeds experiment; tags.parquet (every tag of an example, who set it and when) when the run has tags;
+    predictions_<set>.parquet of each recorded dev and test set (per unit: a token run's per word with its text);
+    a token run's tables carry each word's text (word_text) beside its position (word)."""
+    from cartomap.analysis.tables import with_word_text
     from cartomap.experiments.seeds import PER_EXAMPLE, PER_EXAMPLE_EVAL, done_seeds_of
     from cartomap.experiments.store import ExperimentStore
     from cartomap.io import atomic_write_parquet, refuse_overwrite
@@ -180,22 +211,27 @@ def cmd_export(a: argparse.Namespace) -> int:
     token_run = run.task_kind.unit.sentences
     if token_run:
         refuse_overwrite([out / SENTENCES_EXPORT], a.force)
+    evaluated = evaluated_sets(run)
+    refuse_overwrite([out / PREDICTIONS_EXPORT.format(source=s) for s in evaluated], a.force)
     recorded = run.recorded_source(a.source)
     ids, logits = run.dynamics(recorded)
     labels = run.unit_labels(recorded)[1]  # a token run's: one per word
     if a.burn_out is None:
         metrics = run.metrics(a.source)
     else:
-        metrics = compute_metrics(logits, labels, ids, burn_out=a.burn_out)
+        metrics = compute_metrics(logits, labels, ids, regions=run.region_rule(), burn_out=a.burn_out)
     n = burn_out_epochs(logits.shape[0], a.burn_out)
+    metrics = with_word_text(metrics, run)  # a token run's words by their text beside their position
     write_reference_export(out, ids, logits[:n], labels, metrics, force=a.force)
     print(
         f"wrote {n} epochs to {out / DYNAMICS_DIR}/dynamics_epoch_*.jsonl, and {METRICS_NAME} and "
         f"{METRICS_CSV} to {out} (the reference's model folder: train_dy_filtering.py --model_dir {out})"
     )
     table = detector_table(run, metrics, seeds_table, a.cache)
-    atomic_write_parquet(out / DETECTORS_EXPORT, table)
-    print(f"wrote {out / DETECTORS_EXPORT}: {', '.join(table.columns[2:])} (higher = more suspect)")
+    scored = ", ".join(table.columns[2:])
+    atomic_write_parquet(out / DETECTORS_EXPORT, with_word_text(table, run))
+    print(f"wrote {out / DETECTORS_EXPORT}: {scored} (higher = more suspect)")
+    export_predictions(run, evaluated, out)
     if token_run:
         from cartomap.analysis.tokens import sentence_map_frame
 

@@ -136,11 +136,13 @@ def seed_runs(exp: Experiment, store: RunStore) -> dict[int, Run]:
 
 
 def seeds_results(exp: Experiment, store: RunStore) -> dict[str, Any]:
-    """per_example (seed_table of every seed's main metrics, regions by rank), summary
+    """per_example (seed_table of every seed's main metrics, regions by the base run's default rule, its
+    kind's: :meth:`Run.region_rule`, as its map draws them), summary
     (stability_summary, with the seeds' run ids, and the same for the eval-mode metrics under "eval"
     when every run recorded them too) and per_example_eval then."""
     runs = seed_runs(exp, store)
-    frames = {seed: with_regions(run.metrics()) for seed, run in runs.items()}
+    rule = next(iter(runs.values())).region_rule() if runs else None
+    frames = {seed: with_regions(run.metrics(), rule) for seed, run in runs.items()}
     summary = stability_summary(frames)
     summary["base_run"] = exp.params["base_run"]
     summary["runs"] = {str(seed): run.id for seed, run in runs.items()}
@@ -152,9 +154,10 @@ def seeds_results(exp: Experiment, store: RunStore) -> dict[str, Any]:
         summary["units"] = next(iter(runs.values())).task_kind.unit.plural()
     out: dict[str, Any] = {PER_EXAMPLE: seed_table(frames)}
     if all(run.has_metrics("eval") for run in runs.values()):
-        evals = {seed: with_regions(run.metrics("eval")) for seed, run in runs.items()}
+        evals = {seed: with_regions(run.metrics("eval"), rule) for seed, run in runs.items()}
         summary["eval"] = stability_summary(evals)
         summary["eval"]["view"] = train.view_label("eval")
+        summary["eval"]["units"] = summary.get("units")
         out[PER_EXAMPLE_EVAL] = seed_table(evals)
     out[SUMMARY] = summary
     return out
@@ -185,16 +188,32 @@ def summary_table(summary: dict[str, Any]) -> pd.DataFrame:
 
 
 def region_table(summary: dict[str, Any]) -> pd.DataFrame:
-    """Rows measure, value: pairwise region agreement and the share of examples stable in every seed."""
-    return pd.DataFrame(
-        [
+    """Rows measure, value: pairwise region agreement (over every unit, and leaving out the units easy in
+    both seeds of a pair when the summary has it) and the share of units stable in every seed."""
+    units = summary.get("units", task_kinds.DEFAULT.unit.plural())
+    rows = [
+        {"measure": "region agreement (mean over pairs of seeds)", "value": summary.get("region_agreement")}
+    ]
+    if "region_agreement_not_easy" in summary:  # summaries written before it lack it
+        rows.append(
             {
-                "measure": "region agreement (mean over pairs of seeds)",
-                "value": summary.get("region_agreement"),
-            },
-            {"measure": "examples in the same region in every seed", "value": summary.get("stable_share")},
-        ]
+                "measure": f"region agreement leaving out the {units} easy-to-learn in both seeds of a pair",
+                "value": summary.get("region_agreement_not_easy"),
+            }
+        )
+    rows.append(
+        {"measure": f"{units} in the same region in every seed", "value": summary.get("stable_share")}
     )
+    return pd.DataFrame(rows)
+
+
+def rule_words(summary: dict[str, Any]) -> str:
+    """How the summary's regions were drawn, in words: "by threshold on variability" (summaries written
+    before the rule was kept: ranked on their axis)."""
+    rule = summary.get("regions") or {}
+    axis = rule.get("axis") or summary.get("axis", "variability")  # before axes: variability's regions
+    method = "ranked by" if rule.get("method", "rank") == "rank" else f"by {rule['method']} on"
+    return f"{method} {METRIC_LABELS.get(axis, axis)}"
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
@@ -206,15 +225,18 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     k = summary.get("n_seeds")
     spearman = summary.get("spearman", {})
     brown = summary.get("spearman_brown", {})
-    axis = summary.get("axis", "variability")  # summaries written before axes: variability's regions
     lines = [
         f"recordings: {summary.get('view', 'the runs main metrics (not named when they were summarised)')}; "
-        "regions ranked by "
-        f"{METRIC_LABELS.get(axis, axis)}",
+        f"regions {rule_words(summary)}",
         "Spearman between seeds: "
         + ", ".join(f"{METRIC_LABELS.get(m, m)} {num(r)}" for m, r in _ordered(spearman)),
-        f"region agreement {num(summary.get('region_agreement'))} · same region in all {k} seeds "
-        f"{num(summary.get('stable_share'))}",
+        f"region agreement {num(summary.get('region_agreement'))}"
+        + (
+            f" (leaving out those easy in both seeds: {num(summary['region_agreement_not_easy'])})"
+            if "region_agreement_not_easy" in summary
+            else ""
+        )
+        + f" · same region in all {k} seeds {num(summary.get('stable_share'))}",
         f"reliability of the {k}-seed mean map (Spearman-Brown): "
         + ", ".join(f"{METRIC_LABELS.get(m, m)} {num(r)}" for m, r in _ordered(brown)),
     ]

@@ -140,8 +140,12 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "tags of examples (SQLite: each example's tags with who set them and when, and every tagging "
         "and untagging, committed at once)",
     ),
-    (EMBEDDINGS, "[CLS] vectors [N, H] of the trained model, rows in examples order"),
-    (EMBEDDING_IDS, "the example ids of those rows"),
+    (
+        EMBEDDINGS,
+        "[CLS] vectors [N, H] of the trained model, rows in examples order (a token run's: a row per word, "
+        "its first sub-word's)",
+    ),
+    (EMBEDDING_IDS, "the example ids of those rows (a token run's: the words' unit ids)"),
     (PROJECTION, "2-D coordinates (pca, umap) of the embeddings"),
     (SIMILARITY, f"{'-'.join(PAIR.text_fields)} similarity of every pair (STS-CL, artifacts)"),
     (f"{WANLI}/<batch>/{GENERATION_INFO}", "a generation batch's config, groups, template and label words"),

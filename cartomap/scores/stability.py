@@ -24,7 +24,7 @@ import pandas as pd
 
 from cartomap.errors import DataError
 from cartomap.scores import ambiguity
-from cartomap.scores.metrics import REGIONS, RegionRule
+from cartomap.scores.metrics import EASY, REGIONS, RegionRule
 
 #: Metrics whose pairwise Spearman correlation :func:`stability_summary` reports.
 SUMMARY_METRICS: tuple[str, ...] = ("confidence", *ambiguity.MAP_SCORES, "correctness", "aum")
@@ -249,6 +249,21 @@ def region_agreement_pairwise(frames: Mapping[int, pd.DataFrame]) -> float:
     return float(np.mean(shares))
 
 
+def region_agreement_not_easy(frames: Mapping[int, pd.DataFrame]) -> float:
+    """Mean over every pair of seeds (s, t) of #{i in K : region_s(i) == region_t(i)} / #K, where K = the
+    examples easy-to-learn in at most one of s and t: :func:`region_agreement_pairwise` without the examples
+    both seeds call easy (a token run's easy "O" words, most of its map, make any two seeds look alike). In
+    [0, 1]; higher = more stable; pairs where every example is easy in both are left out, NaN when every pair is."""
+    aligned, pairs = _pairs(frames, "region agreement")
+    regions = {s: f["region"].astype(str).to_numpy(dtype=object) for s, f in aligned.items()}
+    shares = []
+    for s, t in pairs:
+        kept = ~((regions[s] == EASY) & (regions[t] == EASY))
+        if kept.any():
+            shares.append(float(np.mean(regions[s][kept] == regions[t][kept])))
+    return float(np.mean(shares)) if shares else float("nan")
+
+
 def stable_share(frames: Mapping[int, pd.DataFrame]) -> float:
     """(1/N) #{i : region_s(i) is the same for every seed s}. In [0, 1]; higher = more stable; never
     above :func:`region_agreement_pairwise`."""
@@ -284,8 +299,9 @@ def stability_summary(frames: Mapping[int, pd.DataFrame]) -> dict[str, Any]:
     confidence, every ambiguity score of :data:`cartomap.scores.ambiguity.MAP_SCORES`, correctness and aum
     (those the frames have); ``axis``: the score the regions were ranked on; ``spearman_brown``:
     {metric: :func:`spearman_brown` (rho, S)}, the expected reliability of the S-seed mean map;
-    ``region_agreement``: :func:`region_agreement_pairwise`; ``stable_share``: :func:`stable_share`.
-    Higher = more stable everywhere."""
+    ``regions``: the rule the regions were drawn by (the first frame's ``attrs``); ``region_agreement``:
+    :func:`region_agreement_pairwise`; ``region_agreement_not_easy``: :func:`region_agreement_not_easy`;
+    ``stable_share``: :func:`stable_share`. Higher = more stable everywhere."""
     aligned, _ = _pairs(frames, "a stability summary")
     k = len(aligned)
     first = next(iter(aligned.values()))
@@ -296,8 +312,10 @@ def stability_summary(frames: Mapping[int, pd.DataFrame]) -> dict[str, Any]:
         "seeds": [int(s) for s in aligned],
         "n_examples": int(len(first)),
         "axis": _rule(first).axis,
+        "regions": _rule(first).to_dict(),
         "spearman": {m: _finite_or_none(r) for m, r in spearman.items()},
         "spearman_brown": {m: _finite_or_none(spearman_brown(r, k)) for m, r in spearman.items()},
         "region_agreement": _finite_or_none(region_agreement_pairwise(aligned)),
+        "region_agreement_not_easy": _finite_or_none(region_agreement_not_easy(aligned)),
         "stable_share": _finite_or_none(stable_share(aligned)),
     }

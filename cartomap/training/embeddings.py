@@ -1,12 +1,17 @@
-"""[CLS] embeddings of a run's training examples under its fine-tuned task model.
+"""[CLS] embeddings of a run's training examples under its fine-tuned task model; a token run's words.
 
 WaNLI (Liu et al., 2022), Stage 1: the representation of an example is the final-layer
 hidden state of its first token ([CLS] for BERT, ``<s>`` for RoBERTa) in the task model,
 in eval mode, truncated to 128 tokens, L2-normalised, so that a dot product is the cosine
 similarity. The model is the final one saved in ``run.model_dir``.
 
+A kind whose units are a sentence's words (token classification) is embedded per word, as its dynamics
+are recorded: each word's final-layer hidden state at its first sub-word (the sentence encoded whole,
+as in training), L2-normalised, keyed by the word's unit id ``<sentence id>#<k>``
+(:func:`embedding_ids`). Every other kind has one vector per example (a multi-label example too).
+
 Saved in the run folder (both written atomically): ``run.embeddings_path`` (float32 [N, H],
-rows in the order of the run's examples) and ``run.embedding_ids_path`` (the N ids, same order).
+rows in the order of :func:`embedding_ids`) and ``run.embedding_ids_path`` (the N ids, same order).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from cartomap.errors import RunError
 from cartomap.io import atomic_save, atomic_write_json, read_json
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
+from cartomap.tasks import registry as task_kinds
 from cartomap.training.models import HF_CONFIG, is_checkpoint
 
 TASK = "embeddings"
@@ -43,13 +49,35 @@ def _load_encoder(model_dir: str | Path):
     return model.base_model
 
 
-def _first_token_states(encoder, inputs: dict) -> object:
-    """Final-layer hidden state of the first token, [B, H]."""
+def _final_states(encoder, inputs: dict) -> object:
+    """Final-layer hidden states of every token, [B, T, H]."""
     out = encoder(**inputs, output_hidden_states=True, return_dict=True)
     hidden = getattr(out, "last_hidden_state", None)
-    if hidden is None:
-        hidden = out.hidden_states[-1]
-    return hidden[:, 0]
+    return out.hidden_states[-1] if hidden is None else hidden
+
+
+def _first_token_states(encoder, inputs: dict) -> object:
+    """Final-layer hidden state of the first token, [B, H]."""
+    return _final_states(encoder, inputs)[:, 0]
+
+
+def _row_vectors(encoder, inputs: dict, index, per_word: bool):
+    """(rows [R], vectors [R, H]) of one batch: each example's first token at its row (``index`` [B]);
+    with ``per_word``, each word's first sub-word at its unit's row (``index`` [B, T]: the unit at a
+    word's first sub-word, -1 elsewhere, as :func:`cartomap.training.batching.tokenize_words` aligns it)."""
+    if not per_word:
+        return index, _first_token_states(encoder, inputs)
+    keep = index >= 0
+    return index[keep], _final_states(encoder, inputs)[keep.to(inputs["input_ids"].device)]
+
+
+def embedding_ids(task, examples) -> list[str]:
+    """The ids of a run's embedding rows, in order: a word-unit kind's (token classification) words'
+    unit ids ``<sentence id>#<k>`` (:meth:`TaskKind.unit_ids`, the dynamics' order), else the examples'
+    ids (one vector per example, a multi-label example's too)."""
+    if task.unit.sentences:
+        return task.unit_ids(examples)[0]
+    return examples["id"].astype(str).tolist()
 
 
 def compute_cls_embeddings(
@@ -59,12 +87,15 @@ def compute_cls_embeddings(
     batch_size: int = 64,
     device: str = "auto",
     progress: ProgressCallback | None = None,
+    task=None,
 ) -> np.ndarray:
     """L2-normalised final-layer first-token vectors of every row of ``frame``: float32 [N, H].
 
-    ``frame`` has ``premise``/``hypothesis`` columns (pairs) or ``text``. Rows are batched in
-    length order (little padding) and returned in the frame's order. Runs on the GPU when
-    present (``device="auto"``), in fp32.
+    ``frame`` holds the text fields of ``task`` (default: the kind its columns show). Rows are batched
+    in length order (little padding) and returned in the frame's order. A word-unit kind's rows are
+    sentences: one vector per word, its first sub-word's, in :func:`embedding_ids` order (float32
+    [words, H]; a sentence longer than ``max_length`` sub-words is a DataError naming it). Runs on the
+    GPU when present (``device="auto"``), in fp32.
     """
     import torch
     from torch.utils.data import DataLoader
@@ -75,16 +106,20 @@ def compute_cls_embeddings(
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    task = task if task is not None else task_kinds.of_columns(frame.columns)
+    per_word = bool(task.unit.sentences)
     device = available_device(device)
     tokenizer = load_tokenizer(str(model_dir))
     encoder = _load_encoder(model_dir).to(device).eval()
     n = len(frame)
+    n_rows = len(embedding_ids(task, frame)) if per_word else n
     hidden_size = int(encoder.config.hidden_size)
-    out = np.zeros((n, hidden_size), dtype=np.float32)
+    out = np.zeros((n_rows, hidden_size), dtype=np.float32)
     if n == 0:
         return out
 
-    dataset = TokenizedExamples(tokenize(tokenizer, frame, max_length), np.zeros(n, dtype=np.int64))
+    encoded = tokenize(tokenizer, frame, max_length, task)
+    dataset = TokenizedExamples(encoded, np.zeros(n, dtype=np.int64))
     order = np.argsort(-dataset.lengths, kind="stable")  # longest first: a memory error shows at once
     batches = [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -93,9 +128,9 @@ def compute_cls_embeddings(
     with torch.inference_mode():
         for batch in loader:
             inputs = {k: v.to(device) for k, v in model_inputs(batch).items()}
-            cls = _first_token_states(encoder, inputs).float()
-            cls = torch.nn.functional.normalize(cls, p=2, dim=1)
-            out[batch["index"].numpy()] = cls.cpu().numpy()
+            rows, vectors = _row_vectors(encoder, inputs, batch["index"], per_word)
+            vectors = torch.nn.functional.normalize(vectors.float(), p=2, dim=1)
+            out[rows.numpy()] = vectors.cpu().numpy()
             done += len(batch["index"])
             if progress is not None:
                 progress(done, n)
@@ -196,7 +231,9 @@ def embed_run(
     force: bool = False,
     model: str | Path | None = None,
 ) -> tuple[list[str], np.ndarray]:
-    """Compute and save the run's [CLS] embeddings as task ``embeddings`` (progress in tasks/embeddings.json).
+    """Compute and save the run's [CLS] embeddings as task ``embeddings`` (progress in tasks/embeddings.json);
+    a token run's word vectors (:func:`embedding_ids`), its sentences read up to the longer of
+    ``max_length`` and the run's own max length (every word trained is embedded).
 
     Needs a model (:func:`embedding_model`: ``model``, the run's final model, or a scored run's last
     checkpoint). Returns the saved embeddings; an existing, consistent set is returned without
@@ -205,15 +242,18 @@ def embed_run(
     from cartomap.runs.tasks import task, task_status, task_update, throttled_reporter
     from cartomap.training.models import available_device
 
+    examples = run.examples()
+    kind = run.task_kind
+    ids = embedding_ids(kind, examples)
     if not force and not model:
         loaded = load_embeddings(run)
-        if loaded is not None and loaded[0] == run.examples()["id"].astype(str).tolist():
+        if loaded is not None and loaded[0] == ids:
             if (task_status(run, TASK) or {}).get("state") == State.QUEUED:  # a job started for nothing
                 task_update(run, TASK, state=State.DONE, progress=1.0)
             return loaded
-    examples = run.examples()
-    ids = examples["id"].astype(str).tolist()
-    with task(run, TASK, total=len(ids), device=device) as update:  # a failure is recorded there
+    if kind.unit.sentences:
+        max_length = max(int(max_length), int(run.config.model.max_length))
+    with task(run, TASK, total=len(examples), device=device) as update:  # a failure is recorded there
         model_dir = embedding_model(run, model)
         device = available_device(device)
         update(device=device, model=str(model_dir))
@@ -227,6 +267,7 @@ def embed_run(
             batch_size=batch_size,
             device=device,
             progress=report,
+            task=kind,
         )
         save_embeddings(run, ids, array)
         update(seconds=round(time.time() - t0, 2), dim=int(array.shape[1]))

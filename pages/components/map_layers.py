@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cartomap.analysis import epochs, overlay_figures, overlays, tokens
+from cartomap.analysis import datamap, epochs, overlay_figures, overlays, tokens
 from cartomap.analysis import multilabel as label_views
 from cartomap.errors import CartomapError
 from cartomap.runs import layout
@@ -154,6 +154,8 @@ def neighbour_layer(run, frame, focus: str | None):
     Offered when an example is focused and the run has embeddings; returns the overlay frame or None."""
     if focus is None or not run.embeddings_path.exists():
         return None
+    if run.task_kind.unit.sentences and datamap.SENTENCE not in frame.columns:
+        return None  # a token run's sentence-level map: its words are embedded, not its sentences
     k = overlays.DEFAULT_K
     if not st.checkbox(
         f"Show the focused example and its {k} nearest neighbours on the map",

@@ -78,16 +78,17 @@ def units_at(run: Run, k: int, rule: RegionRule | None = None) -> pd.DataFrame:
     """The metrics of ``run``'s recorded units (a token run's words) over its first ``k`` recordings
     (:func:`cartomap.analysis.epochs.run_map_at`, regions by ``rule``), computed once per run, k and rule:
     the word-level map after k recordings and the sentence-level one are both made from them."""
-    rule_json = json.dumps((rule or RegionRule()).to_dict(), sort_keys=True)
+    rule_json = json.dumps((rule or run.region_rule()).to_dict(), sort_keys=True)
     stamp = dynamics_stamp(run, run.recorded_source())
     return _units_at(str(run.path), stamp, int(k), rule_json)
 
 
 def map_frame(run: Run, rule: RegionRule | None = None, burn_out: int | None = None) -> pd.DataFrame:
-    """:func:`cartomap.analysis.datamap.map_frame` of ``run`` (regions by ``rule``, default by rank;
+    """:func:`cartomap.analysis.datamap.map_frame` of ``run`` (regions by ``rule``, default the run's kind's,
+    :meth:`Run.region_rule`;
     metrics over the first ``burn_out`` epochs, from the dynamics :func:`dynamics` read once), cached
     until its metrics, examples or dynamics change."""
-    rule_json = json.dumps((rule or RegionRule()).to_dict(), sort_keys=True)
+    rule_json = json.dumps((rule or run.region_rule()).to_dict(), sort_keys=True)
     stamp = run.stamp(run.metrics_path(), run.examples_path)
     if burn_out is not None:
         stamp += dynamics_stamp(run, run.recorded_source())
@@ -112,7 +113,7 @@ def seed_map_frame(exp, run: Run, rule: RegionRule | None = None) -> pd.DataFram
     ``rule``), cached until its results are written again."""
     from cartomap.experiments.seeds import PER_EXAMPLE
 
-    rule_json = json.dumps((rule or RegionRule()).to_dict(), sort_keys=True)
+    rule_json = json.dumps((rule or run.region_rule()).to_dict(), sort_keys=True)
     return _seed_frame(str(exp.path), exp.result_stamp(PER_EXAMPLE), str(run.path), rule_json)
 
 

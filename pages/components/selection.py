@@ -179,11 +179,14 @@ def shown_focus(table) -> str | None:
 
 
 def focus_neighbours(run, table) -> None:
-    """The focused example's nearest same-label neighbours, when the run's embeddings are computed; else
+    """The focused example's nearest same-label neighbours (a token run's focused word: the nearest words of
+    its gold tag), when the run's embeddings are computed; else
     what they are for and "Compute embeddings" (``cartomap embed RUN`` as a background job, its panel
     following it; ``pages.components.embeddings``). A table (the texts are data)."""
     focus = shown_focus(table)
-    if focus is None or not run.task_kind.unit.per_example:
+    kind = run.task_kind
+    words = kind.unit.sentences and datamap.SENTENCE in table.columns  # a token run's map of words
+    if focus is None or not (kind.unit.per_example or words):  # words are embedded, sentences are not
         return
     if not run.embeddings_path.exists():
         st.markdown("**Nearest neighbours with the same label**")
