@@ -200,3 +200,14 @@ def test_a_run_keeps_its_task_kind_and_old_runs_have_theirs(tmp_path):
     del info["is_pair"]
     path.write_text(json.dumps(info))
     assert RunStore(tmp_path / "cache").get(run.id).task_kind is SINGLE  # one text column in its config
+
+
+@pytest.mark.parametrize("field", ["aum", "el2n", "mean_entropy", "forgetting"])
+def test_a_text_field_named_like_a_registered_score_column_is_refused(field):
+    """The score columns a map carries are reserved by their registries (cartomap.scores.columns), not
+    spelled in cartomap.tasks.reserved: a kind that takes one is refused when made, naming the field."""
+    import cartomap.scores.columns  # noqa: F401 (the registries reserve their columns when imported)
+    from cartomap.tasks.base import TaskKind
+
+    with pytest.raises(ValueError, match=f"text field '{field}' is a column name .* a data-map score"):
+        TaskKind(name="odd", description="", text_fields=(field,), noun="x")

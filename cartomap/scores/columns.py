@@ -12,6 +12,7 @@ detector registered with its inputs and units is in it.
 from __future__ import annotations
 
 from cartomap.scores import ambiguity, detectors
+from cartomap.tasks import reserved
 from cartomap.tasks.units import Unit
 
 
@@ -19,3 +20,8 @@ def score_columns(unit=Unit.EXAMPLE) -> tuple[str, ...]:
     """The score columns of ``unit``'s map (a :class:`cartomap.tasks.units.Unit`; None: every unit's), each
     once, in order: the ambiguity scores on the map, then the detectors' metric columns."""
     return tuple(dict.fromkeys((*ambiguity.map_scores(unit), *detectors.metric_columns(unit))))
+
+
+reserved.reserve_from(
+    "a data-map score of the registries", lambda: (*score_columns(None), *detectors.names())
+)

@@ -125,13 +125,8 @@ class TaskKind:
             raise ValueError(f"task kind {self.name!r}: every set of source columns names each text field")
         if self.label_field in self.text_fields:
             raise ValueError(f"task kind {self.name!r}: the label field is one of the text fields")
-        for field in self.text_fields:
-            what = reserved(field)
-            if what is not None:
-                raise ValueError(
-                    f"task kind {self.name!r}: text field {field!r} is a column name the data map and its "
-                    f"tables reserve ({what}); name the field otherwise"
-                )
+        if problem := self.reserved_field():
+            raise ValueError(problem)
         if self.unit.per_example and self.label_field != EXAMPLE_LABEL_FIELD:
             raise ValueError(
                 f"task kind {self.name!r}: a kind of one label per example keeps it in the column "
@@ -148,6 +143,18 @@ class TaskKind:
                 )
 
     # ------------------------------------------------------------------ inputs
+    def reserved_field(self) -> str:
+        """The refusal of a text field named like a column the data map and its tables add
+        (:mod:`cartomap.tasks.reserved`, the score registries' names once they are imported), or ""."""
+        for field in self.text_fields:
+            what = reserved(field)
+            if what is not None:
+                return (
+                    f"task kind {self.name!r}: text field {field!r} is a column name the data map and its "
+                    f"tables reserve ({what}); name the field otherwise"
+                )
+        return ""
+
     @property
     def is_pair(self) -> bool:
         """Whether an example is exactly two texts (a first and a second: what the analyses that compare

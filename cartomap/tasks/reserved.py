@@ -9,12 +9,15 @@ one of those columns would be two columns of one name (``context``, a word's sen
 reserved here, below every table that adds them, and :class:`cartomap.tasks.base.TaskKind` refuses a text
 field named so when the kind is made. ``tests/test_kind_conformance.py`` builds every such table of a run
 of every kind and checks that each column it adds beside the kind's own fields is reserved here, so this
-list cannot fall behind the tables.
+list cannot fall behind the tables. The score columns a unit's map carries are not listed here: their
+registries own them (:mod:`cartomap.scores.columns`, which reserves them through :func:`reserve_from`
+when it is imported; a run is prepared only after it is, so a kind that takes one is refused then at the
+latest).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
 #: What each reserved name is, by the part of the library that adds it (for the one-line refusal).
@@ -38,20 +41,14 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "forgetfulness",
         "never_learned",
         "threshold_closeness",
-        "aum",
-        "el2n",
         "difficulty",
         "difficulty_code",
     ),
     "an ambiguity score the map can be drawn on": (
-        "mean_entropy",
-        "gold_bernoulli",
-        "margin_gap",
         "entropy_of_mean",
         "last_entropy",
         "epoch_disagreement",
         "margin_spread",
-        "forgetting",
         "learned_late",
     ),
     "a word's sentence on a word-level map": ("context",),
@@ -115,8 +112,21 @@ PREFIXES: Mapping[str, str] = MappingProxyType(
 )
 
 
+#: Others who reserve names, asked at every check (a statistic or detector registered later counts):
+#: (what the names hold, the names now).
+_PROVIDERS: list[tuple[str, Callable[[], Iterable[str]]]] = []
+
+
+def reserve_from(what: str, names: Callable[[], Iterable[str]]) -> None:
+    """Reserve the names ``names()`` gives whenever a name is checked (the score registries' columns)."""
+    _PROVIDERS.append((what, names))
+
+
 def reserved(name: str) -> str | None:
     """What the library's tables keep under column ``name`` (for the refusal), or None when it is free."""
     if name in RESERVED:
         return RESERVED[name]
+    for what, names in _PROVIDERS:
+        if name in set(names()):
+            return what
     return next((what for prefix, what in PREFIXES.items() if str(name).startswith(prefix)), None)

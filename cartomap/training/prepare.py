@@ -9,7 +9,9 @@ from __future__ import annotations
 from cartomap.config import RunConfig
 from cartomap.data.checks import label_warnings
 from cartomap.data.loading import load_dataset
+from cartomap.errors import DataError
 from cartomap.runs.store import Run, RunStore
+from cartomap.scores import columns as _score_columns  # noqa: F401 (reserves the score columns)
 from cartomap.training.batching import subwordless_warnings, tokenize_words
 from cartomap.training.models import check_max_length, load_tokenizer
 from cartomap.training.orders import check_order
@@ -31,6 +33,8 @@ def prepare_run(config: RunConfig, store: RunStore | None = None, made_for: str 
     words the model's tokenizer turns into no sub-word) is kept with the run: ``run.warnings``
     (:func:`cartomap.data.checks.label_warnings`, :func:`cartomap.training.batching.subwordless_warnings`)."""
     store = store or RunStore()
+    if problem := config.data.task_kind.reserved_field():  # the score columns reserved too by now
+        raise DataError(problem, field="task")
     if config.origin.kind == "cartomap":  # runs recorded elsewhere were tokenised by their own code
         check_max_length(config.model.name_or_path, config.model.max_length)
     train, dev, tests = load_data(config)
