@@ -209,5 +209,5 @@ def test_a_text_field_named_like_a_registered_score_column_is_refused(field):
     import cartomap.scores.columns  # noqa: F401 (the registries reserve their columns when imported)
     from cartomap.tasks.base import TaskKind
 
-    with pytest.raises(ValueError, match=f"text field '{field}' is a column name .* a data-map score"):
+    with pytest.raises(ValueError, match=f"text field '{field}' is a column name .*a data-map score"):
         TaskKind(name="odd", description="", text_fields=(field,), noun="x")
