@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pandas as pd
@@ -64,7 +65,10 @@ def test_shared_prefill_matches_plain_generation(tiny_lm, tmp_path):
     lm = LocalLM(tiny_lm, cache_root=tmp_path, device="cpu")
     prompts = [build_prompt(GROUP[:1], "entailment"), build_prompt(GROUP, "neutral")]  # left padding
     greedy = GenerationConfig(model=tiny_lm, n=1, temperature=0, max_new_tokens=8, stop="\n\n\n\n")
-    shared = lm.generate(prompts, greedy)
+    with warnings.catch_warnings():  # no deprecated call into transformers (past_key_values: `cache` now)
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        shared = lm.generate(prompts, greedy)
     assert lm.share_prefill
     lm.share_prefill = False
     plain = lm.generate(prompts, greedy)

@@ -285,19 +285,20 @@ class LocalLM:
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=self.model.config)
+        name = cache_keyword(self.model)
         self.model(
             input_ids=ids[:, :-1],
             attention_mask=mask[:, :-1],
             position_ids=positions[:, :-1],
-            past_key_values=cache,
             use_cache=True,
+            **{name: cache},
         )
         if n > 1:
             cache.batch_repeat_interleave(n)
         return self.model.generate(
             input_ids=ids.repeat_interleave(n, dim=0),
             attention_mask=mask.repeat_interleave(n, dim=0),
-            past_key_values=cache,
+            **{name: cache},
             **options,
         )
 
@@ -340,6 +341,15 @@ class LocalLM:
         self.new_tokens += int((new != pad).sum()) if pad is not None else int(new.numel())
         texts = [cut_at_stop(t, cfg.stop) for t in texts]
         return [texts[i * cfg.n : (i + 1) * cfg.n] for i in range(len(prompts))]
+
+
+def cache_keyword(model) -> str:
+    """The keyword a model's forward and ``generate`` take its key/value cache by: ``cache`` in the
+    transformers that deprecate ``past_key_values`` (a FutureWarning on every call, the old name removed
+    in 6.0), ``past_key_values`` before them; asked of the forward's signature."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 class OpenAICompatible:
