@@ -343,3 +343,14 @@ def test_a_key_in_the_base_url_is_never_written(cache, stub, monkeypatch):
         "u:p@ss",
     )
     assert split_credentials("https://example.org/v1") == ("https://example.org/v1", "")
+
+
+@pytest.mark.slow
+def test_the_bundled_generators_conversion_prints_no_progress_bar(tmp_path, capfd):
+    """`cartomap generate --quiet` converts the bundled GGUF once: transformers' bars and the GGUF
+    reader's own (plain tqdm) stay off the terminal."""
+    from cartomap.wanli.generators import ensure_smollm2
+
+    ensure_smollm2(tmp_path)
+    out, err = capfd.readouterr()
+    assert "it/s" not in err + out and "GGUF" not in err + out and "Writing model shards" not in err + out

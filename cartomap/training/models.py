@@ -82,6 +82,11 @@ def resolve_model(name_or_path: str) -> str:
 
 @contextlib.contextmanager
 def quiet_transformers():
+    """transformers' warnings and progress bars off inside the block: its own (``disable_progress_bar``) and
+    the GGUF reader's, which uses tqdm directly (its ``tqdm`` swapped for one made disabled meanwhile)."""
+    import functools
+    import importlib
+
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
@@ -89,11 +94,20 @@ def quiet_transformers():
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
+        gguf = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    except ImportError:  # a transformers without GGUF support
+        gguf = None
+    bar = getattr(gguf, "tqdm", None)
+    if bar is not None:
+        gguf.tqdm = functools.partial(bar, disable=True)
+    try:
         yield
     finally:
         hf_logging.set_verbosity(level)
         if bars:
             hf_logging.enable_progress_bar()
+        if bar is not None:
+            gguf.tqdm = bar
 
 
 def load_tokenizer(name_or_path: str):

@@ -153,12 +153,12 @@ def ensure_smollm2(cache_root: str | Path) -> Path:
             with quiet_transformers():
                 model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
                 tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            # the weights are dequantised to float32 on load; drop the GGUF marker so they can be saved
-            model.hf_quantizer = None
-            if hasattr(model.config, "quantization_config"):
-                del model.config.quantization_config
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
+                # the weights are dequantised to float32 on load; drop the GGUF marker so they can be saved
+                model.hf_quantizer = None
+                if hasattr(model.config, "quantization_config"):
+                    del model.config.quantization_config
+                model.save_pretrained(tmp)
+                tokenizer.save_pretrained(tmp)
             shutil.rmtree(folder, ignore_errors=True)
             os.rename(tmp, folder)
         finally:
