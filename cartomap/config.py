@@ -7,6 +7,7 @@ of the config that decides whether two runs are the same run ("train or load").
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import numbers
 import platform
@@ -332,24 +333,91 @@ class OrderConfig:
     ambiguity: str = "variability"  # the ambiguity score (cartomap.scores.ambiguity) the cartography orders use where the papers use variability: the A group's rank, Cart-CL++'s v; another score of the scores file on request
 
 
-#: Where a run's dynamics come from (:class:`OriginConfig`).
-ORIGINS = (
-    "cartomap",  # cartomap's own training loop (cartomap.training.loop)
-    "reference",  # dynamics_epoch_*.jsonl files of the reference Cartography code (cartomap import-dynamics)
-    "trainer",  # cartomap.integrations.DataMapCallback in a user's transformers Trainer
-    "recorder",  # cartomap.integrations.DynamicsRecorder in a user's own PyTorch loop
-    "checkpoints",  # eval-mode passes of saved checkpoints (cartomap score-checkpoints)
-)
+class Origin(str, enum.Enum):
+    """Where a run's dynamics come from (:class:`OriginConfig`), with what that implies, asked of the
+    member (``origin.trains_here``), never compared by name outside this module (an architecture test)."""
+
+    CARTOMAP = "cartomap"  # cartomap's own training loop (cartomap.training.loop)
+    REFERENCE = (
+        "reference"  # dynamics_epoch_*.jsonl files of the reference Cartography code (import-dynamics)
+    )
+    TRAINER = "trainer"  # cartomap.integrations.DataMapCallback in a user's transformers Trainer
+    RECORDER = "recorder"  # cartomap.integrations.DynamicsRecorder in a user's own PyTorch loop
+    CHECKPOINTS = "checkpoints"  # eval-mode passes of saved checkpoints (cartomap score-checkpoints)
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def trains_here(self) -> bool:
+        """cartomap's loop recorded it: it tokenised the data itself, and can train it again (other seeds,
+        after a review)."""
+        return self is Origin.CARTOMAP
+
+    @property
+    def resumable(self) -> bool:
+        """``cartomap train`` may take it on when unfinished: its own, or an import that stopped half-way."""
+        return self in (Origin.CARTOMAP, Origin.REFERENCE)
+
+    @property
+    def training_known(self) -> bool:
+        """What its training was is recorded with it (its own loop's config, a Trainer's or a recorder's
+        settings); scored checkpoints and imported dynamics say nothing of it ("unknown")."""
+        return self not in (Origin.CHECKPOINTS, Origin.REFERENCE)
+
+    @property
+    def scored_checkpoints(self) -> bool:
+        """Its recordings are eval-mode passes of saved checkpoints (``score-checkpoints --run`` goes on with
+        it; its last checkpoint holds weights to embed with)."""
+        return self is Origin.CHECKPOINTS
+
+    @property
+    def epochs_recorded(self) -> bool:
+        """Its config's epochs are the epochs that were recorded (a recorder's, an import's), where nothing
+        else of its training is known."""
+        return self in (Origin.RECORDER, Origin.REFERENCE)
+
+    @property
+    def config_from_arguments(self) -> bool:
+        """A run of it made before its training was recorded took its TrainConfig from the Trainer's
+        arguments (the callback's old runs)."""
+        return self is Origin.TRAINER
+
+    @property
+    def recorded_by(self) -> str:
+        """Who recorded it and without what: why a run of this origin has no weights of its own to embed."""
+        return _RECORDED_BY[self]
+
+
+_RECORDED_BY = {
+    Origin.CARTOMAP: "cartomap's loop",
+    Origin.TRAINER: "a Trainer with DataMapCallback(save_model=False)",
+    Origin.RECORDER: "a DynamicsRecorder (it records logits, not weights)",
+    Origin.CHECKPOINTS: "score-checkpoints without keeping the last checkpoint",
+    Origin.REFERENCE: "imported reference dynamics (logits only)",
+}
+#: Where a run's dynamics come from, by name (:class:`Origin`).
+ORIGINS = tuple(o.value for o in Origin)
 
 
 @dataclass(frozen=True)
 class OriginConfig:
     """Who recorded a run's dynamics, when it was not cartomap's own loop, and what else decided them."""
 
-    kind: str = "cartomap"  # one of ORIGINS
+    kind: Origin = Origin.CARTOMAP  # who recorded the dynamics (a name of ORIGINS reads as its member)
     checkpoints: tuple[str, ...] = ()  # "checkpoints": the folders or hub ids scored, one per epoch, in order
     settings: str = ""  # canonical JSON of what decides the dynamics and has no field above: a Trainer's arguments, a recorder's settings and dynamics digest, checkpoint file stamps
     training: str = ""  # JSON of what is known of the training (epochs, batch size, learning rate, seed, ...: the Trainer's arguments, a recorder's settings, a checkpoint's trainer_state.json); `cartomap show` prints it, "unknown" for what is not; not part of the identity (it follows from the fields above)
+
+    def __post_init__(self) -> None:
+        from cartomap.errors import DataError
+
+        try:
+            object.__setattr__(self, "kind", Origin(self.kind))
+        except ValueError:
+            raise DataError(
+                f"expected one of {', '.join(ORIGINS)}, got {self.kind!r}", field="origin"
+            ) from None
 
 
 # Fields that do not change what a run computes (up to floating-point noise) and so not its identity.
@@ -419,7 +487,10 @@ class RunConfig:
         if not self.tests:
             d.pop("tests")
         d["origin"].pop("training", None)  # a description of the training, not what decides it
-        if dataclasses.replace(self.origin, training="") in (OriginConfig(), OriginConfig(kind="reference")):
+        if dataclasses.replace(self.origin, training="") in (
+            OriginConfig(),
+            OriginConfig(kind=Origin.REFERENCE),
+        ):
             d.pop("origin")  # runs trained or imported before the field existed keep their ids
         return d
 

@@ -718,3 +718,56 @@ def test_the_score_list_check_catches_lists(tmp_path):
         encoding="utf-8",
     )
     assert _score_column_lists(source, {"aum", "el2n"}) == [("aum", 1), ("el2n", 4)]
+
+
+#: The owner of a run's origin and what each implies (:class:`cartomap.config.Origin`).
+ORIGIN_OWNER = "cartomap.config"
+
+
+def _origin_comparisons(path: Path) -> list[tuple[str, int]]:
+    """(what, line) of every comparison with a run's origin (``config.origin.kind == "cartomap"``,
+    ``origin.kind in (...)``, ``x is Origin.TRAINER``); its traits are asked instead."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+
+    def about_an_origin(node: ast.AST) -> bool:
+        if not isinstance(node, ast.Attribute):
+            return False
+        if isinstance(node.value, ast.Name) and node.value.id == "Origin" and node.attr.isupper():
+            return True
+        holder = node.value
+        named = (isinstance(holder, ast.Attribute) and holder.attr == "origin") or (
+            isinstance(holder, ast.Name) and holder.id == "origin"
+        )
+        return node.attr == "kind" and named
+
+    found = [
+        ("a comparison with a run's origin", node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare) and any(about_an_origin(o) for o in [node.left, *node.comparators])
+    ]
+    return sorted(set(found), key=lambda item: item[1])
+
+
+def test_origins_are_asked_not_compared_outside_their_owner():
+    """Where a run's dynamics come from is cartomap.config.Origin's to describe: other code asks its traits
+    (``origin.kind.trains_here``, ``.resumable``, ``.scored_checkpoints``), never compares it by name."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} {what}"
+        for module, path in MODULES.items()
+        if module != ORIGIN_OWNER
+        for what, line in _origin_comparisons(path)
+    ]
+    assert not bad, "origins compared outside cartomap.config (ask the Origin's traits):\n" + "\n".join(bad)
+
+
+def test_the_origin_check_catches_comparisons(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        'A = run.config.origin.kind == "cartomap"\n'
+        'B = origin.kind in ("recorder", "reference")\n'
+        "C = origin.kind.trains_here\n"
+        "D = x is Origin.TRAINER\n"
+        "E = OriginConfig(kind=Origin.REFERENCE)\n",
+        encoding="utf-8",
+    )
+    assert [line for _, line in _origin_comparisons(source)] == [1, 2, 4]

@@ -19,7 +19,7 @@ def cmd_score_checkpoints(a: argparse.Namespace) -> int:
     store = RunStore(a.cache)
     if a.run:
         run = store.get(a.run)
-        if run.config.origin.kind != "checkpoints":
+        if not run.config.origin.kind.scored_checkpoints:
             raise CartomapError(f"run {run.id} was not made by score-checkpoints ({run.config.origin.kind})")
     else:
         if not a.checkpoints:

@@ -65,7 +65,7 @@ def cmd_show(a: argparse.Namespace) -> int:
         f"  model  {cfg.model.name_or_path}  epochs {shown['epochs']}  batch {shown['batch']}  "
         f"lr {shown['lr']}  seed {shown['seed']}  record {cfg.train.record}"
     )
-    if cfg.origin.kind != "cartomap":
+    if not cfg.origin.kind.trains_here:
         source = known_training(cfg).get("source")
         print(
             f"  origin {cfg.origin.kind}"

@@ -39,7 +39,7 @@ def cmd_train(a: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     origin = run.config.origin.kind
-    if origin not in ("cartomap", "reference") and run.state != State.DONE:
+    if not origin.resumable and run.state != State.DONE:
         raise RunError(
             f"run {run.id} was recorded by {origin}, not trained by cartomap: it cannot be trained here"
         )

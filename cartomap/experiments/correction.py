@@ -109,7 +109,7 @@ def checkbase_run(run: Run) -> None:
         )
     if run.state != State.DONE:
         raise RunError(f"run {run.id} is {run.state}; a retrain after review starts from a finished run")
-    if run.config.origin.kind != "cartomap":
+    if not run.config.origin.kind.trains_here:
         raise RunError(
             f"run {run.id} was recorded by {run.config.origin.kind}, not cartomap's loop: it cannot be retrained"
         )

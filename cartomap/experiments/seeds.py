@@ -303,7 +303,7 @@ def create_seeds(
         raise RunError(f"run {run.id} is {run.state}; a seeds experiment starts from a finished run")
     if not recorded_sources(run.config.train.record) or not run.has_metrics():
         raise RunError(f"run {run.id} recorded no training dynamics: there is no map to repeat")
-    if run.config.origin.kind != "cartomap":
+    if not run.config.origin.kind.trains_here:
         raise RunError(
             f"run {run.id} was recorded by {run.config.origin.kind}, not cartomap's loop: it cannot be retrained"
         )

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from cartomap.config import DataConfig, ModelConfig, Origin, RunConfig, TrainConfig
 from cartomap.data.dataset import TextDataset
 from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError, DataError, RunError
@@ -285,7 +285,7 @@ def scoring_config(
         device=device,
     )
     return recorded_config(
-        "checkpoints",
+        Origin.CHECKPOINTS,
         examples,
         data_name=data.name or str(data.path),
         model=str(checkpoints[-1]),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, TrainConfig
+from cartomap.config import DataConfig, ModelConfig, Origin, OriginConfig, RunConfig, TrainConfig
 from cartomap.data.dataset import TextDataset
 from cartomap.tasks import registry as task_kinds
 
@@ -21,8 +21,9 @@ def canonical(settings: dict[str, Any]) -> str:
     return json.dumps(settings, sort_keys=True, default=str, separators=(",", ":"))
 
 
-def data_config(kind: str, data_name: str, examples: TextDataset) -> DataConfig:
-    """A DataConfig naming in-memory examples: path ``<kind>:<data name>``, cartomap's own columns."""
+def data_config(kind: Origin | str, data_name: str, examples: TextDataset) -> DataConfig:
+    """A DataConfig naming in-memory examples: path ``<origin>:<data name>``, cartomap's own columns."""
+    kind = Origin(kind).value
     return DataConfig(
         path=f"{kind}:{data_name}",
         format=kind,
@@ -37,7 +38,7 @@ def data_config(kind: str, data_name: str, examples: TextDataset) -> DataConfig:
 
 
 def recorded_config(
-    kind: str,
+    kind: Origin,
     examples: TextDataset,
     *,
     data_name: str,
@@ -93,7 +94,7 @@ def known_training(config: RunConfig) -> dict[str, Any]:
     recording wrote (``origin.training``; runs recorded before it existed: what their config says for
     sure). Nothing is filled in from TrainConfig's defaults."""
     train, kind = config.train, config.origin.kind
-    if kind == "cartomap":
+    if kind.trains_here:
         return {
             "epochs": train.epochs,
             "batch_size": train.batch_size,
@@ -109,7 +110,7 @@ def known_training(config: RunConfig) -> dict[str, Any]:
         known = {}
     known = dict(known) if isinstance(known, dict) else {}
     if (
-        not config.origin.training and kind == "trainer"
+        not config.origin.training and kind.config_from_arguments
     ):  # older callback runs: TrainConfig came from the arguments
         known = {
             "epochs": train.epochs,
@@ -118,7 +119,7 @@ def known_training(config: RunConfig) -> dict[str, Any]:
             "seed": train.seed,
             "source": "TrainingArguments",
         }
-    if kind in ("recorder", "reference"):
+    if kind.epochs_recorded:
         known.setdefault("epochs", train.epochs)  # the recorded (imported) epochs
     return known
 
@@ -132,7 +133,7 @@ def shown_settings(config: RunConfig) -> dict[str, str]:
     values, or "unknown" (scored checkpoints, imported dynamics) / "not recorded" (a callback or recorder
     run that did not get them), never TrainConfig's defaults."""
     known = known_training(config)
-    missing = UNKNOWN if config.origin.kind in ("checkpoints", "reference") else NOT_RECORDED
+    missing = NOT_RECORDED if config.origin.kind.training_known else UNKNOWN
     out = {"epochs": _number(known["epochs"]) if "epochs" in known else missing}
     if "batch_size" in known:
         out["batch"] = _number(known["batch_size"])

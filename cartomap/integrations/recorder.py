@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import SOURCES, DataConfig, TrainConfig, map_source
+from cartomap.config import SOURCES, DataConfig, Origin, TrainConfig, map_source
 from cartomap.data.dataset import TextDataset
 from cartomap.data.loading import from_frame
 from cartomap.errors import DataError, RunError
@@ -543,7 +543,7 @@ class DynamicsRecorder:
             | {"epochs": len(logits), "record": self.mode, "save_checkpoints": False}
         )
         config = recorded_config(
-            "recorder",
+            Origin.RECORDER,
             examples,
             data_name=self.data_name,
             model=self.model or "unknown",

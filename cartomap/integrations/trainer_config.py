@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from cartomap.config import ModelConfig, TrainConfig
+from cartomap.config import ModelConfig, Origin, TrainConfig
 from cartomap.errors import CartomapError
 from cartomap.integrations.examples import LABEL_COLUMNS, class_names, column_names
 from cartomap.integrations.origin import recorded_config
@@ -323,7 +323,7 @@ def trainer_run_config(
     )
     name_or_path = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
     return recorded_config(
-        "trainer",
+        Origin.TRAINER,
         examples,
         data_name=data_name or dataset_label(dataset, examples),
         model=str(name_or_path),

@@ -214,7 +214,9 @@ def load_group(run: Run, name: str) -> dict[str, Any]:
     if path is not None:
         group = _readable(path)
         if group is None:
-            raise CartomapError(f"{path}: the group {name!r} is damaged (expected a JSON object with its ids)")
+            raise CartomapError(
+                f"{path}: the group {name!r} is damaged (expected a JSON object with its ids)"
+            )
         return group
     groups, where = _table(run)
     if name in where:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DataConfig, ModelConfig, OriginConfig, RunConfig, TrainConfig
+from cartomap.config import DataConfig, ModelConfig, Origin, OriginConfig, RunConfig, TrainConfig
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json
 from cartomap.runs.state import State
@@ -205,7 +205,7 @@ def import_reference_run(
         model=ModelConfig(name_or_path="imported"),
         train=TrainConfig(epochs=len(ref.epochs)),
         name=name or f"imported {folder.name}",
-        origin=OriginConfig(kind="reference"),  # not part of the identity: imported runs keep their ids
+        origin=OriginConfig(kind=Origin.REFERENCE),  # not part of the identity: imported runs keep their ids
     )
     run = store.create(config, examples)
     if run.state == State.DONE:

@@ -174,15 +174,6 @@ def load_embeddings(run: Run) -> tuple[list[str], np.ndarray] | None:
     return ids, array
 
 
-#: What a run recorded outside cartomap's loop is, in the message that it has no weights.
-RECORDED_BY = {
-    "trainer": "a Trainer with DataMapCallback(save_model=False)",
-    "recorder": "a DynamicsRecorder (it records logits, not weights)",
-    "checkpoints": "score-checkpoints without keeping the last checkpoint",
-    "reference": "imported reference dynamics (logits only)",
-}
-
-
 def embedding_model(run: Run, model: str | Path | None = None) -> Path:
     """The model folder the run's embeddings are computed with: ``model`` when given (a saved
     classifier's folder), else the run's final model, else (scored checkpoints) the last checkpoint
@@ -195,16 +186,16 @@ def embedding_model(run: Run, model: str | Path | None = None) -> Path:
     if is_checkpoint(run.model_dir):
         return run.model_dir
     origin = run.config.origin
-    if origin.kind == "checkpoints" and origin.checkpoints and is_checkpoint(Path(origin.checkpoints[-1])):
+    if origin.kind.scored_checkpoints and origin.checkpoints and is_checkpoint(Path(origin.checkpoints[-1])):
         return Path(origin.checkpoints[-1])
     state = run.state
     if state != State.DONE:
         raise RunError(
             f"run {run.id} has no final model yet (state: {state}); embeddings need a finished run"
         )
-    if origin.kind in RECORDED_BY:
+    if not origin.kind.trains_here:
         raise RunError(
-            f"run {run.id} was recorded outside cartomap by {RECORDED_BY[origin.kind]}, without its weights: "
+            f"run {run.id} was recorded outside cartomap by {origin.kind.recorded_by}, without its weights: "
             f"compute its embeddings with the fine-tuned model's folder, `cartomap embed {run.id} --model PATH`"
         )
     raise RunError(

@@ -35,12 +35,12 @@ def prepare_run(config: RunConfig, store: RunStore | None = None, made_for: str 
     store = store or RunStore()
     if problem := config.data.task_kind.reserved_field():  # the score columns reserved too by now
         raise DataError(problem, field="task")
-    if config.origin.kind == "cartomap":  # runs recorded elsewhere were tokenised by their own code
+    if config.origin.kind.trains_here:  # runs recorded elsewhere were tokenised by their own code
         check_max_length(config.model.name_or_path, config.model.max_length)
     train, dev, tests = load_data(config)
     check_order(config, train)
     warnings = label_warnings(train, dev, tests)
-    if config.origin.kind == "cartomap" and train.task_kind.unit.sentences:
+    if config.origin.kind.trains_here and train.task_kind.unit.sentences:
         # token data is tokenised once here (sentences: small), so that a sentence longer than
         # max_length is refused before the run exists, and words without a sub-word are told
         tokenizer = load_tokenizer(config.model.name_or_path)

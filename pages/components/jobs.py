@@ -270,7 +270,7 @@ def resume_training(run: Run) -> Run | None:
     """Start training ``run`` again from its own copy of the data (the original files are not read;
     scoring again, for a run of saved checkpoints); reports errors and returns the run started."""
     try:
-        if run.config.origin.kind == "checkpoints":
+        if run.config.origin.kind.scored_checkpoints:
             started = restart_scoring(run, get_store(), by=acting_as())
         else:
             started = start_run_job(run, get_store(), by=acting_as())

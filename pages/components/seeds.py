@@ -119,7 +119,7 @@ def _seeds_block(run, estore, pending, axis: str | None = None) -> None:
                 show_error(err)
             else:
                 st.rerun()
-    if run.config.origin.kind != "cartomap":
+    if not run.config.origin.kind.trains_here:
         st.caption(
             "This run was recorded outside cartomap's loop, so cartomap cannot train it again: run your "
             "script with other seeds (same settings), then map them together here or with "
