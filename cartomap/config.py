@@ -345,8 +345,11 @@ class Origin(str, enum.Enum):
     RECORDER = "recorder"  # cartomap.integrations.DynamicsRecorder in a user's own PyTorch loop
     CHECKPOINTS = "checkpoints"  # eval-mode passes of saved checkpoints (cartomap score-checkpoints)
 
-    def __str__(self) -> str:
+    def __str__(self) -> str:  # "cartomap" in messages and f-strings, not "Origin.CARTOMAP"
         return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
     @property
     def trains_here(self) -> bool:

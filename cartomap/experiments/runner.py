@@ -77,7 +77,7 @@ def stop_unstarted(exp: Experiment, runs: RunStore) -> list[str]:
                 continue
             run.set_status(
                 state=State.CANCELLED,
-                phase="cancelled",
+                phase=State.CANCELLED,
                 error=f"experiment {exp.id} stopped before it started",
             )
         except (OSError, ValueError):
@@ -116,7 +116,7 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
     kind = kind_of(exp.kind)
     exp.set_status(state=State.RUNNING, error=None, phase="starting", executor=config.kind, running=[])
     if exp.cancel_requested():
-        exp.set_status(state=State.CANCELLED, phase="cancelled")
+        exp.set_status(state=State.CANCELLED, phase=State.CANCELLED)
         exp.log("cancelled")
         return
     executor = open_executor(config, store.root, exp.executor_log_dir)
@@ -136,7 +136,7 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
     try:
         while True:
             if exp.cancel_requested():
-                exp.set_status(state=State.CANCELLED, phase="cancelled", running=[])
+                exp.set_status(state=State.CANCELLED, phase=State.CANCELLED, running=[])
                 exp.log("cancelled")
                 return
             planned = kind.planned_runs(exp, store.runs)
@@ -179,7 +179,7 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
         executor.close()
     exp.set_status(phase="finalizing", role=None, run_id=None, running=[])
     kind.finalize(exp, store.runs)
-    exp.set_status(state=State.DONE, phase="done")
+    exp.set_status(state=State.DONE, phase=State.DONE)
     exp.log("done")
 
 

@@ -152,15 +152,15 @@ class Experiment(StatusFolder):
         submitted to Ray or SLURM, or not started yet), cancelled and failed (failed, interrupted,
         exited, damaged or lost), from the runs' own states: right even when the experiment's job
         stopped before it counted them."""
-        counts = {"done": 0, "running": 0, "queued": 0, "cancelled": 0, "failed": 0}
+        counted = (State.DONE, State.RUNNING, State.QUEUED, State.CANCELLED)
+        counts = {str(s): 0 for s in (*counted, State.FAILED)}
         for run_id in self.run_ids().values():
             try:
                 run = store.find_id(run_id)
-                state = run.status()["state"] if run is not None else "lost"
+                state = run.status()["state"] if run is not None else State.FAILED  # lost: its folder is gone
             except (OSError, ValueError, RunError):
                 state = State.DAMAGED
-            counted = (State.DONE, State.RUNNING, State.QUEUED, State.CANCELLED)
-            counts[state if state in counted else "failed"] += 1
+            counts[str(state if state in counted else State.FAILED)] += 1
         return counts
 
     def summary(self, store: RunStore | None = None) -> dict[str, Any]:

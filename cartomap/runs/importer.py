@@ -127,7 +127,7 @@ def finish_run(
     atomic_write_json(run.history_path, history)
     epochs = len(next(iter(dynamics.values())))
     run.set_status(
-        state=State.DONE, phase="done", epochs_done=epochs, metrics_source=first, eta_s=0, **status
+        state=State.DONE, phase=State.DONE, epochs_done=epochs, metrics_source=first, eta_s=0, **status
     )
     return run
 

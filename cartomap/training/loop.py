@@ -724,7 +724,7 @@ def finish(t: Training) -> None:
     final = t.history[-1] if t.history else {}
     run.set_status(
         state=State.DONE,
-        phase="done",
+        phase=State.DONE,
         epochs_done=done,
         dev_accuracy=final.get("dev_accuracy"),
         metrics_source=sources[0] if sources else None,

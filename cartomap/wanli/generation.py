@@ -281,7 +281,7 @@ def execute_generation(
         info = batch_info(run, slug)
         info["stats"] = stats
         atomic_write_json(info_path(run, slug), info)
-        update(phase="stopped" if stopped else "done", stats=stats)
+        update(phase="stopped" if stopped else State.DONE, stats=stats)
     run.log(f"generation {slug}: {len(rows)} parsed of {completions_seen} completions in {seconds:.1f}s")
     return frame
 
