@@ -23,6 +23,7 @@ from cartomap.errors import DataError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, check_run_count, grid_role
 from cartomap.runs.state import State
 from cartomap.runs.store import RunStore
+from cartomap.scores import ambiguity as ambiguity_scores
 from cartomap.scores.reports import (
     aggregate_runs,
     best_on_validation,
@@ -31,10 +32,11 @@ from cartomap.scores.reports import (
 )
 from cartomap.tasks import support
 from cartomap.training.curricula import needs_columns
+from cartomap.training.orders import SCORE_COLUMNS
 
 KIND = "curriculum"
 DATAMAP = "datamap"  # the role of the data-map baseline
-SCORE_NEEDS = {"confidence", "variability", "correctness"}
+SCORE_NEEDS = set(SCORE_COLUMNS)  # a method needing any of these needs the data-map baseline
 
 
 @dataclass(frozen=True)
@@ -51,15 +53,15 @@ class CurriculumParams:
         None  # epochs of the data-map baseline; None = as the grid (a map needs >= 2)
     )
     ambiguity: str = (
-        "variability"  # the score the cartography orders rank by where the papers use variability
-    )
+        ambiguity_scores.VARIABILITY
+    )  # the score the cartography orders rank by where the papers use variability
 
     def to_params(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["base"] = self.base.to_dict()
         if d["datamap_epochs"] is None:
             d.pop("datamap_epochs")  # ids of experiments made before this option stay the same
-        if d["ambiguity"] == "variability":
+        if d["ambiguity"] == ambiguity_scores.VARIABILITY:
             d.pop("ambiguity")  # likewise
         return d
 
@@ -73,7 +75,7 @@ class CurriculumParams:
             difficulty=p.get("difficulty", "paper"),
             compare=compare,
             datamap_epochs=p.get("datamap_epochs"),
-            ambiguity=p.get("ambiguity", "variability"),
+            ambiguity=p.get("ambiguity", ambiguity_scores.VARIABILITY),
         )
 
     def validate(self) -> None:

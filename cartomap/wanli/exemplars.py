@@ -27,6 +27,7 @@ from cartomap.analysis.neighbours import DEFAULT_K, SEED_QUANTILE, same_label_ne
 from cartomap.errors import CartomapError, RunError
 from cartomap.runs.groups import group_file, group_table, list_groups, save_group_table
 from cartomap.runs.store import Run
+from cartomap.scores import ambiguity
 from cartomap.tasks import support
 
 AUTO = "auto"  # the ``source`` of automatically collected groups
@@ -66,7 +67,7 @@ def collect_groups(
     exclude_genres: Sequence[str] = DEFAULT_EXCLUDE,
     query: int | None = DEFAULT_QUERY,
     embeddings: tuple[list[str], np.ndarray] | None = None,
-    score: str = "variability",
+    score: str = ambiguity.VARIABILITY,
 ) -> list[dict[str, Any]]:
     """The automatic groups of ``run`` (WaNLI Stage 1), per label, most ambiguous seed first by ``score``
     (variability, WaNLI's; or another ambiguity score of the run's metrics).
@@ -88,7 +89,7 @@ def collect_groups(
     metrics = run.metrics()
     metrics = metrics.set_index(metrics["id"].astype(str)).reindex(ids)
     labels = examples["label"].to_numpy()
-    variability = metrics["variability"].to_numpy(dtype=np.float64)
+    variability = metrics[ambiguity.VARIABILITY].to_numpy(dtype=np.float64)
     if score not in metrics.columns:
         raise RunError(f"run {run.id}'s metrics have no {score} score to pick seeds by")
     ranked = metrics[score].to_numpy(dtype=np.float64)
@@ -142,13 +143,13 @@ def collect_groups(
                 "seed_variability": round(float(variability[seed]), 6),
                 **(
                     {}
-                    if score == "variability"
+                    if score == ambiguity.VARIABILITY
                     else {"score": score, "seed_score": round(float(ranked[seed]), 6)}
                 ),
             }
         )
     label_rank = {name: n for n, name in enumerate(names)}
-    key = "seed_variability" if score == "variability" else "seed_score"
+    key = "seed_variability" if score == ambiguity.VARIABILITY else "seed_score"
     groups.sort(key=lambda g: (label_rank[g["label_name"]], -g[key]))
     return groups
 

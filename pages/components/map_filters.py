@@ -13,7 +13,7 @@ import streamlit as st
 
 from cartomap.analysis import colourings, datamap, seed_maps
 from cartomap.scores import ambiguity
-from cartomap.scores.metrics import DEFAULT_AXIS, RegionRule, ambiguous_shares
+from cartomap.scores.metrics import DEFAULT_AXIS, REGIONS, RegionRule, ambiguous_shares
 from cartomap.tasks import registry as task_kinds
 from pages.common import kept
 from pages.components.tags import TAG_FILTER
@@ -188,7 +188,7 @@ def sidebar_filters(frame, more=None):
     present = {str(r) for r in frame["region"].unique()}
     # every region offered, present or not: the map after k recordings may lack one for a while, and a
     # filter offered without it would keep it left out when the slider moves on
-    regions = ["easy-to-learn", "ambiguous", "hard-to-learn"]
+    regions = list(REGIONS)
     regions += sorted(present - set(regions))
     genres = sorted({str(g) for g in frame["genre"].unique()}) if "genre" in frame.columns else []
     corr_options = sorted(float(v) for v in frame["correctness"].dropna().unique()) or [0.0, 1.0]
