@@ -26,6 +26,9 @@ from cartomap.tasks.token import TOKEN
 TRAIN_PASS = "train"
 EVAL_PASS = "eval"
 SOURCES = (TRAIN_PASS, EVAL_PASS)
+#: The key of a run's main metrics file, whichever source it holds (the first the run records): other
+#: recorded sources' metrics files are keyed by their source.
+MAIN_METRICS = TRAIN_PASS
 #: How a run records its dynamics (TrainConfig.record, the Trainer callback's mode) -> the sources it
 #: records, in order: the first is the one behind the run's plain metrics file. "none" records nothing.
 RECORD_SOURCES: dict[str, tuple[str, ...]] = {

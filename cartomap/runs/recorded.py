@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cartomap.config import map_source
+from cartomap.config import MAIN_METRICS, RECORD_SOURCES, map_source
 from cartomap.errors import RunError
 from cartomap.io import atomic_save, atomic_write_parquet
 from cartomap.runs.tables import logits_table, one_line, read_columns
@@ -69,10 +69,10 @@ class RunRecords:
         frame = self.recompute_metrics(source, reason=problem)
         return frame if columns is None else frame[[c for c in columns if c in frame.columns]]
 
-    def recorded_source(self, source: str = "train") -> str:
+    def recorded_source(self, source: str = MAIN_METRICS) -> str:
         """The dynamics behind metrics file ``source``: the plain metrics file holds the first source the
         run recorded ("eval" for a run that recorded only the eval-mode pass), the others their own."""
-        if source != "train":
+        if source != MAIN_METRICS:
             return source
         return map_source(self.config.train.record)
 
@@ -81,15 +81,15 @@ class RunRecords:
         pass, "eval": the eval-mode pass; None: the run's first recorded one, its main metrics file).
         RunError naming what the run recorded when it did not record that."""
         if recording is None:
-            return "train"
+            return MAIN_METRICS
         record = self.config.train.record
-        recorded = {"train": ("train",), "eval": ("eval",), "both": ("train", "eval")}.get(record, ())
+        recorded = RECORD_SOURCES.get(record, ())
         if recording not in recorded:
             what = " and ".join(recorded) or "nothing"
             raise RunError(f"run {self.id} recorded {what} (record={record}), not the {recording} pass")
-        return "eval" if recording == "eval" and record == "both" else "train"
+        return MAIN_METRICS if recording == recorded[0] else recording  # the first: the main file
 
-    def view_label(self, source: str = "train") -> str:
+    def view_label(self, source: str = MAIN_METRICS) -> str:
         """The recordings behind metrics file ``source``, in words (:meth:`TrainConfig.view_label`)."""
         return self.config.train.view_label(self.recorded_source(source))
 

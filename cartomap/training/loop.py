@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from cartomap.config import RunConfig, recorded_sources
+from cartomap.config import MAIN_METRICS, SOURCES, TRAIN_PASS, RunConfig, recorded_sources
 from cartomap.data.conll import is_bio_tagged
 from cartomap.errors import RunError
 from cartomap.io import atomic_folder, atomic_write_json, read_json, torch_save
@@ -712,12 +712,12 @@ def finish(t: Training) -> None:
         kept = [e for e in range(done) if tc.records_in_epoch(s, e)]
         rows = [p for e in kept for p in range(e * t.per_epoch[s], (e + 1) * t.per_epoch[s])]
         burn_in = tc.map_burn_in(s, rows)
-        if s == "train" and burn_in < tc.skip_epochs:
+        if s == TRAIN_PASS and burn_in < tc.skip_epochs:
             run.log(f"the map leaves out {burn_in} epoch(s), not {tc.skip_epochs}: {done} were trained")
         frame = compute_metrics(
             t.recorded[s][rows], t.labels, t.ids, regions=RegionRule.for_kind(task), burn_in=burn_in
         )
-        name = "train" if s == sources[0] else s  # the first source: the main file
+        name = MAIN_METRICS if s == sources[0] else s  # the first source: the main file
         run.save_metrics(name, *keyed_metrics(task, frame, t.ids, t.example_ids, t.label_names))
     save_pretrained_atomic(t.accelerator.unwrap_model(t.model), t.tokenizer, run.model_dir)
     shutil.rmtree(run.state_dir, ignore_errors=True)
@@ -743,7 +743,7 @@ def exact_match(logits: np.ndarray, labels: np.ndarray, n_labels: int) -> float:
 
 def recordings_per_epoch(tc) -> dict[str, int]:
     """{source: recordings of the training set per epoch} (:meth:`TrainConfig.recordings_per_epoch`)."""
-    return {s: tc.recordings_per_epoch(s) for s in ("train", "eval")}
+    return {s: tc.recordings_per_epoch(s) for s in SOURCES}
 
 
 def eval_marks(steps_per_epoch: int, points: int) -> dict[int, list[int]]:
