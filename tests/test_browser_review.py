@@ -149,7 +149,7 @@ def test_after_picking_a_queue_a_key_decides_without_a_click(tmp_path, browser):
         for attempt in range(3):  # a key while the page still wires its shortcuts is not seen: again
             time.sleep(1 + attempt)
             ActionChains(browser).send_keys("k").perform()  # to whatever has the focus: no click first
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + patience.WAIT_S
             while time.monotonic() < deadline and db.history().empty:
                 time.sleep(0.25)
             if not db.history().empty:

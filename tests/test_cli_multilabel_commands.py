@@ -13,6 +13,7 @@ from multilabel_fixture import GOLD, GOLD_PROBS, NAMES, P_PRESENT, ROWS, make_mu
 
 from cartomap.cli import main
 from cartomap.curation.queue import load_queue, open_queue
+from cartomap.tasks import support
 
 
 @pytest.fixture()
@@ -34,11 +35,11 @@ def _error(capsys) -> str:
         (["curriculum", "--data", "run:{id}"], "a curriculum of training orders works on examples with one"),
         (["combine", "--a", "run:{id}"], "a dataset combination (its table: the accuracy on each test set)"),
         (["combine", "--a", "demo:train", "--b", "run:{id}"], "a dataset combination"),
-        (["retrain", "{id}"], "a retrain after review prunes and relabels examples with one label each"),
-        (["groups", "{id}"], "WaNLI's automatic groups (a seed and its nearest neighbours of the same gold"),
-        (["artifacts", "run:{id}"], "artifact analysis (p(label | word) against 1/|labels|"),
-        (["generate", "{id}", "--batch", "b"], "WaNLI generation (new examples of one label"),
-        (["filter", "{id}", "--batch", "b"], "WaNLI filtering (each generated example's variability"),
+        (["retrain", "{id}"], support.CORRECTION.what),
+        (["groups", "{id}"], support.GROUPS.what),
+        (["artifacts", "run:{id}"], support.ARTIFACTS.what),
+        (["generate", "{id}", "--batch", "b"], support.WANLI.what),
+        (["filter", "{id}", "--batch", "b"], support.WANLI.what),
         (
             ["score-checkpoints", "{model}", "--data", "run:{id}"],
             "scoring checkpoints (one row of logits per",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+import patience
 import pytest
 
 from cartomap.errors import CartomapError
@@ -266,7 +267,7 @@ def test_a_proxy_anywhere_is_refused_and_a_local_one_without_a_secret_warned_of(
 
 def test_an_unreachable_sign_in_provider_is_one_line():
     closed = "http://127.0.0.1:9/.well-known/openid-configuration"  # the discard port: nothing listens
-    why = ac.provider_problem({"server_metadata_url": closed}, timeout=2)
+    why = ac.provider_problem({"server_metadata_url": closed}, timeout=patience.WAIT_S)  # refused at once
     assert why is not None and why.startswith("the sign-in provider cannot be reached") and "\n" not in why
     nested = {"redirect_uri": "x", "google": {"server_metadata_url": "https://accounts.example/.wk"}}
     assert ac.metadata_url(nested) == "https://accounts.example/.wk"

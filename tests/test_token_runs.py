@@ -174,8 +174,8 @@ def test_tags_outside_the_training_set_are_refused_in_the_dev_set(tiny_model, ne
 @pytest.mark.parametrize(
     "page,what",
     [
-        ("pruning", "Pruning the selected run's training set"),
-        ("artifacts", "The artifact analysis of the selected run's data"),
+        ("pruning", "pruning suspected label errors works on examples with one label each"),
+        ("artifacts", "artifact analysis (lexical correlations, partial-input baselines) works on examples"),
     ],
 )
 def test_pages_of_one_label_per_example_say_they_do_not_apply_to_a_token_run(

@@ -51,6 +51,7 @@ from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores.reports import markdown_table, paired_test
 from cartomap.tasks import registry as task_kinds
+from cartomap.tasks import support
 
 KIND = "correction"
 ORIGINAL, PRUNED, CORRECTED = "original", "pruned", "corrected"
@@ -101,12 +102,7 @@ def role_config(params: dict[str, Any], role: str, seed: int, data: DataConfig |
 
 def checkbase_run(run: Run) -> None:
     """RunError unless ``run`` can be retrained and has a set to be evaluated on; its task kind first."""
-    kind = run.task_kind
-    if not kind.unit.per_example:
-        raise RunError(
-            f"run {run.id} is a {kind.name} run ({kind.description}): a retrain after review prunes and "
-            "relabels examples with one label each"
-        )
+    support.CORRECTION.require(run.task_kind, location=f"run {run.id}")
     if run.state != State.DONE:
         raise RunError(f"run {run.id} is {run.state}; a retrain after review starts from a finished run")
     if not run.config.origin.kind.trains_here:
