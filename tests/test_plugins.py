@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from cartomap.executors.local import LocalExecutor
 from cartomap.executors.registry import ExecutorEntry
+from cartomap.scores.ambiguity import AmbiguityScore
 from cartomap.tasks.base import TaskKind
 
 HEADLINE_TOPIC = TaskKind(
@@ -51,12 +52,26 @@ THREADS = ExecutorEntry(
     open=lambda config, root, log_dir: ThreadsExecutor(),
 )
 NOT_A_KIND = 42
+
+
+def gold_range(probs, labels, logits=None):
+    """max - min over the recordings of p(gold): how far an example's belief moved (higher = more)."""
+    import numpy as np
+
+    gold = np.take_along_axis(probs, labels[None, :, None], axis=2)[..., 0]
+    return gold.max(axis=0) - gold.min(axis=0)
+
+
+GOLD_RANGE = AmbiguityScore("gold_range", "range of p(gold)", gold_range, on_map=True)
 '''
 
 ENTRY_POINTS = """
 [cartomap.task_kinds]
 headline-topic = cartomap_tinyplug:HEADLINE_TOPIC
 wrong-type = cartomap_tinyplug:NOT_A_KIND
+
+[cartomap.ambiguity]
+gold_range = cartomap_tinyplug:GOLD_RANGE
 
 [cartomap.executors]
 threads = cartomap_tinyplug:THREADS
@@ -146,3 +161,19 @@ def test_a_plugin_kind_passes_the_kind_conformance_test(plugin_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:]
     assert " passed" in done.stdout and "headline-topic" not in done.stdout.split("passed")[-1]
+
+
+def test_a_plugin_statistic_reaches_every_map_of_its_units(plugin_path):
+    """A statistic of another package with ``on_map``: every metrics file computed from then on carries it,
+    and so the score columns every unit's map, colour menu, truth report and export ask for."""
+    code = (
+        "import numpy as np; from cartomap.scores.metrics import compute_metrics; "
+        "from cartomap.scores.columns import score_columns; from cartomap.tasks.units import Unit; "
+        "logits = np.array([[[2.0, 0.0]], [[0.0, 2.0]]]); "
+        "m = compute_metrics(logits, np.array([0]), ['a']); "
+        "print(round(float(m['gold_range'][0]), 4), 'gold_range' in score_columns(Unit.WORD))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0.7616", "True"]  # sigmoid(2) - sigmoid(-2) of the gold class

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import xlogy
 
+from cartomap import plugins
 from cartomap.errors import DataError
 from cartomap.tasks.units import Unit
 
@@ -176,7 +177,10 @@ class AmbiguityScore:
         return unit is None or Unit(unit) in self.units
 
 
-SCORES: dict[str, AmbiguityScore] = {
+#: Every registered score by name: the built-in ones below, then other packages' (entry points of
+#: ``cartomap.ambiguity``, :mod:`cartomap.plugins`), loaded the first time the table is read.
+SCORES: dict[str, AmbiguityScore] = plugins.Registry(plugins.AMBIGUITY, AmbiguityScore)
+_BUILT_IN = {
     s.name: s
     for s in (
         AmbiguityScore(VARIABILITY, "variability", variability, range=(0.0, 0.5), threshold=0.2, on_map=True),
@@ -208,9 +212,9 @@ def map_scores(unit=None) -> tuple[str, ...]:
 
 
 #: The built-in scores a metrics file carries as columns, which a map can put on its second axis or rank
-#: its regions by (:func:`map_scores` when the module is loaded); the others are the study's candidates
+#: its regions by (:func:`map_scores` of the built-in ones); the others are the study's candidates
 #: (bench/bench_stability.py), computed on demand.
-MAP_SCORES: tuple[str, ...] = map_scores()
+MAP_SCORES: tuple[str, ...] = tuple(name for name, s in _BUILT_IN.items() if s.on_map)
 
 
 def register(entry: AmbiguityScore) -> AmbiguityScore:
@@ -221,6 +225,10 @@ def register(entry: AmbiguityScore) -> AmbiguityScore:
         raise DataError(f"an ambiguity score named {entry.name!r} is already registered", field="name")
     SCORES[entry.name] = entry
     return entry
+
+
+SCORES.update(_BUILT_IN)
+SCORES.register = register
 
 
 def get(name: str) -> AmbiguityScore:
