@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from cartomap.executors.local import LocalExecutor
 from cartomap.executors.registry import ExecutorEntry
 from cartomap.scores.ambiguity import AmbiguityScore
+from cartomap.scores.detectors import DYNAMICS, Detector
 from cartomap.tasks.base import TaskKind
 
 HEADLINE_TOPIC = TaskKind(
@@ -63,6 +64,14 @@ def gold_range(probs, labels, logits=None):
 
 
 GOLD_RANGE = AmbiguityScore("gold_range", "range of p(gold)", gold_range, on_map=True)
+
+
+def low_correctness(inputs):
+    """1 - correctness: the share of recordings that got the gold label wrong (higher = more suspect)."""
+    return 1.0 - inputs.metric("correctness")
+
+
+LOW_CORRECTNESS = Detector("low_correctness", low_correctness, DYNAMICS, ("correctness",), title="1 − correctness")
 '''
 
 ENTRY_POINTS = """
@@ -72,6 +81,9 @@ wrong-type = cartomap_tinyplug:NOT_A_KIND
 
 [cartomap.ambiguity]
 gold_range = cartomap_tinyplug:GOLD_RANGE
+
+[cartomap.detectors]
+low_correctness = cartomap_tinyplug:LOW_CORRECTNESS
 
 [cartomap.executors]
 threads = cartomap_tinyplug:THREADS
@@ -104,6 +116,8 @@ def test_a_plugin_kind_and_executor_are_offered_and_a_broken_one_is_one_line(plu
     done = cartomap(plugin_path, "prune", "--help")
     assert done.returncode == 0, done.stderr
     assert "headline-topic" in done.stdout and "threads" in done.stdout
+    queue = cartomap(plugin_path, "review-queue", "create", "--help")
+    assert "low_correctness" in queue.stdout  # the detectors --detector names, read from the registry
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 2, done.stderr
     broken = next(line for line in lines if "'broken'" in line)
@@ -177,3 +191,24 @@ def test_a_plugin_statistic_reaches_every_map_of_its_units(plugin_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0.7616", "True"]  # sigmoid(2) - sigmoid(-2) of the gold class
+
+
+def test_a_plugin_detector_queues_suspects(plugin_path, tmp_path):
+    """A detector of another package ranks a run's examples for a review queue like a built-in one: its
+    top 3 are the examples of lowest correctness."""
+    from curation_fixture import make_run
+
+    run = make_run(tmp_path / "cache", embeddings=False, group=False)
+    done = cartomap(
+        plugin_path, "--cache", str(tmp_path / "cache"), "review-queue", "create", run.id, "q",
+        "--detector", "low_correctness", "--top", "3", "--per-item", "1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    from cartomap.curation.queue import load_queue
+
+    queue = load_queue(run, "q")
+    metrics = run.metrics().set_index(run.metrics()["id"].astype(str))
+    expected = sorted(1.0 - metrics["correctness"], reverse=True)[:3]
+    assert queue["queued_by"].iloc[0] == "detector:low_correctness"
+    assert sorted(queue["score"], reverse=True) == expected  # its top 3 by its own score
+    assert [1.0 - metrics.loc[i, "correctness"] for i in queue["id"]] == list(queue["score"])

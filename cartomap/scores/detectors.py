@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cartomap import plugins
 from cartomap.errors import DataError
 from cartomap.scores import consensus, noise
 from cartomap.scores.metrics import aum, el2n, forgetfulness, gold_probabilities, softmax
@@ -424,7 +425,10 @@ def fold_table(frames, ids) -> pd.DataFrame:
     return out.reset_index()
 
 
-REGISTRY: dict[str, Detector] = {
+#: Every registered detector by name: the built-in ones below, then other packages' (entry points of
+#: ``cartomap.detectors``, :mod:`cartomap.plugins`), loaded the first time the table is read.
+REGISTRY: dict[str, Detector] = plugins.Registry(plugins.DETECTORS, Detector)
+_BUILT_IN: dict[str, Detector] = {
     d.name: d
     for d in (
         Detector("datamap_confidence", datamap_confidence, DYNAMICS, ("confidence",), title="1 − confidence"),
@@ -487,7 +491,7 @@ REGISTRY: dict[str, Detector] = {
     )
 }
 #: The built-in detectors' names (:data:`REGISTRY` when the module is loaded; :func:`names` asks it now).
-NAMES: tuple[str, ...] = tuple(REGISTRY)
+NAMES: tuple[str, ...] = tuple(_BUILT_IN)
 
 
 def register(detector: Detector) -> Detector:
@@ -497,6 +501,10 @@ def register(detector: Detector) -> Detector:
         raise DataError(f"a detector named {detector.name!r} is already registered", field="name")
     REGISTRY[detector.name] = detector
     return detector
+
+
+REGISTRY.update(_BUILT_IN)
+REGISTRY.register = register
 
 
 def names(unit=None) -> tuple[str, ...]:
