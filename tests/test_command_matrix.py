@@ -228,6 +228,11 @@ def reference_folder(w: World) -> str:
     return str(out)
 
 
+def checkpoints(w: World) -> list[str]:
+    """The run's epoch checkpoints, in order (what score-checkpoints scores)."""
+    return [str(p) for p in RunStore(w.cache).get(w.run_id).checkpoint_dirs()]
+
+
 def doomed_store(w: World) -> str:
     """A copy of the kind's store to delete from."""
     copy = w.folder / "doomed"
@@ -247,6 +252,8 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
             *data_options(w.kind, w.data),
             "--dev",
             str(w.data),
+            "--test",
+            str(w.data),
             *train_options(w.model),
             "--methods",
             "shuffled",
@@ -254,7 +261,7 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
             "1",
             "--datamap-epochs",
             "2",
-        ],
+        ],  # fmt: skip
         True,
     ),
     "combine": (
@@ -301,10 +308,14 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
             "noise-benchmark",
             "--data",
             str(w.data),
+            "--task",
+            w.kind.name,
             "--n",
             "9",
             "--rates",
             "0.2",
+            "--settings",
+            "symmetric",
             "--folds",
             "2",
             "--epochs",
@@ -313,7 +324,7 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
             w.model,
             "--max-length",
             "32",
-        ],
+        ],  # fmt: skip
         True,
     ),
     "runs": (lambda w: ["runs"], False),
@@ -449,7 +460,16 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
         False,
     ),
     "score-checkpoints": (
-        lambda w: ["score-checkpoints", *data_options(w.kind, w.data), "--run", w.run_id],
+        lambda w: [
+            "score-checkpoints",
+            *checkpoints(w),
+            *data_options(w.kind, w.data),
+            "--batch-size",
+            "4",
+            "--max-length",
+            "32",
+            "--quiet",
+        ],  # fmt: skip
         True,
     ),
 }
@@ -524,7 +544,9 @@ def test_every_page_is_declared():
 def test_the_docs_print_the_matrix_from_the_declarations():
     doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     registered = [k for k in registry.KINDS.values() if k not in TEST_KINDS]  # not this module's own
-    assert markdown_table(registered) in doc, "docs/architecture.md: paste cartomap.cli.matrix.markdown_table() again"
+    assert markdown_table(registered) in doc, (
+        "docs/architecture.md: paste cartomap.cli.matrix.markdown_table() again"
+    )
 
 
 def test_a_refusal_names_the_kind_and_the_need():

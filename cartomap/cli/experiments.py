@@ -115,6 +115,11 @@ def add_noise_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="clean labelled dataset (default: demo:train, the bundled demo; any data path or hf: set)",
     )
+    p.add_argument(
+        "--task",
+        default=None,
+        help="the data's task kind, its columns the kind's own (default: the kind its suffix or columns imply)",
+    )
     p.add_argument("--n", type=int, default=2000, help="class-balanced sample size")
     p.add_argument("--rates", type=float, nargs="+", default=[0.1], help="fractions of labels flipped")
     p.add_argument(
@@ -149,6 +154,7 @@ def noise_config(a: argparse.Namespace):
         batch_size=a.batch_size,
         learning_rate=a.lr,
         threshold=a.threshold,
+        task=a.task or "",
     )
 
 

@@ -18,6 +18,7 @@ from cartomap.data.dataset import TextDataset
 from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_parquet
+from cartomap.tasks import registry as task_kinds
 
 
 def to_frame(dataset: TextDataset) -> pd.DataFrame:
@@ -38,11 +39,13 @@ def save_dataset(dataset: TextDataset, cache: str | Path, name: str = "") -> Dat
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_parquet(path, to_frame(dataset), texts=True)
     genre = "genre" if "genre" in dataset.frame.columns else None
+    kind = dataset.task_kind
     return DataConfig(
         path=str(path),
         format="parquet",
         text_columns=dataset.text_columns,
-        label_column="label",
+        task=task_kinds.config_name(kind, dataset.text_columns),  # "" for a pair or a single text, as before
+        label_column=kind.label_field,
         id_column="id",
         label_names=tuple(dataset.label_names),
         genre_column=genre,

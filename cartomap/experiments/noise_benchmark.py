@@ -47,6 +47,8 @@ from cartomap.runs.state import State
 from cartomap.runs.store import RunStore
 from cartomap.scores import consensus, detectors, noise
 from cartomap.scores.metrics import softmax
+from cartomap.tasks import registry as task_kinds
+from cartomap.tasks import support
 from cartomap.training.loop import train_or_load
 from cartomap.training.prepare import prepare_run
 
@@ -118,10 +120,29 @@ class NoiseBenchmarkConfig:
     batch_size: int = 32
     learning_rate: float = 1e-4  # the project's MiniLM default (TrainConfig)
     threshold: float = consensus.DEFAULT_THRESHOLD  # consensus rule: model confidence above this (2.0)
+    task: str = ""  # the data's task kind ("": the one its file's suffix or columns imply, a pair by default)
 
     def key(self) -> dict:
-        """The config as plain JSON types (tuples become lists)."""
-        return json.loads(json.dumps(dataclasses.asdict(self)))
+        """The config as plain JSON types (tuples become lists); ``task`` left out when "" (results saved
+        before the field keep their key)."""
+        key = json.loads(json.dumps(dataclasses.asdict(self)))
+        if not self.task:
+            key.pop("task")
+        return key
+
+    def data_config(self) -> DataConfig:
+        """The data as a DataConfig: in the named kind's own columns when ``task`` is given, checked to
+        be a kind the benchmark serves (one label per example: :data:`cartomap.tasks.support.NOISE_BENCHMARK`)
+        before anything is read."""
+        if not self.task:
+            config = DataConfig(path=self.data)
+        else:
+            kind = task_kinds.kind(self.task)
+            config = DataConfig(
+                path=self.data, task=self.task, text_columns=kind.text_fields, label_column=kind.label_field
+            )
+        support.NOISE_BENCHMARK.require(config.task_kind, self.data)
+        return config
 
 
 Echo = Callable[[str], None]
@@ -390,7 +411,7 @@ def run_noise_benchmark(cfg: NoiseBenchmarkConfig, cache: str | Path, echo: Echo
                 f"setting must be {noise.SYMMETRIC!r} or {noise.ASYMMETRIC!r}, got {setting!r}",
                 field="settings",
             )
-    clean = class_balanced_sample(load_dataset(DataConfig(path=cfg.data)), cfg.n, seed=cfg.seed)
+    clean = class_balanced_sample(load_dataset(cfg.data_config()), cfg.n, seed=cfg.seed)
     digest = config_hash(cfg, clean.fingerprint())
     trunc = truncation_rate(clean, cfg.model, cfg.max_length)
     echo(
