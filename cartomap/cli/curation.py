@@ -19,7 +19,7 @@ def cmd_create(a: argparse.Namespace) -> int:
     from pathlib import Path
 
     from cartomap.curation import queue, sources
-    from cartomap.errors import CartomapError
+    from cartomap.errors import CartomapError, DataError
 
     run = _run(a)
     rule = run.region_rule(axis=a.ambiguity) if a.region else None
@@ -27,16 +27,19 @@ def cmd_create(a: argparse.Namespace) -> int:
         from cartomap.experiments.truth import detector_extras
 
         extra = detector_extras(run, a.cache)
-        candidates = sources.from_detector(
-            run,
-            a.detector,
-            a.top,
-            oof_logits=extra.oof,
-            seeds=extra.seeds,
-            folds=extra.folds,
-            region=a.region,
-            rule=rule,
-        )
+        try:
+            candidates = sources.from_detector(
+                run,
+                a.detector,
+                a.top,
+                oof_logits=extra.oof,
+                seeds=extra.seeds,
+                folds=extra.folds,
+                region=a.region,
+                rule=rule,
+            )
+        except DataError as err:
+            raise DataError(f"{err}{_made_by(run, a.detector)}") from None
     elif a.group:
         candidates = sources.from_group(run, a.group)
     elif a.pruning:
@@ -74,6 +77,18 @@ def cmd_create(a: argparse.Namespace) -> int:
         f"{a.per_item} annotator{'s' if a.per_item != 1 else ''} each"
     )
     return 0
+
+
+def _made_by(run, name: str) -> str:
+    """ "; make them with `<command>`" for the inputs of detector ``name`` an experiment makes ("" if none)."""
+    from cartomap.experiments.truth import input_commands
+    from cartomap.scores import detectors
+
+    if name not in detectors.REGISTRY:
+        return ""
+    commands = input_commands(run)
+    made_by = list(dict.fromkeys(commands[k] for k in detectors.get(name).needs if k in commands))
+    return f"; make them with `{' and '.join(made_by)}`" if made_by else ""
 
 
 def _guidelines_of(a: argparse.Namespace) -> str:

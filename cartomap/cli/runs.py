@@ -126,6 +126,7 @@ def detector_table(run, metrics, seeds_table, cache):
     from cartomap.experiments.store import ExperimentStore
     from cartomap.runs.store import RunStore
     from cartomap.scores import detectors
+    from cartomap.scores.token_quality import sentence_keys
 
     unit_ids, unit_labels = run.unit_labels()  # a token run's: one per word
     examples = pd.DataFrame({"id": unit_ids, "label": unit_labels})
@@ -145,6 +146,7 @@ def detector_table(run, metrics, seeds_table, cache):
         oof_logits=found[1] if found is not None else None,
         seeds=aligned(seeds_table),
         folds=fold_table_of(found[0], runs, ids) if found is not None else None,
+        sentences=sentence_keys(ids) if run.task_kind.unit.sentences else None,
     )
     return pd.concat([examples.assign(id=ids), detectors.score_all(inputs)], axis=1)
 

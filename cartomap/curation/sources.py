@@ -27,6 +27,7 @@ from cartomap.runs.groups import load_group
 from cartomap.runs.store import Run
 from cartomap.scores import detectors
 from cartomap.scores.metrics import REGIONS, RegionRule
+from cartomap.scores.token_quality import sentence_keys
 
 SELECTION = "selection"
 
@@ -113,6 +114,7 @@ def detector_inputs(
         oof_logits=oof_logits,
         seeds=_aligned(seeds, ids),
         folds=_aligned(folds, ids),
+        sentences=sentence_keys(ids) if run.task_kind.unit.sentences else None,
     )
 
 
@@ -179,7 +181,7 @@ def from_detector(
     if not detector.is_available(inputs):
         have = ", ".join(detectors.available(inputs)) or "none"
         raise DataError(
-            f"run {run.id} has no {' and '.join(detector.needs)} inputs for detector {name!r} "
+            f"run {run.id} has no {' and '.join(detector.missing(inputs))} inputs for detector {name!r} "
             f"(it can use: {have})",
             field="detector",
         )
