@@ -3,10 +3,13 @@ detectors, the table of recurring tag swaps."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import patience
 import pytest
-from token_fixture import CONLL
+from token_fixture import CONLL, make_token_run
 
 from cartomap.errors import DataError
 from cartomap.experiments.token_folds import sentence_folds
@@ -152,18 +155,31 @@ def test_folds_split_whole_sentences_evenly():
 
 
 # --------------------------------------------------------------------------- end to end
-def test_token_run_gets_out_of_fold_detectors_and_swaps_from_the_command_line(tiny_model, tmp_path, capsys):
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["--epochs", "1", "--batch-size", "2", "--max-length", "32"]
+
+
+@pytest.fixture(scope="module")
+def token_store(tiny_model, tmp_path_factory):
+    """A token run of the fixture's 3 sentences (tiny model, 1 epoch) in a store of its own, no folds yet."""
+    from cartomap.cli import main
+    from cartomap.runs.store import RunStore
+
+    tmp = tmp_path_factory.mktemp("token-oof")
+    data = tmp / "train.conll"
+    data.write_text(CONLL, encoding="utf-8")
+    cache = ["--cache", str(tmp / "c")]
+    assert main([*cache, "train", "--data", str(data), "--dev", "none", "--model", tiny_model, *SMALL]) == 0
+    return {"root": tmp / "c", "cache": cache, "run": RunStore(tmp / "c").list()[0], "model": tiny_model}
+
+
+def test_token_run_gets_out_of_fold_detectors_and_swaps_from_the_command_line(token_store, tmp_path, capsys):
     from cartomap.cli import main
     from cartomap.experiments.store import ExperimentStore
     from cartomap.experiments.token_folds import KIND, oof_of_run
-    from cartomap.runs.store import RunStore
 
-    data = tmp_path / "train.conll"
-    data.write_text(CONLL, encoding="utf-8")
-    cache = ["--cache", str(tmp_path / "c")]
-    small = ["--model", tiny_model, "--epochs", "1", "--batch-size", "2", "--max-length", "32"]
-    assert main([*cache, "train", "--data", str(data), "--dev", "none", *small]) == 0
-    run = RunStore(tmp_path / "c").list()[0]
+    run, cache = token_store["run"], token_store["cache"]
+    small = ["--model", token_store["model"], *SMALL]
     capsys.readouterr()
     # no k folds yet: a one-line refusal naming the command that makes the inputs
     assert main([*cache, "review-queue", "create", run.id, "q", "--detector", "cleanlab_token_issue"]) == 2
@@ -179,13 +195,13 @@ def test_token_run_gets_out_of_fold_detectors_and_swaps_from_the_command_line(ti
     assert "--categories and --export do not apply" in capsys.readouterr().err
     assert main([*cache, "prune", "--data", f"run:{run.id}", "--folds", "3", *small]) == 0
     assert "Out-of-fold word probabilities (3 folds by sentence)" in capsys.readouterr().out
-    (exp,) = ExperimentStore(tmp_path / "c").list(KIND)
+    (exp,) = ExperimentStore(token_store["root"]).list(KIND)
     oof = exp.result("oof")
     unit_ids = run.unit_labels("train", labels=False)[0]
     assert oof["id"].tolist() == unit_ids  # every word once, in the run's order
     fold_of_sentence = oof.assign(s=token_quality.sentence_keys(oof["id"])).groupby("s")["fold"].nunique()
     assert (fold_of_sentence == 1).all() and oof["fold"].nunique() == 3
-    found = oof_of_run(run, ExperimentStore(tmp_path / "c"))
+    found = oof_of_run(run, ExperimentStore(token_store["root"]))
     assert found is not None and found[1].shape == (11, 4)
     # the detectors reach it: a review queue of words by cleanlab's token issue score
     assert main([*cache, "review-queue", "create", run.id, "q", "--detector", "cleanlab_token_issue"]) == 0
@@ -199,3 +215,46 @@ def test_token_run_gets_out_of_fold_detectors_and_swaps_from_the_command_line(ti
     assert "predictions: last recording" in capsys.readouterr().out
     table = pd.read_csv(tmp_path / "s.csv")
     assert list(table.columns) == list(swaps.COLUMNS)
+
+
+def _page(name: str, run, monkeypatch, root):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("CARTOMAP_CACHE", str(root))
+    monkeypatch.syspath_prepend(str(ROOT))
+    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=patience.WAIT_S)
+    at.session_state["run_id"] = run.id
+    return at
+
+
+def test_the_data_map_of_a_token_run_shows_its_recurring_swaps(tmp_path, monkeypatch):
+    run = make_token_run(tmp_path / "cache", tmp_path)  # "Berlin" (B-LOC) predicted B-PER
+    at = _page("data_map.py", run, monkeypatch, tmp_path / "cache")
+    at.session_state["dm_swaps_min"] = 1
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (table,) = [d.value for d in at.dataframe if "example_ids" in d.value.columns]
+    assert table[["word", "gold", "predicted", "count"]].values.tolist() == [["Berlin", "B-LOC", "B-PER", 1]]
+    assert any("predictions: last recording" in c.value and f"run:{run.id}" in c.value for c in at.caption)
+
+
+def test_the_prune_labels_page_runs_and_shows_a_token_runs_k_folds(token_store, monkeypatch):
+    from cartomap.experiments.store import ExperimentStore
+    from cartomap.experiments.token_folds import KIND
+
+    run = token_store["run"]
+    at = _page("pruning.py", run, monkeypatch, token_store["root"])
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any(f"Run {run.id} is a token run" in i.value and "Nothing is pruned" in i.value for i in at.info)
+    if not ExperimentStore(token_store["root"]).list(KIND):  # this test alone: start it from the page
+        at.text_input(key="_kept_prune_token_model").set_value(token_store["model"])
+        at.number_input(key="_kept_prune_token_folds").set_value(2)
+        at.button(key="prune_token_start").click().run()
+        assert not at.exception and not at.error, [e.value for e in at.error]
+        (exp,) = ExperimentStore(token_store["root"]).list(KIND)
+        patience.wait_for(lambda: exp.state == "done", what="the k folds of the page")
+        at.run()
+    assert any("out-of-fold word accuracy" in c.value for c in at.caption)
+    suspects = [d.value for d in at.dataframe if "p_gold" in d.value.columns]
+    assert suspects and set(suspects[0]["id"]) <= set(run.unit_labels("train", labels=False)[0])

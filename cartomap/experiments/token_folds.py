@@ -303,6 +303,35 @@ def oof_of_run(run: Run, exp_store: ExperimentStore) -> tuple[Experiment, np.nda
     return None
 
 
+def suspects_table(
+    run: Run, oof_logits, top: int = 50, detector: str = "cleanlab_token_issue"
+) -> pd.DataFrame:
+    """The ``top`` words of ``run`` that ``detector`` (a detector of out-of-fold word probabilities grouped
+    by sentence) finds most suspect: id, word, gold, out-of-fold prediction and p(gold), score (higher =
+    more suspect), most suspect first."""
+    from cartomap.analysis.swaps import word_texts
+    from cartomap.scores import detectors
+    from cartomap.scores.metrics import softmax
+
+    ids, gold = run.unit_labels("train")
+    z = np.asarray(oof_logits, dtype=np.float64)
+    inputs = detectors.DetectorInputs(labels=gold, oof_logits=z, sentences=sentence_keys(ids))
+    scores = detectors.score(detector, inputs)
+    order = np.argsort(-scores, kind="stable")[:top]
+    names = list(run.label_names)
+    p = softmax(z[order], axis=1)
+    return pd.DataFrame(
+        {
+            "id": [ids[i] for i in order],
+            "word": word_texts(run, [ids[i] for i in order]),
+            "gold": [names[gold[i]] for i in order],
+            "predicted": [names[int(k)] for k in z[order].argmax(axis=1)],
+            "p_gold": p[np.arange(len(order)), gold[order]],
+            "score": scores[order],
+        }
+    )
+
+
 def command_for(run: Run, folds: int = 5) -> str:
     """The command that makes a run's out-of-fold word probabilities."""
     return f"cartomap prune --data run:{run.id} --folds {folds}"
