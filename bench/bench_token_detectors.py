@@ -101,14 +101,18 @@ def base_config(args) -> RunConfig:
 
 
 def train(config: RunConfig, store: RunStore, what: str) -> tuple:
-    """(run, wall seconds, CPU seconds of this process) of training ``config``, or its saved seconds when
-    the run was trained before (CPU then unknown: NaN)."""
+    """(run, wall seconds, CPU seconds of this process) of training ``config``; a run trained before is
+    reloaded with the seconds this bench saved when it trained it (``<cache>/bench_compute.json``)."""
+    ledger = Path(store.root) / "bench_compute.json"
+    saved = json.loads(ledger.read_text()) if ledger.exists() else {}
     wall, cpu = time.time(), time.process_time()
     run = train_or_load(config, store)
     wall, cpu = time.time() - wall, time.process_time() - cpu
-    saved = sum(float(h.get("seconds", 0.0) or 0.0) for h in run.history())
-    if wall < 0.5 * saved:  # reloaded
-        wall, cpu = saved, float("nan")
+    if run.id in saved:
+        wall, cpu = saved[run.id]
+    else:
+        saved[run.id] = [wall, cpu]
+        ledger.write_text(json.dumps(saved))
     print(f"  {what}: run {run.id}, {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
     return run, wall, cpu
 
@@ -175,12 +179,21 @@ def score_seed(models: dict, seed: int) -> list[dict]:
     for name in table.columns:
         needs = detectors.get(name).needs
         folded = detectors.OOF in needs or detectors.FOLDS in needs
-        wall = (models["compute"][detectors.DYNAMICS][0] if detectors.DYNAMICS in needs else 0.0) + (
-            models["compute"][detectors.OOF][0] if folded else 0.0
-        )
+        used = [
+            models["compute"][n]
+            for n, on in ((detectors.DYNAMICS, detectors.DYNAMICS in needs), (detectors.OOF, folded))
+            if on
+        ]
+        wall, cpu = sum(u[0] for u in used), sum(u[1] for u in used)
         scores = table[name].to_numpy(np.float64)
         sentence_scores = pd.Series(scores).groupby(keys, sort=False).max().to_numpy()
-        common = {"seed": seed, "detector": name, "needs": "+".join(needs), "train_wall_s": wall}
+        common = {
+            "seed": seed,
+            "detector": name,
+            "needs": "+".join(needs),
+            "train_wall_s": wall,
+            "train_cpu_s": cpu,
+        }
         rows.append({**common, "level": "word", **judged(planted.word_changed, scores)})
         rows.append({**common, "level": "sentence", **judged(planted.sentence_changed, sentence_scores)})
     return rows
@@ -189,7 +202,7 @@ def score_seed(models: dict, seed: int) -> list[dict]:
 def summary(rows: pd.DataFrame, folds: int) -> pd.DataFrame:
     """Mean and standard deviation over the seeds of every (level, detector)."""
     grouped = rows.groupby(["level", "detector", "needs"], sort=False)
-    out = grouped[["ap", "auroc", "p_at_k", "prevalence", "train_wall_s"]].mean()
+    out = grouped[["ap", "auroc", "p_at_k", "prevalence", "train_wall_s", "train_cpu_s"]].mean()
     out["ap_sd"] = grouped["ap"].std(ddof=0)
     out["trainings"] = [
         ("1 (Model 0)" if "dynamics" in n else "")
@@ -201,13 +214,11 @@ def summary(rows: pd.DataFrame, folds: int) -> pd.DataFrame:
 
 
 def to_markdown(table: pd.DataFrame) -> str:
-    cols = ["level", "detector", "trainings", "ap", "ap_sd", "auroc", "p_at_k", "prevalence", "train_wall_s"]
+    cols = ["level", "detector", "trainings", "ap", "ap_sd", "auroc", "p_at_k", "prevalence", "train_cpu_s"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in table[cols].to_dict(orient="records"):
         cells = [
-            f"{v:.3f}"
-            if isinstance(v, float) and c != "train_wall_s"
-            else (f"{v:.0f}" if c == "train_wall_s" else str(v))
+            f"{v:.0f}" if c.startswith("train_") else f"{v:.3f}" if isinstance(v, float) else str(v)
             for c, v in row.items()
         ]
         lines.append("| " + " | ".join(cells) + " |")

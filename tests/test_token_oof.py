@@ -215,6 +215,10 @@ def test_token_run_gets_out_of_fold_detectors_and_swaps_from_the_command_line(to
     assert "predictions: last recording" in capsys.readouterr().out
     table = pd.read_csv(tmp_path / "s.csv")
     assert list(table.columns) == list(swaps.COLUMNS)
+    # cartomap export's detectors.parquet carries them per word
+    assert main([*cache, "export", run.id, "--out", str(tmp_path / "ref")]) == 0
+    exported = pd.read_parquet(tmp_path / "ref" / "detectors.parquet")
+    assert exported["id"].tolist() == unit_ids and exported["cleanlab_sentence_quality"].notna().all()
 
 
 def _page(name: str, run, monkeypatch, root):

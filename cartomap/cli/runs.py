@@ -119,9 +119,11 @@ def print_seeds(run, cache) -> None:
 
 def detector_table(run, metrics, seeds_table, cache):
     """id, label and every registered detector the run can feed (its metrics, its seeds experiment's
-    table, a pruning experiment's out-of-fold logits on its data), one row per example in the run's order."""
+    table, a pruning experiment's out-of-fold logits on its data; a token run's from its k folds of sentences),
+    one row per example (a token run's: per word) in the run's order."""
     import pandas as pd
 
+    from cartomap.experiments import token_folds
     from cartomap.experiments.pruning import fold_table_of, oof_of_run
     from cartomap.experiments.store import ExperimentStore
     from cartomap.runs.store import RunStore
@@ -139,7 +141,12 @@ def detector_table(run, metrics, seeds_table, cache):
         return by_id.loc[ids].reset_index() if set(ids) <= set(by_id.index) else None
 
     runs = RunStore(cache)
-    found = oof_of_run(run, ExperimentStore(cache), runs)
+    words = run.task_kind.unit.sentences  # a token run's out-of-fold words: k folds of its sentences
+    found = (
+        token_folds.oof_of_run(run, ExperimentStore(cache))
+        if words
+        else oof_of_run(run, ExperimentStore(cache), runs)
+    )
     inputs = detectors.DetectorInputs(
         labels=examples["label"].to_numpy(),
         metrics=aligned(metrics),
