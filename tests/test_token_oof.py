@@ -125,6 +125,11 @@ def test_cleanlab_token_detectors_need_out_of_fold_inputs_and_sentences():
         d = detectors.get(name)
         assert d.missing(token_inputs(sentences=None)) == [detectors.SENTENCES]
         assert d.missing(token_inputs(oof_logits=None)) == [detectors.OOF]
+    # for data of examples (no sentences) they are not "unavailable for want of an experiment": they do not apply
+    assert "cleanlab_token_issue" in detectors.unavailable(token_inputs(oof_logits=None))
+    assert not {"cleanlab_token_issue", "cleanlab_sentence_quality"} & set(
+        detectors.unavailable(token_inputs(sentences=None))
+    )
     with pytest.raises(DataError, match="next to each other"):
         token_quality.split_by_sentence(np.array(["a", "b", "a"], dtype=object))
     assert token_quality.sentence_keys(["s#1#0", "s#1#1", "t#0"]).tolist() == ["s#1", "s#1", "t"]

@@ -544,8 +544,10 @@ def available(inputs: DetectorInputs) -> list[str]:
 
 
 def unavailable(inputs: DetectorInputs) -> dict[str, list[str]]:
-    """{name: the kinds of input it lacks} of the detectors ``inputs`` cannot feed, in registry order."""
-    return {name: d.missing(inputs) for name, d in REGISTRY.items() if d.missing(inputs)}
+    """{name: the kinds of input it lacks} of the detectors ``inputs`` cannot feed, in registry order; those
+    that lack ``sentences`` are left out (they apply to a token run's words only, which always have them)."""
+    missing = {name: d.missing(inputs) for name, d in REGISTRY.items()}
+    return {name: kinds for name, kinds in missing.items() if kinds and SENTENCES not in kinds}
 
 
 def score(name: str, inputs: DetectorInputs) -> np.ndarray:
