@@ -21,9 +21,7 @@ def word_texts(run, unit_ids: list[str]) -> list[str]:
     """The text of every word id ``<sentence id>#<k>`` of ``run``'s training set."""
     kind = run.task_kind
     frame = run.examples(columns=("id", *kind.text_fields))
-    words = dict(zip(frame["id"].astype(str), frame[kind.text_fields[0]], strict=True))
-    keys = sentence_keys(unit_ids)
-    return [str(words[s][int(str(u).rpartition("#")[2])]) for s, u in zip(keys, unit_ids, strict=True)]
+    return swaps.word_texts(frame["id"].astype(str), frame[kind.text_fields[0]], unit_ids)
 
 
 def last_predictions(run, unit_ids: list[str]) -> np.ndarray:

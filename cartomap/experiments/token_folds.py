@@ -220,9 +220,10 @@ class TokenFoldsKind:
 
 def oof_swaps(oof: pd.DataFrame, train: TextDataset) -> pd.DataFrame:
     """The recurring gold -> out-of-fold predicted tag swaps of the training set (:mod:`cartomap.scores.swaps`)."""
-    words = dict(zip(train.frame["id"].astype(str), train.frame[train.text_columns[0]], strict=True))
+    texts = swap_tables.word_texts(
+        train.frame["id"].astype(str), train.frame[train.text_columns[0]], oof["id"]
+    )
     keys = sentence_keys(oof["id"])
-    texts = [str(words[s][int(str(i).rpartition("#")[2])]) for s, i in zip(keys, oof["id"], strict=True)]
     pred = logits_of(oof).argmax(axis=1)
     return swap_tables.swap_table(texts, oof["gold"].to_numpy(), pred, keys, train.label_names)
 

@@ -15,11 +15,23 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
+from cartomap.tasks.base import UNIT_SEPARATOR
 
 #: Columns of :func:`swap_table`, in order.
 COLUMNS = ("word", "gold", "predicted", "count", "sentences", "example_ids")
 #: Sentence ids kept per row as examples.
 N_EXAMPLES = 3
+
+
+def word_texts(sentence_ids: Sequence[str], sentence_words: Sequence[Sequence[str]], unit_ids) -> list[str]:
+    """The text of every word id ``<sentence id>#<k>`` of ``unit_ids``: word k of its sentence, the
+    sentences given by their ids and word lists."""
+    words = dict(zip((str(i) for i in sentence_ids), sentence_words, strict=True))
+    out = []
+    for unit in unit_ids:
+        sentence, _, k = str(unit).rpartition(UNIT_SEPARATOR)
+        out.append(str(words[sentence][int(k)]))
+    return out
 
 
 def swap_table(
