@@ -199,22 +199,28 @@ def score_seed(models: dict, seed: int) -> list[dict]:
     return rows
 
 
-def summary(rows: pd.DataFrame, folds: int) -> pd.DataFrame:
-    """Mean and standard deviation over the seeds of every (level, detector)."""
+def summary(rows: pd.DataFrame, folds: int, sentences: int, epochs: int) -> pd.DataFrame:
+    """Mean and standard deviation over the seeds of every (level, detector), with the training each
+    detector needs: ``trainings`` (Model 0, k folds) and ``passes``, the sentences trained on times the
+    epochs (Model 0: n E; the folds: (k - 1) n E, each fold on (k - 1) / k of the sentences)."""
     grouped = rows.groupby(["level", "detector", "needs"], sort=False)
     out = grouped[["ap", "auroc", "p_at_k", "prevalence", "train_wall_s", "train_cpu_s"]].mean()
     out["ap_sd"] = grouped["ap"].std(ddof=0)
+    needs = out.index.get_level_values("needs")
+    dyn = ["dynamics" in n for n in needs]
+    folded = ["oof" in n or "folds" in n for n in needs]
     out["trainings"] = [
-        ("1 (Model 0)" if "dynamics" in n else "")
-        + (" + " if "dynamics" in n and ("oof" in n or "folds" in n) else "")
-        + (f"{folds} (folds)" if ("oof" in n or "folds" in n) else "")
-        for n in out.index.get_level_values("needs")
+        " + ".join([*(["Model 0"] if d else []), *([f"{folds} folds"] if f else [])])
+        for d, f in zip(dyn, folded, strict=True)
+    ]
+    out["passes"] = [
+        sentences * epochs * (int(d) + (folds - 1) * int(f)) for d, f in zip(dyn, folded, strict=True)
     ]
     return out.reset_index().sort_values(["level", "ap"], ascending=[False, False], kind="stable")
 
 
 def to_markdown(table: pd.DataFrame) -> str:
-    cols = ["level", "detector", "trainings", "ap", "ap_sd", "auroc", "p_at_k", "prevalence", "train_cpu_s"]
+    cols = ["level", "detector", "trainings", "passes", "ap", "ap_sd", "auroc", "p_at_k", "train_cpu_s"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in table[cols].to_dict(orient="records"):
         cells = [
@@ -255,7 +261,7 @@ def main(argv=None) -> int:
         rows += score_seed(models, seed)
         diag.append({"seed": seed, "oof_word_accuracy": models["oof_accuracy"], **models["planted"].counts()})
     frame = pd.DataFrame(rows)
-    table = summary(frame, args.folds)
+    table = summary(frame, args.folds, len(clean), args.epochs)
     print(pd.DataFrame(diag).to_string(index=False))
     print(to_markdown(table) if args.markdown else table.to_string(index=False))
     print(f"total {time.time() - t0:.0f} s")
