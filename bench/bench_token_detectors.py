@@ -15,7 +15,7 @@ for each noise seed. On each noisy set:
 Every registered detector the inputs can feed is scored (:func:`cartomap.scores.detectors.score_all`) and
 judged by AP, AUROC and P@k (k = the number of corrupted units) at two levels: the corrupted **words**
 (whose tag the noise changed) and the corrupted **sentences** (a sentence scored by its most suspect
-word). Training compute is measured per model (wall seconds and the process's CPU seconds): a detector
+word), and at sentence level by kind of error (the sentences of one kind against the clean ones). Training compute is measured per model (wall seconds and the process's CPU seconds): a detector
 that needs out-of-fold inputs costs the k fold trainings, one of the dynamics Model 0's, both k + 1.
 
 Runs go through the run store (``--cache``), so a rerun reloads the models it trained; the compute of a
@@ -196,6 +196,11 @@ def score_seed(models: dict, seed: int) -> list[dict]:
         }
         rows.append({**common, "level": "word", **judged(planted.word_changed, scores)})
         rows.append({**common, "level": "sentence", **judged(planted.sentence_changed, sentence_scores)})
+        kinds = np.asarray(planted.kind)
+        for kind in tag_noise.NOISE_KINDS:  # each kind of error against the clean sentences alone
+            keep = (kinds == kind) | ~planted.sentence_changed
+            truth = kinds[keep] == kind
+            rows.append({**common, "level": f"sentence: {kind}", **judged(truth, sentence_scores[keep])})
     return rows
 
 
@@ -216,7 +221,9 @@ def summary(rows: pd.DataFrame, folds: int, sentences: int, epochs: int) -> pd.D
     out["passes"] = [
         sentences * epochs * (int(d) + (folds - 1) * int(f)) for d, f in zip(dyn, folded, strict=True)
     ]
-    return out.reset_index().sort_values(["level", "ap"], ascending=[False, False], kind="stable")
+    out = out.reset_index()
+    out["order"] = [0 if lv == "word" else 1 if lv == "sentence" else 2 for lv in out["level"]]
+    return out.sort_values(["order", "level", "ap"], ascending=[True, True, False], kind="stable")
 
 
 def to_markdown(table: pd.DataFrame) -> str:
