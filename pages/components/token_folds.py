@@ -51,7 +51,9 @@ def results(run, exp, estore) -> None:
     )
     if found is not None:
         table = token_folds.suspects_table(run, found[1], top=50)
-        st.markdown("**The most suspect words** (cleanlab token issue: flagged first, then 1 − p(gold))")
+        st.markdown(
+            "**The most suspect words** (by cleanlab_token_issue, the words cleanlab flags first, then by 1 − p(gold))"
+        )
         st.dataframe(table, hide_index=True, key="prune_token_suspects")
     swaps = exp.result("swaps")
     if isinstance(swaps, pd.DataFrame) and len(swaps):
