@@ -23,7 +23,9 @@ reloaded model is the one saved in its run (``history.json``'s seconds). The mac
 with ``--sentences``, ``--epochs``, ``--folds``, ``--seeds``.
 
     HF_HUB_OFFLINE=1 python bench/bench_token_detectors.py --sentences 600 --epochs 2 --folds 3 \\
-        --seeds 0 1 2 --cache /tmp/token-bench --markdown
+        --batch-size 8 --lr 3e-4 --seeds 0 1 2 --cache /tmp/tokbench/cache600 --markdown
+
+(the defaults; 16 minutes on the shared 2-core machine, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -247,8 +249,8 @@ def main(argv=None) -> int:
     p.add_argument("--rate", type=float, default=0.05, help="share of gold entities corrupted")
     p.add_argument("--model", default="default", help="encoder (all-MiniLM-L6-v2 by default)")
     p.add_argument("--max-length", type=int, default=DEMO_NER_MAX_LENGTH, help="sub-words (the demo's)")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--cache", default="/tmp/cartomap-token-bench")
     p.add_argument("--out", default=None, help="write the per-seed rows and the summary as JSON here")
     p.add_argument("--markdown", action="store_true")
