@@ -267,3 +267,14 @@ def test_the_prune_labels_page_runs_and_shows_a_token_runs_k_folds(token_store, 
     assert any("out-of-fold word accuracy" in c.value for c in at.caption)
     suspects = [d.value for d in at.dataframe if "p_gold" in d.value.columns]
     assert suspects and set(suspects[0]["id"]) <= set(run.unit_labels("train", labels=False)[0])
+
+
+def test_review_suspects_says_which_command_makes_a_token_runs_out_of_fold_detectors(tmp_path, monkeypatch):
+    run = make_token_run(tmp_path / "cache", tmp_path)
+    at = _page("review_suspects.py", run, monkeypatch, tmp_path / "cache")
+    at.session_state["_kept_rs_new"] = True
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (hint,) = [c.value for c in at.caption if "Need out-of-fold probabilities" in c.value]
+    assert "cleanlab_token_issue" in hint and "cleanlab_sentence_quality" in hint
+    assert f"cartomap prune --data run:{run.id} --folds 5" in hint and "never saw the sentence" in hint
