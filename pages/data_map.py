@@ -144,6 +144,7 @@ def page(run, after_picture=None) -> None:
                 else None,
                 current_k=burn_out or n_recorded,
             )
+            token_map.swaps_section(run, get_experiments())
             return
     view = label_map.view_picker(run) if per_label else None
     estore = get_experiments()
@@ -227,6 +228,8 @@ def page(run, after_picture=None) -> None:
     selection.selection_section(run, frame, filtered, table, selected, seed_map_runs, per_label=per_label)
     tags.tag_tools(run, table)
     human_judgement.human_section(run)
+    if token_map.is_token_run(run):
+        token_map.swaps_section(run, estore)
     st.divider()
     groups.group_tools(run, table)
     st.divider()

@@ -50,6 +50,7 @@ from pages.common import (
     through_app,
     write_button,
 )
+from pages.components import token_folds
 from pages.components.forms import executor_form, model_form, source_form
 from pages.components.jobs import experiment_panel
 from pages.components.pruning_results import EXP_KEY, show_results
@@ -318,6 +319,11 @@ def main() -> None:
     )
     show_flashes()
     estore = get_experiments()
+    run = current_run()
+    if run is not None and run.task_kind.unit.sentences:  # a token run: its k folds of sentences
+        token_folds.token_section(run, estore)
+        st.divider()
+    applies(run, support.OUT_OF_FOLD)  # says so for a kind with neither (a multi-label run)
     exp = pick_experiment(estore)
     if exp is not None:
         try:

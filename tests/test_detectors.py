@@ -67,8 +67,17 @@ def planted():
 
 def test_every_detector_ranks_the_planted_flips_first(planted):
     noisy, flipped, dyn, oof, seeds, _, folds = planted
+    sentences = (
+        np.arange(len(noisy)) // 3
+    )  # units grouped as a token run's words are, for cleanlab's token scores
     inputs = detectors.DetectorInputs(
-        labels=noisy, dynamics=dyn, oof_logits=oof, seeds=seeds, folds=folds, embeddings=EMBEDDINGS
+        labels=noisy,
+        dynamics=dyn,
+        oof_logits=oof,
+        seeds=seeds,
+        folds=folds,
+        embeddings=EMBEDDINGS,
+        sentences=sentences,
     )
     assert detectors.available(inputs) == list(detectors.NAMES)
     table = detectors.score_all(inputs)
@@ -138,13 +147,7 @@ def test_every_detector_documents_formula_and_direction():
     for name, d in detectors.REGISTRY.items():
         assert "s_i" in d.doc or "score" in d.doc, name
         assert "Higher" in d.doc, name
-        assert set(d.needs) <= {
-            detectors.DYNAMICS,
-            detectors.OOF,
-            detectors.SEEDS,
-            detectors.FOLDS,
-            detectors.EMBEDDINGS,
-        }
+        assert set(d.needs) <= set(detectors.INPUT_KINDS)
     assert set(detectors.descriptions()) == set(detectors.NAMES)
 
 

@@ -65,6 +65,7 @@ HOW_TO_GET = {
     detectors.SEEDS: "a finished seeds experiment of the run",
     detectors.EMBEDDINGS: "the run's embeddings",
     detectors.DYNAMICS: "metric columns the run's metrics lack",
+    detectors.SENTENCES: "a token run's words grouped by sentence (token runs only)",
 }
 HUMAN_READ = (
     "id",

@@ -1,5 +1,5 @@
 """Reading runs and datasets: ``cartomap embed``, ``project``, ``similarity``, ``artifacts``, ``subset``,
-``truth``."""
+``truth``, ``swaps``."""
 
 from __future__ import annotations
 
@@ -59,6 +59,35 @@ def cmd_truth(a: argparse.Namespace) -> int:
         refuse_overwrite([Path(a.json)], a.force)
         atomic_write_text(a.json, truth_json(report) + "\n")
         print(f"wrote {a.json}")
+    return 0
+
+
+def cmd_swaps(a: argparse.Namespace) -> int:
+    """A token run's recurring tag swaps (word, gold, predicted, count, example sentences): out-of-fold when
+    a finished token k-fold experiment has its words (``cartomap prune --data run:RUN``), else its last
+    recording; ``--csv`` to a file."""
+    from cartomap.analysis.swaps import OUT_OF_FOLD, run_swaps
+    from cartomap.errors import RunError
+    from cartomap.experiments.store import ExperimentStore
+    from cartomap.experiments.token_folds import command_for, oof_of_run
+    from cartomap.io import atomic_write_text
+    from cartomap.runs.store import RunStore
+
+    run = RunStore(a.cache).get(a.run)
+    found = oof_of_run(run, ExperimentStore(a.cache)) if a.source != "last" else None
+    if a.source == "oof" and found is None:
+        raise RunError(
+            f"run {run.id} has no out-of-fold word probabilities: make them with `{command_for(run)}`"
+        )
+    table, what = run_swaps(run, found[1] if found else None, min_count=a.min_count)
+    origin = f" of experiment {found[0].id}" if what == OUT_OF_FOLD else ""
+    print(f"run {run.id}: {len(table):,} swaps (gold -> predicted, predictions: {what}{origin})")
+    if len(table):
+        print(printable_frame(table.head(a.top)).to_string(index=False))
+    if a.csv:
+        refuse_overwrite([Path(a.csv)], a.force)
+        atomic_write_text(a.csv, table.to_csv(index=False))
+        print(f"wrote {a.csv}")
     return 0
 
 
@@ -265,6 +294,23 @@ def add_commands(sub) -> None:
         "the run's main recording; a run that recorded both has its training pass there); the report names it",
     )
     tr.set_defaults(func=cmd_truth)
+
+    sw = sub.add_parser(
+        "swaps", help="a token run's recurring tag swaps: (word, gold tag, predicted tag) with counts"
+    )
+    sw.add_argument("run")
+    sw.add_argument(
+        "--source",
+        choices=("auto", "oof", "last"),
+        default="auto",
+        help="predictions: out-of-fold (a finished `cartomap prune --data run:RUN` on token data), the run's "
+        "last recording, or auto: out-of-fold when there are some",
+    )
+    sw.add_argument("--min-count", type=int, default=1, help="leave out swaps seen fewer times")
+    sw.add_argument("--top", type=int, default=30, help="rows printed")
+    sw.add_argument("--csv", default=None, help="also write the whole table as CSV to this file")
+    sw.add_argument("--force", action="store_true", help="replace --csv")
+    sw.set_defaults(func=cmd_swaps)
 
     sb = sub.add_parser("subset", help="a stratified sample of a dataset (and the rest) as JSON Lines")
     add_data_arguments(sb)

@@ -19,6 +19,7 @@ def cmd_create(a: argparse.Namespace) -> int:
     """Make a review queue from a detector's top k, a saved group, ids in a file, or pruning suspects."""
 
     from cartomap.curation import levels, queue, sources
+    from cartomap.errors import DataError
 
     run = _run(a)
     levels.check_level(run, a.by)
@@ -28,19 +29,22 @@ def cmd_create(a: argparse.Namespace) -> int:
         from cartomap.experiments.truth import detector_extras
 
         extra = detector_extras(run, a.cache)
-        candidates = levels.from_detector_by(
-            run,
-            a.detector,
-            a.top,
-            a.by,
-            a.sentence_score,
-            oof_logits=extra.oof,
-            seeds=extra.seeds,
-            folds=extra.folds,
-            region=a.region,
-            rule=rule,
-            per=a.per,
-        )
+        try:
+            candidates = levels.from_detector_by(
+                run,
+                a.detector,
+                a.top,
+                a.by,
+                a.sentence_score,
+                oof_logits=extra.oof,
+                seeds=extra.seeds,
+                folds=extra.folds,
+                region=a.region,
+                rule=rule,
+                per=a.per,
+            )
+        except DataError as err:
+            raise DataError(f"{err}{_made_by(run, a.detector)}") from None
     elif a.group:
         candidates = sources.from_group(run, a.group)
     elif a.pruning:
@@ -85,6 +89,18 @@ def cmd_create(a: argparse.Namespace) -> int:
         f"{a.per_item} annotator{'s' if a.per_item != 1 else ''} each"
     )
     return 0
+
+
+def _made_by(run, name: str) -> str:
+    """ "; make them with `<command>`" for the inputs of detector ``name`` an experiment makes ("" if none)."""
+    from cartomap.experiments.truth import input_commands
+    from cartomap.scores import detectors
+
+    if name not in detectors.REGISTRY:
+        return ""
+    commands = input_commands(run)
+    made_by = list(dict.fromkeys(commands[k] for k in detectors.get(name).needs if k in commands))
+    return f"; make them with `{' and '.join(made_by)}`" if made_by else ""
 
 
 def _guidelines_of(a: argparse.Namespace) -> str:

@@ -333,6 +333,8 @@ def cmd_prune(a: argparse.Namespace) -> int:
         a.dev = "none"  # no demo dev set by default: it is often the test set, and it picks Model 0's epoch
     executor = executor_config(a)
     store = ExperimentStore(a.cache)
+    if not a.config and not a.test and _is_token_data(a):
+        return _token_folds(a, store, executor)
     params = PruningParams(
         base=experiment_base(a),
         folds=a.folds,
@@ -349,6 +351,31 @@ def cmd_prune(a: argparse.Namespace) -> int:
     elif a.export and a.background:
         print(f"export later with `cartomap prune ... --export {a.export}` once experiment {exp.id} is done")
     return code
+
+
+def _is_token_data(a: argparse.Namespace) -> bool:
+    """Whether the training data of ``cartomap prune`` is a token data set (sentences of tagged words)."""
+    from cartomap.cli.options import config_from_args
+
+    return bool(config_from_args(a).data.task_kind.unit.sentences)
+
+
+def _token_folds(a: argparse.Namespace, store, executor) -> int:
+    """``cartomap prune`` on token data: the out-of-fold word probabilities of k folds of its sentences
+    (:mod:`cartomap.experiments.token_folds`); no Model 1, no categories (say so when they were asked for)."""
+    from cartomap.cli.options import config_from_args
+    from cartomap.experiments.token_folds import TokenFoldsParams, create_token_folds
+
+    if a.export or a.categories != ["P1G0"]:
+        raise RunError(
+            "token data: `cartomap prune` makes the out-of-fold word probabilities of k folds of the "
+            "sentences (for the cleanlab token detectors and `cartomap swaps`); it prunes nothing, so "
+            "--categories and --export do not apply"
+        )
+    params = TokenFoldsParams(base=config_from_args(a), folds=a.folds, fold_seed=a.fold_seed)
+    exp = create_token_folds(params, store, name=a.name)
+    print(f"token data: {a.folds} folds by sentence, out-of-fold word probabilities (experiment {exp.id})")
+    return start_or_run(exp, store, a.background, executor, by=acting(a))
 
 
 def add_commands(sub) -> None:
@@ -441,7 +468,9 @@ def add_commands(sub) -> None:
     rp.set_defaults(func=cmd_report)
 
     pr = sub.add_parser(
-        "prune", help="find and prune suspected label errors: the k-fold consensus experiment"
+        "prune",
+        help="find and prune suspected label errors: the k-fold consensus experiment (token data: the "
+        "out-of-fold word probabilities of k folds of its sentences, no --test needed)",
     )
     pr.add_argument("train", nargs="?", default=None, metavar="TRAIN", help="training data (same as --data)")
     add_data_arguments(pr)

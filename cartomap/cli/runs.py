@@ -122,13 +122,13 @@ def print_seeds(run, cache) -> None:
 
 def detector_table(run, metrics, seeds_table, cache):
     """id, label and every registered detector the run can feed (its metrics, its seeds experiment's
-    table, a pruning experiment's out-of-fold logits on its data), one row per example in the run's order."""
+    table, a pruning experiment's out-of-fold logits on its data; a token run's from its k folds of sentences),
+    one row per example (a token run's: per word) in the run's order."""
     import pandas as pd
 
-    from cartomap.experiments.pruning import fold_table_of, oof_of_run
-    from cartomap.experiments.store import ExperimentStore
-    from cartomap.runs.store import RunStore
+    from cartomap.experiments.truth import detector_extras
     from cartomap.scores import detectors
+    from cartomap.scores.token_quality import sentence_keys
 
     unit_ids, unit_labels = run.unit_labels()  # a token run's: one per word
     examples = pd.DataFrame({"id": unit_ids, "label": unit_labels})
@@ -140,15 +140,15 @@ def detector_table(run, metrics, seeds_table, cache):
         by_id = table.assign(id=table["id"].astype(str)).drop_duplicates("id").set_index("id")
         return by_id.loc[ids].reset_index() if set(ids) <= set(by_id.index) else None
 
-    runs = RunStore(cache)
-    found = oof_of_run(run, ExperimentStore(cache), runs)
+    extra = detector_extras(run, cache)  # the out-of-fold inputs (a token run's: k folds of its sentences)
     inputs = detectors.DetectorInputs(
         labels=examples["label"].to_numpy(),
         metrics=aligned(metrics),
-        oof_logits=found[1] if found is not None else None,
+        oof_logits=extra.oof,
         seeds=aligned(seeds_table),
-        folds=fold_table_of(found[0], runs, ids) if found is not None else None,
+        folds=extra.folds,
         unit=run.task_kind.unit,  # the detectors serving the run's unit
+        sentences=sentence_keys(ids) if run.task_kind.unit.sentences else None,
     )
     return pd.concat([examples.assign(id=ids), detectors.score_all(inputs)], axis=1)
 

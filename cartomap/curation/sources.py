@@ -36,6 +36,7 @@ from cartomap.runs.store import Run
 from cartomap.scores import detectors
 from cartomap.scores.label_examples import example_scores
 from cartomap.scores.metrics import REGIONS, RegionRule
+from cartomap.scores.token_quality import sentence_keys
 from cartomap.tasks.base import UNIT_SEPARATOR
 
 SELECTION = "selection"
@@ -194,6 +195,7 @@ def detector_inputs(
         oof_logits=oof_logits,
         seeds=_aligned(seeds, ids),
         folds=_aligned(folds, ids),
+        sentences=sentence_keys(ids) if run.task_kind.unit.sentences else None,
     )
 
 
@@ -263,7 +265,7 @@ def from_detector(
     if not detector.is_available(inputs):
         have = ", ".join(detectors.available(inputs)) or "none"
         raise DataError(
-            f"run {run.id} has no {' and '.join(detector.needs)} inputs for detector {name!r} "
+            f"run {run.id} has no {' and '.join(detector.missing(inputs))} inputs for detector {name!r} "
             f"(it can use: {have})",
             field="detector",
         )

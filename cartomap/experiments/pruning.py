@@ -390,6 +390,14 @@ def require_kind(kind, location: str | None = None) -> None:
 def check_data(params: PruningParams) -> TextDataset:
     """Load the training and test sets and check the folds and categories fit them (DataError if not)."""
     train = load_training_set(params)
+    if train.task_kind.unit.sentences:
+        raise DataError(
+            "pruning suspected label errors works on examples with one label each; on token data "
+            "`cartomap prune --data DATA --folds K` without --test makes the out-of-fold word probabilities "
+            "of k folds of its sentences (experiments.token_folds) for the cleanlab token detectors",
+            location=train.source,
+            field="task",
+        )
     require_kind(train.task_kind, train.source)
     for t in params.base.tests:
         load_dataset(t, label_names=train.label_names)

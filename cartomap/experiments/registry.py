@@ -16,7 +16,8 @@ are required, the rest have defaults here, so callers never switch on a kind's n
         def report(self, exp, store) -> str    # the results as markdown (`cartomap report`)
         def sections(self, exp) -> list[Section]   # result tables the Compare page shows
 
-Built-in kinds: pruning, curriculum, combination, seeds, correction (retrain after review).
+Built-in kinds: pruning, curriculum, combination, seeds, correction (retrain after review), token_folds
+(out-of-fold word probabilities of a token data set).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from cartomap import plugins
 from cartomap.analysis.compare import run_overview
 from cartomap.config import RunConfig
 from cartomap.errors import RunError
-from cartomap.experiments import combination, correction, curriculum, pruning, seeds
+from cartomap.experiments import combination, correction, curriculum, pruning, seeds, token_folds
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, method_of
 from cartomap.runs.store import Run, RunStore
 from cartomap.scores.reports import best_on_validation
@@ -60,6 +61,7 @@ for _kind in (
     combination.CombinationKind(),
     seeds.SeedsKind(),
     correction.CorrectionKind(),
+    token_folds.TokenFoldsKind(),
 ):
     register(_kind)
 KINDS.register = register

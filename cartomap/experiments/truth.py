@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from cartomap.analysis.truth import truth_report
+from cartomap.experiments import token_folds
 from cartomap.experiments.pruning import fold_table_of, oof_of_run
 from cartomap.experiments.seeds import PER_EXAMPLE, PER_EXAMPLE_EVAL, done_seeds_of
 from cartomap.experiments.store import ExperimentStore
@@ -36,12 +37,14 @@ def detector_extras(run, cache, source: str = "train") -> DetectorExtras:
     if seeds is not None:
         sources["seeds experiment"] = f"{seeds_exp.id} ({run.view_label(source)})"
     rstore = RunStore(cache)
-    found = oof_of_run(run, estore, rstore)
+    sentences = run.task_kind.unit.sentences
+    found = token_folds.oof_of_run(run, estore) if sentences else oof_of_run(run, estore, rstore)
     oof = folds = None
     if found is not None:
-        sources["pruning experiment"] = found[0].id
+        sources["token k-fold experiment" if sentences else "pruning experiment"] = found[0].id
         oof = found[1]
-        folds = fold_table_of(found[0], rstore, run.examples(columns=("id",))["id"].astype(str).tolist())
+        ids = run.unit_labels("train", labels=False)[0]
+        folds = fold_table_of(found[0], rstore, ids)
     return DetectorExtras(oof, seeds, folds, sources)
 
 
@@ -59,8 +62,9 @@ def prune_command(run) -> str:
 
 
 def input_commands(run) -> dict[str, str]:
-    """{detector input kind: the command that makes it for ``run``} (:func:`truth_of`)."""
-    prune = prune_command(run)
+    """{detector input kind: the command that makes it for ``run``} (:func:`truth_of`; a token run's
+    out-of-fold inputs come from k folds of its sentences, :mod:`cartomap.experiments.token_folds`)."""
+    prune = token_folds.command_for(run) if run.task_kind.unit.sentences else prune_command(run)
     return {
         detectors.OOF: prune,
         detectors.FOLDS: prune,

@@ -14,6 +14,10 @@ detectors a run can have (:func:`available`) and scores them all (:func:`score_a
   training part of k - 1 of them, so the mean of their in-sample confidence and AUM is a k - 1 model
   signal that costs no training beyond the out-of-fold logits.
 
+* ``sentences``: the sentence of every unit of a token run (its words grouped by sentence, words of one
+  sentence next to each other), for cleanlab's token classification (:mod:`cartomap.scores.token_quality`:
+  out-of-fold word probabilities per sentence, :mod:`cartomap.experiments.token_folds`).
+
 * ``embeddings``: one vector per example ([CLS] of the trained model, aligned), for the label
   disagreement of its nearest neighbours (exact cosine: O(N^2 H), so callers pass them for runs of a
   size where that is quick, :data:`MAX_KNN_EXAMPLES`).
@@ -42,7 +46,7 @@ import pandas as pd
 
 from cartomap import plugins
 from cartomap.errors import DataError
-from cartomap.scores import consensus, noise
+from cartomap.scores import consensus, noise, token_quality
 from cartomap.scores.metrics import aum, el2n, forgetfulness, gold_probabilities, softmax
 from cartomap.tasks.units import Unit
 
@@ -51,6 +55,8 @@ OOF = "oof"
 SEEDS = "seeds"
 FOLDS = "folds"
 EMBEDDINGS = "embeddings"
+SENTENCES = "sentences"
+INPUT_KINDS = (DYNAMICS, OOF, SEEDS, FOLDS, EMBEDDINGS, SENTENCES)
 #: k of the neighbour-label detector (SimiFeat's default, Zhu et al., 2022).
 KNN_K = 10
 #: Callers pass embeddings to the detectors up to this many examples: the exact k-NN over all pairs
@@ -77,6 +83,7 @@ class DetectorInputs:
     seeds: Any = None  # seeds experiment per-example table (confidence_mean, confidence_std, ...)
     folds: Any = None  # the fold models' in-sample table (FOLD_COLUMNS, aligned; :func:`fold_table`)
     embeddings: Any = None  # [N, H] one vector per example ([CLS] of the trained model), aligned
+    sentences: Any = None  # [N] a token run's sentence of every word (words of a sentence contiguous)
     n_classes: int | None = field(default=None)
     unit: Unit | str | None = None  # what one row is (a word, an (example, label) unit); None: any unit
 
@@ -128,7 +135,7 @@ class Detector:
 
     name: str
     fn: Callable[[DetectorInputs], np.ndarray]
-    needs: str | tuple[str, ...]  # DYNAMICS, OOF, SEEDS, FOLDS, EMBEDDINGS or several (a tuple after init)
+    needs: str | tuple[str, ...]  # of INPUT_KINDS, one or several (a tuple after init)
     metrics: tuple[str, ...] = ()  # metric columns that stand in for the dynamics (all of them)
     seed_columns: tuple[str, ...] = ()  # seed-table columns it reads
     title: str = ""  # its name for people (pages, reports); ``name`` is the handle options and files use
@@ -136,7 +143,7 @@ class Detector:
 
     def __post_init__(self) -> None:
         needs = (self.needs,) if isinstance(self.needs, str) else tuple(self.needs)
-        unknown = [n for n in needs if n not in (DYNAMICS, OOF, SEEDS, FOLDS, EMBEDDINGS)]
+        unknown = [n for n in needs if n not in INPUT_KINDS]
         if not needs or unknown:
             raise ValueError(f"detector {self.name!r}: unknown input kind(s) {unknown or needs}")
         object.__setattr__(self, "needs", needs)
@@ -176,6 +183,8 @@ class Detector:
             return inputs.folds is not None and all(c in inputs.folds for c in FOLD_COLUMNS[:2])
         if need == EMBEDDINGS:
             return inputs.embeddings is not None
+        if need == SENTENCES:
+            return inputs.sentences is not None
         return inputs.seeds is not None and all(c in inputs.seeds for c in self.seed_columns)
 
     def __call__(self, inputs: DetectorInputs) -> np.ndarray:
@@ -249,6 +258,38 @@ def cleanlab_self_confidence(inputs: DetectorInputs) -> np.ndarray:
 
     Higher = lower label quality = more suspect."""
     return noise.cleanlab_scores(softmax(inputs.oof(), axis=1), inputs.y())
+
+
+def _token_probs(inputs: DetectorInputs) -> tuple[np.ndarray, np.ndarray]:
+    """(gold tags [M], softmax of the out-of-fold word logits [M, C]) of a token run's words."""
+    return inputs.y(), softmax(inputs.oof(), axis=1)
+
+
+def cleanlab_token_issue(inputs: DetectorInputs) -> np.ndarray:
+    """s_w = [w flagged by cleanlab.token_classification.filter.find_label_issues] + (1 - q_w), q_w the
+    word's label quality p_w(gold) by cleanlab.token_classification.rank.get_label_quality_scores, on
+    out-of-fold word probabilities grouped by sentence; in [0, 2]. Flagged words first, each group by
+    quality. Higher = more likely a mislabelled word."""
+    y, p = _token_probs(inputs)
+    flagged = token_quality.issue_mask(y, p, inputs.sentences)
+    word, _ = token_quality.quality_scores(y, p, inputs.sentences)
+    return flagged.astype(np.float64) + 1.0 - word
+
+
+def cleanlab_sentence_quality(inputs: DetectorInputs) -> np.ndarray:
+    """s_w = 1 - Q_s(w), Q_s the label quality of word w's sentence by
+    cleanlab.token_classification.rank.get_label_quality_scores with its default sentence score (the min
+    of its words' p(gold)), on out-of-fold word probabilities; in [0, 1], every word of a sentence alike.
+    Higher = the sentence more likely holds a label error."""
+    y, p = _token_probs(inputs)
+    return 1.0 - token_quality.quality_scores(y, p, inputs.sentences)[1]
+
+
+def cleanlab_sentence_softmin(inputs: DetectorInputs) -> np.ndarray:
+    """s_w = 1 - Q_s(w), as :func:`cleanlab_sentence_quality` with cleanlab's ``softmin`` sentence score
+    (a mean of the words' p(gold) weighted towards the lowest, temperature 0.05). Higher = more suspect."""
+    y, p = _token_probs(inputs)
+    return 1.0 - token_quality.quality_scores(y, p, inputs.sentences, sentence_method="softmin")[1]
 
 
 #: The consensus rule's category: predicted neutral (1), gold entailment (0).
@@ -450,6 +491,27 @@ _BUILT_IN: dict[str, Detector] = {
             OOF,
             title="consensus rule (P1G0 confidence)",
             units=(Unit.EXAMPLE,),  # the rule's category is of NLI pairs' classes
+        ),
+        Detector(
+            "cleanlab_token_issue",
+            cleanlab_token_issue,
+            (OOF, SENTENCES),
+            title="cleanlab token issue (flagged, then 1 − word quality)",
+            units=(Unit.WORD,),  # a sentence's words, grouped by their sentence
+        ),
+        Detector(
+            "cleanlab_sentence_quality",
+            cleanlab_sentence_quality,
+            (OOF, SENTENCES),
+            title="cleanlab 1 − sentence quality (min)",
+            units=(Unit.WORD,),  # a sentence's words, grouped by their sentence
+        ),
+        Detector(
+            "cleanlab_sentence_softmin",
+            cleanlab_sentence_softmin,
+            (OOF, SENTENCES),
+            title="cleanlab 1 − sentence quality (softmin)",
+            units=(Unit.WORD,),  # a sentence's words, grouped by their sentence
         ),
         Detector(
             "fold_confidence", fold_confidence, FOLDS, title="1 − in-sample confidence of the fold models"

@@ -47,7 +47,14 @@ NLI_PAIRS = Need(
     f"{'-'.join(PAIR.text_fields)} pairs with one label each",
     lambda kind: kind.unit.per_example and kind.text_fields == PAIR.text_fields,
 )
-NEEDS = (ANY, PER_EXAMPLE, TEXT_PAIRS, NLI_PAIRS)
+#: One label per example, or sentences of tagged words: out-of-fold probabilities by k folds (pruning's
+#: consensus on examples; on token data the folds of its sentences, for cleanlab's token detectors).
+FOLDABLE = Need(
+    "foldable",
+    "examples with one label each, or sentences of tagged words (k folds of sentences)",
+    lambda kind: kind.unit.per_example or kind.unit.sentences,
+)
+NEEDS = (ANY, PER_EXAMPLE, TEXT_PAIRS, NLI_PAIRS, FOLDABLE)
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,8 @@ class Work:
 #: The work each command and page does, as its code asks it (a refusal spelled once).
 ANYTHING = Work("this", ANY)
 PRUNING = Work("pruning suspected label errors", PER_EXAMPLE)
+#: What `cartomap prune` and the Prune labels page do: pruning of examples, or a token run's k folds.
+OUT_OF_FOLD = Work("out-of-fold probabilities by k folds (pruning, or a token run's folds of sentences)", FOLDABLE)
 CURRICULUM = Work("a curriculum of training orders", PER_EXAMPLE)
 COMBINATION = Work("a dataset combination (its table: the accuracy on each test set)", PER_EXAMPLE)
 CORRECTION = Work("retraining after a review (original, pruned and corrected sets)", PER_EXAMPLE)

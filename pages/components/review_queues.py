@@ -10,7 +10,7 @@ from cartomap.curation.store import MAX_GUIDELINES
 from cartomap.errors import CartomapError
 from cartomap.experiments.pruning import pruning_of_run, suspects_of
 from cartomap.experiments.seeds import other_seeds
-from cartomap.experiments.truth import detector_extras
+from cartomap.experiments.truth import detector_extras, input_commands
 from cartomap.runs.groups import list_groups
 from cartomap.runs.store import Run
 from cartomap.scores import aggregate, detectors
@@ -86,6 +86,18 @@ def level_picker(run: Run) -> tuple[str, str]:
     return level, method
 
 
+def out_of_fold_hint(run: Run, offered: list[str]) -> None:
+    """Which detectors of out-of-fold probabilities the run cannot feed yet (cleanlab's among them), and the
+    command that makes their inputs; nothing when it has them all."""
+    lacking = detectors.unavailable(sources.detector_inputs(run, with_dynamics=False))
+    waiting = [n for n, kinds in lacking.items() if detectors.OOF in kinds and n not in offered]
+    if waiting:
+        st.caption(
+            f"Need out-of-fold probabilities (k fold models that never saw the {run.task_kind.noun}): "
+            f"{', '.join(waiting)}; made by `{input_commands(run)[detectors.OOF]}` or the Prune labels page."
+        )
+
+
 def new_queue_form(run: Run, first: bool) -> None:
     """The form of a new queue, behind a toggle (on while the run has no queue): the experiments and
     detectors it offers are looked up only while it is open."""
@@ -110,6 +122,7 @@ def new_queue_form(run: Run, first: bool) -> None:
             )
             top = right.number_input("Top k", min_value=1, max_value=100_000, step=10, **kept("rs_top", 50))
             default = f"{detector}-top{int(top)}"
+            out_of_fold_hint(run, names)
         elif source == SOURCES[1]:
             groups = [g["name"] for g in list_groups(run, include_table=False)]
             if not groups:

@@ -1,5 +1,6 @@
-"""The Data map page's part for a token run: word or sentence level, the sentence-level map, and the
-sentence of a focused word or sentence with each word's gold and predicted tag.
+"""The Data map page's part for a token run: word or sentence level, the sentence-level map, the
+sentence of a focused word or sentence with each word's gold and predicted tag, and the table of
+recurring tag swaps (:func:`swaps_section`).
 
 Layout only (the frames and tables come from :mod:`cartomap.analysis.tokens`). Session state:
 ``dm_token_level`` ("word" or "sentence"), ``dm_sentence_method`` (min, mean, softmin),
@@ -265,6 +266,56 @@ def sentence_level(
     worst = int(frame.loc[frame["id"] == focus, "worst_word"].iloc[0])
     sentence_view(run, word_frame, focus, focus_word=worst)
     st.caption(escape_markdown(f"Word {worst} is this sentence's worst word (lowest confidence)."))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _swaps(run_path: str, stamp: tuple, experiment: str | None, min_count: int) -> tuple[pd.DataFrame, str]:
+    from cartomap.analysis.swaps import run_swaps
+    from cartomap.experiments.store import ExperimentStore
+    from cartomap.experiments.token_folds import oof_of_run
+
+    run = Run(Path(run_path))
+    found = oof_of_run(run, ExperimentStore(run.path.parents[1])) if experiment else None
+    return run_swaps(run, found[1] if found else None, min_count=min_count)
+
+
+def swaps_section(run, estore) -> None:
+    """The recurring gold → predicted tag swaps of the run's words (word, gold, predicted, count, example
+    sentences): out-of-fold when a finished token k-fold experiment has the run's words, else from the
+    run's last recording. A table of text, never HTML."""
+    from cartomap.experiments.token_folds import command_for, folds_of_run
+
+    with st.expander("Recurring tag swaps (gold → predicted)"):
+        done = folds_of_run(run, estore)
+        sources = (["out-of-fold"] if done else []) + ["last recording"]
+        source = st.radio("Predictions", sources, horizontal=True, key="dm_swaps_source")
+        min_count = int(st.number_input("At least this many times", 1, 1000, 2, key="dm_swaps_min"))
+        experiment = done[0].id if done and source == "out-of-fold" else None
+        try:
+            stamp = run.stamp(run.metrics_path(), run.examples_path)
+            table, what = _swaps(str(run.path), stamp, experiment, min_count)
+        except CartomapError as err:
+            show_error(err)
+            return
+        st.caption(
+            f"{count(len(table), 'swap')} seen {min_count}+ times; predictions: {what}"
+            + (f" of experiment {experiment}" if experiment else "")
+            + ". One row per (word, gold tag, predicted tag): a pattern that recurs is one decision."
+            + (
+                ""
+                if done
+                else f" Out-of-fold predictions (k models that never saw the sentence): `{command_for(run)}`."
+            )
+        )
+        st.dataframe(
+            table,
+            hide_index=True,
+            key="dm_swaps_table",
+            column_config={
+                "word": st.column_config.TextColumn("word"),
+                "example_ids": st.column_config.TextColumn("example sentences"),
+            },
+        )
 
 
 def _word_frame(run, rule, burn_out=None):
