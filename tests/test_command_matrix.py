@@ -366,6 +366,7 @@ RECIPES: dict[str, tuple[Recipe, bool]] = {
         False,
     ),
     "truth": (lambda w: ["truth", w.run_id], False),
+    "swaps": (lambda w: ["swaps", w.run_id, "--source", "last"], False),
     "subset": (
         lambda w: [
             "subset",

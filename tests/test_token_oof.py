@@ -3,6 +3,7 @@ detectors, the table of recurring tag swaps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -125,11 +126,15 @@ def test_cleanlab_token_detectors_need_out_of_fold_inputs_and_sentences():
         d = detectors.get(name)
         assert d.missing(token_inputs(sentences=None)) == [detectors.SENTENCES]
         assert d.missing(token_inputs(oof_logits=None)) == [detectors.OOF]
-    # for data of examples (no sentences) they are not "unavailable for want of an experiment": they do not apply
-    assert "cleanlab_token_issue" in detectors.unavailable(token_inputs(oof_logits=None))
-    assert not {"cleanlab_token_issue", "cleanlab_sentence_quality"} & set(
-        detectors.unavailable(token_inputs(sentences=None))
+    # they serve words: for data of examples they are not "unavailable for want of an experiment", they do
+    # not apply (the inputs' unit says which detectors are asked)
+    from cartomap.tasks.units import Unit
+
+    assert "cleanlab_token_issue" in detectors.unavailable(
+        replace(token_inputs(oof_logits=None), unit=Unit.WORD)
     )
+    examples = replace(token_inputs(sentences=None), unit=Unit.EXAMPLE)
+    assert not {"cleanlab_token_issue", "cleanlab_sentence_quality"} & set(detectors.unavailable(examples))
     with pytest.raises(DataError, match="next to each other"):
         token_quality.split_by_sentence(np.array(["a", "b", "a"], dtype=object))
     assert token_quality.sentence_keys(["s#1#0", "s#1#1", "t#0"]).tolist() == ["s#1", "s#1", "t"]

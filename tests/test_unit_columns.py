@@ -94,7 +94,16 @@ def test_the_registries_declare_units_and_inputs(plugins):
     assert STAT in score_columns(Unit.LABEL) and READS not in score_columns(Unit.LABEL)
     assert READS in score_columns(Unit.WORD) and STAT not in score_columns(Unit.WORD)
     assert ambiguity.get(STAT).needs == (ambiguity.RECORDINGS,)
-    assert set(detectors.names()) - set(detectors.names(Unit.LABEL)) == {CLOSE, OOF_WORDS, "consensus_p1g0"}
+    word_only = {
+        n for n in detectors.names() if detectors.get(n).units == (Unit.WORD,)
+    }  # cleanlab's token ones
+    assert set(detectors.names()) - set(detectors.names(Unit.LABEL)) == {
+        CLOSE,
+        OOF_WORDS,
+        "consensus_p1g0",
+        *word_only,
+    }
+    assert {"cleanlab_token_issue", "cleanlab_sentence_quality", "cleanlab_sentence_softmin"} <= word_only
     assert detectors.metric_columns(Unit.LABEL) == detectors.metric_columns(None)[:-1]  # READS is the last
     with pytest.raises(DataError, match="already registered"):
         detectors.register(detectors.Detector(CLOSE, toy_closeness, detectors.DYNAMICS))

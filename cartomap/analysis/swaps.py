@@ -13,6 +13,7 @@ import pandas as pd
 from cartomap.errors import RunError
 from cartomap.scores import swaps
 from cartomap.scores.token_quality import sentence_keys
+from cartomap.tasks import support
 
 LAST_RECORDING, OUT_OF_FOLD = "last recording", "out-of-fold"
 
@@ -35,9 +36,8 @@ def last_predictions(run, unit_ids: list[str]) -> np.ndarray:
 
 def run_swaps(run, oof_logits=None, min_count: int = 1) -> tuple[pd.DataFrame, str]:
     """(the swap table of ``run``'s words, what predicted them: :data:`OUT_OF_FOLD` with ``oof_logits``
-    [M, C] in the run's word order, else :data:`LAST_RECORDING`). RunError for a run that is not a token run."""
-    if not run.task_kind.unit.sentences:
-        raise RunError(f"run {run.id} is a {run.task_kind.name} run: tag swaps are of token runs' words")
+    [M, C] in the run's word order, else :data:`LAST_RECORDING`). DataError for a run that is not a token run."""
+    support.SWAPS.require(run.task_kind, location=f"run {run.id}")
     unit_ids, gold = run.unit_labels("train")
     if oof_logits is not None:
         pred, what = np.asarray(oof_logits).argmax(axis=1), OUT_OF_FOLD

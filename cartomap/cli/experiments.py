@@ -24,6 +24,7 @@ from cartomap.cli.team import acting
 from cartomap.config import DEMO_TRAIN, ORDERS
 from cartomap.errors import RunError
 from cartomap.runs.state import State
+from cartomap.tasks import support
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
@@ -316,7 +317,6 @@ def cmd_prune(a: argparse.Namespace) -> int:
         PruningParams,
         create_pruning,
         export_pruned,
-        require_kind,
     )
     from cartomap.experiments.store import ExperimentStore
     from cartomap.io import refuse_overwrite
@@ -326,8 +326,8 @@ def cmd_prune(a: argparse.Namespace) -> int:
             raise RunError("give the training set once: TRAIN or --data")
         a.data = a.train
     data = named_data(a)
-    require_kind(data.task_kind, data.path)  # before the test sets and the export folder
-    if a.export:  # before hours of training, not after
+    support.OUT_OF_FOLD.require(data.task_kind, data.path)  # before the test sets and the export folder
+    if a.export and data.task_kind.unit.per_example:  # before hours of training, not after
         refuse_overwrite([Path(a.export) / PRUNED_FILE, Path(a.export) / REMOVED_FILE], a.overwrite)
     if a.dev is None:
         a.dev = "none"  # no demo dev set by default: it is often the test set, and it picks Model 0's epoch

@@ -57,6 +57,7 @@ COMMANDS: dict[str, Work | None] = {
     "embed": support.ANYTHING,
     "project": support.ANYTHING,
     "similarity": support.SIMILARITY,
+    "swaps": support.SWAPS,
     "artifacts": support.ARTIFACTS,
     "truth": support.ANYTHING,
     "subset": support.ANYTHING,

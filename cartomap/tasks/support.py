@@ -54,7 +54,9 @@ FOLDABLE = Need(
     "examples with one label each, or sentences of tagged words (k folds of sentences)",
     lambda kind: kind.unit.per_example or kind.unit.sentences,
 )
-NEEDS = (ANY, PER_EXAMPLE, TEXT_PAIRS, NLI_PAIRS, FOLDABLE)
+#: Sentences of tagged words (token classification): what is about a word's tag in its sentence.
+TAGGED_WORDS = Need("tagged-words", "sentences of tagged words", lambda kind: kind.unit.sentences)
+NEEDS = (ANY, PER_EXAMPLE, TEXT_PAIRS, NLI_PAIRS, FOLDABLE, TAGGED_WORDS)
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ REFERENCE_IMPORT = Work("importing reference dynamics (one row of logits per exa
 CHECKPOINT_SCORING = Work("scoring checkpoints (one row of logits per example)", PER_EXAMPLE)
 NOISE_BENCHMARK = Work("the label-noise benchmark (planted label flips)", PER_EXAMPLE)
 ARTIFACTS = Work("artifact analysis (lexical correlations, partial-input baselines)", PER_EXAMPLE)
+SWAPS = Work("recurring tag swaps (a word's gold tag predicted as another)", TAGGED_WORDS)
 SIMILARITY = Work("the similarity of an example's two texts", TEXT_PAIRS)
 GROUPS = Work("WaNLI's automatic groups (a seed and its nearest neighbours of its label)", PER_EXAMPLE)
 WANLI = Work("WaNLI generation (few-shot prompts, generated pairs, their filter and review)", NLI_PAIRS)
