@@ -42,7 +42,6 @@ from cartomap.runs.store import Run
 from cartomap.tasks import registry as task_kinds
 from cartomap.team.roles import Action
 from pages.common import (
-    applies_per_example,
     current_run,
     decider,
     escape_markdown,
@@ -174,6 +173,13 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
                 escape_markdown(
                     f"Sentence {card['sentence_id']}: the tag of word {int(card['word_index'])} ({marks}) is "
                     "under review"
+                )
+            )
+        if isinstance(card.get("label_name"), str):  # a multi-label run's unit: one label of the example
+            st.caption(
+                escape_markdown(
+                    f"Is the label {card['label_name']!r} right for this text? Its labels: {card.get('label_set')}; "
+                    "relabel to present or absent toggles it"
                 )
             )
         for column in task_kinds.text_fields():
@@ -359,10 +365,9 @@ def page() -> None:
     st.title("Review suspects")
     show_flashes()
     run = demo_or_prompt(current_run())
-    # a token run's queue holds words: suspects of mislabelled tags
-    if run is None or (
-        not run.task_kind.unit.sentences and not applies_per_example(run, "Reviewing suspected label errors")
-    ):
+    # every kind's queue: examples, a token run's words, sentences or spans, a multi-label run's
+    # (example, label) units (relabel toggles the label: absent or present)
+    if run is None:
         st.stop()
     names = queue.list_queues(run)
     new_queue_form(run, first=not names)

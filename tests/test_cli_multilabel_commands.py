@@ -30,8 +30,8 @@ def _error(capsys) -> str:
 @pytest.mark.parametrize(
     "command, what",
     [
-        (["prune", "--data", "run:{id}"], "pruning suspected label errors works on examples with one label"),
-        (["prune", "run:{id}", "--export", "{tmp}"], "pruning suspected label errors works on examples"),
+        (["prune", "--data", "run:{id}"], support.OUT_OF_FOLD.what),
+        (["prune", "run:{id}", "--export", "{tmp}"], support.OUT_OF_FOLD.what),
         (["curriculum", "--data", "run:{id}"], "a curriculum of training orders works on examples with one"),
         (["combine", "--a", "run:{id}"], "a dataset combination (its table: the accuracy on each test set)"),
         (["combine", "--a", "demo:train", "--b", "run:{id}"], "a dataset combination"),

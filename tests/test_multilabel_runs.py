@@ -310,7 +310,6 @@ def test_the_data_map_page_offers_each_label_and_the_combined_view(ml_run, cache
 @pytest.mark.parametrize(
     "page,what",
     [
-        ("review_suspects", "Reviewing suspected label errors"),
         ("pruning", "pruning suspected label errors works on examples with one label each"),
         ("artifacts", "artifact analysis (lexical correlations, partial-input baselines) works on examples"),
     ],
@@ -339,7 +338,9 @@ def test_experiments_of_one_label_per_example_refuse_multilabel_data(tiny_model,
     common = ["--task", "multilabel", "--model", tiny_model, "--epochs", "2", "--test", dev]
     cache = ["--cache", str(tmp_path / "c")]
     assert main([*cache, "prune", "--data", train, *common]) == 2
-    assert "pruning suspected label errors works on examples with one label each" in capsys.readouterr().err
+    assert "out-of-fold probabilities by k folds (pruning, or a token run's folds of sentences) works on" in (
+        capsys.readouterr().err
+    )
     assert main([*cache, "curriculum", "--data", train, "--dev", dev, *common]) == 2
     assert "a curriculum of training orders works on examples with one label each" in capsys.readouterr().err
 
@@ -355,3 +356,48 @@ def test_a_lost_metrics_file_of_a_multilabel_run_is_rebuilt_from_its_dynamics(ml
     np.testing.assert_allclose(again["confidence"], saved["confidence"])
     ids, logits = ml_run.dynamics("eval")
     assert ids[:2] == ["ex-0#0", "ex-0#1"] and logits.shape == (2, 8, 2)
+
+
+def test_a_multilabel_queue_is_reviewed_on_the_page(ml_run, cache, monkeypatch):
+    """The Review suspects page decides a multi-label queue's (example, label) units: the card asks about one
+    label of the example (its labels shown), relabel offers absent / present, a click is recorded."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from cartomap.cli import main
+    from cartomap.curation.queue import open_queue
+
+    assert (
+        main(
+            [
+                "--cache",
+                str(cache),
+                "review-queue",
+                "create",
+                ml_run.id,
+                "q",
+                "--detector",
+                "aum",
+                "--top",
+                "4",
+            ]
+        )
+        == 0
+    )
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parents[1] / "pages" / "review_suspects.py"),
+        default_timeout=patience.WAIT_S,
+    )
+    at.query_params["run"] = ml_run.id
+    at.session_state["rs_annotator"] = "ann"
+    at.run()
+    assert not at.exception
+    asked = [c.value for c in at.caption if c.value.startswith("Is the label")]
+    assert len(asked) == 1 and "Its labels:" in asked[0]
+    labels = [b.label for b in at.button]
+    assert "Relabel: absent" in labels or "Relabel: present" in labels
+    next(b for b in at.button if b.label == "Keep").click().run()
+    assert not at.exception
+    assert open_queue(ml_run, "q").history()["decision"].tolist() == ["keep"]
