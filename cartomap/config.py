@@ -24,17 +24,14 @@ from cartomap.tasks.token import TOKEN
 
 class _Valued(str, enum.Enum):
     """A ``str`` enum that is its value wherever it goes: in labels, f-strings, JSON and config files
-    (``"eval"``, not ``"Source.EVAL"``), and as a key (``{Source.EVAL: x}["eval"]`` finds it), so files
-    and run ids written before these types existed read and hash the same."""
+    (``"eval"``, not ``"Source.EVAL"``), and as a key (a ``str``'s hash: ``{Source.EVAL: x}["eval"]``
+    finds it), so files and run ids written before these types existed read and hash the same."""
 
     def __str__(self) -> str:
         return self.value
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
-
-    def __hash__(self) -> int:
-        return hash(self.value)
 
 
 class Source(_Valued):
