@@ -25,10 +25,14 @@ from cartomap.tasks.token import TOKEN
 class _Valued(str, enum.Enum):
     """A ``str`` enum that is its value wherever it goes: in labels, f-strings, JSON and config files
     (``"eval"``, not ``"Source.EVAL"``), and as a key (a ``str``'s hash: ``{Source.EVAL: x}["eval"]``
-    finds it), so files and run ids written before these types existed read and hash the same."""
+    finds it), so files and run ids written before these types existed read and hash the same; and in
+    messages (``repr``: ``'eval'``, as argparse's and the DataErrors' "expected one of" lists print it)."""
 
     def __str__(self) -> str:
         return self.value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)

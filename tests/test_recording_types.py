@@ -47,6 +47,7 @@ def test_members_are_their_values_in_text_keys_and_json():
     assert Source.TRAIN in {"train"} and "both" in RECORD_CHOICES
     assert json.dumps({Source.EVAL: R.NONE}) == '{"eval": "none"}'
     assert ", ".join(RECORDING_MODES) == "train, eval, both"
+    assert repr(R.EVAL) == "'eval'" and f"{RECORDING_MODES!r}" == "('train', 'eval', 'both')"  # in messages
 
 
 @pytest.mark.parametrize("mode", ["train", "eval", "both", "none"])

@@ -145,7 +145,7 @@ class DynamicsRecorder:
         self.labels = np.asarray(labels, dtype=np.int64) if self.multilabel else self._label_codes(labels, n)
         self.texts = texts if self.words or self.multilabel else self._texts(texts, n)
         if mode not in MODES:
-            raise DataError(f"unknown mode {mode!r}: expected one of {tuple(map(str, MODES))}", field="mode")
+            raise DataError(f"unknown mode {mode!r}: expected one of {MODES}", field="mode")
         if epochs is not None and (int(epochs) != epochs or epochs < 1):
             raise DataError(f"epochs must be a whole number of at least 1, got {epochs!r}", field="epochs")
         self.expected_epochs = epochs

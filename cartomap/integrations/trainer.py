@@ -143,7 +143,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         self.words = self.task is not None and self.task.unit.sentences
         self.multilabel = self.task is not None and self.task.unit.label_sets
         if mode not in MODES:
-            raise DataError(f"unknown mode {mode!r}: expected one of {tuple(map(str, MODES))}", field="mode")
+            raise DataError(f"unknown mode {mode!r}: expected one of {tuple(MODES)}", field="mode")
         TrainConfig(record=mode, record_points=record_points)  # DataError naming a bad value
         if record_points > 1 and Source.EVAL not in MODES[mode]:
             raise DataError(
