@@ -21,29 +21,99 @@ from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import TaskKind
 from cartomap.tasks.token import TOKEN
 
-#: The passes a map's training dynamics come from: the training forward pass (Cartography, free) and an
-#: eval-mode pass over the training set (WaNLI). A run's dynamics and metrics files are named by them.
-TRAIN_PASS = "train"
-EVAL_PASS = "eval"
-SOURCES = (TRAIN_PASS, EVAL_PASS)
-#: The key of a run's main metrics file, whichever source it holds (the first the run records): other
-#: recorded sources' metrics files are keyed by their source.
-MAIN_METRICS = TRAIN_PASS
-#: How a run records its dynamics (TrainConfig.record, the Trainer callback's mode) -> the sources it
-#: records, in order: the first is the one behind the run's plain metrics file. "none" records nothing.
-RECORD_SOURCES: dict[str, tuple[str, ...]] = {
-    "train": (TRAIN_PASS,),
-    "eval": (EVAL_PASS,),
-    "both": (TRAIN_PASS, EVAL_PASS),
-    "none": (),
+
+class _Valued(str, enum.Enum):
+    """A ``str`` enum that is its value wherever it goes: in labels, f-strings, JSON and config files
+    (``"eval"``, not ``"Source.EVAL"``), and as a key (a ``str``'s hash: ``{Source.EVAL: x}["eval"]``
+    finds it), so files and run ids written before these types existed read and hash the same; and in
+    messages (``repr``: ``'eval'``, as argparse's and the DataErrors' "expected one of" lists print it)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Source(_Valued):
+    """A pass a map's training dynamics come from; a run's dynamics and metrics files are named by it.
+    Ask this type (its members and traits), never spell a source outside this module (an architecture
+    test)."""
+
+    TRAIN = "train"  # the training forward pass (Cartography, free)
+    EVAL = "eval"  # an eval-mode pass over the training set (WaNLI)
+
+    @property
+    def eval_mode(self) -> bool:
+        """An eval-mode pass of its own (no dropout, no gradients): made ``record_points`` times an epoch,
+        only in the epochs the map uses; the training pass is read off training, once an epoch."""
+        return self is Source.EVAL
+
+
+class Record(_Valued):
+    """How a run records its dynamics (``TrainConfig.record``, the Trainer callback's ``mode``), with the
+    sources it records. Ask this type, never spell a mode outside this module (an architecture test)."""
+
+    TRAIN = "train"  # the training forward pass (Cartography, free)
+    EVAL = "eval"  # an eval-mode pass after each epoch (WaNLI)
+    BOTH = "both"  # both passes
+    NONE = "none"  # nothing (benchmarks, curricula's and combinations' runs)
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        """The sources this mode records, in order: the first is the one behind the run's plain metrics
+        file; none for :attr:`NONE`."""
+        return _RECORDED[self]
+
+    @property
+    def records_map(self) -> bool:
+        """It records a map (every mode but :attr:`NONE`)."""
+        return bool(self.sources)
+
+    @property
+    def map_source(self) -> Source:
+        """The source behind the plain metrics file of a run recorded this way: the first it records
+        (the eval-mode pass for a run that recorded only that); the training pass when it records nothing."""
+        return (self.sources or (Source.TRAIN,))[0]
+
+    @property
+    def label(self) -> str:
+        """The mode in words (forms)."""
+        return _RECORD_LABELS[self]
+
+
+_RECORDED = {
+    Record.TRAIN: (Source.TRAIN,),
+    Record.EVAL: (Source.EVAL,),
+    Record.BOTH: (Source.TRAIN, Source.EVAL),
+    Record.NONE: (),
 }
-RECORD_CHOICES = tuple(RECORD_SOURCES)
+_RECORD_LABELS = {
+    Record.TRAIN: "training pass (Cartography)",
+    Record.EVAL: "eval pass (WaNLI)",
+    Record.BOTH: "both",
+    Record.NONE: "none",
+}
+
+#: The passes a map's training dynamics come from (:class:`Source`).
+TRAIN_PASS = Source.TRAIN
+EVAL_PASS = Source.EVAL
+SOURCES = tuple(Source)
+#: The key of a run's main metrics file, whichever source it holds (the first the run records): other
+#: recorded sources' metrics files are keyed by their source. A file key, not a source.
+MAIN_METRICS = "train"
+#: How a run records its dynamics (:class:`Record`) -> the sources it records, in order.
+RECORD_SOURCES: dict[Record, tuple[Source, ...]] = {mode: mode.sources for mode in Record}
+RECORD_CHOICES = tuple(Record)
 #: The recording modes that record a map (the Train page's and the Trainer callback's choices).
-RECORDING_MODES = tuple(mode for mode, sources in RECORD_SOURCES.items() if sources)
+RECORDING_MODES = tuple(mode for mode in Record if mode.records_map)
 #: The mode that records nothing (benchmarks, curricula's and combinations' runs).
-NO_RECORDING = next(mode for mode, sources in RECORD_SOURCES.items() if not sources)
+NO_RECORDING = Record.NONE
 #: Each recording mode in words (forms).
-RECORD_LABELS = {"train": "training pass (Cartography)", "eval": "eval pass (WaNLI)", "both": "both"}
+RECORD_LABELS = {mode: mode.label for mode in RECORDING_MODES}
 #: TrainConfig.precision.
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
@@ -71,15 +141,15 @@ _DERIVED_NAME = re.compile(r"[0-9a-f]{16}\.parquet")
 _RUN_FILE = re.compile(r"(?:^|.*/)(runs/[0-9a-f]{12}/[^/].*)$")
 
 
-def recorded_sources(record: str) -> tuple[str, ...]:
-    """The dynamics sources recording mode ``record`` records, in order (:data:`RECORD_SOURCES`)."""
-    return RECORD_SOURCES[record]
+def recorded_sources(record: str) -> tuple[Source, ...]:
+    """The dynamics sources recording mode ``record`` records, in order (:attr:`Record.sources`)."""
+    return Record(record).sources
 
 
-def map_source(record: str) -> str:
-    """The source behind the plain metrics file of a run recorded with ``record``: the first it records
-    ("eval" for a run that recorded only the eval-mode pass); the training pass when it records nothing."""
-    return (RECORD_SOURCES.get(record) or (TRAIN_PASS,))[0]
+def map_source(record: str) -> Source:
+    """The source behind the plain metrics file of a run recorded with ``record`` (:attr:`Record.map_source`);
+    the training pass for a mode this version does not know."""
+    return Record(record).map_source if record in RECORD_CHOICES else Source.TRAIN
 
 
 def portable_path(path: str, runs: bool = True) -> str:
@@ -228,7 +298,7 @@ class TrainConfig:
     early_stopping_patience: int = (
         0  # epochs without dev-accuracy gain before stopping; 0 = off (reference: 3)
     )
-    record: str = "eval"  # "eval": eval-mode pass after each epoch (WaNLI): across seeds its variability agreed 0.55 / 0.70 (SNLI / MultiNLI) against 0.29 / 0.64 for the training pass, regions 69 / 73 % against 60 / 69 %, at 1.28x the training time (docs/stability.md); "train": the training forward pass (Cartography, free); "both"; "none" (benchmarks)
+    record: Record = Record.EVAL  # "eval": eval-mode pass after each epoch (WaNLI): across seeds its variability agreed 0.55 / 0.70 (SNLI / MultiNLI) against 0.29 / 0.64 for the training pass, regions 69 / 73 % against 60 / 69 %, at 1.28x the training time (docs/stability.md); "train": the training forward pass (Cartography, free); "both"; "none" (benchmarks)
     record_points: int = 1  # eval-mode passes over the training set per epoch (record "eval"/"both"), evenly spaced, the last at the epoch's end; each is one recording of the map
     skip_epochs: int = 0  # the map's metrics leave out the recordings of the first n epochs (all are still recorded): early recordings say more about the seed than about the example (docs/stability.md)
     save_checkpoints: bool = (
@@ -254,6 +324,7 @@ class TrainConfig:
         _whole("seed", self.seed, 0, 2**32 - 1)  # numpy's and torch's seed range
         _whole("early_stopping_patience", self.early_stopping_patience, 0)
         _choice("record", self.record, RECORD_CHOICES)
+        object.__setattr__(self, "record", Record(self.record))
         _whole("record_points", self.record_points, 1, 100)
         _whole("skip_epochs", self.skip_epochs, 0, self.epochs - 1)
         _choice("precision", self.precision, PRECISIONS)
@@ -264,13 +335,13 @@ class TrainConfig:
     def recordings_per_epoch(self, source: str) -> int:
         """How many recordings of the training set ``source`` makes per epoch: the training pass sees every
         example once; the eval-mode pass runs ``record_points`` times."""
-        return max(1, int(self.record_points)) if source == EVAL_PASS else 1
+        return max(1, int(self.record_points)) if source == Source.EVAL else 1
 
     def view_label(self, source: str) -> str:
-        """Which recordings a map of dynamics ``source`` ("train" or "eval") is drawn from, in words: every
+        """Which recordings a map of dynamics ``source`` (a :class:`Source`) is drawn from, in words: every
         stability or truth figure names it."""
-        if source == "eval":
-            per = self.recordings_per_epoch("eval")
+        if source == Source.EVAL:
+            per = self.recordings_per_epoch(source)
             text = "eval-mode pass" + (" at the end of every epoch" if per == 1 else f", {per} an epoch")
         else:
             text = "training pass (one recording an epoch)"
@@ -294,7 +365,7 @@ class TrainConfig:
     def records_in_epoch(self, source: str, epoch: int) -> bool:
         """Whether cartomap's loop records ``source`` in 0-based ``epoch``: the training pass always (it costs
         nothing); the eval-mode passes only in epochs the map uses (after ``skip_epochs``)."""
-        return source == TRAIN_PASS or epoch >= self.skip_epochs
+        return source != Source.EVAL or epoch >= self.skip_epochs
 
 
 #: Training orders (METHODS.md section 4); see cartomap/training/curricula.py.

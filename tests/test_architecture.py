@@ -771,3 +771,139 @@ def test_the_origin_check_catches_comparisons(tmp_path):
         encoding="utf-8",
     )
     assert [line for _, line in _origin_comparisons(source)] == [1, 2, 4]
+
+
+#: Where a table's task kind may be guessed from its columns (``registry.of_columns``): only where a bare
+#: table is read and no run (nor a dataset with its kind) is at hand. (module, function) pairs.
+OF_COLUMNS_ALLOWED = {
+    ("cartomap.data.dataset", "task_kind"),  # a loaded table: TextDataset.task_kind reads it once
+    ("cartomap.data.interchange", "queue_text_columns"),  # a review-queue file
+    ("cartomap.training.batching", "texts_of"),  # a bare frame given without its kind
+    ("cartomap.training.batching", "tokenize"),  # likewise
+    ("cartomap.training.embeddings", "compute_cls_embeddings"),  # likewise (embed_run passes the run's)
+    ("cartomap.integrations.recorder", "examples"),  # a user's texts recorded with no task named
+    ("cartomap.analysis.datamap", "unit_rows"),  # a map frame handed over without its run
+    ("cartomap.analysis.datamap", "unit_of"),  # likewise
+}
+
+
+def _of_columns_calls(path: Path) -> list[tuple[str, int]]:
+    """(enclosing function, line) of every call of ``of_columns`` (``task_kinds.of_columns(...)``,
+    ``of_columns(...)``) in a file; "" outside any function."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST, function: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else function
+            if isinstance(child, ast.Call):
+                func = child.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name == "of_columns":
+                    found.append((function, child.lineno))
+            visit(child, inner)
+
+    visit(tree, "")
+    return sorted(found, key=lambda item: item[1])
+
+
+def test_task_kinds_are_asked_of_the_run_not_guessed_from_columns():
+    """A run knows its task kind (``run.task_kind``, ``config.task_kind``, a dataset's ``task_kind``): the
+    kind is guessed from a table's columns (``registry.of_columns``) only where a bare table is read with
+    no run at hand (:data:`OF_COLUMNS_ALLOWED`, each with its reason)."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} of_columns in {function or 'module level'}"
+        for module, path in MODULES.items()
+        for function, line in _of_columns_calls(path)
+        if (module, function) not in OF_COLUMNS_ALLOWED
+    ]
+    assert not bad, "a task kind guessed from columns (ask the run's task_kind):\n" + "\n".join(bad)
+
+
+def test_the_of_columns_check_finds_calls(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        '"""of_columns(x) is fine in a docstring."""\n'
+        "K = task_kinds.of_columns(frame.columns)\n"
+        "def f(frame):\n"
+        "    return of_columns(frame.columns)\n"
+        "class A:\n"
+        "    def g(self):\n"
+        "        return registry.of_columns(self.frame.columns).unit\n"
+        "    kind = run.task_kind\n",
+        encoding="utf-8",
+    )
+    assert _of_columns_calls(source) == [("", 2), ("f", 4), ("g", 7)]
+
+
+#: The owner of the recording modes and recorded sources (:class:`cartomap.config.Record`, ``Source``).
+RECORDING_OWNER = "cartomap.config"
+#: Names that hold a recording mode or a recorded source (or the sources a run records).
+_RECORDING_HOLDERS = ("source", "record", "mode", "recording", "sources", "recorded")
+_RECORDING_CALLS = ("recorded_source", "map_source", "recorded_sources")
+
+
+def _about_a_recording(node: ast.AST) -> bool:
+    """``node`` holds a recording mode or source: ``source``, ``a.record``, ``self.sources``,
+    ``metrics_source``, ``t.recorded``, ``run.recorded_source()``, ``MODES[mode]``."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _RECORDING_CALLS
+    if isinstance(node, ast.Subscript):
+        return _about_a_recording(node.slice)
+    last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return last in _RECORDING_HOLDERS or last.endswith(tuple(f"_{name}" for name in _RECORDING_HOLDERS))
+
+
+def _recording_spellings(path: Path, names: set[str]) -> list[tuple[str, int]]:
+    """(name, line) of every recording mode or source a file spells in a comparison with one
+    (``source == "eval"``, ``record in ("train", "both")``, ``"train" in self.sources``) or as an option's
+    ``choices=("train", "eval")``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_about_a_recording(o) for o in operands):
+                found += [(c.value, c.lineno) for o in operands for c in _state_literals(o, names)]
+        elif isinstance(node, ast.keyword) and node.arg == "choices":
+            found += [(c.value, c.lineno) for c in _state_literals(node.value, names)]
+    return sorted(set(found), key=lambda item: item[1])
+
+
+def test_recording_modes_and_sources_are_asked_not_spelled_outside_their_owner():
+    """How a run records (``TrainConfig.record``) and which pass its dynamics come from are
+    cartomap.config's ``Record`` and ``Source`` to describe: other code uses their members and traits
+    (``Record(mode).sources``, ``Source(source).eval_mode``, ``SOURCES``), never compares one with its
+    value spelled out. ("train" also names a data set and the main metrics file: not compared here.)"""
+    from cartomap.config import Record, Source
+
+    names = {str(m) for m in Record} | {str(s) for s in Source}
+    assert names == {"train", "eval", "both", "none"}
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} {what!r}"
+        for module, path in MODULES.items()
+        if module != RECORDING_OWNER
+        for what, line in _recording_spellings(path, names)
+    ]
+    assert not bad, "recording modes or sources spelled outside cartomap.config (ask Record/Source):\n" + (
+        "\n".join(bad)
+    )
+
+
+def test_the_recording_check_catches_spellings(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        '"""source == "eval" is fine in a docstring."""\n'
+        'A = source == "eval"\n'
+        'B = cfg.train.record in ("train", "both")\n'
+        'C = "train" in self.sources\n'
+        'p.add_argument("--source", choices=("train", "eval"))\n'
+        'D = run.recorded_source() == "eval"\n'
+        "E = source == Source.EVAL\n"
+        'F = which == "train"\n'
+        'G = access.mode == "header"\n',
+        encoding="utf-8",
+    )
+    found = _recording_spellings(source, {"train", "eval", "both", "none"})
+    assert [line for _, line in found] == [2, 3, 3, 4, 5, 5, 6]

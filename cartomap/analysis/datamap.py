@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cartomap.config import MAIN_METRICS, Source
 from cartomap.errors import DataError, RunError
 from cartomap.scores import ambiguity
 from cartomap.scores.columns import score_columns
@@ -237,7 +238,8 @@ def unit_rows(examples: pd.DataFrame) -> pd.DataFrame:
     """A run's examples as one row per unit of its task kind (the rows its dynamics and metrics have):
     as they are for a sequence kind; per word for token classification, with the unit's id
     (``<id>#<k>``), the word as the text field and its sentence (:data:`SENTENCE`). Rows that already are
-    words (a word-level map frame: its text field holds a word, not a sentence's list) are kept."""
+    words (a word-level map frame: its text field holds a word, not a sentence's list) are kept. A bare table
+    (no run comes with it): its columns say the kind (``registry.of_columns``)."""
     try:
         kind = task_kinds.of_columns(examples.columns)
     except DataError:
@@ -293,7 +295,7 @@ def sentence_map(run, method: str = "min", metrics: pd.DataFrame | None = None) 
 
 def unit_of(examples: pd.DataFrame | None, unit=None) -> Unit:
     """The unit a map's rows are about: ``unit`` when given, else that of the task kind whose columns
-    ``examples`` have, else an example."""
+    ``examples`` have (a bare map frame: no run to ask), else an example."""
     if unit is not None:
         return Unit(unit)
     if examples is not None:
@@ -529,7 +531,7 @@ def agreement_of(human_majority, gold_disagrees) -> pd.Categorical:
 
 def map_frame(
     run,
-    source: str = "train",
+    source: str = MAIN_METRICS,
     regions: RegionRule | None = None,
     burn_out: int | None = None,
     *,
@@ -676,7 +678,7 @@ def kept_first(frame: pd.DataFrame) -> np.ndarray:
 # --------------------------------------------------------------------------- one example
 
 
-def gold_trajectory(run, example_id: str, source: str = "train") -> pd.DataFrame:
+def gold_trajectory(run, example_id: str, source: str = Source.TRAIN) -> pd.DataFrame:
     """Per-epoch probabilities of one example: columns epoch (1-based), gold_prob and
     ``prob_<class name>`` for every class, from the run's recorded dynamics.
 

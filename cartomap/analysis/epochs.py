@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from cartomap.config import MAIN_METRICS
 from cartomap.errors import DataError
 from cartomap.scores import ambiguity
 from cartomap.scores.metrics import RegionRule, compute_metrics, gold_probabilities, softmax
@@ -77,7 +78,7 @@ def burn_ins(train_config, source: str, epochs: Sequence[int]) -> dict[int, int]
     return {k: int(train_config.map_burn_in(source, epochs[:k])) for k in range(1, len(epochs) + 1)}
 
 
-def run_map_at(run, k: int, *, source: str = "train", dynamics=None, regions: RegionRule | None = None):
+def run_map_at(run, k: int, *, source: str = MAIN_METRICS, dynamics=None, regions: RegionRule | None = None):
     """:func:`map_at` over the first ``k`` recordings of ``run``'s recorded ``source`` (its units: a word
     of a token run, an (example, label) of a multi-label run), leaving out the recordings the run's
     ``skip_epochs`` leaves out of that map (:meth:`cartomap.config.TrainConfig.map_burn_in`), regions by

@@ -36,6 +36,7 @@ from cartomap.analysis.datamap import (
     n_epochs_of,
     with_regions,
 )
+from cartomap.config import MAIN_METRICS
 from cartomap.errors import RunError
 from cartomap.scores.columns import score_columns
 from cartomap.scores.label_examples import combined_map
@@ -236,7 +237,7 @@ def unit_of(run, point_id: str, worst_label: str | None = None) -> str:
 
 
 def unit_trajectory(
-    run, point_id: str, source: str = "train", worst_label: str | None = None
+    run, point_id: str, source: str = MAIN_METRICS, worst_label: str | None = None
 ) -> pd.DataFrame:
     """A label's probability by epoch for a point of a view (:func:`unit_of`: a combined point's worst
     label, ``worst_label`` when given): columns epoch (1-based), gold_prob (of the label's gold state),

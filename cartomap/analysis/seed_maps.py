@@ -13,6 +13,7 @@ import pandas as pd
 
 from cartomap.analysis.datamap import bucket_categories, build_map_frame, gold_trajectory
 from cartomap.analysis.tables import SEED_COLUMNS
+from cartomap.config import Source
 
 
 def seed_map_frame(
@@ -66,7 +67,7 @@ def seeds_caption(summary: Mapping[str, Any]) -> str:
     )
 
 
-def seed_trajectories(runs: Mapping[int, Any], example_id: str, source: str = "train") -> pd.DataFrame:
+def seed_trajectories(runs: Mapping[int, Any], example_id: str, source: str = Source.TRAIN) -> pd.DataFrame:
     """:func:`gold_trajectory` of one example in every seed's run: columns seed, epoch, gold_prob
     (long format, seeds in the order given)."""
     parts = []

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis import datamap, epochs
+from cartomap.config import MAIN_METRICS
 from cartomap.errors import DataError, RunError
 from cartomap.scores import ambiguity
 from cartomap.scores.columns import score_columns
@@ -279,7 +280,7 @@ def map_recording(frame: pd.DataFrame) -> int | None:
 
 
 def predicted_probabilities(
-    run, unit_ids: Sequence[str], source: str = "train", k: int | None = None
+    run, unit_ids: Sequence[str], source: str = MAIN_METRICS, k: int | None = None
 ) -> np.ndarray:
     """p(predicted tag) of each word of ``unit_ids`` at recording ``k`` (1-based; default the last) of
     ``source`` (the recording whose argmax is the map's "predicted", :func:`map_recording`), float

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cartomap.config import MAIN_METRICS
 from cartomap.data.annotations import ERROR_COLUMN, vote_columns
 from cartomap.errors import RunError
 from cartomap.scores import ambiguity, detectors
@@ -134,7 +135,7 @@ def truth_report(
     ks: Sequence[int] | None = None,
     sources: dict[str, Any] | None = None,
     commands: dict[str, str] | None = None,
-    source: str = "train",
+    source: str = MAIN_METRICS,
 ) -> dict[str, Any]:
     """The report (JSON-ready dict: ``run``, ``n``, ``targets`` {name: errors}, ``entropy``, ``spearman``
     rows, ``detectors`` rows, ``unavailable`` rows, ``n_boot``, ``seed``, ``ks``, ``sources``, ``view``).

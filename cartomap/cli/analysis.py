@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cartomap.cli.options import add_column_arguments, add_data_arguments, data_config, detector_names
 from cartomap.cli.printing import CountBar, printable_frame
+from cartomap.config import SOURCES
 from cartomap.errors import CartomapError
 from cartomap.io import refuse_overwrite
 from cartomap.tasks.sequence import PAIR
@@ -288,7 +289,7 @@ def add_commands(sub) -> None:
     tr.add_argument("--force", action="store_true", help="replace --json")
     tr.add_argument(
         "--source",
-        choices=("train", "eval"),
+        choices=SOURCES,
         default=None,
         help="the recordings the map's metrics are from: the training pass or the eval-mode pass (default: "
         "the run's main recording; a run that recorded both has its training pass there); the report names it",

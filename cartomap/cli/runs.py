@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cartomap.cli.options import add_data_arguments, data_config
 from cartomap.cli.printing import print_run_summary, printable, printable_frame
+from cartomap.config import SOURCES, Source
 from cartomap.errors import CartomapError, RunError
 from cartomap.runs.progress import time_left
 from cartomap.runs.state import State
@@ -115,8 +116,8 @@ def print_seeds(run, cache) -> None:
     print(f"Seeds: {summary.get('n_seeds')} seeds ({seeds}), experiment {exp.id}")
     for line in summary_lines(summary):
         print(f"  {line}")
-    if summary.get("eval"):  # a run that recorded both passes: the eval-mode pass's map too
-        for line in summary_lines(summary["eval"]):
+    if summary.get(Source.EVAL):  # a run that recorded both passes: the eval-mode pass's map too
+        for line in summary_lines(summary[Source.EVAL]):
             print(f"  {line}")
 
 
@@ -197,7 +198,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     seeds_exp = done_seeds_of(run, ExperimentStore(a.cache))
     seeds_table = None
     if seeds_exp is not None:
-        if a.source == "eval" and seeds_exp.result_stamp(PER_EXAMPLE_EVAL):
+        if a.source == Source.EVAL and seeds_exp.result_stamp(PER_EXAMPLE_EVAL):
             seeds_table = seeds_exp.result(PER_EXAMPLE_EVAL)
         else:
             seeds_table = seeds_exp.result(PER_EXAMPLE)
@@ -296,14 +297,14 @@ def cmd_map(a: argparse.Namespace) -> int:
     if a.level == "sentence":
         from cartomap.analysis.tokens import sentence_map_frame
 
-        if a.source != "train":
+        if a.source != Source.TRAIN:
             raise CartomapError("--level sentence: the sentence map is of the run's metrics (no --source)")
         frame = sentence_map_frame(run, a.method, regions=rule, burn_out=a.burn_out)
         title = a.title or f"{title}: sentences by the {a.method} of their words' confidences"
     elif run.task_kind.unit.label_sets:  # multi-label: one of the views the Data map page offers
         from cartomap.analysis import multilabel
 
-        if a.source != "train":
+        if a.source != Source.TRAIN:
             raise CartomapError("--view: a multi-label run's maps are of its metrics (no --source)")
         view = multilabel_view(a.view, run.label_names)
         frame = multilabel.view_frame(run, view, rule, a.burn_out)
@@ -462,7 +463,7 @@ def add_commands(sub) -> None:
     )
     e.add_argument("run")
     e.add_argument("--out", required=True, help="the model folder (the reference's --model_dir)")
-    e.add_argument("--source", default="train", choices=("train", "eval"))
+    e.add_argument("--source", default=Source.TRAIN, choices=SOURCES)
     e.add_argument(
         "--burn-out", type=int, default=None, help="only the first N epochs (the reference's --burn_out)"
     )
@@ -488,7 +489,7 @@ def add_commands(sub) -> None:
     m = sub.add_parser("map", help="draw the data map of a run to PNG or HTML")
     m.add_argument("run")
     m.add_argument("--out", required=True, help="map.png or map.html")
-    m.add_argument("--source", default="train", choices=("train", "eval"))
+    m.add_argument("--source", default=Source.TRAIN, choices=SOURCES)
     m.add_argument("--title", default="")
     m.add_argument(
         "--level",

@@ -104,7 +104,7 @@ def by_sentence(words: Candidates, method: str = "min", **options) -> Candidates
 def predicted_codes(run: Run) -> dict[str, int] | None:
     """{word id: the tag code of highest probability at the last recording}, or None without dynamics."""
     try:
-        ids, logits = run.dynamics(run.recorded_source("train"))
+        ids, logits = run.dynamics(run.recorded_source())
     except (RunError, OSError, ValueError, KeyError):
         return None
     if logits.ndim != 3 or not logits.shape[0]:
@@ -188,7 +188,7 @@ def _marked(words: Sequence[str], first: int, last: int) -> str:
 def _probabilities(run: Run) -> tuple[dict[str, int], np.ndarray] | None:
     """({word id: row}, softmax probabilities [E, words, tags]) of the run's recordings, or None."""
     try:
-        ids, logits = run.dynamics(run.recorded_source("train"))
+        ids, logits = run.dynamics(run.recorded_source())
     except (RunError, OSError, ValueError, KeyError):
         return None
     if logits.ndim != 3 or not logits.shape[0]:

@@ -98,7 +98,7 @@ def load_queue(run: Run, name: str) -> pd.DataFrame:
 def _probabilities(run: Run, rows: np.ndarray) -> np.ndarray | None:
     """Softmax probabilities [E, Q, C] of the queued rows over the recorded epochs, or None."""
     try:
-        _, logits = run.dynamics(run.recorded_source("train"))
+        _, logits = run.dynamics(run.recorded_source())
     except (RunError, OSError, ValueError, KeyError):
         return None
     if logits.ndim != 3 or logits.shape[0] == 0:

@@ -158,7 +158,7 @@ def _aligned(table: pd.DataFrame | None, ids: list[str]) -> pd.DataFrame | None:
 def has_dynamics(run: Run) -> bool:
     """Whether the run recorded training dynamics (cheap: lists the epoch files)."""
     try:
-        return bool(run.dynamics_epochs(run.recorded_source("train")))
+        return bool(run.dynamics_epochs(run.recorded_source()))
     except (RunError, OSError, ValueError):
         return False
 
@@ -178,7 +178,7 @@ def detector_inputs(
     dynamics = None
     if with_dynamics:
         try:
-            dyn_ids, logits = run.dynamics(run.recorded_source("train"))
+            dyn_ids, logits = run.dynamics(run.recorded_source())
             pos = {str(i): k for k, i in enumerate(dyn_ids)}
             if logits.size and all(i in pos for i in ids):
                 dynamics = logits[:, [pos[i] for i in ids], :]

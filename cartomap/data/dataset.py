@@ -32,7 +32,8 @@ class TextDataset:
 
     @property
     def task_kind(self) -> TaskKind:
-        """The task kind of the rows, from the frame's columns (loading writes its text fields)."""
+        """The task kind of the rows, from the frame's columns (loading writes its text fields): a loaded
+        table has no run to ask, so its columns are read (``registry.of_columns``), once."""
         cached = self.__dict__.get("_task_kind")
         if cached is None:
             cached = task_kinds.of_columns(self.frame.columns)

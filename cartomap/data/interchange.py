@@ -71,7 +71,8 @@ def is_missing(value: Any) -> bool:
 
 def queue_text_columns(queue: pd.DataFrame, text_columns: Sequence[str] | None = None) -> tuple[str, ...]:
     """The queue's text columns: ``text_columns`` when given (each must exist), else the text fields of
-    the task kind its columns show (a pair's two, else one text)."""
+    the task kind its columns show (a pair's two, else one text): a queue file is a bare table, no run
+    comes with it."""
     if text_columns is not None:
         cols = tuple(str(c) for c in text_columns)
         if not cols:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.analysis.evaluation import predictions_on_test, run_scores
-from cartomap.config import NO_RECORDING, ORDERS, DataConfig, OrderConfig, RunConfig
+from cartomap.config import NO_RECORDING, ORDERS, DataConfig, OrderConfig, Record, RunConfig
 from cartomap.errors import DataError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, check_run_count, grid_role
 from cartomap.runs.state import State
@@ -126,7 +126,7 @@ def datamap_config(params: CurriculumParams) -> RunConfig:
     base = params.base
     epochs = params.datamap_epochs or base.train.epochs
     train = dataclasses.replace(
-        base.train, seed=params.seeds[0], record="train", save_checkpoints=False, epochs=epochs
+        base.train, seed=params.seeds[0], record=Record.TRAIN, save_checkpoints=False, epochs=epochs
     )
     return base.replace(train=train, order=OrderConfig(), name="data map baseline")
 

@@ -36,7 +36,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from cartomap.config import DataConfig, ModelConfig, Record, RunConfig, TrainConfig
 from cartomap.data.dataset import TextDataset
 from cartomap.data.derived import save_dataset
 from cartomap.data.loading import load_dataset
@@ -188,7 +188,7 @@ def truncation_rate(dataset: TextDataset, model: str, max_length: int) -> float:
     from cartomap.training.models import load_tokenizer
 
     tokenizer = load_tokenizer(model)
-    first, second = texts_of(dataset.frame, tokenizer=tokenizer)
+    first, second = texts_of(dataset.frame, dataset.task_kind, tokenizer=tokenizer)
     lengths = [len(ids) for ids in tokenizer(first, second, truncation=False)["input_ids"]]
     return float(np.mean(np.asarray(lengths) > max_length)) if lengths else 0.0
 
@@ -289,7 +289,7 @@ def model0_metrics(
 ) -> pd.DataFrame:
     """Model 0 on the whole noisy set (training pass recorded): its metrics table, rows in dataset order."""
     data = save_dataset(noisy, cache, name=f"{noisy.source} (all)")
-    run = _train(run_config(cfg, data, record="train"), store, "Model 0", echo)
+    run = _train(run_config(cfg, data, record=Record.TRAIN), store, "Model 0", echo)
     return run.metrics().set_index("id").loc[[str(i) for i in noisy.ids]].reset_index()
 
 
@@ -305,7 +305,7 @@ def out_of_fold_logits(
         train = save_dataset(noisy.subset(folds != f), cache, name=f"{noisy.source} fold {f} train")
         held = save_dataset(noisy.subset(folds == f), cache, name=f"{noisy.source} fold {f} held out")
         run = _train(
-            run_config(cfg, train, record="train", tests=[held]),
+            run_config(cfg, train, record=Record.TRAIN, tests=[held]),
             store,
             f"fold {f + 1}/{folds.max() + 1}",
             echo,

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DEMO_DEV, DataConfig, ExecutorConfig, OrderConfig, RunConfig
+from cartomap.config import DEMO_DEV, DataConfig, ExecutorConfig, OrderConfig, Record, RunConfig
 from cartomap.data import derived
 from cartomap.data.dataset import TextDataset
 from cartomap.data.loading import load_dataset
@@ -148,7 +148,7 @@ class PruningParams:
 # --------------------------------------------------------------------------- run configs
 def model0_config(params: PruningParams) -> RunConfig:
     """The base config on the full training set, recording the training pass (data map, AUM)."""
-    train = dataclasses.replace(params.base.train, record="train")
+    train = dataclasses.replace(params.base.train, record=Record.TRAIN)
     return params.base.replace(train=train, name="pruning: model 0")
 
 
@@ -158,7 +158,7 @@ def fold_config(params: PruningParams, fold_train: DataConfig, held_out: DataCon
     The training pass is recorded (its logits are computed anyway, so it costs no extra passes): every
     example is in the training part of k - 1 fold models, whose in-sample dynamics averaged over those
     models are a multi-model signal at the compute of the out-of-fold logits (``fold_in_sample``)."""
-    train = dataclasses.replace(params.base.train, record="train", save_checkpoints=False)
+    train = dataclasses.replace(params.base.train, record=Record.TRAIN, save_checkpoints=False)
     return params.base.replace(
         data=fold_train, dev=None, tests=(held_out,), train=train, name=f"pruning: fold {f}"
     )

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from cartomap.analysis.datamap import with_regions
-from cartomap.config import RunConfig, recorded_sources
+from cartomap.config import RunConfig, Source, recorded_sources
 from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.experiments.store import Experiment, ExperimentStore, Section, base_run, check_run_count
 from cartomap.runs.state import State
@@ -153,11 +153,11 @@ def seeds_results(exp: Experiment, store: RunStore) -> dict[str, Any]:
     if runs:  # what a row of the map is: an example, a word, an (example, label)
         summary["units"] = next(iter(runs.values())).task_kind.unit.plural()
     out: dict[str, Any] = {PER_EXAMPLE: seed_table(frames)}
-    if all(run.has_metrics("eval") for run in runs.values()):
-        evals = {seed: with_regions(run.metrics("eval"), rule) for seed, run in runs.items()}
-        summary["eval"] = stability_summary(evals)
-        summary["eval"]["view"] = train.view_label("eval")
-        summary["eval"]["units"] = summary.get("units")
+    if all(run.has_metrics(Source.EVAL) for run in runs.values()):
+        evals = {seed: with_regions(run.metrics(Source.EVAL), rule) for seed, run in runs.items()}
+        summary[Source.EVAL] = stability_summary(evals)
+        summary[Source.EVAL]["view"] = train.view_label(Source.EVAL)
+        summary[Source.EVAL]["units"] = summary.get("units")
         out[PER_EXAMPLE_EVAL] = seed_table(evals)
     out[SUMMARY] = summary
     return out
@@ -249,12 +249,12 @@ def seeds_report(exp: Experiment) -> str:
     summary = exp.result(SUMMARY) or {}
     out = [_heading(summary, "")]
     out += ["", markdown_table(summary_table(summary)), "", markdown_table(region_table(summary))]
-    if summary.get("eval"):
-        out += ["", _heading(summary["eval"], " (eval-mode recordings)"), ""]
+    if summary.get(Source.EVAL):
+        out += ["", _heading(summary[Source.EVAL], " (eval-mode recordings)"), ""]
         out += [
-            markdown_table(summary_table(summary["eval"])),
+            markdown_table(summary_table(summary[Source.EVAL])),
             "",
-            markdown_table(region_table(summary["eval"])),
+            markdown_table(region_table(summary[Source.EVAL])),
         ]
     return "\n".join(out)
 
@@ -273,11 +273,10 @@ def seeds_sections(exp: Experiment) -> list[Section]:
         Section(_heading(summary, "") + ": higher = more stable", summary_table(summary)),
         Section("Regions over the seeds", region_table(summary)),
     ]
-    if summary.get("eval"):
-        out.append(
-            Section(_heading(summary["eval"], " (eval-mode recordings)"), summary_table(summary["eval"]))
-        )
-        out.append(Section("Regions over the seeds (eval-mode recordings)", region_table(summary["eval"])))
+    evals = summary.get(Source.EVAL)
+    if evals:
+        out.append(Section(_heading(evals, " (eval-mode recordings)"), summary_table(evals)))
+        out.append(Section("Regions over the seeds (eval-mode recordings)", region_table(evals)))
     return out
 
 

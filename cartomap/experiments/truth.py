@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from cartomap.analysis.truth import truth_report
+from cartomap.config import Source
 from cartomap.experiments import token_folds
 from cartomap.experiments.pruning import fold_table_of, oof_of_run
 from cartomap.experiments.seeds import PER_EXAMPLE, PER_EXAMPLE_EVAL, done_seeds_of
@@ -26,13 +27,13 @@ class DetectorExtras(NamedTuple):
     sources: dict[str, str]  # {what: experiment id}
 
 
-def detector_extras(run, cache, source: str = "train") -> DetectorExtras:
+def detector_extras(run, cache, source: str = Source.TRAIN) -> DetectorExtras:
     """The extras of ``run`` (the truth report, review queues); ``source``: the metrics file the report is
     about, whose seeds table (the eval-mode pass's for ``"eval"``) the seed detectors read."""
     estore = ExperimentStore(cache)
     sources = {}
     seeds_exp = done_seeds_of(run, estore)
-    which = PER_EXAMPLE_EVAL if source == "eval" else PER_EXAMPLE
+    which = PER_EXAMPLE_EVAL if source == Source.EVAL else PER_EXAMPLE
     seeds = seeds_exp.result(which) if seeds_exp is not None else None
     if seeds is not None:
         sources["seeds experiment"] = f"{seeds_exp.id} ({run.view_label(source)})"
@@ -73,7 +74,7 @@ def input_commands(run) -> dict[str, str]:
     }
 
 
-def truth_of(run, cache, n_boot: int = 1000, seed: int = 0, source: str = "train") -> dict:
+def truth_of(run, cache, n_boot: int = 1000, seed: int = 0, source: str = Source.TRAIN) -> dict:
     """The truth report of ``run`` with its detector extras, when it has them, and the commands that make
     those it lacks (shared with the Data map page); ``source``: the metrics file it is about
     (:meth:`cartomap.runs.store.Run.metrics_source`)."""

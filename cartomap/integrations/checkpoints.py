@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from cartomap.config import DataConfig, ModelConfig, Origin, RunConfig, TrainConfig
+from cartomap.config import DataConfig, ModelConfig, Origin, Record, RunConfig, Source, TrainConfig
 from cartomap.data.dataset import TextDataset
 from cartomap.data.loading import load_dataset
 from cartomap.errors import CartomapError, DataError, RunError
@@ -280,7 +280,7 @@ def scoring_config(
     train = TrainConfig(
         epochs=len(checkpoints),
         eval_batch_size=int(batch_size),
-        record="eval",
+        record=Record.EVAL,
         save_checkpoints=False,
         device=device,
     )
@@ -467,7 +467,7 @@ def _score_locked(run: Run, on_progress: Progress | None) -> None:
     names = run.label_names
     n, total = len(ids), len(ids) * len(checkpoints)
     throttle, t_start = Throttle(1.0), time.time()
-    scored = set(run.dynamics_epochs("eval"))
+    scored = set(run.dynamics_epochs(Source.EVAL))
     history = [h for h in run.history() if h["epoch"] - 1 in scored]  # checkpoints scored before a stop
     scored &= {h["epoch"] - 1 for h in history}
     done_before = len(scored) * n
@@ -515,7 +515,7 @@ def _score_locked(run: Run, on_progress: Progress | None) -> None:
                 on_batch=lambda done, _n, e=e: report(e, done),
                 keep=keep,
             )
-            run.write_epoch("eval", e, ids, logits)
+            run.write_epoch(Source.EVAL, e, ids, logits)
             record = {
                 "epoch": e + 1,
                 "checkpoint": checkpoint,
@@ -532,8 +532,8 @@ def _score_locked(run: Run, on_progress: Progress | None) -> None:
         run.log("cancelled; scoring again goes on with the next checkpoint")
         run.set_status(state=State.CANCELLED)
         return
-    _, dynamics = run.dynamics("eval")
-    finish_run(run, {"eval": dynamics}, labels, ids, history, write_dynamics=False)
+    _, dynamics = run.dynamics(Source.EVAL)
+    finish_run(run, {Source.EVAL: dynamics}, labels, ids, history, write_dynamics=False)
     run.log("done")
 
 

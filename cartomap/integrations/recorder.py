@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import SOURCES, DataConfig, Origin, TrainConfig, map_source
+from cartomap.config import SOURCES, DataConfig, Origin, Record, TrainConfig, map_source
 from cartomap.data.dataset import TextDataset
 from cartomap.data.loading import from_frame
 from cartomap.errors import DataError, RunError
@@ -113,7 +113,7 @@ class DynamicsRecorder:
         *,
         label_names: Sequence[str] | None = None,
         epochs: int | None = None,
-        mode: str = "train",
+        mode: str = Record.TRAIN,
         store: RunStore | str | Path | None = None,
         name: str = "",
         model: str = "",
@@ -474,7 +474,8 @@ class DynamicsRecorder:
     # -- the run ---------------------------------------------------------------------------------
     def examples(self, label_names: tuple[str, ...]) -> TextDataset:
         """The examples of the run: ids, labels and texts (empty texts when none were given); a token
-        task's sentences with their words and tags."""
+        task's sentences with their words and tags. Texts recorded with no ``task`` named are read as the
+        kind their columns show (the user's bare table: no run exists yet to ask)."""
         if self.words:
             from cartomap.data.loading import tagged_dataset
 
@@ -507,7 +508,7 @@ class DynamicsRecorder:
             )
             return examples_without_texts(self.ids, self.labels, label_names, digest.hexdigest())
         frame = self.texts.assign(id=self.ids, label=self.labels)
-        task = task_kinds.of_columns(frame.columns)
+        task = self.task or task_kinds.of_columns(frame.columns)  # no kind named: the texts' columns say
         config = DataConfig(
             path=self.data_name, text_columns=task.text_fields, label_names=label_names, genre_column=None
         )

@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
-from cartomap.config import RECORDING_MODES, TrainConfig, recorded_sources
+from cartomap.config import RECORDING_MODES, Record, Source, TrainConfig, recorded_sources
 from cartomap.errors import CartomapError, DataError, RunError
 from cartomap.integrations.examples import (
     LABEL_COLUMNS,
@@ -123,7 +123,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         self,
         train_dataset: Any,
         *,
-        mode: str = "eval",
+        mode: str = Record.EVAL,
         id_column: str | None = "id",
         label_column: str | None = None,
         text_columns: Sequence[str] | None = None,
@@ -145,7 +145,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         if mode not in MODES:
             raise DataError(f"unknown mode {mode!r}: expected one of {tuple(MODES)}", field="mode")
         TrainConfig(record=mode, record_points=record_points)  # DataError naming a bad value
-        if record_points > 1 and "eval" not in MODES[mode]:
+        if record_points > 1 and Source.EVAL not in MODES[mode]:
             raise DataError(
                 "several recordings an epoch are eval-mode passes: use mode='eval' or 'both'",
                 field="record_points",
@@ -229,7 +229,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
                 "DataMapCallback the dataset you pass to the Trainer as train_dataset (a map-style dataset)"
             )
         self._check_labels(loader_set)
-        if "train" in self.sources:
+        if Source.TRAIN in self.sources:
             self._check_drop_last(args)
         self.collate = train_dataloader.collate_fn
         if self.words:  # the labels of a token model's batch mark each word's first sub-word
@@ -252,7 +252,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         if not self.active:
             return
         self.loader_dataset, self.fetch = loader_set, IndexedFetch(loader_set)
-        if "train" in self.sources:
+        if Source.TRAIN in self.sources:
             self._install(model, train_dataloader)
         self.epoch = self.start_epoch
         self.history = self.run.history()[: self.start_epoch] if self.rank == 0 else []
@@ -364,7 +364,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
             return {"active": False, "start_epoch": 0, "path": str(run.path)}
         resumed = state.global_step > 0
         start = int(math.floor(state.epoch + 1e-9)) if resumed else 0
-        if resumed and "train" in self.sources and abs(state.epoch - start) > 1e-6:
+        if resumed and Source.TRAIN in self.sources and abs(state.epoch - start) > 1e-6:
             raise RunError(
                 f"the Trainer resumes in the middle of epoch {start + 1} (from a checkpoint saved at step "
                 f"{state.global_step}); the training-pass logits of its first batches were not kept: resume from "
@@ -372,7 +372,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
             )
         self._lock = run.acquire_lock()  # RunError while another process records into this run
         for source in self.sources:
-            kept = start * (self.record_points if source == "eval" else 1)  # recordings of finished epochs
+            kept = start * (self.record_points if source.eval_mode else 1)  # recordings of finished epochs
             have = run.dynamics_epochs(source)
             if have[:kept] != list(range(kept)):
                 self._release()
@@ -402,7 +402,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
             self._mid: dict[int, np.ndarray] = {}
             self.t_epoch = time.time()
             self._marks = {}
-            if "eval" in self.sources and self.record_points > 1:
+            if Source.EVAL in self.sources and self.record_points > 1:
                 from cartomap.training.loop import eval_marks
 
                 epochs = max(1, int(state.num_train_epochs or 1))
@@ -461,19 +461,19 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
             "train_seconds": round(time.time() - self.t_epoch, 3),
         }
         logits: dict[str, np.ndarray] = {}
-        if "train" in self.sources:
-            logits["train"] = self._gathered_train()
-        if "eval" in self.sources:
+        if Source.TRAIN in self.sources:
+            logits[Source.TRAIN] = self._gathered_train()
+        if Source.EVAL in self.sources:
             self._status(state, force=True, phase="eval-pass")
             t0 = time.time()
-            logits["eval"] = self._eval_pass(model, args)
+            logits[Source.EVAL] = self._eval_pass(model, args)
             record["eval_pass_seconds"] = round(time.time() - t0, 3)
         if self.rank == 0:
             first = logits[self.sources[0]]
             record["train_accuracy"] = float((first.argmax(1) == self.labels).mean())
             record["train_loss"] = self._epoch_loss(state, logits)
             for source, values in logits.items():
-                if source == "eval" and self.record_points > 1:
+                if source == Source.EVAL and self.record_points > 1:
                     self._write_points(values)
                 else:
                     self.run.write_epoch(source, self.epoch, self.ids, values)
@@ -494,13 +494,13 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
                 f"(the Trainer's steps per epoch did not match the plan of {k} recordings an epoch)"
             )
         for j in range(k - 1):
-            self.run.write_epoch("eval", self.epoch * k + j, self.ids, self._mid[j])
-        self.run.write_epoch("eval", self.epoch * k + k - 1, self.ids, last)
+            self.run.write_epoch(Source.EVAL, self.epoch * k + j, self.ids, self._mid[j])
+        self.run.write_epoch(Source.EVAL, self.epoch * k + k - 1, self.ids, last)
 
     def _epoch_loss(self, state, logits: dict[str, np.ndarray]) -> float:
         """Mean training loss of the epoch: from the train-pass logits, else the Trainer's logged losses."""
-        if "train" in logits:
-            z = logits["train"].astype(np.float64)
+        if Source.TRAIN in logits:
+            z = logits[Source.TRAIN].astype(np.float64)
             z = z - z.max(1, keepdims=True)
             logp = z - np.log(np.exp(z).sum(1, keepdims=True))
             return float(-logp[np.arange(len(self.labels)), self.labels].mean())

@@ -20,7 +20,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DataConfig, ModelConfig, Origin, OriginConfig, RunConfig, TrainConfig
+from cartomap.config import (
+    MAIN_METRICS,
+    DataConfig,
+    ModelConfig,
+    Origin,
+    OriginConfig,
+    RunConfig,
+    Source,
+    TrainConfig,
+)
 from cartomap.errors import DataError
 from cartomap.io import atomic_write_json
 from cartomap.runs.state import State
@@ -103,7 +112,7 @@ def write_metrics(
         frame = compute_metrics(
             logits, labels, ids, regions=run.region_rule(), burn_in=train.map_burn_in(source, len(logits))
         )
-        name = "train" if source == sources[0] else source
+        name = MAIN_METRICS if source == sources[0] else source
         run.save_metrics(name, *keyed_metrics(run.task_kind, frame, ids, run.example_ids(), run.label_names))
     return sources[0]
 
@@ -211,6 +220,8 @@ def import_reference_run(
     if run.state == State.DONE:
         return run
     history = [{"epoch": e + 1, "reference_epoch": r} for e, r in enumerate(ref.epochs)]
-    finish_run(run, {"train": ref.logits}, ref.gold, ref.ids, history, imported_from=str(folder.resolve()))
+    finish_run(
+        run, {Source.TRAIN: ref.logits}, ref.gold, ref.ids, history, imported_from=str(folder.resolve())
+    )
     run.log(f"imported {len(ref.epochs)} epochs of reference dynamics from {folder}")
     return run

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cartomap.config import MAIN_METRICS, Source
 from cartomap.runs import layout
 from cartomap.runs.tasks import Task
 
@@ -37,7 +38,7 @@ class RunPaths:
     def test_examples_path(self, k: int) -> Path:
         return self.path / layout.TEST_EXAMPLES.format(k=k)
 
-    def dynamics_dir(self, source: str = "train") -> Path:
+    def dynamics_dir(self, source: str = Source.TRAIN) -> Path:
         return self.path / layout.DYNAMICS / source
 
     def epoch_path(self, source: str, epoch: int) -> Path:
@@ -53,16 +54,16 @@ class RunPaths:
         """The training loss every k steps (:mod:`cartomap.runs.steps`)."""
         return self.path / layout.STEPS
 
-    def metrics_path(self, source: str = "train") -> Path:
+    def metrics_path(self, source: str = MAIN_METRICS) -> Path:
         """Data-map metrics of ``source``: the first recorded source has the plain name."""
-        if source == "train":
+        if source == MAIN_METRICS:
             return self.path / layout.METRICS
         return self.path / layout.METRICS_OF_SOURCE.format(source=source)
 
-    def example_metrics_path(self, source: str = "train") -> Path:
+    def example_metrics_path(self, source: str = MAIN_METRICS) -> Path:
         """A multi-label run's combined map of ``source`` (one row per example,
         :func:`cartomap.scores.label_examples.example_metrics`): the first recorded source has the plain name."""
-        if source == "train":
+        if source == MAIN_METRICS:
             return self.path / layout.EXAMPLE_METRICS
         return self.path / layout.EXAMPLE_METRICS_OF_SOURCE.format(source=source)
 

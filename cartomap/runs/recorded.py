@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cartomap.config import MAIN_METRICS, RECORD_SOURCES, map_source
+from cartomap.config import MAIN_METRICS, RECORD_SOURCES, Source, map_source
 from cartomap.errors import RunError
 from cartomap.io import atomic_save, atomic_write_parquet
 from cartomap.runs.tables import logits_table, one_line, read_columns
@@ -31,7 +31,7 @@ class RunRecords:
     """Reading and writing a run's dynamics and metrics (mixed into :class:`cartomap.runs.store.Run`, whose
     paths, config, examples and lock it uses)."""
 
-    def example_metrics(self, source: str = "train") -> pd.DataFrame:
+    def example_metrics(self, source: str = MAIN_METRICS) -> pd.DataFrame:
         """A multi-label run's combined map of ``source`` (:meth:`example_metrics_path`); RunError when the
         run has none (another task kind, or training has not finished)."""
         path = self.example_metrics_path(source)
@@ -41,10 +41,10 @@ class RunRecords:
             )
         return self._read_copy(path)
 
-    def has_metrics(self, source: str = "train") -> bool:
+    def has_metrics(self, source: str = MAIN_METRICS) -> bool:
         return self.metrics_path(source).exists()
 
-    def metrics(self, source: str = "train", columns: Sequence[str] | None = None) -> pd.DataFrame:
+    def metrics(self, source: str = MAIN_METRICS, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The data-map metrics of ``source``; ``columns`` reads only those of them the file has. A
         metrics file that cannot be read (damaged by hand, a disk fault) is recomputed from the recorded
         dynamics and written again; RunError when neither can be read."""
@@ -94,7 +94,7 @@ class RunRecords:
         return self.config.train.view_label(self.recorded_source(source))
 
     def recompute_metrics(
-        self, source: str = "train", *, reason: str = "", write: bool = True
+        self, source: str = MAIN_METRICS, *, reason: str = "", write: bool = True
     ) -> pd.DataFrame:
         """Compute metrics file ``source`` again from the recorded dynamics (every completed epoch) and,
         with ``write`` and no process training the run, save it. RunError, naming ``reason`` and what
@@ -137,13 +137,13 @@ class RunRecords:
             atomic_write_parquet(self.example_metrics_path(name), per_example)
         atomic_write_parquet(self.metrics_path(name), frame)
 
-    def dynamics_epochs(self, source: str = "train") -> list[int]:
+    def dynamics_epochs(self, source: str = Source.TRAIN) -> list[int]:
         folder = self.dynamics_dir(source)
         if not folder.exists():
             return []
         return sorted(int(p.stem.split("_")[1]) for p in folder.glob("epoch_*.parquet"))
 
-    def dynamics(self, source: str = "train") -> tuple[list[str], np.ndarray]:
+    def dynamics(self, source: str = Source.TRAIN) -> tuple[list[str], np.ndarray]:
         """Unit ids (examples.parquet order; a token run's words ``<id>#<k>``, :meth:`TaskKind.units`) and
         logits [E, N, C] for the completed epochs."""
         ids = self.unit_labels(source, labels=False)[0]

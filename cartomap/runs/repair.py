@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cartomap.config import MAIN_METRICS
 from cartomap.errors import RunError
 from cartomap.io import is_temporary
 from cartomap.runs import layout
@@ -119,7 +120,7 @@ def repair_run(run: Run) -> RepairReport:
             continue
         if "can be recomputed from the dynamics" in problem:
             name = problem.split(" ", 1)[0]
-            source = "train" if name == layout.METRICS else name.split("_", 1)[1].rsplit(".", 1)[0]
+            source = MAIN_METRICS if name == layout.METRICS else name.split("_", 1)[1].rsplit(".", 1)[0]
             try:
                 run.recompute_metrics(source, reason=problem.split(";")[0])
             except RunError as err:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DataConfig, RunConfig, package_versions
+from cartomap.config import MAIN_METRICS, DataConfig, RunConfig, package_versions
 from cartomap.errors import RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet, read_json
 from cartomap.runs import layout
@@ -207,7 +207,7 @@ class Run(RunPaths, RunRecords, StatusFolder):
                 f"run {self.id} has no {which} examples (its data sets: {', '.join(self.data_sets())})"
             )
         columns = parquet_columns(path)
-        kind = task_kinds.of_columns(columns)
+        kind = self.task_kind
         return DataConfig(
             path=str(path.resolve()),
             format="parquet",
@@ -396,7 +396,7 @@ class Run(RunPaths, RunRecords, StatusFolder):
             try:
                 parquet_columns(path)
             except Exception as err:
-                source = "train" if path == self.metrics_path() else path.stem.split("_", 1)[1]
+                source = MAIN_METRICS if path == self.metrics_path() else path.stem.split("_", 1)[1]
                 fixable = self.recorded_source(source) not in broken_sources and self.dynamics_epochs(
                     self.recorded_source(source)
                 )

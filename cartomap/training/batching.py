@@ -29,7 +29,7 @@ def text_joiner(tokenizer) -> str:
 
 def texts_of(frame, task: TaskKind | None = None, tokenizer=None) -> tuple[list[str], list[str] | None]:
     """The first and second text of every row of an examples frame (None for one text): the tokenizer
-    inputs of ``task`` (by default the kind the frame's columns show); a kind's third and later texts are
+    inputs of ``task`` (by default the kind the frame's columns show: a bare frame, no run to ask); a kind's third and later texts are
     joined to its second by ``tokenizer``'s separator (:func:`text_joiner`)."""
     return (task or task_kinds.of_columns(frame.columns)).inputs(frame, text_joiner(tokenizer))
 
@@ -83,7 +83,8 @@ TOKENIZE_CHUNK = 8192  # rows per tokenizer call: bounds the tokenizer's own per
 def tokenize(tokenizer, frame, max_length: int, task: TaskKind | None = None) -> dict[str, Ragged]:
     """Token ids of every row, unpadded (padding happens per batch): ``input_ids`` and, where the
     tokenizer makes them, ``token_type_ids``, each a :class:`Ragged` (row i = example i). The rows
-    are read as ``task``'s inputs (by default the kind the frame's columns show; every text of a kind of
+    are read as ``task``'s inputs (by default the kind the frame's columns show, for a bare frame with no run to
+    ask; every text of a kind of
     three or more, :func:`texts_of`). A word-unit kind
     (token classification) also gets ``word_units`` and ``word_labels`` (:func:`tokenize_words`)."""
     task = task or task_kinds.of_columns(frame.columns)
@@ -376,8 +377,9 @@ class PlannedBatches:
 
 def eval_batches_for(frame, tokenizer, cfg: RunConfig, label_names=None):
     """The tokenized rows of ``frame`` (dev or test set), their batches in order, and the labels of its
-    units (:meth:`TaskKind.units`: per example, per word, or per label of ``label_names``)."""
-    task = task_kinds.of_columns(frame.columns)
+    units (:meth:`TaskKind.units`: per example, per word, or per label of ``label_names``), read as the run's
+    task kind (``cfg.task_kind``: dev and test sets have the training set's)."""
+    task = cfg.task_kind
     labels = task.units(frame, label_names)[1]
     encoded = tokenize(tokenizer, frame, cfg.model.max_length, task)
     dataset = TokenizedExamples(encoded, task.label_rows(labels, len(frame)))

@@ -91,7 +91,8 @@ def compute_cls_embeddings(
 ) -> np.ndarray:
     """L2-normalised final-layer first-token vectors of every row of ``frame``: float32 [N, H].
 
-    ``frame`` holds the text fields of ``task`` (default: the kind its columns show). Rows are batched
+    ``frame`` holds the text fields of ``task`` (default: the kind its columns show, for a bare frame with no
+    run to ask; :func:`embed_run` passes the run's). Rows are batched
     in length order (little padding) and returned in the frame's order. A word-unit kind's rows are
     sentences: one vector per word, its first sub-word's, in :func:`embedding_ids` order (float32
     [words, H]; a sentence longer than ``max_length`` sub-words is a DataError naming it). Runs on the

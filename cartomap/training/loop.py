@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from cartomap.config import MAIN_METRICS, SOURCES, TRAIN_PASS, RunConfig, recorded_sources
+from cartomap.config import MAIN_METRICS, SOURCES, TRAIN_PASS, RunConfig, Source, recorded_sources
 from cartomap.data.conll import is_bio_tagged
 from cartomap.errors import RunError
 from cartomap.io import atomic_folder, atomic_write_json, read_json, torch_save
@@ -485,7 +485,7 @@ def restore(t: Training) -> None:
                 for p in range(e * t.per_epoch[s], (e + 1) * t.per_epoch[s]):
                     t.recorded[s][p] = run.read_epoch(s, p, t.ids)
     # Steps after which an eval-mode pass records the training set inside an epoch (record_points > 1).
-    t.mid_points = eval_marks(t.steps_per_epoch, t.per_epoch.get("eval", 1))
+    t.mid_points = eval_marks(t.steps_per_epoch, t.per_epoch.get(Source.EVAL, 1))
     t.history = run.history()[:start]
 
 
@@ -530,7 +530,9 @@ def train_epoch(t: Training, epoch: int) -> tuple[dict, EpochRecording] | None:
     seed_everything(epoch_seed(t.tc.seed, epoch))
     t.batches.set_epoch(epoch)
     t.model.train()
-    eval_now = "eval" in t.recorded and t.tc.records_in_epoch("eval", epoch)  # none in skipped epochs
+    eval_now = Source.EVAL in t.recorded and t.tc.records_in_epoch(
+        Source.EVAL, epoch
+    )  # none in skipped epochs
     recording = EpochRecording(rows=np.zeros(len(t.ids), dtype=bool), eval_now=eval_now)
     for step, batch in enumerate(t.train_loader):
         train_step(t, epoch, step, batch, recording)
@@ -550,7 +552,7 @@ def train_epoch(t: Training, epoch: int) -> tuple[dict, EpochRecording] | None:
                 t.run.set_status(state=State.CANCELLED)
             return None
     t.steps_log.flush()
-    if "train" in t.recorded:
+    if Source.TRAIN in t.recorded:
         check_complete(recording.rows, t.ids, epoch)
     loss_sum, seen = sum_over_processes(t.accelerator, recording.loss_sum, recording.seen)
     record = {
@@ -577,9 +579,9 @@ def train_step(t: Training, epoch: int, step: int, batch, recording: EpochRecord
     t.optimizer.step()
     t.scheduler.step()
     t.optimizer.zero_grad(set_to_none=True)
-    if "train" in t.recorded:
+    if Source.TRAIN in t.recorded:
         index, values = gather_rows(accelerator, unit_index, logits.detach())
-        record_once(t.recorded["train"][epoch], recording.rows, index, values)
+        record_once(t.recorded[Source.TRAIN][epoch], recording.rows, index, values)
     real = int((unit_index >= 0).sum())
     # summed over this process's real rows (several processes: the loss without the n / global_size scaling)
     value = loss.item()
@@ -598,7 +600,7 @@ def record_inside_epoch(t: Training, epoch: int, step: int, recording: EpochReco
     with preserved_rng(t.accelerator.device):
         logits_now = t.predict(t.eval_loader, len(t.ids))
     for j in t.mid_points[step + 1]:
-        t.recorded["eval"][epoch * t.per_epoch["eval"] + j] = logits_now
+        t.recorded[Source.EVAL][epoch * t.per_epoch[Source.EVAL] + j] = logits_now
     t.model.train()
     recording.seconds += time.time() - t_pass
     t.progress.update(force=True, phase="train")
@@ -611,8 +613,8 @@ def record_epoch_end(t: Training, epoch: int, record: dict, recording: EpochReco
         return
     t.progress.update(force=True, phase="eval-pass")
     t_pass = time.time()
-    last = (epoch + 1) * t.per_epoch["eval"] - 1
-    t.recorded["eval"][last] = t.predict(t.eval_loader, len(t.ids))
+    last = (epoch + 1) * t.per_epoch[Source.EVAL] - 1
+    t.recorded[Source.EVAL][last] = t.predict(t.eval_loader, len(t.ids))
     record["record_seconds"] = recording.seconds + time.time() - t_pass
 
 

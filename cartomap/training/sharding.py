@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from cartomap.config import Source
 from cartomap.errors import RunError
 
 PAD = -1  # the index of a padding row in a batch: never recorded, zero loss weight
@@ -137,7 +138,7 @@ def record_once(target: np.ndarray, seen: np.ndarray, index: np.ndarray, values:
     return int(fresh.sum())
 
 
-def check_complete(seen: np.ndarray, ids: list[str], epoch: int, source: str = "train") -> None:
+def check_complete(seen: np.ndarray, ids: list[str], epoch: int, source: str = Source.TRAIN) -> None:
     """RunError naming the examples an epoch did not record (every example is recorded every epoch)."""
     missing = np.flatnonzero(~seen)
     if len(missing):

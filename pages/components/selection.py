@@ -16,6 +16,7 @@ import streamlit as st
 
 from cartomap.analysis import datamap, figures, map_files, map_points, seed_maps, tables
 from cartomap.analysis import multilabel as label_views
+from cartomap.config import Source
 from cartomap.errors import CartomapError
 from cartomap.runs import tags as run_tags
 from cartomap.tasks import registry as task_kinds
@@ -144,7 +145,7 @@ def show_trajectory(run, table, table_event, seeds=None, per_label: bool = False
             f"region in each seed: {row.get('region_votes', '')} agree on {row.get('region_majority', '')}"
         )
     with right:
-        source = run.status().get("metrics_source") or "train"
+        source = run.status().get("metrics_source") or Source.TRAIN
         try:
             if seeds:
                 st.markdown(f"**Probability of the gold label by epoch, in each of {len(seeds)} seeds**")

@@ -28,6 +28,7 @@ from cartomap.analysis import (
     tables,
     tokens,
 )
+from cartomap.config import Source
 from cartomap.errors import CartomapError
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
@@ -119,7 +120,7 @@ def sentence_view(run, word_frame, sentence_id: str | None, focus_word: int | No
         unit_ids = [f"{sentence_id}#{k}" for k in words["word"]]
         k = tokens.map_recording(word_frame)
         probs = tokens.predicted_probabilities(
-            run, unit_ids, run.status().get("metrics_source") or "train", k
+            run, unit_ids, run.status().get("metrics_source") or Source.TRAIN, k
         )
         words = tokens.sentence_words(word_frame, sentence_id, probs)
     except CartomapError as err:
