@@ -345,7 +345,8 @@ def cmd_prune(a: argparse.Namespace) -> int:
     return code
 
 
-def add_commands(sub) -> None:
+def _add_curriculum(sub) -> None:
+    """The `curriculum` command's parser and options."""
     from cartomap.scores import ambiguity
 
     cu = sub.add_parser("curriculum", help="compare training orders x seeds (cartography curricula)")
@@ -366,6 +367,9 @@ def add_commands(sub) -> None:
     )
     experiment_options(cu, cmd_curriculum)
 
+
+def _add_combine(sub) -> None:
+    """The `combine` command's parser and options."""
     co = sub.add_parser("combine", help="train on A, A + B, A ◇ B and evaluate on many test sets (Table 3)")
     add_data_arguments(co)
     add_training_arguments(co)
@@ -377,6 +381,9 @@ def add_commands(sub) -> None:
     co.add_argument("--seeds", nargs="+", type=int, default=[0])
     experiment_options(co, cmd_combine)
 
+
+def _add_seeds(sub) -> None:
+    """The `seeds` command's parser and options."""
     se = sub.add_parser(
         "seeds", help="train a finished run with other seeds: how stable its data map is (the mean map)"
     )
@@ -401,6 +408,9 @@ def add_commands(sub) -> None:
     add_executor_arguments(se)
     se.set_defaults(func=cmd_seeds)
 
+
+def _add_retrain(sub) -> None:
+    """The `retrain` command's parser and options."""
     rt = sub.add_parser(
         "retrain",
         help="retrain a finished run after a review of suspected label errors: original, pruned and "
@@ -430,10 +440,9 @@ def add_commands(sub) -> None:
     add_executor_arguments(rt)
     rt.set_defaults(func=cmd_retrain)
 
-    rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
-    rp.add_argument("experiment")
-    rp.set_defaults(func=cmd_report)
 
+def _add_prune(sub) -> None:
+    """The `prune` command's parser and options."""
     pr = sub.add_parser(
         "prune", help="find and prune suspected label errors: the k-fold consensus experiment"
     )
@@ -472,6 +481,20 @@ def add_commands(sub) -> None:
     )
     experiment_options(pr, cmd_prune)
     pr.set_defaults(difficulty="paper")
+
+
+def add_commands(sub) -> None:
+    """Every command of this module, in the order `cartomap --help` lists them."""
+    _add_curriculum(sub)
+    _add_combine(sub)
+    _add_seeds(sub)
+    _add_retrain(sub)
+
+    rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
+    rp.add_argument("experiment")
+    rp.set_defaults(func=cmd_report)
+
+    _add_prune(sub)
 
     ex = sub.add_parser("experiment", help="list, show, run (resume), cancel or delete experiments")
     ex.add_argument("action", choices=("list", "show", "run", "start", "cancel", "delete"))
