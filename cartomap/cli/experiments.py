@@ -441,8 +441,17 @@ def _add_retrain(sub) -> None:
     rt.set_defaults(func=cmd_retrain)
 
 
-def _add_prune(sub) -> None:
-    """The `prune` command's parser and options."""
+def add_commands(sub) -> None:
+    """Every command of this module, in the order `cartomap --help` lists them."""
+    _add_curriculum(sub)
+    _add_combine(sub)
+    _add_seeds(sub)
+    _add_retrain(sub)
+
+    rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
+    rp.add_argument("experiment")
+    rp.set_defaults(func=cmd_report)
+
     pr = sub.add_parser(
         "prune", help="find and prune suspected label errors: the k-fold consensus experiment"
     )
@@ -481,20 +490,6 @@ def _add_prune(sub) -> None:
     )
     experiment_options(pr, cmd_prune)
     pr.set_defaults(difficulty="paper")
-
-
-def add_commands(sub) -> None:
-    """Every command of this module, in the order `cartomap --help` lists them."""
-    _add_curriculum(sub)
-    _add_combine(sub)
-    _add_seeds(sub)
-    _add_retrain(sub)
-
-    rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
-    rp.add_argument("experiment")
-    rp.set_defaults(func=cmd_report)
-
-    _add_prune(sub)
 
     ex = sub.add_parser("experiment", help="list, show, run (resume), cancel or delete experiments")
     ex.add_argument("action", choices=("list", "show", "run", "start", "cancel", "delete"))
