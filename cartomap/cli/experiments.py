@@ -345,6 +345,75 @@ def cmd_prune(a: argparse.Namespace) -> int:
     return code
 
 
+def add_commands(sub) -> None:
+    """Every command of this module, in the order `cartomap --help` lists them."""
+    _add_curriculum(sub)
+    _add_combine(sub)
+    _add_seeds(sub)
+    _add_retrain(sub)
+
+    rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
+    rp.add_argument("experiment")
+    rp.set_defaults(func=cmd_report)
+
+    pr = sub.add_parser(
+        "prune", help="find and prune suspected label errors: the k-fold consensus experiment"
+    )
+    pr.add_argument("train", nargs="?", default=None, metavar="TRAIN", help="training data (same as --data)")
+    add_data_arguments(pr)
+    add_training_arguments(pr)
+    pg = pr.add_argument_group("pruning")
+    pg.add_argument("--folds", type=int, default=10, help="k of the k-fold split (paper: 10)")
+    pg.add_argument("--fold-seed", type=int, default=0)
+    pg.add_argument(
+        "--categories",
+        nargs="+",
+        default=["P1G0"],
+        help="mismatch categories to prune, by label: 'P:neutral G:entailment' (predicted neutral, gold "
+        "entailment: the paper's); the shorthand P1G0 only for classes in the order entailment, neutral, "
+        "contradiction",
+    )
+    pg.add_argument(
+        "--threshold",
+        type=float,
+        default=2.0,
+        help="prune model confidence above this (paper: 2.0; 4.0 stricter)",
+    )
+    pg.add_argument(
+        "--no-model1", dest="model1", action="store_false", help="do not retrain on the pruned set"
+    )
+    pg.add_argument(
+        "--export", default=None, metavar="DIR", help="write pruned_train.jsonl and removed_ids.txt"
+    )
+    pg.add_argument(
+        "--force",
+        "--overwrite",
+        dest="overwrite",
+        action="store_true",
+        help="replace files in the --export folder",
+    )
+    experiment_options(pr, cmd_prune)
+    pr.set_defaults(difficulty="paper")
+
+    ex = sub.add_parser("experiment", help="list, show, run (resume), cancel or delete experiments")
+    ex.add_argument("action", choices=("list", "show", "run", "start", "cancel", "delete"))
+    ex.add_argument("experiment", nargs="?", help="experiment id, id prefix or name")
+    ex.add_argument("--job", action="store_true", help=argparse.SUPPRESS)
+    add_executor_arguments(ex)
+    ex.add_argument("--json", action="store_true", help="show: spec, status, runs and their progress as JSON")
+    ex.set_defaults(func=cmd_experiment)
+
+    nb = sub.add_parser(
+        "noise-benchmark",
+        help="plant label flips and measure how well each method finds them",
+        description="Plant label flips and measure how well each method finds them: ranking methods, each "
+        f"one of the registered detectors ({detector_names()}), cleanlab's issues and the consensus rule.",
+    )
+    add_noise_arguments(nb)
+    nb.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    nb.set_defaults(func=cmd_noise_benchmark)
+
+
 def _add_curriculum(sub) -> None:
     """The `curriculum` command's parser and options."""
     from cartomap.scores import ambiguity
@@ -439,72 +508,3 @@ def _add_retrain(sub) -> None:
     rt.add_argument("--background", action="store_true", help="run as a background job and return")
     add_executor_arguments(rt)
     rt.set_defaults(func=cmd_retrain)
-
-
-def add_commands(sub) -> None:
-    """Every command of this module, in the order `cartomap --help` lists them."""
-    _add_curriculum(sub)
-    _add_combine(sub)
-    _add_seeds(sub)
-    _add_retrain(sub)
-
-    rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
-    rp.add_argument("experiment")
-    rp.set_defaults(func=cmd_report)
-
-    pr = sub.add_parser(
-        "prune", help="find and prune suspected label errors: the k-fold consensus experiment"
-    )
-    pr.add_argument("train", nargs="?", default=None, metavar="TRAIN", help="training data (same as --data)")
-    add_data_arguments(pr)
-    add_training_arguments(pr)
-    pg = pr.add_argument_group("pruning")
-    pg.add_argument("--folds", type=int, default=10, help="k of the k-fold split (paper: 10)")
-    pg.add_argument("--fold-seed", type=int, default=0)
-    pg.add_argument(
-        "--categories",
-        nargs="+",
-        default=["P1G0"],
-        help="mismatch categories to prune, by label: 'P:neutral G:entailment' (predicted neutral, gold "
-        "entailment: the paper's); the shorthand P1G0 only for classes in the order entailment, neutral, "
-        "contradiction",
-    )
-    pg.add_argument(
-        "--threshold",
-        type=float,
-        default=2.0,
-        help="prune model confidence above this (paper: 2.0; 4.0 stricter)",
-    )
-    pg.add_argument(
-        "--no-model1", dest="model1", action="store_false", help="do not retrain on the pruned set"
-    )
-    pg.add_argument(
-        "--export", default=None, metavar="DIR", help="write pruned_train.jsonl and removed_ids.txt"
-    )
-    pg.add_argument(
-        "--force",
-        "--overwrite",
-        dest="overwrite",
-        action="store_true",
-        help="replace files in the --export folder",
-    )
-    experiment_options(pr, cmd_prune)
-    pr.set_defaults(difficulty="paper")
-
-    ex = sub.add_parser("experiment", help="list, show, run (resume), cancel or delete experiments")
-    ex.add_argument("action", choices=("list", "show", "run", "start", "cancel", "delete"))
-    ex.add_argument("experiment", nargs="?", help="experiment id, id prefix or name")
-    ex.add_argument("--job", action="store_true", help=argparse.SUPPRESS)
-    add_executor_arguments(ex)
-    ex.add_argument("--json", action="store_true", help="show: spec, status, runs and their progress as JSON")
-    ex.set_defaults(func=cmd_experiment)
-
-    nb = sub.add_parser(
-        "noise-benchmark",
-        help="plant label flips and measure how well each method finds them",
-        description="Plant label flips and measure how well each method finds them: ranking methods, each "
-        f"one of the registered detectors ({detector_names()}), cleanlab's issues and the consensus rule.",
-    )
-    add_noise_arguments(nb)
-    nb.add_argument("--markdown", action="store_true", help="print the table as markdown")
-    nb.set_defaults(func=cmd_noise_benchmark)
