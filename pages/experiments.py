@@ -190,12 +190,9 @@ def _stage_preview(
     st.dataframe(table, hide_index=True, key="xp_preview_table")
 
 
-def curricula_tab() -> None:
-    st.subheader("New curriculum experiment")
-    st.caption(
-        "Every method trains once per seed for the same number of steps (RoNLI's fair comparison); an extra "
-        "baseline run records the data map that the cartography orders sort by."
-    )
+def _curriculum_sources() -> tuple[str, str, str]:
+    """(training set, dev set, test sets) of a curriculum experiment as the forms give them: the
+    selected run's own sets when its data can be ordered, else the demo (or a file)."""
     run = current_run()
     if run is not None and not applies(run, support.CURRICULUM):
         run = None  # the selected run's data cannot be ordered: the demo or a file instead
@@ -219,8 +216,12 @@ def curricula_tab() -> None:
         run_ref=f"{RUN_REF}{run.id}:dev" if with_dev else "",
     ).path
     tests_text = _test_sets_form("xp", run if from_run else None)
-    mapping = columns_form("xp")
-    values = model_form("xp")
+    return train_path, dev_path, tests_text
+
+
+def _curriculum_choices() -> tuple[list[str], str, str, tuple[str, str] | None, str, int]:
+    """(methods, seeds text, Cart-CL++ difficulty, the Mann-Whitney pair or None, ambiguity score,
+    data-map baseline epochs (0: as the training)) of the curriculum form."""
     methods = st.multiselect(
         "Methods (training orders)",
         list(forms.ORDER_DESCRIPTIONS),
@@ -259,6 +260,19 @@ def curricula_tab() -> None:
         help="the cartography orders read the data map of a baseline run; a map needs at least 2 epochs",
         **kept("xp_datamap_epochs", 0),
     )
+    return methods, seeds_text, difficulty, compare, score, datamap_epochs
+
+
+def curricula_tab() -> None:
+    st.subheader("New curriculum experiment")
+    st.caption(
+        "Every method trains once per seed for the same number of steps (RoNLI's fair comparison); an extra "
+        "baseline run records the data map that the cartography orders sort by."
+    )
+    train_path, dev_path, tests_text = _curriculum_sources()
+    mapping = columns_form("xp")
+    values = model_form("xp")
+    methods, seeds_text, difficulty, compare, score, datamap_epochs = _curriculum_choices()
     name = st.text_input("Experiment name (optional)", **kept("xp_name", ""))
     where = executor_form("xp")
     try:

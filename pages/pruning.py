@@ -200,15 +200,9 @@ def training_data() -> tuple[DataConfig | None, str]:
         return None, source
 
 
-def new_experiment(estore: ExperimentStore) -> None:
-    data, source = training_data()
-    label_names: list[str] = []
-    if data is not None:
-        try:
-            label_names = _label_names(_config_json(data))
-        except CartomapError as err:
-            show_error(err)
-    suffix, test_default, dev_default = run_defaults(current_run(), source)
+def _evaluation_sets(suffix: str, test_default: str, dev_default: str) -> tuple[str, str]:
+    """(test set, dev set) paths of the form: the test set Model 0 and Model 1 are compared on (required),
+    the dev set that picks their epoch (optional); ``suffix`` keys them to the selected run."""
     c1, c2 = st.columns(2)
     test_path = c1.text_input(
         "Test set (required)",
@@ -224,7 +218,12 @@ def new_experiment(estore: ExperimentStore) -> None:
     ).strip()
     if suffix:
         st.caption("run:RUN:SET is the selected run's own copy of that set (test_0, dev), as it was trained.")
+    return test_path, dev_path
 
+
+def _pruning_choices(label_names: list[str]) -> tuple[int, int, list[str], float]:
+    """(folds, fold seed, categories to prune, threshold) of the form; the categories by label, the
+    paper's (predicted neutral, gold entailment) the default."""
     # the NLI shorthand P1G0 where the classes are in the NLI order; else the categories by name
     options = consensus.all_categories(len(label_names)) if label_names else ["P1G0"]
     default = [
@@ -249,6 +248,21 @@ def new_experiment(estore: ExperimentStore) -> None:
         help="Prune model confidence above this (paper: 2.0; 4.0 stricter)",
         **kept("prune_threshold", 2.0),
     )
+    return folds, fold_seed, categories, threshold
+
+
+def new_experiment(estore: ExperimentStore) -> None:
+    data, source = training_data()
+    label_names: list[str] = []
+    if data is not None:
+        try:
+            label_names = _label_names(_config_json(data))
+        except CartomapError as err:
+            show_error(err)
+    suffix, test_default, dev_default = run_defaults(current_run(), source)
+    test_path, dev_path = _evaluation_sets(suffix, test_default, dev_default)
+
+    folds, fold_seed, categories, threshold = _pruning_choices(label_names)
     values = model_form("prune", default_epochs=3, seed=True)  # paper: 3 epochs
     c1, c2 = st.columns([3, 2])
     name = c1.text_input("Experiment name (optional)", **kept("prune_name", ""))

@@ -130,7 +130,9 @@ def _undo(db_path: str, annotator: str, item_id: str) -> None:
 
 
 # --------------------------------------------------------------------------- the item card
-def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annotator: str) -> None:
+def _item_to_decide(items: pd.DataFrame, db: queue.QueueDB, annotator: str) -> str | None:
+    """The item the annotator decides now: the one being decided again (a redo still in ``items``), else
+    the queue's next for them; None (and a thank-you with their decisions) when none is left."""
     redo = st.session_state.get(REDO)
     if redo is not None and redo not in set(items["id"].astype(str)):
         st.session_state.pop(REDO, None)
@@ -140,32 +142,15 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
         if not upcoming:
             st.success("Nothing left for you in this queue: every example has its annotators. Thank you!")
             own_decisions(db, annotator)
-            return
-        item_id = upcoming[0]
-    else:
-        item_id = redo
-        st.info(escape_markdown(f"Deciding {item_id} again: your new decision replaces the earlier one."))
-        st.button("Back to the next example", key="rs_cancel_redo", on_click=_cancel_redo)
-    card = queue.item_card(run, name, item_id, items)
-    if db.guidelines:  # the queue's guidelines with every card (text, never markdown)
-        with st.expander("Guidelines", expanded=True):
-            st.text(db.guidelines)
-    score = card.get("score")
-    score_text = "" if score is None or math.isnan(score) else f" · score {score:.3f}"
-    if db.tag_lists:  # a token run's sentence or span: its tags fixed on one card
-        st.caption(
-            escape_markdown(
-                f"{db.level.capitalize()} {item_id} · #{int(card['position']) + 1} of {len(items)}{score_text}"
-            )
-        )
-        tags_card(run, card, db, annotator, item_id)
-        return
-    word = isinstance(card.get("word"), str)  # a token run's queue: a tag to review, the word in its sentence
-    st.caption(
-        escape_markdown(
-            f"{'Word' if word else 'Example'} {item_id} · #{int(card['position']) + 1} of {len(items)}{score_text}"
-        )
-    )
+            return None
+        return upcoming[0]
+    st.info(escape_markdown(f"Deciding {redo} again: your new decision replaces the earlier one."))
+    st.button("Back to the next example", key="rs_cancel_redo", on_click=_cancel_redo)
+    return redo
+
+
+def _example_texts(card: dict, word: bool) -> None:
+    """The example's texts in a bordered box (a word's card: its sentence, the word under review marked)."""
     with st.container(border=True):
         if word:
             marks = "".join(queue.WORD_MARKS)
@@ -187,6 +172,11 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
                 if not word:
                     st.caption(column.capitalize())
                 st.text(card[column])
+
+
+def _model_view(card: dict, word: bool) -> None:
+    """Gold label (tag: ``word``), the model's prediction and p(gold) at the last epoch (its change since epoch 1), and
+    p(gold)'s curve over the recorded epochs."""
     cols = st.columns(3)
     cols[0].metric("Gold tag" if word else "Gold label", str(card["gold"]))
     predicted = card.get("predicted")
@@ -205,7 +195,10 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
     if epochs is not None and len(epochs):
         chart = queue.gold_curves(card)
         st.line_chart(chart, height=160, x_label="epoch", y_label="p(gold)")
-    labels = list(db.label_names or run.label_names)
+
+
+def _votes_and_neighbours(card: dict, labels: list[str]) -> None:
+    """The human votes per label (when the card has one per label) and the nearest neighbours."""
     votes = card.get("votes")
     left, right = st.columns([1, 2])
     if votes is not None and len(votes) == len(labels):
@@ -214,12 +207,15 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
     if len(card["neighbours"]):
         right.caption("Nearest neighbours ([CLS] cosine)")
         right.dataframe(card["neighbours"], hide_index=True, key="rs_neighbours")
-    st.text_input("Note (optional)", max_chars=2000, **kept(NOTE, ""))
-    db_path = str(db.path)
-    buttons = st.columns(3 + len(labels) - 1)
-    decision_buttons(db_path, annotator, item_id, buttons)
+
+
+def _relabel_controls(
+    card: dict, labels: list[str], db_path: str, annotator: str, item_id: str, columns
+) -> None:
+    """A relabel button per other class, in ``columns`` (keys 1-9 by class), the keys' legend, the card's own class
+    (its key records nothing and says so), and that warning after it was pressed."""
     others = [(k, lab) for k, lab in enumerate(labels) if lab != card["gold"]]
-    for col, (k, label) in zip(buttons[3:], others, strict=False):
+    for col, (k, label) in zip(columns, others, strict=False):
         col.button(
             f"Relabel: {escape_markdown(label)}",
             key=f"rs_relabel_{k}",
@@ -249,6 +245,43 @@ def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annot
                 "or relabel it to another class."
             )
         )
+
+
+def item_card(run: Run, name: str, items: pd.DataFrame, db: queue.QueueDB, annotator: str) -> None:
+    """The card of the item ``annotator`` decides now in queue ``name`` of ``run`` (texts, the model's
+    view, votes, neighbours) and its decision buttons; a token run's tag lists on their own card."""
+    item_id = _item_to_decide(items, db, annotator)
+    if item_id is None:
+        return
+    card = queue.item_card(run, name, item_id, items)
+    if db.guidelines:  # the queue's guidelines with every card (text, never markdown)
+        with st.expander("Guidelines", expanded=True):
+            st.text(db.guidelines)
+    score = card.get("score")
+    score_text = "" if score is None or math.isnan(score) else f" · score {score:.3f}"
+    if db.tag_lists:  # a token run's sentence or span: its tags fixed on one card
+        st.caption(
+            escape_markdown(
+                f"{db.level.capitalize()} {item_id} · #{int(card['position']) + 1} of {len(items)}{score_text}"
+            )
+        )
+        tags_card(run, card, db, annotator, item_id)
+        return
+    word = isinstance(card.get("word"), str)  # a token run's queue: a tag to review, the word in its sentence
+    st.caption(
+        escape_markdown(
+            f"{'Word' if word else 'Example'} {item_id} · #{int(card['position']) + 1} of {len(items)}{score_text}"
+        )
+    )
+    _example_texts(card, word)
+    _model_view(card, word)
+    labels = list(db.label_names or run.label_names)
+    _votes_and_neighbours(card, labels)
+    st.text_input("Note (optional)", max_chars=2000, **kept(NOTE, ""))
+    db_path = str(db.path)
+    buttons = st.columns(3 + len(labels) - 1)
+    decision_buttons(db_path, annotator, item_id, buttons)
+    _relabel_controls(card, labels, db_path, annotator, item_id, buttons[3:])
     own_decisions(db, annotator)
 
 

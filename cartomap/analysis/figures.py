@@ -227,6 +227,141 @@ def marginal_traces(frame: pd.DataFrame, selected_positions: np.ndarray | None =
     return traces
 
 
+def _density_trace(frame: pd.DataFrame, all_x: np.ndarray, all_y: np.ndarray, x_hi: float):
+    """The grey heatmap under a sampled map: log10(count + 1) of every point of ``frame`` in square-root
+    bins over [0, ``x_hi``] x [-0.02, 1.02] (empty bins NaN; more points, darker)."""
+    import plotly.graph_objects as go
+
+    def density():  # log10(count + 1) of every point in bins, empty bins NaN; rows = y
+        ok = np.isfinite(all_x) & np.isfinite(all_y)
+        bins = int(np.clip(np.sqrt(ok.sum()) / 4, 20, DENSITY_BINS))
+        z, xe, ye = np.histogram2d(all_x[ok], all_y[ok], bins=bins, range=[[0, x_hi], [-0.02, 1.02]])
+        return np.where(z > 0, np.log10(z + 1), np.nan).T, xe, ye
+
+    z, xe, ye = frame_memo(frame, ("density", x_hi), density)
+    return go.Heatmap(
+        x=(xe[:-1] + xe[1:]) / 2,
+        y=(ye[:-1] + ye[1:]) / 2,
+        z=z,
+        colorscale="Greys",
+        showscale=False,
+        opacity=0.55,
+        hoverinfo="skip",
+        name="density (all points)",
+        xaxis=MAIN_XREF,
+        yaxis=MAIN_YREF,
+    )
+
+
+def _selection_rings(
+    frame: pd.DataFrame, highlight_ids: Iterable[str], max_points: int, seed: int, marker_size: int
+):
+    """(rings trace or None, positions of every selected row of ``frame``): black rings around the
+    selection, a sample of min(``max_points``, :data:`HIGHLIGHT_MAX_POINTS`) of them (as
+    :func:`sample_rows` draws it) when more; rings and lines thinner above 1,000 selected."""
+    import plotly.graph_objects as go
+
+    axis = axis_of(frame)
+    high_pos = positions_of(frame, unique_ids(highlight_ids))
+    n_high = len(high_pos)
+    cap = min(max_points, HIGHLIGHT_MAX_POINTS)
+    if n_high > cap:  # the rings of a sample (as sample_rows draws it): only their rows taken
+        high_pos_drawn = high_pos[
+            np.sort(np.random.default_rng(seed).choice(n_high, size=cap, replace=False))
+        ]
+    else:
+        high_pos_drawn = high_pos
+    high = frame.iloc[high_pos_drawn][["id", axis, "confidence"]]
+    if not len(high):
+        return None, high_pos
+    rings = go.Scattergl(
+        x=high[axis].to_numpy(dtype=np.float64),
+        y=high["confidence"].to_numpy(dtype=np.float64),
+        mode="markers",
+        name=f"selected ({n_high:,})",
+        customdata=id_array(high["id"]),
+        hoverinfo="skip",  # the points under the rings have the hover text
+        marker=dict(
+            size=marker_size + (5 if n_high <= 1_000 else 2),
+            color="rgba(0,0,0,0)",
+            line=dict(color="black", width=1.5 if n_high <= 1_000 else 0.8),
+        ),
+        xaxis=MAIN_XREF,
+        yaxis=MAIN_YREF,
+    )
+    return rings, high_pos
+
+
+def _add_region_labels(fig, frame: pd.DataFrame) -> None:
+    """The region names of :data:`ANNOTATIONS` on ``fig``: at their region's label point when regions
+    are drawn (a region without points gets none), else at the corners of the axes' domain."""
+    points = frame_memo(frame, "region labels", lambda: region_label_points(frame))
+    for text, ax_x, ax_y, rotation, edge in ANNOTATIONS:
+        at = points.get(text)
+        if points and at is None:
+            continue  # regions drawn, none of this one
+        fig.add_annotation(
+            text=text,
+            x=at[0] if at is not None else ax_x,
+            y=at[1] if at is not None else ax_y,
+            xref="x" if at is not None else "x domain",
+            yref="y" if at is not None else "y domain",
+            showarrow=False,
+            textangle=(360 - rotation) % 360,
+            font=dict(size=13, color="black"),
+            bgcolor="rgba(255,255,255,0.85)",
+            bordercolor={"r": "red", "b": "blue"}.get(edge, edge),
+            borderwidth=2,
+            borderpad=3,
+        )
+
+
+def _data_map_layout(
+    *,
+    title: str,
+    note: str,
+    height: int,
+    continuous: bool,
+    legend_title: str,
+    axis: str,
+    x_hi: float,
+    meta: dict,
+) -> dict:
+    """The layout of :func:`data_map_figure`: the main axes on the lower left 83% (x in [-0.01, ``x_hi``],
+    confidence in [-0.03, 1.03]), the marginals' axes above and right, lasso, the legend above, room
+    below for a colour bar when ``continuous``."""
+    return dict(
+        title=dict(
+            text=escape_text(f"{title} data map · {note}".strip(" ·")),
+            font=dict(size=14),
+            x=0.01,
+            y=0.99,
+            yanchor="top",
+        ),
+        template="plotly_white",
+        height=height,
+        margin=dict(l=60, r=20, t=70, b=130 if continuous else 50),
+        dragmode="lasso",
+        hovermode="closest",
+        bargap=0,
+        barmode="overlay",
+        legend=dict(
+            title=dict(text=legend_title),
+            orientation="h",
+            yanchor="bottom",
+            y=1.005,
+            x=1,
+            xanchor="right",
+            bgcolor="rgba(255,255,255,0.6)",
+        ),
+        xaxis=dict(domain=[0, 0.83], title=dict(text=axis_title(axis)), range=[-0.01, x_hi], zeroline=False),
+        yaxis=dict(domain=[0, 0.83], title=dict(text="confidence"), range=[-0.03, 1.03], zeroline=False),
+        yaxis2=dict(domain=[0.85, 1], anchor="x", showticklabels=False, showgrid=False),
+        xaxis2=dict(domain=[0.85, 1], anchor="y", showticklabels=False, showgrid=False),
+        meta=meta,
+    )
+
+
 def data_map_figure(
     frame: pd.DataFrame,
     color_by: str = "correctness",
@@ -265,118 +400,35 @@ def data_map_figure(
     all_y = frame["confidence"].to_numpy(dtype=np.float64)
     x_hi = max(0.05, float(np.nanmax(all_x)) * 1.05) if n_total else 0.5
     if sampled:
-
-        def density():  # log10(count + 1) of every point in bins, empty bins NaN; rows = y
-            ok = np.isfinite(all_x) & np.isfinite(all_y)
-            bins = int(np.clip(np.sqrt(ok.sum()) / 4, 20, DENSITY_BINS))
-            z, xe, ye = np.histogram2d(all_x[ok], all_y[ok], bins=bins, range=[[0, x_hi], [-0.02, 1.02]])
-            return np.where(z > 0, np.log10(z + 1), np.nan).T, xe, ye
-
-        z, xe, ye = frame_memo(frame, ("density", x_hi), density)
-        fig.add_trace(
-            go.Heatmap(
-                x=(xe[:-1] + xe[1:]) / 2,
-                y=(ye[:-1] + ye[1:]) / 2,
-                z=z,
-                colorscale="Greys",
-                showscale=False,
-                opacity=0.55,
-                hoverinfo="skip",
-                name="density (all points)",
-                xaxis=MAIN_XREF,
-                yaxis=MAIN_YREF,
-            )
-        )
+        fig.add_trace(_density_trace(frame, all_x, all_y, x_hi))
     marker_size = 7 if len(shown) < 5_000 else 4
     traces, legend_title = point_traces(frame, shown, color_by, marker_size)
     for trace in traces:
         fig.add_trace(trace)
     high_pos = None
     if highlight_ids is not None:
-        wanted = unique_ids(highlight_ids)
-        high_pos = positions_of(frame, wanted)
-        n_high = len(high_pos)
-        cap = min(max_points, HIGHLIGHT_MAX_POINTS)
-        if n_high > cap:  # the rings of a sample (as sample_rows draws it): only their rows taken
-            high_pos_drawn = high_pos[
-                np.sort(np.random.default_rng(seed).choice(n_high, size=cap, replace=False))
-            ]
-        else:
-            high_pos_drawn = high_pos
-        high = frame.iloc[high_pos_drawn][["id", axis, "confidence"]]
-        if len(high):
-            fig.add_trace(
-                go.Scattergl(
-                    x=high[axis].to_numpy(dtype=np.float64),
-                    y=high["confidence"].to_numpy(dtype=np.float64),
-                    mode="markers",
-                    name=f"selected ({n_high:,})",
-                    customdata=id_array(high["id"]),
-                    hoverinfo="skip",  # the points under the rings have the hover text
-                    marker=dict(
-                        size=marker_size + (5 if n_high <= 1_000 else 2),
-                        color="rgba(0,0,0,0)",
-                        line=dict(color="black", width=1.5 if n_high <= 1_000 else 0.8),
-                    ),
-                    xaxis=MAIN_XREF,
-                    yaxis=MAIN_YREF,
-                )
-            )
+        rings, high_pos = _selection_rings(frame, highlight_ids, max_points, seed, marker_size)
+        if rings is not None:
+            fig.add_trace(rings)
 
     for trace in marginal_traces(frame, high_pos):
         fig.add_trace(trace)
 
-    points = frame_memo(frame, "region labels", lambda: region_label_points(frame))
-    for text, ax_x, ax_y, rotation, edge in ANNOTATIONS:
-        at = points.get(text)
-        if points and at is None:
-            continue  # regions drawn, none of this one
-        fig.add_annotation(
-            text=text,
-            x=at[0] if at is not None else ax_x,
-            y=at[1] if at is not None else ax_y,
-            xref="x" if at is not None else "x domain",
-            yref="y" if at is not None else "y domain",
-            showarrow=False,
-            textangle=(360 - rotation) % 360,
-            font=dict(size=13, color="black"),
-            bgcolor="rgba(255,255,255,0.85)",
-            bordercolor={"r": "red", "b": "blue"}.get(edge, edge),
-            borderwidth=2,
-            borderpad=3,
-        )
+    _add_region_labels(fig, frame)
     note = (
         f"{len(shown):,} of {n_total:,} examples drawn, shading = all" if sampled else f"{n_total:,} examples"
     )
     fig.update_layout(
-        title=dict(
-            text=escape_text(f"{title} data map · {note}".strip(" ·")),
-            font=dict(size=14),
-            x=0.01,
-            y=0.99,
-            yanchor="top",
-        ),
-        template="plotly_white",
-        height=height,
-        margin=dict(l=60, r=20, t=70, b=130 if colouring.continuous else 50),
-        dragmode="lasso",
-        hovermode="closest",
-        bargap=0,
-        barmode="overlay",
-        legend=dict(
-            title=dict(text=legend_title),
-            orientation="h",
-            yanchor="bottom",
-            y=1.005,
-            x=1,
-            xanchor="right",
-            bgcolor="rgba(255,255,255,0.6)",
-        ),
-        xaxis=dict(domain=[0, 0.83], title=dict(text=axis_title(axis)), range=[-0.01, x_hi], zeroline=False),
-        yaxis=dict(domain=[0, 0.83], title=dict(text="confidence"), range=[-0.03, 1.03], zeroline=False),
-        yaxis2=dict(domain=[0.85, 1], anchor="x", showticklabels=False, showgrid=False),
-        xaxis2=dict(domain=[0.85, 1], anchor="y", showticklabels=False, showgrid=False),
-        meta={"n_total": n_total, "n_shown": len(shown), "sampled": sampled, "color_by": color_by},
+        **_data_map_layout(
+            title=title,
+            note=note,
+            height=height,
+            continuous=colouring.continuous,
+            legend_title=legend_title,
+            axis=axis,
+            x_hi=x_hi,
+            meta={"n_total": n_total, "n_shown": len(shown), "sampled": sampled, "color_by": color_by},
+        )
     )
     return fig
 
@@ -392,6 +444,30 @@ def facet_levels(frame: pd.DataFrame, column: str = "gold") -> list[str]:
         order = frame[["label", "gold"]].drop_duplicates("gold").sort_values("label")
         return [str(v) for v in order["gold"]]
     return sorted({str(v) for v in str_array(frame[column])})
+
+
+def _facet_axes(fig, frame: pd.DataFrame, n_rows: int, n_cols: int) -> None:
+    """The shared axes of :func:`facet_map_figure`: x in [-0.01, 1.05 * max of the map's axis] (at least
+    0.05; 0.5 for no rows), confidence in [-0.03, 1.03]; "confidence" on the first column, the axis's
+    title on the bottom row."""
+    x_hi = (
+        max(0.05, float(np.nanmax(frame[axis_of(frame)].to_numpy(dtype=np.float64))) * 1.05)
+        if len(frame)
+        else 0.5
+    )
+    fig.update_xaxes(range=[-0.01, x_hi], zeroline=False)
+    fig.update_yaxes(range=[-0.03, 1.03], zeroline=False)
+    for r in range(1, n_rows + 1):
+        fig.update_yaxes(title_text="confidence", row=r, col=1)
+    for c in range(1, n_cols + 1):
+        fig.update_xaxes(title_text=axis_title(axis_of(frame)), row=n_rows, col=c)
+
+
+def _facet_title(title: str, facet: str, note: str) -> str:
+    """The escaped title of :func:`facet_map_figure`: "<title> data map by <gold label | facet> · <note>"."""
+    return escape_text(
+        f"{title} data map by {'gold label' if facet == 'gold' else facet} · {note}".strip(" ·")
+    )
 
 
 def facet_map_figure(
@@ -469,25 +545,10 @@ def facet_map_figure(
                     row=row,
                     col=col,
                 )
-    x_hi = (
-        max(0.05, float(np.nanmax(frame[axis_of(frame)].to_numpy(dtype=np.float64))) * 1.05)
-        if len(frame)
-        else 0.5
-    )
-    fig.update_xaxes(range=[-0.01, x_hi], zeroline=False)
-    fig.update_yaxes(range=[-0.03, 1.03], zeroline=False)
-    for r in range(1, n_rows + 1):
-        fig.update_yaxes(title_text="confidence", row=r, col=1)
-    for c in range(1, n_cols + 1):
-        fig.update_xaxes(title_text=axis_title(axis_of(frame)), row=n_rows, col=c)
+    _facet_axes(fig, frame, n_rows, n_cols)
     note = f"{len(shown):,} of {len(frame):,} examples drawn" if sampled else f"{len(frame):,} examples"
     fig.update_layout(
-        title=dict(
-            text=escape_text(
-                f"{title} data map by {'gold label' if facet == 'gold' else facet} · {note}".strip(" ·")
-            ),
-            font=dict(size=14),
-        ),
+        title=dict(text=_facet_title(title, facet, note), font=dict(size=14)),
         template="plotly_white",
         height=height_per_row * n_rows + 120,
         margin=dict(l=60, r=20, t=90, b=130 if colouring.continuous else 50),

@@ -173,6 +173,25 @@ def finite_range(values: np.ndarray) -> tuple[float, float]:
     return (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
 
 
+def _colour_bar(title: str, x: float, y: float) -> dict:
+    """A horizontal colour bar centred at ``x``, its top at ``y`` (paper units), titled on top."""
+    return dict(
+        title=dict(text=title, side="top"),
+        orientation="h",
+        x=x,
+        xanchor="center",
+        y=y,
+        yanchor="top",
+        len=0.6,
+        thickness=12,
+    )
+
+
+def _scored_hover(hover: np.ndarray, title: str, values: np.ndarray) -> np.ndarray:
+    """Each point's hover text with "<br><title>: <value to 3 decimals>" appended."""
+    return hover + f"<br>{title}: " + pd.Series(values).map("{:.3f}".format).to_numpy()
+
+
 def point_traces(
     frame: pd.DataFrame,
     shown: pd.DataFrame,
@@ -216,9 +235,7 @@ def point_traces(
                     legendgroup="scored",
                     showlegend=False,
                     customdata=ids[ok],
-                    hovertext=hover[ok]
-                    + f"<br>{title}: "
-                    + pd.Series(values[ok]).map("{:.3f}".format).to_numpy(),
+                    hovertext=_scored_hover(hover[ok], title, values[ok]),
                     marker=dict(
                         size=marker_size,
                         color=values[ok],
@@ -227,16 +244,7 @@ def point_traces(
                         cmax=hi,
                         opacity=0.85,
                         showscale=showlegend,
-                        colorbar=dict(
-                            title=dict(text=title, side="top"),
-                            orientation="h",
-                            x=colorbar_x,
-                            xanchor="center",
-                            y=colorbar_y,
-                            yanchor="top",
-                            len=0.6,
-                            thickness=12,
-                        ),
+                        colorbar=_colour_bar(title, colorbar_x, colorbar_y),
                     ),
                     **common,
                 )

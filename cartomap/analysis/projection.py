@@ -333,6 +333,115 @@ def shown_rows(n: int, keep: np.ndarray, max_points: int = MAX_POINTS) -> np.nda
     return shown | np.asarray(keep, dtype=bool)
 
 
+def _scored_traces(shown: pd.DataFrame, colouring, common: dict) -> list:
+    """The points of ``shown`` on a colour scale of ``colouring`` (its colour bar on the right), and a
+    grey trace of those without a value."""
+    import plotly.graph_objects as go
+
+    traces = []
+    values = shown[colouring.column].to_numpy(dtype=np.float64)
+    ok = np.isfinite(values)
+    title_text = escape_text(colouring.title)
+    if ok.any():
+        traces.append(
+            go.Scattergl(
+                x=shown["x"][ok],
+                y=shown["y"][ok],
+                name=escape_text(colouring.name),
+                showlegend=False,
+                marker=dict(
+                    size=4,
+                    opacity=0.6,
+                    color=values[ok],
+                    colorscale=colouring.scale,
+                    showscale=True,
+                    colorbar=dict(title=dict(text=title_text), thickness=12, len=0.6),
+                ),
+                customdata=shown["id"][ok].to_numpy(dtype=object),
+                hovertext=_hover(shown[ok]),
+                **common,
+            )
+        )
+    if (~ok).any():
+        traces.append(
+            go.Scattergl(
+                x=shown["x"][~ok],
+                y=shown["y"][~ok],
+                name=f"no value ({int((~ok).sum()):,})",
+                marker=dict(size=4, opacity=0.45, color=NO_VALUE_COLOR),
+                customdata=shown["id"][~ok].to_numpy(dtype=object),
+                hovertext=_hover(shown[~ok]),
+                **common,
+            )
+        )
+    return traces
+
+
+def _category_traces(shown: pd.DataFrame, colouring, common: dict) -> list:
+    """One trace per level of ``colouring`` in ``shown`` ("<level> (<count>)"): regions in
+    :data:`REGION_COLORS` order and colours, other levels sorted, in the palette's colours."""
+    import plotly.graph_objects as go
+
+    traces = []
+    column = colouring.column
+    present = {str(v) for v in shown[column].astype(object)}
+    levels = [lv for lv in REGION_COLORS if lv in present] if column == "region" else []
+    levels += sorted(present - set(levels))
+    values = shown[column].astype(object).astype(str).to_numpy()
+    for n, level in enumerate(levels):
+        part = shown[values == level]
+        color = REGION_COLORS.get(level) if column == "region" else None
+        traces.append(
+            go.Scattergl(
+                x=part["x"],
+                y=part["y"],
+                name=escape_text(f"{level or 'none'} ({len(part):,})"),
+                marker=dict(size=4, opacity=0.45, color=color or palette_color(n)),
+                customdata=part["id"].to_numpy(dtype=object),
+                hovertext=_hover(part),
+                **common,
+            )
+        )
+    return traces
+
+
+def _group_traces(frame: pd.DataFrame, in_group: np.ndarray, seed_id: str | None) -> list:
+    """The group's points (``in_group``) drawn large in gold with a dark outline: the neighbours as
+    circles, the seed (``seed_id``) as a star."""
+    import plotly.graph_objects as go
+
+    traces = []
+    group = frame[in_group]
+    if len(group):
+        is_seed = (
+            (group["id"] == str(seed_id)).to_numpy() if seed_id is not None else np.zeros(len(group), bool)
+        )
+        for part, name, symbol, size in (
+            (group[~is_seed], "neighbours", "circle", 11),
+            (group[is_seed], "seed", "star", 18),
+        ):
+            if part.empty:
+                continue
+            traces.append(
+                go.Scattergl(
+                    x=part["x"],
+                    y=part["y"],
+                    mode="markers",
+                    name=name,
+                    marker=dict(
+                        size=size,
+                        symbol=symbol,
+                        color="rgba(255,215,0,0.9)",
+                        line=dict(width=2, color="#111111"),
+                    ),
+                    customdata=part["id"].to_numpy(dtype=object),
+                    hovertext=_hover(part),
+                    hoverinfo="text",
+                )
+            )
+    return traces
+
+
 def projection_figure(
     coords: np.ndarray,
     points: pd.DataFrame,
@@ -368,62 +477,13 @@ def projection_figure(
     shown = frame[shown_rows(len(frame), in_group | highlighted, max_points)]
     fig = go.Figure()
     common = dict(mode="markers", hoverinfo="text")
-    if colouring.continuous:
-        values = shown[colouring.column].to_numpy(dtype=np.float64)
-        ok = np.isfinite(values)
-        title_text = escape_text(colouring.title)
-        if ok.any():
-            fig.add_trace(
-                go.Scattergl(
-                    x=shown["x"][ok],
-                    y=shown["y"][ok],
-                    name=escape_text(colouring.name),
-                    showlegend=False,
-                    marker=dict(
-                        size=4,
-                        opacity=0.6,
-                        color=values[ok],
-                        colorscale=colouring.scale,
-                        showscale=True,
-                        colorbar=dict(title=dict(text=title_text), thickness=12, len=0.6),
-                    ),
-                    customdata=shown["id"][ok].to_numpy(dtype=object),
-                    hovertext=_hover(shown[ok]),
-                    **common,
-                )
-            )
-        if (~ok).any():
-            fig.add_trace(
-                go.Scattergl(
-                    x=shown["x"][~ok],
-                    y=shown["y"][~ok],
-                    name=f"no value ({int((~ok).sum()):,})",
-                    marker=dict(size=4, opacity=0.45, color=NO_VALUE_COLOR),
-                    customdata=shown["id"][~ok].to_numpy(dtype=object),
-                    hovertext=_hover(shown[~ok]),
-                    **common,
-                )
-            )
-    else:
-        column = colouring.column
-        present = {str(v) for v in shown[column].astype(object)}
-        levels = [lv for lv in REGION_COLORS if lv in present] if column == "region" else []
-        levels += sorted(present - set(levels))
-        values = shown[column].astype(object).astype(str).to_numpy()
-        for n, level in enumerate(levels):
-            part = shown[values == level]
-            color = REGION_COLORS.get(level) if column == "region" else None
-            fig.add_trace(
-                go.Scattergl(
-                    x=part["x"],
-                    y=part["y"],
-                    name=escape_text(f"{level or 'none'} ({len(part):,})"),
-                    marker=dict(size=4, opacity=0.45, color=color or palette_color(n)),
-                    customdata=part["id"].to_numpy(dtype=object),
-                    hovertext=_hover(part),
-                    **common,
-                )
-            )
+    traces = (
+        _scored_traces(shown, colouring, common)
+        if colouring.continuous
+        else _category_traces(shown, colouring, common)
+    )
+    for trace in traces:
+        fig.add_trace(trace)
     high = frame[highlighted]
     if len(high):
         fig.add_trace(
@@ -437,34 +497,8 @@ def projection_figure(
                 hoverinfo="skip",
             )
         )
-    group = frame[in_group]
-    if len(group):
-        is_seed = (
-            (group["id"] == str(seed_id)).to_numpy() if seed_id is not None else np.zeros(len(group), bool)
-        )
-        for part, name, symbol, size in (
-            (group[~is_seed], "neighbours", "circle", 11),
-            (group[is_seed], "seed", "star", 18),
-        ):
-            if part.empty:
-                continue
-            fig.add_trace(
-                go.Scattergl(
-                    x=part["x"],
-                    y=part["y"],
-                    mode="markers",
-                    name=name,
-                    marker=dict(
-                        size=size,
-                        symbol=symbol,
-                        color="rgba(255,215,0,0.9)",
-                        line=dict(width=2, color="#111111"),
-                    ),
-                    customdata=part["id"].to_numpy(dtype=object),
-                    hovertext=_hover(part),
-                    hoverinfo="text",
-                )
-            )
+    for trace in _group_traces(frame, in_group, seed_id):
+        fig.add_trace(trace)
     note = f" · {len(shown):,} of {len(frame):,} points shown" if len(shown) < len(frame) else ""
     fig.update_layout(
         title=dict(text=escape_text(title + note), font=dict(size=15)),

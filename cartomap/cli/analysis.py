@@ -209,7 +209,8 @@ def cmd_subset(a: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub) -> None:
+def _add_embed(sub) -> None:
+    """The `embed` command's parser and options."""
     em = sub.add_parser(
         "embed",
         help="compute a finished run's [CLS] embeddings (for nearest neighbours; a token run's: each word's, "
@@ -227,6 +228,9 @@ def add_commands(sub) -> None:
     em.add_argument("--quiet", action="store_true", help="no progress bar")
     em.set_defaults(func=cmd_embed)
 
+
+def _add_project(sub) -> None:
+    """The `project` command's parser and options."""
     pj = sub.add_parser("project", help="project a run's embeddings to 2-D (PCA or UMAP), cached")
     pj.add_argument("run")
     pj.add_argument("--method", choices=("umap", "pca"), default="umap")
@@ -234,6 +238,9 @@ def add_commands(sub) -> None:
     pj.add_argument("--force", action="store_true", help="recompute even when cached")
     pj.set_defaults(func=cmd_project)
 
+
+def _add_similarity(sub) -> None:
+    """The `similarity` command's parser and options."""
     si = sub.add_parser("similarity", help=f"{_PAIR_TEXTS} similarity of a run's pairs (sentence encoder)")
     si.add_argument("run")
     si.add_argument(
@@ -246,6 +253,9 @@ def add_commands(sub) -> None:
     si.add_argument("--quiet", action="store_true", help="no progress bar")
     si.set_defaults(func=cmd_similarity)
 
+
+def _add_artifacts(sub) -> None:
+    """The `artifacts` command's parser and options."""
     ar = sub.add_parser(
         "artifacts", help="artifact analysis: lexical correlations, partial-input baselines, similarity"
     )
@@ -275,6 +285,14 @@ def add_commands(sub) -> None:
     ar.add_argument("--out", default="artifacts", help="folder for the CSV files")
     ar.add_argument("--force", action="store_true", help="replace CSV files already in --out")
     ar.set_defaults(func=cmd_artifacts)
+
+
+def add_commands(sub) -> None:
+    """Every command of this module, in the order `cartomap --help` lists them."""
+    _add_embed(sub)
+    _add_project(sub)
+    _add_similarity(sub)
+    _add_artifacts(sub)
 
     tr = sub.add_parser(
         "truth",

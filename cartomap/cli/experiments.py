@@ -379,89 +379,11 @@ def _token_folds(a: argparse.Namespace, store, executor) -> int:
 
 
 def add_commands(sub) -> None:
-    from cartomap.scores import ambiguity
-
-    cu = sub.add_parser("curriculum", help="compare training orders x seeds (cartography curricula)")
-    add_data_arguments(cu)
-    add_training_arguments(cu)
-    cu.add_argument("--methods", nargs="+", choices=ORDERS, default=["oversampled", "cart-stra++"])
-    cu.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    cu.add_argument("--difficulty", choices=("paper", "code"), default="paper", help="Cart-CL++ score")
-    cu.add_argument(
-        "--ambiguity",
-        default=ambiguity.VARIABILITY,
-        help="the ambiguity score the cartography orders use where the papers use variability (the A group, "
-        "Cart-CL++'s v): variability (the default, the papers'), mean_entropy, gold_bernoulli, margin_gap",
-    )
-    cu.add_argument("--compare", nargs=2, default=None, help="the two methods of the Mann-Whitney test")
-    cu.add_argument(
-        "--datamap-epochs", type=int, default=None, help="epochs of the data-map baseline (default: --epochs)"
-    )
-    experiment_options(cu, cmd_curriculum)
-
-    co = sub.add_parser("combine", help="train on A, A + B, A ◇ B and evaluate on many test sets (Table 3)")
-    add_data_arguments(co)
-    add_training_arguments(co)
-    co.add_argument("--a", required=True, help="dataset A")
-    co.add_argument("--b", default=None, help="dataset B")
-    co.add_argument("--a-name", default="A")
-    co.add_argument("--b-name", default="B")
-    co.add_argument("--modes", nargs="+", choices=("A", "A+B", "A◇B"), default=["A", "A+B", "A◇B"])
-    co.add_argument("--seeds", nargs="+", type=int, default=[0])
-    experiment_options(co, cmd_combine)
-
-    se = sub.add_parser(
-        "seeds", help="train a finished run with other seeds: how stable its data map is (the mean map)"
-    )
-    se.add_argument("run", help="the finished run (id, id prefix or name)")
-    se.add_argument(
-        "--seeds", type=int, default=3, help="seeds in all, the run's own included (own, own + 1, ...)"
-    )
-    se.add_argument(
-        "--seed-list", type=seed_list, default=None, help="the seeds to add to the run's own: 1,2,3"
-    )
-    se.add_argument(
-        "--with",
-        dest="with_runs",
-        nargs="*",
-        default=None,
-        metavar="RUN",
-        help="finished runs of the same config with other seeds (your own Trainer script run with several "
-        "seeds, say) to compare instead of training; without a RUN: every such run in the store",
-    )
-    se.add_argument("--name", default="", help="a label for the experiment")
-    se.add_argument("--background", action="store_true", help="run as a background job and return")
-    add_executor_arguments(se)
-    se.set_defaults(func=cmd_seeds)
-
-    rt = sub.add_parser(
-        "retrain",
-        help="retrain a finished run after a review of suspected label errors: original, pruned and "
-        "corrected training sets with the same seeds",
-    )
-    rt.add_argument("run", help="the finished base run (id, id prefix or name)")
-    given = rt.add_mutually_exclusive_group()  # one is needed: asked after the run's kind (cmd_retrain)
-    given.add_argument(
-        "--decisions",
-        metavar="FILE",
-        help="the review's decisions (.parquet, .jsonl or .csv): id, decision (keep, relabel, remove, unsure, "
-        "unreviewed), label, original_label, ...; copied into the experiment",
-    )
-    given.add_argument(
-        "--queue",
-        metavar="NAME",
-        help="the decisions of the run's review queue NAME (cartomap review-queue), as they stand now",
-    )
-    rt.add_argument(
-        "--seeds", type=int, default=3, help="seeds in all, the run's own included (own, own + 1, ...)"
-    )
-    rt.add_argument(
-        "--seed-list", type=seed_list, default=None, help="the seeds to add to the run's own: 1,2,3"
-    )
-    rt.add_argument("--name", default="", help="a label for the experiment")
-    rt.add_argument("--background", action="store_true", help="run as a background job and return")
-    add_executor_arguments(rt)
-    rt.set_defaults(func=cmd_retrain)
+    """Every command of this module, in the order `cartomap --help` lists them."""
+    _add_curriculum(sub)
+    _add_combine(sub)
+    _add_seeds(sub)
+    _add_retrain(sub)
 
     rp = sub.add_parser("report", help="print a finished experiment's results as markdown")
     rp.add_argument("experiment")
@@ -525,3 +447,99 @@ def add_commands(sub) -> None:
     add_noise_arguments(nb)
     nb.add_argument("--markdown", action="store_true", help="print the table as markdown")
     nb.set_defaults(func=cmd_noise_benchmark)
+
+
+def _add_curriculum(sub) -> None:
+    """The `curriculum` command's parser and options."""
+    from cartomap.scores import ambiguity
+
+    cu = sub.add_parser("curriculum", help="compare training orders x seeds (cartography curricula)")
+    add_data_arguments(cu)
+    add_training_arguments(cu)
+    cu.add_argument("--methods", nargs="+", choices=ORDERS, default=["oversampled", "cart-stra++"])
+    cu.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    cu.add_argument("--difficulty", choices=("paper", "code"), default="paper", help="Cart-CL++ score")
+    cu.add_argument(
+        "--ambiguity",
+        default=ambiguity.VARIABILITY,
+        help="the ambiguity score the cartography orders use where the papers use variability (the A group, "
+        "Cart-CL++'s v): variability (the default, the papers'), mean_entropy, gold_bernoulli, margin_gap",
+    )
+    cu.add_argument("--compare", nargs=2, default=None, help="the two methods of the Mann-Whitney test")
+    cu.add_argument(
+        "--datamap-epochs", type=int, default=None, help="epochs of the data-map baseline (default: --epochs)"
+    )
+    experiment_options(cu, cmd_curriculum)
+
+
+def _add_combine(sub) -> None:
+    """The `combine` command's parser and options."""
+    co = sub.add_parser("combine", help="train on A, A + B, A ◇ B and evaluate on many test sets (Table 3)")
+    add_data_arguments(co)
+    add_training_arguments(co)
+    co.add_argument("--a", required=True, help="dataset A")
+    co.add_argument("--b", default=None, help="dataset B")
+    co.add_argument("--a-name", default="A")
+    co.add_argument("--b-name", default="B")
+    co.add_argument("--modes", nargs="+", choices=("A", "A+B", "A◇B"), default=["A", "A+B", "A◇B"])
+    co.add_argument("--seeds", nargs="+", type=int, default=[0])
+    experiment_options(co, cmd_combine)
+
+
+def _add_seeds(sub) -> None:
+    """The `seeds` command's parser and options."""
+    se = sub.add_parser(
+        "seeds", help="train a finished run with other seeds: how stable its data map is (the mean map)"
+    )
+    se.add_argument("run", help="the finished run (id, id prefix or name)")
+    se.add_argument(
+        "--seeds", type=int, default=3, help="seeds in all, the run's own included (own, own + 1, ...)"
+    )
+    se.add_argument(
+        "--seed-list", type=seed_list, default=None, help="the seeds to add to the run's own: 1,2,3"
+    )
+    se.add_argument(
+        "--with",
+        dest="with_runs",
+        nargs="*",
+        default=None,
+        metavar="RUN",
+        help="finished runs of the same config with other seeds (your own Trainer script run with several "
+        "seeds, say) to compare instead of training; without a RUN: every such run in the store",
+    )
+    se.add_argument("--name", default="", help="a label for the experiment")
+    se.add_argument("--background", action="store_true", help="run as a background job and return")
+    add_executor_arguments(se)
+    se.set_defaults(func=cmd_seeds)
+
+
+def _add_retrain(sub) -> None:
+    """The `retrain` command's parser and options."""
+    rt = sub.add_parser(
+        "retrain",
+        help="retrain a finished run after a review of suspected label errors: original, pruned and "
+        "corrected training sets with the same seeds",
+    )
+    rt.add_argument("run", help="the finished base run (id, id prefix or name)")
+    given = rt.add_mutually_exclusive_group()  # one is needed: asked after the run's kind (cmd_retrain)
+    given.add_argument(
+        "--decisions",
+        metavar="FILE",
+        help="the review's decisions (.parquet, .jsonl or .csv): id, decision (keep, relabel, remove, unsure, "
+        "unreviewed), label, original_label, ...; copied into the experiment",
+    )
+    given.add_argument(
+        "--queue",
+        metavar="NAME",
+        help="the decisions of the run's review queue NAME (cartomap review-queue), as they stand now",
+    )
+    rt.add_argument(
+        "--seeds", type=int, default=3, help="seeds in all, the run's own included (own, own + 1, ...)"
+    )
+    rt.add_argument(
+        "--seed-list", type=seed_list, default=None, help="the seeds to add to the run's own: 1,2,3"
+    )
+    rt.add_argument("--name", default="", help="a label for the experiment")
+    rt.add_argument("--background", action="store_true", help="run as a background job and return")
+    add_executor_arguments(rt)
+    rt.set_defaults(func=cmd_retrain)

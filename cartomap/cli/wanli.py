@@ -129,7 +129,8 @@ def cmd_review_export(a: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub) -> None:
+def _add_groups(sub) -> None:
+    """The `groups` command's parser and options."""
     from cartomap.scores import ambiguity
 
     gr = sub.add_parser("groups", help="WaNLI stage 1: collect a run's automatic groups (seed + neighbours)")
@@ -162,6 +163,9 @@ def add_commands(sub) -> None:
     gr.add_argument("--show", type=int, default=10, help="groups listed")
     gr.set_defaults(func=cmd_groups)
 
+
+def _add_generate(sub) -> None:
+    """The `generate` command's parser and options."""
     ge = sub.add_parser(
         "generate", help="WaNLI stage 2: generate new pairs from groups with a language model"
     )
@@ -206,6 +210,9 @@ def add_commands(sub) -> None:
     ge.add_argument("--job", action="store_true", help=argparse.SUPPRESS)  # prepared by the dashboard
     ge.set_defaults(func=cmd_generate)
 
+
+def _add_filter(sub) -> None:
+    """The `filter` command's parser and options."""
     fl = sub.add_parser(
         "filter", help="WaNLI stage 3: filter a generated batch (heuristics, max variability)"
     )
@@ -222,6 +229,9 @@ def add_commands(sub) -> None:
     fl.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
     fl.set_defaults(func=cmd_filter)
 
+
+def _add_review_export(sub) -> None:
+    """The `review-export` command's parser and options."""
     rx = sub.add_parser(
         "review-export", help="WaNLI stage 4: aggregate the reviews of a batch and export them"
     )
@@ -234,3 +244,11 @@ def add_commands(sub) -> None:
         "--force", "--overwrite", dest="overwrite", action="store_true", help="replace an existing --out file"
     )
     rx.set_defaults(func=cmd_review_export)
+
+
+def add_commands(sub) -> None:
+    """Every command of this module, in the order `cartomap --help` lists them."""
+    _add_groups(sub)
+    _add_generate(sub)
+    _add_filter(sub)
+    _add_review_export(sub)

@@ -200,30 +200,13 @@ def _numbered(rows: list[tuple[int, list[str]]]) -> bool:
     return all(fields[0] == str(k) for k, (_, fields) in enumerate(rows, start=1))
 
 
-def parse_conll(
-    text: str,
-    source: str = "<text>",
-    *,
-    token_column: int | None = None,
-    tag_column: int = -1,
-    id_field: str | None = None,
-    conllu: bool = False,
-    tag_names: Sequence[str] | None = None,
-    comments: bool = True,
-    skip_blank: bool = False,
-) -> TaggedSentences:
-    """Sentences from text in CoNLL columns (see the module text).
-
-    Every token line must have as many columns as the file's first token line. ``token_column`` None
-    takes column 1 when the first column numbers the words of every sentence 1, 2, ... (CoNLL-U, the
-    Universal NER files), else column 0. ``conllu`` skips word ranges and empty nodes, and reads every
-    ``#`` line before a sentence as a comment. Otherwise a ``#`` line before a sentence's first token
-    is a comment unless it has the shape of a token line (a tab in a tab-separated file, as many
-    columns in a whitespace-separated one; before the first token line, a tab) and is not
-    ``# key = value``, so a hashtag token can open a sentence. ``comments=False``: no line is a comment.
-    A token of only spaces is an error naming its line, or with ``skip_blank`` dropped with its tag
-    (:func:`blank_warnings`; a sentence left without tokens is dropped, the others keep their ids).
-    """
+def _sentence_rows(
+    text: str, source: str, id_field: str | None, conllu: bool, comments: bool
+) -> tuple[list[list[tuple[int, list[str]]]], list[str | None], list[int | None], tuple[int, int] | None]:
+    """(sentences as (line, fields) rows, each one's id from a ``id_field`` comment or None, that
+    comment's line, (columns, line) of the first token line or None) of CoNLL ``text``: blank lines
+    and -DOCSTART- end a sentence, comments are skipped (:func:`_is_comment`), every token line must
+    have at least two columns and as many as the first; DataError naming the line otherwise."""
     ids: list[str | None] = []
     id_lines: list[int | None] = []
     sentences: list[list[tuple[int, list[str]]]] = []
@@ -284,6 +267,34 @@ def parse_conll(
             )
         rows.append((lineno, fields))
     close()
+    return sentences, ids, id_lines, width
+
+
+def parse_conll(
+    text: str,
+    source: str = "<text>",
+    *,
+    token_column: int | None = None,
+    tag_column: int = -1,
+    id_field: str | None = None,
+    conllu: bool = False,
+    tag_names: Sequence[str] | None = None,
+    comments: bool = True,
+    skip_blank: bool = False,
+) -> TaggedSentences:
+    """Sentences from text in CoNLL columns (see the module text).
+
+    Every token line must have as many columns as the file's first token line. ``token_column`` None
+    takes column 1 when the first column numbers the words of every sentence 1, 2, ... (CoNLL-U, the
+    Universal NER files), else column 0. ``conllu`` skips word ranges and empty nodes, and reads every
+    ``#`` line before a sentence as a comment. Otherwise a ``#`` line before a sentence's first token
+    is a comment unless it has the shape of a token line (a tab in a tab-separated file, as many
+    columns in a whitespace-separated one; before the first token line, a tab) and is not
+    ``# key = value``, so a hashtag token can open a sentence. ``comments=False``: no line is a comment.
+    A token of only spaces is an error naming its line, or with ``skip_blank`` dropped with its tag
+    (:func:`blank_warnings`; a sentence left without tokens is dropped, the others keep their ids).
+    """
+    sentences, ids, id_lines, width = _sentence_rows(text, source, id_field, conllu, comments)
     if not sentences or width is None:
         raise DataError("no sentences; expected at least one token line with a tag", location=source)
     first = f"{source}: line {width[1]}"

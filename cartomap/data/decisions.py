@@ -61,6 +61,67 @@ def _text(value) -> str:
     return str(value).strip()
 
 
+def _checked_id(row: dict, i: int, label_of: dict, seen: dict[str, int], where, dataset_source: str) -> str:
+    """Row ``i``'s example id as text; DataError when it is missing, not in the training set
+    (``label_of``) or already ``seen``."""
+    if _missing(row["id"]):
+        raise DataError("no id; expected an example id of the training set", location=where(i), field="id")
+    ex = _text(row["id"])
+    if ex not in label_of:
+        raise DataError(
+            f"unknown id {ex!r}: no example of the training set ({dataset_source}) has it",
+            location=where(i),
+            field="id",
+        )
+    if ex in seen:
+        raise DataError(
+            f"duplicate id {ex!r} (also on {where(seen[ex]).rsplit(': ', 1)[-1]}); expected one row per example",
+            location=where(i),
+            field="id",
+        )
+    return ex
+
+
+def _checked_label(
+    row: dict, i: int, ex: str, decision: str, own: str, names: list[str], where
+) -> tuple[str, str]:
+    """(label, effect) of row ``i`` (example ``ex``, labelled ``own``): a relabel's label (relabelled, or
+    unchanged when it is ``own``), else ``own`` (removed for remove, else unchanged). DataError for an
+    original_label other than ``own``, an unknown label name or a relabel without a label."""
+    original = row.get("original_label")
+    if not _missing(original) and _text(original) != own:
+        if _text(original) not in names:
+            raise DataError(
+                f"unknown label name {_text(original)!r}; the classes are {names}",
+                location=where(i),
+                field="original_label",
+            )
+        raise DataError(
+            f"original_label {_text(original)!r}, but example {ex!r} has label {own!r} in the training "
+            "set: were the decisions made on another run's data?",
+            location=where(i),
+            field="original_label",
+        )
+    label = row.get("label")
+    if _missing(label):
+        if decision == "relabel":
+            raise DataError(
+                "a relabel without a label; expected the new label name", location=where(i), field="label"
+            )
+        label = own
+    label = _text(label)
+    if label not in names:
+        raise DataError(
+            f"unknown label name {label!r}; the classes are {names}", location=where(i), field="label"
+        )
+    if decision == "relabel":
+        effect = EFFECT_RELABEL if label != own else EFFECT_NONE
+    else:
+        effect = EFFECT_REMOVE if decision == "remove" else EFFECT_NONE
+        label = own  # only a relabel changes the label
+    return label, effect
+
+
 def check_decisions(
     frame: pd.DataFrame,
     dataset: TextDataset,
@@ -95,23 +156,7 @@ def check_decisions(
     seen: dict[str, int] = {}
     rows = []
     for i, row in enumerate(frame.to_dict(orient="records")):
-        if _missing(row["id"]):
-            raise DataError(
-                "no id; expected an example id of the training set", location=where(i), field="id"
-            )
-        ex = _text(row["id"])
-        if ex not in label_of:
-            raise DataError(
-                f"unknown id {ex!r}: no example of the training set ({dataset.source}) has it",
-                location=where(i),
-                field="id",
-            )
-        if ex in seen:
-            raise DataError(
-                f"duplicate id {ex!r} (also on {where(seen[ex]).rsplit(': ', 1)[-1]}); expected one row per example",
-                location=where(i),
-                field="id",
-            )
+        ex = _checked_id(row, i, label_of, seen, where, dataset.source)
         seen[ex] = i
         decision = "" if _missing(row["decision"]) else _text(row["decision"]).lower()
         if decision not in DECISIONS:
@@ -121,37 +166,7 @@ def check_decisions(
                 field="decision",
             )
         own = names[label_of[ex]]
-        original = row.get("original_label")
-        if not _missing(original) and _text(original) != own:
-            if _text(original) not in names:
-                raise DataError(
-                    f"unknown label name {_text(original)!r}; the classes are {names}",
-                    location=where(i),
-                    field="original_label",
-                )
-            raise DataError(
-                f"original_label {_text(original)!r}, but example {ex!r} has label {own!r} in the training "
-                "set: were the decisions made on another run's data?",
-                location=where(i),
-                field="original_label",
-            )
-        label = row.get("label")
-        if _missing(label):
-            if decision == "relabel":
-                raise DataError(
-                    "a relabel without a label; expected the new label name", location=where(i), field="label"
-                )
-            label = own
-        label = _text(label)
-        if label not in names:
-            raise DataError(
-                f"unknown label name {label!r}; the classes are {names}", location=where(i), field="label"
-            )
-        if decision == "relabel":
-            effect = EFFECT_RELABEL if label != own else EFFECT_NONE
-        else:
-            effect = EFFECT_REMOVE if decision == "remove" else EFFECT_NONE
-            label = own  # only a relabel changes the label
+        label, effect = _checked_label(row, i, ex, decision, own, names, where)
         out = {"id": ex, "decision": decision, "label": label, "original_label": own}
         for column in OPTIONAL[2:]:
             if column in frame.columns:

@@ -48,28 +48,10 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def build_dataset(
-    frame: pd.DataFrame,
-    config: DataConfig,
-    source: str,
-    label_names: Sequence[str] | None,
-    lines: Sequence[int] | None,
-    names_given: bool,
-) -> TextDataset:
-    def where(i: int) -> str:
-        return f"{source}: line {lines[i]}" if lines is not None else f"{source}: row {i}"
-
-    if not isinstance(frame, pd.DataFrame):
-        raise DataError(f"expected a pandas DataFrame, got {type(frame).__name__}", location=source)
-    text_cols = tuple(config.text_columns)
-    try:
-        task = config.task_kind
-    except DataError as err:
-        raise DataError(f"DataConfig: {err}", location=source) from None
-    if lines is not None and len(lines) != len(frame):
-        raise ValueError("lines must give one line number per row")
+def _check_columns(frame: pd.DataFrame, text_cols: tuple[str, ...], label_column: str, source: str) -> None:
+    """DataError unless ``frame`` has every text column and the label column, and at least one row."""
     present = [str(c) for c in frame.columns]
-    needed = [*text_cols, config.label_column]
+    needed = [*text_cols, label_column]
     missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise DataError(
@@ -80,11 +62,11 @@ def build_dataset(
         )
     if len(frame) == 0:
         raise DataError("no rows; expected at least one example", location=source)
-    frame = frame.reset_index(drop=True)
-    n = len(frame)
-    out_text = task.text_fields
 
-    # texts
+
+def _read_texts(frame: pd.DataFrame, text_cols: tuple[str, ...], out_text, where) -> dict[str, list[str]]:
+    """The kind's text fields (``out_text``) from ``text_cols`` in order, as strings; DataError at the
+    first empty, only-whitespace, null or non-string text (``where(i)`` names its row)."""
     texts: dict[str, list[str]] = {}
     for src_col, out_col in zip(text_cols, out_text, strict=True):
         values = frame[src_col].tolist()
@@ -105,16 +87,16 @@ def build_dataset(
                     f"expected a text string, got {type(v).__name__} {v!r}", location=where(i), field=src_col
                 )
         texts[out_col] = [str(v) for v in values]
+    return texts
 
-    # labels
-    names, codes = _encode_labels(
-        frame[config.label_column].tolist(), label_names, config.label_column, where
-    )
+
+def _check_classes(names, codes, names_given: bool, source: str, label_column: str) -> None:
+    """DataError for fewer than two classes, or (names not given) every row of one label."""
     if len(names) < 2:
         raise DataError(
             f"fewer than two classes ({list(names)}); a classifier needs at least two",
             location=source,
-            field=config.label_column,
+            field=label_column,
         )
     if not names_given:
         used = len(set(codes))
@@ -122,31 +104,92 @@ def build_dataset(
             raise DataError(
                 f"every row has the same label {names[codes[0]]!r}; expected at least two classes",
                 location=source,
-                field=config.label_column,
+                field=label_column,
             )
+
+
+def _read_ids(frame: pd.DataFrame, id_col: str, lines: Sequence[int] | None, where) -> list[str]:
+    """The ids of column ``id_col`` as strings (integral numbers without ".0"); DataError at a missing
+    or blank id, or at the second row of a duplicate (naming the first)."""
+    ids = []
+    for i, v in enumerate(frame[id_col].tolist()):
+        if _is_missing(v) or (isinstance(v, str) and not v.strip()):
+            raise DataError(
+                "missing id; expected a non-empty value in every row", location=where(i), field=id_col
+            )
+        as_int = _as_int(v) if not isinstance(v, (bool, np.bool_)) else None
+        ids.append(str(as_int) if as_int is not None else str(v))
+    first: dict[str, int] = {}
+    for i, v in enumerate(ids):
+        j = first.setdefault(v, i)
+        if j != i:
+            other = f"line {lines[j]}" if lines is not None else f"row {j}"
+            raise DataError(
+                f"duplicate id {v!r} (also on {other}); ids must be unique",
+                location=where(i),
+                field=id_col,
+            )
+    return ids
+
+
+def _extra_columns(frame: pd.DataFrame, columns: dict[str, Any], used_src: set) -> list[str]:
+    """Add the columns of ``frame`` not in ``used_src`` to ``columns`` as they are (renamed "orig_<name>"
+    while taken, or named as a kind's text field); their names."""
+    extras: list[str] = []
+    for col in frame.columns:
+        if col in used_src:
+            continue
+        name = str(col)
+        # An unused column named as another kind's text field (a pair's first text in a single-text
+        # mapping) must not make the rows look like that kind.
+        while name in columns or name in task_kinds.text_fields():
+            name = f"orig_{name}"
+        columns[name] = frame[col]
+        extras.append(name)
+    return extras
+
+
+def build_dataset(
+    frame: pd.DataFrame,
+    config: DataConfig,
+    source: str,
+    label_names: Sequence[str] | None,
+    lines: Sequence[int] | None,
+    names_given: bool,
+) -> TextDataset:
+    """The :class:`TextDataset` of ``frame`` mapped by ``config``: its text, label, id, genre/group and
+    annotation columns become cartomap's, the rest kept as extras; the first bad row raises a DataError
+    naming ``source`` and its line (``lines[i]``) or row."""
+
+    def where(i: int) -> str:
+        return f"{source}: line {lines[i]}" if lines is not None else f"{source}: row {i}"
+
+    if not isinstance(frame, pd.DataFrame):
+        raise DataError(f"expected a pandas DataFrame, got {type(frame).__name__}", location=source)
+    text_cols = tuple(config.text_columns)
+    try:
+        task = config.task_kind
+    except DataError as err:
+        raise DataError(f"DataConfig: {err}", location=source) from None
+    if lines is not None and len(lines) != len(frame):
+        raise ValueError("lines must give one line number per row")
+    _check_columns(frame, text_cols, config.label_column, source)
+    frame = frame.reset_index(drop=True)
+    n = len(frame)
+    out_text = task.text_fields
+    texts = _read_texts(frame, text_cols, out_text, where)
+
+    # labels
+    names, codes = _encode_labels(
+        frame[config.label_column].tolist(), label_names, config.label_column, where
+    )
+    _check_classes(names, codes, names_given, source, config.label_column)
     label_list = [names[c] for c in codes]
 
     # ids
     id_col = config.id_column
     if id_col and id_col in frame.columns:
-        ids = []
-        for i, v in enumerate(frame[id_col].tolist()):
-            if _is_missing(v) or (isinstance(v, str) and not v.strip()):
-                raise DataError(
-                    "missing id; expected a non-empty value in every row", location=where(i), field=id_col
-                )
-            as_int = _as_int(v) if not isinstance(v, (bool, np.bool_)) else None
-            ids.append(str(as_int) if as_int is not None else str(v))
-        first: dict[str, int] = {}
-        for i, v in enumerate(ids):
-            j = first.setdefault(v, i)
-            if j != i:
-                other = f"line {lines[j]}" if lines is not None else f"row {j}"
-                raise DataError(
-                    f"duplicate id {v!r} (also on {other}); ids must be unique",
-                    location=where(i),
-                    field=id_col,
-                )
+        ids = _read_ids(frame, id_col, lines, where)
     else:
         ids = _generate_ids([texts[c] for c in out_text], label_list)
 
@@ -175,17 +218,7 @@ def build_dataset(
     )
     columns.update(annotations)
     used_src |= replaced
-    extras: list[str] = []
-    for col in frame.columns:
-        if col in used_src:
-            continue
-        name = str(col)
-        # An unused column named as another kind's text field (a pair's first text in a single-text
-        # mapping) must not make the rows look like that kind.
-        while name in columns or name in task_kinds.text_fields():
-            name = f"orig_{name}"
-        columns[name] = frame[col]
-        extras.append(name)
+    extras = _extra_columns(frame, columns, used_src)
     out = pd.DataFrame(columns)
     out.index = pd.RangeIndex(n)
     out, warnings = storable_columns(out, extras, source)

@@ -377,6 +377,68 @@ def from_indicator(indicator: np.ndarray, label_names: Sequence[str]) -> list[li
 # ----------------------------------------------------------------------------- frames
 
 
+def _from_label_columns(frame: pd.DataFrame, label_columns, label_names, source: str, where, require):
+    """(label names, indicator, label lists, columns used) of one 0/1 column per label (the label space
+    in their order); DataError for label_names given too, repeated or missing columns, a bad flag."""
+    if label_names is not None:
+        raise DataError(
+            "the label columns name the labels; label_names applies to a labels column only",
+            location=source,
+            field="label_names",
+        )
+    if isinstance(label_columns, str) or len(set(label_columns)) != len(tuple(label_columns)):
+        raise DataError(
+            f"expected a list of distinct column names, got {label_columns!r}",
+            location=source,
+            field="label_columns",
+        )
+    names = tuple(str(c) for c in label_columns)
+    _label_space(names, source)  # non-empty strings
+    columns = list(label_columns)
+    for column in columns:
+        require(column, "label")
+    indicator = np.zeros((len(frame), len(names)), dtype=bool)
+    for j, column in enumerate(columns):
+        for i, value in enumerate(frame[column].tolist()):
+            indicator[i, j] = parse_flag(value, where=where(i), field=str(column))
+    label_lists = from_indicator(indicator, names)
+    used = set(columns)
+    return names, indicator, label_lists, used
+
+
+def _from_labels_column(
+    frame: pd.DataFrame, labels_column, separator, label_names, source: str, where, require
+):
+    """(label names, indicator, label lists, columns used) of a labels column: per row a list of names,
+    a delimited string (``separator``) or a 0/1 vector; the label space ``label_names`` or the sorted
+    names seen (DataError when none is)."""
+    column = labels_column or LABELS
+    require(column, "labels")
+    given = _label_space(label_names, source)
+    values = frame[column].tolist()
+    vectors = flag_vectors(values, given, where, column)
+    lists = (
+        vectors
+        if vectors is not None
+        else [
+            parse_label_list(value, separator=separator, label_names=given, where=where(i), field=column)
+            for i, value in enumerate(values)
+        ]
+    )
+    names = given if given is not None else tuple(sorted({name for labels in lists for name in labels}))
+    if not names:
+        raise DataError(
+            "no example has a label, so there is no label space; give label_names to train on data "
+            "where none apply",
+            location=source,
+            field=column,
+        )
+    indicator = to_indicator(lists, names)
+    label_lists = from_indicator(indicator, names)
+    used = {column}
+    return names, indicator, label_lists, used
+
+
 def from_frame(
     frame: pd.DataFrame,
     *,
@@ -424,54 +486,13 @@ def from_frame(
     if len(frame) == 0:
         raise DataError("no rows; expected at least one example", location=source)
     if label_columns is not None:
-        if label_names is not None:
-            raise DataError(
-                "the label columns name the labels; label_names applies to a labels column only",
-                location=source,
-                field="label_names",
-            )
-        if isinstance(label_columns, str) or len(set(label_columns)) != len(tuple(label_columns)):
-            raise DataError(
-                f"expected a list of distinct column names, got {label_columns!r}",
-                location=source,
-                field="label_columns",
-            )
-        names = tuple(str(c) for c in label_columns)
-        _label_space(names, source)  # non-empty strings
-        columns = list(label_columns)
-        for column in columns:
-            require(column, "label")
-        indicator = np.zeros((len(frame), len(names)), dtype=bool)
-        for j, column in enumerate(columns):
-            for i, value in enumerate(frame[column].tolist()):
-                indicator[i, j] = parse_flag(value, where=where(i), field=str(column))
-        label_lists = from_indicator(indicator, names)
-        used = set(columns)
-    else:
-        column = labels_column or LABELS
-        require(column, "labels")
-        given = _label_space(label_names, source)
-        values = frame[column].tolist()
-        vectors = flag_vectors(values, given, where, column)
-        lists = (
-            vectors
-            if vectors is not None
-            else [
-                parse_label_list(value, separator=separator, label_names=given, where=where(i), field=column)
-                for i, value in enumerate(values)
-            ]
+        names, indicator, label_lists, used = _from_label_columns(
+            frame, label_columns, label_names, source, where, require
         )
-        names = given if given is not None else tuple(sorted({name for labels in lists for name in labels}))
-        if not names:
-            raise DataError(
-                "no example has a label, so there is no label space; give label_names to train on data "
-                "where none apply",
-                location=source,
-                field=column,
-            )
-        indicator = to_indicator(lists, names)
-        label_lists = from_indicator(indicator, names)
-        used = {column}
+    else:
+        names, indicator, label_lists, used = _from_labels_column(
+            frame, labels_column, separator, label_names, source, where, require
+        )
 
     for column in text_columns if text_columns is not None else ():
         require(column, "text")

@@ -178,6 +178,37 @@ def split_by_label() -> bool:
     )
 
 
+def _max_points_input(sb) -> int:
+    """The most points the map draws (above them a sample over a density shading of all)."""
+    return sb.number_input(
+        "Points drawn (at most)",
+        min_value=100,
+        max_value=500_000,
+        step=5_000,
+        help="Above this many examples the map draws a random sample over a density shading of all of "
+        "them; a lasso or box still selects every example inside it.",
+        **kept("dm_max_points", datamap.DEFAULT_MAX_POINTS),
+    )
+
+
+def _vote_filters(sb, h_hi: float):
+    """(human entropy range in [0, ``h_hi``] bits, only gold ≠ human majority) of a run with votes."""
+    entropy = sb.slider(
+        "Human entropy (bits)",
+        0.0,
+        h_hi,
+        step=0.01,
+        help="How much the annotators disagree: 0 = every vote the same class.",
+        **kept("dm_entropy", (0.0, h_hi)),
+    )
+    disagree = sb.checkbox(
+        "Only gold ≠ human majority",
+        help="The examples whose gold label is not the class most annotators chose.",
+        **kept("dm_disagree", False),
+    )
+    return entropy, disagree
+
+
 def sidebar_filters(frame, more=None):
     """Filter widgets in the sidebar; returns (filtered frame, colour-by, max points drawn). ``more``: a
     filter of the run's own (the tags: ``more(filtered)`` draws its widgets and returns the rows it keeps),
@@ -227,31 +258,9 @@ def sidebar_filters(frame, more=None):
         format_func="{:.2f}".format,
         **kept("dm_corr", (corr_options[0], corr_options[-1])),
     )
-    max_points = sb.number_input(
-        "Points drawn (at most)",
-        min_value=100,
-        max_value=500_000,
-        step=5_000,
-        help="Above this many examples the map draws a random sample over a density shading of all of "
-        "them; a lasso or box still selects every example inside it.",
-        **kept("dm_max_points", datamap.DEFAULT_MAX_POINTS),
-    )
+    max_points = _max_points_input(sb)
     color_by = colour_picker(frame)
-    entropy = disagree = None
-    if votes:
-        entropy = sb.slider(
-            "Human entropy (bits)",
-            0.0,
-            h_hi,
-            step=0.01,
-            help="How much the annotators disagree: 0 = every vote the same class.",
-            **kept("dm_entropy", (0.0, h_hi)),
-        )
-        disagree = sb.checkbox(
-            "Only gold ≠ human majority",
-            help="The examples whose gold label is not the class most annotators chose.",
-            **kept("dm_disagree", False),
-        )
+    entropy, disagree = _vote_filters(sb, h_hi) if votes else (None, None)
     stable = False
     if over_seeds:
         stable = sb.checkbox(
