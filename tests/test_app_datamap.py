@@ -133,6 +133,52 @@ def test_page_renders(run):
     assert at.session_state["selected_ids"] == []
 
 
+def laid_out(at) -> list[str]:
+    """The types of the main area's elements in the order the page lays them out (its containers walked
+    depth first, the containers themselves left out; the map's picture, a Markdown image, as "picture")."""
+    found = []
+
+    def walk(node) -> None:
+        for child in (getattr(node, "children", None) or {}).values():
+            if getattr(child, "children", None):
+                walk(child)
+            elif child.type == "markdown" and str(child.value).startswith("![picture of the data map]"):
+                found.append("picture")
+            else:
+                found.append(child.type)
+
+    walk(at.main)
+    return found
+
+
+def assert_map_first(at, chart: str = "plotly_chart") -> None:
+    """The page's title, then the map (after its picture on a session's first map, the picture's empty slot
+    later): every control, caption and warning of the page comes after it."""
+    order = laid_out(at)
+    assert order[0] == "title", order
+    after = [t for t in order[1:] if t not in ("picture", "empty")]
+    assert after[0] == chart, order[:8]
+    assert {"caption", "slider", "text_input"} & set(after[1:]), order  # the page's controls: under the map
+
+
+def test_the_map_comes_first_under_the_title(run):
+    """The map is the first thing under the title (a laptop's screen shows it whole,
+    tests/test_browser_map_first.py): the slider over the recordings, the text search, the captions and the
+    run summary are under it, also after an interaction and with the map split by gold label."""
+    at = _app().run()
+    assert not at.exception, at.exception
+    assert_map_first(at)
+    order = laid_out(at)
+    assert order.index("slider") < order.index("text_input")  # the map's controls, in their order under it
+    at.text_input(key="dm_search_query").set_value("the")
+    at.button(key="dm_search_go").click().run()
+    assert not at.exception and at.session_state["selected_ids"], at.exception
+    assert_map_first(at)
+    at.checkbox(key="_kept_dm_facet").check().run()
+    assert not at.exception, at.exception
+    assert_map_first(at)
+
+
 def test_the_pages_regions_are_the_runs_regions(run):
     """By default the page draws the regions the run's metrics file (and the Neighbours page, and
     `cartomap map`) has: a third of the 400 examples ambiguous (133), not round(0.33 * 400) = 132."""

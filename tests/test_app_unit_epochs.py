@@ -174,3 +174,29 @@ def test_a_multilabel_runs_views_after_k_recordings_and_their_paths(cache, tmp_p
     points = _points(_map(at))
     assert len(points) == 6
     _same(points["ex-2#0"], (0.275, 0.675))
+
+
+@pytest.mark.parametrize("level", ["word", "sentence"])
+def test_a_token_runs_map_comes_first_under_the_title(cache, tmp_path, level):
+    """A token run's map, of words or of sentences, is the first thing under the title: its "Map of"
+    picker, slider and captions are under it (tests/test_browser_map_first.py: whole on a laptop's screen)."""
+    from test_app_datamap import assert_map_first, laid_out
+
+    make_token_run(cache, tmp_path, OVER_EPOCHS)
+    at = _app()
+    at.session_state["dm_token_level"] = level
+    at.run()
+    _ok(at)
+    assert_map_first(at)
+    assert "radio" in laid_out(at)  # "Map of": under the map
+
+
+def test_a_multilabel_runs_map_comes_first_under_the_title(cache, tmp_path):
+    """A multi-label run's map is the first thing under the title, its view picker ("Map of") under it."""
+    from test_app_datamap import assert_map_first, laid_out
+
+    make_multilabel_run(cache, tmp_path)
+    at = _app().run()
+    _ok(at)
+    assert_map_first(at)
+    assert "selectbox" in laid_out(at)

@@ -22,6 +22,9 @@ from cartomap.analysis import datamap, figures, overlay_figures, preview, select
 from pages.common import SELECTED, new_chart_event
 
 FACET_CHART = "datamap_facets"
+#: The single map's height in pixels: with Streamlit's header and the page's title it is whole on a laptop's
+#: screen (a 1366 x 768 browser window shows about 625 px of the page; tests/test_browser_map_first.py).
+MAP_HEIGHT = 470
 
 
 def take_facet_event(filtered, max_points: int) -> None:
@@ -80,7 +83,7 @@ def map_figure(
         st.session_state["_dm_facets"] = list(fig.layout.meta["facets"])
         return fig
     fig = figures.data_map_figure(
-        filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None
+        filtered, color_by=color_by, max_points=max_points, highlight_ids=selected or None, height=MAP_HEIGHT
     )
     axis = datamap.axis_of(filtered)
     if paths is not None:

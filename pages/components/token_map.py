@@ -12,6 +12,7 @@ coloured by a pandas Styler's cell background.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from cartomap.errors import CartomapError
 from cartomap.runs.store import Run
 from cartomap.scores.metrics import RegionRule
 from pages.common import count, escape_markdown, kept, new_chart_event, show_error
+from pages.components.map_chart import MAP_HEIGHT
 
 LEVEL_LABELS = {"word": "Words", "sentence": "Sentences"}
 METHOD_LABELS = {
@@ -183,11 +185,13 @@ def sentence_level(
     burn_out: int | None = None,
     paths=None,
     current_k: int | None = None,
+    chart=None,
 ) -> None:
     """The sentence-level map of a token run: a point per sentence, its selection as a table, and the
     sentence picked (a clicked point, or a row of the table) word by word. ``burn_out``: the map after
     that many recordings (None: all); ``paths``: called with the selection table, the selected sentences'
-    paths to draw over the map (None: none), the point after ``current_k`` recordings ringed."""
+    paths to draw over the map (None: none), the point after ``current_k`` recordings ringed; ``chart``: the
+    container the map goes in (the page's, right under its title), else where this is called."""
     try:
         frame = sentence_frame(run, method, rule, burn_out)
     except CartomapError as err:
@@ -216,18 +220,19 @@ def sentence_level(
     table = tables.selection_table(frame, selected)
     drawn = paths(table) if paths is not None else None
     fig = figures.data_map_figure(
-        frame, color_by=color_by, max_points=max_points, highlight_ids=selected or None
+        frame, color_by=color_by, max_points=max_points, highlight_ids=selected or None, height=MAP_HEIGHT
     )
     if drawn is not None:
         overlay_figures.add_trajectories(fig, drawn, current_k, axis=datamap.axis_of(frame))
-    st.plotly_chart(
-        fig,
-        key=SENTENCE_CHART,
-        on_select="rerun",
-        selection_mode=("points", "box", "lasso"),
-        width="stretch",
-        config={"displaylogo": False},
-    )
+    with chart if chart is not None else contextlib.nullcontext():
+        st.plotly_chart(
+            fig,
+            key=SENTENCE_CHART,
+            on_select="rerun",
+            selection_mode=("points", "box", "lasso"),
+            width="stretch",
+            config={"displaylogo": False},
+        )
     head, clear = st.columns([4, 1])
     head.markdown(f"**{len(table):,} sentences selected**")
     clear.button("Clear selection", on_click=_clear, key="dm_sentence_clear", disabled=not selected)
