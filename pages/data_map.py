@@ -65,6 +65,7 @@ from __future__ import annotations
 import streamlit as st
 
 from cartomap.analysis import datamap, map_points, tables
+from cartomap.config import Source
 from cartomap.errors import CartomapError
 from cartomap.experiments.seeds import seed_runs
 from pages.common import (
@@ -255,7 +256,7 @@ def _captions(run, rule, frame, filtered, *, burn_out, mean_of=None) -> str:
     recorded = frame.attrs.get("epochs_recorded") or epochs_used
     over = f"over the first {epochs_used} of {recorded} epochs" if burn_out else f"over {epochs_used} epochs"
     train_config = run.config.train
-    if train_config.record_points > 1 and run.recorded_source() == "eval":
+    if train_config.record_points > 1 and run.recorded_source() == Source.EVAL:
         over += f" (here: recordings, {train_config.record_points} eval-mode passes an epoch)"
     if frame.attrs.get("burn_in"):
         over += f", leaving out the first {frame.attrs['burn_in']} recording(s) (skip_epochs)"
