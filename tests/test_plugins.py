@@ -139,6 +139,26 @@ def test_a_plugin_kind_trains_from_the_command_line(plugin_path, tmp_path, tiny_
     assert done.returncode == 0, done.stderr
     shown = cartomap(plugin_path, "--cache", str(tmp_path / "cache"), "runs")
     assert "headline-topic" in shown.stdout or "headline" in shown.stdout
+    # the pages: the Data map and Neighbours open on the plug-in kind's run (AppTest, in a process that has it)
+    page_check = (
+        "import sys; from streamlit.testing.v1 import AppTest; from cartomap.runs.store import RunStore; "
+        f"run = RunStore({str(tmp_path / 'cache')!r}).list()[0]; "
+        "bad = []\n"
+        "for page in ('data_map.py', 'neighbours.py'):\n"
+        f"    at = AppTest.from_file({str(ROOT / 'pages')!r} + '/' + page, default_timeout=600)\n"
+        "    at.query_params['run'] = run.id; at.run(); bad += [e.message for e in at.exception]\n"
+        "print(run.task_kind.name, bad)"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(plugin_path), str(ROOT)]),
+        "CARTOMAP_CACHE": str(tmp_path / "cache"),
+    }
+    pages = subprocess.run(
+        [sys.executable, "-c", page_check], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert pages.returncode == 0, pages.stderr[-2000:]
+    assert pages.stdout.strip().splitlines()[-1] == "headline-topic []"
 
 
 def test_a_config_names_a_plugin_executor_by_its_entry_point(plugin_path):
