@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cartomap.analysis import datamap, map_points, tables
+from cartomap.analysis import datamap, map_points, tables, tokens
 from cartomap.config import Source
 from cartomap.errors import CartomapError
 from cartomap.experiments.seeds import seed_runs
@@ -144,7 +144,7 @@ def page(run, chart, after_picture=None) -> None:
     rule = map_filters.map_settings(run, cached.axes(run))
     if token_map.is_token_run(run):  # a point per word, or per sentence
         level, method = token_map.level_picker()
-        if level == "sentence":
+        if level == tokens.SENTENCE_LEVEL:
             _sentence_map(run, rule, method, chart)
             return
     view = label_map.view_picker(run) if per_label else None

@@ -27,8 +27,9 @@ from cartomap.scores.tokens import SENTENCE_METHODS, sentence_metrics
 from cartomap.tasks import registry as task_kinds
 from cartomap.tasks.base import UNIT_SEPARATOR
 
-#: The two levels of a token run's map.
-LEVELS = ("word", "sentence")
+#: The two levels of a token run's map: a point per word, or per sentence.
+WORD_LEVEL, SENTENCE_LEVEL = "word", "sentence"
+LEVELS = (WORD_LEVEL, SENTENCE_LEVEL)
 #: Sentence scores by name (lower = harder), as :func:`cartomap.scores.tokens.sentence_scores` has them.
 METHODS = tuple(SENTENCE_METHODS)
 #: Columns of :func:`sentence_words`, in order.
@@ -344,7 +345,7 @@ def sentence_of(focus: str | None, level: str) -> str | None:
     at sentence level; None when nothing is focused (or a word-level id is not a word's)."""
     if not focus:
         return None
-    if level == "sentence":
+    if level == SENTENCE_LEVEL:
         return str(focus)
     try:
         return split_unit_id(focus)[0]

@@ -294,7 +294,9 @@ def cmd_map(a: argparse.Namespace) -> int:
     run = RunStore(a.cache).get(a.run)
     title = a.title or f"{run.config.data.path} ({run.id})"
     rule = region_rule(a, run)
-    if a.level == "sentence":
+    from cartomap.analysis import tokens
+
+    if a.level == tokens.SENTENCE_LEVEL:
         from cartomap.analysis.tokens import sentence_map_frame
 
         if a.source != Source.TRAIN:

@@ -82,7 +82,9 @@ class Work:
 ANYTHING = Work("this", ANY)
 PRUNING = Work("pruning suspected label errors", PER_EXAMPLE)
 #: What `cartomap prune` and the Prune labels page do: pruning of examples, or a token run's k folds.
-OUT_OF_FOLD = Work("out-of-fold probabilities by k folds (pruning, or a token run's folds of sentences)", FOLDABLE)
+OUT_OF_FOLD = Work(
+    "out-of-fold probabilities by k folds (pruning, or a token run's folds of sentences)", FOLDABLE
+)
 CURRICULUM = Work("a curriculum of training orders", PER_EXAMPLE)
 COMBINATION = Work("a dataset combination (its table: the accuracy on each test set)", PER_EXAMPLE)
 CORRECTION = Work("retraining after a review (original, pruned and corrected sets)", PER_EXAMPLE)

@@ -19,6 +19,7 @@ from cartomap.analysis import multilabel as label_views
 from cartomap.config import Source
 from cartomap.errors import CartomapError
 from cartomap.runs import tags as run_tags
+from cartomap.scores import ambiguity
 from cartomap.tasks import registry as task_kinds
 from pages.common import SELECTED, escape_markdown, show_error
 from pages.components import cached, tags, token_map
@@ -118,7 +119,7 @@ def show_trajectory(run, table, table_event, seeds=None, per_label: bool = False
         axis = datamap.axis_of(table)
         on_axis = (
             ""
-            if axis == "variability" or axis not in row
+            if axis == ambiguity.VARIABILITY or axis not in row
             else f"{map_points.axis_title(axis)} {row[axis]:.3f} · "
         )
         st.text(

@@ -69,10 +69,10 @@ def level_picker() -> tuple[str, str]:
         horizontal=True,
         help="Words: a point per word (its first sub-word's dynamics). Sentences: a point per sentence, "
         "scored over its words' confidences.",
-        **kept(VIEW_KEYS["token_level"], "word", options=list(tokens.LEVELS)),
+        **kept(VIEW_KEYS["token_level"], tokens.WORD_LEVEL, options=list(tokens.LEVELS)),
     )
     method = "min"
-    if level == "sentence":
+    if level == tokens.SENTENCE_LEVEL:
         method = right.selectbox(
             "Sentence score",
             list(tokens.METHODS),
