@@ -278,7 +278,8 @@ def lock_file(lock_path: str | Path):
 
 
 def is_locked(lock_path: str | Path) -> bool:
-    """Whether some process holds :func:`lock_file`'s lock on ``lock_path``. A pure query: the file is
+    """Whether some process holds :func:`lock_file`'s lock on ``lock_path`` (kept by hand: filelock cannot
+    ask whether a lock is held without taking it, and a reader of a read-only store cannot take one). A pure query: the file is
     opened read-only (a read-only store is browsable) and no lock is taken, so a trainer starting at
     this instant is never refused because of a reader. (Without OFD locks, outside Linux, a shared
     flock is tried for an instant on the read-only descriptor.) False when the file cannot be opened."""

@@ -124,7 +124,8 @@ def set_wal(con: Any) -> None:
 def retry_busy(action: Callable[[], T], seconds: float | None = None) -> T:
     """``action()``, tried again while it fails with "database is locked" (another writer held the lock
     past the busy timeout), for up to ``seconds`` (default :data:`RETRY_SECONDS`) with a growing pause;
-    the last error is raised past that."""
+    the last error is raised past that. (Kept by hand: eight lines on one SQLite error; tenacity, not a
+    dependency of cartomap's, would add a package for the same loop.)"""
     deadline = time.monotonic() + (RETRY_SECONDS if seconds is None else seconds)
     pause = 0.01
     while True:
