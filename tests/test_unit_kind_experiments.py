@@ -12,6 +12,7 @@ from token_fixture import CONLL
 
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from cartomap.runs.store import RunStore
+from cartomap.tasks import support
 from cartomap.training.loop import train_or_load
 
 ML_TRAIN = [
@@ -90,10 +91,7 @@ def test_retrain_after_review_refuses_a_run_whose_units_are_not_examples(
     for given in (["--decisions", str(decisions)], ["--queue", "suspects"]):
         assert main(["--cache", str(cache), "retrain", run.id, *given, "--seeds", "1"]) == 2
         err = capsys.readouterr().err.strip()
-        assert err.endswith(
-            f"run {run.id} is a {kind} run ({run.task_kind.description}): a retrain after review "
-            "prunes and relabels examples with one label each"
-        )
+        assert err.endswith(support.CORRECTION.refusal(run.task_kind)) and f"run {run.id}" in err
         assert "\n" not in err
     assert ExperimentStore(cache).list() == []
 

@@ -62,6 +62,7 @@ READS = frozenset(
         "export",
         "map",
         "truth",
+        "swaps",
         "subset",
         "artifacts",
         "report",
