@@ -15,6 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import patience
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,7 +146,7 @@ def test_a_plugin_kind_trains_from_the_command_line(plugin_path, tmp_path, tiny_
         f"run = RunStore({str(tmp_path / 'cache')!r}).list()[0]; "
         "bad = []\n"
         "for page in ('data_map.py', 'neighbours.py'):\n"
-        f"    at = AppTest.from_file({str(ROOT / 'pages')!r} + '/' + page, default_timeout=600)\n"
+        f"    at = AppTest.from_file({str(ROOT / 'pages')!r} + '/' + page, default_timeout={patience.WAIT_S})\n"
         "    at.query_params['run'] = run.id; at.run(); bad += [e.message for e in at.exception]\n"
         "print(run.task_kind.name, bad)"
     )
