@@ -556,7 +556,7 @@ DEMO_TASKS = (task_kinds.DEFAULT.name, TOKEN.name)
 #: checks that the README quotes :func:`demo_time`).
 DEMO_TRAIN_MINUTES = {task_kinds.DEFAULT.name: 6, TOKEN.name: 4}
 #: The machine :data:`DEMO_TRAIN_MINUTES` was measured on.
-DEMO_TIMES_MACHINE = "a 2-core CPU (AMD EPYC)"
+DEMO_TIMES_MACHINE = "a quiet 2-core CPU (AMD EPYC)"
 
 
 def demo_time(task: str = "pair") -> str:
