@@ -40,7 +40,7 @@ NO_WEIGHTS = (
 #: The note the dashboard and ``cartomap demo`` give with a recorded run's map.
 NOTE = (
     "This is the recorded demo run, shipped with cartomap and trained by `scripts/record_demo.py` exactly "
-    "as `cartomap demo` trains it (its model's weights are not shipped)."
+    "as `cartomap demo --train` trains it (its model's weights are not shipped)."
 )
 #: The run folder's files a recording ships as they are, beside its config.json and status.json (the
 #: weights, resume state, locks, logs and task records stay behind).
