@@ -49,6 +49,9 @@ def test_the_recording_is_the_demo_run_of_this_version(tmp_path):
     ids, logits = recording.dynamics(recording.recorded_source())
     assert logits.dtype == np.float32 and logits.shape == (3, 3198, 3) and len(ids) == 3198
     assert "cwd" not in recording.provenance  # not the recording machine's folders
+    status = recording.status()
+    assert status["dev_accuracy"] > 0.7 and status["metrics_source"] == recording.recorded_source()
+    assert not set(shipped.MACHINE_STATUS) & set(status)  # nor its process
     size = sum(f.stat().st_size for f in SHIPPED.rglob("*") if f.is_file())
     assert size < 6e6, f"the recording takes {size / 1e6:.1f} MB"
 

@@ -60,17 +60,8 @@ HALF_EMBEDDINGS = "embeddings.float16.npy"
 #: still does: it asks for the demo). The test suite sets it (tests/conftest.py), tests of a fresh
 #: install turn it on.
 FRESH_ENV = "CARTOMAP_RECORDED_DEMO"
-#: The status fields a recording keeps (not the recording machine's pid, host or times).
-STATUS_FIELDS = (
-    "state",
-    "epoch",
-    "epochs",
-    "global_step",
-    "total_steps",
-    "steps_per_epoch",
-    "progress",
-    "updated_at",
-)
+#: The status fields a recording leaves out: the recording machine's process, person and times of the job.
+MACHINE_STATUS = ("pid", "host", "started_by", "queued_at", "started_at")
 
 
 def recorded_folder(task: str = "pair") -> Path | None:
@@ -168,7 +159,7 @@ def record(run: Run, out_root: Path = RECORDED_DIR) -> Path:
     if run.embeddings_path.exists():
         np.save(out / HALF_EMBEDDINGS, np.load(run.embeddings_path).astype(np.float16))
     status = read_json(run.status_path)
-    atomic_write_json(out / layout.STATUS, {k: status[k] for k in STATUS_FIELDS if k in status})
+    atomic_write_json(out / layout.STATUS, {k: v for k, v in status.items() if k not in MACHINE_STATUS})
     info = dict(run.info)
     info["provenance"] = {k: v for k, v in info.get("provenance", {}).items() if k != "cwd"}
     info[MARK] = NOTE
