@@ -133,6 +133,7 @@ def test_fresh_dashboard_opens_on_the_recorded_map(tmp_path, monkeypatch, spawne
     assert not at.exception, at.exception
     assert any("recorded demo run" in i.value for i in at.info)
     assert at.get("plotly_chart") or at.get("imgs"), "the recorded run's map is drawn"
+    assert at.button(key="train_ner_demo").label == "Train the NER demo"  # the other demo still offered
     button = at.button(key="train_demo_yourself")
     assert button.label == "Train the demo yourself"
     button.click().run()
