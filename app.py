@@ -12,6 +12,7 @@ import streamlit as st
 
 from pages.common import gate, sidebar_run_picker
 from pages.components import navigation
+from pages.components.jobs import install_recorded_demo
 
 st.set_page_config(page_title="cartomap", page_icon="🗺️", layout="wide")  # an emoji: no font fetched offline
 gate()  # team mode: who is signed in (or the sign-in button); a server open beyond 127.0.0.1 stops here
@@ -50,5 +51,6 @@ page = st.navigation(
         ),
     ]
 )
+install_recorded_demo()  # a fresh install's store gets the demo's recorded run: its map opens at once
 sidebar_run_picker()
 page.run()

@@ -15,7 +15,9 @@ a plain ``streamlit run app.py``.
 **Warm-up.** While the server starts, a background thread (:func:`warm_up`) imports every module the
 app and the Data map page import (pandas, pyarrow, plotly, cartomap; seconds on a small CPU) and reads
 the map frame of the run the picker opens by default (the newest with a data map) into the server's
-cache, so the first page after a start draws its map without waiting for them. ``CARTOMAP_WARM_UP=0``
+cache, so the first page after a start draws its map without waiting for them; on a fresh install (a
+store without runs) it first installs the NLI demo's recorded run shipped with cartomap
+(:mod:`cartomap.runs.shipped`; ``app.py`` does too), which the picker then opens. ``CARTOMAP_WARM_UP=0``
 turns it off; it never fails the server (what goes wrong is logged and the page does the work instead).
 Streamlit's "missing ScriptRunContext" warning, which each of its cached calls outside a session would
 log, is filtered out for that thread only.
@@ -135,6 +137,10 @@ def _default_map_frame(root: str) -> str | None:
 
 def _warm(root: str) -> None:
     t0 = time.perf_counter()
+    from cartomap.runs import shipped
+    from cartomap.runs.store import RunStore
+
+    shipped.install_if_fresh(RunStore(root))  # a fresh install: the demo's recorded run, its map at once
     if str(APP.parent) not in sys.path:  # ``pages`` importable, as under the server's script runs
         sys.path.insert(0, str(APP.parent))
     for script in WARM_SCRIPTS:

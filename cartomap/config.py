@@ -621,6 +621,18 @@ def demo_run_config(task: str = "pair") -> RunConfig:
 
 #: The task kinds with a bundled demo: the NLI pairs and the WikiGold named entities.
 DEMO_TASKS = (task_kinds.DEFAULT.name, TOKEN.name)
+#: How long training each bundled demo takes (``cartomap demo --train``, or the dashboard's button to the
+#: first map), in minutes as measured on :data:`DEMO_TIMES_MACHINE` (docs/benchmarks.md, "The demo's
+#: recorded run"): the one source of the README's and the pages' times (tests/test_demo_recorded.py
+#: checks that the README quotes :func:`demo_time`).
+DEMO_TRAIN_MINUTES = {task_kinds.DEFAULT.name: 6, TOKEN.name: 4}
+#: The machine :data:`DEMO_TRAIN_MINUTES` was measured on.
+DEMO_TIMES_MACHINE = "a quiet 2-core CPU (AMD EPYC)"
+
+
+def demo_time(task: str = "pair") -> str:
+    """How long training the demo of ``task`` takes, in words: "about N minutes on <machine>"."""
+    return f"about {DEMO_TRAIN_MINUTES[task]} minutes on {DEMO_TIMES_MACHINE}"
 
 
 #: Where an experiment trains its runs (cartomap/executors/).

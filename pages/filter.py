@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cartomap.runs import layout
+from cartomap.runs import layout, shipped
 from cartomap.runs.store import Run
 from cartomap.tasks import support
 from cartomap.wanli import batches
@@ -37,6 +37,9 @@ def filter_panel(run: Run, batch: str, filtered: bool) -> None:
     if task_panel(run, name, "Filtering"):
         return
     checkpoints = run.checkpoint_dirs()
+    if not checkpoints and shipped.is_recording(run):
+        st.warning(f"Run {run.id}: {shipped.NO_WEIGHTS}.")
+        return
     if not checkpoints:
         st.warning(
             "This run kept no end-of-epoch checkpoints, which estimated max variability needs. "

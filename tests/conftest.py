@@ -11,6 +11,9 @@ from cartomap.runs import cpu
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# a fresh store stays empty in the dashboard's tests (the recorded demo run is installed only by the tests
+# of a fresh install, which set it to "1": tests/test_demo_recorded.py)
+os.environ.setdefault("CARTOMAP_RECORDED_DEMO", "0")
 # The suite's own trainings compute as cartomap's jobs do (cartomap/runs/cpu.py): set before torch loads.
 cpu.apply()
 

@@ -510,7 +510,7 @@ def test_cli_demo_and_the_dashboard_button_train_one_run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(train_cli, "train_with_progress", lambda run: 3)  # stop after the run is prepared
     cache = tmp_path / "cache"
-    assert main(["--cache", str(cache), "demo", "--out-dir", str(tmp_path)]) == 3
+    assert main(["--cache", str(cache), "demo", "--train", "--out-dir", str(tmp_path)]) == 3
     (run,) = RunStore(cache).list()
     assert run.config.train == DEMO_TRAIN_CONFIG != TrainConfig()
     assert (run.config.train.epochs, run.config.train.learning_rate) == (3, 1e-4)

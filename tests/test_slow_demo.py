@@ -22,6 +22,7 @@ def test_demo_trains_then_loads(tmp_path):
         "--cache",
         str(tmp_path / "cache"),
         "demo",
+        "--train",  # live, not the recorded run shipped with cartomap
         "--out-dir",
         str(tmp_path),
     ]

@@ -107,25 +107,45 @@ DEMO_MAPS = {
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
-    """Train (or load) a bundled demo with the default encoder and write its data map (a token run's: the
-    word map, a point per word)."""
-    from cartomap.analysis.datamap import map_frame
-    from cartomap.analysis.map_files import save_data_map
+    """Write a bundled demo's data map (a token run's: the word map, a point per word) from its run: the
+    recorded run shipped with cartomap (installed into the store on first use, no training), or with
+    ``--train`` the same run trained here live (an installed recording is removed first: it is ours, and
+    the trained run takes its id)."""
     from cartomap.io import refuse_overwrite
+    from cartomap.runs import shipped
     from cartomap.runs.store import RunStore
     from cartomap.training.prepare import prepare_run
 
-    stem, title = DEMO_MAPS[a.task]
+    stem, _ = DEMO_MAPS[a.task]
     outs = [Path(a.out_dir) / f"{stem}.{suffix}" for suffix in ("png", "html")]
     refuse_overwrite(outs, a.force)  # before training: no surprise after minutes of work
-    run = prepare_run(demo_run_config(a.task), RunStore(a.cache))
-    code = train_with_progress(run)
-    if code:
-        return code
-    for out in outs:
-        save_data_map(map_frame(run), out, title=title)
-        print(f"wrote {out}")
+    store = RunStore(a.cache)
+    if not a.train:
+        shipped.install(store, a.task)
+    elif (there := shipped.installed(store, a.task)) is not None and shipped.remove_recording(store, there):
+        print(f"removed the installed recording of run {there.id}: training it here", flush=True)
+    run = prepare_run(demo_run_config(a.task), store)
+    if shipped.is_recording(run):
+        print(f"run {run.id}: {shipped.NOTE} Train the demo yourself: `cartomap demo --train`.", flush=True)
+    else:
+        code = train_with_progress(run)
+        if code:
+            return code
+    write_demo_maps(run, a.task, outs)
     return 0
+
+
+def write_demo_maps(run, task: str, outs: list[Path]) -> None:
+    """Write the demo run's map files ``outs`` (PNG, HTML), titled by :data:`DEMO_MAPS`."""
+    from cartomap.analysis.datamap import map_frame
+    from cartomap.analysis.map_files import save_data_map
+    from cartomap.runs import shipped
+
+    title = DEMO_MAPS[task][1] + (" (recorded run)" if shipped.is_recording(run) else "")
+    frame = map_frame(run)
+    for out in outs:
+        save_data_map(frame, out, title=title)
+        print(f"wrote {out}")
 
 
 def dashboard_access(a: argparse.Namespace):
@@ -253,7 +273,7 @@ def add_commands(sub) -> None:
 
     dm = sub.add_parser(
         "demo",
-        help="train or load a bundled demo and write its map: demo_map.png/.html (NLI pairs), "
+        help="write a bundled demo's map from its recorded run (--train: train it here): demo_map.png/.html (NLI pairs), "
         "ner_demo_map.png/.html (--task token: WikiGold named entities, a point per word)",
     )
     dm.add_argument(
@@ -264,6 +284,12 @@ def add_commands(sub) -> None:
     )
     dm.add_argument("--out-dir", default=".")
     dm.add_argument("--force", action="store_true", help="replace the map files in --out-dir")
+    dm.add_argument(
+        "--train",
+        action="store_true",
+        help="train the demo here live (minutes) instead of using the recorded run shipped with cartomap "
+        "(an installed recording is removed first; a run trained here is kept and reused)",
+    )
     dm.set_defaults(func=cmd_demo)
 
     db = sub.add_parser("dashboard", help="open the dashboard in the browser (Streamlit)")

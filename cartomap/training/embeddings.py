@@ -199,6 +199,10 @@ def embedding_model(run: Run, model: str | Path | None = None) -> Path:
             f"run {run.id} was recorded outside cartomap by {origin.kind.recorded_by}, without its weights: "
             f"compute its embeddings with the fine-tuned model's folder, `cartomap embed {run.id} --model PATH`"
         )
+    from cartomap.runs import shipped
+
+    if shipped.is_recording(run):
+        raise RunError(f"run {run.id}: {shipped.NO_WEIGHTS}")
     raise RunError(
         f"run {run.id} has no final model (its model folder is missing): train it again, or give a model "
         f"folder with `cartomap embed {run.id} --model PATH`"

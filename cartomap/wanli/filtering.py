@@ -54,6 +54,7 @@ import pandas as pd
 
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet
+from cartomap.runs import shipped
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import filtered_path, load_generated, report_path
@@ -310,6 +311,8 @@ def checkpoint_probabilities(
     tokenizer and max_length. Rows are batched in length order and returned in the frame's order.
     """
     checkpoints = run.checkpoint_dirs()
+    if not checkpoints and shipped.is_recording(run):
+        raise RunError(f"run {run.id}: {shipped.NO_WEIGHTS}")
     if not checkpoints:
         raise RunError(
             f"run {run.id} has no end-of-epoch checkpoints, which estimated max variability needs: "

@@ -10,7 +10,9 @@ job ends), so the sidebar shows the same state and the page then draws its resul
 * :func:`job_panel`: status, messages and Cancel / Resume of any job; :func:`run_panel` and
   :func:`experiment_panel` for training runs and experiments;
 * :func:`task_panel`: a task's status (live while active); :func:`start_task_button` starts it;
-* :func:`demo_or_prompt`: the run a results page shows, or what to do until there is one;
+* :func:`demo_or_prompt`: the run a results page shows, or what to do until there is one; with the demo's
+  recorded run (shipped with cartomap, installed on a fresh store: :func:`install_recorded_demo`) it says
+  so and offers **Train the demo yourself** (:func:`recorded_demo_note`);
 * :func:`training_curves`: a running run's loss and accuracy by epoch, its loss every k steps (smoothed)
   and its current loss, in its panel.
 """
@@ -25,11 +27,12 @@ from typing import Any
 import streamlit as st
 
 from cartomap.analysis import curves
-from cartomap.config import DEMO_TASKS, demo_run_config
+from cartomap.config import DEMO_TASKS, demo_run_config, demo_time
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch
 from cartomap.experiments.store import Experiment
 from cartomap.integrations.checkpoints import restart_scoring
+from cartomap.runs import shipped
 from cartomap.runs.jobs import start_task, tail
 from cartomap.runs.progress import describe_progress, state_text
 from cartomap.runs.state import State, StatusFolder, is_active, is_resumable
@@ -308,14 +311,42 @@ def run_panel(run: Run) -> State | None:
 
 def start_demo(task: str = DEMO_TASKS[0]) -> Run | None:
     """Start (or find) the demo run of ``task`` (pair: the NLI demo; token: the NER demo) and select it;
-    reports errors."""
+    reports errors. An installed recording of it is removed first: the demo is trained live."""
     try:
-        run = start_training(demo_run_config(task), get_store(), by=acting_as())
+        store = get_store()
+        there = shipped.installed(store, task)
+        if there is not None:
+            shipped.remove_recording(store, there)
+        run = start_training(demo_run_config(task), store, by=acting_as())
     except CartomapError as err:
         show_error(err)
         return None
     select_run(run.id)
     return run
+
+
+def install_recorded_demo() -> None:
+    """On a fresh install (a store without runs) put the NLI demo's recorded run into the store, once per
+    session (:func:`cartomap.runs.shipped.install_if_fresh`): the Data map opens on its map at once."""
+    if not st.session_state.get("_demo_installed"):
+        st.session_state["_demo_installed"] = True
+        shipped.install_if_fresh(get_store())
+
+
+def recorded_demo_note(run: Run) -> None:
+    """What a page says over the demo's recorded run: that it is the recording, and **Train the demo
+    yourself** (the same run trained live: :func:`start_demo`); beside it **Train the NER demo**."""
+    task = run.task_kind.name
+    note, button, other = st.columns([4, 1, 1])
+    note.info(f"{shipped.NOTE} Training it yourself takes {demo_time(task)}.")
+    if write_button("Train the demo yourself", Action.TRAIN, where=button, key="train_demo_yourself") and (
+        start_demo(task) is not None
+    ):
+        st.rerun()
+    if write_button("Train the NER demo", Action.TRAIN, where=other, key="train_ner_demo") and (
+        start_demo(TOKEN.name) is not None  # or opens it, when it is trained already
+    ):
+        st.rerun()
 
 
 def demo_or_prompt(run: Run | None) -> Run | None:
@@ -332,15 +363,17 @@ def demo_or_prompt(run: Run | None) -> Run | None:
             )
             return None
         if run_state(run) == State.DONE:
+            if shipped.is_recording(run):
+                recorded_demo_note(run)
             return run
         st.info(f"Run {run.id} has no results yet: they appear here when its training is done.")
         run_panel(run)
         return None
     st.info(
         "No trained run yet. Train a bundled demo with the default encoder: **the demo**, natural language "
-        "inference (3,198 SNLI training pairs, 400 dev pairs; about 4 minutes on a 2-core CPU), or **the NER "
+        f"inference (3,198 SNLI training pairs, 400 dev pairs; {demo_time('pair')}), or **the NER "
         "demo**, named entities (1,454 WikiGold sentences tagged PER, LOC, ORG and MISC, 242 dev sentences; "
-        "a map of words and of sentences, about 5 minutes). Or set up your own data on the Train page."
+        f"a map of words and of sentences, {demo_time('token')}). Or set up your own data on the Train page."
     )
     nli, ner, _ = st.columns([1, 1, 2])
     if write_button("Train the demo", Action.TRAIN, where=nli, type="primary", key="train_demo") and (
