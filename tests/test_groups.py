@@ -115,7 +115,7 @@ def test_a_damaged_group_file_hides_no_other_group_and_is_named(run, ids):
     save_group(run, "good", ids[:2])
     save_group(run, "bad", ids[2:4])
     group_path(run, "bad").write_text('{"name": "bad", "ids": [', encoding="utf-8")
-    (run.groups_dir / "other.json").write_text('[[[[[[' * 10_000, encoding="utf-8")
+    (run.groups_dir / "other.json").write_text("[[[[[[" * 10_000, encoding="utf-8")
     assert [g["name"] for g in list_groups(run, include_table=False)] == ["good"]
     assert {p.name for p in damaged_groups(run)} == {group_path(run, "bad").name, "other.json"}
     with pytest.raises(CartomapError, match="the group 'bad' is damaged"):

@@ -20,7 +20,11 @@ from cartomap.training.prepare import prepare_run
 def run(tmp_path, tiny_model):
     path = tmp_path / "pairs.jsonl"
     rows = [
-        {"premise": f"a cat {i} sat", "hypothesis": f"the mat {i % 3}", "label": ["yes", "no", "maybe"][i % 3]}
+        {
+            "premise": f"a cat {i} sat",
+            "hypothesis": f"the mat {i % 3}",
+            "label": ["yes", "no", "maybe"][i % 3],
+        }
         for i in range(8)
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
