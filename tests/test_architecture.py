@@ -948,3 +948,61 @@ def test_the_length_check_catches_long_functions(tmp_path):
     body = "".join(f"    x{i} = {i}\n" for i in range(100))
     source.write_text(f"def long():\n{body}\n\ndef short():\n    return 1\n", encoding="utf-8")
     assert _long_functions(source) == [("long", 1, 101)]
+
+
+#: Names compared only by their owners: a map's regions (scores.metrics), the variability axis
+#: (scores.ambiguity), a token map's levels (analysis.tokens). Elsewhere a comparison asks the owner's
+#: constant (``region == metrics.AMBIGUOUS``, ``axis == ambiguity.VARIABILITY``, ``level == tokens.SENTENCE_LEVEL``).
+SPELLED_NAME_OWNERS = {
+    "easy-to-learn": "cartomap.scores.metrics",
+    "ambiguous": "cartomap.scores.metrics",
+    "hard-to-learn": "cartomap.scores.metrics",
+    "variability": "cartomap.scores.ambiguity",
+    "sentence": "cartomap.analysis.tokens",
+}
+
+
+def _name_comparisons(path: Path, names: set[str]) -> list[tuple[str, int]]:
+    """(name, line) of every comparison (``==``, ``!=``, ``in``, ``not in``) of something with a string
+    literal of ``names`` (or a tuple, list or set of them)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+
+    def spelled(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+            return [node.value]
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return [n for e in node.elts for n in spelled(e)]
+        return []
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for operand in [node.left, *node.comparators]:
+                found += [(name, node.lineno) for name in spelled(operand)]
+    return sorted(set(found), key=lambda item: item[1])
+
+
+def test_regions_axes_and_levels_are_compared_only_by_their_owners():
+    """A region, the variability axis and a token map's level are compared with their owner's constant,
+    never with the name spelled (so a renamed region or level cannot leave a comparison behind)."""
+    bad = []
+    for module, path in MODULES.items():
+        names = {n for n, owner in SPELLED_NAME_OWNERS.items() if module != owner}
+        bad += [
+            f"{path.relative_to(ROOT)}:{line} compares {name!r}"
+            for name, line in _name_comparisons(path, names)
+        ]
+    assert not bad, "names compared outside their owners (ask the owner's constant):\n" + "\n".join(bad)
+
+
+def test_the_name_comparison_check_catches_comparisons(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        'A = region == "ambiguous"\n'
+        'B = level in ("word", "sentence")\n'
+        'C = {"ambiguous": 1}\n'
+        "D = axis == ambiguity.VARIABILITY\n"
+        'E = "variability" != axis\n',
+        encoding="utf-8",
+    )
+    assert [line for _, line in _name_comparisons(source, set(SPELLED_NAME_OWNERS))] == [1, 2, 5]
