@@ -20,9 +20,6 @@ from cartomap.config import (
     DEMO_DEV,
     DEMO_TRAIN,
     DataConfig,
-    ModelConfig,
-    RunConfig,
-    TrainConfig,
 )
 from cartomap.data.forms import parse_names
 from cartomap.data.loading import load_dataset
@@ -35,7 +32,6 @@ from cartomap.runs.store import RUN_REF, Run
 from cartomap.scores import consensus
 from cartomap.tasks import support
 from cartomap.team.roles import Action
-from cartomap.training.forms import check_device, check_model
 from pages.common import (
     acting_as,
     applies,
@@ -280,18 +276,10 @@ def new_experiment(estore: ExperimentStore) -> None:
                 for c in categories
                 if label_names
             ]
-            base = RunConfig(
-                data=data,
+            base = forms.model_form_config(
+                values,
+                train=data,
                 dev=data_set(dev_path, data) if dev_path else None,
-                model=ModelConfig(check_model(values["model"]), int(values["max_length"])),
-                train=TrainConfig(
-                    epochs=int(values["epochs"]),
-                    batch_size=int(values["batch_size"]),
-                    learning_rate=float(values["learning_rate"]),
-                    seed=int(values["seed"]),
-                    device=check_device(values["device"]),
-                    save_checkpoints=False,
-                ),
                 tests=(data_set(test_path, data),),
             )
             params = pruning.PruningParams(

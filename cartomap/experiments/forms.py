@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -167,6 +168,32 @@ def _base_config(
             learning_rate=float(learning_rate),
             device=check_device(device),
         ),
+    )
+
+
+def model_form_config(
+    values: dict[str, Any],
+    *,
+    train: DataConfig,
+    dev: DataConfig | None = None,
+    tests: Sequence[DataConfig] = (),
+) -> RunConfig:
+    """The RunConfig of ``train`` (and ``dev``, ``tests``) with the model form's ``values`` (model,
+    max_length, epochs, batch_size, learning_rate, seed, device), checked as every experiment form's
+    (:func:`_base_config`); an experiment's runs keep no checkpoints."""
+    base = _base_config(
+        train=train,
+        dev=dev,
+        tests=tests,
+        model=values["model"],
+        epochs=values["epochs"],
+        batch_size=values["batch_size"],
+        learning_rate=values["learning_rate"],
+        max_length=values["max_length"],
+        device=values["device"],
+    )
+    return base.replace(
+        train=dataclasses.replace(base.train, seed=int(values["seed"]), save_checkpoints=False)
     )
 
 

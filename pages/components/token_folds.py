@@ -12,12 +12,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from cartomap.config import ModelConfig, TrainConfig
 from cartomap.errors import CartomapError
-from cartomap.experiments import token_folds
+from cartomap.experiments import forms, token_folds
 from cartomap.runs.state import State
 from cartomap.team.roles import Action
-from cartomap.training.forms import check_device, check_model
 from pages.common import acting_as, count, flash, kept, show_error, write_button
 from pages.components.forms import model_form
 from pages.components.jobs import experiment_panel
@@ -84,19 +82,9 @@ def token_section(run, estore) -> None:
         values = model_form("prune_token", default_epochs=run.config.train.epochs, seed=True)
         if write_button("Start k folds", Action.EXPERIMENT, type="primary", key="prune_token_start"):
             try:
+                formed = forms.model_form_config(values, train=run.data_config())
                 base = run.own_config().replace(
-                    data=run.data_config(),
-                    dev=None,
-                    tests=(),
-                    model=ModelConfig(check_model(values["model"]), int(values["max_length"])),
-                    train=TrainConfig(
-                        epochs=int(values["epochs"]),
-                        batch_size=int(values["batch_size"]),
-                        learning_rate=float(values["learning_rate"]),
-                        seed=int(values["seed"]),
-                        device=check_device(values["device"]),
-                        save_checkpoints=False,
-                    ),
+                    data=formed.data, dev=None, tests=(), model=formed.model, train=formed.train
                 )
                 params = token_folds.TokenFoldsParams(base=base, folds=int(folds), fold_seed=int(seed))
                 with st.spinner("Checking the data…"):
