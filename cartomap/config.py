@@ -252,6 +252,12 @@ def _whole(name: str, value, low: int, high: int | None = None) -> None:
         raise DataError(f"expected a whole number {bound}, got {value!r}", field=name)
 
 
+def check_seed(name: str, value) -> None:
+    """DataError naming the option unless ``value`` is a seed numpy, torch and scikit-learn all take: a
+    whole number from 0 to 2**32 - 1."""
+    _whole(name, value, 0, 2**32 - 1)
+
+
 def _real(name: str, value, low: float, high: float | None = None, *, open_low=False) -> None:
     """DataError naming the option unless ``value`` is a finite number in [low, high] ((low, high] when
     ``open_low``)."""
@@ -321,7 +327,7 @@ class TrainConfig:
         _real("adam_epsilon", self.adam_epsilon, 0.0, open_low=True)
         _real("warmup_ratio", self.warmup_ratio, 0.0, 1.0)
         _real("max_grad_norm", self.max_grad_norm, 0.0)
-        _whole("seed", self.seed, 0, 2**32 - 1)  # numpy's and torch's seed range
+        check_seed("seed", self.seed)  # numpy's and torch's seed range
         _whole("early_stopping_patience", self.early_stopping_patience, 0)
         _choice("record", self.record, RECORD_CHOICES)
         object.__setattr__(self, "record", Record(self.record))
@@ -407,7 +413,7 @@ class OrderConfig:
     ambiguity: str = "variability"  # the ambiguity score (cartomap.scores.ambiguity) the cartography orders use where the papers use variability: the A group's rank, Cart-CL++'s v; another score of the scores file on request
 
 
-class Origin(str, enum.Enum):
+class Origin(_Valued):
     """Where a run's dynamics come from (:class:`OriginConfig`), with what that implies, asked of the
     member (``origin.trains_here``), never compared by name outside this module (an architecture test)."""
 
@@ -418,12 +424,6 @@ class Origin(str, enum.Enum):
     TRAINER = "trainer"  # cartomap.integrations.DataMapCallback in a user's transformers Trainer
     RECORDER = "recorder"  # cartomap.integrations.DynamicsRecorder in a user's own PyTorch loop
     CHECKPOINTS = "checkpoints"  # eval-mode passes of saved checkpoints (cartomap score-checkpoints)
-
-    def __str__(self) -> str:  # "cartomap" in messages and f-strings, not "Origin.CARTOMAP"
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
     @property
     def trains_here(self) -> bool:

@@ -24,6 +24,7 @@ validates an executor's name so, below the executors' registry.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -95,17 +96,21 @@ class Registry(dict):
         super().__init__()
         self.group, self.kind = group, kind
         self.register: Callable[[Any], Any] = self.__setitem__
+        self._lock = threading.RLock()  # a second thread waits for the first one's load (re-entry passes)
         self._loading = False
         self._loaded = False
 
     def load_plugins(self) -> None:
-        if self._loaded or self._loading:
+        if self._loaded:
             return
-        self._loading = True
-        try:
-            load(self.group, self.kind, self.register)
-        finally:
-            self._loaded, self._loading = True, False
+        with self._lock:
+            if self._loaded or self._loading:  # loaded meanwhile, or read by a plug-in's own register
+                return
+            self._loading = True
+            try:
+                load(self.group, self.kind, self.register)
+            finally:
+                self._loaded, self._loading = True, False
 
     def __getitem__(self, key):
         self.load_plugins()

@@ -94,7 +94,6 @@ from cartomap.experiments.picker import PickerRun, default_run, picker_runs
 from cartomap.experiments.store import ExperimentStore
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
-from cartomap.tasks import support
 from cartomap.tasks.support import Work
 from cartomap.team.access import Access, Visitor, identify, listen_refusal, provider_problem, proxy_refusal
 from cartomap.team.roles import Action, author, load_team, refusal
@@ -297,12 +296,6 @@ def applies(run: Run | None, work: Work) -> bool:
     if reason:
         st.info(f"{reason}. Run {run.id} is a {run.task_kind.name} run: this does not apply to it.")
     return not reason
-
-
-def applies_per_example(run: Run | None, what: str) -> bool:
-    """:func:`applies` for ``what``, a page's work on one label per example (pruning, artifacts, review of
-    single labels): for a run whose units are words or labels it says so plainly and returns False."""
-    return applies(run, support.Work(what, support.PER_EXAMPLE))
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

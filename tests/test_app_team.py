@@ -467,3 +467,26 @@ def test_a_decision_on_an_item_that_filled_up_meanwhile_is_refused_on_the_page(e
     assert len(said) == 1 and "\n" not in said[0]
     assert db.decision_of("bob@example.org", item) is None
     assert db.latest().groupby("item_id")["annotator"].nunique().max() == 2
+
+
+def test_the_recorded_demo_is_installed_only_for_someone_who_may_train(tmp_path, monkeypatch):
+    """A fresh store in team mode: the dashboard's first visit installs the recorded demo run (a write)
+    only for a person whose role may train; a viewer's visit writes nothing."""
+    from cartomap.runs.store import RunStore
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "team.toml").write_text(TEAM, encoding="utf-8")
+    monkeypatch.setenv("CARTOMAP_CACHE", str(cache))
+    monkeypatch.setenv("CARTOMAP_RECORDED_DEMO", "1")
+    monkeypatch.syspath_prepend(str(ROOT))
+    for name in (TEAM_ENV, ac.AUTH_ENV, ac.HEADER_ENV, ac.PROXY_ENV, ac.OPEN_ENV, ac.SECRET_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(USER_ENV, "carol@example.org")  # a viewer
+    at = app().run()
+    assert not at.exception, at.exception
+    assert RunStore(cache).list() == []
+    monkeypatch.setenv(USER_ENV, "alice@example.org")  # the owner
+    at = app().run()
+    assert not at.exception, at.exception
+    assert len(RunStore(cache).list()) == 1

@@ -471,3 +471,33 @@ def test_a_deeply_nested_config_file_is_one_line(tmp_path, capsys):
     config.write_text(DEEP)
     assert main(["--cache", str(tmp_path / "cache"), "train", "--config", str(config)]) == 2
     assert f"{config}: JSON nested too deeply; expected a run config" in one_line(capsys)
+
+
+def test_a_proxy_secret_saved_with_a_byte_order_mark_still_matches(tmp_path):
+    """The secret file is read by the checked reader of files people edit: a BOM (Notepad's) is read
+    through, so the proxy's header matches; an unreadable file is one line."""
+    import argparse
+
+    from cartomap.cli.train import proxy_secret
+    from cartomap.errors import CartomapError
+
+    path = tmp_path / "secret.txt"
+    path.write_bytes("\ufeffa-long-shared-secret-0123\n".encode())
+    assert proxy_secret(argparse.Namespace(proxy_secret_file=str(path))) == "a-long-shared-secret-0123"
+    path.write_bytes(b"\xff\xfe bad")
+    with pytest.raises(CartomapError, match="not valid UTF-8"):
+        proxy_secret(argparse.Namespace(proxy_secret_file=str(path)))
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, True])
+def test_a_fold_seed_out_of_range_is_one_line_naming_it(seed):
+    """A fold seed that numpy or scikit-learn would refuse with a traceback is refused when the experiment's
+    parameters are made, naming the field (the CLI names --fold-seed)."""
+    from cartomap.errors import DataError
+    from cartomap.experiments.pruning import PruningParams
+    from cartomap.experiments.token_folds import TokenFoldsParams
+
+    for params in (PruningParams, TokenFoldsParams):
+        with pytest.raises(DataError, match="whole number between 0 and 4294967295") as err:
+            params(fold_seed=seed)
+        assert err.value.field == "fold_seed"

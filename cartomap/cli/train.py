@@ -192,10 +192,9 @@ def proxy_secret(a: argparse.Namespace) -> str:
 
     if not a.proxy_secret_file:
         return os.environ.get(SECRET_ENV, "").strip()
-    try:
-        lines = Path(a.proxy_secret_file).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise CartomapError(f"--proxy-secret-file {a.proxy_secret_file}: cannot be read ({err})") from None
+    from cartomap.io import read_user_text  # the checked reader of a file a person edits (a BOM read through)
+
+    lines = read_user_text(a.proxy_secret_file, "the sign-in proxy's secret on its first line").splitlines()
     secret = lines[0].strip() if lines else ""
     if not secret:
         raise CartomapError(

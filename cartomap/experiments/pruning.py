@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DEMO_DEV, DataConfig, ExecutorConfig, OrderConfig, Record, RunConfig
+from cartomap.config import DEMO_DEV, DataConfig, ExecutorConfig, OrderConfig, Record, RunConfig, check_seed
 from cartomap.data import derived
 from cartomap.data.dataset import TextDataset
 from cartomap.data.loading import load_dataset
@@ -103,6 +103,7 @@ class PruningParams:
         # a canonical spelling and order: the same choice is the same experiment
         object.__setattr__(self, "categories", tuple(sorted({normalize_category(c) for c in cats})))
         object.__setattr__(self, "folds", int(self.folds))
+        check_seed("fold_seed", self.fold_seed)
         models = " + Models 0 and 1" if self.train_model1 else " + Model 0"
         check_run_count(self.folds + 1 + bool(self.train_model1), f"{self.folds:,} folds{models}", "folds")
         threshold = float(self.threshold)

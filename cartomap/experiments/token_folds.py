@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cartomap.config import DERIVED_FOLDER, DataConfig, ExecutorConfig, RunConfig
+from cartomap.config import DERIVED_FOLDER, DataConfig, ExecutorConfig, RunConfig, check_seed
 from cartomap.data.dataset import TextDataset
 from cartomap.data.loading import load_dataset
 from cartomap.errors import DataError, RunError
@@ -59,6 +59,7 @@ class TokenFoldsParams:
         if isinstance(self.folds, bool) or int(self.folds) != self.folds or self.folds < 2:
             raise DataError(f"expected an integer >= 2, got {self.folds!r}", field="folds")
         object.__setattr__(self, "folds", int(self.folds))
+        check_seed("fold_seed", self.fold_seed)
         check_run_count(self.folds, f"{self.folds:,} folds", "folds")
 
     def to_dict(self) -> dict[str, Any]:

@@ -142,12 +142,14 @@ def finish_run(
 
 
 # --------------------------------------------------------------------------- the reference code
-def _examples_frame(ids, gold, label_names, data: DataConfig | None, folder: Path):
+def _examples_frame(ids, gold, label_names, data: DataConfig | None, folder: Path, loaded=None):
+    """The examples of the dynamics' guids from ``data`` (``loaded``: the data set read already, in its
+    own label order), their gold checked against the dynamics'."""
     if data is None:
         return _textless_frame(ids, gold), SINGLE
     from cartomap.data.loading import load_dataset
 
-    dataset = load_dataset(data, label_names=label_names)
+    dataset = loaded if loaded is not None else load_dataset(data, label_names=label_names)
     frame = dataset.frame.set_index("id")
     missing = [i for i in ids if i not in frame.index]
     if missing:
@@ -169,14 +171,6 @@ def _examples_frame(ids, gold, label_names, data: DataConfig | None, folder: Pat
     return frame, dataset.task_kind
 
 
-def _data_label_names(data: DataConfig) -> tuple[str, ...]:
-    """The label names of ``data`` in the order loading gives them (the order its codes take): the
-    reference's gold codes are then checked against them by guid (:func:`_examples_frame`)."""
-    from cartomap.data.loading import load_dataset
-
-    return tuple(load_dataset(data).label_names)
-
-
 def import_reference_run(
     folder,
     store: RunStore,
@@ -194,8 +188,15 @@ def import_reference_run(
     folder = Path(folder)
     ref = read_reference_dynamics(folder)
     n_classes = ref.logits.shape[2]
+    loaded = None
     if data is not None and label_names is None:
-        label_names = data.label_names or _data_label_names(data)
+        if data.label_names:
+            label_names = data.label_names
+        else:  # the data's own names, in the order loading gives them (its codes); read once
+            from cartomap.data.loading import load_dataset
+
+            loaded = load_dataset(data)
+            label_names = tuple(loaded.label_names)
     if label_names is None:
         label_names = tuple(f"class_{c}" for c in range(n_classes))
     if len(label_names) != n_classes:
@@ -204,7 +205,7 @@ def import_reference_run(
             location=str(folder),
             field="label_names",
         )
-    frame, task = _examples_frame(ref.ids, ref.gold, tuple(label_names), data, folder)
+    frame, task = _examples_frame(ref.ids, ref.gold, tuple(label_names), data, folder, loaded)
     digest = dynamics_digest(ref.ids, ref.gold, ref.logits)
     examples = RecordedExamples(frame, tuple(label_names), digest, task)
 

@@ -23,5 +23,6 @@ def score_columns(unit=Unit.EXAMPLE) -> tuple[str, ...]:
 
 
 reserved.reserve_from(
-    "a data-map score of the registries", lambda: (*score_columns(None), *detectors.names())
+    "a data-map score of the registries",
+    lambda: (*score_columns(None), *detectors.names(), *ambiguity.SCORES),
 )

@@ -56,7 +56,6 @@ FOLDABLE = Need(
 )
 #: Sentences of tagged words (token classification): what is about a word's tag in its sentence.
 TAGGED_WORDS = Need("tagged-words", "sentences of tagged words", lambda kind: kind.unit.sentences)
-NEEDS = (ANY, PER_EXAMPLE, TEXT_PAIRS, NLI_PAIRS, FOLDABLE, TAGGED_WORDS)
 
 
 @dataclass(frozen=True)
@@ -96,8 +95,3 @@ SWAPS = Work("recurring tag swaps (a word's gold tag predicted as another)", TAG
 SIMILARITY = Work("the similarity of an example's two texts", TEXT_PAIRS)
 GROUPS = Work("WaNLI's automatic groups (a seed and its nearest neighbours of its label)", PER_EXAMPLE)
 WANLI = Work("WaNLI generation (few-shot prompts, generated pairs, their filter and review)", NLI_PAIRS)
-
-
-def require(work: Work, kind: TaskKind, location: str | None = None) -> None:
-    """:meth:`Work.require`: the one refusal of a kind a piece of work does not serve."""
-    work.require(kind, location)

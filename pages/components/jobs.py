@@ -45,6 +45,7 @@ from pages.common import (
     flash,
     get_experiments,
     get_store,
+    refused,
     run_state,
     select_run,
     show_error,
@@ -330,7 +331,8 @@ def install_recorded_demo() -> None:
     session (:func:`cartomap.runs.shipped.install_if_fresh`): the Data map opens on its map at once."""
     if not st.session_state.get("_demo_installed"):
         st.session_state["_demo_installed"] = True
-        shipped.install_if_fresh(get_store())
+        if refused(Action.TRAIN) is None:  # it writes a run: in team mode, for those who may train
+            shipped.install_if_fresh(get_store())
 
 
 def recorded_demo_note(run: Run) -> None:
