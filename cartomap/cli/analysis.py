@@ -67,21 +67,14 @@ def cmd_swaps(a: argparse.Namespace) -> int:
     """A token run's recurring tag swaps (word, gold, predicted, count, example sentences): out-of-fold when
     a finished token k-fold experiment has its words (``cartomap prune --data run:RUN``), else its last
     recording; ``--csv`` to a file."""
-    from cartomap.analysis.swaps import OUT_OF_FOLD, run_swaps
-    from cartomap.errors import RunError
     from cartomap.experiments.store import ExperimentStore
-    from cartomap.experiments.token_folds import command_for, oof_of_run
+    from cartomap.experiments.token_folds import swaps_of_run
     from cartomap.io import atomic_write_text
     from cartomap.runs.store import RunStore
 
     run = RunStore(a.cache).get(a.run)
-    found = oof_of_run(run, ExperimentStore(a.cache)) if a.source != "last" else None
-    if a.source == "oof" and found is None:
-        raise RunError(
-            f"run {run.id} has no out-of-fold word probabilities: make them with `{command_for(run)}`"
-        )
-    table, what = run_swaps(run, found[1] if found else None, min_count=a.min_count)
-    origin = f" of experiment {found[0].id}" if what == OUT_OF_FOLD else ""
+    table, what, exp = swaps_of_run(run, ExperimentStore(a.cache), a.source, min_count=a.min_count)
+    origin = f" of experiment {exp.id}" if exp is not None else ""
     print(f"run {run.id}: {len(table):,} swaps (gold -> predicted, predictions: {what}{origin})")
     if len(table):
         print(printable_frame(table.head(a.top)).to_string(index=False))

@@ -305,6 +305,30 @@ def oof_of_run(run: Run, exp_store: ExperimentStore) -> tuple[Experiment, np.nda
     return None
 
 
+#: Where the predictions of a swap table come from: the k folds' when there are any, only theirs, the run's.
+SWAP_SOURCES = ("auto", "oof", "last")
+
+
+def swaps_of_run(
+    run: Run, exp_store: ExperimentStore, source: str = "auto", min_count: int = 1
+) -> tuple[pd.DataFrame, str, Experiment | None]:
+    """(the recurring swap table of ``run``'s words, what predicted them, the k-fold experiment whose
+    out-of-fold predictions they are or None): ``source`` "auto" takes the newest finished k folds that
+    cover every word (:func:`oof_of_run`) and else the run's last recording, "oof" only the folds
+    (RunError with the command that makes them), "last" only the last recording."""
+    from cartomap.analysis.swaps import run_swaps
+
+    if source not in SWAP_SOURCES:
+        raise RunError(f"swap predictions {source!r}: expected one of {', '.join(SWAP_SOURCES)}")
+    found = oof_of_run(run, exp_store) if source != "last" else None
+    if source == "oof" and found is None:
+        raise RunError(
+            f"run {run.id} has no out-of-fold word probabilities: make them with `{command_for(run)}`"
+        )
+    table, what = run_swaps(run, found[1] if found else None, min_count=min_count)
+    return table, what, found[0] if found else None
+
+
 def suspects_table(
     run: Run, oof_logits, top: int = 50, detector: str = "cleanlab_token_issue"
 ) -> pd.DataFrame:

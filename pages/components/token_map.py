@@ -275,14 +275,15 @@ def sentence_level(
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _swaps(run_path: str, stamp: tuple, experiment: str | None, min_count: int) -> tuple[pd.DataFrame, str]:
-    from cartomap.analysis.swaps import run_swaps
+def _swaps(run_path: str, stamp: tuple, source: str, min_count: int) -> tuple[pd.DataFrame, str, str | None]:
+    """:func:`cartomap.experiments.token_folds.swaps_of_run`, cached by the run's files: (table, what
+    predicted, the id of the k-fold experiment it used or None)."""
     from cartomap.experiments.store import ExperimentStore
-    from cartomap.experiments.token_folds import oof_of_run
+    from cartomap.experiments.token_folds import swaps_of_run
 
     run = Run(Path(run_path))
-    found = oof_of_run(run, ExperimentStore(run.path.parents[1])) if experiment else None
-    return run_swaps(run, found[1] if found else None, min_count=min_count)
+    table, what, exp = swaps_of_run(run, ExperimentStore(run.path.parents[1]), source, min_count=min_count)
+    return table, what, exp.id if exp is not None else None
 
 
 def swaps_section(run, estore) -> None:
@@ -296,10 +297,11 @@ def swaps_section(run, estore) -> None:
         sources = (["out-of-fold"] if done else []) + ["last recording"]
         source = st.radio("Predictions", sources, horizontal=True, key="dm_swaps_source")
         min_count = int(st.number_input("At least this many times", 1, 1000, 2, key="dm_swaps_min"))
-        experiment = done[0].id if done and source == "out-of-fold" else None
         try:
-            stamp = run.stamp(run.metrics_path(), run.examples_path)
-            table, what = _swaps(str(run.path), stamp, experiment, min_count)
+            stamp = (run.stamp(run.metrics_path(), run.examples_path), tuple(e.id for e in done))
+            table, what, experiment = _swaps(
+                str(run.path), stamp, "auto" if source == "out-of-fold" else "last", min_count
+            )
         except CartomapError as err:
             show_error(err)
             return
