@@ -105,8 +105,6 @@ SOURCES = tuple(Source)
 #: The key of a run's main metrics file, whichever source it holds (the first the run records): other
 #: recorded sources' metrics files are keyed by their source. A file key, not a source.
 MAIN_METRICS = "train"
-#: How a run records its dynamics (:class:`Record`) -> the sources it records, in order.
-RECORD_SOURCES: dict[Record, tuple[Source, ...]] = {mode: mode.sources for mode in Record}
 RECORD_CHOICES = tuple(Record)
 #: The recording modes that record a map (the Train page's and the Trainer callback's choices).
 RECORDING_MODES = tuple(mode for mode in Record if mode.records_map)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cartomap.config import MAIN_METRICS, RECORD_SOURCES, Source, map_source
+from cartomap.config import MAIN_METRICS, Source
 from cartomap.errors import RunError
 from cartomap.io import atomic_save, atomic_write_parquet
 from cartomap.runs.tables import logits_table, one_line, read_columns
@@ -74,7 +74,7 @@ class RunRecords:
         run recorded ("eval" for a run that recorded only the eval-mode pass), the others their own."""
         if source != MAIN_METRICS:
             return source
-        return map_source(self.config.train.record)
+        return self.config.train.record.map_source
 
     def metrics_source(self, recording: str | None) -> str:
         """The metrics file key (:meth:`metrics`) of the map drawn from ``recording`` ("train": the training
@@ -83,7 +83,7 @@ class RunRecords:
         if recording is None:
             return MAIN_METRICS
         record = self.config.train.record
-        recorded = RECORD_SOURCES.get(record, ())
+        recorded = record.sources
         if recording not in recorded:
             what = " and ".join(recorded) or "nothing"
             raise RunError(f"run {self.id} recorded {what} (record={record}), not the {recording} pass")

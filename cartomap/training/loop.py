@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from cartomap.config import MAIN_METRICS, SOURCES, TRAIN_PASS, RunConfig, Source, recorded_sources
+from cartomap.config import MAIN_METRICS, SOURCES, RunConfig, Source
 from cartomap.data.conll import is_bio_tagged
 from cartomap.errors import RunError
 from cartomap.io import atomic_folder, atomic_write_json, read_json, torch_save
@@ -477,7 +477,7 @@ def restore(t: Training) -> None:
     t.per_epoch = recordings_per_epoch(tc)
     t.recorded = {
         s: np.zeros((tc.epochs * t.per_epoch[s], len(t.ids), t.n_classes), dtype=np.float32)
-        for s in recorded_sources(tc.record)
+        for s in tc.record.sources
     }
     for s in t.recorded:  # epochs completed before a restart
         for e in range(start):
@@ -714,7 +714,7 @@ def finish(t: Training) -> None:
         kept = [e for e in range(done) if tc.records_in_epoch(s, e)]
         rows = [p for e in kept for p in range(e * t.per_epoch[s], (e + 1) * t.per_epoch[s])]
         burn_in = tc.map_burn_in(s, rows)
-        if s == TRAIN_PASS and burn_in < tc.skip_epochs:
+        if not s.eval_mode and burn_in < tc.skip_epochs:
             run.log(f"the map leaves out {burn_in} epoch(s), not {tc.skip_epochs}: {done} were trained")
         frame = compute_metrics(
             t.recorded[s][rows], t.labels, t.ids, regions=RegionRule.for_kind(task), burn_in=burn_in
