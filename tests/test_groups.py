@@ -120,3 +120,7 @@ def test_a_damaged_group_file_hides_no_other_group_and_is_named(run, ids):
     assert {p.name for p in damaged_groups(run)} == {group_path(run, "bad").name, "other.json"}
     with pytest.raises(CartomapError, match="the group 'bad' is damaged"):
         load_group(run, "bad")
+    from cartomap.runs.repair import repair_run
+
+    said = repair_run(run).remaining
+    assert any("other.json: a damaged group file" in line for line in said), said

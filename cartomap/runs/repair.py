@@ -129,4 +129,10 @@ def repair_run(run: Run) -> RepairReport:
                 report.fixed.append(f"{name} recomputed from the dynamics")
         else:
             report.remaining.append(problem)
+    from cartomap.runs.groups import damaged_groups
+
+    for path in damaged_groups(run):  # a listing leaves them out: say them here, with how to mend
+        report.remaining.append(
+            f"{path.relative_to(run.path)}: a damaged group file (not a JSON object with its ids); delete it"
+        )
     return report
