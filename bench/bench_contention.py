@@ -38,6 +38,8 @@ core here: "alone" stays an approximation, and settings that sleep more leave th
     HF_HUB_OFFLINE=1 python bench/bench_contention.py                   # 4 settings, alone / beside 2 / 4, 3 tries
     python bench/bench_contention.py --settings all --beside 0,2          # every setting, the spin counts too
     python bench/bench_contention.py --examples 64 --tries 1 --beside 0,2  # a smoke run (minutes)
+    python bench/bench_contention.py --settings cartomap-start,cartomap --beside 0,2 --epochs 3 --start-after 12
+        # load that starts after the training: does the training follow it (the last epoch's ratio)?
 """
 
 from __future__ import annotations
@@ -72,9 +74,16 @@ SETTINGS: dict[str, tuple[str, dict[str, str], str]] = {
     "cartomap": (
         "cartomap's policy: cartomap.runs.cpu.apply() before torch loads, as its command line, jobs and "
         f"workers do (GOMP_SPINCOUNT={cpu.SPIN_COUNT} on free CPUs, OMP_WAIT_POLICY=PASSIVE on crowded ones, "
-        "decided when the training starts)",
+        "decided when the training starts), chosen again after every epoch but the last as the dashboard's "
+        "training jobs and `cartomap train --run` do (a restart in place when the load changed)",
         {},
         "cartomap",
+    ),
+    "cartomap-start": (
+        "cartomap's policy decided when the training starts only (no restart: an experiment's runs, a "
+        "library call, a worker of Ray or SLURM)",
+        {},
+        "cartomap-start",
     ),
 }
 for _spins in (1_000, 3_000, 10_000, 30_000):  # OpenMP (GNU) spins this often before a waiting thread sleeps
@@ -159,8 +168,10 @@ def others_busy_cores(seconds: float = 0.5) -> float:
 def worker(args) -> None:
     rule = SETTINGS[args.worker][2]
     threads = None
-    if rule == "cartomap":
+    if rule in ("cartomap", "cartomap-start"):
         cpu.apply()  # before torch is imported, as cartomap's processes do
+    if rule == "cartomap":
+        cpu.allow_restart()  # this command line again continues the run in --cache
     elif rule == "load":
         usable = len(os.sched_getaffinity(0))
         threads = max(1, round(usable - others_busy_cores()))
@@ -177,16 +188,17 @@ def worker(args) -> None:
         epochs=args.epochs, record="train", save_checkpoints=False, device="cpu", precision="fp32"
     )
     config = RunConfig(dev=None, model=ModelConfig(max_length=args.max_length), train=train)
-    with tempfile.TemporaryDirectory(prefix="cartomap-bench-") as cache:
-        run = RunStore(cache).create(config, data)
-        slept = sleeps()
-        loop.train_run(run)
-        slept = sleeps() - slept
-        history = run.history()
+    run = RunStore(args.cache).create(config, data)  # the run there already after a restart
+    slept = sleeps()
+    loop.train_run(run)
+    slept = sleeps() - slept
+    history = run.history()
     if len(history) != args.epochs:
         raise SystemExit(f"{args.worker}: {len(history)} of {args.epochs} epochs ran")
     out = {
         "train_s": sum(h["train_seconds"] for h in history),
+        "last_s": history[-1]["train_seconds"],
+        "restarts": run.log_path.read_text().count("the CPUs' load changed"),
         "threads": torch.get_num_threads(),
         "loss": history[-1]["train_loss"],
         "sleeps_per_step": slept / (history[-1].get("steps") or -(-args.examples // train.batch_size)),
@@ -256,15 +268,23 @@ def measure(args, setting: str, beside: int) -> dict:
         str(args.max_length),
     ]
     load = os.getloadavg()[0]
-    hogs = start_hogs(beside)
+    later = args.start_after > 0
+    hogs = [] if later else start_hogs(beside)
     proc = None
+    cache = tempfile.TemporaryDirectory(prefix="cartomap-bench-")
+    cmd += ["--cache", cache.name]
     try:
         time.sleep(0.5 if hogs else 0)  # the hogs up and running
         b0, t0 = cpu_busy_ticks()
         hog0 = sum(process_ticks(h.pid) for h in hogs)
         with tempfile.TemporaryFile() as log:
+            started = time.perf_counter()
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=worker_env(setting))
+            if later and beside:  # the other work starts while the training runs (its first epoch)
+                time.sleep(args.start_after)
+                hogs = start_hogs(beside)
             _, status, usage = os.wait4(proc.pid, 0)  # the training's CPU time, children included
+            wall = time.perf_counter() - started
             proc.returncode = os.waitstatus_to_exitcode(status)
             hog1 = sum(process_ticks(h.pid) for h in hogs)
             b1, t1 = cpu_busy_ticks()
@@ -276,6 +296,7 @@ def measure(args, setting: str, beside: int) -> dict:
             proc.kill()
             proc.wait()
             out.unlink(missing_ok=True)
+        cache.cleanup()
     try:
         if proc.returncode != 0:
             sys.stderr.write(output.decode(errors="replace")[-3000:])
@@ -287,6 +308,7 @@ def measure(args, setting: str, beside: int) -> dict:
     wall_ticks = max(t1 - t0, 1) / cpus  # ticks per CPU over the measurement
     ours = (hog1 - hog0) + round((usage.ru_utime + usage.ru_stime) * os.sysconf("SC_CLK_TCK"))
     result["others"] = max(0.0, (b1 - b0 - ours) / wall_ticks)
+    result["wall_s"] = wall  # the process from start to end: imports, data, training, any restart
     result["load"] = load
     return result
 
@@ -328,13 +350,25 @@ def report(args, results: dict, loads: tuple[str, str], elapsed: float) -> str:
     p("            same try (median over tries; <= 1: at least its fair share of the CPUs)")
     p("   vs default: time alone / default's time alone in the same try (median)")
     p("   sleeps: times per training step a thread went to sleep, alone (how often waking one cost time)")
+    if args.start_after > 0:
+        p(f"   the CPU-bound processes started {args.start_after:g} s after each training, not before it")
+    if args.epochs > 1:
+        p("   last epoch: its training seconds; last ratio n: over default's last epoch alone x (n + C) / C;")
+        p(
+            "   wall: the training process from start to end (imports, data, any restart); restarts: in all tries"
+        )
     p("")
     base = [r["train_s"] for r in results.get("default", {}).get(0, [])]
+    base_last = [r["last_s"] for r in results.get("default", {}).get(0, [])]
+    per_epoch = args.epochs > 1  # the last epoch's own columns: what a training did once the load was there
     header = ["setting", "threads", "others", "load", "alone s"]
     for n in args.beside:
         if n:
             header += [f"beside {n} s", f"ratio {n}"]
-    header += ["vs default", "sleeps"]
+            header += (
+                [f"last epoch beside {n} s", f"last ratio {n}", f"wall beside {n} s"] if per_epoch else []
+            )
+    header += ["restarts", "vs default", "sleeps"]
     table = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for setting in args.settings:
         rs = results[setting]
@@ -351,6 +385,14 @@ def report(args, results: dict, loads: tuple[str, str], elapsed: float) -> str:
             cells.append(f"{med(times):.1f} ({spread(times)})")
             fair = [b * (n + cpus) / cpus for b in base]
             cells.append(f"{med([t / f for t, f in zip(times, fair, strict=True)]):.2f}" if base else "")
+            if per_epoch:
+                last = [r["last_s"] for r in rs[n]]
+                cells.append(f"{med(last):.1f} ({spread(last)})")
+                fair_last = [b * (n + cpus) / cpus for b in base_last]
+                ratios = [t / f for t, f in zip(last, fair_last, strict=True)]
+                cells.append(f"{med(ratios):.2f}" if base_last else "")
+                cells.append(f"{med([r['wall_s'] for r in rs[n]]):.1f}")
+        cells.append(str(sum(r.get("restarts", 0) for r in every)))
         cells.append(
             f"{med([a / b for a, b in zip(alone, base, strict=True)]):.3f}" if alone and base else ""
         )
@@ -362,7 +404,8 @@ def report(args, results: dict, loads: tuple[str, str], elapsed: float) -> str:
         p(f"  {setting}: {SETTINGS[setting][0]}")
         for n, rows in results[setting].items():
             each = ", ".join(
-                f"{r['train_s']:.1f} s (others {r['others']:.2f}, load {r['load']:.1f}, "
+                f"{r['train_s']:.1f} s (last {r['last_s']:.1f} s, wall {r['wall_s']:.1f} s, {r['restarts']} restart(s), "
+                f"others {r['others']:.2f}, load {r['load']:.1f}, "
                 f"{r['sleeps_per_step']:.0f} sleeps/step)"
                 for r in rows
             )
@@ -394,10 +437,19 @@ def main() -> None:
         "from the measurement, nearly as on a quiet machine; it takes the CPUs from that work meanwhile, so "
         "keep such runs short",
     )
+    parser.add_argument(
+        "--start-after",
+        type=float,
+        default=0.0,
+        help="start the CPU-bound processes this many seconds after the training (default 0: before it). With "
+        "--epochs 3 and a start inside the first epoch, the last epoch shows whether the training followed "
+        "the load (the report's last-epoch columns)",
+    )
     parser.add_argument("--json", help="also write every measurement to this file")
     parser.add_argument("--list", action="store_true", help="describe the settings and exit")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)

@@ -17,7 +17,7 @@ from cartomap.cli.printing import print_run_summary, printable
 from cartomap.cli.team import acting
 from cartomap.config import DEMO_TASKS, ORDERS, OrderConfig, demo_run_config
 from cartomap.errors import RunError
-from cartomap.runs import layout
+from cartomap.runs import cpu, layout
 from cartomap.runs.state import State
 
 
@@ -44,6 +44,8 @@ def cmd_train(a: argparse.Namespace) -> int:
             f"run {run.id} was recorded by {origin}, not trained by cartomap: it cannot be trained here"
         )
     print_warnings(run)
+    if a.run:  # running this command again continues the run: it may restart as the load changes
+        cpu.allow_restart()
     by = acting(a)  # a job acts as the person who started it (its CARTOMAP_USER), checked again
     if by and run.state not in (State.DONE, State.DAMAGED):  # team mode: who trains it, kept with its status
         run.set_status(started_by=by)

@@ -29,6 +29,18 @@ executors' workers, the dashboard's launcher and so its jobs) computes with:
 The thread count does not follow the load while a run trains: it changes how sums are split between
 threads and so the last bits of the results, and a resumed run must match one that was not interrupted.
 
+**Waiting that follows the load.** OpenMP reads how its threads wait once, when it starts, and has no call
+to change it later; so a training that began on free CPUs kept spinning when other work started beside it
+(1.7x its fair share of time, where passive waiting keeps about 1.2x). A process whose command line
+continues its work when run again (``cartomap train --run ID``, the dashboard's training jobs:
+:func:`allow_restart`) asks :func:`rechoose` at the end of every epoch but the last, once the epoch's
+checkpoint is written: when the CPUs it may use became crowded (or free again) and cartomap chose the
+waiting (``CARTOMAP_WAIT=auto``, no user variable), it starts itself again in place (:func:`restart`:
+``exec``, same pid), waiting the other way, and resumes from that checkpoint, bit-identical to a run that
+was not restarted. Inside an epoch nothing can change: a run resumes only at an epoch's end. The decision
+there reads only the runnable tasks (:func:`crowded_now`), not the load average, which the training
+itself has raised.
+
 OpenMP reads its environment once, when torch loads it: :func:`apply` sets the policy in this process
 before torch is imported, :func:`job_env` gives it to a process about to start. A user's own settings
 win: an ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` in the environment keeps its meaning
@@ -39,12 +51,14 @@ machine), so does an ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS``; and a process t
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from cartomap.errors import CartomapError
 
@@ -61,6 +75,13 @@ WAIT_CHOICES = ("auto", "spin", "passive")
 POLICY_MARK = "CARTOMAP_CPU_POLICY"
 #: Other runnable tasks (the median of the samples) from which the CPUs count as crowded.
 CROWDED_AT = 0.5
+#: The waiting a restarted process takes (set by :func:`restart`, read once by :func:`apply`): the machine
+#: was measured just before the restart, at a quiet moment of this process (between two epochs).
+RESTART_ENV = "CARTOMAP_WAIT_RESTART"
+#: The command line that continues this process's work (:func:`allow_restart`); None: it may not restart.
+_restart_argv: list[str] | None = None
+#: Whether this process is such a restart (:func:`apply` found :data:`RESTART_ENV`).
+_restarted = False
 LOADAVG = Path("/proc/loadavg")
 #: A user's own choice of thread count: any of these in the environment and the count is not set.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -188,6 +209,8 @@ def wait_choice(env: Mapping[str, str], usable: int | None = None) -> str:
     :func:`crowded`). CartomapError naming the variable for a bad value."""
     choice = wait_setting(env)
     if choice == "auto":
+        if env.get(RESTART_ENV) in ("spin", "passive"):  # chosen just before this process restarted
+            return env[RESTART_ENV]
         return "passive" if crowded(usable=usable) else "spin"
     return choice
 
@@ -248,8 +271,11 @@ def waiting(env: Mapping[str, str] | None = None) -> str:
         return "threads wait as OpenMP's default (spinning 300000 times)"
     if name not in ours:
         return f"threads wait {how} (as set)"
-    fixed = (env.get(WAIT_ENV) or "auto").strip().lower() != "auto"
-    return f"threads wait {how} ({f'as {WAIT_ENV} says' if fixed else 'cartomap chose it for the load at start'})"
+    if (env.get(WAIT_ENV) or "auto").strip().lower() != "auto":
+        return f"threads wait {how} (as {WAIT_ENV} says)"
+    when = "when it restarted between epochs" if _restarted else "at start"
+    again = "; chosen again at the end of every epoch" if _restart_argv is not None else ""
+    return f"threads wait {how} (cartomap chose it for the load {when}{again})"
 
 
 def with_policy(env: Mapping[str, str]) -> dict[str, str]:
@@ -264,5 +290,66 @@ def apply() -> None:
     """Put the policy into this process's environment, for OpenMP to read when torch is imported. Once
     torch is loaded, its OpenMP has read the environment already: nothing is set. CartomapError for a bad
     ``CARTOMAP_WAIT``."""
+    global _restarted
     if "torch" not in sys.modules:
         _put(os.environ, job_env(os.environ))
+    _restarted = (
+        os.environ.pop(RESTART_ENV, None) is not None
+    )  # read once: processes this one starts decide for themselves
+
+
+# --------------------------------------------------------------------------- waiting that follows the load
+def allow_restart(argv: Sequence[str] | None = None) -> None:
+    """Declare that running ``argv`` again (default: this process's own command line, ``sys.orig_argv``)
+    continues this process's work, so it may restart itself when the load changes (:func:`rechoose`)."""
+    global _restart_argv
+    _restart_argv = list(argv if argv is not None else sys.orig_argv)
+
+
+def current_wait(env: Mapping[str, str] | None = None) -> str | None:
+    """How this process's threads wait when cartomap chose it for the load (``CARTOMAP_WAIT=auto``):
+    "spin" or "passive"; None when a user's variable or ``CARTOMAP_WAIT`` chose it, or nobody did (a
+    process that imported torch before :func:`apply`)."""
+    env = os.environ if env is None else env
+    if wait_setting(env) != "auto":
+        return None
+    ours = _ours(env)
+    if "OMP_WAIT_POLICY" in ours and (env.get("OMP_WAIT_POLICY") or "").upper() == "PASSIVE":
+        return "passive"
+    if "GOMP_SPINCOUNT" in ours and env.get("GOMP_SPINCOUNT"):
+        return "spin"
+    return None
+
+
+def crowded_now(loadavg: Path = LOADAVG, usable: int | None = None) -> bool:
+    """Whether other tasks keep the CPUs this process may use busy right now: :func:`others_runnable`
+    (9 reads over 80 ms) beyond the CPUs outside this process's share by at least :data:`CROWDED_AT`. Asked
+    while this process computes nothing (between epochs), so its own threads are not counted; the load
+    average is not asked, since this process's own training raised it."""
+    others = others_runnable(samples=9, interval=0.01, loadavg=loadavg)
+    if others is None:
+        return False
+    outside = max(0, (os.cpu_count() or 1) - (usable_cpus() if usable is None else usable))
+    return others - outside >= CROWDED_AT
+
+
+def rechoose(env: Mapping[str, str] | None = None, loadavg: Path = LOADAVG) -> str | None:
+    """The waiting the machine asks for now ("spin" or "passive") when it is not how this process waits
+    and this process may change it (:func:`allow_restart`, :func:`current_wait`); else None."""
+    now = current_wait(env)
+    if _restart_argv is None or now is None:
+        return None
+    wanted = "passive" if crowded_now(loadavg) else "spin"
+    return wanted if wanted != now else None
+
+
+def restart(choice: str) -> NoReturn:
+    """Start this process again in place (``exec``: the same pid, the same open log), its command line
+    of :func:`allow_restart`, its threads waiting as ``choice`` says ("spin" or "passive")."""
+    if _restart_argv is None:
+        raise RuntimeError("this process did not allow a restart (cartomap.runs.cpu.allow_restart)")
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    env = dict(os.environ, **{RESTART_ENV: choice})
+    os.execve(sys.executable, [sys.executable, *_restart_argv[1:]], env)

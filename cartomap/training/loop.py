@@ -273,6 +273,7 @@ def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None
         dev_logits, test_logits = evaluate(t, record)
         end_epoch(t, epoch, record)
         checkpoint(t, epoch, record, dev_logits, test_logits)
+        follow_load(t, epoch)
     finish(t)
 
 
@@ -697,6 +698,27 @@ def checkpoint(t: Training, epoch: int, record: dict, dev_logits, test_logits: l
         )
     t.accelerator.wait_for_everyone()
     t.progress.update(force=True, phase="train", dev_accuracy=record.get("dev_accuracy"))
+
+
+def follow_load(t: Training, epoch: int) -> None:
+    """Between two epochs, once the checkpoint is written: when the CPUs became crowded (or free again)
+    since this process chose how its threads wait, and it may start again (:func:`cartomap.runs.cpu.rechoose`:
+    a job or ``cartomap train --run``), it restarts in place waiting the other way and resumes from the
+    checkpoint just written (the waiting changes no result). Nothing on an accelerator, under several
+    processes, or after the last epoch."""
+    if not t.main or t.n_proc > 1 or t.accelerator.device.type != "cpu":
+        return
+    if epoch + 1 >= t.tc.epochs or t.trainer["stopped_early"]:
+        return
+    choice = cpu.rechoose()
+    if choice is None:
+        return
+    t.run.log(
+        f"the CPUs' load changed during epoch {epoch + 1}: starting again with threads waiting {choice}, "
+        f"from the checkpoint of epoch {epoch + 1}"
+    )
+    t.run.set_status(state=State.QUEUED, phase="restarting", pid=os.getpid(), queued_at=time.time())
+    cpu.restart(choice)
 
 
 # --------------------------------------------------------------------------- the end

@@ -1,0 +1,180 @@
+"""Waiting that follows the load (cartomap.runs.cpu, the loop's follow_load): a training whose CPUs became
+crowded between two epochs starts again in place (the same pid), waiting passively, resumes from the
+checkpoint just written and ends with exactly the dynamics of a run that never restarted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from cartomap.runs import cpu
+from cartomap.runs.store import RunStore
+from cartomap.training.loop import train_or_load
+from cartomap.training.prepare import prepare_run
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The process under test: it notes each start, finds the CPUs crowded whenever it asks between epochs,
+# and trains the run with the given id as `cartomap train --run ID --job` does.
+SCRIPT = """
+import json, os, sys
+from pathlib import Path
+from cartomap.runs import cpu
+cpu.apply()
+starts, cache, run_id = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+with starts.open("a") as f:
+    f.write(json.dumps({"pid": os.getpid(), "wait": cpu.current_wait(), "log": cpu.waiting()}) + "\\n")
+cpu.crowded_now = lambda *a, **k: True  # other work started beside the training
+cpu.allow_restart()
+from cartomap.runs.store import RunStore
+from cartomap.training.loop import continue_run
+run = continue_run(RunStore(cache).get(run_id), as_job=True)
+print(run.state)
+"""
+
+
+def config(tmp_path: Path, model: str) -> RunConfig:
+    path = tmp_path / "pairs.jsonl"
+    rows = [
+        {
+            "premise": f"a cat {i} sat",
+            "hypothesis": f"the mat {i % 3}",
+            "label": ["yes", "no", "maybe"][i % 3],
+        }
+        for i in range(12)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    train = TrainConfig(epochs=3, batch_size=4, learning_rate=1e-2, warmup_ratio=0.0, record="both")
+    return RunConfig(
+        data=DataConfig(path=str(path)), dev=None, model=ModelConfig(model, max_length=32), train=train
+    )
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    drop = {*cpu.WAIT_VARIABLES, *cpu.THREAD_VARIABLES, cpu.POLICY_MARK, cpu.WAIT_ENV, cpu.RESTART_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    return dict(env, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **extra)
+
+
+def test_a_training_whose_cpus_became_crowded_restarts_once_waiting_passively_and_matches(
+    tmp_path, tiny_model
+):
+    cfg = config(tmp_path, tiny_model)
+    run = prepare_run(cfg, RunStore(tmp_path / "cache"))
+    script, starts = tmp_path / "trainer.py", tmp_path / "starts.jsonl"
+    script.write_text(SCRIPT, encoding="utf-8")
+    # it started on free CPUs (spinning): as a restart asked to spin makes sure of, whatever this machine's load
+    env = clean_env(**{cpu.RESTART_ENV: "spin"})
+    done = subprocess.run(
+        [sys.executable, str(script), str(starts), str(tmp_path / "cache"), run.id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "done"
+    lines = [json.loads(x) for x in starts.read_text().splitlines()]
+    assert [x["wait"] for x in lines] == ["spin", "passive"]  # one restart: crowded stays crowded
+    assert lines[0]["pid"] == lines[1]["pid"]  # in place: the job's pid stays valid
+    assert "cartomap chose it for the load when it restarted between epochs" in lines[1]["log"]
+    log = run.log_path.read_text()
+    assert (
+        "threads wait passive (cartomap chose it for the load when it restarted between epochs; chosen "
+        "again at the end of every epoch)" in log
+    )
+    assert "load changed during epoch 1: starting again with threads waiting passive" in log
+    assert log.count("the CPUs' load changed") == 1
+
+    alone = train_or_load(cfg, RunStore(tmp_path / "alone"))  # never restarted, in this process
+    assert alone.id == run.id
+    trained = RunStore(tmp_path / "cache").get(run.id)
+    for source in ("train", "eval"):
+        ids, logits = trained.dynamics(source)
+        ids_alone, logits_alone = alone.dynamics(source)
+        assert ids == ids_alone and np.array_equal(logits, logits_alone), source
+    assert [h["train_loss"] for h in trained.history()] == [h["train_loss"] for h in alone.history()]
+
+
+def test_rechoose_only_for_a_process_that_may_restart_and_whose_waiting_cartomap_chose(monkeypatch, tmp_path):
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("0.10 0.10 0.10 4/200 1\n")  # 3 others runnable: crowded on 2 CPUs
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cpu, "usable_cpus", lambda: 2)
+    spinning = {"GOMP_SPINCOUNT": str(cpu.SPIN_COUNT), cpu.POLICY_MARK: "GOMP_SPINCOUNT"}
+    monkeypatch.setattr(cpu, "_restart_argv", None)
+    assert cpu.rechoose(spinning, loadavg) is None  # not allowed to restart
+    monkeypatch.setattr(cpu, "_restart_argv", ["python", "-m", "cartomap.cli"])
+    assert cpu.rechoose(spinning, loadavg) == "passive"
+    assert cpu.rechoose({"GOMP_SPINCOUNT": "5"}, loadavg) is None  # the user's own choice
+    assert cpu.rechoose(dict(spinning, **{cpu.WAIT_ENV: "spin"}), loadavg) is None  # fixed by CARTOMAP_WAIT
+    assert cpu.rechoose({}, loadavg) is None  # nobody chose (torch was loaded before cartomap's policy)
+    passive = {"OMP_WAIT_POLICY": "PASSIVE", cpu.POLICY_MARK: "OMP_WAIT_POLICY"}
+    assert cpu.rechoose(passive, loadavg) is None  # already passive
+    loadavg.write_text("0.10 0.10 0.10 1/200 1\n")  # the others are gone
+    assert cpu.rechoose(passive, loadavg) == "spin" and cpu.rechoose(spinning, loadavg) is None
+
+
+def test_crowded_now_counts_the_runnable_tasks_not_the_load_average(monkeypatch, tmp_path):
+    loadavg = tmp_path / "loadavg"
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 2)
+    loadavg.write_text("9.00 9.00 9.00 1/200 1\n")  # a high average (this training's own), nobody else now
+    assert not cpu.crowded_now(loadavg, usable=2)
+    loadavg.write_text("0.00 0.00 0.00 2/200 1\n")  # one other task runnable now
+    assert cpu.crowded_now(loadavg, usable=2)
+    assert not cpu.crowded_now(loadavg, usable=1)  # it runs on the CPU outside ours
+    assert not cpu.crowded_now(tmp_path / "missing", usable=2)
+
+
+def test_a_restart_decision_is_taken_once_by_the_restarted_process(monkeypatch):
+    monkeypatch.setenv(cpu.RESTART_ENV, "passive")
+    for name in (*cpu.WAIT_VARIABLES, cpu.POLICY_MARK, cpu.WAIT_ENV):
+        monkeypatch.delenv(name, raising=False)
+    assert cpu.wait_choice(os.environ) == "passive"  # whatever this machine's load
+    assert cpu.job_env(os.environ)["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setattr(cpu, "_restarted", False)
+    cpu.apply()  # torch is loaded here: nothing set, the decision still read once
+    assert cpu.RESTART_ENV not in os.environ and cpu._restarted
+
+
+def test_restart_without_allow_restart_is_refused(monkeypatch):
+    monkeypatch.setattr(cpu, "_restart_argv", None)
+    with pytest.raises(RuntimeError, match="allow_restart"):
+        cpu.restart("passive")
+
+
+def test_the_dashboards_training_job_may_restart_a_training_from_its_options_may_not(
+    monkeypatch, tmp_path, tiny_model
+):
+    from cartomap.cli import main
+    from cartomap.training.launch import train_job_args
+
+    allowed = []
+    monkeypatch.setattr(cpu, "allow_restart", lambda argv=None: allowed.append(True))
+    cfg = config(tmp_path, tiny_model)
+    run = train_or_load(cfg, RunStore(tmp_path / "cache"))  # done: the commands below only load it
+    assert main(["--cache", str(tmp_path / "cache"), *train_job_args(run)]) == 0
+    assert allowed == [True]  # `train --run ID --job`: running it again continues the run
+    options = ["--data", cfg.data.path, "--dev", "none", "--model", tiny_model, "--max-length", "32"]
+    options += [
+        "--epochs",
+        "3",
+        "--batch-size",
+        "4",
+        "--lr",
+        "1e-2",
+        "--warmup-ratio",
+        "0",
+        "--record",
+        "both",
+    ]
+    assert main(["--cache", str(tmp_path / "cache"), "train", *options, "--quiet"]) == 0
+    assert RunStore(tmp_path / "cache").list() == [run]  # the same run, loaded
+    assert allowed == [True]  # from options: the data could change before it runs again
