@@ -178,3 +178,56 @@ def test_the_dashboards_training_job_may_restart_a_training_from_its_options_may
     assert main(["--cache", str(tmp_path / "cache"), "train", *options, "--quiet"]) == 0
     assert RunStore(tmp_path / "cache").list() == [run]  # the same run, loaded
     assert allowed == [True]  # from options: the data could change before it runs again
+
+
+def test_a_training_in_a_thread_of_its_own_never_restarts_the_process(monkeypatch, tmp_path):
+    import threading
+
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("0.10 0.10 0.10 4/200 1\n")
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cpu, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(cpu, "_restart_argv", ["python", "-m", "cartomap.cli"])
+    spinning = {"GOMP_SPINCOUNT": str(cpu.SPIN_COUNT), cpu.POLICY_MARK: "GOMP_SPINCOUNT"}
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(cpu.rechoose(spinning, loadavg)))
+    thread.start()
+    thread.join()
+    assert seen == [None] and cpu.rechoose(spinning, loadavg) == "passive"
+
+
+def test_an_experiment_job_marks_itself_queued_before_it_restarts(monkeypatch, tmp_path):
+    from cartomap.cli import main
+    from cartomap.experiments.store import ExperimentStore
+
+    registered = []
+    monkeypatch.setattr(cpu, "allow_restart", lambda argv=None, before=None: registered.append(before))
+    monkeypatch.setattr("cartomap.cli.experiments.run_in_foreground", lambda exp, store, **kw: 0)
+    store = ExperimentStore(tmp_path / "cache")
+    exp = store.create("pruning", {"note": "a test"})
+    assert main(["--cache", str(tmp_path / "cache"), "experiment", "run", exp.id, "--job"]) == 0
+    (before,) = registered
+    before()
+    assert exp.status()["state"] == "queued" and exp.status()["pid"] == os.getpid()
+
+
+def test_restart_does_what_was_asked_before_then_execs_the_same_command_line(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cpu, "_restart_argv", None)
+    monkeypatch.setattr(cpu, "_before_restart", [])
+    cpu.allow_restart(
+        ["/usr/bin/python3", "-m", "cartomap.cli", "train", "--run", "abc"],
+        before=lambda: calls.append("before"),
+    )
+
+    def execve(path, argv, env):
+        calls.append((path, argv, env[cpu.RESTART_ENV]))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(cpu.os, "execve", execve)
+    with pytest.raises(SystemExit):
+        cpu.restart("passive")
+    assert calls == [
+        "before",
+        (sys.executable, [sys.executable, "-m", "cartomap.cli", "train", "--run", "abc"], "passive"),
+    ]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import time
 from pathlib import Path
 
 from cartomap.cli.options import (
@@ -23,6 +25,7 @@ from cartomap.cli.printing import printable, printable_frame
 from cartomap.cli.team import acting
 from cartomap.config import DEMO_TRAIN, ORDERS
 from cartomap.errors import RunError
+from cartomap.runs import cpu
 from cartomap.runs.state import State
 from cartomap.tasks import support
 
@@ -66,6 +69,10 @@ def cmd_experiment(a: argparse.Namespace) -> int:
         start_experiment(exp, store, executor, by=acting(a))
         print(f"experiment {exp.id} started in the background: {exp.job_log_path}")
         return 0
+    # running this command again continues the experiment: a training of it may restart as the load changes
+    cpu.allow_restart(
+        before=lambda: exp.set_status(state=State.QUEUED, pid=os.getpid(), queued_at=time.time())
+    )
     return run_in_foreground(exp, store, as_job=a.job, executor=executor)
 
 

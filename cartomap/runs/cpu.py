@@ -55,8 +55,9 @@ import contextlib
 import math
 import os
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -80,6 +81,8 @@ CROWDED_AT = 0.5
 RESTART_ENV = "CARTOMAP_WAIT_RESTART"
 #: The command line that continues this process's work (:func:`allow_restart`); None: it may not restart.
 _restart_argv: list[str] | None = None
+#: What to do just before a restart (:func:`allow_restart`'s ``before``).
+_before_restart: list[Callable[[], None]] = []
 #: Whether this process is such a restart (:func:`apply` found :data:`RESTART_ENV`).
 _restarted = False
 LOADAVG = Path("/proc/loadavg")
@@ -299,11 +302,16 @@ def apply() -> None:
 
 
 # --------------------------------------------------------------------------- waiting that follows the load
-def allow_restart(argv: Sequence[str] | None = None) -> None:
+def allow_restart(argv: Sequence[str] | None = None, before: Callable[[], None] | None = None) -> None:
     """Declare that running ``argv`` again (default: this process's own command line, ``sys.orig_argv``)
-    continues this process's work, so it may restart itself when the load changes (:func:`rechoose`)."""
+    continues this process's work, so it may restart itself when the load changes (:func:`rechoose`).
+    ``before``: what to do just before a restart (an experiment's job marks its status queued, so that
+    nobody reads it as interrupted while the process starts again)."""
     global _restart_argv
     _restart_argv = list(argv if argv is not None else sys.orig_argv)
+    _before_restart.clear()
+    if before is not None:
+        _before_restart.append(before)
 
 
 def current_wait(env: Mapping[str, str] | None = None) -> str | None:
@@ -335,10 +343,11 @@ def crowded_now(loadavg: Path = LOADAVG, usable: int | None = None) -> bool:
 
 def rechoose(env: Mapping[str, str] | None = None, loadavg: Path = LOADAVG) -> str | None:
     """The waiting the machine asks for now ("spin" or "passive") when it is not how this process waits
-    and this process may change it (:func:`allow_restart`, :func:`current_wait`); else None."""
+    and this process may change it (:func:`allow_restart`, :func:`current_wait`, asked from the main
+    thread: a restart ends every thread); else None."""
     now = current_wait(env)
-    if _restart_argv is None or now is None:
-        return None
+    if _restart_argv is None or now is None or threading.current_thread() is not threading.main_thread():
+        return None  # a training in a thread of its own (a thread-pool executor) has neighbours to keep
     wanted = "passive" if crowded_now(loadavg) else "spin"
     return wanted if wanted != now else None
 
@@ -348,6 +357,8 @@ def restart(choice: str) -> NoReturn:
     of :func:`allow_restart`, its threads waiting as ``choice`` says ("spin" or "passive")."""
     if _restart_argv is None:
         raise RuntimeError("this process did not allow a restart (cartomap.runs.cpu.allow_restart)")
+    for prepare in _before_restart:
+        prepare()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
