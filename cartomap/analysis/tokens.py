@@ -25,7 +25,7 @@ from cartomap.scores.columns import score_columns
 from cartomap.scores.metrics import RegionRule, softmax
 from cartomap.scores.tokens import SENTENCE_METHODS, sentence_metrics
 from cartomap.tasks import registry as task_kinds
-from cartomap.tasks.base import UNIT_SEPARATOR
+from cartomap.tasks.base import UNIT_SEPARATOR, word_key
 
 #: The two levels of a token run's map: a point per word, or per sentence.
 WORD_LEVEL, SENTENCE_LEVEL = "word", "sentence"
@@ -62,11 +62,12 @@ OUTSIDE = ""
 
 
 def split_unit_id(unit_id: str) -> tuple[str, int]:
-    """(sentence id, word index) of a word's id ``"<sentence id>#<k>"``; RunError when it has no index."""
-    sentence, sep, index = str(unit_id).rpartition(UNIT_SEPARATOR)
-    if not sep or not index.isdigit():
-        raise RunError(f"{unit_id!r} is not a word id (<sentence id>{UNIT_SEPARATOR}<word index>)")
-    return sentence, int(index)
+    """(sentence id, word index) of a word's id ``"<sentence id>#<k>"`` (:func:`cartomap.tasks.base.word_key`);
+    RunError when it has no index."""
+    try:
+        return word_key(unit_id)
+    except DataError:
+        raise RunError(f"{unit_id!r} is not a word id (<sentence id>{UNIT_SEPARATOR}<word index>)") from None
 
 
 def entity_type(tag: str) -> str:
