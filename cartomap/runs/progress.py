@@ -8,27 +8,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from cartomap.config import Valued
 from cartomap.runs.state import State, derive_state, is_active
 
 
-class Phase(str, Enum):
+class Phase(Valued):
     """The step a piece of long work is at, saved as ``status["phase"]`` beside its state and shown after
-    it ("running · dev"). A ``str`` that is its value in JSON, labels and f-strings, so status files
-    written before the type existed read the same. Ask this class, never spell a phase (an architecture
-    test); a finished or cancelled job's phase is its :class:`~cartomap.runs.state.State`."""
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __repr__(self) -> str:
-        return repr(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
+    it ("running · dev"). A ``str`` that is its value in JSON, labels and f-strings (:class:`Valued`), so
+    status files written before the type existed read the same. Ask this class, never spell a phase (an
+    architecture test); a finished or cancelled job's phase is its :class:`~cartomap.runs.state.State`."""
 
     def of(self, k: int, n: int, detail: str = "") -> str:
         """This phase at item k of n, then ``detail`` after a colon: ``Phase.TEST.of(1, 2)`` is "test 1/2"."""
