@@ -599,6 +599,51 @@ def test_the_phase_check_catches_spellings(tmp_path):
     assert [line for _, line in found] == [2, 3, 4, 5, 6, 7, 8, 9, 10, 13]
 
 
+#: The one reader of a unit id ``<example id>#<k>`` (``word_key``) and its writer (``unit_id_of``).
+UNIT_ID_OWNER = "cartomap.tasks.base"
+_SPLITS = ("partition", "rpartition", "split", "rsplit")
+
+
+def _unit_id_splits(path: Path) -> list[tuple[str, int]]:
+    """(call, line) of every ``x.rpartition(UNIT_SEPARATOR)`` (or ``partition``, ``split``, ``rsplit``,
+    the separator by its name or as ``base.UNIT_SEPARATOR``): a unit id parsed by hand."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SPLITS:
+            for arg in node.args[:1]:
+                name = arg.attr if isinstance(arg, ast.Attribute) else getattr(arg, "id", "")
+                if name == "UNIT_SEPARATOR":
+                    found.append((node.func.attr, node.lineno))
+    return found
+
+
+def test_unit_ids_are_parsed_only_by_word_key():
+    """A word's or a label's unit id is split by :func:`cartomap.tasks.base.word_key` (at the last '#', an
+    example id may hold one), never by hand."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} .{call}(UNIT_SEPARATOR)"
+        for module, path in MODULES.items()
+        if module != UNIT_ID_OWNER
+        for call, line in _unit_id_splits(path)
+    ]
+    assert not bad, "unit ids split outside cartomap.tasks.base (ask word_key):\n" + "\n".join(bad)
+
+
+def test_the_unit_id_check_catches_splits(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        '"""unit.rpartition(UNIT_SEPARATOR) is fine in a docstring."""\n'
+        "a, _, k = str(unit).rpartition(UNIT_SEPARATOR)\n"
+        "b = unit.split(base.UNIT_SEPARATOR)\n"
+        "c = word_key(unit)\n"
+        'd = unit.rpartition("-")\n'
+        "e = unit.startswith(UNIT_SEPARATOR)\n",
+        encoding="utf-8",
+    )
+    assert _unit_id_splits(source) == [("rpartition", 2), ("split", 3)]
+
+
 #: The one owner of the data-source picker (demo, a path with its format and split, an upload, a run's
 #: own copy) and of the pieces it is made of.
 SOURCE_FORM_OWNER = "pages.components.forms"
