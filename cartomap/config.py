@@ -38,6 +38,10 @@ class _Valued(str, enum.Enum):
         return format(self.value, spec)
 
 
+#: :class:`_Valued` by its public name, for such an enum of another layer (``cartomap.runs.progress.Phase``).
+Valued = _Valued
+
+
 class Source(_Valued):
     """A pass a map's training dynamics come from; a run's dynamics and metrics files are named by it.
     Ask this type (its members and traits), never spell a source outside this module (an architecture

@@ -23,6 +23,7 @@ validates an executor's name so, below the executors' registry.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -41,14 +42,24 @@ log = logging.getLogger("cartomap.plugins")
 problems: list[str] = []
 
 
-def _entry_points(group: str) -> list[EntryPoint]:
+def _entry_points(group: str) -> tuple[EntryPoint, ...]:
+    """``group``'s entry points by name, scanned once per process (:func:`_scan`)."""
     if group not in GROUPS:
         raise ValueError(f"unknown plug-in group {group!r}; expected one of {', '.join(GROUPS)}")
-    return sorted(entry_points(group=group), key=lambda ep: ep.name)
+    return _scan(group)
+
+
+@functools.cache
+def _scan(group: str) -> tuple[EntryPoint, ...]:
+    """The installed distributions' entry points of ``group``, sorted by name: read from every
+    distribution's metadata on the path the first time a group is asked, then kept for the process, as a
+    :class:`Registry` keeps what it loaded (a distribution installed while a process runs counts from the
+    next process on; the tests install one so, on the ``PYTHONPATH`` of a fresh process)."""
+    return tuple(sorted(entry_points(group=group), key=lambda ep: ep.name))
 
 
 def names(group: str) -> tuple[str, ...]:
-    """The names of ``group``'s plug-ins, without importing them."""
+    """The names of ``group``'s plug-ins, without importing them (the entry points scanned once)."""
     return tuple(ep.name for ep in _entry_points(group))
 
 

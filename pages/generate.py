@@ -17,7 +17,7 @@ import streamlit as st
 from cartomap.errors import CartomapError
 from cartomap.runs.groups import list_groups
 from cartomap.runs.jobs import start_task
-from cartomap.runs.progress import state_text
+from cartomap.runs.progress import Phase, state_text
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.tasks import support
@@ -199,7 +199,7 @@ def start(run: Run, chosen: list[str], labels: tuple[str, ...], cfg: GenerationC
 def _progress(task, status: dict) -> None:
     done, total = status.get("done") or 0, status.get("total") or 0
     fraction = min(max(float(status.get("progress") or 0.0), 0.0), 1.0)
-    text = state_text(status.get("state"), status.get("phase", "starting"))
+    text = state_text(status.get("state"), status.get("phase", Phase.STARTING))
     if total:
         text += f" · {done:,} / {total:,} prompts · {status.get('generated', 0):,} pairs parsed"
         text += f" · {status.get('unparsable', 0):,} dropped"

@@ -497,6 +497,153 @@ def test_the_state_check_catches_spellings(tmp_path):
     assert [line for _, line in found] == [2, 3, 3, 4, 5, 6, 6, 7, 9]
 
 
+#: The owner of the phases of long work (:class:`cartomap.runs.progress.Phase`).
+PHASE_OWNER = "cartomap.runs.progress"
+
+
+def _is_phase_holder(node: ast.AST) -> bool:
+    """A name, attribute, ``[...]`` key or ``.get(...)`` that holds a phase: ``phase``, ``t.phase``,
+    ``last_phase``, ``status["phase"]``, ``status.get("phase")``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        return bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "phase"
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "phase"
+    last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return last == "phase" or last.endswith("_phase")
+
+
+def _phase_literals(node: ast.AST | None, names: set[str]) -> list[ast.Constant]:
+    """The phases ``node`` spells: as :func:`_state_literals`, and an f-string that starts with one
+    followed by a space (``f"test {k}/{n}"``)."""
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        head = str(node.values[0].value)
+        return [node.values[0]] if any(head.startswith(f"{name} ") for name in names) else []
+    return _state_literals(node, names)
+
+
+def _is_phase_default(node: ast.AST) -> bool:
+    """A ``.get("phase", ...)`` or ``.setdefault("phase", ...)`` call."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args):
+        return False
+    first = node.args[0]
+    return (
+        node.func.attr in ("get", "setdefault") and isinstance(first, ast.Constant) and first.value == "phase"
+    )
+
+
+def _phase_spellings(path: Path, names: set[str]) -> list[tuple[str, int]]:
+    """(phase, line) of every phase a file writes (``phase=...``, ``{"phase": ...}``, ``x["phase"] = ...``,
+    ``phase = ...``, a ``.get("phase", ...)`` or ``.setdefault("phase", ...)`` default) or compares with a
+    phase holder (``status["phase"] == "dev"``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[ast.Constant] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_is_phase_holder(o) for o in operands):
+                found += [c for o in operands for c in _phase_literals(o, names)]
+        elif isinstance(node, ast.keyword) and node.arg == "phase":
+            found += _phase_literals(node.value, names)
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "phase":
+                    found += _phase_literals(value, names)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_is_phase_holder(t) for t in targets):
+                found += _phase_literals(node.value, names)
+        elif _is_phase_default(node):
+            found += [c for arg in node.args[1:] for c in _phase_literals(arg, names)]
+    return sorted({(str(c.value), c.lineno) for c in found}, key=lambda item: item[1])
+
+
+def test_phases_are_spelled_only_by_their_owner():
+    """The phase a status names (``status["phase"]``) is :class:`cartomap.runs.progress.Phase`'s to
+    spell: code that writes or compares one uses its members (``phase=Phase.DEV``, ``Phase.TEST.of(k, n)``);
+    the values in status.json stay the same strings."""
+    from cartomap.runs.progress import Phase
+    from cartomap.runs.state import State
+
+    names = {p.value for p in Phase} | {s.value for s in State}  # a finished job's phase is its state
+    assert {"train", "eval-pass", "dev", "saving", "starting", "loading the model", "collecting"} <= names
+    files = {**MODULES, "dashboard": ROOT / "dashboard.py"}
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} spells {text!r}"
+        for module, path in files.items()
+        if module not in (PHASE_OWNER, STATE_OWNER)
+        for text, line in _phase_spellings(path, names)
+    ]
+    assert not bad, "phases spelled outside cartomap.runs.progress (ask Phase):\n" + "\n".join(bad)
+
+
+def test_the_phase_check_catches_spellings(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        '"""phase="dev" is fine in a docstring."""\n'
+        't.progress.update(force=True, phase="eval-pass")\n'
+        'update(phase="stopped" if stopped else State.DONE)\n'
+        'A = {"phase": "max variability", "state": "train"}\n'
+        'B = status.get("phase", "starting")\n'
+        'C = status["phase"] == "dev"\n'
+        'D = phase in ("saving", other)\n'
+        'status["phase"] = "train"\n'
+        'fields.setdefault("phase", f"checkpoint {k}/{n}")\n'
+        'update(phase=f"test {k}/{n}")\n'
+        'update(phase=Phase.DEV, stage="dev")\n'
+        'E = which == "train"\n'
+        'F = status.get("phase") != "done"\n',
+        encoding="utf-8",
+    )
+    names = {"train", "eval-pass", "dev", "stopped", "max variability", "starting", "saving", "test"}
+    found = _phase_spellings(source, names | {"checkpoint", "done"})
+    assert [line for _, line in found] == [2, 3, 4, 5, 6, 7, 8, 9, 10, 13]
+
+
+#: The one reader of a unit id ``<example id>#<k>`` (``word_key``) and its writer (``unit_id_of``).
+UNIT_ID_OWNER = "cartomap.tasks.base"
+_SPLITS = ("partition", "rpartition", "split", "rsplit")
+
+
+def _unit_id_splits(path: Path) -> list[tuple[str, int]]:
+    """(call, line) of every ``x.rpartition(UNIT_SEPARATOR)`` (or ``partition``, ``split``, ``rsplit``,
+    the separator by its name or as ``base.UNIT_SEPARATOR``): a unit id parsed by hand."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SPLITS:
+            for arg in node.args[:1]:
+                name = arg.attr if isinstance(arg, ast.Attribute) else getattr(arg, "id", "")
+                if name == "UNIT_SEPARATOR":
+                    found.append((node.func.attr, node.lineno))
+    return found
+
+
+def test_unit_ids_are_parsed_only_by_word_key():
+    """A word's or a label's unit id is split by :func:`cartomap.tasks.base.word_key` (at the last '#', an
+    example id may hold one), never by hand."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} .{call}(UNIT_SEPARATOR)"
+        for module, path in MODULES.items()
+        if module != UNIT_ID_OWNER
+        for call, line in _unit_id_splits(path)
+    ]
+    assert not bad, "unit ids split outside cartomap.tasks.base (ask word_key):\n" + "\n".join(bad)
+
+
+def test_the_unit_id_check_catches_splits(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        '"""unit.rpartition(UNIT_SEPARATOR) is fine in a docstring."""\n'
+        "a, _, k = str(unit).rpartition(UNIT_SEPARATOR)\n"
+        "b = unit.split(base.UNIT_SEPARATOR)\n"
+        "c = word_key(unit)\n"
+        'd = unit.rpartition("-")\n'
+        "e = unit.startswith(UNIT_SEPARATOR)\n",
+        encoding="utf-8",
+    )
+    assert _unit_id_splits(source) == [("rpartition", 2), ("split", 3)]
+
+
 #: The one owner of the data-source picker (demo, a path with its format and split, an upload, a run's
 #: own copy) and of the pieces it is made of.
 SOURCE_FORM_OWNER = "pages.components.forms"

@@ -107,6 +107,22 @@ def test_a_fresh_store_only(tmp_path, monkeypatch):
     assert run is not None and shipped.is_recording(run)
 
 
+def test_prepare_demo_to_train_removes_the_recording_once(tmp_path):
+    """The one remove-then-prepare the command line and the dashboard share: the recording goes, the run
+    prepared in its place has its id and is not a recording; asked again, the run prepared here stays."""
+    from cartomap.training.launch import prepare_demo_to_train
+
+    store = RunStore(tmp_path / "cache")
+    recording = shipped.install(store)
+    run, removed = prepare_demo_to_train(store, "pair")
+    assert removed is not None and removed.id == recording.id == run.id == SHIPPED.name
+    assert not shipped.is_recording(run) and [r.id for r in store.list()] == [run.id]
+    again, removed = prepare_demo_to_train(store, "pair")
+    assert removed is None and again.id == run.id and not shipped.is_recording(again)
+    fresh, removed = prepare_demo_to_train(RunStore(tmp_path / "empty"), "pair")  # nothing installed
+    assert removed is None and fresh.id == run.id
+
+
 def test_demo_train_replaces_the_recording_with_a_live_training(tmp_path, monkeypatch):
     import cartomap.cli.train as train_cli
 

@@ -135,7 +135,7 @@ def test_bootstrap_leaves_out_resamples_without_a_positive():
 
 
 def test_ap_and_auroc_are_scikit_learns():
-    """The report's own AP and AUROC (fast enough for a bootstrap) are scikit-learn's numbers, ties too."""
+    """The report's AP and AUROC are scikit-learn's numbers on the pinned fixture and its resamples, ties too."""
     from sklearn.metrics import average_precision_score, roc_auc_score
 
     t, s = FIX["ranking"]

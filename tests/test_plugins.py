@@ -185,6 +185,29 @@ def test_without_the_plugin_its_names_are_unknown():
         plugins.names("cartomap.widgets")
 
 
+def test_names_scans_the_entry_points_once_per_process(plugin_path, monkeypatch):
+    """``names`` reads the installed distributions once, as a registry loads its plug-ins once: a
+    distribution put on the path while the process runs is not seen (a fresh process sees it)."""
+    from cartomap import plugins
+
+    scans = []
+    real = plugins.entry_points
+    monkeypatch.setattr(plugins, "entry_points", lambda group: scans.append(group) or real(group=group))
+    plugins._scan.cache_clear()
+    try:
+        first = plugins.names(plugins.EXECUTORS)
+        monkeypatch.syspath_prepend(str(plugin_path))  # installed meanwhile
+        assert plugins.names(plugins.EXECUTORS) == first and "threads" not in first
+        assert [ep.name for ep in plugins._entry_points(plugins.EXECUTORS)] == list(first)
+        assert scans == [plugins.EXECUTORS]
+    finally:
+        plugins._scan.cache_clear()  # the next reader scans the path as it is again
+    code = "from cartomap import plugins; print(plugins.names(plugins.EXECUTORS))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert "threads" in done.stdout, done.stderr
+
+
 @pytest.mark.slow
 def test_a_plugin_kind_passes_the_kind_conformance_test(plugin_path):
     """The conformance test every built-in kind passes, run in a process that has the plug-in."""

@@ -11,7 +11,7 @@ import pytest
 from cartomap.config import DataConfig, RunConfig
 from cartomap.errors import DataError
 from cartomap.tasks import registry
-from cartomap.tasks.base import TaskKind, sigmoid, softmax
+from cartomap.tasks.base import UNIT_SEPARATOR, TaskKind, sigmoid, softmax, unit_id_of, word_key
 from cartomap.tasks.sequence import PAIR, SINGLE
 
 
@@ -211,3 +211,34 @@ def test_a_text_field_named_like_a_registered_score_column_is_refused(field):
 
     with pytest.raises(ValueError, match=f"text field '{field}' is a column name .*a data-map score"):
         TaskKind(name="odd", description="", text_fields=(field,), noun="x")
+
+
+@pytest.mark.parametrize(("example", "k"), [("sent-3", 0), ("a#b", 3), ("##", 12), ("", 1), ("x#1", 0)])
+def test_word_key_and_unit_id_of_round_trip_ids_holding_the_separator(example, k):
+    """A unit id is split at its last '#': an example id may hold one (or be "#"s only)."""
+    unit = unit_id_of(example, k)
+    assert unit == f"{example}{UNIT_SEPARATOR}{k}"
+    assert word_key(unit) == (example, k)
+    assert unit_id_of(*word_key(unit)) == unit
+
+
+@pytest.mark.parametrize("bad", ["sent-1", "sent#", "sent#x", "a#1-2", "a#-1", 7])
+def test_word_key_refuses_an_id_without_an_index(bad):
+    with pytest.raises(DataError, match="is not a unit id"):
+        word_key(bad)
+
+
+def test_the_modules_that_read_word_ids_ask_word_key():
+    """The three readers of ``<id>#<k>`` agree with word_key on ids holding '#', and refuse the same ids."""
+    from cartomap.runs.units import with_word_keys
+    from cartomap.scores.swaps import word_texts
+    from cartomap.scores.token_quality import sentence_keys
+
+    units = ["a#b#0", "a#b#1", "c#0"]
+    assert sentence_keys(units).tolist() == ["a#b", "a#b", "c"]
+    assert word_texts(["a#b", "c"], [["x", "y"], ["z"]], units) == ["x", "y", "z"]
+    keyed = with_word_keys(pd.DataFrame({"id": units}), units)
+    assert keyed["example_id"].tolist() == ["a#b", "a#b", "c"] and keyed["word"].tolist() == [0, 1, 0]
+    for read in (sentence_keys, lambda u: with_word_keys(pd.DataFrame({"id": u}), u)):
+        with pytest.raises(DataError, match="not a unit id"):
+            read(["a#b"])

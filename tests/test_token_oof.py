@@ -169,6 +169,36 @@ ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--epochs", "1", "--batch-size", "2", "--max-length", "32"]
 
 
+def test_experiments_of_run_finds_a_runs_k_folds_by_its_data_or_fingerprint(tmp_path):
+    """Unfinished experiments by the path of the run's own data, finished ones by the training set's
+    fingerprint; another run's, another kind's and parameters naming no data are left out."""
+    from cartomap.config import DataConfig, RunConfig
+    from cartomap.experiments.store import ExperimentStore
+    from cartomap.experiments.token_folds import KIND, TokenFoldsParams, experiments_of_run
+    from cartomap.runs.state import State
+
+    run = make_token_run(tmp_path / "cache", tmp_path)
+    store = ExperimentStore(tmp_path / "cache")
+
+    def params(path, folds=2) -> dict:
+        return TokenFoldsParams(base=RunConfig(data=DataConfig(path=str(path))), folds=folds).to_dict()
+
+    mine = store.create(KIND, params(run.data_config().path))  # queued, on the run's own copy
+    other = store.create(KIND, params(tmp_path / "other.conll"))
+    moved = store.create(KIND, params(tmp_path / "moved.conll", folds=3))  # finished, same training set
+    moved.set_status(state=State.DONE)
+    moved.write_result("summary", {"train_fingerprint": run.info["train_fingerprint"]})
+    stale = store.create(KIND, params(tmp_path / "stale.conll", folds=4))  # finished, another set
+    stale.set_status(state=State.DONE)
+    stale.write_result("summary", {"train_fingerprint": "not this one"})
+    store.create(KIND, {"folds": 2})  # names no data
+    store.create("pruning", params(run.data_config().path))  # another kind on the same data
+    found = experiments_of_run(run, store)
+    assert {e.id for e in found} == {mine.id, moved.id}
+    assert [e.id for e in found] == [e.id for e in store.list(KIND) if e.id in {mine.id, moved.id}]
+    assert other.id not in {e.id for e in found}
+
+
 @pytest.fixture(scope="module")
 def token_store(tiny_model, tmp_path_factory):
     """A token run of the fixture's 3 sentences (tiny model, 1 epoch) in a store of its own, no folds yet."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 from cartomap.analysis import truth
 from cartomap.cli import main
-from cartomap.errors import RunError
+from cartomap.errors import DataError, RunError
 from cartomap.runs.store import RunStore
 from cartomap.scores import detectors
 from cartomap.scores import truth as stats
@@ -36,6 +37,24 @@ def test_ap_and_auroc_equal_sklearn(ties):
         assert stats.auroc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
     assert np.isnan(stats.average_precision(np.zeros(5, bool), np.arange(5)))
     assert np.isnan(stats.auroc(np.ones(5, bool), np.arange(5)))
+
+
+def test_ap_and_auroc_by_hand():
+    """Four items each: AP = mean precision at each error's rank; AUROC = share of (error, clean) pairs
+    ordered right, a tie counting half; NaN (no warning, no error) when a class is missing."""
+    y, s = np.array([1, 0, 1, 0], bool), np.array([0.9, 0.8, 0.7, 0.1])
+    assert stats.average_precision(y, s) == pytest.approx((1 / 1 + 2 / 3) / 2)
+    assert stats.auroc(y, s) == pytest.approx(3 / 4)
+    y, s = np.array([1, 0, 0, 1], bool), np.array([0.5, 0.5, 0.2, 0.1])  # a tie at the top
+    assert stats.average_precision(y, s) == pytest.approx(0.5 * 0.5 + 0.5 * 0.5)
+    assert stats.auroc(y, s) == pytest.approx((0.5 + 1 + 0 + 0) / 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(stats.average_precision(np.zeros(4, bool), s))
+        assert stats.average_precision(np.ones(4, bool), s) == 1.0
+        assert np.isnan(stats.auroc(np.zeros(4, bool), s)) and np.isnan(stats.auroc(np.ones(4, bool), s))
+    with pytest.raises(DataError):
+        stats.auroc(np.ones(3, bool), np.arange(4))
 
 
 def test_precision_at_k_and_spearman():

@@ -37,11 +37,11 @@ from cartomap.analysis.datamap import (
     with_regions,
 )
 from cartomap.config import MAIN_METRICS
-from cartomap.errors import RunError
+from cartomap.errors import DataError, RunError
 from cartomap.scores.columns import score_columns
 from cartomap.scores.label_examples import combined_map
 from cartomap.scores.metrics import RegionRule
-from cartomap.tasks.base import LABEL_UNIT_CLASSES, UNIT_SEPARATOR, sigmoid
+from cartomap.tasks.base import LABEL_UNIT_CLASSES, sigmoid, unit_id_of, word_key
 
 COMBINED = "combined"
 UNITS = "units"
@@ -221,17 +221,16 @@ def unit_of(run, point_id: str, worst_label: str | None = None) -> str:
             names = [str(n) for n in run.label_names]
             if str(worst_label) not in names:
                 raise RunError(f"run {run.id} has no label {worst_label!r}; its labels: {', '.join(names)}")
-            return f"{point_id}{UNIT_SEPARATOR}{names.index(str(worst_label))}"
+            return unit_id_of(point_id, names.index(str(worst_label)))
         j = int(row["worst_label"].iloc[0])
         if j < 0:
             raise RunError(f"run {run.id}: example {point_id!r} has no scored label")
-        return f"{point_id}{UNIT_SEPARATOR}{j}"
-    example, _, label = point_id.rpartition(UNIT_SEPARATOR)
-    if (
-        not label.isdigit()
-        or int(label) >= len(run.label_names)
-        or not (combined["id"].astype(str) == example).any()
-    ):
+        return unit_id_of(point_id, j)
+    try:
+        example, label = word_key(point_id)
+    except DataError:
+        example, label = "", len(run.label_names)
+    if label >= len(run.label_names) or not (combined["id"].astype(str) == example).any():
         raise RunError(f"run {run.id} has no example or (example, label) {point_id!r}")
     return point_id
 
@@ -245,8 +244,7 @@ def unit_trajectory(
     :func:`cartomap.analysis.datamap.gold_trajectory`. Reads only that unit's row of each epoch file.
     attrs: ``unit``, ``label`` (its name) and ``present`` (its gold state)."""
     unit = unit_of(run, point_id, worst_label)
-    j = int(unit.rpartition(UNIT_SEPARATOR)[2])
-    example = unit.rpartition(UNIT_SEPARATOR)[0]
+    example, j = word_key(unit)
     examples = run.examples(columns=("id", run.task_kind.label_field))
     labels = examples.loc[examples["id"].astype(str) == example, run.task_kind.label_field].iloc[0]
     present = run.label_names[j] in {str(n) for n in labels}
@@ -281,7 +279,7 @@ def combined_points(units: pd.DataFrame, label_names: Sequence[str]) -> pd.DataF
     in order): :func:`cartomap.scores.label_examples.combined_map` with the example ids."""
     unit_ids = units["id"].astype(str).to_numpy()
     n_labels = len(label_names)
-    example_ids = [str(u).rpartition(UNIT_SEPARATOR)[0] for u in unit_ids[::n_labels]] if n_labels else []
+    example_ids = [word_key(u)[0] for u in unit_ids[::n_labels]] if n_labels else []
     return combined_map(units, example_ids, label_names)
 
 
@@ -309,7 +307,7 @@ def view_trajectories(
             logits, labels, ids, selected, burn_in=burn_in, start=start, limit=limit, axis=axis
         )
     groups = {
-        str(e): [f"{e}{UNIT_SEPARATOR}{j}" for j in range(len(label_names))]
+        str(e): [unit_id_of(e, j) for j in range(len(label_names))]
         for e in dict.fromkeys(str(s) for s in selected)
     }
     return epochs.grouped_trajectories(

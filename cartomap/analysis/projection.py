@@ -31,6 +31,7 @@ from cartomap.analysis.selection import clicked_ids, event_selection, shapes_mas
 from cartomap.analysis.style import NO_VALUE_COLOR, REGION_COLORS, escape, escape_text, palette_color
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save
+from cartomap.runs.progress import Phase
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.scores import ambiguity
@@ -237,7 +238,7 @@ def project_run(run: Run, method: str = "umap", seed: int = 0, force: bool = Fal
             raise RunError(f"run {run.id} has no embeddings yet: run `cartomap embed {run.id}` first")
         _, emb = loaded
         update(total=int(emb.shape[0]))
-        update(progress=0.05, phase="fitting")
+        update(progress=0.05, phase=Phase.FITTING)
         coords = project(emb, method=method, seed=seed)
 
         def write(path: Path) -> None:

@@ -25,7 +25,7 @@ from cartomap.scores.columns import score_columns
 from cartomap.scores.metrics import RegionRule, softmax
 from cartomap.scores.tokens import SENTENCE_METHODS, sentence_metrics
 from cartomap.tasks import registry as task_kinds
-from cartomap.tasks.base import UNIT_SEPARATOR
+from cartomap.tasks.base import UNIT_SEPARATOR, unit_id_of, word_key
 
 #: The two levels of a token run's map: a point per word, or per sentence.
 WORD_LEVEL, SENTENCE_LEVEL = "word", "sentence"
@@ -62,11 +62,12 @@ OUTSIDE = ""
 
 
 def split_unit_id(unit_id: str) -> tuple[str, int]:
-    """(sentence id, word index) of a word's id ``"<sentence id>#<k>"``; RunError when it has no index."""
-    sentence, sep, index = str(unit_id).rpartition(UNIT_SEPARATOR)
-    if not sep or not index.isdigit():
-        raise RunError(f"{unit_id!r} is not a word id (<sentence id>{UNIT_SEPARATOR}<word index>)")
-    return sentence, int(index)
+    """(sentence id, word index) of a word's id ``"<sentence id>#<k>"`` (:func:`cartomap.tasks.base.word_key`);
+    RunError when it has no index."""
+    try:
+        return word_key(unit_id)
+    except DataError:
+        raise RunError(f"{unit_id!r} is not a word id (<sentence id>{UNIT_SEPARATOR}<word index>)") from None
 
 
 def entity_type(tag: str) -> str:
@@ -216,13 +217,13 @@ def words_of(ids, sentence_ids) -> dict[str, list[str]]:
     other in ``ids``, as a run lists them. A sentence with no word there is left out."""
     index = ids if isinstance(ids, pd.Index) else pd.Index(np.asarray([str(i) for i in ids], dtype=object))
     wanted = list(dict.fromkeys(str(s) for s in sentence_ids))
-    firsts = index.get_indexer([f"{s}{UNIT_SEPARATOR}0" for s in wanted]) if wanted else []
+    firsts = index.get_indexer([unit_id_of(s, 0) for s in wanted]) if wanted else []
     out: dict[str, list[str]] = {}
     for sentence, first in zip(wanted, firsts, strict=True):
         if first < 0:
             continue
         words, k = [], 0
-        while first + k < len(index) and index[first + k] == f"{sentence}{UNIT_SEPARATOR}{k}":
+        while first + k < len(index) and index[first + k] == unit_id_of(sentence, k):
             words.append(index[first + k])
             k += 1
         out[sentence] = words

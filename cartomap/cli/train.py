@@ -116,17 +116,20 @@ def cmd_demo(a: argparse.Namespace) -> int:
     from cartomap.io import refuse_overwrite
     from cartomap.runs import shipped
     from cartomap.runs.store import RunStore
+    from cartomap.training.launch import prepare_demo_to_train
     from cartomap.training.prepare import prepare_run
 
     stem, _ = DEMO_MAPS[a.task]
     outs = [Path(a.out_dir) / f"{stem}.{suffix}" for suffix in ("png", "html")]
     refuse_overwrite(outs, a.force)  # before training: no surprise after minutes of work
     store = RunStore(a.cache)
-    if not a.train:
+    if a.train:
+        run, removed = prepare_demo_to_train(store, a.task)
+        if removed is not None:
+            print(f"removed the installed recording of run {removed.id}: training it here", flush=True)
+    else:
         shipped.install(store, a.task)
-    elif (there := shipped.installed(store, a.task)) is not None and shipped.remove_recording(store, there):
-        print(f"removed the installed recording of run {there.id}: training it here", flush=True)
-    run = prepare_run(demo_run_config(a.task), store)
+        run = prepare_run(demo_run_config(a.task), store)
     if shipped.is_recording(run):
         print(f"run {run.id}: {shipped.NOTE} Train the demo yourself: `cartomap demo --train`.", flush=True)
     else:

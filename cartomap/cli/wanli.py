@@ -17,6 +17,7 @@ def label_word(text: str) -> tuple[str, str]:
 
 def cmd_groups(a: argparse.Namespace) -> int:
     """WaNLI stage 1: collect (and with --save, store) a run's automatic groups; embeddings first if missing."""
+    from cartomap.runs.progress import Phase
     from cartomap.runs.store import RunStore
     from cartomap.runs.tasks import task
     from cartomap.scores import ambiguity
@@ -35,9 +36,9 @@ def cmd_groups(a: argparse.Namespace) -> int:
             run, a.k, a.quantile, a.exclude_genres, query, embeddings=embeddings, score=a.ambiguity
         )
     else:
-        with task(run, "auto-groups", phase="embeddings", **settings) as update:
+        with task(run, "auto-groups", phase=Phase.EMBEDDINGS, **settings) as update:
             embeddings = load_embeddings(run) or embed_run(run)
-            update(phase="collecting", progress=0.5)
+            update(phase=Phase.COLLECTING, progress=0.5)
             groups = collect_groups(
                 run, a.k, a.quantile, a.exclude_genres, query, embeddings=embeddings, score=a.ambiguity
             )

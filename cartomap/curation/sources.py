@@ -37,7 +37,7 @@ from cartomap.scores import detectors
 from cartomap.scores.label_examples import example_scores
 from cartomap.scores.metrics import REGIONS, RegionRule
 from cartomap.scores.token_quality import sentence_keys
-from cartomap.tasks.base import UNIT_SEPARATOR
+from cartomap.tasks.base import unit_id_of
 
 SELECTION = "selection"
 #: What one item of a queue is (:mod:`cartomap.curation.levels`): a word (or an example), a sentence, an
@@ -145,7 +145,7 @@ def worst_units(run: Run, ids: Sequence[str]) -> list[str]:
         return list(ids)
     combined = run.example_metrics()
     worst = dict(zip(combined["id"].astype(str), combined["worst_label"].astype(int), strict=True))
-    return [f"{i}{UNIT_SEPARATOR}{max(worst[i], 0)}" if i in worst else i for i in ids]
+    return [unit_id_of(i, max(worst[i], 0)) if i in worst else i for i in ids]
 
 
 def _aligned(table: pd.DataFrame | None, ids: list[str]) -> pd.DataFrame | None:

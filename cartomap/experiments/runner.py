@@ -20,6 +20,7 @@ from cartomap.executors.base import Watch
 from cartomap.executors.registry import open_executor
 from cartomap.experiments.registry import kind_of
 from cartomap.experiments.store import Experiment, ExperimentStore, check_run_count
+from cartomap.runs.progress import Phase
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 
@@ -114,7 +115,7 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
     from cartomap.training.prepare import prepare_run
 
     kind = kind_of(exp.kind)
-    exp.set_status(state=State.RUNNING, error=None, phase="starting", executor=config.kind, running=[])
+    exp.set_status(state=State.RUNNING, error=None, phase=Phase.STARTING, executor=config.kind, running=[])
     if exp.cancel_requested():
         exp.set_status(state=State.CANCELLED, phase=State.CANCELLED)
         exp.log("cancelled")
@@ -128,7 +129,7 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
     echo(f"[{exp.id}] executor {config.kind}" + (f": {describe}" if describe else ""))
 
     def started(role: str, run: Run) -> None:
-        exp.set_status(role=role, run_id=run.id, running=[run.id], phase="training")
+        exp.set_status(role=role, run_id=run.id, running=[run.id], phase=Phase.TRAINING)
         exp.log(f"training {role} ({run.id})")
         echo(f"[{exp.id}] {role}: run {run.id}")
 
@@ -154,13 +155,16 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
                 break
             free = [(role, run) for role, run in todo if not run.is_locked()]
             if not free:  # every remaining run is being trained by another process: wait for one
-                exp.set_status(role=todo[0][0], run_id=todo[0][1].id, phase="waiting")
+                exp.set_status(role=todo[0][0], run_id=todo[0][1].id, phase=Phase.WAITING)
                 time.sleep(WAIT_S)
                 continue
             if config.kind != "local":
                 roles = ", ".join(role for role, _ in free)
                 exp.set_status(
-                    role=roles, run_id=None, running=[run.id for _, run in free], phase="training in parallel"
+                    role=roles,
+                    run_id=None,
+                    running=[run.id for _, run in free],
+                    phase=Phase.TRAINING_IN_PARALLEL,
                 )
                 exp.log(f"training {roles} on {config.kind}")
             errors = executor.train(free, watch)
@@ -177,7 +181,7 @@ def _run_locked(exp: Experiment, store: ExperimentStore, echo, config: ExecutorC
                 return
     finally:
         executor.close()
-    exp.set_status(phase="finalizing", role=None, run_id=None, running=[])
+    exp.set_status(phase=Phase.FINALIZING, role=None, run_id=None, running=[])
     kind.finalize(exp, store.runs)
     exp.set_status(state=State.DONE, phase=State.DONE)
     exp.log("done")

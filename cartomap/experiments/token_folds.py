@@ -288,6 +288,25 @@ def folds_of_run(run: Run, exp_store: ExperimentStore) -> list[Experiment]:
     return found
 
 
+def _data_path(exp: Experiment) -> str | None:
+    """The path of the training data an experiment's parameters name (``base.data.path``); None when they
+    name none (parameters of an older or damaged experiment)."""
+    try:
+        return str(exp.params["base"]["data"]["path"])
+    except (KeyError, TypeError, OSError, ValueError):
+        return None
+
+
+def experiments_of_run(run: Run, exp_store: ExperimentStore) -> list[Experiment]:
+    """The token k-fold experiments on ``run``'s training set, in the store's order (newest first): the
+    finished ones found by its training fingerprint (:func:`folds_of_run`), the others (queued, running,
+    failed, cancelled) by the path of the run's own copy of its data, which the Prune labels page starts
+    them on."""
+    done = {e.id for e in folds_of_run(run, exp_store)}
+    path = str(run.data_config().path)
+    return [exp for exp in exp_store.list(KIND) if exp.id in done or _data_path(exp) == path]
+
+
 def oof_of_run(run: Run, exp_store: ExperimentStore) -> tuple[Experiment, np.ndarray] | None:
     """The newest finished token k-fold experiment on ``run``'s training set and its out-of-fold word
     logits [M, C] in the order of ``run``'s words; None when there is none (or it misses a word)."""

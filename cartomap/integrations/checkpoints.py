@@ -33,6 +33,7 @@ from cartomap.integrations.origin import recorded_config
 from cartomap.io import atomic_write_json
 from cartomap.runs import jobs
 from cartomap.runs.importer import finish_run
+from cartomap.runs.progress import Phase
 from cartomap.runs.state import State, Throttle
 from cartomap.runs.store import Run, RunStore
 from cartomap.tasks import support
@@ -474,7 +475,7 @@ def _score_locked(run: Run, on_progress: Progress | None) -> None:
 
     def report(epoch: int, done: int, force: bool = False, **fields) -> None:
         fields.setdefault(
-            "phase", f"checkpoint {epoch + 1}/{len(checkpoints)}: {Path(checkpoints[epoch]).name}"
+            "phase", Phase.CHECKPOINT.of(epoch + 1, len(checkpoints), Path(checkpoints[epoch]).name)
         )
         status = {
             "epoch": epoch + 1,

@@ -70,7 +70,7 @@ from cartomap.runs.importer import dynamics_digest, examples_without_texts, fini
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.tasks import registry as task_kinds
-from cartomap.tasks.base import UNIT_SEPARATOR
+from cartomap.tasks.base import unit_id_of
 from cartomap.tasks.multilabel import MULTILABEL
 from cartomap.tasks.sequence import PAIR, SINGLE
 from cartomap.tasks.token import TOKEN
@@ -197,9 +197,7 @@ class DynamicsRecorder:
         self.counts = np.asarray([len(row) for row in words], dtype=np.int64)
         self.offsets = np.cumsum(self.counts) - self.counts
         unit_ids = [
-            f"{sid}{UNIT_SEPARATOR}{k}"
-            for sid, row in zip(sentences, words, strict=True)
-            for k in range(len(row))
+            unit_id_of(sid, k) for sid, row in zip(sentences, words, strict=True) for k in range(len(row))
         ]
         return unit_ids, [t for row in tags for t in row], words
 
@@ -238,7 +236,7 @@ class DynamicsRecorder:
         self.example_ids = examples
         self.example_index = {v: k for k, v in enumerate(examples)}
         n = len(self.label_names)
-        unit_ids = [f"{i}{UNIT_SEPARATOR}{j}" for i in examples for j in range(n)]
+        unit_ids = [unit_id_of(i, j) for i in examples for j in range(n)]
         return unit_ids, label_indicator(self.label_sets, self.label_names).reshape(-1), texts
 
     def example_rows(self, ids: Any, epoch: int) -> np.ndarray:

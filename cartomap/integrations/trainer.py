@@ -84,7 +84,7 @@ from cartomap.integrations.trainer_config import (
 from cartomap.integrations.trainer_recording import IndexedFetch, LogitsRecording, broadcast
 from cartomap.integrations.unit_rows import UnitLayout
 from cartomap.runs.importer import finish_run
-from cartomap.runs.progress import StepClock
+from cartomap.runs.progress import Phase, StepClock
 from cartomap.runs.state import State, Throttle
 from cartomap.runs.store import Run, RunStore
 
@@ -259,7 +259,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         self.throttle, self.loss, self.t_start = Throttle(STATUS_EVERY_S), None, time.time()
         self.start_step = state.global_step
         self.clock = StepClock(state.max_steps or 0)  # time left from measured steps only
-        self._status(state, force=True, phase="train")
+        self._status(state, force=True, phase=Phase.TRAIN)
 
     def _check_labels(self, loader_set) -> None:
         """The Trainer's labels are the callback's, row for row (when the Trainer's set has a label column)."""
@@ -420,7 +420,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         if getattr(self, "_marks", None) and step in self._marks and model is not None:
             from cartomap.training.loop import preserved_rng
 
-            self._status(state, force=True, phase="eval-pass")
+            self._status(state, force=True, phase=Phase.EVAL_PASS)
             with preserved_rng(next(model.parameters()).device):  # the Trainer's dropout masks untouched
                 logits_now = self._eval_pass(model, args)
             for j in self._marks[step]:
@@ -464,7 +464,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
         if Source.TRAIN in self.sources:
             logits[Source.TRAIN] = self._gathered_train()
         if Source.EVAL in self.sources:
-            self._status(state, force=True, phase="eval-pass")
+            self._status(state, force=True, phase=Phase.EVAL_PASS)
             t0 = time.time()
             logits[Source.EVAL] = self._eval_pass(model, args)
             record["eval_pass_seconds"] = round(time.time() - t0, 3)
@@ -481,7 +481,7 @@ class DataMapCallback(LogitsRecording, TrainerCallback):
             _write_history(self.run, self.history)
             self.run.log(" ".join(f"{k}={v}" for k, v in record.items()))
         self._steps = []
-        self._status(state, force=True, phase="train")
+        self._status(state, force=True, phase=Phase.TRAIN)
 
     def _write_points(self, last: np.ndarray) -> None:
         """The epoch's eval-mode recordings as recordings epoch * k ... epoch * k + k - 1 (the last one is

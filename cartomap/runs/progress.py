@@ -1,6 +1,7 @@
-"""What a status widget shows of a run, an experiment or a task: progress, durations, labels.
+"""What a status widget shows of a run, an experiment or a task: progress, durations, labels, phases.
 
-Pure functions of a status dict (``status.json``; see :mod:`cartomap.runs.state`).
+Pure functions of a status dict (``status.json``; see :mod:`cartomap.runs.state`), and :class:`Phase`,
+the step of its work a status names beside its state (``status["phase"]``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,44 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cartomap.config import Valued
 from cartomap.runs.state import State, derive_state, is_active
+
+
+class Phase(Valued):
+    """The step a piece of long work is at, saved as ``status["phase"]`` beside its state and shown after
+    it ("running · dev"). A ``str`` that is its value in JSON, labels and f-strings (:class:`Valued`), so
+    status files written before the type existed read the same. Ask this class, never spell a phase (an
+    architecture test); a finished or cancelled job's phase is its :class:`~cartomap.runs.state.State`."""
+
+    def of(self, k: int, n: int, detail: str = "") -> str:
+        """This phase at item k of n, then ``detail`` after a colon: ``Phase.TEST.of(1, 2)`` is "test 1/2"."""
+        text = f"{self.value} {k}/{n}"
+        return f"{text}: {detail}" if detail else text
+
+    # a training run (the loop and the Trainer callback)
+    TRAIN = "train"  # training steps
+    EVAL_PASS = "eval-pass"  # the eval-mode pass over the training set that records the map
+    DEV = "dev"  # evaluating on the dev set
+    TEST = "test"  # evaluating on test set k of n (:meth:`of`)
+    SAVING = "saving"  # writing the model and the map
+    CHECKPOINT = "checkpoint"  # scoring saved checkpoint k of n (:meth:`of`)
+    # an experiment (the runner)
+    STARTING = "starting"
+    TRAINING = "training"  # one run at a time
+    WAITING = "waiting"  # for a run another process trains
+    TRAINING_IN_PARALLEL = "training in parallel"
+    FINALIZING = "finalizing"
+    # a WaNLI batch: generation, filtering, exemplar groups
+    LOADING_MODEL = "loading the model"
+    GENERATING = "generating"
+    STOPPED = "stopped"  # halted between chunks, what was generated kept
+    MAX_VARIABILITY = "max variability"
+    HEURISTICS = "heuristics"
+    EMBEDDINGS = "embeddings"
+    COLLECTING = "collecting"
+    # a projection of a run's embeddings
+    FITTING = "fitting"
 
 
 def format_duration(seconds: Any) -> str:

@@ -84,7 +84,7 @@ def _status_from_history(run: Run) -> dict:
     epochs = run.config.train.epochs
     model_saved = (run.model_dir / "config.json").exists() or any(run.model_dir.glob("*.safetensors"))
     if history and len(history) >= epochs and model_saved:
-        return {"state": State.DONE, "phase": "done", "epochs_done": len(history)}
+        return {"state": State.DONE, "phase": State.DONE, "epochs_done": len(history)}
     return {
         "state": State.CANCELLED,
         "epochs_done": len(history),

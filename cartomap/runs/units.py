@@ -9,16 +9,16 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from cartomap.tasks.base import UNIT_SEPARATOR, TaskKind, label_unit_keys
+from cartomap.tasks.base import TaskKind, label_unit_keys, word_key
 
 
 def with_word_keys(frame: pd.DataFrame, unit_ids: Sequence[str]) -> pd.DataFrame:
     """A token run's metrics frame with each word's key beside its unit id, as training writes it: the
     sentence id (``example_id``) and word index (``word``) of every ``<id>#<k>`` (columns 1 and 2)."""
-    keys = [str(i).rpartition(UNIT_SEPARATOR) for i in unit_ids]
+    keys = [word_key(i) for i in unit_ids]
     frame = frame.copy()
     frame.insert(1, "example_id", [k[0] for k in keys])
-    frame.insert(2, "word", np.asarray([int(k[2]) for k in keys], dtype=np.int64))
+    frame.insert(2, "word", np.asarray([k[1] for k in keys], dtype=np.int64))
     return frame
 
 

@@ -104,8 +104,8 @@ def ranking_report(scores, flipped_mask) -> dict:
 
     * ``precision_at_k`` = |top-k ∩ flipped| / k
     * ``recall_at_k`` = |top-k ∩ flipped| / #flipped (equal to precision since k = #flipped)
-    * ``average_precision``: :func:`cartomap.scores.truth.average_precision` (the one definition, equal to
-      ``sklearn.metrics.average_precision_score(flipped, scores)``, ties included)
+    * ``average_precision``: :func:`cartomap.scores.truth.average_precision` (the one definition:
+      ``sklearn.metrics.average_precision_score(flipped, scores)``)
 
     All three in [0, 1], higher = better detector; NaN when nothing (or everything) is flipped
     for AP, NaN for precision/recall when nothing is flipped.

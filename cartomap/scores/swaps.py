@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cartomap.errors import DataError
-from cartomap.tasks.base import UNIT_SEPARATOR
+from cartomap.tasks.base import word_key
 
 #: Columns of :func:`swap_table`, in order.
 COLUMNS = ("word", "gold", "predicted", "count", "sentences", "example_ids")
@@ -29,8 +29,8 @@ def word_texts(sentence_ids: Sequence[str], sentence_words: Sequence[Sequence[st
     words = dict(zip((str(i) for i in sentence_ids), sentence_words, strict=True))
     out = []
     for unit in unit_ids:
-        sentence, _, k = str(unit).rpartition(UNIT_SEPARATOR)
-        out.append(str(words[sentence][int(k)]))
+        sentence, k = word_key(unit)
+        out.append(str(words[sentence][k]))
     return out
 
 

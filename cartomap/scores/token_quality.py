@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from cartomap.errors import DataError
-from cartomap.tasks.base import UNIT_SEPARATOR
+from cartomap.tasks.base import word_key
 
 #: cleanlab's default way of scoring a sentence from its words (``get_label_quality_scores``).
 CLEANLAB_SENTENCE_METHOD = "min"
@@ -29,14 +29,8 @@ CLEANLAB_SENTENCE_METHOD = "min"
 
 def sentence_keys(unit_ids: Sequence[str]) -> np.ndarray:
     """The sentence id of every word id ``<sentence id>#<k>`` (object [M]); DataError for an id without
-    ``#<k>``."""
-    keys = []
-    for unit in unit_ids:
-        sentence, sep, index = str(unit).rpartition(UNIT_SEPARATOR)
-        if not sep or not index.isdigit():
-            raise DataError(f"{unit!r} is not a word id (<sentence id>{UNIT_SEPARATOR}<k>)", field="id")
-        keys.append(sentence)
-    return np.asarray(keys, dtype=object)
+    ``#<k>`` (:func:`cartomap.tasks.base.word_key`)."""
+    return np.asarray([word_key(unit)[0] for unit in unit_ids], dtype=object)
 
 
 def split_by_sentence(sentences) -> list[np.ndarray]:

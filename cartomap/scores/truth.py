@@ -1,9 +1,8 @@
 """Statistics of a truth report: how a score ranks known errors, and how it follows human disagreement.
 
-Pure numerics on [N] arrays: :func:`average_precision` and :func:`auroc` (the same numbers as
-sklearn's ``average_precision_score`` / ``roc_auc_score``, ties included, checked against them in the
-tests; kept here because a report calls them a thousand times per detector, and sklearn's input checks
-make each call 11-12x slower at 1,500 items: docs/benchmarks.md), :func:`precision_at_k`, :func:`spearman` (scipy's ``spearmanr``), and
+Pure numerics on [N] arrays: :func:`average_precision` and :func:`auroc` (scikit-learn's
+``average_precision_score`` / ``roc_auc_score``, NaN where a class is missing; their cost in a report's
+bootstrap: docs/benchmarks.md), :func:`precision_at_k`, :func:`spearman` (scipy's ``spearmanr``), and
 :func:`bootstrap` 95 % percentile intervals (``scipy.stats.bootstrap``: items resampled with
 replacement, a fixed seed: every statistic of one report sees the same resamples).
 """
@@ -36,32 +35,27 @@ def _pair(truth, scores) -> tuple[np.ndarray, np.ndarray]:
 
 
 def average_precision(truth, scores) -> float:
-    """AP = sum_n (R_n - R_{n-1}) P_n over the distinct score thresholds, highest first (as sklearn's
-    ``average_precision_score``); NaN without positives. Higher = the errors come first."""
+    """AP = sum_n (R_n - R_{n-1}) P_n over the distinct score thresholds, highest first: scikit-learn's
+    ``average_precision_score(truth, scores)``; NaN without positives (scikit-learn would warn and give
+    0). Higher = the errors come first."""
     t, s = _pair(truth, scores)
     if not t.any():
         return float("nan")
-    order = np.argsort(-s, kind="mergesort")
-    s, t = s[order], t[order]
-    ends = np.r_[np.flatnonzero(np.diff(s)), t.size - 1]
-    tps = np.cumsum(t)[ends]
-    precision = tps / (ends + 1)
-    recall = tps / tps[-1]
-    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+    from sklearn.metrics import average_precision_score  # sklearn.metrics takes ~1 s to import
+
+    return float(average_precision_score(t, s))
 
 
 def auroc(truth, scores) -> float:
-    """AUROC = P(score of an error > score of a clean example) + half the ties (Mann-Whitney U / (P N),
-    as sklearn's ``roc_auc_score``); NaN unless both kinds are present. 0.5 = chance."""
+    """AUROC = P(score of an error > score of a clean example) + half the ties (Mann-Whitney U / (P N)):
+    scikit-learn's ``roc_auc_score(truth, scores)``; NaN unless both kinds are present (one class only:
+    scikit-learn would raise). 0.5 = chance, higher = the errors score higher."""
     t, s = _pair(truth, scores)
-    n_pos = int(t.sum())
-    n_neg = t.size - n_pos
-    if not n_pos or not n_neg:
+    if t.all() or not t.any():
         return float("nan")
-    from scipy.stats import rankdata  # scipy.stats takes ~1 s to import: only where used
+    from sklearn.metrics import roc_auc_score
 
-    ranks = rankdata(s)
-    return float((ranks[t].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return float(roc_auc_score(t, s))
 
 
 def precision_at_k(truth, scores, k: int) -> float:

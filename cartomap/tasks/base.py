@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from cartomap.errors import DataError
+
 # UNITS: the names of what one row of a run's dynamics is about (:class:`cartomap.tasks.units.Unit`):
 # "example": one row of logits per example (sequence classification); "word": one per word of an
 # example, keyed by (id, word) (token classification: the first sub-word of each word); "label": one per
@@ -29,6 +31,24 @@ from cartomap.tasks.units import UNITS, Unit
 EXAMPLE_LABEL_FIELD = "label"
 #: Between an example's id and a unit's position in the unit's own id ("sent-3#0": word 0 of sent-3).
 UNIT_SEPARATOR = "#"
+
+
+def word_key(unit_id: Any) -> tuple[str, int]:
+    """(example id, k) of a unit id ``<example id>#<k>`` (word k of a sentence, label k of an example),
+    split at the last :data:`UNIT_SEPARATOR`, so an example id may hold one: ``"a#b#3"`` is ("a#b", 3).
+    The inverse of :func:`unit_id_of`. DataError when the id does not end in ``#<k>``, k digits."""
+    example, sep, k = str(unit_id).rpartition(UNIT_SEPARATOR)
+    if not sep or not k.isdigit():
+        raise DataError(f"{unit_id!r} is not a unit id (<example id>{UNIT_SEPARATOR}<k>)", field="id")
+    return example, int(k)
+
+
+def unit_id_of(example_id: Any, k: int) -> str:
+    """The id ``<example id>#<k>`` of unit k of an example (word k of a sentence, label k of an example):
+    the inverse of :func:`word_key`."""
+    return f"{example_id}{UNIT_SEPARATOR}{int(k)}"
+
+
 #: The class names of one label unit's recorded row (multi-label): the label is absent (0) or present (1).
 LABEL_UNIT_CLASSES: tuple[str, str] = ("absent", "present")
 #: Which model head predicts a kind: "sequence" (AutoModelForSequenceClassification: one row of logits
@@ -267,9 +287,7 @@ class TaskKind:
             counts = np.full(len(ids), len(label_names), dtype=np.int64)
         else:
             counts = np.asarray([len(row) for row in frame[self.text_fields[0]]], dtype=np.int64)
-        unit_ids = [
-            f"{i}{UNIT_SEPARATOR}{k}" for i, n in zip(ids, counts.tolist(), strict=True) for k in range(n)
-        ]
+        unit_ids = [unit_id_of(i, k) for i, n in zip(ids, counts.tolist(), strict=True) for k in range(n)]
         return unit_ids, counts
 
     def unit_classes(self, label_names: Sequence[str]) -> tuple[str, ...]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-from cartomap.config import RunConfig
+from cartomap.config import RunConfig, demo_run_config
 from cartomap.io import atomic_write_json
-from cartomap.runs import jobs
+from cartomap.runs import jobs, shipped
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.training.prepare import prepare_run
@@ -23,6 +23,16 @@ def start_training(config: RunConfig, store: RunStore, by: str | None = None) ->
     Raises DataError for bad input before anything is created.
     """
     return start_run_job(prepare_run(config, store), store, by=by)
+
+
+def prepare_demo_to_train(store: RunStore, task: str) -> tuple[Run, Run | None]:
+    """The bundled demo of ``task`` made ready to train here (``cartomap demo --train``, the dashboard's
+    **Train the demo yourself**): its installed recording removed first (ours, without weights: the trained
+    run takes its id; a run trained here is kept), then the demo's run prepared. (The run, the recording
+    removed or None.)"""
+    there = shipped.installed(store, task)
+    removed = there if there is not None and shipped.remove_recording(store, there) else None
+    return prepare_run(demo_run_config(task), store), removed
 
 
 def start_run_job(run: Run, store: RunStore, by: str | None = None) -> Run:

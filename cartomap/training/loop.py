@@ -33,7 +33,7 @@ from cartomap.errors import RunError
 from cartomap.io import atomic_folder, atomic_write_json, read_json, torch_save
 from cartomap.runs import cpu, layout
 from cartomap.runs import steps as step_log
-from cartomap.runs.progress import StepClock
+from cartomap.runs.progress import Phase, StepClock
 from cartomap.runs.state import State, Throttle
 from cartomap.runs.store import Run, RunStore
 from cartomap.runs.tables import arrow_ids
@@ -508,7 +508,7 @@ def start_progress(t: Training, on_step: StepCallback | None) -> None:
         steps_per_epoch=t.steps_per_epoch,
         global_step=t.trainer["global_step"],
         total_steps=total_steps,
-        phase="train",
+        phase=Phase.TRAIN,
         error=None,
         device=str(accelerator.device),
     )
@@ -596,7 +596,7 @@ def train_step(t: Training, epoch: int, step: int, batch, recording: EpochRecord
 def record_inside_epoch(t: Training, epoch: int, step: int, recording: EpochRecording) -> None:
     """An eval-mode recording of the training set after ``step`` (record_points > 1), with torch's random
     state saved and restored around it so that training draws what it would have without it."""
-    t.progress.update(force=True, phase="eval-pass")
+    t.progress.update(force=True, phase=Phase.EVAL_PASS)
     t_pass = time.time()
     with preserved_rng(t.accelerator.device):
         logits_now = t.predict(t.eval_loader, len(t.ids))
@@ -604,7 +604,7 @@ def record_inside_epoch(t: Training, epoch: int, step: int, recording: EpochReco
         t.recorded[Source.EVAL][epoch * t.per_epoch[Source.EVAL] + j] = logits_now
     t.model.train()
     recording.seconds += time.time() - t_pass
-    t.progress.update(force=True, phase="train")
+    t.progress.update(force=True, phase=Phase.TRAIN)
 
 
 def record_epoch_end(t: Training, epoch: int, record: dict, recording: EpochRecording) -> None:
@@ -612,7 +612,7 @@ def record_epoch_end(t: Training, epoch: int, record: dict, recording: EpochReco
     eval-mode pass of the epoch took."""
     if not recording.eval_now:
         return
-    t.progress.update(force=True, phase="eval-pass")
+    t.progress.update(force=True, phase=Phase.EVAL_PASS)
     t_pass = time.time()
     last = (epoch + 1) * t.per_epoch[Source.EVAL] - 1
     t.recorded[Source.EVAL][last] = t.predict(t.eval_loader, len(t.ids))
@@ -627,14 +627,14 @@ def evaluate(t: Training, record: dict) -> tuple[np.ndarray | None, list[np.ndar
 
     dev_logits = None
     if t.dev is not None:
-        t.progress.update(force=True, phase="dev")
+        t.progress.update(force=True, phase=Phase.DEV)
         dev_logits = t.predict(t.dev.loader, len(t.dev.labels))
         record.update(eval_scores("dev", t, t.dev, dev_logits))
         record["dev_loss"] = float(F.cross_entropy(torch.tensor(dev_logits), torch.tensor(t.dev.labels)))
         record.update(entity_record(t, "dev", t.dev, dev_logits))
     test_logits = []
     for k, test in enumerate(t.tests):
-        t.progress.update(force=True, phase=f"test {k + 1}/{len(t.tests)}")
+        t.progress.update(force=True, phase=Phase.TEST.of(k + 1, len(t.tests)))
         test_logits.append(t.predict(test.loader, len(test.labels)))
         record.update(eval_scores(f"test_{k}", t, test, test_logits[-1]))
         record.update(entity_record(t, f"test_{k}", test, test_logits[-1]))
@@ -675,7 +675,7 @@ def checkpoint(t: Training, epoch: int, record: dict, dev_logits, test_logits: l
     counters (written last: a state names an epoch whose files are all there)."""
     run, tc = t.run, t.tc
     if t.main:
-        t.progress.update(force=True, phase="saving")
+        t.progress.update(force=True, phase=Phase.SAVING)
         for s in t.sources:
             if tc.records_in_epoch(s, epoch):
                 for p in range(epoch * t.per_epoch[s], (epoch + 1) * t.per_epoch[s]):
@@ -697,7 +697,7 @@ def checkpoint(t: Training, epoch: int, record: dict, dev_logits, test_logits: l
             )
         )
     t.accelerator.wait_for_everyone()
-    t.progress.update(force=True, phase="train", dev_accuracy=record.get("dev_accuracy"))
+    t.progress.update(force=True, phase=Phase.TRAIN, dev_accuracy=record.get("dev_accuracy"))
 
 
 def follow_load(t: Training, epoch: int) -> None:

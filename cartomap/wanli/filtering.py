@@ -55,6 +55,7 @@ import pandas as pd
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_write_json, atomic_write_parquet
 from cartomap.runs import shipped
+from cartomap.runs.progress import Phase
 from cartomap.runs.state import State
 from cartomap.runs.store import Run
 from cartomap.wanli.batches import filtered_path, load_generated, report_path
@@ -482,11 +483,11 @@ def run_filter(
             progress,
             lambda done, total: {
                 "progress": round(0.05 + 0.9 * done / max(total, 1), 4),
-                "phase": "max variability",
+                "phase": Phase.MAX_VARIABILITY,
             },
         )
 
-        update(phase="heuristics", progress=0.01)
+        update(phase=Phase.HEURISTICS, progress=0.01)
         epochs = len(run.checkpoint_dirs())
 
         def probabilities(rows: pd.DataFrame) -> np.ndarray:
@@ -511,7 +512,7 @@ def run_filter(
             "seconds": round(time.time() - t0, 2),
             "created_at": time.time(),
         }
-        update(phase="saving", progress=0.97)
+        update(phase=Phase.SAVING, progress=0.97)
         atomic_write_parquet(filtered_path(run, batch), frame)
         atomic_write_json(report_path(run, batch), report_doc)
         update(kept=report_doc["n_kept"], counts=counts)

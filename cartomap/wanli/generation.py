@@ -25,6 +25,7 @@ import pandas as pd
 
 from cartomap.errors import CartomapError, RunError
 from cartomap.io import atomic_save, atomic_write_json
+from cartomap.runs.progress import Phase
 from cartomap.runs.state import State
 from cartomap.runs.store import Run, RunStore
 from cartomap.wanli.batches import (
@@ -230,11 +231,11 @@ def execute_generation(
         for p in prompts:
             p["word"] = template.word(p["intended_label"])
         total = len(prompts)
-        update(total=total, done=0, generated=0, unparsable=0, phase="loading the model")
+        update(total=total, done=0, generated=0, unparsable=0, phase=Phase.LOADING_MODEL)
         t0 = time.time()
         generator = generator if generator is not None else make_generator(cfg, RunStore.root_of(run))
         load_s = time.time() - t0
-        update(phase="generating")
+        update(phase=Phase.GENERATING)
         rows: list[dict[str, Any]] = []
         unparsable = done = completions_seen = 0
         stopped = False
@@ -281,7 +282,7 @@ def execute_generation(
         info = batch_info(run, slug)
         info["stats"] = stats
         atomic_write_json(info_path(run, slug), info)
-        update(phase="stopped" if stopped else State.DONE, stats=stats)
+        update(phase=Phase.STOPPED if stopped else State.DONE, stats=stats)
     run.log(f"generation {slug}: {len(rows)} parsed of {completions_seen} completions in {seconds:.1f}s")
     return frame
 

@@ -27,7 +27,7 @@ from typing import Any
 import streamlit as st
 
 from cartomap.analysis import curves
-from cartomap.config import DEMO_TASKS, demo_run_config, demo_time
+from cartomap.config import DEMO_TASKS, demo_time
 from cartomap.errors import CartomapError
 from cartomap.experiments import launch
 from cartomap.experiments.store import Experiment
@@ -39,7 +39,7 @@ from cartomap.runs.state import State, StatusFolder, is_active, is_resumable
 from cartomap.runs.store import Run
 from cartomap.tasks.token import TOKEN
 from cartomap.team.roles import Action
-from cartomap.training.launch import start_run_job, start_training
+from cartomap.training.launch import prepare_demo_to_train, start_run_job
 from pages.common import (
     acting_as,
     flash,
@@ -315,10 +315,7 @@ def start_demo(task: str = DEMO_TASKS[0]) -> Run | None:
     reports errors. An installed recording of it is removed first: the demo is trained live."""
     try:
         store = get_store()
-        there = shipped.installed(store, task)
-        if there is not None:
-            shipped.remove_recording(store, there)
-        run = start_training(demo_run_config(task), store, by=acting_as())
+        run = start_run_job(prepare_demo_to_train(store, task)[0], store, by=acting_as())
     except CartomapError as err:
         show_error(err)
         return None

@@ -21,21 +21,6 @@ from pages.components.forms import model_form
 from pages.components.jobs import experiment_panel
 
 
-def _experiments(run, estore) -> list:
-    """The token k-fold experiments on ``run``'s training set, newest first: finished ones found by its
-    training fingerprint, the others by the path of the run's own copy of its data."""
-    done = {e.id for e in token_folds.folds_of_run(run, estore)}
-    path = str(run.data_config().path)
-    found = []
-    for exp in estore.list(token_folds.KIND):
-        try:
-            if exp.id in done or str(exp.params["base"]["data"]["path"]) == path:
-                found.append(exp)
-        except (KeyError, TypeError):
-            continue
-    return found
-
-
 def results(run, exp, estore) -> None:
     """A finished experiment: its out-of-fold accuracy, the most suspect words, the recurring swaps."""
     summary = exp.result("summary") or {}
@@ -67,7 +52,7 @@ def token_section(run, estore) -> None:
         "of k folds of its sentences (each sentence scored by the one model that never saw it), which "
         "cleanlab's token classification and the recurring swaps read. Nothing is pruned."
     )
-    experiments = _experiments(run, estore)
+    experiments = token_folds.experiments_of_run(run, estore)
     exp = experiments[0] if experiments else None
     if exp is not None:
         state = exp.state
