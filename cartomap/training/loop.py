@@ -717,7 +717,7 @@ def follow_load(t: Training, epoch: int) -> None:
         f"the CPUs' load changed during epoch {epoch + 1}: starting again with threads waiting {choice}, "
         f"from the checkpoint of epoch {epoch + 1}"
     )
-    t.run.set_status(state=State.QUEUED, phase="restarting", pid=os.getpid(), queued_at=time.time())
+    t.run.set_status(state=State.QUEUED, phase=Phase.RESTARTING, pid=os.getpid(), queued_at=time.time())
     cpu.restart(choice)
 
 
