@@ -258,7 +258,8 @@ def _train_locked(run: Run, on_step: StepCallback | None) -> None:
 
 def _train_prepared(run: Run, on_step: StepCallback | None, accelerator) -> None:
     """The loop, in the order it runs: set up, then per epoch train its steps, record the training set,
-    evaluate, checkpoint; then finish (the data map's metrics, the model, the final status)."""
+    evaluate, checkpoint, follow the CPUs' load; then finish (the data map's metrics, the model, the final
+    status)."""
     t = set_up(run, on_step, accelerator)
     if t is None:  # cancelled while queued
         return
