@@ -150,18 +150,19 @@ def test_restart_without_allow_restart_is_refused(monkeypatch):
         cpu.restart("passive")
 
 
-def test_the_dashboards_training_job_may_restart_a_training_from_its_options_may_not(
+def test_every_training_command_may_restart_with_a_command_line_that_continues_it(
     monkeypatch, tmp_path, tiny_model
 ):
     from cartomap.cli import main
     from cartomap.training.launch import train_job_args
 
     allowed = []
-    monkeypatch.setattr(cpu, "allow_restart", lambda argv=None: allowed.append(True))
+    monkeypatch.setattr(cpu, "allow_restart", lambda argv=None, before=None: allowed.append(argv))
     cfg = config(tmp_path, tiny_model)
-    run = train_or_load(cfg, RunStore(tmp_path / "cache"))  # done: the commands below only load it
-    assert main(["--cache", str(tmp_path / "cache"), *train_job_args(run)]) == 0
-    assert allowed == [True]  # `train --run ID --job`: running it again continues the run
+    cache = tmp_path / "cache"
+    run = train_or_load(cfg, RunStore(cache))  # done: the commands below only load it
+    assert main(["--cache", str(cache), *train_job_args(run)]) == 0
+    assert allowed == [None]  # `train --run ID --job`: its own command line continues the run
     options = ["--data", cfg.data.path, "--dev", "none", "--model", tiny_model, "--max-length", "32"]
     options += [
         "--epochs",
@@ -175,9 +176,14 @@ def test_the_dashboards_training_job_may_restart_a_training_from_its_options_may
         "--record",
         "both",
     ]
-    assert main(["--cache", str(tmp_path / "cache"), "train", *options, "--quiet"]) == 0
-    assert RunStore(tmp_path / "cache").list() == [run]  # the same run, loaded
-    assert allowed == [True]  # from options: the data could change before it runs again
+    assert main(["--cache", str(cache), "train", *options, "--quiet"]) == 0
+    assert RunStore(cache).list() == [run]  # the same run, loaded
+    # from options: continued by id (the data file could change before it runs again)
+    assert allowed[1] == [sys.executable, "-m", "cartomap.cli", "--cache", str(cache.resolve()), "train"] + [
+        "--run",
+        run.id,
+        "--quiet",
+    ]
 
 
 def test_a_training_in_a_thread_of_its_own_never_restarts_the_process(monkeypatch, tmp_path):

@@ -44,12 +44,21 @@ def cmd_train(a: argparse.Namespace) -> int:
             f"run {run.id} was recorded by {origin}, not trained by cartomap: it cannot be trained here"
         )
     print_warnings(run)
-    if a.run:  # running this command again continues the run: it may restart as the load changes
-        cpu.allow_restart()
+    cpu.allow_restart(continuation(a, run))  # it may restart as the CPUs' load changes (runs/cpu.py)
     by = acting(a)  # a job acts as the person who started it (its CARTOMAP_USER), checked again
     if by and run.state not in (State.DONE, State.DAMAGED):  # team mode: who trains it, kept with its status
         run.set_status(started_by=by)
     return train_with_progress(run, quiet=a.quiet, as_job=a.job)
+
+
+def continuation(a: argparse.Namespace, run) -> list[str] | None:
+    """The command line that continues this training: this one with ``--run`` (None: its own), else
+    ``train --run ID`` in the same store (the options' data is not read again: it could have changed)."""
+    if a.run:
+        return None
+    flags = [flag for flag, on in (("--quiet", a.quiet), ("--job", a.job)) if on]
+    cache = str(Path(a.cache).resolve())
+    return [sys.executable, "-m", "cartomap.cli", "--cache", cache, "train", "--run", run.id, *flags]
 
 
 def print_warnings(run) -> None:
@@ -124,6 +133,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
     refuse_overwrite(outs, a.force)  # before training: no surprise after minutes of work
     store = RunStore(a.cache)
     if a.train:
+        cpu.allow_restart()  # this command again goes on with the training (runs/cpu.py), then the map
         run, removed = prepare_demo_to_train(store, a.task)
         if removed is not None:
             print(f"removed the installed recording of run {removed.id}: training it here", flush=True)

@@ -31,10 +31,10 @@ threads and so the last bits of the results, and a resumed run must match one th
 
 **Waiting that follows the load.** OpenMP reads how its threads wait once, when it starts, and has no call
 to change it later; so a training that began on free CPUs kept spinning when other work started beside it
-(1.7x its fair share of time, where passive waiting keeps about 1.2x). A process whose command line
-continues its work when run again (``cartomap train --run ID``, the dashboard's training jobs:
-:func:`allow_restart`) asks :func:`rechoose` at the end of every epoch but the last, once the epoch's
-checkpoint is written: when the CPUs it may use became crowded (or free again) and cartomap chose the
+(1.7x its fair share of time, where passive waiting keeps about 1.2x). A process that knows a command line
+continuing its work (:func:`allow_restart`: ``cartomap train``, as ``train --run ID``; ``cartomap demo
+--train``; the dashboard's training and experiment jobs; ``cartomap experiment run``) asks
+:func:`rechoose` at the end of every epoch but the last, once the epoch's checkpoint is written: when the CPUs it may use became crowded (or free again) and cartomap chose the
 waiting (``CARTOMAP_WAIT=auto``, no user variable), it starts itself again in place (:func:`restart`:
 ``exec``, same pid), waiting the other way, and resumes from that checkpoint, bit-identical to a run that
 was not restarted. Inside an epoch nothing can change: a run resumes only at an epoch's end. The decision
