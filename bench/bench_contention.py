@@ -171,6 +171,7 @@ def worker(args) -> None:
     if rule in ("cartomap", "cartomap-start"):
         cpu.apply()  # before torch is imported, as cartomap's processes do
     if rule == "cartomap":
+        cpu.own_process()
         cpu.allow_restart()  # this command line again continues the run in --cache
     elif rule == "load":
         usable = len(os.sched_getaffinity(0))

@@ -32,6 +32,7 @@ starts, cache, run_id = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 with starts.open("a") as f:
     f.write(json.dumps({"pid": os.getpid(), "wait": cpu.current_wait(), "log": cpu.waiting()}) + "\\n")
 cpu.crowded_now = lambda *a, **k: True  # other work started beside the training
+cpu.own_process()
 cpu.allow_restart()
 from cartomap.runs.store import RunStore
 from cartomap.training.loop import continue_run
@@ -221,6 +222,7 @@ def test_restart_does_what_was_asked_before_then_execs_the_same_command_line(mon
     calls = []
     monkeypatch.setattr(cpu, "_restart_argv", None)
     monkeypatch.setattr(cpu, "_before_restart", [])
+    monkeypatch.setattr(cpu, "_own_process", True)
     cpu.allow_restart(
         ["/usr/bin/python3", "-m", "cartomap.cli", "train", "--run", "abc"],
         before=lambda: calls.append("before"),
@@ -237,3 +239,18 @@ def test_restart_does_what_was_asked_before_then_execs_the_same_command_line(mon
         "before",
         (sys.executable, [sys.executable, "-m", "cartomap.cli", "train", "--run", "abc"], "passive"),
     ]
+
+
+def test_cartomap_called_inside_another_program_never_restarts_it(monkeypatch, tmp_path, tiny_model):
+    from cartomap.cli import main
+
+    monkeypatch.setattr(cpu, "_restart_argv", None)
+    monkeypatch.setattr(cpu, "_own_process", False)
+    run = train_or_load(config(tmp_path, tiny_model), RunStore(tmp_path / "cache"))
+    assert main(["--cache", str(tmp_path / "cache"), "train", "--run", run.id, "--quiet"]) == 0
+    assert cpu._restart_argv is None  # this test's own process (pytest) is never exec'd again
+    cpu.allow_restart(["python", "-m", "cartomap.cli"])
+    assert cpu._restart_argv is None
+    cpu.own_process()
+    cpu.allow_restart(["python", "-m", "cartomap.cli"])
+    assert cpu._restart_argv == ["python", "-m", "cartomap.cli"]

@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``cartomap`` command: ``argv`` None when this process is the command (the console script,
+    ``python -m cartomap.cli``), a list when another program calls it (a test)."""
+    if argv is None:
+        cpu.own_process()  # a training may restart this process as the load changes (runs/cpu.py)
     args = build_parser().parse_args(argv)
     stdout = sys.stdout
     sys.stdout = PrintableStream(stdout)  # what any command prints: control characters escaped

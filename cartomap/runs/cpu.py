@@ -81,6 +81,8 @@ CROWDED_AT = 0.5
 RESTART_ENV = "CARTOMAP_WAIT_RESTART"
 #: The command line that continues this process's work (:func:`allow_restart`); None: it may not restart.
 _restart_argv: list[str] | None = None
+#: Whether this process runs cartomap's own command line (:func:`own_process`).
+_own_process = False
 #: What to do just before a restart (:func:`allow_restart`'s ``before``).
 _before_restart: list[Callable[[], None]] = []
 #: Whether this process is such a restart (:func:`apply` found :data:`RESTART_ENV`).
@@ -302,12 +304,22 @@ def apply() -> None:
 
 
 # --------------------------------------------------------------------------- waiting that follows the load
+def own_process() -> None:
+    """Declare that this process runs cartomap's own command line (``cartomap ...``, ``python -m
+    cartomap.cli``, a bench's worker), not cartomap called inside another program: only then does
+    :func:`allow_restart` take effect."""
+    global _own_process
+    _own_process = True
+
+
 def allow_restart(argv: Sequence[str] | None = None, before: Callable[[], None] | None = None) -> None:
     """Declare that running ``argv`` again (default: this process's own command line, ``sys.orig_argv``)
-    continues this process's work, so it may restart itself when the load changes (:func:`rechoose`).
-    ``before``: what to do just before a restart (an experiment's job marks its status queued, so that
+    continues this process's work, so it may restart itself when the load changes (:func:`rechoose`); in
+    a process that runs cartomap's own command line only (:func:`own_process`). ``before``: what to do just before a restart (an experiment's job marks its status queued, so that
     nobody reads it as interrupted while the process starts again)."""
     global _restart_argv
+    if not _own_process:  # cartomap called inside another program (a test, a notebook): never restarted
+        return
     _restart_argv = list(argv if argv is not None else sys.orig_argv)
     _before_restart.clear()
     if before is not None:
