@@ -32,6 +32,7 @@ starts, cache, run_id = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 with starts.open("a") as f:
     f.write(json.dumps({"pid": os.getpid(), "wait": cpu.current_wait(), "log": cpu.waiting()}) + "\\n")
 cpu.crowded_now = lambda *a, **k: True  # other work started beside the training
+cpu.pays = lambda *a: True  # a restart is worth it even for this tiny training
 cpu.own_process()
 cpu.allow_restart()
 from cartomap.runs.store import RunStore
@@ -254,3 +255,49 @@ def test_cartomap_called_inside_another_program_never_restarts_it(monkeypatch, t
     cpu.own_process()
     cpu.allow_restart(["python", "-m", "cartomap.cli"])
     assert cpu._restart_argv == ["python", "-m", "cartomap.cli"]
+
+
+def test_a_restart_pays_when_the_time_it_saves_is_more_than_it_costs():
+    assert cpu.pays("passive", 100.0, 20.0) and not cpu.pays("passive", 60.0, 20.0)  # 25 % of what is left
+    assert cpu.pays("spin", 400.0, 20.0) and not cpu.pays("spin", 200.0, 20.0)  # 7 %
+    assert cpu.pays("passive", None, 20.0) and cpu.pays("spin", 1.0, None)  # unknown: it restarts
+
+
+class Restarted(Exception):
+    pass
+
+
+def test_follow_load_restarts_only_when_it_pays_and_marks_the_run_queued_first(monkeypatch, run_fixture):
+    from types import SimpleNamespace
+
+    from cartomap.training import loop
+
+    t = SimpleNamespace(
+        main=True,
+        n_proc=1,
+        accelerator=SimpleNamespace(device=SimpleNamespace(type="cpu")),
+        tc=SimpleNamespace(epochs=3),
+        trainer={"stopped_early": False},
+        history=[{"train_seconds": 40.0}],
+        ready_s=30.0,
+        run=run_fixture,
+    )
+    monkeypatch.setattr(cpu, "rechoose", lambda: "passive")
+    monkeypatch.setattr(cpu, "restart", lambda choice: (_ for _ in ()).throw(Restarted(choice)))
+    loop.follow_load(t, 0)  # 2 epochs of 40 s left: passive saves about 20 s, a restart costs 30 s
+    assert (
+        "would cost more than waiting passive could save of the 80 s of training left"
+        in run_fixture.log_path.read_text()
+    )
+    t.ready_s = 10.0
+    with pytest.raises(Restarted, match="passive"):
+        loop.follow_load(t, 0)
+    assert run_fixture.status()["state"] == "queued" and run_fixture.status()["pid"] == os.getpid()
+    loop.follow_load(t, 2)  # after the last epoch: nothing to gain
+    t.accelerator.device.type = "cuda"
+    loop.follow_load(t, 0)  # OpenMP's waiting is a CPU's
+
+
+@pytest.fixture()
+def run_fixture(tmp_path, tiny_model):
+    return prepare_run(config(tmp_path, tiny_model), RunStore(tmp_path / "cache"))

@@ -81,6 +81,13 @@ CROWDED_AT = 0.5
 RESTART_ENV = "CARTOMAP_WAIT_RESTART"
 #: The command line that continues this process's work (:func:`allow_restart`); None: it may not restart.
 _restart_argv: list[str] | None = None
+#: What passive waiting saves on crowded CPUs, and brief spinning on free ones, as a share of the training
+#: time left (bench/bench_contention.py, docs/benchmarks.md: beside two CPU-bound processes spinning took
+#: 1.7x its fair share and passive waiting 1.2x; alone, passive waiting was 8 % slower on a quiet machine):
+#: a restart is worth it when this share of the time left is more than the restart costs.
+RESTART_GAIN = {"passive": 0.25, "spin": 0.07}
+#: When this module was imported (early in every cartomap process): the start of what a restart repeats.
+_IMPORTED = time.monotonic()
 #: Whether this process runs cartomap's own command line (:func:`own_process`).
 _own_process = False
 #: What to do just before a restart (:func:`allow_restart`'s ``before``).
@@ -362,6 +369,21 @@ def rechoose(env: Mapping[str, str] | None = None, loadavg: Path = LOADAVG) -> s
         return None  # a training in a thread of its own (a thread-pool executor) has neighbours to keep
     wanted = "passive" if crowded_now(loadavg) else "spin"
     return wanted if wanted != now else None
+
+
+def since_start() -> float:
+    """Seconds since this process started cartomap (the import of this module, before torch): at a
+    training's first step, what a restart would take again (imports, data, model, checkpoint)."""
+    return time.monotonic() - _IMPORTED
+
+
+def pays(choice: str, remaining_s: float | None, restart_s: float | None) -> bool:
+    """Whether starting again to wait as ``choice`` says is worth it: the share :data:`RESTART_GAIN`
+    of the training time left ``remaining_s`` exceeds the restart's cost ``restart_s`` (True where
+    either is unknown)."""
+    if remaining_s is None or restart_s is None:
+        return True
+    return remaining_s * RESTART_GAIN[choice] > restart_s
 
 
 def restart(choice: str) -> NoReturn:

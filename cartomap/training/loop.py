@@ -320,6 +320,7 @@ class Training:
     history: list = field(default_factory=list)
     steps_log: Any = None
     progress: Any = None
+    ready_s: float | None = None  # seconds from the process's start to training: what a restart repeats
 
     @property
     def tc(self):
@@ -513,6 +514,7 @@ def start_progress(t: Training, on_step: StepCallback | None) -> None:
         error=None,
         device=str(accelerator.device),
     )
+    t.ready_s = cpu.since_start()
     if t.main:
         threads = f"; {torch.get_num_threads()} CPU threads, {cpu.waiting()}"
         run.log(
@@ -713,6 +715,14 @@ def follow_load(t: Training, epoch: int) -> None:
         return
     choice = cpu.rechoose()
     if choice is None:
+        return
+    remaining = (t.tc.epochs - epoch - 1) * t.history[-1]["train_seconds"]
+    if not cpu.pays(choice, remaining, t.ready_s):
+        t.run.log(
+            f"the CPUs' load changed during epoch {epoch + 1}; threads keep waiting as they do: starting "
+            f"again (about {t.ready_s:.0f} s) would cost more than waiting {choice} could save of the "
+            f"{remaining:.0f} s of training left"
+        )
         return
     t.run.log(
         f"the CPUs' load changed during epoch {epoch + 1}: starting again with threads waiting {choice}, "
