@@ -8,7 +8,8 @@ at all. The job is a small run of the bundled demo pairs with the default encode
 ``--epochs``), started the way the dashboard starts one (``cartomap.training.launch.start_training``).
 While the job trains, each process's CPU seconds (utime + stime of /proc/<pid>/stat, every process of the
 tree: the server with its children, chromium with every renderer and helper, the job) are sampled each
-second for ``--seconds``; printed per minute of following and as a share of the machine's CPUs. Linux
+second for ``--seconds`` (from ``--settle`` seconds after the job's first step: the page's first load is
+not counted); printed per minute of following and as a share of the machine's CPUs. Linux
 (/proc), chromium + chromium-driver (Debian), no network (``HF_HUB_OFFLINE=1``).
 
     python bench/bench_follow_cost.py [--seconds 60] [--examples 960] [--epochs 2] [--tries 1]
@@ -143,6 +144,7 @@ def follow(args, mode: str, driver, data: Path) -> dict:
         if driver is not None:
             driver.get(f"{url}/data_map?run={run.id}")
         job = wait_running(run)
+        time.sleep(args.settle)  # the page's first load (scripts, first draw) is not following
         browser = driver.service.process.pid if driver is not None else None
         meter = Meter({"server": server.pid, "browser": browser, "job": job})
         end = time.time() + args.seconds
@@ -173,6 +175,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8621)
     parser.add_argument("--seconds", type=float, default=60, help="how long each mode follows the job")
+    parser.add_argument("--settle", type=float, default=10, help="seconds after the job starts not measured")
     parser.add_argument("--examples", type=int, default=960, help="demo training pairs the job trains on")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=1, help="rotations of (page, no browser); medians")

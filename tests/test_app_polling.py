@@ -77,12 +77,11 @@ def test_the_interval_grows_while_nothing_changes_and_is_short_again_after_a_cha
         running.set_status(step=running.status()["step"] + 1, loss=1.0)  # steps are no change
         at.run()
         assert at.session_state[key][1] == expected
+        assert at.session_state["auto_reruns"][-1] == expected  # the browser's timer: after the app's own
     running.set_status(phase="eval-pass")  # the recording pass begins: a change
     at.run()
     assert at.session_state[key][1] == polling.POLL_MIN_S
-    # the browser was told each new interval (after the decorator's own 2 s of each app run), once each
-    assert at.session_state["auto_reruns"][-2:] == [polling.POLL_MIN_S, polling.POLL_MIN_S]
-    assert 10.0 in at.session_state["auto_reruns"] and 6.75 in at.session_state["auto_reruns"]
+    assert at.session_state["auto_reruns"][-1] == polling.POLL_MIN_S
 
 
 def test_the_curves_are_built_again_only_when_they_gained_something(running, builds):
@@ -116,26 +115,48 @@ def test_closed_curves_are_not_built(running, builds):
     assert len(builds) == 1 and not at.get("plotly_chart")
 
 
-def test_the_poll_reruns_the_app_when_the_curves_changed(running, builds):
-    """The poll, not the app, sees the step log a quarter epoch further: it reruns the whole app, which
-    draws the curves again (the poll itself never draws them)."""
+POLL = """
+import time
+import streamlit as st
+from pathlib import Path
+from pages.components.jobs import TRAINING, LIVE_CURVES, _live, _training_details
+from cartomap.runs.store import Run
+n = st.session_state["n"] = st.session_state.get("n", 0) + 1
+drawn = ({drawn!r}, time.time() - {age}) if n == 1 else None  # the app draws them no more: at most 2 runs
+_live(Run(Path({path!r})), TRAINING, _training_details, "running", LIVE_CURVES, drawn)
+"""
+
+
+def _poll(running, drawn, age: float) -> AppTest:
+    """A poll of a page that drew the curves ``age`` seconds ago with key ``drawn``."""
+    code = POLL.format(drawn=drawn, age=age, path=str(running.path))
+    return AppTest.from_string(code, default_timeout=patience.WAIT_S).run()
+
+
+@pytest.mark.parametrize(
+    ("step", "epoch_more", "age", "reruns"),
+    [
+        (13, False, 0.0, False),  # a quarter epoch more, drawn just now: not yet
+        (13, False, polling.CURVES_MIN_S, True),  # ... and 30 s ago: drawn again
+        (4, False, 600.0, False),  # the same quarter, however old: nothing new to see
+        (4, True, 0.0, True),  # an epoch more in the history: at once
+    ],
+)
+def test_the_poll_reruns_the_app_when_the_curves_are_due(running, builds, step, epoch_more, age, reruns):
+    """The poll, not the app, sees what the curves gained: it reruns the whole app, which draws them
+    again (the poll itself never builds them)."""
     from pages.components import jobs
 
     atomic_write_json(running.history_path, [{"epoch": 1, "train_loss": 1.0}])
     drawn = jobs._curves_key(running, running.status())
-    running.set_status(step=13, global_step=13)
-    script = f"""
-    import streamlit as st
-    from pages.components.jobs import TRAINING, LIVE_CURVES, _live, _training_details
-    from pathlib import Path
-    from cartomap.runs.store import Run
-    n = st.session_state["n"] = st.session_state.get("n", 0) + 1
-    run = Run(Path({str(running.path)!r}))
-    _live(run, TRAINING, _training_details, "running", LIVE_CURVES, {drawn!r} if n == 1 else None)
-    """
-    at = AppTest.from_string(textwrap.dedent(script), default_timeout=patience.WAIT_S).run()
+    running.set_status(step=step, global_step=step)
+    if epoch_more:
+        atomic_write_json(
+            running.history_path, [{"epoch": 1, "train_loss": 1.0}, {"epoch": 2, "train_loss": 0.5}]
+        )
+    at = _poll(running, drawn, age)
     assert not at.exception, at.exception
-    assert at.session_state["n"] == 2 and not builds  # one rerun of the app; the poll drew no chart
+    assert at.session_state["n"] == (2 if reruns else 1) and not builds
     assert [m.label for m in at.metric][:2] == ["Epoch", "Step"]
 
 

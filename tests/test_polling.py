@@ -5,7 +5,16 @@ from __future__ import annotations
 import os
 
 from cartomap.runs import polling
-from cartomap.runs.polling import POLL_MAX_S, POLL_MIN_S, curves_key, file_signature, marks, next_interval
+from cartomap.runs.polling import (
+    CURVES_MIN_S,
+    POLL_MAX_S,
+    POLL_MIN_S,
+    curves_due,
+    curves_key,
+    file_signature,
+    marks,
+    next_interval,
+)
 
 
 def test_the_interval_grows_by_half_up_to_the_most_and_a_change_resets_it():
@@ -49,3 +58,11 @@ def test_a_file_signature_changes_when_it_is_rewritten(tmp_path):
     assert first == (1_000_000_000, 2)
     path.write_text('[{"epoch": 1}]')
     assert file_signature(path) != first
+
+
+def test_curves_are_due_at_once_for_an_epoch_and_for_steps_after_the_least_time():
+    drawn = ((1, 2), 3)
+    assert not curves_due(drawn, drawn, 1e6)  # nothing new, however long ago
+    assert curves_due(drawn, ((1, 9), 3), 0.0)  # the history rewritten: a new epoch
+    assert not curves_due(drawn, ((1, 2), 4), CURVES_MIN_S - 0.1)  # steps alone, too soon
+    assert curves_due(drawn, ((1, 2), 4), CURVES_MIN_S)

@@ -12,7 +12,8 @@ draws the curves again only when they gained something to see:
   and the loss moving inside an epoch are not one (they are redrawn at each poll all the same);
 * the curves' key (:func:`curves_key`) changes when the run's history gains an epoch (``history.json``
   rewritten: its modification time and size) or its step log grows by a :data:`CURVE_REDRAWS_PER_EPOCH`-th
-  of an epoch (the status's global step): the curves are built and sent again only then.
+  of an epoch (the status's global step); the curves are built and sent again only then
+  (:func:`curves_due`): at once for a new epoch, for steps alone at most every :data:`CURVES_MIN_S`.
 
 Pure functions of a status dict (``status.json``, :mod:`cartomap.runs.state`) and a file's signature.
 """
@@ -31,6 +32,8 @@ POLL_MAX_S = 10.0
 POLL_GROWTH = 1.5
 #: How often an epoch's step-loss curve is drawn again (at most, and at the polls).
 CURVE_REDRAWS_PER_EPOCH = 4
+#: The least time, in seconds, between two drawings of the curves for steps alone (an epoch: at once).
+CURVES_MIN_S = 30.0
 
 
 def next_interval(previous: float | None, changed: bool) -> float:
@@ -68,3 +71,12 @@ def curves_key(history: tuple[int, int] | None, status: dict[str, Any] | None) -
     per_epoch = status.get("steps_per_epoch") or 0
     chunk = max(1, int(per_epoch) // CURVE_REDRAWS_PER_EPOCH)
     return (history, int(status.get("global_step") or 0) // chunk)
+
+
+def curves_due(drawn: tuple[Any, ...], key: tuple[Any, ...], age_s: float) -> bool:
+    """Whether curves drawn ``age_s`` seconds ago with key ``drawn`` are to be drawn again for ``key``
+    (both :func:`curves_key`): True when the history changed (a new epoch), or when only the step chunk
+    moved and ``age_s >= CURVES_MIN_S``; False for an equal key."""
+    if key == drawn:
+        return False
+    return key[0] != drawn[0] or age_s >= CURVES_MIN_S

@@ -8,8 +8,8 @@ whole app once the state changes (queued -> running, or the job ends), so the si
 state and the page then draws its results. It polls less often while nothing changes (every 2 s, then
 up to every 10 s; back to 2 s at a change: :mod:`cartomap.runs.polling` owns the policy), and a running
 run's training curves are drawn by the whole app, outside the poll, so an unchanged chart is neither
-built nor sent again; the poll reruns the app when they gained something to see (a new epoch, a quarter
-of an epoch's steps), and not at all while their expander is closed. Buttons only write flags and start
+built nor sent again; the poll reruns the app when they gained something to see (a new epoch at once; a
+quarter of an epoch's steps, at most every 30 s), and not at all while their expander is closed. Buttons only write flags and start
 processes; no widget ever kills a process.
 
 * :func:`job_panel`: status, messages and Cancel / Resume of any job; :func:`run_panel` and
@@ -152,14 +152,17 @@ Details = Callable[[StatusFolder, dict[str, Any]], None]
 @dataclass(frozen=True)
 class Slow:
     """A part of a live panel too costly for every poll (a chart): drawn by the whole app, below the
-    poll, and drawn again (the whole app rerun by the poll) only when its key changes.
+    poll, and drawn again (the whole app rerun by the poll) only when it is due.
 
     ``draw(job, status)`` draws it and returns its key (a cheap :class:`~collections.abc.Hashable` of what
     it shows), or None when nothing of it is on screen (then no change of it is followed);
-    ``key(job, status)`` is that key as a poll sees it (no file read: a ``stat`` at most)."""
+    ``key(job, status)`` is that key as a poll sees it (no file read: a ``stat`` at most);
+    ``due(drawn, key, age_s)`` whether what was drawn with key ``drawn`` ``age_s`` seconds ago is to be
+    drawn again for ``key``."""
 
     draw: Callable[[StatusFolder, dict[str, Any]], Hashable | None]
     key: Callable[[StatusFolder, dict[str, Any]], Hashable]
+    due: Callable[[Any, Any, float], bool]
 
 
 def _job_ident(job: StatusFolder) -> str:
@@ -186,6 +189,17 @@ def _poll_again_in(seconds: float) -> None:
         return
 
 
+def _drawn(job: StatusFolder, key: Hashable | None) -> tuple[Hashable, float] | None:
+    """(``key``, when the slow part was first drawn with it): kept in the session across app runs."""
+    if key is None:
+        return None
+    name = f"_slow_drawn_{_job_ident(job)}"
+    kept = st.session_state.get(name)
+    if kept is None or kept[0] != key:
+        kept = st.session_state[name] = (key, time.time())
+    return kept
+
+
 def _pace(job: StatusFolder, status: dict[str, Any]) -> float:
     """Set the next poll of ``job``'s panel by :func:`cartomap.runs.polling.next_interval`: shorter after a
     change of its marks (state, phase, epoch) since the last poll, longer while none. Returns the seconds."""
@@ -194,26 +208,32 @@ def _pace(job: StatusFolder, status: dict[str, Any]) -> float:
     seen, previous = st.session_state.get(key, (None, None))
     interval = polling.next_interval(previous, marks != seen)
     st.session_state[key] = (marks, interval)
-    if interval != previous:
-        _poll_again_in(interval)
-    return interval
+    _poll_again_in(interval)  # also when unchanged: an app run's st.fragment set its own (the browser
+    return interval  # ignores an interval equal to the timer's)
 
 
 @st.fragment(run_every=polling.POLL_MIN_S)
 def _live(
-    job: StatusFolder, words: Wording, details: Details, drawn: str, slow: Slow | None = None, slow_key=None
+    job: StatusFolder,
+    words: Wording,
+    details: Details,
+    drawn: str,
+    slow: Slow | None = None,
+    slow_drawn: tuple[Hashable, float] | None = None,
 ) -> None:
     """Poll the job; rerun the whole app once its state is no longer ``drawn`` (the state the page
     was drawn with): a finished job's page draws its results, and on queued -> running the sidebar's
     run picker and the buttons (Cancel) follow the same state as the panel. With ``slow`` (drawn by the
-    app with key ``slow_key``; None: not on screen) the app also reruns when its key changed."""
+    app: ``slow_drawn`` its key and when; None: not on screen) the app also reruns when it is due."""
     status = _read(job)
     if status is None or status["state"] != drawn or not is_active(status["state"]):
         st.rerun()  # the whole app
         return
-    if slow is not None and slow_key is not None and slow.key(job, status) != slow_key:
-        st.rerun()  # the whole app: it draws the slow part again
-        return
+    if slow is not None and slow_drawn is not None:
+        key, when = slow_drawn
+        if slow.due(key, slow.key(job, status), time.time() - when):
+            st.rerun()  # the whole app: it draws the slow part again
+            return
     _pace(job, status)
     details(job, status)
     _messages(job, status, words)
@@ -243,9 +263,9 @@ def job_panel(
     state = status["state"]
     if is_active(state):
         live = st.container()  # above the slow part, drawn after it: the poll needs the key it drew
-        slow_key = slow.draw(job, status) if slow is not None else None
+        slow_drawn = _drawn(job, slow.draw(job, status)) if slow is not None else None
         with live:
-            _live(job, words, details, state, slow, slow_key)
+            _live(job, words, details, state, slow, slow_drawn)
     else:
         details(job, status)
         _messages(job, status, words)
@@ -335,8 +355,8 @@ def _live_curves(run: Run, status: dict[str, Any]) -> Hashable | None:
     return key
 
 
-#: The live panel's training curves: drawn by the app, again only when they changed (:class:`Slow`).
-LIVE_CURVES = Slow(draw=_live_curves, key=_curves_key)
+#: The live panel's training curves: drawn by the app, again only when due (:func:`~cartomap.runs.polling.curves_due`).
+LIVE_CURVES = Slow(draw=_live_curves, key=_curves_key, due=polling.curves_due)
 
 
 def training_curves(run: Run, status: dict[str, Any], key: Hashable | None = None) -> None:
