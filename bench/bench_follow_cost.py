@@ -133,6 +133,17 @@ def wait_running(run, timeout: float = 600) -> int:
     raise SystemExit("the job did not start training in time")
 
 
+def opened(driver, url: str) -> None:
+    """Open ``url``; on a starved machine selenium may give up waiting for the load, the browser goes on."""
+    import urllib3.exceptions
+    from selenium.common.exceptions import TimeoutException
+
+    try:
+        driver.get(url)
+    except (TimeoutException, urllib3.exceptions.ReadTimeoutError):
+        print(f"(the browser took over 120 s to load {url}; measuring all the same)", flush=True)
+
+
 def follow(args, mode: str, driver, data: Path) -> dict:
     """One measurement: a fresh store and server, the job, the page open on it (``mode == "page"``) or not."""
     cache, logs = tempfile.mkdtemp(prefix="follow-cost-"), Path(tempfile.mkdtemp(prefix="follow-logs-"))
@@ -142,13 +153,13 @@ def follow(args, mode: str, driver, data: Path) -> dict:
         server = start_dashboard(cache, args.port, logs / "server.log", tag)
         run = start_job(cache, data, args.epochs, tag)
         if driver is not None:
-            driver.get(f"{url}/data_map?run={run.id}")
+            opened(driver, f"{url}/data_map?run={run.id}")
         job = wait_running(run)
         time.sleep(args.settle)  # the page's first load (scripts, first draw) is not following
         browser = driver.service.process.pid if driver is not None else None
         meter = Meter({"server": server.pid, "browser": browser, "job": job})
         end = time.time() + args.seconds
-        while time.time() < end and run.status().get("state") == "running":
+        while time.time() < end and Path(f"/proc/{job}").exists():  # until the job's process ends
             time.sleep(1.0)
             meter.sample()
         wall = meter.t1 - meter.t0

@@ -9,8 +9,8 @@ state and the page then draws its results. It polls less often while nothing cha
 up to every 10 s; back to 2 s at a change: :mod:`cartomap.runs.polling` owns the policy), and a running
 run's training curves are drawn by the whole app, outside the poll, so an unchanged chart is neither
 built nor sent again; the poll reruns the app when they gained something to see (a new epoch at once; a
-quarter of an epoch's steps, at most every 30 s), and not at all while their expander is closed. Buttons only write flags and start
-processes; no widget ever kills a process.
+quarter of an epoch's steps, at most every 30 s), and not at all while their expander is closed.
+Buttons only write flags and start processes; no widget ever kills a process.
 
 * :func:`job_panel`: status, messages and Cancel / Resume of any job; :func:`run_panel` and
   :func:`experiment_panel` for training runs and experiments;
@@ -355,7 +355,7 @@ def _live_curves(run: Run, status: dict[str, Any]) -> Hashable | None:
     return key
 
 
-#: The live panel's training curves: drawn by the app, again only when due (:func:`~cartomap.runs.polling.curves_due`).
+#: The live panel's training curves: drawn by the app, again only when due (``polling.curves_due``).
 LIVE_CURVES = Slow(draw=_live_curves, key=_curves_key, due=polling.curves_due)
 
 
@@ -364,24 +364,21 @@ def training_curves(run: Run, status: dict[str, Any], key: Hashable | None = Non
     average, and the current epoch's loss so far (``history.json`` is one small record an epoch; the step
     log at most 500 lines an epoch). With ``key`` the figure is kept in the session under it: drawn again
     with the same key (a rerun of the app for another reason), it is not built again."""
-    kept = f"_curves_figure_{run.id}"
-    figure = st.session_state.get(kept, (None, None))[1] if key is not None else None
-    if figure is None or st.session_state[kept][0] != key:
+    name = f"_curves_figure_{run.id}"
+    kept = st.session_state.get(name) if key is not None else None
+    figure = kept[1] if kept is not None and kept[0] == key else None
+    if figure is None:
         try:
             frame = curves.training_curves(run.history(), status, run.test_names)
             steps = curves.step_curve(run.step_losses())
-        except (
-            CartomapError,
-            OSError,
-            ValueError,
-        ):  # being replaced right now, or damaged: the panel says so
+        except (CartomapError, OSError, ValueError):  # being replaced now, or damaged: the panel says so
             return
         if frame.empty and steps.empty:
             st.caption("The curves appear after the first steps.")
             return
         figure = curves.training_curves_figure(frame, steps=steps)
         if key is not None:
-            st.session_state[kept] = (key, figure)
+            st.session_state[name] = (key, figure)
     st.plotly_chart(figure, key=f"curves_{run.id}", config={"displaylogo": False})
 
 
