@@ -3,9 +3,14 @@ Cancel / Resume / Start buttons.
 
 A job is a run being trained, an experiment, or a task of a run (embeddings, similarity, filtering,
 ...): all three keep their state in the run store (:mod:`cartomap.runs.state`), so one panel
-reads them. While a job is queued or running, the panel polls its status every :data:`POLL_S`
-seconds in a fragment and reruns the whole app once the state changes (queued -> running, or the
-job ends), so the sidebar shows the same state and the page then draws its results. Buttons only write flags and start processes; no widget ever kills a process.
+reads them. While a job is queued or running, the panel polls its status in a fragment and reruns the
+whole app once the state changes (queued -> running, or the job ends), so the sidebar shows the same
+state and the page then draws its results. It polls less often while nothing changes (every 2 s, then
+up to every 10 s; back to 2 s at a change: :mod:`cartomap.runs.polling` owns the policy), and a running
+run's training curves are drawn by the whole app, outside the poll, so an unchanged chart is neither
+built nor sent again; the poll reruns the app when they gained something to see (a new epoch at once; a
+quarter of an epoch's steps, at most every 30 s), and not at all while their expander is closed.
+Buttons only write flags and start processes; no widget ever kills a process.
 
 * :func:`job_panel`: status, messages and Cancel / Resume of any job; :func:`run_panel` and
   :func:`experiment_panel` for training runs and experiments;
@@ -14,13 +19,13 @@ job ends), so the sidebar shows the same state and the page then draws its resul
   recorded run (shipped with cartomap, installed on a fresh store: :func:`install_recorded_demo`) it says
   so and offers **Train the demo yourself** (:func:`recorded_demo_note`);
 * :func:`training_curves`: a running run's loss and accuracy by epoch, its loss every k steps (smoothed)
-  and its current loss, in its panel.
+  and its current loss, in its panel (:data:`LIVE_CURVES`: drawn outside the poll).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +37,7 @@ from cartomap.errors import CartomapError
 from cartomap.experiments import launch
 from cartomap.experiments.store import Experiment
 from cartomap.integrations.checkpoints import restart_scoring
-from cartomap.runs import shipped
+from cartomap.runs import polling, shipped
 from cartomap.runs.jobs import start_task, tail
 from cartomap.runs.progress import describe_progress, state_text
 from cartomap.runs.state import State, StatusFolder, is_active, is_resumable
@@ -52,7 +57,6 @@ from pages.common import (
     write_button,
 )
 
-POLL_S = 2.0  # how often a live panel rereads the job's status; each poll costs server and browser CPU that a 2-core machine takes from training (1 s polls: ~7 % slower epochs)
 STUCK_S = 90  # a job still queued after this long probably failed to start: its log is shown
 
 
@@ -145,15 +149,92 @@ def _messages(job: StatusFolder, status: dict[str, Any], words: Wording) -> None
 Details = Callable[[StatusFolder, dict[str, Any]], None]
 
 
-@st.fragment(run_every=POLL_S)
-def _live(job: StatusFolder, words: Wording, details: Details, drawn: str) -> None:
+@dataclass(frozen=True)
+class Slow:
+    """A part of a live panel too costly for every poll (a chart): drawn by the whole app, below the
+    poll, and drawn again (the whole app rerun by the poll) only when it is due.
+
+    ``draw(job, status)`` draws it and returns its key (a cheap :class:`~collections.abc.Hashable` of what
+    it shows), or None when nothing of it is on screen (then no change of it is followed);
+    ``key(job, status)`` is that key as a poll sees it (no file read: a ``stat`` at most);
+    ``due(drawn, key, age_s)`` whether what was drawn with key ``drawn`` ``age_s`` seconds ago is to be
+    drawn again for ``key``."""
+
+    draw: Callable[[StatusFolder, dict[str, Any]], Hashable | None]
+    key: Callable[[StatusFolder, dict[str, Any]], Hashable]
+    due: Callable[[Any, Any, float], bool]
+
+
+def _job_ident(job: StatusFolder) -> str:
+    return str(getattr(job, "id", None) or getattr(job, "name", ""))
+
+
+def _poll_again_in(seconds: float) -> None:
+    """Ask the browser to run the fragment now running again every ``seconds`` (it replaces the timer
+    ``st.fragment(run_every=...)`` set; Streamlit has no public call for it, so this sends the same
+    message the decorator sends, and does nothing where that is not possible: the panel then keeps
+    polling every :data:`~cartomap.runs.polling.POLL_MIN_S`)."""
+    try:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+        from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState, get_script_run_ctx
+
+        ctx, fragment_id = get_script_run_ctx(), ThreadState.get().fragment_id
+        if ctx is None or not fragment_id:
+            return
+        msg = ForwardMsg()
+        msg.auto_rerun.interval = float(seconds)
+        msg.auto_rerun.fragment_id = fragment_id
+        ctx.enqueue(msg)
+    except (ImportError, AttributeError, RuntimeError):  # another Streamlit: the fixed interval stays
+        return
+
+
+def _drawn(job: StatusFolder, key: Hashable | None) -> tuple[Hashable, float] | None:
+    """(``key``, when the slow part was first drawn with it): kept in the session across app runs."""
+    if key is None:
+        return None
+    name = f"_slow_drawn_{_job_ident(job)}"
+    kept = st.session_state.get(name)
+    if kept is None or kept[0] != key:
+        kept = st.session_state[name] = (key, time.time())
+    return kept
+
+
+def _pace(job: StatusFolder, status: dict[str, Any]) -> float:
+    """Set the next poll of ``job``'s panel by :func:`cartomap.runs.polling.next_interval`: shorter after a
+    change of its marks (state, phase, epoch) since the last poll, longer while none. Returns the seconds."""
+    key = f"_poll_{_job_ident(job)}"
+    marks = polling.marks(status)
+    seen, previous = st.session_state.get(key, (None, None))
+    interval = polling.next_interval(previous, marks != seen)
+    st.session_state[key] = (marks, interval)
+    _poll_again_in(interval)  # also when unchanged: an app run's st.fragment set its own (the browser
+    return interval  # ignores an interval equal to the timer's)
+
+
+@st.fragment(run_every=polling.POLL_MIN_S)
+def _live(
+    job: StatusFolder,
+    words: Wording,
+    details: Details,
+    drawn: str,
+    slow: Slow | None = None,
+    slow_drawn: tuple[Hashable, float] | None = None,
+) -> None:
     """Poll the job; rerun the whole app once its state is no longer ``drawn`` (the state the page
     was drawn with): a finished job's page draws its results, and on queued -> running the sidebar's
-    run picker and the buttons (Cancel) follow the same state as the panel."""
+    run picker and the buttons (Cancel) follow the same state as the panel. With ``slow`` (drawn by the
+    app: ``slow_drawn`` its key and when; None: not on screen) the app also reruns when it is due."""
     status = _read(job)
     if status is None or status["state"] != drawn or not is_active(status["state"]):
         st.rerun()  # the whole app
         return
+    if slow is not None and slow_drawn is not None:
+        key, when = slow_drawn
+        if slow.due(key, slow.key(job, status), time.time() - when):
+            st.rerun()  # the whole app: it draws the slow part again
+            return
+    _pace(job, status)
     details(job, status)
     _messages(job, status, words)
 
@@ -168,10 +249,12 @@ def job_panel(
     cancel: Callable[[], Any] | None = None,
     cancel_label: str = "Cancel",
     resumes: Action = Action.TRAIN,
+    slow: Slow | None = None,
 ) -> State | None:
     """Progress of ``job`` (live while it is queued or running), the messages of a stopped job,
     and Cancel (running) / Resume (stopped) buttons; returns the job's state (None before it
-    ever ran). ``details(job, status)`` draws the progress itself. Button keys are
+    ever ran). ``details(job, status)`` draws the progress itself (at each poll); ``slow`` what is drawn
+    below it while the job is active and only when it changed (:class:`Slow`). Button keys are
     ``{key}cancel_{job id}`` and ``{key}resume_{job id}``. In team mode Cancel is for who may cancel,
     Resume for who may do ``resumes`` (``pages.common.write_button``)."""
     status = _read(job)
@@ -179,11 +262,14 @@ def job_panel(
         return None
     state = status["state"]
     if is_active(state):
-        _live(job, words, details, state)
+        live = st.container()  # above the slow part, drawn after it: the poll needs the key it drew
+        slow_drawn = _drawn(job, slow.draw(job, status)) if slow is not None else None
+        with live:
+            _live(job, words, details, state, slow, slow_drawn)
     else:
         details(job, status)
         _messages(job, status, words)
-    ident = getattr(job, "id", None) or getattr(job, "name", "")
+    ident = _job_ident(job)
     if state == State.RUNNING and cancel is not None:
         if write_button(
             cancel_label, Action.CANCEL, key=f"{key}cancel_{ident}", help="Stops after the current step"
@@ -247,27 +333,53 @@ def _training_details(run: StatusFolder, status: dict[str, Any]) -> None:
     cols[2].metric("Loss", view["loss"])
     cols[3].metric("Dev accuracy", view["dev_accuracy"])
     cols[4].metric("Time left", view["time_left"] if state in (State.RUNNING, State.DONE) else "–")
-    if state == State.RUNNING:
-        training_curves(run, status)
 
 
-def training_curves(run: Run, status: dict[str, Any]) -> None:
+def _curves_key(run: Run, status: dict[str, Any]) -> Hashable:
+    """What the live training curves show, as a poll sees it (:func:`cartomap.runs.polling.curves_key`)."""
+    return polling.curves_key(polling.file_signature(run.history_path), status)
+
+
+def _live_curves(run: Run, status: dict[str, Any]) -> Hashable | None:
+    """A running run's :func:`training_curves` in an expander (open at first); returns the key they were
+    drawn with, None when they are not on screen (the run is not running, or the expander is closed: then
+    no figure is built and no poll reruns the app for them)."""
+    if status["state"] != State.RUNNING:
+        return None
+    box = st.expander("Training curves (live)", expanded=True, key=f"live_curves_{run.id}", on_change="rerun")
+    if box.open is False:
+        return None
+    key = _curves_key(run, status)
+    with box:
+        training_curves(run, status, key=key)
+    return key
+
+
+#: The live panel's training curves: drawn by the app, again only when due (``polling.curves_due``).
+LIVE_CURVES = Slow(draw=_live_curves, key=_curves_key, due=polling.curves_due)
+
+
+def training_curves(run: Run, status: dict[str, Any], key: Hashable | None = None) -> None:
     """Loss and dev/test accuracy of every completed epoch, the loss every k steps with its moving
-    average, and the current epoch's loss so far, redrawn on each poll of the live panel (``history.json``
-    is one small record an epoch; the step log at most 500 lines an epoch)."""
-    try:
-        frame = curves.training_curves(run.history(), status, run.test_names)
-        steps = curves.step_curve(run.step_losses())
-    except (CartomapError, OSError, ValueError):  # being replaced right now, or damaged: the panel says so
-        return
-    if frame.empty and steps.empty:
-        st.caption("The curves appear after the first steps.")
-        return
-    st.plotly_chart(
-        curves.training_curves_figure(frame, steps=steps),
-        key=f"curves_{run.id}",
-        config={"displaylogo": False},
-    )
+    average, and the current epoch's loss so far (``history.json`` is one small record an epoch; the step
+    log at most 500 lines an epoch). With ``key`` the figure is kept in the session under it: drawn again
+    with the same key (a rerun of the app for another reason), it is not built again."""
+    name = f"_curves_figure_{run.id}"
+    kept = st.session_state.get(name) if key is not None else None
+    figure = kept[1] if kept is not None and kept[0] == key else None
+    if figure is None:
+        try:
+            frame = curves.training_curves(run.history(), status, run.test_names)
+            steps = curves.step_curve(run.step_losses())
+        except (CartomapError, OSError, ValueError):  # being replaced now, or damaged: the panel says so
+            return
+        if frame.empty and steps.empty:
+            st.caption("The curves appear after the first steps.")
+            return
+        figure = curves.training_curves_figure(frame, steps=steps)
+        if key is not None:
+            st.session_state[name] = (key, figure)
+    st.plotly_chart(figure, key=f"curves_{run.id}", config={"displaylogo": False})
 
 
 def resume_training(run: Run) -> Run | None:
@@ -299,11 +411,12 @@ def run_panel(run: Run) -> State | None:
         return State.UNKNOWN
     origin = run.config.origin.kind
     if origin in ("trainer", "recorder"):  # recorded by the user's own script: nothing here to resume
-        return job_panel(run, RECORDED, _training_details)
+        return job_panel(run, RECORDED, _training_details, slow=LIVE_CURVES)
     return job_panel(
         run,
         SCORING if origin == "checkpoints" else TRAINING,
         _training_details,
+        slow=LIVE_CURVES,
         resume=resume,
         cancel=run.request_cancel,
         cancel_label="Cancel scoring" if origin == "checkpoints" else "Cancel training",
