@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import patience
 import pytest
 
 from cartomap.config import DataConfig, ModelConfig, RunConfig, TrainConfig
@@ -74,12 +74,10 @@ def test_a_training_whose_cpus_became_crowded_restarts_once_waiting_passively_an
     script.write_text(SCRIPT, encoding="utf-8")
     # it started on free CPUs (spinning): as a restart asked to spin makes sure of, whatever this machine's load
     env = clean_env(**{cpu.RESTART_ENV: "spin"})
-    done = subprocess.run(
+    done = patience.run(
         [sys.executable, str(script), str(starts), str(tmp_path / "cache"), run.id],
+        watch=[tmp_path / "cache"],
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "done"
