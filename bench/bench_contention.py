@@ -199,7 +199,8 @@ def worker(args) -> None:
     out = {
         "train_s": sum(h["train_seconds"] for h in history),
         "last_s": history[-1]["train_seconds"],
-        "restarts": run.log_path.read_text().count("the CPUs' load changed"),
+        "restarts": run.log_path.read_text().count("starting again with threads waiting"),
+        "not_worth": run.log_path.read_text().count("would cost more than waiting"),
         "threads": torch.get_num_threads(),
         "loss": history[-1]["train_loss"],
         "sleeps_per_step": slept / (history[-1].get("steps") or -(-args.examples // train.batch_size)),
@@ -406,6 +407,7 @@ def report(args, results: dict, loads: tuple[str, str], elapsed: float) -> str:
         for n, rows in results[setting].items():
             each = ", ".join(
                 f"{r['train_s']:.1f} s (last {r['last_s']:.1f} s, wall {r['wall_s']:.1f} s, {r['restarts']} restart(s), "
+                f"{r.get('not_worth', 0)} load change(s) not worth one, "
                 f"others {r['others']:.2f}, load {r['load']:.1f}, "
                 f"{r['sleeps_per_step']:.0f} sleeps/step)"
                 for r in rows

@@ -49,6 +49,26 @@ def quick_config(data: Path):
     return RunConfig(name="quick", data=DataConfig(path=str(data)), train=TrainConfig(epochs=1))
 
 
+def describe(cache: str) -> dict:
+    """What the trained run says of itself: how its threads waited (its log), the seconds its epoch loops
+    and recording passes took (its history), and any restart as the CPUs' load changed."""
+    from cartomap.runs.store import RunStore
+
+    runs = [r for r in RunStore(cache).list() if r.history()]
+    if not runs:
+        return {}
+    run = runs[0]
+    log = run.log_path.read_text(encoding="utf-8", errors="replace") if run.log_path.exists() else ""
+    waits = [line.split("CPU threads, ", 1)[1] for line in log.splitlines() if "CPU threads, " in line]
+    history = run.history()
+    return {
+        "wait": waits,
+        "train_s": round(sum(h.get("train_seconds", 0) for h in history), 1),
+        "record_s": round(sum(h.get("record_seconds", 0) for h in history), 1),
+        "restarts": log.count("starting again with threads waiting"),
+    }
+
+
 def cli_once(args, data: Path | None) -> float:
     """Wall seconds of the CLI's training on a fresh store: ``demo --train``, or (quick) ``train --config``."""
     cache, out = tempfile.mkdtemp(prefix="job-cli-"), tempfile.mkdtemp(prefix="job-cli-out-")
@@ -67,7 +87,9 @@ def cli_once(args, data: Path | None) -> float:
             stdout=subprocess.DEVNULL,
             env=dict(os.environ, PYTHONPATH=str(ROOT)),
         )
-        return time.time() - t0
+        seconds = time.time() - t0
+        print(f"  CLI run: {describe(cache)}", flush=True)
+        return seconds
     finally:
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
@@ -132,10 +154,13 @@ def dashboard_once(args, driver, data: Path | None) -> float:
     try:
         server = start_dashboard(cache, args.port, logs / "server.log", tag)
         if data is None:
-            return click_demo(
+            seconds = click_demo(
                 driver, url, args.timeout, training_started(cache) if args.check_click else None
             )
-        return start_quick(driver, url, cache, data, tag, args.timeout)
+        else:
+            seconds = start_quick(driver, url, cache, data, tag, args.timeout)
+        print(f"  dashboard run: {describe(cache)}", flush=True)
+        return seconds
     finally:
         stop(server, tag)
         driver.get("about:blank")
