@@ -627,7 +627,7 @@ DEMO_TASKS = (task_kinds.DEFAULT.name, TOKEN.name)
 #: first map), in minutes as measured on :data:`DEMO_TIMES_MACHINE` (docs/benchmarks.md, "The demo's
 #: recorded run"): the one source of the README's and the pages' times (tests/test_demo_recorded.py
 #: checks that the README quotes :func:`demo_time`).
-DEMO_TRAIN_MINUTES = {task_kinds.DEFAULT.name: 6, TOKEN.name: 4}
+DEMO_TRAIN_MINUTES = {task_kinds.DEFAULT.name: 3, TOKEN.name: 4}
 #: The machine :data:`DEMO_TRAIN_MINUTES` was measured on.
 DEMO_TIMES_MACHINE = "a quiet 2-core CPU (AMD EPYC)"
 
