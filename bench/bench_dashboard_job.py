@@ -37,7 +37,7 @@ from pathlib import Path
 
 from bench_first_map import CHART_JS, load, open_map, script, wait_for
 from bench_follow_cost import TAG, demo_subset
-from processes import CHROMIUM_FLAGS, new_tag, start_dashboard, stop
+from processes import chromium_options, new_tag, start_dashboard, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -184,10 +184,7 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds one training may take")
     args = parser.parse_args()
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
+    options = chromium_options()
     folder = Path(tempfile.mkdtemp(prefix="job-data-"))
     data = demo_subset(folder, args.examples) if args.quick else None
     cli, dash = [], []

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from processes import CHROMIUM_FLAGS, TAG, new_tag, start_dashboard, stop
+from processes import TAG, chromium_options, new_tag, start_dashboard, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -191,10 +191,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=1, help="rotations of (page, no browser); medians")
     args = parser.parse_args()
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
+    options = chromium_options()
     folder = Path(tempfile.mkdtemp(prefix="follow-data-"))
     data = demo_subset(folder, args.examples)
     rows: dict[str, list[dict]] = {"page": [], "none": []}

@@ -113,3 +113,15 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
     "--window-size=1400,1000",
 )
+
+
+def chromium_options():
+    """Selenium's options for headless Debian chromium with :data:`CHROMIUM_FLAGS` (what every browser
+    bench opens)."""
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    return options
