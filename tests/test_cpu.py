@@ -75,7 +75,7 @@ def test_a_process_cartomap_starts_decides_again_for_the_machine_as_it_is_then(m
     assert cpu.with_policy(job) == {"PATH": "/bin", **SPIN}
 
 
-def test_the_runnable_count_comes_from_the_kernel_and_counts_only_others(tmp_path, monkeypatch):
+def test_the_runnable_count_comes_from_the_kernel_and_counts_only_others(tmp_path, monkeypatch, quick_confirm):
     loadavg = tmp_path / "loadavg"
     loadavg.write_text("2.10 1.50 0.90 3/211 4242\n")  # 3 runnable: this reader and 2 others
     assert cpu.others_runnable(samples=3, interval=0, loadavg=loadavg) == 2.0
@@ -93,6 +93,43 @@ def test_the_runnable_count_comes_from_the_kernel_and_counts_only_others(tmp_pat
     assert not cpu.crowded(loadavg)
     loadavg.write_text("garbled\n")
     assert cpu.others_runnable(loadavg=loadavg) is None and cpu.load_average(loadavg) is None
+
+
+class Readings:
+    """A /proc/loadavg whose runnable count follows ``counts``, one per read (the last one repeated); the
+    1-minute load average stays at 2 (a machine busy a while ago: the previous training)."""
+
+    def __init__(self, counts):
+        self.counts, self.reads = list(counts), 0
+
+    def read_text(self):
+        count = self.counts[min(self.reads, len(self.counts) - 1)]
+        self.reads += 1
+        return f"2.00 1.50 0.90 {count + 1}/211 4242\n"  # + 1: the reader itself
+
+
+@pytest.fixture()
+def quick_confirm(monkeypatch):
+    """The confirming watch over 40 ms instead of a second (the reads are the same)."""
+    monkeypatch.setattr(cpu, "CONFIRM_S", 0.04)
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cpu, "usable_cpus", lambda: 2)
+
+
+def test_a_burst_at_the_decision_is_not_crowding_work_that_stays_is(quick_confirm):
+    """The click that starts a job: the server and the browser runnable for the first reads, then gone. The
+    first 5 reads say crowded, the watch that follows does not: the job spins. Two processes that keep
+    computing stay runnable through the watch: passive. Free CPUs are answered by the first reads."""
+    burst = Readings([2] * 5 + [2] * 10 + [0] * 31)  # runnable through 10 of the watch's 41 reads
+    assert not cpu.crowded(burst)
+    assert burst.reads == 5 + 1 + cpu.CONFIRM_READS  # the quick reads, the load average, the watch
+    assert cpu.crowded(Readings([2] * 5 + [2] * 30 + [0] * 11))  # most of the watch
+    free = Readings([0])
+    assert not cpu.crowded(free) and free.reads == 5 + 1  # nothing to confirm: no watch
+    # between epochs (the page redrawn for the epoch just ended is such a burst)
+    assert not cpu.crowded_now(Readings([0] * 9 + [2] * 50), usable=2)  # free when asked
+    assert not cpu.crowded_now(Readings([2] * 9 + [0] * 50), usable=2)  # a burst
+    assert cpu.crowded_now(Readings([2] * 9 + [1] * 50), usable=2)  # another process that stays
 
 
 def test_an_unknown_wait_choice_is_one_line_from_the_command_line(tmp_path):

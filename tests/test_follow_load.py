@@ -125,6 +125,7 @@ def test_rechoose_only_for_a_process_that_may_restart_and_whose_waiting_cartomap
 def test_crowded_now_counts_the_runnable_tasks_not_the_load_average(monkeypatch, tmp_path):
     loadavg = tmp_path / "loadavg"
     monkeypatch.setattr(cpu.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cpu, "CONFIRM_S", 0.04)  # the confirming watch (tests/test_cpu.py) in 40 ms
     loadavg.write_text("9.00 9.00 9.00 1/200 1\n")  # a high average (this training's own), nobody else now
     assert not cpu.crowded_now(loadavg, usable=2)
     loadavg.write_text("0.00 0.00 0.00 2/200 1\n")  # one other task runnable now

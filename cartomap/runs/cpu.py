@@ -16,8 +16,8 @@ executors' workers, the dashboard's launcher and so its jobs) computes with:
   briefly (``GOMP_SPINCOUNT`` = :data:`SPIN_COUNT`, a tenth of the default: it bridges the short gaps
   between the pieces of one step and sleeps through a long wait; alone it trains as fast as the default);
   one that finds other processes runnable on them (:func:`crowded`: the kernel's count of runnable tasks,
-  the median of 5 reads over 16 ms, and a 1-minute load average that says they have been busy a while)
-  waits passively (``OMP_WAIT_POLICY=PASSIVE``), since beside two CPU-bound
+  the median of 5 reads over 16 ms and then, when that says crowded, of 41 reads over a second, and a
+  1-minute load average that says they have been busy a while) waits passively (``OMP_WAIT_POLICY=PASSIVE``), since beside two CPU-bound
   processes on 2 cores even the short spin took 1.8x its fair share of time on a quiet machine, and
   passive waiting 1.0-1.1x (``bench/bench_contention.py``, docs/benchmarks.md). How threads wait changes
   no result, so a run resumed under another load still matches one that was not interrupted. Env
@@ -76,6 +76,13 @@ WAIT_CHOICES = ("auto", "spin", "passive")
 POLICY_MARK = "CARTOMAP_CPU_POLICY"
 #: Other runnable tasks (the median of the samples) from which the CPUs count as crowded.
 CROWDED_AT = 0.5
+#: How long a first reading of crowded CPUs is watched before it counts (:func:`crowded`), and how many
+#: reads over that time: other tasks must stay runnable through more than half of it. The dashboard's
+#: server answering the click that starts a job, and the browser redrawing the page, keep a CPU busy for
+#: about half a second around the job's start; a job that took that for crowding waited passively and
+#: trained the demo 17 % slower on free CPUs (docs/benchmarks.md, "A job followed from the dashboard").
+CONFIRM_S = 1.0
+CONFIRM_READS = 41
 #: The waiting a restarted process takes (set by :func:`restart`, read once by :func:`apply`): the machine
 #: was measured just before the restart, at a quiet moment of this process (between two epochs).
 RESTART_ENV = "CARTOMAP_WAIT_RESTART"
@@ -193,17 +200,35 @@ def load_average(loadavg: Path = LOADAVG) -> float | None:
 
 
 def crowded(loadavg: Path = LOADAVG, usable: int | None = None) -> bool:
-    """Whether other processes keep the CPUs this process may use busy: other tasks runnable now beyond the
+    """Whether other processes keep the CPUs this process may use busy: other tasks runnable beyond the
     machine's CPUs outside this process's share (:func:`usable_cpus`) by at least :data:`CROWDED_AT`, and
-    a 1-minute load average beyond them by at least one CPU, so that a burst of a moment (the dashboard's
-    server and the browser answering the click that started a job) does not count, work that has kept
-    the CPUs busy for a while does. ``usable``: :func:`usable_cpus`, when the caller has it."""
+    a 1-minute load average beyond them by at least one CPU. A first quick reading that says crowded is
+    watched for :data:`CONFIRM_S` (the median of :data:`CONFIRM_READS` reads must say so too), so that a
+    burst of a moment (the dashboard's server and the browser answering the click that started a job,
+    the end of the previous training still in the load average) does not count, work that keeps the
+    CPUs busy does. Free CPUs answer at once. ``usable``: :func:`usable_cpus`, when the caller has it."""
     others = others_runnable(loadavg=loadavg)
     load = load_average(loadavg)
     if others is None or load is None:
         return False
-    outside = max(0, (os.cpu_count() or 1) - (usable_cpus() if usable is None else usable))
-    return others - outside >= CROWDED_AT and load - outside >= 1.0
+    outside = _outside(usable)
+    if others - outside < CROWDED_AT or load - outside < 1.0:
+        return False
+    return _stays_crowded(outside, loadavg)
+
+
+def _outside(usable: int | None) -> int:
+    """The machine's CPUs outside this process's share (:func:`usable_cpus`): what runs there is no
+    neighbour of its threads."""
+    return max(0, (os.cpu_count() or 1) - (usable_cpus() if usable is None else usable))
+
+
+def _stays_crowded(outside: int, loadavg: Path) -> bool:
+    """Whether other tasks stay runnable beyond ``outside`` CPUs for more than half of :data:`CONFIRM_S`
+    (the median of :data:`CONFIRM_READS` reads): a first reading of crowded CPUs, confirmed."""
+    interval = CONFIRM_S / max(1, CONFIRM_READS - 1)
+    watched = others_runnable(samples=CONFIRM_READS, interval=interval, loadavg=loadavg)
+    return watched is not None and watched - outside >= CROWDED_AT
 
 
 def wait_setting(env: Mapping[str, str]) -> str:
@@ -350,14 +375,15 @@ def current_wait(env: Mapping[str, str] | None = None) -> str | None:
 
 def crowded_now(loadavg: Path = LOADAVG, usable: int | None = None) -> bool:
     """Whether other tasks keep the CPUs this process may use busy right now: :func:`others_runnable`
-    (9 reads over 80 ms) beyond the CPUs outside this process's share by at least :data:`CROWDED_AT`. Asked
-    while this process computes nothing (between epochs), so its own threads are not counted; the load
-    average is not asked, since this process's own training raised it."""
+    (9 reads over 80 ms) beyond the CPUs outside this process's share by at least :data:`CROWDED_AT`,
+    confirmed as :func:`crowded` confirms (a page redrawn for the epoch just ended is a burst, not
+    crowding). Asked while this process computes nothing (between epochs), so its own threads are not
+    counted; the load average is not asked, since this process's own training raised it."""
     others = others_runnable(samples=9, interval=0.01, loadavg=loadavg)
     if others is None:
         return False
-    outside = max(0, (os.cpu_count() or 1) - (usable_cpus() if usable is None else usable))
-    return others - outside >= CROWDED_AT
+    outside = _outside(usable)
+    return others - outside >= CROWDED_AT and _stays_crowded(outside, loadavg)
 
 
 def rechoose(env: Mapping[str, str] | None = None, loadavg: Path = LOADAVG) -> str | None:
