@@ -75,7 +75,9 @@ def test_a_process_cartomap_starts_decides_again_for_the_machine_as_it_is_then(m
     assert cpu.with_policy(job) == {"PATH": "/bin", **SPIN}
 
 
-def test_the_runnable_count_comes_from_the_kernel_and_counts_only_others(tmp_path, monkeypatch, quick_confirm):
+def test_the_runnable_count_comes_from_the_kernel_and_counts_only_others(
+    tmp_path, monkeypatch, quick_confirm
+):
     loadavg = tmp_path / "loadavg"
     loadavg.write_text("2.10 1.50 0.90 3/211 4242\n")  # 3 runnable: this reader and 2 others
     assert cpu.others_runnable(samples=3, interval=0, loadavg=loadavg) == 2.0
