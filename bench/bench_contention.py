@@ -40,6 +40,8 @@ core here: "alone" stays an approximation, and settings that sleep more leave th
     python bench/bench_contention.py --examples 64 --tries 1 --beside 0,2  # a smoke run (minutes)
     python bench/bench_contention.py --settings cartomap-start,cartomap --beside 0,2 --epochs 3 --start-after 12
         # load that starts after the training: does the training follow it (the last epoch's ratio)?
+    python bench/bench_contention.py --settings cartomap-start,cartomap --beside 0,2 --examples 3198 --epochs 2 \
+        --record-points 4 --start-after 8   # ... and inside an epoch, at its recordings
 """
 
 from __future__ import annotations
@@ -74,10 +76,17 @@ SETTINGS: dict[str, tuple[str, dict[str, str], str]] = {
     "cartomap": (
         "cartomap's policy: cartomap.runs.cpu.apply() before torch loads, as its command line, jobs and "
         f"workers do (GOMP_SPINCOUNT={cpu.SPIN_COUNT} on free CPUs, OMP_WAIT_POLICY=PASSIVE on crowded ones, "
-        "decided when the training starts), chosen again after every epoch but the last as the dashboard's "
-        "training jobs and `cartomap train --run` do (a restart in place when the load changed)",
+        "decided when the training starts), chosen again at every epoch's end but the last, at each recording "
+        "inside an epoch and every minute of training, as the dashboard's training jobs and `cartomap train "
+        "--run` do (a restart in place when the load changed and it pays)",
         {},
         "cartomap",
+    ),
+    "cartomap-epoch-ends": (
+        "cartomap's policy chosen again at epoch ends only, never inside an epoch (as before the question "
+        "was asked at recordings)",
+        {},
+        "cartomap-epoch-ends",
     ),
     "cartomap-start": (
         "cartomap's policy decided when the training starts only (no restart: an experiment's runs, a "
@@ -168,9 +177,9 @@ def others_busy_cores(seconds: float = 0.5) -> float:
 def worker(args) -> None:
     rule = SETTINGS[args.worker][2]
     threads = None
-    if rule in ("cartomap", "cartomap-start"):
+    if rule in ("cartomap", "cartomap-start", "cartomap-epoch-ends"):
         cpu.apply()  # before torch is imported, as cartomap's processes do
-    if rule == "cartomap":
+    if rule in ("cartomap", "cartomap-epoch-ends"):
         cpu.own_process()
         cpu.allow_restart()  # this command line again continues the run in --cache
     elif rule == "load":
@@ -181,12 +190,21 @@ def worker(args) -> None:
     if threads:
         torch.set_num_threads(threads)
     import cartomap.training.loop as loop
+
+    if rule == "cartomap-epoch-ends":
+        loop.follow_load_inside = lambda *a, **k: None  # the loop asks only at its epochs' ends
     from cartomap.config import ModelConfig, RunConfig, TrainConfig
     from cartomap.runs.store import RunStore
 
     data = subset(args.examples)
+    points = args.record_points  # > 1: eval-mode recordings inside each epoch, where a training asks again
     train = TrainConfig(
-        epochs=args.epochs, record="train", save_checkpoints=False, device="cpu", precision="fp32"
+        epochs=args.epochs,
+        record="both" if points > 1 else "train",
+        record_points=points,
+        save_checkpoints=False,
+        device="cpu",
+        precision="fp32",
     )
     config = RunConfig(dev=None, model=ModelConfig(max_length=args.max_length), train=train)
     run = RunStore(args.cache).create(config, data)  # the run there already after a restart
@@ -268,6 +286,8 @@ def measure(args, setting: str, beside: int) -> dict:
         str(args.epochs),
         "--max-length",
         str(args.max_length),
+        "--record-points",
+        str(args.record_points),
     ]
     load = os.getloadavg()[0]
     later = args.start_after > 0
@@ -354,6 +374,8 @@ def report(args, results: dict, loads: tuple[str, str], elapsed: float) -> str:
     p("   sleeps: times per training step a thread went to sleep, alone (how often waking one cost time)")
     if args.start_after > 0:
         p(f"   the CPU-bound processes started {args.start_after:g} s after each training, not before it")
+    if args.record_points > 1:
+        p(f"   {args.record_points} eval-mode recordings of the training set an epoch, the last at its end")
     if args.epochs > 1:
         p("   last epoch: its training seconds; last ratio n: over default's last epoch alone x (n + C) / C;")
         p(
@@ -432,6 +454,14 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=400)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument(
+        "--record-points",
+        type=int,
+        default=1,
+        help="eval-mode recordings of the training set per epoch (default 1: the training pass only); with more, "
+        "recordings inside each epoch, where a training following the load asks again (and their passes "
+        "count in the wall time, not in the epoch loop's)",
+    )
     parser.add_argument(
         "--nice",
         type=int,

@@ -42,7 +42,7 @@ print(run.state)
 """
 
 
-def config(tmp_path: Path, model: str) -> RunConfig:
+def config(tmp_path: Path, model: str, record_points: int = 1) -> RunConfig:
     path = tmp_path / "pairs.jsonl"
     rows = [
         {
@@ -53,7 +53,14 @@ def config(tmp_path: Path, model: str) -> RunConfig:
         for i in range(12)
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    train = TrainConfig(epochs=3, batch_size=4, learning_rate=1e-2, warmup_ratio=0.0, record="both")
+    train = TrainConfig(
+        epochs=3,
+        batch_size=4,
+        learning_rate=1e-2,
+        warmup_ratio=0.0,
+        record="both",
+        record_points=record_points,
+    )
     return RunConfig(
         data=DataConfig(path=str(path)), dev=None, model=ModelConfig(model, max_length=32), train=train
     )
@@ -65,10 +72,18 @@ def clean_env(**extra: str) -> dict[str, str]:
     return dict(env, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **extra)
 
 
+@pytest.mark.parametrize(
+    ("record_points", "where"),
+    [
+        (1, "during epoch 1: starting again with threads waiting passive, from the checkpoint of epoch 1"),
+        # a recording inside the first epoch asks first: the steps before it are trained again
+        (2, "in epoch 1, at step 2: starting again with threads waiting passive, from the start"),
+    ],
+)
 def test_a_training_whose_cpus_became_crowded_restarts_once_waiting_passively_and_matches(
-    tmp_path, tiny_model
+    tmp_path, tiny_model, record_points, where
 ):
-    cfg = config(tmp_path, tiny_model)
+    cfg = config(tmp_path, tiny_model, record_points)
     run = prepare_run(cfg, RunStore(tmp_path / "cache"))
     script, starts = tmp_path / "trainer.py", tmp_path / "starts.jsonl"
     script.write_text(SCRIPT, encoding="utf-8")
@@ -84,13 +99,13 @@ def test_a_training_whose_cpus_became_crowded_restarts_once_waiting_passively_an
     lines = [json.loads(x) for x in starts.read_text().splitlines()]
     assert [x["wait"] for x in lines] == ["spin", "passive"]  # one restart: crowded stays crowded
     assert lines[0]["pid"] == lines[1]["pid"]  # in place: the job's pid stays valid
-    assert "cartomap chose it for the load when it restarted between epochs" in lines[1]["log"]
+    assert "cartomap chose it for the load when it restarted" in lines[1]["log"]
     log = run.log_path.read_text()
     assert (
-        "threads wait passive (cartomap chose it for the load when it restarted between epochs; chosen "
-        "again at the end of every epoch)" in log
+        "threads wait passive (cartomap chose it for the load when it restarted; asked again at every "
+        "recording and epoch's end)" in log
     )
-    assert "load changed during epoch 1: starting again with threads waiting passive" in log
+    assert f"the CPUs' load changed {where}" in log
     assert log.count("the CPUs' load changed") == 1
 
     alone = train_or_load(cfg, RunStore(tmp_path / "alone"))  # never restarted, in this process
@@ -258,7 +273,7 @@ def test_cartomap_called_inside_another_program_never_restarts_it(monkeypatch, t
 
 def test_a_restart_pays_when_the_time_it_saves_is_more_than_it_costs():
     assert cpu.pays("passive", 100.0, 20.0) and not cpu.pays("passive", 60.0, 20.0)  # 25 % of what is left
-    assert cpu.pays("spin", 400.0, 20.0) and not cpu.pays("spin", 200.0, 20.0)  # 7 %
+    assert cpu.pays("spin", 150.0, 20.0) and not cpu.pays("spin", 120.0, 20.0)  # 15 %
     assert cpu.pays("passive", None, 20.0) and cpu.pays("spin", 1.0, None)  # unknown: it restarts
 
 
@@ -280,6 +295,9 @@ def test_follow_load_restarts_only_when_it_pays_and_marks_the_run_queued_first(m
         history=[{"train_seconds": 40.0}],
         ready_s=30.0,
         run=run_fixture,
+        asked_at=0.0,
+        declined=None,
+        steps_log=SimpleNamespace(flush=lambda: None),
     )
     monkeypatch.setattr(cpu, "rechoose", lambda: "passive")
     monkeypatch.setattr(cpu, "restart", lambda choice: (_ for _ in ()).throw(Restarted(choice)))
@@ -300,3 +318,49 @@ def test_follow_load_restarts_only_when_it_pays_and_marks_the_run_queued_first(m
 @pytest.fixture()
 def run_fixture(tmp_path, tiny_model):
     return prepare_run(config(tmp_path, tiny_model), RunStore(tmp_path / "cache"))
+
+
+def test_inside_an_epoch_it_asks_at_recordings_and_every_so_often_counting_the_steps_done(
+    monkeypatch, run_fixture
+):
+    """A restart inside an epoch resumes from the last epoch's checkpoint: the steps done since are part
+    of its cost. Epoch 1 of 3, 100 steps of 1 s each, a restart costs 30 s plus the steps done."""
+    import time
+    from types import SimpleNamespace
+
+    from cartomap.training import loop
+
+    t = SimpleNamespace(
+        main=True,
+        n_proc=1,
+        accelerator=SimpleNamespace(device=SimpleNamespace(type="cpu")),
+        tc=SimpleNamespace(epochs=3),
+        steps_per_epoch=100,
+        mid_points={50: [0]},  # a recording after step 50
+        ready_s=30.0,
+        run=run_fixture,
+        asked_at=time.monotonic(),
+        declined=None,
+        steps_log=SimpleNamespace(flush=lambda: None),
+    )
+    asked = []
+    monkeypatch.setattr(cpu, "rechoose", lambda: asked.append(True) or "passive")
+    monkeypatch.setattr(cpu, "restart", lambda choice: (_ for _ in ()).throw(Restarted(choice)))
+
+    def after(steps: int) -> loop.EpochRecording:  # this epoch so far: ``steps`` steps of 1 s
+        return loop.EpochRecording(rows=np.zeros(1, dtype=bool), eval_now=True, t0=time.time() - steps)
+
+    loop.follow_load_inside(t, 0, 9, after(10))  # asked a moment ago, no recording here: not asked
+    assert asked == []
+    for _ in range(2):  # at the recording: 250 s left, passive saves about 62 s, the restart costs 30 + 50
+        loop.follow_load_inside(t, 0, 49, after(50))
+    assert len(asked) == 2
+    log = run_fixture.log_path.read_text()
+    assert log.count("the CPUs' load changed in epoch 1, at step 50; threads keep waiting as they do") == 1
+    loop.follow_load_inside(t, 0, 99, after(100))  # the epoch's last step: its end asks
+    assert len(asked) == 2
+    t.asked_at = time.monotonic() - cpu.FOLLOW_EVERY_S - 1  # a minute of training since it last asked
+    with pytest.raises(Restarted, match="passive"):  # 290 s left: saves about 72 s, costs 30 + 10
+        loop.follow_load_inside(t, 0, 9, after(10))
+    assert "starting again with threads waiting passive, from the start" in run_fixture.log_path.read_text()
+    assert run_fixture.status()["state"] == "queued" and run_fixture.status()["phase"] == "restarting"

@@ -34,12 +34,14 @@ to change it later; so a training that began on free CPUs kept spinning when oth
 (1.7x its fair share of time, where passive waiting keeps about 1.2x). A process that knows a command line
 continuing its work (:func:`allow_restart`: ``cartomap train``, as ``train --run ID``; ``cartomap demo
 --train``; the dashboard's training and experiment jobs; ``cartomap experiment run``) asks
-:func:`rechoose` at the end of every epoch but the last, once the epoch's checkpoint is written: when the CPUs it may use became crowded (or free again) and cartomap chose the
-waiting (``CARTOMAP_WAIT=auto``, no user variable), it starts itself again in place (:func:`restart`:
-``exec``, same pid), waiting the other way, and resumes from that checkpoint, bit-identical to a run that
-was not restarted. Inside an epoch nothing can change: a run resumes only at an epoch's end. The decision
-there reads only the runnable tasks (:func:`crowded_now`), not the load average, which the training
-itself has raised.
+:func:`rechoose` at the end of every epoch but the last, once the epoch's checkpoint is written, and
+inside an epoch at each of its recordings and at least every :data:`FOLLOW_EVERY_S` of training: when the
+CPUs it may use became crowded (or free again) and cartomap chose the waiting (``CARTOMAP_WAIT=auto``, no
+user variable), it starts itself again in place (:func:`restart`: ``exec``, same pid), waiting the other
+way, and resumes from the last checkpoint, bit-identical to a run that was not restarted. It does so only
+when it pays (:func:`pays`): a run resumes at an epoch's end, so inside an epoch the steps done since
+count as part of the restart's cost. The decision reads only the runnable tasks (:func:`crowded_now`),
+not the load average, which the training itself has raised.
 
 OpenMP reads its environment once, when torch loads it: :func:`apply` sets the policy in this process
 before torch is imported, :func:`job_env` gives it to a process about to start. A user's own settings
@@ -89,10 +91,14 @@ RESTART_ENV = "CARTOMAP_WAIT_RESTART"
 #: The command line that continues this process's work (:func:`allow_restart`); None: it may not restart.
 _restart_argv: list[str] | None = None
 #: What passive waiting saves on crowded CPUs, and brief spinning on free ones, as a share of the training
-#: time left (bench/bench_contention.py, docs/benchmarks.md: beside two CPU-bound processes spinning took
-#: 1.7x its fair share and passive waiting 1.2x; alone, passive waiting was 8 % slower on a quiet machine):
+#: time left (docs/benchmarks.md: beside two CPU-bound processes spinning took 1.7x its fair share and
+#: passive waiting 1.2x, bench/bench_contention.py; alone on a quiet machine the demo's first epoch
+#: trained in 51.7 s waiting passively and 44.9 s spinning, 15 % less, where a smaller run measured 8 %):
 #: a restart is worth it when this share of the time left is more than the restart costs.
-RESTART_GAIN = {"passive": 0.25, "spin": 0.07}
+RESTART_GAIN = {"passive": 0.25, "spin": 0.15}
+#: How often a training asks about the load inside an epoch, in seconds of training, besides at each of
+#: its recordings and at each epoch's end (a quick question: 9 reads over 80 ms while free).
+FOLLOW_EVERY_S = 60.0
 #: When this module was imported (early in every cartomap process): the start of what a restart repeats.
 _IMPORTED = time.monotonic()
 #: Whether this process runs cartomap's own command line (:func:`own_process`).
@@ -310,8 +316,8 @@ def waiting(env: Mapping[str, str] | None = None) -> str:
         return f"threads wait {how} (as set)"
     if (env.get(WAIT_ENV) or "auto").strip().lower() != "auto":
         return f"threads wait {how} (as {WAIT_ENV} says)"
-    when = "when it restarted between epochs" if _restarted else "at start"
-    again = "; chosen again at the end of every epoch" if _restart_argv is not None else ""
+    when = "when it restarted" if _restarted else "at start"
+    again = "; asked again at every recording and epoch's end" if _restart_argv is not None else ""
     return f"threads wait {how} (cartomap chose it for the load {when}{again})"
 
 
@@ -377,7 +383,7 @@ def crowded_now(loadavg: Path = LOADAVG, usable: int | None = None) -> bool:
     """Whether other tasks keep the CPUs this process may use busy right now: :func:`others_runnable`
     (9 reads over 80 ms) beyond the CPUs outside this process's share by at least :data:`CROWDED_AT`,
     confirmed as :func:`crowded` confirms (a page redrawn for the epoch just ended is a burst, not
-    crowding). Asked while this process computes nothing (between epochs), so its own threads are not
+    crowding). Asked between two steps, while this process computes nothing, so its own threads are not
     counted; the load average is not asked, since this process's own training raised it."""
     others = others_runnable(samples=9, interval=0.01, loadavg=loadavg)
     if others is None:

@@ -33,7 +33,7 @@ class Phase(Valued):
     TEST = "test"  # evaluating on test set k of n (:meth:`of`)
     SAVING = "saving"  # writing the model and the map
     CHECKPOINT = "checkpoint"  # scoring saved checkpoint k of n (:meth:`of`)
-    RESTARTING = "restarting"  # between two epochs, starting again as the CPUs' load changed (runs/cpu.py)
+    RESTARTING = "restarting"  # starting again as the CPUs' load changed (runs/cpu.py)
     # an experiment (the runner)
     STARTING = "starting"
     TRAINING = "training"  # one run at a time

@@ -321,6 +321,8 @@ class Training:
     steps_log: Any = None
     progress: Any = None
     ready_s: float | None = None  # seconds from the process's start to training: what a restart repeats
+    asked_at: float = field(default_factory=time.monotonic)  # when the CPUs' load was last asked about
+    declined: str | None = None  # a waiting a restart would not have paid for (said once in the log)
 
     @property
     def tc(self):
@@ -555,6 +557,7 @@ def train_epoch(t: Training, epoch: int) -> tuple[dict, EpochRecording] | None:
                 t.run.log(f"cancelled during epoch {epoch + 1}; resume restarts that epoch")
                 t.run.set_status(state=State.CANCELLED)
             return None
+        follow_load_inside(t, epoch, step, recording)
     t.steps_log.flush()
     if Source.TRAIN in t.recorded:
         check_complete(recording.rows, t.ids, epoch)
@@ -707,27 +710,65 @@ def follow_load(t: Training, epoch: int) -> None:
     """Between two epochs, once the checkpoint is written: when the CPUs became crowded (or free again)
     since this process chose how its threads wait, and it may start again (:func:`cartomap.runs.cpu.rechoose`:
     a job or ``cartomap train --run``), it restarts in place waiting the other way and resumes from the
-    checkpoint just written (the waiting changes no result). Nothing on an accelerator, under several
-    processes, or after the last epoch."""
-    if not t.main or t.n_proc > 1 or t.accelerator.device.type != "cpu":
+    checkpoint just written (the waiting changes no result). Nothing after the last epoch."""
+    if epoch + 1 >= t.tc.epochs or t.trainer["stopped_early"] or not follows_load(t):
         return
-    if epoch + 1 >= t.tc.epochs or t.trainer["stopped_early"]:
-        return
+    t.asked_at = time.monotonic()
     choice = cpu.rechoose()
     if choice is None:
         return
-    remaining = (t.tc.epochs - epoch - 1) * t.history[-1]["train_seconds"]
-    if not cpu.pays(choice, remaining, t.ready_s):
-        t.run.log(
-            f"the CPUs' load changed during epoch {epoch + 1}; threads keep waiting as they do: starting "
-            f"again (about {t.ready_s:.0f} s) would cost more than waiting {choice} could save of the "
-            f"{remaining:.0f} s of training left"
-        )
-        return
-    t.run.log(
-        f"the CPUs' load changed during epoch {epoch + 1}: starting again with threads waiting {choice}, "
-        f"from the checkpoint of epoch {epoch + 1}"
+    left = (t.tc.epochs - epoch - 1) * t.history[-1]["train_seconds"]
+    restart_if_it_pays(
+        t, choice, left, 0.0, f"during epoch {epoch + 1}", f"the checkpoint of epoch {epoch + 1}"
     )
+
+
+def follow_load_inside(t: Training, epoch: int, step: int, recording: EpochRecording) -> None:
+    """Inside an epoch, after step ``step`` (0-based), at each of its recordings and at least every
+    :data:`cartomap.runs.cpu.FOLLOW_EVERY_S` of training: the same question as :func:`follow_load`. A
+    restart here resumes from the last epoch's checkpoint (or the start), so the steps of this epoch done
+    so far count as part of its cost: worth it early in a long epoch, not near its end."""
+    if step + 1 >= t.steps_per_epoch or not follows_load(t):
+        return  # the epoch's end asks once its checkpoint is written
+    at_recording = step + 1 in t.mid_points and recording.eval_now
+    if not at_recording and time.monotonic() - t.asked_at < cpu.FOLLOW_EVERY_S:
+        return
+    t.asked_at = time.monotonic()
+    choice = cpu.rechoose()
+    if choice is None:
+        return
+    trained = time.time() - recording.t0 - recording.seconds
+    per_step = trained / (step + 1)
+    left = per_step * (t.steps_per_epoch - step - 1 + t.steps_per_epoch * (t.tc.epochs - epoch - 1))
+    since = f"the checkpoint of epoch {epoch}" if epoch else "the start"
+    restart_if_it_pays(
+        t, choice, left, time.time() - recording.t0, f"in epoch {epoch + 1}, at step {step + 1}", since
+    )
+
+
+def follows_load(t: Training) -> bool:
+    """Whether this training may restart as the load changes: one process on a CPU (several processes,
+    or an accelerator, keep how they compute)."""
+    return t.main and t.n_proc == 1 and t.accelerator.device.type == "cpu"
+
+
+def restart_if_it_pays(t: Training, choice: str, left_s: float, lost_s: float, when: str, since: str) -> None:
+    """Start this process again waiting as ``choice`` says, from ``since`` (what it resumes from), when
+    :func:`cartomap.runs.cpu.pays`: the share waiting ``choice`` saves of the ``left_s`` seconds of
+    training left beats the restart (the process's start, and the ``lost_s`` seconds of work since the
+    checkpoint, done again). Else the log says why not, once for each choice declined."""
+    cost = (t.ready_s or 0.0) + lost_s
+    if not cpu.pays(choice, left_s, cost):
+        if t.declined != choice:
+            t.declined = choice
+            t.run.log(
+                f"the CPUs' load changed {when}; threads keep waiting as they do: starting again (about "
+                f"{cost:.0f} s) would cost more than waiting {choice} could save of the {left_s:.0f} s of "
+                "training left"
+            )
+        return
+    t.run.log(f"the CPUs' load changed {when}: starting again with threads waiting {choice}, from {since}")
+    t.steps_log.flush()
     t.run.set_status(state=State.QUEUED, phase=Phase.RESTARTING, pid=os.getpid(), queued_at=time.time())
     cpu.restart(choice)
 
