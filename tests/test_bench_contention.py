@@ -53,6 +53,7 @@ def test_the_table_gives_ratios_to_the_fair_share_of_the_same_try(monkeypatch):
         beside=[0, 2],
         settings=["default", "cartomap"],
         start_after=0.0,
+        record_points=1,
     )
     rows = {
         line.split(" | ")[0].strip("| "): line.split(" | ")
@@ -89,9 +90,11 @@ def test_the_last_epoch_columns_compare_it_with_the_last_epoch_alone(monkeypatch
         beside=[0, 2],
         settings=["default", "cartomap"],
         start_after=12.0,
+        record_points=4,
     )
     text = bench.report(args, results, ("0", "0"), 1)
     assert "started 12 s after each training" in text
+    assert "4 eval-mode recordings of the training set an epoch" in text
     row = next(line for line in text.splitlines() if line.startswith("| cartomap |")).split(" | ")
     # the last epoch's fair share beside 2: twice default's last epoch alone in the same try (20 s, 24 s)
     assert row[7].startswith("25.0") and row[8] == "1.12"  # median of 20/20 and 30/24
