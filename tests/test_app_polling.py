@@ -137,7 +137,7 @@ def _poll(running, drawn, age: float) -> AppTest:
     ("step", "epoch_more", "age", "reruns"),
     [
         (13, False, 0.0, False),  # a quarter epoch more, drawn just now: not yet
-        (13, False, polling.CURVES_MIN_S, True),  # ... and 30 s ago: drawn again
+        (13, False, polling.CURVES_MIN_S, True),  # ... and a minute ago: drawn again
         (4, False, 600.0, False),  # the same quarter, however old: nothing new to see
         (4, True, 0.0, True),  # an epoch more in the history: at once
     ],

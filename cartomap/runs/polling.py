@@ -33,7 +33,7 @@ POLL_GROWTH = 1.5
 #: How often an epoch's step-loss curve is drawn again (at most, and at the polls).
 CURVE_REDRAWS_PER_EPOCH = 4
 #: The least time, in seconds, between two drawings of the curves for steps alone (an epoch: at once).
-CURVES_MIN_S = 30.0
+CURVES_MIN_S = 60.0
 
 
 def next_interval(previous: float | None, changed: bool) -> float:

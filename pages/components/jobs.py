@@ -9,7 +9,7 @@ state and the page then draws its results. It polls less often while nothing cha
 up to every 10 s; back to 2 s at a change: :mod:`cartomap.runs.polling` owns the policy), and a running
 run's training curves are drawn by the whole app, outside the poll, so an unchanged chart is neither
 built nor sent again; the poll reruns the app when they gained something to see (a new epoch at once; a
-quarter of an epoch's steps, at most every 30 s), and not at all while their expander is closed.
+quarter of an epoch's steps, at most every minute), and not at all while their expander is closed.
 Buttons only write flags and start processes; no widget ever kills a process.
 
 * :func:`job_panel`: status, messages and Cancel / Resume of any job; :func:`run_panel` and
