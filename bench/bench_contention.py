@@ -217,8 +217,8 @@ def worker(args) -> None:
     out = {
         "train_s": sum(h["train_seconds"] for h in history),
         "last_s": history[-1]["train_seconds"],
-        "restarts": run.log_path.read_text().count("starting again with threads waiting"),
-        "not_worth": run.log_path.read_text().count("would cost more than waiting"),
+        "restarts": run.log_path.read_text().count(loop.RESTARTED),
+        "not_worth": run.log_path.read_text().count(loop.NOT_WORTH),
         "threads": torch.get_num_threads(),
         "loss": history[-1]["train_loss"],
         "sleeps_per_step": slept / (history[-1].get("steps") or -(-args.examples // train.batch_size)),

@@ -55,6 +55,7 @@ def describe(cache: str) -> dict:
     """What the trained run says of itself: how its threads waited (its log), the seconds its epoch loops
     and recording passes took (its history), and any restart as the CPUs' load changed."""
     from cartomap.runs.store import RunStore
+    from cartomap.training.loop import RESTARTED
 
     runs = [r for r in RunStore(cache).list() if r.history()]
     if not runs:
@@ -67,7 +68,7 @@ def describe(cache: str) -> dict:
         "wait": waits,
         "train_s": round(sum(h.get("train_seconds", 0) for h in history), 1),
         "record_s": round(sum(h.get("record_seconds", 0) for h in history), 1),
-        "restarts": log.count("starting again with threads waiting"),
+        "restarts": log.count(RESTARTED),
     }
 
 
@@ -132,10 +133,12 @@ def trained(run_of, timeout: float) -> None:
     has ended. The page follows the job on its own; a bench that asked the browser for the map every
     50 ms meanwhile (two scripts run in the page, through chromedriver, 40 times a second) took a fifth
     of the training's speed itself (docs/benchmarks.md). ``run_of``: the run, or None while not there."""
+    from cartomap.runs.state import is_active
+
     end = time.time() + timeout
     while time.time() < end:
         run = run_of()
-        if run is not None and run.state not in ("queued", "running"):
+        if run is not None and not is_active(run.state):
             return
         time.sleep(1.0)
     raise SystemExit(f"the job did not end in {timeout:.0f} s")
@@ -147,8 +150,10 @@ def training_started(cache: str):
 
     def check(clicked: float) -> float:
         def started():
+            from cartomap.runs.state import is_active
+
             run = demo_run(cache)
-            return run is not None and run.state in ("queued", "running")
+            return run is not None and is_active(run.state)
 
         wait_for(started, 120, "the demo's training job")
         return time.time() - clicked

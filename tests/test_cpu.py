@@ -125,6 +125,9 @@ def test_a_burst_at_the_decision_is_not_crowding_work_that_stays_is(quick_confir
     burst = Readings([2] * 5 + [2] * 10 + [0] * 31)  # runnable through 10 of the watch's 41 reads
     assert not cpu.crowded(burst)
     assert burst.reads == 5 + 1 + cpu.CONFIRM_READS  # the quick reads, the load average, the watch
+    unwatched = Readings([2] * 5 + [0] * 41)
+    assert cpu.crowded(unwatched, watch=False) and unwatched.reads == 5 + 1  # the server starting a job:
+    # no second of watching on the click's path; the job decides again, watching, as it starts
     assert cpu.crowded(Readings([2] * 5 + [2] * 30 + [0] * 11))  # most of the watch
     free = Readings([0])
     assert not cpu.crowded(free) and free.reads == 5 + 1  # nothing to confirm: no watch

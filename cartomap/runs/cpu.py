@@ -205,14 +205,15 @@ def load_average(loadavg: Path = LOADAVG) -> float | None:
         return None
 
 
-def crowded(loadavg: Path = LOADAVG, usable: int | None = None) -> bool:
+def crowded(loadavg: Path = LOADAVG, usable: int | None = None, watch: bool = True) -> bool:
     """Whether other processes keep the CPUs this process may use busy: other tasks runnable beyond the
     machine's CPUs outside this process's share (:func:`usable_cpus`) by at least :data:`CROWDED_AT`, and
     a 1-minute load average beyond them by at least one CPU. A first quick reading that says crowded is
     watched for :data:`CONFIRM_S` (the median of :data:`CONFIRM_READS` reads must say so too), so that a
     burst of a moment (the dashboard's server and the browser answering the click that started a job,
     the end of the previous training still in the load average) does not count, work that keeps the
-    CPUs busy does. Free CPUs answer at once. ``usable``: :func:`usable_cpus`, when the caller has it."""
+    CPUs busy does. Free CPUs answer at once. ``usable``: :func:`usable_cpus`, when the caller has it;
+    ``watch`` False: the first reading alone (a process about to start another, which decides again)."""
     others = others_runnable(loadavg=loadavg)
     load = load_average(loadavg)
     if others is None or load is None:
@@ -220,7 +221,7 @@ def crowded(loadavg: Path = LOADAVG, usable: int | None = None) -> bool:
     outside = _outside(usable)
     if others - outside < CROWDED_AT or load - outside < 1.0:
         return False
-    return _stays_crowded(outside, loadavg)
+    return not watch or _stays_crowded(outside, loadavg)
 
 
 def _outside(usable: int | None) -> int:
@@ -247,14 +248,14 @@ def wait_setting(env: Mapping[str, str]) -> str:
     return choice
 
 
-def wait_choice(env: Mapping[str, str], usable: int | None = None) -> str:
+def wait_choice(env: Mapping[str, str], usable: int | None = None, watch: bool = True) -> str:
     """How a process started with ``env`` waits: "spin" or "passive" (:func:`wait_setting`; "auto" asks
     :func:`crowded`). CartomapError naming the variable for a bad value."""
     choice = wait_setting(env)
     if choice == "auto":
         if env.get(RESTART_ENV) in ("spin", "passive"):  # chosen just before this process restarted
             return env[RESTART_ENV]
-        return "passive" if crowded(usable=usable) else "spin"
+        return "passive" if crowded(usable=usable, watch=watch) else "spin"
     return choice
 
 
@@ -272,7 +273,7 @@ def _put(target, changes: Mapping[str, str | None]) -> None:
             target[name] = value
 
 
-def job_env(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
+def job_env(env: Mapping[str, str] | None = None, watch: bool = True) -> dict[str, str | None]:
     """What a process started with environment ``env`` (default: this process's) gets for the policy:
     how its threads wait (:func:`wait_choice`) unless ``env`` chose it, the thread count when the
     cgroup's quota allows fewer CPUs than the affinity and ``env`` chose none, and :data:`POLICY_MARK`
@@ -286,7 +287,7 @@ def job_env(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
     out: dict[str, str | None] = {name: None for name in ours if name in env}
     usable = usable_cpus()
     if not any(user.get(k) for k in WAIT_VARIABLES):
-        if wait_choice(user, usable) == "passive":
+        if wait_choice(user, usable, watch) == "passive":
             out["OMP_WAIT_POLICY"] = "PASSIVE"
         else:
             out["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
@@ -325,7 +326,7 @@ def with_policy(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` with the policy of :func:`job_env` put in (and cartomap's earlier choices it replaces taken
     out): the environment of a process about to start."""
     out = dict(env)
-    _put(out, job_env(env))
+    _put(out, job_env(env, watch=False))  # the process decides again as it starts (apply), watching then
     return out
 
 

@@ -706,6 +706,12 @@ def checkpoint(t: Training, epoch: int, record: dict, dev_logits, test_logits: l
     t.progress.update(force=True, phase=Phase.TRAIN, dev_accuracy=record.get("dev_accuracy"))
 
 
+#: What a run's log says when a training restarts as the CPUs' load changed, and when a change did not
+#: pay (benches count them).
+RESTARTED = "starting again with threads waiting"
+NOT_WORTH = "would cost more than waiting"
+
+
 def follow_load(t: Training, epoch: int) -> None:
     """Between two epochs, once the checkpoint is written: when the CPUs became crowded (or free again)
     since this process chose how its threads wait, and it may start again (:func:`cartomap.runs.cpu.rechoose`:
@@ -763,11 +769,10 @@ def restart_if_it_pays(t: Training, choice: str, left_s: float, lost_s: float, w
             t.declined = choice
             t.run.log(
                 f"the CPUs' load changed {when}; threads keep waiting as they do: starting again (about "
-                f"{cost:.0f} s) would cost more than waiting {choice} could save of the {left_s:.0f} s of "
-                "training left"
+                f"{cost:.0f} s) {NOT_WORTH} {choice} could save of the {left_s:.0f} s of training left"
             )
         return
-    t.run.log(f"the CPUs' load changed {when}: starting again with threads waiting {choice}, from {since}")
+    t.run.log(f"the CPUs' load changed {when}: {RESTARTED} {choice}, from {since}")
     t.steps_log.flush()
     t.run.set_status(state=State.QUEUED, phase=Phase.RESTARTING, pid=os.getpid(), queued_at=time.time())
     cpu.restart(choice)
